@@ -1,0 +1,60 @@
+"""The ``launchgap`` command line: one module per subcommand under ``analyzer/commands``.
+
+Each command module has ``NAME``, ``HELP``, ``prepare_parser(parser)`` and ``run(args) -> int``.
+:func:`main` turns any :class:`~analyzer.errors.AnalyzerError` into one line on stderr and
+exit code 2 (never a traceback).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from analyzer import __version__
+from analyzer.errors import AnalyzerError
+
+#: Subcommand modules, in the order ``launchgap --help`` lists them.
+COMMANDS = ("analyze", "plan", "record", "app", "hta", "fleet")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="launchgap",
+        description="Diagnose GPU launch gaps in LLM decode traces and plan CUDA-graph capture.",
+    )
+    parser.add_argument("--version", action="version", version=f"launchgap {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            mod = importlib.import_module(f"analyzer.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"analyzer.commands.{name}":
+                continue  # command not part of this build
+            raise
+        p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
+        mod.prepare_parser(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except AnalyzerError as exc:
+        print(f"launchgap: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("launchgap: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

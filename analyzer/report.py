@@ -1,0 +1,398 @@
+"""One trace in, one diagnosis out: :func:`analyze_trace` -> :class:`TraceReport`.
+
+Per-step metrics (all times in microseconds):
+
+* ``dur_us``: the step's GPU window on its device, from the first to the last GPU op the
+  step launched (see :mod:`analyzer.steps`).
+* ``cpu_us``: the step's CPU range (annotation duration).
+* ``gpu_busy_us``: union of all GPU ops of that device inside the window.
+* ``gpu_idle_us``: ``dur_us - gpu_busy_us``, split by cause in ``idle_us_by_cause``
+  (:mod:`analyzer.gaps`); the causes sum to it exactly.
+* ``kernels``: kernels the step launched (eager or replayed from a graph).
+* ``kernel_launches`` / ``graph_launches``: launch calls of each kind inside the step.
+* ``launch_api_us``, ``launch_to_kernel_ratio``, ``launch_delay_us_median``: see
+  :mod:`analyzer.launches`.
+* ``predicted_graph_us``: the CUDA-graph step predicted by :mod:`analyzer.predict`.
+
+The ``summary`` takes medians over steps; ``gpu_idle_fraction`` is total idle over total
+window of all steps; ``predicted_speedup`` is the real step time (``observed_step_us``
+when the user gives it, else the profiled step less the estimated profiler overhead) over
+the median predicted graph step.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from analyzer.gaps import CAUSES, DeviceBusy, Gaps, compute_gaps
+from analyzer.launches import classify_mode, kernel_launch_table, launch_delays_ns
+from analyzer.predict import DEFAULT_MODEL, PredictionModel
+from analyzer.steps import StepOptions, assign_rows_to_steps, find_steps
+from analyzer.trace import Api, Kind, Trace
+
+SCHEMA = "launchgap.report/1"
+GAP_HIST_EDGES_US = (0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 5000.0, float("inf"))
+#: A step is called launch-bound when host-side causes leave the GPU idle this share of it.
+LAUNCH_BOUND_IDLE_FRACTION = 0.25
+
+
+@dataclass(frozen=True)
+class AnalysisOptions:
+    """Everything that changes the analysis of one trace."""
+
+    steps: StepOptions = field(default_factory=StepOptions)
+    model: PredictionModel = DEFAULT_MODEL
+    observed_step_us: float | None = None
+    top_gaps: int = 10
+    top_kernels: int = 15
+
+
+@dataclass(frozen=True)
+class DeviceReport:
+    device: int
+    name: str
+    kernels: int
+    gpu_ops: int
+    gpu_busy_us: float
+    gpu_window_us: float
+    gpu_idle_us: float
+    idle_us_by_cause: dict[str, float]
+
+
+@dataclass(frozen=True)
+class StepReport:
+    index: int
+    name: str
+    batch_size: int | None
+    device: int
+    start_us: float
+    dur_us: float
+    cpu_us: float
+    gpu_busy_us: float
+    gpu_idle_us: float
+    idle_us_by_cause: dict[str, float]
+    kernels: int
+    kernel_launches: int
+    graph_launches: int
+    launch_api_us: float
+    launched_gpu_us: float
+    launch_to_kernel_ratio: float
+    launch_delay_us_median: float
+    host_events: int
+    predicted_graph_us: float
+
+
+@dataclass(frozen=True)
+class Summary:
+    steps: int
+    step_source: str
+    step_us_median: float
+    cpu_step_us_median: float
+    gpu_busy_us_median: float
+    gpu_idle_fraction: float
+    idle_fraction_by_cause: dict[str, float]
+    kernels_per_step_median: float
+    kernel_launches_per_step_median: float
+    graph_launches_per_step_median: float
+    residual_eager_launches_per_step_median: float
+    launch_api_us_per_step_median: float
+    launch_to_kernel_ratio: float
+    launch_delay_us_p50: float
+    launch_delay_us_p90: float
+    launch_delay_us_p99: float
+    predicted_graph_step_us_median: float
+    estimated_unprofiled_step_us_median: float
+    estimated_profiler_inflation: float
+    observed_step_us: float | None
+    predicted_speedup: float
+    predicted_speedup_profiled: float
+    batch_sizes: list[int]
+    verdict: str
+    verdict_detail: str
+
+
+@dataclass(frozen=True)
+class GapRow:
+    device: int
+    step: int | None
+    start_us: float
+    dur_us: float
+    cause: str
+    before: str
+    after: str
+
+
+@dataclass(frozen=True)
+class TraceReport:
+    """The diagnosis of one trace. ``to_dict`` gives the JSON contract (schema launchgap.report/1)."""
+
+    path: str
+    format: str
+    mode: str
+    devices: list[DeviceReport]
+    summary: Summary
+    steps: list[StepReport]
+    gap_histogram: dict[str, list[float]]
+    top_gaps: list[GapRow]
+    top_kernels: list[dict]
+    rank: int | None
+    world_size: int | None
+    warnings: list[str]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _f(x: float) -> float:
+    """Round a float for the report (0.001 us = 1 ns resolution) and make NaN/inf JSON-safe."""
+    if x is None or not np.isfinite(x):
+        return 0.0 if x is None or np.isnan(x) else float(np.sign(x) * 1e18)
+    return round(float(x), 3)
+
+
+def _median(a: np.ndarray) -> float:
+    return float(np.median(a)) if a.size else 0.0
+
+
+def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
+                  wait_ns: np.ndarray | None = None) -> TraceReport:
+    """Diagnose one parsed trace. Pure: the trace is not modified.
+
+    ``wait_ns`` (per row) marks time collectives spent waiting for peers
+    (:mod:`analyzer.collectives`); it is counted as idle with cause ``peer``.
+    """
+    opts = options or AnalysisOptions()
+    warnings = list(trace.warnings)
+    gaps, busy = compute_gaps(trace, wait_ns)
+    steps = find_steps(trace, opts.steps)
+    row_step = assign_rows_to_steps(trace, steps)
+    n_steps = len(steps)
+    gpu = trace.gpu_mask
+    eff_start = trace.start_ns + (np.minimum(wait_ns, trace.dur_ns) if wait_ns is not None else 0)
+
+    # --- per-(step, device) windows -------------------------------------------------------
+    dev_list = [b.device for b in busy]
+    dev_pos = {d: i for i, d in enumerate(dev_list)}
+    n_dev = max(len(dev_list), 1)
+    g_rows = np.flatnonzero(gpu & (row_step >= 0))
+    dpos = np.searchsorted(np.array(dev_list), trace.device[g_rows]) if dev_list else np.zeros(0, int)
+    key = row_step[g_rows] * n_dev + dpos
+    n_keys = n_steps * n_dev
+    w0 = np.full(n_keys, np.iinfo(np.int64).max, dtype=np.int64)
+    w1 = np.full(n_keys, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(w0, key, eff_start[g_rows])
+    np.maximum.at(w1, key, trace.end_ns[g_rows])
+    ops_per_key = np.bincount(key, minlength=n_keys)
+    has = ops_per_key > 0
+    w0 = np.where(has, w0, 0)
+    w1 = np.where(has, w1, 0)
+    busy_key = np.zeros(n_keys, dtype=np.int64)
+    for i, b in enumerate(busy):  # loop over devices
+        sel = np.arange(n_steps) * n_dev + i
+        busy_key[sel] = np.where(has[sel], b.busy_between(w0[sel], w1[sel]), 0)
+    # Primary device of a step: the one where it kept the GPU busiest.
+    busy_mat = busy_key.reshape(n_steps, n_dev)
+    prim = np.argmax(np.where(has.reshape(n_steps, n_dev), busy_mat, -1), axis=1) if n_steps else np.zeros(0, int)
+    pkey = np.arange(n_steps) * n_dev + prim
+    step_ok = has[pkey] if n_steps else np.zeros(0, bool)
+    if n_steps and not step_ok.all():
+        warnings.append(f"{int((~step_ok).sum())} of {n_steps} steps launched no GPU work and were left out")
+
+    # --- gaps -> (step, device) ----------------------------------------------------------
+    gap_key = np.full(len(gaps), -1, dtype=np.int64)
+    for i, d in enumerate(dev_list):
+        sel_g = np.flatnonzero(gaps.device == d)
+        keys_d = np.arange(n_steps) * n_dev + i
+        valid = keys_d[has[keys_d]]
+        if valid.size == 0 or sel_g.size == 0:
+            continue
+        order = np.argsort(w0[valid], kind="stable")
+        vs, ve = w0[valid][order], w1[valid][order]
+        j = np.searchsorted(vs, gaps.start_ns[sel_g], side="right") - 1
+        inside = j >= 0
+        inside[inside] = gaps.end_ns[sel_g][inside] <= ve[j[inside]]
+        gap_key[sel_g[inside]] = valid[order][j[inside]]
+    cause_key = {c: np.bincount(gap_key[gap_key >= 0], weights=gaps.cause_ns(c)[gap_key >= 0], minlength=n_keys)
+                 for c in CAUSES}
+
+    # --- per-step launch metrics (all devices of the step) --------------------------------
+    host_rows = np.flatnonzero(row_step >= 0)
+    rs = row_step[host_rows]
+    api = trace.api[host_rows]
+    is_kl = api == Api.KERNEL_LAUNCH
+    is_gl = api == Api.GRAPH_LAUNCH
+    kernel_launches = np.bincount(rs[is_kl], minlength=n_steps)
+    graph_launches = np.bincount(rs[is_gl], minlength=n_steps)
+    launch_api_ns = np.bincount(rs[is_kl | is_gl], weights=trace.dur_ns[host_rows][is_kl | is_gl], minlength=n_steps)
+    host_ev = np.isin(trace.kind[host_rows], (Kind.CPU_OP, Kind.RUNTIME))
+    host_events = np.bincount(rs[host_ev], minlength=n_steps)
+    kern = (trace.kind[g_rows] == Kind.KERNEL)
+    kernels = np.bincount(row_step[g_rows][kern], minlength=n_steps)
+    launched_by = trace.api[trace.launch_idx[g_rows]]
+    by_launch = np.isin(launched_by, (Api.KERNEL_LAUNCH, Api.GRAPH_LAUNCH))
+    launched_gpu_ns = np.bincount(row_step[g_rows][by_launch], weights=trace.dur_ns[g_rows][by_launch],
+                                  minlength=n_steps)
+    on_prim = key == pkey[row_step[g_rows]] if n_steps else np.zeros(0, bool)
+    short = on_prim & (trace.kind[g_rows] != Kind.GRAPH) & (trace.dur_ns[g_rows] < opts.model.long_kernel_us * 1e3)
+    n_short = np.bincount(row_step[g_rows][short], minlength=n_steps)
+    d_ops, d_ns = launch_delays_ns(trace)
+    d_step = row_step[d_ops]
+    delay_med = np.zeros(n_steps)
+    if d_ops.size:
+        ok = d_step >= 0
+        order = np.lexsort((d_ns[ok], d_step[ok]))
+        cnt = np.bincount(d_step[ok], minlength=n_steps)
+        first = np.concatenate([[0], np.cumsum(cnt)[:-1]])
+        has_d = cnt > 0
+        delay_med[has_d] = d_ns[ok][order][first[has_d] + (cnt[has_d] - 1) // 2]
+
+    win_us = (w1[pkey] - w0[pkey]) / 1e3 if n_steps else np.zeros(0)
+    busy_us = busy_key[pkey] / 1e3 if n_steps else np.zeros(0)
+    pred_us = opts.model.predict_graph_us(busy_us, n_short)
+
+    step_reports: list[StepReport] = []
+    keep_idx = np.flatnonzero(step_ok)
+    for s in keep_idx.tolist():  # one row per step (a report row, not an event)
+        k = int(pkey[s])
+        causes = {c: _f(cause_key[c][k] / 1e3) for c in CAUSES}
+        bs = int(steps.batch_size[s])
+        step_reports.append(StepReport(
+            index=s, name=steps.names[s], batch_size=bs if bs >= 0 else None, device=int(dev_list[prim[s]]),
+            start_us=_f(w0[k] / 1e3), dur_us=_f(win_us[s]),
+            cpu_us=_f((steps.cpu_end_ns[s] - steps.cpu_start_ns[s]) / 1e3),
+            gpu_busy_us=_f(busy_us[s]), gpu_idle_us=_f(win_us[s] - busy_us[s]), idle_us_by_cause=causes,
+            kernels=int(kernels[s]), kernel_launches=int(kernel_launches[s]), graph_launches=int(graph_launches[s]),
+            launch_api_us=_f(launch_api_ns[s] / 1e3), launched_gpu_us=_f(launched_gpu_ns[s] / 1e3),
+            launch_to_kernel_ratio=_f(launch_api_ns[s] / launched_gpu_ns[s]) if launched_gpu_ns[s] > 0 else 0.0,
+            launch_delay_us_median=_f(delay_med[s] / 1e3), host_events=int(host_events[s]),
+            predicted_graph_us=_f(pred_us[s]),
+        ))
+
+    devices = _device_reports(trace, gaps, busy, eff_start)
+    summary = _summary(steps.source, step_reports, keep_idx, win_us, busy_us, pred_us, host_events, d_ns,
+                       launch_api_ns, launched_gpu_ns, opts, warnings)
+    mode = classify_mode(summary.kernel_launches_per_step_median, summary.graph_launches_per_step_median,
+                         summary.kernels_per_step_median)
+    summary = _with_verdict(summary, mode)
+    return TraceReport(
+        path=trace.path, format=trace.format, mode=mode, devices=devices, summary=summary, steps=step_reports,
+        gap_histogram=_gap_histogram(gaps, gap_key),
+        top_gaps=_top_gaps(trace, gaps, gap_key, n_dev, opts.top_gaps),
+        top_kernels=[r.to_dict() for r in kernel_launch_table(trace, opts.top_kernels)],
+        rank=trace.rank, world_size=trace.world_size, warnings=warnings,
+    )
+
+
+def _device_reports(trace: Trace, gaps: Gaps, busy: list[DeviceBusy], eff_start: np.ndarray) -> list[DeviceReport]:
+    out = []
+    for b in busy:
+        ops = b.ops
+        window = int(trace.end_ns[ops].max() - eff_start[ops].min()) if ops.size else 0
+        sel = gaps.device == b.device
+        causes = {c: _f(gaps.cause_ns(c)[sel].sum() / 1e3) for c in CAUSES}
+        out.append(DeviceReport(
+            device=b.device, name=trace.device_names.get(b.device, ""),
+            kernels=int(np.count_nonzero(trace.kind[ops] == Kind.KERNEL)), gpu_ops=int(ops.size),
+            gpu_busy_us=_f(b.busy_ns / 1e3), gpu_window_us=_f(window / 1e3),
+            gpu_idle_us=_f((window - b.busy_ns) / 1e3), idle_us_by_cause=causes,
+        ))
+    return out
+
+
+def _summary(source: str, steps: list[StepReport], keep: np.ndarray, win_us: np.ndarray, busy_us: np.ndarray,
+             pred_us: np.ndarray, host_events: np.ndarray, delays_ns: np.ndarray, launch_api_ns: np.ndarray,
+             launched_gpu_ns: np.ndarray, opts: AnalysisOptions, warnings: list[str]) -> Summary:
+    win, bus, pred = win_us[keep], busy_us[keep], pred_us[keep]
+    total_win = float(win.sum())
+    idle_by = {c: sum(s.idle_us_by_cause[c] for s in steps) for c in CAUSES}
+    step_med = _median(win)
+    unprof = opts.model.unprofiled_step_us(win, host_events[keep], bus)
+    unprof_med = _median(unprof)
+    pred_med = _median(pred)
+    real = opts.observed_step_us if opts.observed_step_us else unprof_med
+    if opts.observed_step_us and step_med > 0:
+        inflation = step_med / opts.observed_step_us
+    else:
+        inflation = step_med / unprof_med if unprof_med > 0 else 1.0
+    d = delays_ns / 1e3
+    la, lg = launch_api_ns[keep].sum(), launched_gpu_ns[keep].sum()
+    return Summary(
+        steps=len(steps), step_source=source, step_us_median=_f(step_med),
+        cpu_step_us_median=_f(_median(np.array([s.cpu_us for s in steps]))),
+        gpu_busy_us_median=_f(_median(bus)),
+        gpu_idle_fraction=_f((total_win - bus.sum()) / total_win) if total_win > 0 else 0.0,
+        idle_fraction_by_cause={c: _f(v / total_win) if total_win > 0 else 0.0 for c, v in idle_by.items()},
+        kernels_per_step_median=_median(np.array([s.kernels for s in steps], float)),
+        kernel_launches_per_step_median=_median(np.array([s.kernel_launches for s in steps], float)),
+        graph_launches_per_step_median=_median(np.array([s.graph_launches for s in steps], float)),
+        residual_eager_launches_per_step_median=0.0,
+        launch_api_us_per_step_median=_f(_median(np.array([s.launch_api_us for s in steps]))),
+        launch_to_kernel_ratio=_f(la / lg) if lg > 0 else 0.0,
+        launch_delay_us_p50=_f(np.percentile(d, 50)) if d.size else 0.0,
+        launch_delay_us_p90=_f(np.percentile(d, 90)) if d.size else 0.0,
+        launch_delay_us_p99=_f(np.percentile(d, 99)) if d.size else 0.0,
+        predicted_graph_step_us_median=_f(pred_med), estimated_unprofiled_step_us_median=_f(unprof_med),
+        estimated_profiler_inflation=_f(inflation), observed_step_us=opts.observed_step_us,
+        predicted_speedup=_f(real / pred_med) if pred_med > 0 else 0.0,
+        predicted_speedup_profiled=_f(step_med / pred_med) if pred_med > 0 else 0.0,
+        batch_sizes=sorted({s.batch_size for s in steps if s.batch_size is not None}),
+        verdict="", verdict_detail="",
+    )
+
+
+def _with_verdict(s: Summary, mode: str) -> Summary:
+    from dataclasses import replace
+
+    host_side = sum(s.idle_fraction_by_cause[c] for c in ("host", "launch", "sync"))
+    peer = s.idle_fraction_by_cause["peer"]
+    resid = s.kernel_launches_per_step_median if mode != "eager" else 0.0
+    if s.steps == 0:
+        return replace(s, verdict="no steps", verdict_detail="no step launched GPU work")
+    if mode == "graph":
+        verdict = "already graphed"
+        detail = (f"{s.graph_launches_per_step_median:g} graph launch(es) per step replay "
+                  f"{s.kernels_per_step_median:g} kernels; {resid:g} eager launches left per step; "
+                  f"GPU idle {s.gpu_idle_fraction:.0%} of the step")
+    elif peer >= max(host_side, 0.15):
+        verdict = "waiting for peers"
+        detail = (f"collectives wait for other ranks {peer:.0%} of the step; host-side idle {host_side:.0%}; "
+                  f"CUDA graphs on every rank predicted {s.predicted_speedup:.2f}x")
+    elif host_side >= LAUNCH_BOUND_IDLE_FRACTION or s.predicted_speedup >= 1.2:
+        verdict = "launch-bound" if mode == "eager" else "launch-bound (partly graphed)"
+        detail = (f"the GPU idles {s.gpu_idle_fraction:.0%} of each step, {host_side:.0%} waiting for the CPU; "
+                  f"CUDA graphs predicted to take the step from {s.estimated_unprofiled_step_us_median:,.0f} us "
+                  f"(unprofiled estimate; {s.step_us_median:,.0f} us profiled) to "
+                  f"{s.predicted_graph_step_us_median:,.0f} us: {s.predicted_speedup:.2f}x")
+    else:
+        verdict = "GPU-bound" if mode == "eager" else "GPU-bound (partly graphed)"
+        detail = (f"the GPU is busy {1 - s.gpu_idle_fraction:.0%} of each step; CUDA graphs predicted "
+                  f"{s.predicted_speedup:.2f}x ({s.predicted_graph_step_us_median:,.0f} us per step)")
+    if s.observed_step_us:
+        detail += f"; calibrated with an observed step of {s.observed_step_us:,.0f} us"
+    return replace(s, verdict=verdict, verdict_detail=detail, residual_eager_launches_per_step_median=resid)
+
+
+def _gap_histogram(gaps: Gaps, gap_key: np.ndarray) -> dict[str, list[float]]:
+    """Counts and total idle of in-step gaps by duration bin (edges in us)."""
+    sel = gap_key >= 0
+    dur_us = gaps.dur_ns[sel] / 1e3
+    edges = np.array(GAP_HIST_EDGES_US)
+    idx = np.clip(np.searchsorted(edges, dur_us, side="right") - 1, 0, len(edges) - 2)
+    counts = np.bincount(idx, minlength=len(edges) - 1)
+    total = np.bincount(idx, weights=dur_us, minlength=len(edges) - 1)
+    return {"edges_us": [e if np.isfinite(e) else -1.0 for e in edges.tolist()],
+            "count": counts.astype(float).tolist(), "idle_us": [round(v, 3) for v in total.tolist()]}
+
+
+def _top_gaps(trace: Trace, gaps: Gaps, gap_key: np.ndarray, n_dev: int, top: int) -> list[GapRow]:
+    if len(gaps) == 0:
+        return []
+    idx = np.argsort(-gaps.dur_ns, kind="stable")[:top]
+    cause_mat = np.stack([gaps.cause_ns(c)[idx] for c in CAUSES])
+    main = np.argmax(cause_mat, axis=0)
+    return [GapRow(device=int(gaps.device[i]), step=int(gap_key[i] // n_dev) if gap_key[i] >= 0 else None,
+                   start_us=_f(gaps.start_ns[i] / 1e3), dur_us=_f(gaps.dur_ns[i] / 1e3), cause=CAUSES[int(m)],
+                   before=str(trace.names[trace.name_id[gaps.prev_row[i]]]),
+                   after=str(trace.names[trace.name_id[gaps.next_row[i]]]))
+            for i, m in zip(idx.tolist(), main.tolist())]

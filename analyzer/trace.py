@@ -1,0 +1,209 @@
+"""The one parsed form of every trace: a columnar event table.
+
+Every loader returns a :class:`Trace`; every analysis is a pure function of it.
+Times are int64 nanoseconds (Kineto's float microseconds are rounded to the
+nearest ns; nsys is already ns). Names are interned: ``name_id`` indexes
+``names``. Launch calls and the GPU work they launched are joined once, by
+correlation id, into ``launch_idx`` (see :func:`build_trace`).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+import numpy as np
+
+
+class Kind(IntEnum):
+    """What one row of the event table is."""
+
+    KERNEL = 0  # a GPU kernel
+    MEMCPY = 1  # a GPU copy
+    MEMSET = 2  # a GPU memset
+    GRAPH = 3  # a whole CUDA-graph replay recorded as one GPU op (nsys graph-trace mode)
+    RUNTIME = 4  # a CUDA/HIP runtime or driver API call on a host thread
+    CPU_OP = 5  # a framework op on a host thread (aten::mm, ...)
+    ANNOTATION = 6  # a host range: record_function, NVTX push/pop or start/end
+    GPU_ANNOTATION = 7  # a range Kineto mirrors onto a GPU stream
+
+
+#: Kinds that occupy a device: their union is the GPU busy time.
+GPU_KINDS = np.array([Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.GRAPH], dtype=np.int8)
+
+
+class Api(IntEnum):
+    """Class of a runtime/driver call, decided once per interned name."""
+
+    NONE = 0  # not a runtime call, or one we do not classify
+    KERNEL_LAUNCH = 1  # cudaLaunchKernel, cudaLaunchKernelExC, cuLaunchKernel(Ex), hipLaunchKernel, ...
+    GRAPH_LAUNCH = 2  # cudaGraphLaunch, cuGraphLaunch, hipGraphLaunch
+    SYNC = 3  # host blocks: stream/device/event/context synchronize, blocking memcpy
+    OTHER = 4  # any other runtime call (cudaMemcpyAsync, cudaEventRecord, ...)
+
+
+# nsys appends a version suffix (`cudaLaunchKernel_v7000`); ROCm uses hip*.
+_VERSION_SUFFIX = r"(?:_v\d+|_ptsz|_ptds|_spt)*$"
+_KERNEL_LAUNCH_RE = re.compile(
+    r"^(?:cuda|cu|hip)(?:Ext)?(?:Module)?Launch(?:Cooperative)?Kernel(?:ExC|Ex|GGL|MultiDevice)?"
+    + _VERSION_SUFFIX
+)
+_GRAPH_LAUNCH_RE = re.compile(r"^(?:cuda|cu|hip)GraphLaunch" + _VERSION_SUFFIX)
+_SYNC_RE = re.compile(
+    r"^(?:cuda|cu|hip)(?:StreamSynchronize|DeviceSynchronize|EventSynchronize|CtxSynchronize|ThreadSynchronize"
+    r"|Memcpy|Memcpy2D|Memcpy3D|MemcpyDtoH|MemcpyHtoD|MemcpyWithStream|MemcpyPeer|MemcpyToSymbol|MemcpyFromSymbol)"
+    + _VERSION_SUFFIX
+)
+
+
+def classify_api_name(name: str) -> Api:
+    """Classify one runtime/driver API name (called once per unique name)."""
+    if _KERNEL_LAUNCH_RE.match(name):
+        return Api.KERNEL_LAUNCH
+    if _GRAPH_LAUNCH_RE.match(name):
+        return Api.GRAPH_LAUNCH
+    if _SYNC_RE.match(name):
+        return Api.SYNC
+    return Api.OTHER
+
+
+_COLUMNS: dict[str, Any] = {
+    "kind": np.int8,
+    "name_id": np.int32,
+    "device": np.int32,  # -1 on host rows
+    "stream": np.int64,  # -1 on host rows
+    "pid": np.int64,
+    "tid": np.int64,
+    "start_ns": np.int64,
+    "dur_ns": np.int64,
+    "corr": np.int64,  # correlation id, -1 when absent
+    "graph_id": np.int64,  # CUDA graph id of a kernel replayed from a graph, -1 when absent/unknown
+    "dims_id": np.int32,  # interned "Input Dims" text of a CPU op, -1 when absent
+}
+
+
+@dataclass(frozen=True, eq=False)
+class Trace:
+    """A parsed trace: one row per event, all columns the same length, sorted by ``start_ns``.
+
+    Columns (numpy arrays): ``kind`` (:class:`Kind`), ``name_id``, ``device``, ``stream``,
+    ``pid``, ``tid``, ``start_ns``, ``dur_ns``, ``corr``, ``graph_id``, ``dims_id``; derived
+    once at build time: ``end_ns``, ``api`` (:class:`Api` of runtime rows) and ``launch_idx``
+    (for GPU ops: row index of the runtime call with the same correlation id, else -1).
+    """
+
+    path: str
+    format: str  # "kineto" | "nsys"
+    names: np.ndarray  # object array of str; name_id indexes it
+    kind: np.ndarray
+    name_id: np.ndarray
+    device: np.ndarray
+    stream: np.ndarray
+    pid: np.ndarray
+    tid: np.ndarray
+    start_ns: np.ndarray
+    dur_ns: np.ndarray
+    corr: np.ndarray
+    graph_id: np.ndarray
+    dims_id: np.ndarray
+    end_ns: np.ndarray
+    api: np.ndarray
+    launch_idx: np.ndarray
+    device_names: dict[int, str] = field(default_factory=dict)
+    rank: int | None = None
+    world_size: int | None = None
+    warnings: tuple[str, ...] = ()
+
+    def __len__(self) -> int:
+        return int(self.kind.shape[0])
+
+    @property
+    def gpu_mask(self) -> np.ndarray:
+        """Rows that occupy a device (kernels, copies, sets, whole-graph replays)."""
+        return np.isin(self.kind, GPU_KINDS)
+
+    def name_of(self, rows: np.ndarray) -> np.ndarray:
+        """Names (str objects) of the given row indices."""
+        return self.names[self.name_id[rows]]
+
+    @property
+    def devices(self) -> list[int]:
+        """Devices that ran at least one GPU op, ascending."""
+        return sorted(int(d) for d in np.unique(self.device[self.gpu_mask]))
+
+
+def build_trace(
+    *,
+    path: str,
+    format: str,
+    names: list[str],
+    columns: dict[str, np.ndarray],
+    device_names: dict[int, str] | None = None,
+    rank: int | None = None,
+    world_size: int | None = None,
+    warnings: list[str] | None = None,
+) -> Trace:
+    """Validate raw columns from a loader, sort by start time and join launches to GPU work.
+
+    ``columns`` must hold every column of :data:`_COLUMNS`; a loader fills absent values with
+    -1. Sorting is stable, so equal start times keep the loader's order.
+    """
+    n = len(columns["kind"])
+    cols: dict[str, np.ndarray] = {}
+    for key, dtype in _COLUMNS.items():
+        arr = np.asarray(columns[key], dtype=dtype)
+        if arr.shape != (n,):
+            raise ValueError(f"column {key} has shape {arr.shape}, expected ({n},)")
+        cols[key] = arr
+    order = np.argsort(cols["start_ns"], kind="stable")
+    if n and not np.all(order[1:] > order[:-1]):
+        cols = {k: v[order] for k, v in cols.items()}
+    cols["dur_ns"] = np.maximum(cols["dur_ns"], 0)
+    end_ns = cols["start_ns"] + cols["dur_ns"]
+
+    names_arr = np.empty(len(names), dtype=object)
+    names_arr[:] = names
+    api_of_name = np.zeros(len(names), dtype=np.int8)
+    runtime = cols["kind"] == Kind.RUNTIME
+    for nid in np.unique(cols["name_id"][runtime]):
+        api_of_name[nid] = classify_api_name(names[nid])
+    api = np.where(runtime, api_of_name[cols["name_id"]] if n else api_of_name[:0], Api.NONE).astype(np.int8)
+
+    launch_idx = _join_launches(cols["kind"], cols["corr"], runtime)
+    return Trace(
+        path=path,
+        format=format,
+        names=names_arr,
+        end_ns=end_ns,
+        api=api,
+        launch_idx=launch_idx,
+        device_names=dict(device_names or {}),
+        rank=rank,
+        world_size=world_size,
+        warnings=tuple(warnings or ()),
+        **cols,
+    )
+
+
+def _join_launches(kind: np.ndarray, corr: np.ndarray, runtime: np.ndarray) -> np.ndarray:
+    """For each GPU op, the row of the runtime call with its correlation id (-1 if none).
+
+    A cudaGraphLaunch shares its correlation id with every kernel it replays, so many GPU
+    ops may point at one call. When several runtime rows share an id (a driver call nested
+    in a runtime call), the earliest wins.
+    """
+    launch_idx = np.full(kind.shape[0], -1, dtype=np.int64)
+    rt_rows = np.flatnonzero(runtime & (corr >= 0))
+    gpu_rows = np.flatnonzero(np.isin(kind, GPU_KINDS) & (corr >= 0))
+    if rt_rows.size == 0 or gpu_rows.size == 0:
+        return launch_idx
+    rt_corr = corr[rt_rows]
+    order = np.argsort(rt_corr, kind="stable")  # stable: earliest row first among equal ids
+    rt_corr_sorted = rt_corr[order]
+    pos = np.searchsorted(rt_corr_sorted, corr[gpu_rows], side="left")
+    pos_ok = pos < rt_corr_sorted.size
+    hit = np.zeros(gpu_rows.size, dtype=bool)
+    hit[pos_ok] = rt_corr_sorted[pos[pos_ok]] == corr[gpu_rows][pos_ok]
+    launch_idx[gpu_rows[hit]] = rt_rows[order[pos[hit]]]
+    return launch_idx
