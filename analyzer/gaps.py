@@ -87,6 +87,8 @@ class DeviceBusy:
 def _covered_before(starts: np.ndarray, ends: np.ndarray, cum: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Total length of disjoint sorted intervals that lies before time ``t``."""
     t = np.asarray(t, dtype=np.int64)
+    if starts.size == 0:
+        return np.zeros(t.shape, dtype=np.int64)
     k = np.searchsorted(starts, t, side="right")  # intervals starting at or before t
     full = cum[np.maximum(k - 1, 0)]
     part = np.where(k > 0, np.minimum(t, ends[np.maximum(k - 1, 0)]) - starts[np.maximum(k - 1, 0)], 0)

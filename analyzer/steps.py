@@ -172,13 +172,13 @@ def _batch_sizes(trace: Trace, starts: np.ndarray, ends: np.ndarray, names: list
 
 
 def _batch_from_op(trace: Trace, starts: np.ndarray, ends: np.ndarray, batch: np.ndarray, spec: str) -> np.ndarray:
-    parts = spec.split(":")
-    op = parts[0]
-    try:
-        arg = int(parts[1]) if len(parts) > 1 else 0
-        dim = int(parts[2]) if len(parts) > 2 else 0
-    except ValueError:
-        raise InputError(f"--batch-op {spec!r}: expected OP[:ARG[:DIM]] with integer ARG and DIM") from None
+    # Op names contain colons (aten::embedding): ARG and DIM are the trailing integer parts.
+    m = re.fullmatch(r"(.+?)(?::(\d+))?(?::(\d+))?", spec)
+    if not m or m.group(1).endswith(":") or (m.group(1).count(":") % 2 == 1):
+        raise InputError(f"--batch-op {spec!r}: expected OP[:ARG[:DIM]] with integer ARG and DIM")
+    op = m.group(1)
+    arg = int(m.group(2)) if m.group(2) else 0
+    dim = int(m.group(3)) if m.group(3) else 0
     op_ids = [i for i, n in enumerate(trace.names) if n == op]
     rows = np.flatnonzero((trace.kind == Kind.CPU_OP) & np.isin(trace.name_id, op_ids) & (trace.dims_id >= 0))
     if rows.size == 0:

@@ -56,8 +56,18 @@ def load_trace(path: str | Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> Tr
 
 
 def _looks_like_trace(p: Path) -> bool:
+    """Whether a file found in a directory is worth loading.
+
+    Plain ``.json`` files beside traces are often timings or configs (``truth.json``,
+    ``timings.json``): only those naming ``traceEvents`` in their first MiB are taken.
+    """
     name = p.name.lower()
-    return name.endswith(_TRACE_SUFFIXES) and not name.startswith(".")
+    if name.startswith(".") or not name.endswith(_TRACE_SUFFIXES):
+        return False
+    if name.endswith(".json"):
+        with open(p, "rb") as fh:
+            return b'"traceEvents"' in fh.read(1 << 20)
+    return True
 
 
 def expand_paths(paths: list[str | Path]) -> list[Path]:

@@ -1,0 +1,1 @@
+"""One module per ``launchgap`` subcommand (see :mod:`analyzer.cli`)."""

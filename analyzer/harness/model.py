@@ -1,0 +1,234 @@
+"""A Llama-style decoder for one decode step, graph-capturable by construction.
+
+One step takes the current token of each sequence (``batch_size`` of them), runs every layer
+(RMSNorm, fused QKV projection, RoPE, attention over a static KV cache with a boolean length
+mask, output projection, RMSNorm, fused gate/up projection, SwiGLU, down projection), picks
+the greedy next token and writes it back into the token buffer on the device, so the next
+step reads it without the host.
+
+Why it captures: every tensor the step reads or writes lives in a buffer allocated once
+(weights, KV cache, token buffer, position), shapes depend only on the batch size, and no op
+asks the host for a value (no ``.item()``, no data-dependent shapes). The position advances
+on the device and wraps back to ``start_pos`` before it leaves the cache, so any number of
+steps or graph replays stays in bounds; attention always runs over the whole static cache
+(masked), so its cost does not depend on the position.
+
+Weights are random (bf16 on CUDA, float32 on the CPU): per-kernel work and launch counts
+are what matter for launch gaps, not the values. The code is plain tensor code written the
+way eager model code usually is (an HF-style RMSNorm of six ops, RoPE from slices), so the
+eager step has a realistic number of small kernels (about 38 per layer).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from analyzer.errors import InputError
+from analyzer.harness import import_torch
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Dimensions of the decoder. ``head_dim`` is ``hidden // heads``."""
+
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    mlp: int
+    vocab: int
+    rope_theta: float = 10000.0
+    norm_eps: float = 1e-5
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    def validate(self) -> None:
+        """Raise :class:`InputError` for dimensions the model cannot run."""
+        dims = {"layers": self.layers, "hidden": self.hidden, "heads": self.heads,
+                "kv_heads": self.kv_heads, "mlp": self.mlp, "vocab": self.vocab}
+        bad = [k for k, v in dims.items() if v <= 0]
+        if bad:
+            raise InputError(f"model {self.name!r}: {', '.join(bad)} must be positive")
+        if self.hidden % self.heads:
+            raise InputError(f"model {self.name!r}: hidden {self.hidden} is not a multiple of heads {self.heads}")
+        if self.heads % self.kv_heads:
+            raise InputError(f"model {self.name!r}: heads {self.heads} is not a multiple of kv_heads {self.kv_heads}")
+        if self.head_dim % 2:
+            raise InputError(f"model {self.name!r}: head_dim {self.head_dim} must be even for RoPE")
+
+    def param_count(self) -> int:
+        """Number of weights (embedding and LM head counted separately, norms included)."""
+        d, hd = self.hidden, self.head_dim
+        qkv = d * (self.heads + 2 * self.kv_heads) * hd
+        per_layer = qkv + self.heads * hd * d + 2 * d * self.mlp + self.mlp * d + 2 * d
+        return self.layers * per_layer + 2 * self.vocab * d + d
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["head_dim"] = self.head_dim
+        out["params"] = self.param_count()
+        return out
+
+
+#: Presets. ``1b`` matches ../shared/traces/h200-1b; ``8b`` has Llama-3-8B's dims;
+#: ``70b-slice`` has Llama-3-70B's per-layer dims with 8 of its 80 layers (per-kernel work is
+#: what decides launch gaps; 8 rather than 2-4 layers keeps the 128k-vocab LM head, which a
+#: full model pays once, from dominating the step).
+PRESETS: dict[str, ModelConfig] = {
+    "tiny": ModelConfig("tiny", layers=4, hidden=256, heads=4, kv_heads=2, mlp=768, vocab=8192),
+    "1b": ModelConfig("1b", layers=16, hidden=2048, heads=32, kv_heads=8, mlp=8192, vocab=32000),
+    "8b": ModelConfig("8b", layers=32, hidden=4096, heads=32, kv_heads=8, mlp=14336, vocab=128256,
+                      rope_theta=500000.0),
+    "70b-slice": ModelConfig("70b-slice", layers=8, hidden=8192, heads=64, kv_heads=8, mlp=28672,
+                             vocab=128256, rope_theta=500000.0),
+}
+
+_OVERRIDABLE = ("layers", "hidden", "heads", "kv_heads", "mlp", "vocab")
+
+
+def resolve_config(preset: str, name: str | None = None, **overrides: int | None) -> ModelConfig:
+    """A preset with some dimensions replaced (``None`` keeps the preset's value).
+
+    The result is named ``name`` if given, else the preset's name, suffixed with the changed
+    dimensions (``1b-layers4``) so rows of different shapes never share a label.
+    """
+    if preset not in PRESETS:
+        raise InputError(f"unknown model preset {preset!r}; choose from {', '.join(PRESETS)}")
+    base = PRESETS[preset]
+    changed = {k: int(v) for k, v in overrides.items() if v is not None and k in _OVERRIDABLE
+               and int(v) != getattr(base, k)}
+    unknown = set(overrides) - set(_OVERRIDABLE)
+    if unknown:
+        raise InputError(f"unknown model dimension(s): {', '.join(sorted(unknown))}")
+    label = name or (base.name + "".join(f"-{k.replace('_', '')}{v}" for k, v in changed.items()))
+    cfg = replace(base, name=label, **changed)
+    cfg.validate()
+    return cfg
+
+
+def _rms_norm(x, weight, eps: float):
+    # HF LlamaRMSNorm: compute in float32, scale, cast back (six kernels in eager mode).
+    import torch
+
+    xf = x.float()
+    var = xf.pow(2).mean(-1, keepdim=True)
+    xf = xf * torch.rsqrt(var + eps)
+    return weight * xf.to(x.dtype)
+
+
+def _rope(x, cos, sin):
+    import torch
+
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+
+
+class Decoder:
+    """Weights, KV cache and the step's static buffers for up to ``max_batch_size`` sequences.
+
+    ``step(bs)`` runs one decode step for the first ``bs`` sequences, in place. Call it eagerly
+    or inside ``torch.cuda.graph`` and replay the graph: both run the same kernels.
+    """
+
+    def __init__(self, cfg: ModelConfig, max_batch_size: int, context_len: int = 512, start_pos: int = 128,
+                 device: str = "cuda", seed: int = 0) -> None:
+        torch = import_torch()
+        cfg.validate()
+        if max_batch_size <= 0:
+            raise InputError(f"max batch size must be positive, got {max_batch_size}")
+        if not 0 <= start_pos < context_len:
+            raise InputError(f"start position {start_pos} must lie in [0, context length {context_len})")
+        self.cfg = cfg
+        self.max_batch_size = max_batch_size
+        self.context_len = context_len
+        self.start_pos = start_pos
+        self.device = torch.device(device)
+        self.dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
+        gen = torch.Generator(device=self.device)
+        gen.manual_seed(seed)
+        d, hd, h, kvh = cfg.hidden, cfg.head_dim, cfg.heads, cfg.kv_heads
+
+        def w(*shape: int, std: float):
+            return torch.empty(shape, dtype=self.dtype, device=self.device).normal_(0.0, std, generator=gen)
+
+        def ones(n: int):
+            return torch.ones(n, dtype=self.dtype, device=self.device)
+
+        # nn.Linear layout (out, in); std 1/sqrt(fan_in) keeps activations near unit scale.
+        self.embed = w(cfg.vocab, d, std=1.0)
+        self.layers: list[dict[str, Any]] = []
+        for _ in range(cfg.layers):
+            self.layers.append({
+                "attn_norm": ones(d),
+                "wqkv": w((h + 2 * kvh) * hd, d, std=d ** -0.5),
+                "wo": w(d, h * hd, std=(h * hd) ** -0.5),
+                "mlp_norm": ones(d),
+                "wgu": w(2 * cfg.mlp, d, std=d ** -0.5),
+                "wdown": w(d, cfg.mlp, std=cfg.mlp ** -0.5),
+                # Random, not zeros: positions before start_pos stand for a real prompt.
+                "k_cache": w(max_batch_size, kvh, context_len, hd, std=1.0),
+                "v_cache": w(max_batch_size, kvh, context_len, hd, std=1.0),
+            })
+        self.final_norm = ones(d)
+        self.lm_head = w(cfg.vocab, d, std=d ** -0.5)
+        inv_freq = 1.0 / (cfg.rope_theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+        angles = torch.outer(torch.arange(context_len, dtype=torch.float64), inv_freq)
+        self.cos = angles.cos().to(self.dtype).to(self.device)
+        self.sin = angles.sin().to(self.dtype).to(self.device)
+        self.positions = torch.arange(context_len, device=self.device)
+        self.tokens = torch.randint(0, cfg.vocab, (max_batch_size,), device=self.device, generator=gen)
+        self.pos = torch.full((1,), start_pos, dtype=torch.long, device=self.device)
+        self.scale = 1.0 / math.sqrt(hd)
+
+    def weight_bytes(self) -> int:
+        """Bytes of weights (embedding, layers, norms, LM head), KV cache excluded."""
+        total = self.embed.numel() + self.lm_head.numel() + self.final_norm.numel()
+        for layer in self.layers:
+            total += sum(t.numel() for k, t in layer.items() if not k.endswith("_cache"))
+        return total * self.embed.element_size()
+
+    def kv_cache_bytes(self) -> int:
+        return sum(layer["k_cache"].nbytes + layer["v_cache"].nbytes for layer in self.layers)
+
+    def step(self, bs: int):
+        """One decode step for sequences ``[0, bs)``; returns the next tokens (a view of the buffer)."""
+        import torch
+        import torch.nn.functional as F
+
+        if not 0 < bs <= self.max_batch_size:
+            raise InputError(f"batch size {bs} outside [1, {self.max_batch_size}] of this model instance")
+        cfg = self.cfg
+        hd, h, kvh = cfg.head_dim, cfg.heads, cfg.kv_heads
+        group = h // kvh
+        pos = self.pos
+        x = F.embedding(self.tokens[:bs], self.embed)
+        cos = self.cos.index_select(0, pos)
+        sin = self.sin.index_select(0, pos)
+        mask = (self.positions <= pos).view(1, 1, 1, self.context_len)
+        for layer in self.layers:
+            hn = _rms_norm(x, layer["attn_norm"], cfg.norm_eps)
+            q, k, v = F.linear(hn, layer["wqkv"]).split((h * hd, kvh * hd, kvh * hd), dim=-1)
+            # Decode has one query per sequence, so the query heads that share a KV head sit in
+            # the "query length" axis: GQA without repeating the cache.
+            q = _rope(q.view(bs, kvh, group, hd), cos, sin)
+            k = _rope(k.view(bs, kvh, 1, hd), cos, sin)
+            k_cache, v_cache = layer["k_cache"][:bs], layer["v_cache"][:bs]
+            k_cache.index_copy_(2, pos, k)
+            v_cache.index_copy_(2, pos, v.view(bs, kvh, 1, hd))
+            attn = F.scaled_dot_product_attention(q, k_cache, v_cache, attn_mask=mask, scale=self.scale)
+            x = x + F.linear(attn.reshape(bs, h * hd), layer["wo"])
+            hn = _rms_norm(x, layer["mlp_norm"], cfg.norm_eps)
+            gate, up = F.linear(hn, layer["wgu"]).chunk(2, dim=-1)
+            x = x + F.linear(F.silu(gate) * up, layer["wdown"])
+        logits = F.linear(_rms_norm(x, self.final_norm, cfg.norm_eps), self.lm_head)
+        nxt = logits.argmax(dim=-1)
+        self.tokens[:bs].copy_(nxt)
+        # Advance on the device; wrap to start_pos before leaving the cache.
+        span = self.context_len - self.start_pos
+        self.pos.copy_(torch.remainder(pos + (1 - self.start_pos), span) + self.start_pos)
+        return self.tokens[:bs]

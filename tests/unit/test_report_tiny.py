@@ -1,0 +1,106 @@
+"""Exact numbers on a hand-built one-step trace (times in us; arithmetic in comments)."""
+from __future__ import annotations
+
+import pytest
+
+from analyzer.loaders import load_trace
+from analyzer.predict import PredictionModel
+from analyzer.report import AnalysisOptions, analyze_trace
+from tests.unit.kineto_tiny import ann, kernel, launch, runtime, write
+
+# step [0, 100]; kernels k1 [10,20], k2 [40,45], k3 [50,80], k4 [90,95]
+EVENTS = [
+    ann("decode_step[bs=2]", 0, 100),
+    launch(1, 4, 1), kernel(10, 10, 1, name="k1"),
+    launch(30, 5, 2), kernel(40, 5, 2, name="k2"),  # gap [20,40]: launch began at 30 -> host 10, launch 10
+    launch(35, 3, 3), kernel(50, 30, 3, name="k3"),  # gap [45,50]: launch began at 35 < 45 -> gpu 5
+    runtime(50, 32, "cudaStreamSynchronize"),  # host blocked [50,82]
+    launch(85, 2, 4), kernel(90, 5, 4, name="k4"),  # gap [80,90]: before launch 5 = sync 2 + host 3; launch 5
+]
+
+
+@pytest.fixture()
+def report(tmp_path):
+    return analyze_trace(load_trace(write(tmp_path, EVENTS)))
+
+
+def test_step_numbers(report) -> None:
+    assert len(report.steps) == 1
+    st = report.steps[0]
+    assert st.batch_size == 2
+    assert st.start_us == 10.0 and st.dur_us == 85.0  # window [10, 95]
+    assert st.gpu_busy_us == 50.0  # 10 + 5 + 30 + 5
+    assert st.gpu_idle_us == 35.0
+    assert st.idle_us_by_cause == {"host": 13.0, "launch": 15.0, "sync": 2.0, "gpu": 5.0, "unattributed": 0.0,
+                                   "peer": 0.0}
+    assert sum(st.idle_us_by_cause.values()) == st.gpu_idle_us
+    assert st.kernels == 4 and st.kernel_launches == 4 and st.graph_launches == 0
+    assert st.launch_api_us == 14.0  # 4 + 5 + 3 + 2
+    assert st.launched_gpu_us == 50.0
+    assert st.launch_to_kernel_ratio == 0.28
+    assert st.launch_delay_us_median == 9.0  # delays 9, 10, 15, 5 -> lower median 9
+    assert st.host_events == 5  # 4 launches + 1 sync
+    # busy 50 + 0.39 us x 3 short kernels (k3 is 30 us >= 20 us) + 5 us graph launch
+    assert st.predicted_graph_us == pytest.approx(56.17)
+
+
+def test_summary_and_devices(report) -> None:
+    s = report.summary
+    assert report.mode == "eager"
+    assert s.steps == 1 and s.batch_sizes == [2]
+    assert s.gpu_idle_fraction == pytest.approx(35 / 85, abs=1e-3)
+    assert s.launch_delay_us_p50 == 9.5
+    assert s.estimated_unprofiled_step_us_median == 77.5  # 85 - 1.5 us x 5 host events
+    assert s.predicted_speedup == pytest.approx(77.5 / 56.17, abs=1e-3)
+    assert s.predicted_speedup_profiled == pytest.approx(85 / 56.17, abs=1e-3)
+    assert s.verdict == "launch-bound"
+    (dev,) = report.devices
+    assert dev.device == 0 and dev.name == "Test GPU" and dev.kernels == 4
+    assert dev.gpu_busy_us == 50.0 and dev.gpu_window_us == 85.0
+    assert sum(dev.idle_us_by_cause.values()) == pytest.approx(dev.gpu_idle_us)
+
+
+def test_observed_step_calibrates_speedup(tmp_path) -> None:
+    rep = analyze_trace(load_trace(write(tmp_path, EVENTS)), AnalysisOptions(observed_step_us=112.34))
+    assert rep.summary.predicted_speedup == pytest.approx(112.34 / 56.17, abs=1e-3)
+    assert rep.summary.estimated_profiler_inflation == pytest.approx(85 / 112.34, abs=1e-3)
+    assert "observed step" in rep.summary.verdict_detail
+
+
+def test_model_constants_are_parameters(tmp_path) -> None:
+    model = PredictionModel(node_us=1.0, long_kernel_us=40.0, graph_launch_us=0.0)
+    rep = analyze_trace(load_trace(write(tmp_path, EVENTS)), AnalysisOptions(model=model))
+    assert rep.steps[0].predicted_graph_us == 54.0  # 50 + 1.0 x 4 kernels (all < 40 us)
+
+
+def test_top_gaps_and_kernels(report) -> None:
+    g = report.top_gaps[0]
+    assert (g.dur_us, g.cause, g.before, g.after, g.step) == (20.0, "host", "k1", "k2", 0)
+    names = {k["name"]: k for k in report.top_kernels}
+    assert names["k2"]["launch_api_us"] == 5.0 and names["k2"]["launch_to_kernel_ratio"] == 1.0
+    assert sum(report.gap_histogram["count"]) == 3  # [20,40], [45,50], [80,90]
+    assert sum(report.gap_histogram["idle_us"]) == pytest.approx(35.0)
+
+
+def test_graph_step_counts(tmp_path) -> None:
+    ev = []
+    for i in range(2):
+        t0 = i * 100.0
+        ev += [ann(f"decode_step[bs=4]", t0, 50), launch(t0 + 1, 5, 10 + i, name="cudaGraphLaunch"),
+               kernel(t0 + 10, 3, 10 + i), kernel(t0 + 14, 3, 10 + i), kernel(t0 + 18, 3, 10 + i)]
+    rep = analyze_trace(load_trace(write(tmp_path, ev)))
+    s = rep.summary
+    assert rep.mode == "graph" and s.verdict == "already graphed"
+    assert s.kernels_per_step_median == 3 and s.graph_launches_per_step_median == 1
+    assert s.kernel_launches_per_step_median == 0
+    assert rep.steps[0].dur_us == 11.0 and rep.steps[0].gpu_busy_us == 9.0
+    assert rep.steps[0].idle_us_by_cause["gpu"] == 2.0  # graph launch began before each node gap
+    assert s.launch_delay_us_p50 == 9.0  # first replayed kernel 10 - launch 1
+
+
+def test_mixed_mode(tmp_path) -> None:
+    ev = [ann("decode_step[bs=1]", 0, 100), launch(1, 5, 1, name="cudaGraphLaunch"), kernel(10, 3, 1),
+          launch(7, 2, 2), kernel(14, 3, 2), launch(9, 2, 3), kernel(18, 3, 3)]
+    rep = analyze_trace(load_trace(write(tmp_path, ev)))
+    assert rep.mode == "mixed"
+    assert rep.summary.residual_eager_launches_per_step_median == 2
