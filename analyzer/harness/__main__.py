@@ -1,0 +1,31 @@
+"""``python -m analyzer.harness ARGS``: ``launchgap record ARGS`` without loading the other commands.
+
+For GPU machines that have torch but not the analyzer's other dependencies: only the record
+command's modules (stdlib + torch) are imported.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from analyzer.commands import record
+from analyzer.errors import AnalyzerError
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m analyzer.harness", description=record.HELP)
+    record.prepare_parser(parser)
+    args = parser.parse_args(argv)
+    try:
+        return record.run(args)
+    except AnalyzerError as exc:
+        print(f"launchgap: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("launchgap: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
