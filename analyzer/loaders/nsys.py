@@ -109,10 +109,16 @@ def load_nsys(path: str | Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> Tra
         raise TraceFormatError(f"cannot open as SQLite ({exc})", str(p)) from None
     try:
         return _load(con, str(p))
+    except _SchemaError as exc:
+        raise TraceFormatError(str(exc), str(p)) from None
     except sqlite3.Error as exc:
         raise TraceFormatError(f"corrupt or unreadable SQLite file ({exc})", str(p)) from None
     finally:
         con.close()
+
+
+class _SchemaError(Exception):
+    """A table lacks a column we cannot do without; turned into a TraceFormatError naming the file."""
 
 
 class _Schema:
@@ -154,14 +160,14 @@ def _select(table: str, cols: set[str], kind: int, name: str, joins: str = "", g
     """One branch of the UNION: kind, start, dur, device, stream, pid, tid, corr, graph_id, name."""
     for need in ("start", "end"):
         if need not in cols:
-            raise TraceFormatError(f"table {table} has no '{need}' column: not an Nsight Systems export we can read")
+            raise _SchemaError(f"table {table} has no '{need}' column: not an Nsight Systems export we can read")
     pid, tid = _pid_tid(cols, "globalPid" if gpu else "globalTid")
     device = _int(cols, "deviceId", default=0) if gpu else "-1"
     stream = _int(cols, "streamId") if gpu else "-1"
     graph = _int(cols, graph_col) if graph_col else "-1"
     conds = ["t.start IS NOT NULL", 't."end" IS NOT NULL', *where]
     return (f"SELECT {int(kind)}, CAST(t.start AS INTEGER), CAST(t.\"end\" AS INTEGER) - CAST(t.start AS INTEGER), "
-            f"{device}, {stream}, {pid}, {tid}, {_int(cols, 'correlationId')}, {graph}, {name} "
+            f"{device}, {stream}, {pid}, {tid}, {_int(cols, 'correlationId')}, {graph}, CAST({name} AS TEXT) "
             f'FROM "{table}" t {joins} WHERE {" AND ".join(conds)}')
 
 
@@ -244,7 +250,15 @@ def _load(con: sqlite3.Connection, path: str) -> Trace:
     if not gpu_tables:
         raise NoGpuActivityError("export has no CUDA activity tables (record with `nsys profile --trace=cuda`); "
                                  "nothing to analyse", path)
-    rows = con.execute(" UNION ALL ".join(branches)).fetchall()
+    query = " UNION ALL ".join(branches)
+    try:
+        rows = con.execute(query).fetchall()
+    except sqlite3.OperationalError as exc:
+        if "decode" not in str(exc).lower():
+            raise
+        # A name that is not valid UTF-8 (a stray NVTX payload): decode leniently rather than refuse the file.
+        con.text_factory = lambda b: b.decode("utf-8", "replace")
+        rows = con.execute(query).fetchall()
     if not rows:
         raise NoGpuActivityError("no GPU kernels, copies, sets or graph replays in the export; nothing to analyse",
                                  path)
@@ -261,7 +275,8 @@ def _load(con: sqlite3.Connection, path: str) -> Trace:
         corr = np.array(corr_t, dtype=np.int64)
         graph_id = np.array(graph_t, dtype=np.int64)
     except OverflowError:
-        raise TraceFormatError("an integer column holds a value beyond 64 bits: not a valid nsys export", path) from None
+        raise TraceFormatError("an integer column holds a value beyond 64 bits: not a valid nsys export",
+                               path) from None
     uniq, name_id = np.unique(np.array(name_t, dtype=object), return_inverse=True)
     del name_t
 
