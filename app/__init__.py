@@ -1,0 +1,15 @@
+"""The launchgap dashboard (Streamlit): ``launchgap app`` runs :data:`MAIN_SCRIPT`.
+
+Layers: :mod:`app.settings` (limits, from the environment the launcher sets),
+:mod:`app.cache` (one bounded LRU cache of parsed traces per server),
+:mod:`app.session` (each browser session's own list of loaded traces),
+:mod:`app.timeline` (event tables for one step), :mod:`app.charts` (Plotly figures),
+:mod:`app.text` (showing trace text literally), and one module per page under
+``app/views``. Analysis is done only by :mod:`analyzer` functions.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+APP_DIR = Path(__file__).resolve().parent
+MAIN_SCRIPT = APP_DIR / "main.py"

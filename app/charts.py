@@ -1,0 +1,274 @@
+"""Plotly figures for the dashboard. Inputs are analyzer results (or tables built from them).
+
+Names from traces reach the charts only through :func:`app.text.hover_escape`.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from analyzer.gaps import CAUSES
+from analyzer.report import TraceReport
+from app.text import hover_escape
+
+#: Above this many events in one chart, draw with WebGL (Scattergl) instead of SVG.
+WEBGL_MIN_EVENTS = 1500
+
+CAUSE_COLORS = {
+    "host": "#E45756",  # the CPU was late
+    "launch": "#F58518",  # inside the late launch call
+    "sync": "#B279A2",  # host blocked in a synchronizing call
+    "gpu": "#9D755D",  # GPU-side wait
+    "unattributed": "#BAB0AC",
+    "peer": "#FF9DA6",  # collective waiting for other ranks
+}
+CAUSE_LABELS = {
+    "host": "host (CPU late)",
+    "launch": "launch call",
+    "sync": "sync",
+    "gpu": "GPU-side wait",
+    "unattributed": "unattributed",
+    "peer": "waiting for peers",
+}
+CATEGORY_COLORS = {
+    "step range": "#C9D6E3",
+    "launch call": "#54A24B",
+    "graph launch": "#2E7D32",
+    "sync call": "#B279A2",
+    "kernel": "#4C78A8",
+    "memcpy": "#72B7B2",
+    "memset": "#72B7B2",
+    "graph replay": "#1B4F8A",
+    **{f"idle: {c}": col for c, col in CAUSE_COLORS.items()},
+}
+BUSY_COLOR = "#4C78A8"
+
+_LAYOUT = dict(template="plotly_white", margin=dict(l=10, r=10, t=40, b=10),
+               legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0))
+
+
+def _segments(start: np.ndarray, end: np.ndarray, lane: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """x and y for one line trace drawing each [start, end] as a segment on its lane."""
+    n = start.size
+    x = np.empty(3 * n, dtype=object)
+    y = np.empty(3 * n, dtype=object)
+    x[0::3], x[1::3], x[2::3] = start, end, None
+    y[0::3], y[1::3], y[2::3] = lane, lane, None
+    return x, y
+
+
+def timeline_figure(events: pd.DataFrame, lanes: Sequence[str], title: str, webgl: bool | None = None):
+    """One step as lanes of bars: the CPU range and launch calls, GPU streams, idle gaps by cause.
+
+    Each category is one line trace (bars as thick segments) plus one marker trace at the
+    segment starts that carries the hover text and keeps sub-pixel events visible as ticks.
+    """
+    import plotly.graph_objects as go
+
+    use_gl = len(events) > WEBGL_MIN_EVENTS if webgl is None else webgl
+    scatter = go.Scattergl if use_gl else go.Scatter
+    bar_px = 18
+    fig = go.Figure()
+    for cat, color in CATEGORY_COLORS.items():  # one trace per category, not per event
+        ev = events[events["category"] == cat]
+        if ev.empty:
+            continue
+        start = ev["start_us"].to_numpy()
+        end = ev["end_us"].to_numpy()
+        lane = ev["lane"].to_numpy(dtype=object)
+        x, y = _segments(start, end, lane)
+        label = f"idle: {CAUSE_LABELS[cat[6:]]}" if cat.startswith("idle: ") else cat
+        fig.add_trace(scatter(x=x, y=y, mode="lines", line=dict(color=color, width=bar_px), name=label,
+                              legendgroup=cat, hoverinfo="skip", connectgaps=False))
+        what = "idle before" if cat.startswith("idle: ") else ""
+        custom = np.stack([hover_escape(ev["name"].to_numpy()), ev["dur_us"].to_numpy(), start], axis=1)
+        fig.add_trace(scatter(
+            x=start, y=lane, mode="markers", legendgroup=cat, showlegend=False, name=label,
+            marker=dict(color=color, symbol="line-ns-open", size=bar_px, line=dict(width=1, color=color)),
+            customdata=custom,
+            hovertemplate=(f"{what} %{{customdata[0]}}<br>%{{customdata[1]:,.2f}} us, "
+                           f"starts at %{{customdata[2]:,.1f}} us<extra>{label}</extra>"),
+        ))
+    fig.update_layout(**_LAYOUT, title=dict(text=title, font=dict(size=14)),
+                      height=110 + 34 * len(lanes), hovermode="closest")
+    fig.update_yaxes(categoryorder="array", categoryarray=list(lanes), autorange="reversed", title=None)
+    fig.update_xaxes(title="time in step (us)", zeroline=False, showgrid=True)
+    return fig
+
+
+def step_label(index: int, batch_size: int | None) -> str:
+    return f"{index}" if batch_size is None else f"{index} (bs {batch_size})"
+
+
+def idle_by_cause_figure(report: TraceReport):
+    """Stacked bars per step: GPU busy, then idle time by cause (sums to the step's GPU window)."""
+    import plotly.graph_objects as go
+
+    steps = report.steps
+    x = [step_label(s.index, s.batch_size) for s in steps]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=x, y=[s.gpu_busy_us for s in steps], name="GPU busy", marker_color=BUSY_COLOR,
+                         hovertemplate="step %{x}<br>busy %{y:,.1f} us<extra></extra>"))
+    for c in CAUSES:
+        y = [s.idle_us_by_cause[c] for s in steps]
+        if not any(v > 0 for v in y):
+            continue
+        fig.add_trace(go.Bar(x=x, y=y, name=f"idle: {CAUSE_LABELS[c]}", marker_color=CAUSE_COLORS[c],
+                             hovertemplate="step %{x}<br>" + CAUSE_LABELS[c] + " %{y:,.1f} us<extra></extra>"))
+    fig.update_layout(**_LAYOUT, barmode="stack", height=340, title=dict(text="GPU window per step", font=dict(size=14)))
+    fig.update_xaxes(title="step", type="category")
+    fig.update_yaxes(title="us")
+    return fig
+
+
+def _bin_labels(edges_us: Sequence[float]) -> list[str]:
+    def fmt(v: float) -> str:
+        return "∞" if v < 0 else (f"{v / 1000:g} ms" if v >= 1000 else f"{v:g}")
+
+    return [f"{fmt(a)}–{fmt(b)}" + ("" if b < 0 or b >= 1000 else " us") for a, b in zip(edges_us[:-1], edges_us[1:])]
+
+
+def gap_histogram_figure(report: TraceReport):
+    """Gaps inside steps by duration: how many (bars) and how much idle time they add up to (line)."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    h = report.gap_histogram
+    labels = _bin_labels(h["edges_us"])
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig.add_trace(go.Bar(x=labels, y=h["count"], name="gaps", marker_color="#9BB7D4",
+                         hovertemplate="%{x}: %{y:,.0f} gaps<extra></extra>"), secondary_y=False)
+    fig.add_trace(go.Scatter(x=labels, y=h["idle_us"], name="idle time", mode="lines+markers",
+                             line=dict(color=CAUSE_COLORS["host"]),
+                             hovertemplate="%{x}: %{y:,.1f} us idle in total<extra></extra>"), secondary_y=True)
+    fig.update_layout(**_LAYOUT, height=340, title=dict(text="Gap durations (all steps)", font=dict(size=14)))
+    fig.update_xaxes(title="gap duration", type="category")
+    fig.update_yaxes(title_text="gaps", secondary_y=False)
+    fig.update_yaxes(title_text="idle time (us)", secondary_y=True, showgrid=False)
+    return fig
+
+
+def speedup_figure(table: pd.DataFrame, threshold: float, crossover: float | None):
+    """CUDA-graph speedup by batch size (measured pairs and predicted from eager), crossover marked."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for col, label, color, dash in (("measured_speedup", "measured: eager / graph trace", "#4C78A8", "solid"),
+                                    ("predicted_speedup", "predicted from the eager trace", "#F58518", "dot")):
+        d = table.dropna(subset=[col])
+        if d.empty:
+            continue
+        fig.add_trace(go.Scatter(x=d["batch_size"], y=d[col], name=label, mode="lines+markers",
+                                 line=dict(color=color, dash=dash),
+                                 hovertemplate="bs %{x}: %{y:.2f}x<extra>" + label + "</extra>"))
+    fig.add_hline(y=1.0 + threshold, line=dict(color="#888", dash="dash"),
+                  annotation_text=f"win threshold {threshold:.0%}", annotation_position="top left")
+    if crossover is not None:
+        fig.add_vline(x=crossover, line=dict(color=CAUSE_COLORS["host"], dash="dash"),
+                      annotation_text=f"crossover ≈ bs {crossover:g}", annotation_position="top right")
+    fig.update_layout(**_LAYOUT, height=360, title=dict(text="CUDA-graph speedup by batch size", font=dict(size=14)))
+    fig.update_xaxes(title="batch size", type="log")
+    fig.update_yaxes(title="speedup (x)", rangemode="tozero")
+    return fig
+
+
+def step_time_figure(table: pd.DataFrame):
+    """Grouped bars by batch size: eager and graph step times, busy time, and the predicted graph step."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    x = table["batch_size"].astype(str)
+    series = (("eager_step_us", "eager step (unprofiled est.)", "#E45756"),
+              ("eager_busy_us", "eager GPU busy", "#4C78A8"),
+              ("predicted_graph_us", "predicted graph step", "#F58518"),
+              ("graph_step_us", "graph step (trace)", "#54A24B"))
+    for col, label, color in series:
+        if col in table and table[col].notna().any():
+            fig.add_trace(go.Bar(x=x, y=table[col], name=label, marker_color=color,
+                                 hovertemplate="bs %{x}: %{y:,.1f} us<extra>" + label + "</extra>"))
+    fig.update_layout(**_LAYOUT, barmode="group", height=360,
+                      title=dict(text="Step time by batch size", font=dict(size=14)))
+    fig.update_xaxes(title="batch size", type="category")
+    fig.update_yaxes(title="us per step")
+    return fig
+
+
+def side_by_side_figure(reports: Sequence[tuple[str, TraceReport]]):
+    """Mean step of each trace: GPU busy plus idle by cause (the bars sum to the mean GPU window)."""
+    import plotly.graph_objects as go
+
+    labels = list(hover_escape([name for name, _ in reports], 40))
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=labels, y=[_mean([s.gpu_busy_us for s in r.steps]) for _, r in reports],
+                         name="GPU busy", marker_color=BUSY_COLOR))
+    for c in CAUSES:
+        y = [_mean([s.idle_us_by_cause[c] for s in r.steps]) for _, r in reports]
+        if any(v > 0 for v in y):
+            fig.add_trace(go.Bar(x=labels, y=y, name=f"idle: {CAUSE_LABELS[c]}", marker_color=CAUSE_COLORS[c]))
+    fig.update_layout(**_LAYOUT, barmode="stack", height=340,
+                      title=dict(text="Mean step: GPU busy and idle by cause", font=dict(size=14)))
+    fig.update_xaxes(type="category")
+    fig.update_yaxes(title="us per step")
+    return fig
+
+
+def _mean(values: Sequence[float]) -> float:
+    return float(np.mean(values)) if len(values) else 0.0
+
+
+def plan_comparison_figure(plan, labels: dict[str, str]):
+    """Expected step time of the plan against each server's default list and all-eager."""
+    import plotly.graph_objects as go
+
+    names = ["this plan"] + [labels[k] for k in plan.baselines] + ["all eager"]
+    values = ([plan.expected_step_us] + [b.score.expected_step_us for b in plan.baselines.values()]
+              + [plan.all_eager_expected_step_us])
+    graphs = [plan.score.n_graphs] + [b.score.n_graphs for b in plan.baselines.values()] + [0]
+    colors = ["#54A24B"] + ["#9BB7D4"] * len(plan.baselines) + ["#E45756"]
+    fig = go.Figure(go.Bar(x=values, y=names, orientation="h", marker_color=colors,
+                           text=[f"{v:,.0f} us · {g} graphs" for v, g in zip(values, graphs)], textposition="auto",
+                           hovertemplate="%{y}: %{x:,.1f} us per step<extra></extra>"))
+    fig.update_layout(**_LAYOUT, height=300, title=dict(text="Expected decode step", font=dict(size=14)))
+    fig.update_yaxes(autorange="reversed")
+    fig.update_xaxes(title="us per step (expected over the distribution)", rangemode="tozero")
+    return fig
+
+
+def tradeoff_figure(plan):
+    """Best expected step time for each number of graphs (the planner's trade-off curve)."""
+    import plotly.graph_objects as go
+
+    k = [t[0] for t in plan.tradeoff]
+    v = [t[1] for t in plan.tradeoff]
+    fig = go.Figure(go.Scatter(x=k, y=v, mode="lines+markers", line=dict(color="#4C78A8"),
+                               hovertemplate="%{x} graphs: %{y:,.1f} us<extra></extra>"))
+    fig.add_vline(x=plan.score.n_graphs, line=dict(color="#54A24B", dash="dash"),
+                  annotation_text=f"plan: {plan.score.n_graphs}", annotation_position="top right")
+    fig.update_layout(**_LAYOUT, height=300, title=dict(text="Graphs vs expected step", font=dict(size=14)))
+    fig.update_xaxes(title="graphs captured")
+    fig.update_yaxes(title="us per step", rangemode="tozero")
+    return fig
+
+
+def distribution_figure(plan):
+    """Share of steps per batch size, coloured by what the plan runs them as."""
+    import plotly.graph_objects as go
+
+    rows = plan.per_batch
+    fig = go.Figure()
+    for graph, label, color in ((True, "replays a graph", "#54A24B"), (False, "runs eager", "#E45756")):
+        sel = [r for r in rows if (r.bucket is not None) == graph]
+        if not sel:
+            continue
+        fig.add_trace(go.Bar(x=[str(r.batch_size) for r in sel], y=[r.weight for r in sel], name=label,
+                             marker_color=color,
+                             customdata=[[r.bucket if r.bucket is not None else "eager", r.planned_us] for r in sel],
+                             hovertemplate="bs %{x}: %{y:.1%} of steps → %{customdata[0]} "
+                                           "(%{customdata[1]:,.1f} us)<extra></extra>"))
+    fig.update_layout(**_LAYOUT, height=300, title=dict(text="Batch-size distribution", font=dict(size=14)))
+    fig.update_xaxes(title="batch size", type="category",
+                     categoryorder="array", categoryarray=[str(r.batch_size) for r in rows])
+    fig.update_yaxes(title="share of steps", tickformat=".0%")
+    return fig

@@ -1,0 +1,36 @@
+"""launchgap dashboard: the entry script ``launchgap app`` runs with Streamlit.
+
+One ``st.navigation`` over four pages (modules under ``app/views``): Traces, Diagnosis,
+Compare, Capture plan. A new session starts with the bundled samples loaded.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import streamlit as st
+
+# Streamlit puts this script's folder, not the project root, on sys.path; make `import app`
+# find this package (not a namespace left by an older editable install) when run from a checkout.
+_ROOT = str(Path(__file__).resolve().parents[1])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+from app import APP_DIR, session  # noqa: E402
+from app.ui import start_session  # noqa: E402
+
+st.set_page_config(page_title="launchgap", page_icon=":material/speed:", layout="wide")
+
+VIEWS = APP_DIR / "views"
+pages = [
+    st.Page(VIEWS / "traces.py", title="Traces", icon=":material/upload_file:", default=True),
+    st.Page(VIEWS / "diagnosis.py", title="Diagnosis", icon=":material/troubleshoot:"),
+    st.Page(VIEWS / "compare.py", title="Compare", icon=":material/compare_arrows:"),
+    st.Page(VIEWS / "plan.py", title="Capture plan", icon=":material/checklist:", url_path="plan"),
+]
+nav = st.navigation(pages)
+start_session()
+with st.sidebar:
+    n_ok = len(session.loaded_ok(st.session_state))
+    st.caption(f"launchgap · {n_ok} trace(s) loaded in this session")
+nav.run()

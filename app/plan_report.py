@@ -1,0 +1,72 @@
+"""A capture plan as a Markdown report (for the Capture plan page's download button).
+
+The planner's ``Plan.to_dict()`` is the machine-readable form; this is the one to paste
+into a ticket. Text that came from users (file names in the costs' origin, warnings) is
+put in table cells with ``|`` escaped, or in code blocks.
+"""
+from __future__ import annotations
+
+import json
+
+from analyzer.planner import SERVERS, Plan
+
+SERVER_LABELS = {"vllm": "vLLM", "sglang": "SGLang", "tensorrt_llm": "TensorRT-LLM"}
+
+
+def _cell(v: object) -> str:
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(headers: list[str], rows: list[list[object]]) -> list[str]:
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    return out + ["| " + " | ".join(_cell(c) for c in r) + " |" for r in rows]
+
+
+def plan_markdown(plan: Plan, costs_from: str, distribution_from: str) -> str:
+    """The plan, its comparison with the servers' defaults, per-batch detail and configs, as Markdown."""
+    o = plan.options
+    lines = ["# CUDA-graph capture plan (launchgap)", ""]
+    b = ", ".join(str(x) for x in plan.buckets) or "none (run eager)"
+    cross = plan.crossover_batch_size
+    lines += [
+        f"- **Capture batch sizes:** {b}",
+        f"- **Expected step:** {plan.expected_step_us:,.1f} us (all eager {plan.all_eager_expected_step_us:,.1f} us; "
+        f"{plan.speedup_vs_all_eager:.2f}x)",
+        f"- **Crossover batch size:** {cross if cross is not None else 'none within the costs'} "
+        f"(win under {o.win_threshold:.0%} above it)",
+        f"- **Graph memory:** {plan.memory_used_mib:,.0f} MiB ({plan.graph_memory_mib:.3g} MiB per graph, "
+        f"{_cell(plan.graph_memory_source)})",
+        f"- **Padding policy:** {o.padding}; max graphs {o.max_graphs if o.max_graphs is not None else 'unlimited'}; "
+        f"memory budget {f'{o.memory_budget_mib:g} MiB' if o.memory_budget_mib is not None else 'none'}",
+        f"- **Costs from:** {_cell(costs_from)}; **distribution from:** {_cell(distribution_from)}",
+        "",
+        "## Against the servers' default capture lists",
+        "",
+    ]
+    rows = [["this plan", plan.score.n_graphs, f"{plan.expected_step_us:,.1f}", f"{plan.memory_used_mib:,.0f}", "yes",
+             "—"]]
+    for name in SERVERS:
+        bl = plan.baselines[name]
+        rows.append([SERVER_LABELS[name], bl.score.n_graphs, f"{bl.score.expected_step_us:,.1f}",
+                     f"{bl.memory_mib:,.0f}", "yes" if bl.within_budget else "no",
+                     f"{1 - plan.expected_step_us / bl.score.expected_step_us:.1%}"
+                     if bl.score.expected_step_us > 0 else "—"])
+    rows.append(["all eager", 0, f"{plan.all_eager_expected_step_us:,.1f}", "0", "yes",
+                 f"{1 - plan.expected_step_us / plan.all_eager_expected_step_us:.1%}"
+                 if plan.all_eager_expected_step_us > 0 else "—"])
+    lines += _table(["setup", "graphs", "expected step (us)", "graph memory (MiB)", "within budget",
+                     "plan saves"], rows)
+    lines += ["", "## Per batch size", ""]
+    lines += _table(["batch size", "share of steps", "eager (us)", "graph (us)", "cost source", "runs as",
+                     "planned (us)"],
+                    [[r.batch_size, f"{r.weight:.1%}", f"{r.eager_us:,.1f}", f"{r.graph_us:,.1f}", r.source,
+                      f"graph bs {r.bucket}" if r.bucket is not None else "eager", f"{r.planned_us:,.1f}"]
+                     for r in plan.per_batch])
+    lines += ["", "## Configs", ""]
+    snippets = plan.config_snippets()
+    for name in SERVERS:
+        lines += [f"### {SERVER_LABELS[name]}", "", "```json", json.dumps(plan.configs()[name]), "```", "",
+                  "```", snippets[name], "```", ""]
+    if plan.warnings:
+        lines += ["## Notes", ""] + [f"- {_cell(w)}" for w in plan.warnings] + [""]
+    return "\n".join(lines)

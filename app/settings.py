@@ -1,0 +1,83 @@
+"""Limits and locations of one dashboard server, read from the environment.
+
+``launchgap app`` sets these variables for the Streamlit process it starts; tests set them
+too. Every limit has a unit in its name.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from analyzer.loaders import DEFAULT_MAX_TRACE_BYTES
+
+#: Where the bundled sample traces live: ``traces/`` beside the ``app`` package.
+DEFAULT_SAMPLES_DIR = Path(__file__).resolve().parents[1] / "traces"
+#: Sample files the Traces page offers (plain ``.json`` is left out: folders also hold truth.json).
+SAMPLE_PATTERNS = ("*.json.gz", "*.sqlite")
+#: Samples loaded when a session starts, so ``make app`` shows something at once.
+DEFAULT_SAMPLE_DIR_NAME = "h200-1b"
+DEFAULT_SAMPLE_COUNT = 3
+
+ENV_SAMPLES_DIR = "LAUNCHGAP_SAMPLES_DIR"
+ENV_MAX_TRACE_BYTES = "LAUNCHGAP_MAX_TRACE_BYTES"
+ENV_CACHE_ENTRIES = "LAUNCHGAP_CACHE_ENTRIES"
+ENV_CACHE_BYTES = "LAUNCHGAP_CACHE_BYTES"
+ENV_CACHE_TTL_S = "LAUNCHGAP_CACHE_TTL_S"
+ENV_SESSION_TRACES = "LAUNCHGAP_SESSION_TRACES"
+
+
+def _int_env(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Limits of one server.
+
+    * ``max_trace_bytes``: a trace that decompresses past this is refused (per file).
+    * ``cache_entries`` / ``cache_bytes`` / ``cache_ttl_s``: the server-wide cache of parsed
+      traces keeps at most this many entries and this many bytes of arrays, each for at
+      most this long since its last use; least recently used entries go first.
+    * ``session_traces``: traces one browser session may hold at once.
+    """
+
+    samples_dir: Path = DEFAULT_SAMPLES_DIR
+    max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES
+    cache_entries: int = 32
+    cache_bytes: int = 4 * 1024**3
+    cache_ttl_s: int = 3600
+    session_traces: int = 24
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        samples = os.environ.get(ENV_SAMPLES_DIR, "").strip()
+        return cls(
+            samples_dir=Path(samples) if samples else DEFAULT_SAMPLES_DIR,
+            max_trace_bytes=_int_env(ENV_MAX_TRACE_BYTES, DEFAULT_MAX_TRACE_BYTES),
+            cache_entries=_int_env(ENV_CACHE_ENTRIES, cls.cache_entries),
+            cache_bytes=_int_env(ENV_CACHE_BYTES, cls.cache_bytes),
+            cache_ttl_s=_int_env(ENV_CACHE_TTL_S, cls.cache_ttl_s),
+            session_traces=_int_env(ENV_SESSION_TRACES, cls.session_traces),
+        )
+
+
+def discover_samples(root: Path) -> list[Path]:
+    """Sample trace files under ``root`` (recursively), sorted by relative path; [] if absent."""
+    if not root.is_dir():
+        return []
+    found = {p for pat in SAMPLE_PATTERNS for p in root.rglob(pat) if p.is_file() and not p.name.startswith(".")}
+    return sorted(found, key=lambda p: p.relative_to(root).as_posix())
+
+
+def default_samples(root: Path, samples: list[Path]) -> list[Path]:
+    """The samples a new session starts with: the eager/graph pair folder if present, else the first few."""
+    preferred = [p for p in samples if p.parent.name == DEFAULT_SAMPLE_DIR_NAME]
+    return (preferred or samples)[:DEFAULT_SAMPLE_COUNT]

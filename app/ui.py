@@ -1,0 +1,119 @@
+"""Streamlit glue shared by the pages: server-wide objects, session start-up, trace pickers.
+
+Server-wide objects (settings, the bounded trace cache) are created once per server with
+``st.cache_resource``; everything a user loads lives in that user's session state.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import streamlit as st
+
+from app import session
+from app.cache import BoundedCache
+from app.session import LoadedTrace
+from app.settings import Settings, default_samples, discover_samples
+from app.text import md_escape
+
+SAMPLES_KEY = "lg_samples"  # persistent selection of bundled samples (relative paths)
+SAMPLES_WIDGET = "lg_samples_widget"
+
+
+@st.cache_resource
+def settings() -> Settings:
+    return Settings.from_env()
+
+
+@st.cache_resource
+def trace_cache() -> BoundedCache:
+    """The one cache of parsed traces and reports of this server (bounded; see app.cache)."""
+    s = settings()
+    return BoundedCache(max_entries=s.cache_entries, max_bytes=s.cache_bytes, ttl_s=s.cache_ttl_s)
+
+
+def sample_paths() -> dict[str, Path]:
+    """Bundled samples by their path relative to the samples folder."""
+    root = settings().samples_dir
+    return {p.relative_to(root).as_posix(): p for p in discover_samples(root)}
+
+
+def human_bytes(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{n} B"
+
+
+def run_with_progress(jobs: list[tuple[str, int, Callable[[], LoadedTrace]]]) -> list[LoadedTrace]:
+    """Run load jobs (name, size, job) inside a status box with a progress bar."""
+    if not jobs:
+        return []
+    done: list[LoadedTrace] = []
+    with st.status(f"Parsing {len(jobs)} trace file(s)…", expanded=True) as box:
+        bar = st.progress(0.0)
+        for i, (name, size, job) in enumerate(jobs):  # one per file
+            bar.progress(i / len(jobs), text=md_escape(f"{name} ({human_bytes(size)})"))
+            done.append(job())
+        bar.progress(1.0, text="done")
+        bad = sum(1 for e in done if e.error)
+        label = f"Loaded {len(done) - bad} of {len(done)} file(s)" + (f"; {bad} failed" if bad else "")
+        box.update(label=label, state="error" if bad and bad == len(done) else "complete", expanded=False)
+    return done
+
+
+def sync_samples(selected: list[str]) -> None:
+    """Load newly selected samples and drop deselected ones from this session."""
+    state = st.session_state
+    paths = sample_paths()
+    store = session.traces(state)
+    gone = [k for k, e in store.items() if e.source == "sample" and e.name not in selected]
+    session.remove(state, gone)
+    jobs = []
+    for rel in selected:
+        if session.sample_key(rel) in store or rel not in paths:
+            continue
+        p = paths[rel]
+        jobs.append((rel, p.stat().st_size,
+                     lambda p=p: session.add_sample(state, p, settings(), trace_cache())))
+    run_with_progress(jobs)
+
+
+def start_session() -> None:
+    """On a session's first run: select and load the default samples, so every page has data."""
+    state = st.session_state
+    if state.get(session.STARTED_KEY):
+        return
+    state[session.STARTED_KEY] = True
+    root = settings().samples_dir
+    defaults = default_samples(root, discover_samples(root))
+    state[SAMPLES_KEY] = [p.relative_to(root).as_posix() for p in defaults]
+    sync_samples(state[SAMPLES_KEY])
+
+
+def show_load_errors() -> None:
+    """Each failed file of this session with the analyzer's one-line reason, as plain text."""
+    for e in session.traces(st.session_state).values():
+        if e.error:
+            st.error(md_escape(f"{e.name}: {e.error}"), icon=":material/error:")
+
+
+def pick_trace(label: str, key: str, entries: list[LoadedTrace], default_index: int = 0) -> LoadedTrace:
+    """A selectbox over loaded traces whose choice survives page switches (stored outside the widget)."""
+    keys = [e.key for e in entries]
+    store_key = f"{key}_choice"
+    widget_key = f"{key}_widget"
+    state = st.session_state
+    if state.get(store_key) not in keys:
+        state[store_key] = keys[min(default_index, len(keys) - 1)]
+    if state.get(widget_key) not in keys:
+        state[widget_key] = state[store_key]
+    by_key = {e.key: e for e in entries}
+    choice = st.selectbox(label, keys, key=widget_key, format_func=lambda k: by_key[k].name)
+    state[store_key] = choice
+    return by_key[choice]
+
+
+def no_traces_note() -> None:
+    st.info("No trace is loaded yet. Upload one or pick a bundled sample on the Traces page.")
+    st.page_link("views/traces.py", label="Go to Traces", icon=":material/upload_file:")

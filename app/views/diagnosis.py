@@ -1,0 +1,117 @@
+"""Diagnosis page: one trace's metrics, verdict, a step timeline, idle by cause, gaps, kernels."""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from analyzer.report import SCHEMA
+from app import session
+from app.charts import gap_histogram_figure, idle_by_cause_figure, timeline_figure
+from app.text import hover_escape, json_safe, md_escape
+from app.timeline import step_events, step_index
+from app.ui import no_traces_note, pick_trace, show_load_errors, trace_cache
+
+state = st.session_state
+st.title("Diagnosis")
+show_load_errors()
+entries = session.loaded_ok(state)
+if not entries:
+    no_traces_note()
+    st.stop()
+
+entry = pick_trace("Trace", "lg_diag", entries)
+rep = entry.report
+s = rep.summary
+
+c1, c2, c3, c4 = st.columns(4)
+c1.metric("GPU idle", f"{s.gpu_idle_fraction:.1%}", border=True,
+          help="Idle time over the GPU windows of all steps (window = first to last GPU op a step launched).")
+c2.metric("Launch-to-kernel ratio", f"{s.launch_to_kernel_ratio:.2f}", border=True,
+          help="Host time in launch calls over the GPU time of the work they launched. Above 1 the CPU cannot "
+               "keep the GPU fed.")
+c3.metric("Predicted CUDA-graph speedup", f"{s.predicted_speedup:.1f}x", border=True,
+          help="Real step time (observed, else the profiled step less the estimated profiler overhead) over the "
+               "predicted graph-replay step.")
+c4.metric("Steps", f"{s.steps}", border=True, help=f"Found from: {s.step_source}.")
+
+d1, d2, d3, d4 = st.columns(4)
+d1.metric("Step, profiled (median)", f"{s.step_us_median:,.0f} us")
+d2.metric("Step, unprofiled estimate", f"{s.estimated_unprofiled_step_us_median:,.0f} us",
+          help=f"Profiler inflation about {s.estimated_profiler_inflation:.2f}x.")
+d3.metric("Predicted graph step", f"{s.predicted_graph_step_us_median:,.0f} us")
+d4.metric("Kernels per step", f"{s.kernels_per_step_median:g}",
+          help=f"Eager launches {s.kernel_launches_per_step_median:g}, graph launches "
+               f"{s.graph_launches_per_step_median:g} per step (median).")
+
+with st.container(border=True):
+    st.markdown(f"**Verdict: {md_escape(s.verdict)}** ({md_escape(rep.mode)} trace) — {md_escape(s.verdict_detail)}")
+
+for w in rep.warnings:
+    st.warning(md_escape(w), icon=":material/warning:")
+
+# --- timeline of one step ---------------------------------------------------------------
+st.subheader("One step on the timeline")
+steps = rep.steps
+if steps:
+    durs = np.array([x.dur_us for x in steps])
+    median_pos = int(np.argmin(np.abs(durs - np.median(durs))))
+    labels = {i: f"step {x.index}" + (f" (bs {x.batch_size})" if x.batch_size is not None else "")
+                 + f" — {x.dur_us:,.0f} us" for i, x in enumerate(steps)}
+    pick_key = f"lg_step_{entry.key}"
+    pos = st.selectbox("Step", list(labels), index=median_pos, format_func=labels.get, key=pick_key,
+                       help="The median-length step is selected first.")
+    step = steps[pos]
+    index = trace_cache().get_or_compute(("steps", entry.digest, session.options(state).steps),
+                                         lambda: step_index(entry.trace, session.options(state).steps))
+    events, lanes = step_events(entry.trace, index, step)
+    fig = timeline_figure(events, lanes, title=f"step {step.index}: {hover_escape([step.name], 80)[0]}")
+    st.plotly_chart(fig, width="stretch", key="lg_timeline")
+    st.caption("Top: the step's CPU range and the launch/sync calls of each host thread. Then each GPU stream of "
+               f"device {step.device}, and the device's idle gaps coloured by cause: red = the CPU was late, "
+               "orange = inside the late launch call, purple = host blocked in a sync, brown = GPU-side wait, "
+               "grey = no launch call matched, pink = waiting for peer ranks. Drag to zoom; double-click to reset.")
+else:
+    st.info("No step launched GPU work, so there is no timeline to draw.")
+
+# --- per-step idle, gap histogram ---------------------------------------------------------
+left, right = st.columns(2)
+with left:
+    if steps:
+        st.plotly_chart(idle_by_cause_figure(rep), width="stretch", key="lg_idle_bars")
+with right:
+    st.plotly_chart(gap_histogram_figure(rep), width="stretch", key="lg_gap_hist")
+
+# --- kernels and gaps tables -------------------------------------------------------------
+st.subheader("Top offending kernels")
+st.caption("Eager launches by kernel name, sorted by the host time their launch calls cost.")
+if rep.top_kernels:
+    kdf = pd.DataFrame(rep.top_kernels)
+    kdf["launch_to_kernel_ratio"] = kdf["launch_to_kernel_ratio"].replace([np.inf], np.nan)
+    st.dataframe(kdf, hide_index=True, column_config={
+        "name": st.column_config.TextColumn("kernel", width="large"),
+        "count": st.column_config.NumberColumn("launches"),
+        "kernel_us": st.column_config.NumberColumn("GPU time (us)", format="%.1f"),
+        "launch_api_us": st.column_config.NumberColumn("launch calls (us)", format="%.1f"),
+        "launch_to_kernel_ratio": st.column_config.NumberColumn("launch / kernel", format="%.2f"),
+        "launch_delay_us_median": st.column_config.NumberColumn("launch delay, median (us)", format="%.1f"),
+    })
+else:
+    st.caption("No eager kernel launches in this trace (graph replays only).")
+
+if rep.top_gaps:
+    with st.expander("Longest gaps"):
+        gdf = pd.DataFrame([dataclasses.asdict(g) for g in rep.top_gaps])
+        st.dataframe(gdf, hide_index=True, column_config={
+            "start_us": st.column_config.NumberColumn("start (us)", format="%.1f"),
+            "dur_us": st.column_config.NumberColumn("length (us)", format="%.1f"),
+            "before": st.column_config.TextColumn("op before", width="medium"),
+            "after": st.column_config.TextColumn("op after (waited)", width="medium"),
+        })
+
+doc = {"schema": SCHEMA, "traces": [dataclasses.replace(rep, path=entry.name).to_dict()], "errors": []}
+st.download_button("Download this report (JSON)", json.dumps(json_safe(doc), indent=1, allow_nan=False),
+                   file_name=f"{entry.name.rsplit('/', 1)[-1]}.launchgap.json", mime="application/json")

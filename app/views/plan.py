@@ -1,0 +1,193 @@
+"""Capture plan page: which batch sizes to capture as CUDA graphs, from costs and a distribution."""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pandas as pd
+import streamlit as st
+
+from analyzer.costs import (MAX_AUX_FILE_BYTES, costs_from_reports, costs_from_timings, distribution_from_reports,
+                            load_distribution, looks_like_timings)
+from analyzer.errors import AnalyzerError
+from analyzer.planner import SERVERS, PlanOptions, plan_capture
+from app import session
+from app.charts import distribution_figure, plan_comparison_figure, tradeoff_figure
+from app.plan_report import SERVER_LABELS, plan_markdown
+from app.text import json_safe, md_escape
+from app.ui import settings, show_load_errors
+
+state = st.session_state
+st.title("Capture plan")
+st.caption("Which batch sizes to capture as CUDA graphs: the exact best bucket set for your batch-size distribution "
+           "under a graph-count and memory budget, against the servers' default lists.")
+show_load_errors()
+entries = session.loaded_ok(state)
+named_reports = [dataclasses.replace(e.report, path=e.name) for e in entries]  # messages name the user's files
+
+
+def _upload_once(label: str, key: str, types: list[str], parse) -> tuple[str, object] | None:
+    """An uploader whose parsed result stays in the session after the page is left (stored as (name, value))."""
+    f = st.file_uploader(label, type=types, key=f"{key}_widget")
+    if f is not None and state.get(f"{key}_id") != f.file_id:
+        state[f"{key}_id"] = f.file_id
+        if f.size > MAX_AUX_FILE_BYTES:
+            state[key] = (f.name, None, f"file is {f.size / 1e6:.0f} MB, over the "
+                                        f"{MAX_AUX_FILE_BYTES / 1e6:.0f} MB cap")
+        else:
+            try:
+                state[key] = (f.name, session.parse_small_upload(f.name, f.getvalue(), parse), None)
+            except AnalyzerError as exc:
+                state[key] = (f.name, None, exc.message)
+    got = state.get(key)
+    if got is None:
+        return None
+    name, value, err = got
+    if err:
+        st.error(md_escape(f"{name}: {err}"))
+        return None
+    st.caption(md_escape(f"Using {name}"))
+    return name, value
+
+
+def _timings_models(path) -> list[str]:
+    try:
+        doc = json.loads(path.read_bytes())
+        return sorted({str(r.get("model", "")) for r in doc.get("rows", []) if isinstance(r, dict)})
+    except (OSError, ValueError, AttributeError):
+        return []
+
+
+inputs, knobs = st.columns([1, 1], gap="large")
+costs = dist = None
+costs_from = dist_from = ""
+with inputs:
+    st.subheader("Inputs")
+    src = st.radio("Step costs from", ["loaded traces", "harness timings (JSON)"], horizontal=True, key="lg_plan_src",
+                   help="Harness timings are unprofiled measurements (better); traces give profiled steps scaled to "
+                        "an unprofiled estimate, with graph costs predicted where no graph trace exists.")
+    if src == "loaded traces":
+        try:
+            costs = costs_from_reports(named_reports) if named_reports else None
+            costs_from = f"{len(named_reports)} loaded trace(s)"
+        except AnalyzerError as exc:
+            st.error(md_escape(exc.message))
+        if not named_reports:
+            st.info("Load traces on the Traces page, or use harness timings.")
+    else:
+        bundled = [p for p in settings().samples_dir.rglob("*.json")
+                   if p.name in ("truth.json", "timings.json") and looks_like_timings(p)] \
+            if settings().samples_dir.is_dir() else []
+        bundled_names = {p.relative_to(settings().samples_dir).as_posix(): p for p in sorted(bundled)}
+        choice = st.selectbox("Timings file", ["upload…"] + list(bundled_names), index=1 if bundled_names else 0,
+                              key="lg_plan_timings_pick")
+        if choice == "upload…":
+            up = _upload_once("Upload timings.json", "lg_plan_timings", ["json"],
+                              lambda p: (p.read_bytes(), _timings_models(p)))
+            raw, models, label = (up[1][0], up[1][1], up[0]) if up else (None, [], "")
+        else:
+            path = bundled_names[choice]
+            raw, models, label = path.read_bytes(), _timings_models(path), choice
+        if raw is not None:
+            model = st.selectbox("Model", models, key="lg_plan_model") if len(models) > 1 else None
+            try:
+                costs = session.parse_small_upload(label, raw, lambda p: costs_from_timings(p, model))
+                costs_from = f"{label}" + (f" (model {model})" if model else "")
+            except AnalyzerError as exc:
+                st.error(md_escape(f"{label}: {exc.message}"))
+
+    dsrc = st.radio("Batch-size distribution from", ["steps in the loaded traces", "a CSV / JSON histogram"],
+                    horizontal=True, key="lg_plan_dsrc",
+                    help="CSV `batch_size,count` (header optional) or JSON {\"8\": 120, ...}: what production runs.")
+    if dsrc == "steps in the loaded traces":
+        dist = distribution_from_reports(named_reports) if named_reports else {}
+        dist_from = "steps of the loaded traces"
+        if not dist:
+            st.info("No loaded step has a known batch size; upload a histogram instead.")
+            dist = None
+    else:
+        up = _upload_once("Upload a distribution (CSV or JSON)", "lg_plan_dist", ["csv", "json", "txt"],
+                          load_distribution)
+        if up:
+            dist_from, dist = up[0], up[1]
+    if dist:
+        st.caption(md_escape("Distribution: " + ", ".join(f"bs {b}: {n:g}" for b, n in list(dist.items())[:24])
+                             + (" …" if len(dist) > 24 else "")))
+
+with knobs:
+    st.subheader("Budget and policy")
+    max_graphs = st.slider("Max graphs", 1, 64, 8, key="lg_plan_max_graphs")
+    mem_budget = st.slider("Memory budget for graphs (MiB; 0 = none)", 0, 16384, 0, step=64, key="lg_plan_mem")
+    graph_mib = st.number_input("Memory per graph (MiB; 0 = measured or assumed)", 0.0, 65536.0, 0.0, step=8.0,
+                                key="lg_plan_graph_mib")
+    max_bs = st.number_input("Largest batch size to capture (0 = no limit)", 0, 65536, 0, key="lg_plan_max_bs")
+    win = st.slider("Win threshold", 0.0, 0.5, 0.05, 0.01, format="%.2f", key="lg_plan_win",
+                    help="The crossover is the batch size above which a graph saves less than this share.")
+    padding = st.radio("Padding policy", ["pad", "exact"], horizontal=True, key="lg_plan_padding",
+                       format_func={"pad": "pad up to the next captured size (server default)",
+                                    "exact": "exact match only"}.get)
+
+if costs is None or not dist:
+    st.stop()
+try:
+    opts = PlanOptions(max_graphs=max_graphs, memory_budget_mib=float(mem_budget) if mem_budget else None,
+                       graph_memory_mib=graph_mib or None, max_batch_size=int(max_bs) or None, padding=padding,
+                       win_threshold=win)
+    plan = plan_capture(costs, dist, opts)
+except AnalyzerError as exc:
+    st.error(md_escape(exc.message))
+    st.stop()
+
+st.divider()
+m1, m2, m3, m4 = st.columns(4)
+m1.metric("Graphs to capture", f"{plan.score.n_graphs}", border=True,
+          help=f"Budget allows {plan.max_graphs_effective if plan.max_graphs_effective is not None else 'any number'}.")
+m2.metric("Expected step", f"{plan.expected_step_us:,.0f} us", border=True)
+m3.metric("Speedup vs all eager", f"{plan.speedup_vs_all_eager:.1f}x", border=True)
+m4.metric("Crossover batch size", f"{plan.crossover_batch_size}" if plan.crossover_batch_size is not None else "none",
+          border=True, help=f"Above it a graph saves less than {win:.0%} of the step.")
+st.markdown("**Capture these batch sizes:**")
+st.code(", ".join(str(b) for b in plan.buckets) or "none: run eager", language=None)
+
+a, b = st.columns(2)
+with a:
+    st.plotly_chart(plan_comparison_figure(plan, SERVER_LABELS), width="stretch", key="lg_plan_cmp")
+with b:
+    st.plotly_chart(distribution_figure(plan), width="stretch", key="lg_plan_dist_fig")
+
+base = pd.DataFrame([{"setup": SERVER_LABELS[k], "graphs": v.score.n_graphs, "expected step (us)": v.score.expected_step_us,
+                      "graph memory (MiB)": v.memory_mib, "within budget": v.within_budget,
+                      "plan saves": 1 - plan.expected_step_us / v.score.expected_step_us
+                      if v.score.expected_step_us > 0 else 0.0}
+                     for k, v in plan.baselines.items()])
+st.dataframe(base, hide_index=True, column_config={
+    "expected step (us)": st.column_config.NumberColumn(format="%.1f"),
+    "graph memory (MiB)": st.column_config.NumberColumn(format="%.0f"),
+    "plan saves": st.column_config.NumberColumn(format="percent"),
+})
+
+st.subheader("Configs to copy")
+tabs = st.tabs([SERVER_LABELS[s] for s in SERVERS])
+snippets = plan.config_snippets()
+configs = plan.configs()
+for tab, name in zip(tabs, SERVERS):  # three servers
+    with tab:
+        st.code(json.dumps(configs[name], indent=2), language="json")
+        st.code(snippets[name], language="yaml" if name == "tensorrt_llm" else "bash")
+
+with st.expander("Per batch size, and the trade-off curve"):
+    st.dataframe(pd.DataFrame([dataclasses.asdict(r) for r in plan.per_batch]), hide_index=True,
+                 column_config={"weight": st.column_config.NumberColumn("share", format="percent"),
+                                "eager_us": st.column_config.NumberColumn(format="%.1f"),
+                                "graph_us": st.column_config.NumberColumn(format="%.1f"),
+                                "planned_us": st.column_config.NumberColumn(format="%.1f")})
+    st.plotly_chart(tradeoff_figure(plan), width="stretch", key="lg_plan_tradeoff")
+
+for w in plan.warnings:
+    st.warning(md_escape(w), icon=":material/info:")
+
+d1, d2 = st.columns(2)
+d1.download_button("Download plan (JSON)", json.dumps(json_safe(plan.to_dict()), indent=1, allow_nan=False),
+                   file_name="launchgap-plan.json", mime="application/json")
+d2.download_button("Download report (Markdown)", plan_markdown(plan, costs_from, dist_from),
+                   file_name="launchgap-plan.md", mime="text/markdown")

@@ -1,0 +1,121 @@
+"""Traces page: upload traces or pick bundled samples; the table of what this session loaded."""
+from __future__ import annotations
+
+import dataclasses
+
+import pandas as pd
+import streamlit as st
+
+from analyzer.errors import AnalyzerError
+from analyzer.steps import StepOptions
+from app import session
+from app.session import LoadedTrace
+from app.text import md_escape
+from app.ui import (SAMPLES_KEY, SAMPLES_WIDGET, human_bytes, run_with_progress, sample_paths, settings,
+                    show_load_errors, sync_samples, trace_cache)
+
+state = st.session_state
+st.title("Traces")
+st.caption("Decode-step traces from torch.profiler / Kineto (`.json`, `.json.gz`) or Nsight Systems SQLite "
+           "exports (`.sqlite`). Uploads stay in this browser session; parsed traces are cached by content hash.")
+
+left, right = st.columns([3, 2], gap="large")
+with left:
+    uploads = st.file_uploader("Upload traces", type=["json", "gz", "sqlite"], accept_multiple_files=True,
+                               key="lg_uploader",
+                               help="Several files at once; up to the server's upload limit each.")
+with right:
+    options = list(sample_paths())
+    state.setdefault(SAMPLES_KEY, [])
+    if SAMPLES_WIDGET not in state:  # the widget's own state is dropped when another page is shown
+        state[SAMPLES_WIDGET] = [s for s in state[SAMPLES_KEY] if s in options]
+    if options:
+        chosen = st.multiselect("Bundled samples", options, key=SAMPLES_WIDGET,
+                                help=f"Real traces shipped with launchgap (from {settings().samples_dir.name}/).")
+    else:
+        chosen = []
+        st.caption("No bundled samples found.")
+    state[SAMPLES_KEY] = chosen
+
+seen: set[str] = state.setdefault(session.SEEN_UPLOADS_KEY, set())
+new_files = [f for f in (uploads or []) if f.file_id not in seen]
+jobs = []
+for f in new_files:
+    seen.add(f.file_id)
+    jobs.append((f.name, f.size, lambda f=f: session.add_upload(state, f.name, f.getvalue(), settings(),
+                                                              trace_cache())))
+run_with_progress(jobs)
+sync_samples(chosen)
+show_load_errors()
+
+
+def _row(e: LoadedTrace) -> dict:
+    r = e.report
+    s = r.summary
+    return {
+        "trace": e.name,
+        "source": e.source,
+        "size": human_bytes(e.size_bytes),
+        "format": r.format,
+        "device": ", ".join(f"{d.device}: {d.name}" if d.name else str(d.device) for d in r.devices),
+        "mode": r.mode,
+        "steps": s.steps,
+        "kernels / step": s.kernels_per_step_median,
+        "batch sizes": ", ".join(str(b) for b in s.batch_sizes) or "unknown",
+        "step (us, median)": s.step_us_median,
+        "GPU idle": s.gpu_idle_fraction,
+        "verdict": s.verdict,
+    }
+
+
+ok = session.loaded_ok(state)
+st.subheader(f"Loaded traces ({len(ok)})")
+if ok:
+    st.dataframe(
+        pd.DataFrame([_row(e) for e in ok]), hide_index=True,
+        column_config={
+            "GPU idle": st.column_config.ProgressColumn("GPU idle", format="percent", min_value=0.0, max_value=1.0),
+            "step (us, median)": st.column_config.NumberColumn(format="%.1f"),
+            "kernels / step": st.column_config.NumberColumn(format="%g"),
+        },
+    )
+    st.page_link("views/diagnosis.py", label="Open the diagnosis", icon=":material/troubleshoot:")
+else:
+    st.info("Nothing loaded yet: upload a trace or pick a bundled sample.")
+
+store = session.traces(state)
+if store:
+    with st.expander("Remove traces from this session"):
+        names = {k: e.name for k, e in store.items()}
+        drop = st.multiselect("Traces to remove", list(names), format_func=names.get, key="lg_remove")
+        if st.button("Remove", disabled=not drop):
+            session.remove(state, drop)
+            state[SAMPLES_KEY] = [s for s in state[SAMPLES_KEY] if session.sample_key(s) not in drop]
+            state.pop(SAMPLES_WIDGET, None)
+            st.rerun()
+
+with st.expander("Analysis options"):
+    cur = session.options(state)
+    with st.form("lg_options_form", border=False):
+        step_regex = st.text_input("Step regex", cur.steps.step_regex or "",
+                                   help="Regex over annotation / NVTX text that marks one decode step. "
+                                        "Empty: ProfilerStep#N or the default decode-step pattern.")
+        batch_regex = st.text_input("Batch-size regex", cur.steps.batch_regex or "",
+                                    help="Regex whose first group is the batch size (default reads bs=8, "
+                                         "batch_size=8, batch 8).")
+        observed = st.number_input("Observed step time (us)", min_value=0.0, value=float(cur.observed_step_us or 0.0),
+                                   help="A real, unprofiled step time (e.g. measured inter-token latency) to "
+                                        "calibrate the predicted speedup. 0: estimate it from the trace.")
+        if st.form_submit_button("Apply to all traces"):
+            new = dataclasses.replace(
+                cur, steps=StepOptions(step_regex=step_regex or None, batch_regex=batch_regex or None,
+                                       batch_op=cur.steps.batch_op),
+                observed_step_us=observed or None)
+            try:
+                errs = session.set_options(state, new, trace_cache())
+            except AnalyzerError as exc:
+                errs = [exc.message]
+            for msg in errs:
+                st.error(md_escape(msg))
+            if not errs:
+                st.rerun()
