@@ -62,6 +62,7 @@ from analyzer.loaders import DEFAULT_MAX_TRACE_BYTES, load_trace
 from analyzer.report import AnalysisOptions, TraceReport, analyze_trace
 
 if TYPE_CHECKING:
+    from analyzer.costs import CostTable
     from analyzer.planner import Plan, PlanOptions
 
 SCHEMA = "launchgap.fleet/1"
@@ -343,8 +344,13 @@ class FleetAccumulator:
         for b, n in zip(sizes.tolist(), counts.tolist()):  # one per batch size
             self._hist[b] = self._hist.get(b, 0) + n
 
-    def finish(self, plan_options: PlanOptions | None = None, top: int = DEFAULT_TOP) -> FleetReport:
-        """The fleet report; ``plan_options`` is an :class:`analyzer.planner.PlanOptions` (default budgets if None)."""
+    def finish(self, plan_options: PlanOptions | None = None, top: int = DEFAULT_TOP,
+               costs: CostTable | None = None) -> FleetReport:
+        """The fleet report.
+
+        ``plan_options`` sets the plan's budgets (default budgets if None); ``costs`` (e.g. from
+        :func:`analyzer.costs.costs_from_timings`) replaces the costs taken from the traces.
+        """
         rows = _with_peer_ratio(self._rows)
         with_steps = [r for r in rows if r.steps > 0]
         dists = {
@@ -357,7 +363,7 @@ class FleetAccumulator:
         }
         slowest = sorted(with_steps, key=lambda r: (-r.step_vs_peers, -r.step_us_median, r.path))[:top]
         launch_bound = sorted(with_steps, key=lambda r: (-r.host_idle_fraction, r.path))[:top]
-        plan, note = self._plan(plan_options)
+        plan, note = self._plan(plan_options, costs)
         modes: dict[str, int] = {}
         verdicts: dict[str, int] = {}
         for r in rows:  # one per trace
@@ -374,7 +380,7 @@ class FleetAccumulator:
             analysis_options=self.analysis_options, warnings=list(self.warnings),
         )
 
-    def _plan(self, plan_options: PlanOptions | None) -> tuple[Plan | None, str]:
+    def _plan(self, plan_options: PlanOptions | None, costs: CostTable | None) -> tuple[Plan | None, str]:
         """The fleet's capture plan, or ``None`` and why not (a fleet report never fails for want of a plan)."""
         if not self._hist:
             return None, "no step with a known batch size: nothing to plan (annotate steps with bs=N or use " \
@@ -383,7 +389,7 @@ class FleetAccumulator:
         from analyzer.planner import plan_capture
 
         try:
-            costs = costs_from_reports(self._costs)
+            costs = costs if costs is not None else costs_from_reports(self._costs)
             return plan_capture(costs, {b: float(n) for b, n in self._hist.items()}, plan_options), ""
         except InputError as exc:
             return None, exc.message
@@ -486,11 +492,13 @@ def add_records(acc: FleetAccumulator, path: str | Path, lines: Iterable[int]) -
                                     f"({type(exc).__name__}: {exc}); skipped")
 
 
-def load_fleet_results(path: str | Path, plan_options: PlanOptions | None = None, top: int = DEFAULT_TOP) -> FleetReport:
+def load_fleet_results(path: str | Path, plan_options: PlanOptions | None = None, top: int = DEFAULT_TOP,
+                       costs: CostTable | None = None) -> FleetReport:
     """The fleet report of a results file written by ``launchgap fleet --out FILE.jsonl``.
 
     Every trace's last record counts. ``plan_options`` (an :class:`analyzer.planner.PlanOptions`)
-    sets the plan's budgets; the report can be re-planned from the same file at no analysis cost.
+    sets the plan's budgets and ``costs`` replaces the traces' costs (see :meth:`FleetAccumulator.finish`):
+    the report can be re-planned from the same file at no analysis cost.
     """
     head = read_header(path)
     latest, warnings = latest_records(path)
@@ -498,4 +506,4 @@ def load_fleet_results(path: str | Path, plan_options: PlanOptions | None = None
     acc.analysis_options = head.get("analysis_options")
     acc.warnings.extend(warnings)
     add_records(acc, path, (e["line"] for e in latest.values()))
-    return acc.finish(plan_options, top)
+    return acc.finish(plan_options, top, costs)

@@ -48,6 +48,9 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top", type=int, default=DEFAULT_TOP, help="outliers to list (default %(default)s)")
     add_analysis_arguments(p)
     g = p.add_argument_group("capture plan for the fleet")
+    g.add_argument("--timings", metavar="FILE", help="harness timings.json (or truth.json): unprofiled costs per batch "
+                                                     "size, used instead of the traces' costs")
+    g.add_argument("--model", help="which model's rows to use when the timings file holds several")
     g.add_argument("--max-graphs", type=int, help="at most this many CUDA graphs (buckets)")
     g.add_argument("--memory-budget-mib", type=float, help="total graph memory allowed, MiB")
     g.add_argument("--graph-memory-mib", type=float, help="memory per captured graph, MiB")
@@ -206,6 +209,13 @@ def run_fleet(args: argparse.Namespace) -> FleetReport:
     if args.workers is not None and args.workers < 1:
         raise InputError("--workers must be >= 1")
     plan_opts = _plan_options(args)
+    costs = None
+    if args.timings:
+        from analyzer.costs import costs_from_timings
+
+        costs = costs_from_timings(args.timings, args.model)
+    elif args.model:
+        raise InputError("--model selects rows of a timings file; none was given (--timings)")
     if not args.paths and not args.out:
         raise InputError("give trace files, directories or globs, or --out FILE.jsonl to report on earlier results")
     out = Path(args.out) if args.out else None
@@ -215,7 +225,7 @@ def run_fleet(args: argparse.Namespace) -> FleetReport:
         latest, warnings = latest_records(out)
         acc.warnings.extend(warnings)
         add_records(acc, out, (e["line"] for e in latest.values()))
-        return acc.finish(plan_opts, args.top)
+        return acc.finish(plan_opts, args.top, costs)
 
     acc.analysis_options = json.loads(json.dumps(asdict(opts)))
     latest: dict[str, dict] = {}
@@ -235,7 +245,7 @@ def run_fleet(args: argparse.Namespace) -> FleetReport:
               file=sys.stderr)
     if pending:
         _run_pending(args, pending, idents, opts, out, acc)
-    return acc.finish(plan_opts, args.top)
+    return acc.finish(plan_opts, args.top, costs)
 
 
 def _run_pending(args: argparse.Namespace, pending: list[str], idents: dict[str, dict], opts, out: Path | None,
@@ -329,18 +339,9 @@ def render_fleet(rep: FleetReport) -> str:
     if rep.plan is None:
         lines.append(f"  none: {rep.plan_note}")
     else:
-        pl = rep.plan
-        lines.append(f"  buckets ({len(pl.buckets)}): {list(pl.buckets)}")
-        lines.append(f"  expected step {pl.expected_step_us:,.1f} us vs all-eager {pl.all_eager_expected_step_us:,.1f} us"
-                     f" ({pl.speedup_vs_all_eager:.2f}x)")
-        for name, b in pl.baselines.items():
-            lines.append(f"  {name} default list ({b.score.n_graphs} graphs): {b.score.expected_step_us:,.1f} us")
-        cross = pl.crossover_batch_size
-        lines.append("  crossover: " + (f"the graph win falls under {pl.options.win_threshold:.0%} from bs {cross}"
-                                        if cross is not None else "the graph win holds at every size with costs"))
-        for k, v in pl.config_snippets().items():
-            lines.append(f"  {k}: " + v.replace("\n", "\n    "))
-        lines += [f"  note: {w}" for w in pl.warnings]
+        from analyzer.commands.plan import render_plan
+
+        lines += ["  " + ln if ln else ln for ln in render_plan(rep.plan).splitlines()]
     if rep.errors:
         lines += ["", f"Failed traces ({len(rep.errors)})"]
         lines += [f"  {names[e.path]}: {e.error}" for e in rep.errors]

@@ -1,0 +1,197 @@
+"""Fleet summaries and their reduction: exact numbers on tiny inputs (no Dask here)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from analyzer.errors import InputError
+from analyzer.fleet import (
+    RUN_SCHEMA, TRACE_SCHEMA, Distribution, FleetAccumulator, is_done, latest_records, load_fleet_results,
+    results_header, summarize_trace,
+)
+from analyzer.gaps import CAUSES
+from analyzer.planner import PlanOptions
+from analyzer.report import AnalysisOptions
+from tests.unit.kineto_tiny import write
+from tests.unit.test_report_tiny import EVENTS
+
+
+def test_summary_of_tiny_trace(tmp_path) -> None:
+    # The one-step trace of test_report_tiny: window [10, 95], busy 50, 5 host events.
+    p = write(tmp_path, EVENTS)
+    s = summarize_trace(p)
+    assert s["schema"] == TRACE_SCHEMA and s["error"] is None and s["error_kind"] is None
+    assert s["path"] == str(p) and s["size_bytes"] == p.stat().st_size and s["mtime_ns"] == p.stat().st_mtime_ns
+    assert s["mode"] == "eager" and s["format"] == "kineto" and s["rank"] is None
+    st = s["steps"]
+    assert st["batch_size"] == [2] and st["dur_us"] == [85.0] and st["gpu_busy_us"] == [50.0]
+    assert st["gpu_idle_us"] == [35.0] and st["kernels"] == [4] and st["host_events"] == [5]
+    assert st["predicted_graph_us"] == [pytest.approx(56.17)]
+    assert {c: v[0] for c, v in st["idle_us_by_cause"].items()} == {
+        "host": 13.0, "launch": 15.0, "sync": 2.0, "gpu": 5.0, "unattributed": 0.0, "peer": 0.0}
+    assert s["batch_histogram"] == {"2": 1}
+    # cost = profiled 85 us x (unprofiled 77.5 / profiled 85) = 77.5 us (85 - 1.5 us x 5 host events)
+    assert s["per_batch"] == [{"batch_size": 2, "steps": 1, "step_us_median": 85.0, "cost_us_median": 77.5,
+                               "predicted_graph_us_median": 56.17, "gpu_busy_us_median": 50.0}]
+    assert s["summary"]["verdict"] == "launch-bound"
+    assert s["devices"][0]["gpu_busy_us"] == 50.0
+    json.dumps(s, allow_nan=False)  # JSON-safe as it is
+
+
+def test_summary_follows_options(tmp_path) -> None:
+    p = write(tmp_path, EVENTS)
+    s = summarize_trace(p, AnalysisOptions(observed_step_us=70.0))
+    assert s["summary"]["observed_step_us"] == 70.0
+    assert s["summary"]["predicted_speedup"] == pytest.approx(70.0 / 56.17, abs=1e-3)
+
+
+def test_bad_files_become_error_summaries(tmp_path, monkeypatch) -> None:
+    bad = tmp_path / "bad.json.gz"
+    bad.write_bytes(b"\x00garbage")
+    s = summarize_trace(bad)
+    assert s["error_kind"] == "input" and "not a trace" in s["error"] and s["size_bytes"] == 8
+    assert "steps" not in s
+    missing = summarize_trace(tmp_path / "gone.json")
+    assert missing["error_kind"] == "input" and "no such file" in missing["error"]
+
+    def boom(*a, **k):
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr("analyzer.fleet.analyze_trace", boom)
+    s = summarize_trace(write(tmp_path, EVENTS))
+    assert s["error_kind"] == "internal" and s["error"] == "internal error: RuntimeError: bug"
+
+
+def _summary(path: str, mode: str, bs: list, dur: list[float], *, busy: list[float] | None = None,
+             pred: list[float] | None = None, idle: dict[str, list[float]] | None = None,
+             step_us: float | None = None, unprof_us: float | None = None, speedup: float = 1.0,
+             idle_fraction: float = 0.0, rank: int | None = None) -> dict:
+    """A hand-built fleet summary (only what the reducer reads)."""
+    n = len(dur)
+    busy = busy if busy is not None else [d / 2 for d in dur]
+    idle = {c: (idle or {}).get(c, [0.0] * n) for c in CAUSES}
+    med = step_us if step_us is not None else sorted(dur)[(n - 1) // 2]
+    return {"schema": TRACE_SCHEMA, "path": path, "size_bytes": 1, "mtime_ns": 1, "error": None, "error_kind": None,
+            "mode": mode, "rank": rank, "world_size": None,
+            "summary": {"step_us_median": med, "estimated_unprofiled_step_us_median": unprof_us or med,
+                        "gpu_idle_fraction": idle_fraction, "predicted_speedup": speedup,
+                        "verdict": "launch-bound" if mode == "eager" else "already graphed"},
+            "steps": {"batch_size": bs, "dur_us": dur, "gpu_busy_us": busy, "predicted_graph_us": pred or busy,
+                      "idle_us_by_cause": idle}}
+
+
+def test_distributions_outliers_and_idle() -> None:
+    acc = FleetAccumulator()
+    # steps of 100 us: host-side idle (host+launch+sync) 10+5+0 and 30+5+10 -> 60 / 200 = 0.3
+    acc.add(_summary("a", "eager", [8, 8], [100.0, 100.0], busy=[50.0, 50.0], step_us=100.0, speedup=2.0,
+                     idle={"host": [10.0, 30.0], "launch": [5.0, 5.0], "sync": [0.0, 10.0], "gpu": [35.0, 5.0]},
+                     idle_fraction=0.5, rank=0))
+    acc.add(_summary("b", "eager", [8], [300.0], busy=[300.0], speedup=1.0, rank=1))
+    acc.add(_summary("c", "eager", [8, None], [200.0, 200.0], busy=[100.0, 100.0], speedup=4.0,
+                     idle={"host": [100.0, 100.0]}, idle_fraction=0.5, rank=2))
+    acc.add(_summary("d", "graph", [8], [400.0], busy=[400.0], speedup=1.0, rank=3))
+    acc.add({"schema": TRACE_SCHEMA, "path": "e", "error": "not a trace", "error_kind": "input"})
+    rep = acc.finish(top=2)
+    assert rep.traces == 4 and rep.failed == 1 and rep.steps == 6
+    assert rep.errors[0].path == "e" and rep.errors[0].kind == "input"
+    # step medians 100, 300, 200, 400: numpy's linear percentiles -> p10 130, p50 250, p90 370
+    assert rep.distributions["step_us"] == Distribution(4, 130.0, 250.0, 370.0, 400.0)
+    assert rep.distributions["predicted_speedup"] == Distribution(4, 1.0, 1.5, 3.4, 4.0)
+    # host idle fractions 0.3, 0, 200/400 = 0.5, 0
+    assert rep.distributions["host_idle_fraction"] == Distribution(4, 0.0, 0.15, 0.44, 0.5)
+    # eager bs 8 peers: medians 100, 300, 200 -> group median 200; the graph trace is alone in its group
+    ratio = {r.path: r.step_vs_peers for r in rep.rows}
+    assert ratio == {"a": 0.5, "b": 1.5, "c": 1.0, "d": 1.0}
+    assert [r.path for r in rep.slowest] == ["b", "d"]  # 1.5x, then 1.0x at 400 us before c's 200 us
+    assert [r.path for r in rep.most_launch_bound] == ["c", "a"]
+    # windows 200 + 300 + 400 + 400 = 1300 us; busy 100 + 300 + 200 + 400 = 1000 us
+    assert rep.gpu_idle_fraction == pytest.approx(300 / 1300, abs=1e-4)
+    assert rep.idle_fraction_by_cause["host"] == pytest.approx(240 / 1300, abs=1e-4)
+    assert rep.idle_fraction_by_cause["sync"] == pytest.approx(10 / 1300, abs=1e-4)
+    assert rep.batch_histogram == {8: 5} and rep.unknown_batch_steps == 1
+    assert rep.modes == {"eager": 3, "graph": 1}
+    assert rep.verdicts == {"launch-bound": 3, "already graphed": 1}
+    d = rep.to_dict()
+    assert d["schema"] == "launchgap.fleet/1" and d["batch_histogram"] == {"8": 5}
+    json.dumps(d, allow_nan=False)
+
+
+def test_fleet_plan_from_merged_costs() -> None:
+    acc = FleetAccumulator()
+    # eager bs 1: durations x (55 / 110) -> 50, 60, 55 -> median 55; predicted graph median 21
+    acc.add(_summary("a", "eager", [1, 1, 1], [100.0, 120.0, 110.0], pred=[20.0, 22.0, 21.0], unprof_us=55.0))
+    # eager bs 4: 200 x 150/200 = 150; predicted 40 (a graph trace at bs 4 wins over it)
+    acc.add(_summary("b", "eager", [4, 4], [200.0, 200.0], pred=[40.0, 40.0], unprof_us=150.0))
+    acc.add(_summary("c", "graph", [4, 4], [50.0, 54.0], step_us=52.0))
+    rep = acc.finish()
+    plan = rep.plan
+    assert [(p.batch_size, p.eager_us, p.graph_us, p.source) for p in plan.costs.points] == [
+        (1, 55.0, 21.0, "predicted"), (4, 150.0, 52.0, "measured")]
+    assert plan.buckets == (1, 4)
+    # distribution 3 steps at bs 1, 4 at bs 4: (3 x 21 + 4 x 52) / 7
+    assert plan.expected_step_us == pytest.approx(271 / 7)
+    assert plan.all_eager_expected_step_us == pytest.approx((3 * 55 + 4 * 150) / 7)
+    one = acc.finish(PlanOptions(max_graphs=1)).plan
+    assert one.buckets == (4,) and one.expected_step_us == pytest.approx(52.0)
+
+
+def test_no_plan_without_batch_sizes_or_eager_costs() -> None:
+    acc = FleetAccumulator()
+    acc.add(_summary("a", "eager", [None], [100.0]))
+    rep = acc.finish()
+    assert rep.plan is None and "no step with a known batch size" in rep.plan_note
+    acc2 = FleetAccumulator()
+    acc2.add(_summary("g", "graph", [4], [50.0]))
+    rep2 = acc2.finish()
+    assert rep2.plan is None and "only graph-mode traces" in rep2.plan_note
+    assert rep2.traces == 1  # the report stands without a plan
+
+
+def _results_file(tmp_path, records: list[dict], tail: str = "") -> str:
+    p = tmp_path / "r.jsonl"
+    lines = [json.dumps(results_header(AnalysisOptions(), 1000))] + [json.dumps(r) for r in records]
+    p.write_text("\n".join(lines) + "\n" + tail, encoding="utf-8")
+    return str(p)
+
+
+def test_results_file_latest_record_wins_and_cut_lines_are_skipped(tmp_path) -> None:
+    old = _summary("a", "eager", [8], [999.0])
+    new = _summary("a", "eager", [8], [100.0])
+    new["mtime_ns"] = 2
+    b = _summary("b", "eager", [8], [300.0])
+    path = _results_file(tmp_path, [old, b, new], tail='{"schema": "launchgap.fleet-tr')
+    latest, warnings = latest_records(path)
+    assert latest["a"]["line"] == 4 and latest["a"]["mtime_ns"] == 2 and latest["b"]["line"] == 3
+    assert len(warnings) == 1 and "1 unreadable line(s) (5)" in warnings[0]
+    rep = load_fleet_results(path)
+    assert rep.traces == 2 and sorted(r.step_us_median for r in rep.rows) == [100.0, 300.0]
+    assert rep.warnings == warnings
+    assert rep.analysis_options == json.loads(json.dumps(results_header(AnalysisOptions(), 1000)))["analysis_options"]
+
+
+def test_damaged_record_is_named_not_raised(tmp_path) -> None:
+    broken = _summary("a", "eager", [8, 8], [100.0])  # two batch sizes, one duration
+    path = _results_file(tmp_path, [broken, _summary("b", "eager", [8], [300.0])])
+    rep = load_fleet_results(path)
+    assert rep.traces == 1 and rep.rows[0].path == "b"
+    assert "line 2 is not a valid launchgap.fleet-trace/1 record" in rep.warnings[0]
+
+
+def test_not_a_results_file(tmp_path) -> None:
+    p = tmp_path / "x.jsonl"
+    p.write_text('{"schema": "launchgap.report/1"}\n')
+    with pytest.raises(InputError, match=f"not a launchgap fleet results file.*{RUN_SCHEMA}"):
+        load_fleet_results(p)
+    with pytest.raises(InputError, match="no such results file"):
+        load_fleet_results(tmp_path / "nope.jsonl")
+
+
+def test_is_done() -> None:
+    ident = {"path": "a", "size_bytes": 10, "mtime_ns": 5}
+    assert is_done({"size_bytes": 10, "mtime_ns": 5, "error_kind": None, "line": 2}, ident)
+    assert is_done({"size_bytes": 10, "mtime_ns": 5, "error_kind": "input", "line": 2}, ident)  # bad file stays bad
+    assert not is_done({"size_bytes": 10, "mtime_ns": 5, "error_kind": "worker", "line": 2}, ident)  # retried
+    assert not is_done({"size_bytes": 10, "mtime_ns": 6, "error_kind": None, "line": 2}, ident)  # file changed
+    assert not is_done({"size_bytes": 11, "mtime_ns": 5, "error_kind": None, "line": 2}, ident)
+    assert not is_done(None, ident)
