@@ -277,7 +277,9 @@ def _load(con: sqlite3.Connection, path: str) -> Trace:
     except OverflowError:
         raise TraceFormatError("an integer column holds a value beyond 64 bits: not a valid nsys export",
                                path) from None
-    uniq, name_id = np.unique(np.array(name_t, dtype=object), return_inverse=True)
+    # Interning through a dict is several times faster than np.unique over Python strings.
+    names: dict[str, int] = {}
+    name_id = np.fromiter((names.setdefault(n, len(names)) for n in name_t), dtype=np.int32, count=len(name_t))
     del name_t
 
     gpu = kind <= Kind.GRAPH
@@ -291,8 +293,8 @@ def _load(con: sqlite3.Connection, path: str) -> Trace:
     trace = build_trace(
         path=path,
         format="nsys",
-        names=[str(s) for s in uniq.tolist()],
-        columns={"kind": kind, "name_id": name_id.astype(np.int32).reshape(-1), "device": device,
+        names=list(names),
+        columns={"kind": kind, "name_id": name_id, "device": device,
                  "stream": stream, "pid": pid, "tid": tid, "start_ns": start_ns, "dur_ns": dur_ns, "corr": corr,
                  "graph_id": graph_id, "dims_id": np.full(kind.shape[0], -1, dtype=np.int32)},
         device_names=device_names,

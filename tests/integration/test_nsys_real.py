@@ -105,8 +105,8 @@ def test_minimal_six_table_export(nsys_dir: Path) -> None:
 
 
 def test_launches_pair_within_their_own_process(nsys_dir: Path) -> None:
-    """mfu_2gpu_before holds two ranks whose correlation ids overlap (hundreds of kernels would
-    otherwise pair with the other rank's launch call)."""
+    """mfu_2gpu_before holds two ranks whose correlation ids overlap (joined on the bare id,
+    200 GPU ops would pair with the other rank's launch call)."""
     path = nsys_dir / "mfu_2gpu_before.sqlite"
     if not path.exists():
         pytest.skip(f"{path} absent")
