@@ -128,7 +128,11 @@ def compute_gaps(trace: Trace, wait_ns: np.ndarray | None = None) -> tuple[Gaps,
     for dev in np.unique(trace.device[gpu_rows]):  # a loop over devices, not events
         rows = gpu_rows[trace.device[gpu_rows] == dev]
         eff_start = trace.start_ns[rows] + np.minimum(wait_all[rows], trace.dur_ns[rows])
-        order = np.argsort(eff_start, kind="stable")
+        # Ties in start time: the op whose launch call came first ends the gap (then a canonical
+        # order), so the attribution does not depend on the order events were written in.
+        li = trace.launch_idx[rows]
+        l_start = np.where(li >= 0, trace.start_ns[np.maximum(li, 0)], np.iinfo(np.int64).max)
+        order = np.lexsort((trace.name_id[rows], trace.stream[rows], trace.end_ns[rows], l_start, eff_start))
         rows, eff_start = rows[order], eff_start[order]
         end = trace.end_ns[rows]
         run_end = np.maximum.accumulate(end)

@@ -200,21 +200,30 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
         warnings.append(f"{int((~step_ok).sum())} of {n_steps} steps launched no GPU work and were left out")
 
     # --- gaps -> (step, device) ----------------------------------------------------------
+    # Windows are bounded by op starts/ends, so a gap is either inside a window or outside it.
+    # Cause totals per window come from prefix sums over the device's sorted gaps, which stays
+    # exact even when two steps' windows overlap; gap_key labels each gap with its first step.
+    cause_key = {c: np.zeros(n_keys) for c in CAUSES}
     gap_key = np.full(len(gaps), -1, dtype=np.int64)
-    for i, d in enumerate(dev_list):
+    for i, d in enumerate(dev_list):  # loop over devices
         sel_g = np.flatnonzero(gaps.device == d)
         keys_d = np.arange(n_steps) * n_dev + i
         valid = keys_d[has[keys_d]]
         if valid.size == 0 or sel_g.size == 0:
             continue
+        g_s, g_e = gaps.start_ns[sel_g], gaps.end_ns[sel_g]
+        lo = np.searchsorted(g_s, w0[valid], side="left")
+        hi = np.searchsorted(g_e, w1[valid], side="right")
+        hi = np.maximum(hi, lo)
+        for c in CAUSES:
+            cum = np.concatenate([[0], np.cumsum(gaps.cause_ns(c)[sel_g])])
+            cause_key[c][valid] = cum[hi] - cum[lo]
         order = np.argsort(w0[valid], kind="stable")
         vs, ve = w0[valid][order], w1[valid][order]
-        j = np.searchsorted(vs, gaps.start_ns[sel_g], side="right") - 1
+        j = np.searchsorted(vs, g_s, side="right") - 1
         inside = j >= 0
-        inside[inside] = gaps.end_ns[sel_g][inside] <= ve[j[inside]]
+        inside[inside] = g_e[inside] <= ve[j[inside]]
         gap_key[sel_g[inside]] = valid[order][j[inside]]
-    cause_key = {c: np.bincount(gap_key[gap_key >= 0], weights=gaps.cause_ns(c)[gap_key >= 0], minlength=n_keys)
-                 for c in CAUSES}
 
     # --- per-step launch metrics (all devices of the step) --------------------------------
     host_rows = np.flatnonzero(row_step >= 0)
