@@ -441,7 +441,8 @@ def align_ranks(traces: Sequence[Trace], steps: Sequence[Steps], row_steps: Sequ
                          step_table=table, step_match=how)
 
 
-def align_waits(traces: Sequence[Trace], alignment: RankAlignment, single: Sequence[CollectiveWait]) -> list[CollectiveWait]:
+def align_waits(traces: Sequence[Trace], alignment: RankAlignment,
+                single: Sequence[CollectiveWait]) -> list[CollectiveWait]:
     """Per rank, the split to analyse with: aligned where matched, the rest as the module docstring says.
 
     ``single`` are the ranks' single-rank estimates; they are returned unchanged when the

@@ -227,6 +227,8 @@ def _ranks_of(traces: list[Trace], warnings: list[str]) -> list[int]:
     for tr in traces:  # loop over ranks
         named = rank_from_name(tr.path)
         r = trace_rank(tr)
+        if r is None and len(traces) == 1:
+            r = 0  # a job of one trace needs no rank to be told apart
         if r is None:
             raise InputError("cannot tell this trace's rank: no Kineto distributedInfo and no rank in the file "
                              "name (e.g. _rank0)", tr.path)
@@ -419,7 +421,8 @@ def render_job(job: JobReport, markdown: bool = False) -> str:
     facts = [
         ("collective wait estimate", f"{s.wait_estimate} ({s.aligned_collectives} collectives matched across ranks, "
                                      f"steps matched by {s.step_match})"),
-        ("predicted CUDA-graph step (group)", f"{s.predicted_graph_step_us_median:,.1f} us (the slowest rank per step)"),
+        ("predicted CUDA-graph step (group)",
+         f"{s.predicted_graph_step_us_median:,.1f} us (the slowest rank per step)"),
         ("slowest rank", f"{s.slowest_rank if s.slowest_rank is not None else '-'}: {s.slowest_rank_reason}"),
         ("rank skew", f"GPU start skew {s.start_skew_us_median:,.1f} us median, host launch lag "
                       f"{s.launch_lag_us_median:,.1f} us median per collective"),
@@ -454,5 +457,6 @@ def render_job(job: JobReport, markdown: bool = False) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["SCHEMA", "GroupStep", "JobReport", "JobSummary", "RankSummary", "analyze_job", "analyze_with_collectives",
-           "group_by_job", "group_traces", "job_key", "rank_from_name", "render_job", "trace_rank"]
+__all__ = ["SCHEMA", "GroupStep", "JobReport", "JobSummary", "RankSummary", "analyze_job",
+           "analyze_with_collectives", "group_by_job", "group_traces", "job_key", "rank_from_name", "render_job",
+           "trace_rank"]

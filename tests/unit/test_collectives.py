@@ -344,6 +344,13 @@ def test_analyze_job_one_rank_alone(tmp_path) -> None:
     assert any("1 of 2 ranks present" in w for w in job.warnings)
 
 
+def test_analyze_job_one_trace_without_rank(tmp_path) -> None:
+    anon = write(tmp_path, rank0_events(), name="anon.json")
+    job = analyze_job([anon], OPTS, model=MODEL)
+    assert job.summary.ranks == [0] and job.summary.world_size is None
+    assert job.summary.predicted_graph_step_us_median == 36.56  # as rank 0 alone above
+
+
 def test_analyze_job_rejects_duplicate_and_unknown_ranks(tmp_path) -> None:
     p0, _ = _write_pair(tmp_path)
     twin = write(tmp_path, rank0_events(), name="other_rank0.json", distributedInfo={"rank": 0, "world_size": 2})
