@@ -98,6 +98,7 @@ def test_api_version_suffixes_are_classified(tmp_path: Path) -> None:
     spec.call("cudaDeviceSynchronize", 182_000, 1_000)
     spec.call("cudaMemcpyAsync", 184_000, 1_000, corr=41)
     spec.call("cudaGraphLaunch", 186_000, 1_000, corr=42)
+    spec.call("cudaLaunchKernel_ptsz", 188_000, 1_000, corr=43)  # per-thread default stream variant
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     with_suffix = load_trace(_nsys(spec, tmp_path / "a"))
@@ -107,6 +108,7 @@ def test_api_version_suffixes_are_classified(tmp_path: Path) -> None:
     assert by_name == {
         "cudaLaunchKernel_v7000": Api.KERNEL_LAUNCH,
         "cudaLaunchKernelExC_v11060": Api.KERNEL_LAUNCH,
+        "cudaLaunchKernel_ptsz_v3020": Api.KERNEL_LAUNCH,
         "cudaGraphLaunch_v10000": Api.GRAPH_LAUNCH,
         "cudaStreamSynchronize_v3020": Api.SYNC,
         "cudaDeviceSynchronize_v3020": Api.SYNC,
