@@ -86,7 +86,8 @@ def kernel_launch_table(trace: Trace, top: int = 20) -> list[KernelLaunchRow]:
     order = np.lexsort((delay, inv))
     starts = np.concatenate([[0], np.cumsum(count)[:-1]])
     med = delay[order][starts + (count - 1) // 2]  # lower median per name
-    best = np.argsort(-l_ns, kind="stable")[:top]
+    # Ties on launch time break by name, so the order does not depend on the loader.
+    best = np.lexsort((trace.names[uniq].astype(str), -l_ns))[:top]
     return [
         KernelLaunchRow(
             name=str(trace.names[uniq[i]]),
