@@ -166,7 +166,8 @@ def _connect(args: argparse.Namespace, n_tasks: int):
     cluster = None
     if args.scheduler:
         try:
-            client = Client(args.scheduler, timeout=30)
+            # Connect timeout: Dask's distributed.comm.timeouts.connect (30 s unless configured).
+            client = Client(args.scheduler)
         except (OSError, TimeoutError) as exc:
             raise AnalyzerError(f"cannot reach the Dask scheduler at {args.scheduler}: {exc}") from None
     else:

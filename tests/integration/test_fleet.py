@@ -1,0 +1,205 @@
+"""``launchgap fleet`` on a Dask LocalCluster of 2 worker processes, over copies of the bundled samples.
+
+Bounded: 6 small real traces (3 bundled samples in two "server" folders) and a bad file per
+run; one subprocess run over 10 copies that is interrupted and resumed.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from analyzer.cli import main
+from analyzer.costs import costs_from_reports, distribution_from_reports
+from analyzer.fleet import STEP_COLUMNS, load_fleet_results
+from analyzer.gaps import CAUSES
+from analyzer.loaders import load_trace
+from analyzer.planner import plan_capture
+from analyzer.report import analyze_trace
+
+distributed = pytest.importorskip("dask.distributed", reason="the fleet command needs dask[distributed]")
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def scheduler() -> str:
+    """Address of a LocalCluster with 2 worker processes, one thread each (shared by this module)."""
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  silence_logs=logging.ERROR) as cluster:
+        yield cluster.scheduler_address
+
+
+@pytest.fixture()
+def fleet_dir(tmp_path: Path, samples: Path) -> Path:
+    """Two server folders with the bundled sample traces, and one file that is not a trace."""
+    root = tmp_path / "fleet"
+    for srv in ("srv-a", "srv-b"):
+        (root / srv).mkdir(parents=True)
+        for f in sorted((samples / "h200-1b").glob("*.json.gz")):
+            shutil.copy(f, root / srv / f.name)
+    (root / "srv-b" / "broken.json.gz").write_bytes(b"this is not a trace")
+    return root
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines()[1:]]
+
+
+def test_fleet_matches_analyze_trace_by_trace(fleet_dir: Path, tmp_path: Path, scheduler: str, capsys) -> None:
+    out = tmp_path / "results.jsonl"
+    rc = main(["fleet", str(fleet_dir), "--scheduler", scheduler, "--out", str(out), "--format", "json"])
+    assert rc == 2  # one trace failed; the others were analysed
+    cap = capsys.readouterr()
+    rep = json.loads(cap.out)
+    assert rep["schema"] == "launchgap.fleet/1" and rep["traces"] == 6 and rep["failed"] == 1
+    broken = str((fleet_dir / "srv-b" / "broken.json.gz").resolve())
+    assert rep["errors"] == [{"path": broken, "error": rep["errors"][0]["error"], "kind": "input"}]
+    assert "not a trace" in rep["errors"][0]["error"]
+    assert f"fleet: FAILED {broken}: not a trace" in cap.err
+    assert "fleet: [7/7] 100%" in cap.err
+
+    recs = _lines(out)
+    assert len(recs) == 7 and len({r["path"] for r in recs}) == 7
+    good = [r for r in recs if not r["error"]]
+    reports = []
+    for r in good:  # the same numbers as `launchgap analyze`, trace by trace
+        ref = analyze_trace(load_trace(r["path"]))
+        reports.append(ref)
+        d = ref.to_dict()
+        assert r["summary"] == d["summary"]
+        assert r["devices"] == d["devices"]
+        assert r["mode"] == d["mode"] and r["warnings"] == d["warnings"]
+        for c in STEP_COLUMNS:
+            assert r["steps"][c] == [s[c] for s in d["steps"]], c
+        for c in CAUSES:
+            assert r["steps"]["idle_us_by_cause"][c] == [s["idle_us_by_cause"][c] for s in d["steps"]]
+        st = os.stat(r["path"])
+        assert (r["size_bytes"], r["mtime_ns"]) == (st.st_size, st.st_mtime_ns)
+
+    # Fleet aggregates against the per-trace reports.
+    assert rep["steps"] == sum(len(x.steps) for x in reports)
+    assert rep["batch_histogram"] == {str(k): int(v) for k, v in distribution_from_reports(reports).items()}
+    assert rep["modes"] == {"eager": 4, "graph": 2}
+    medians = sorted(x.summary.step_us_median for x in reports)
+    assert rep["distributions"]["step_us"]["max"] == medians[-1]
+    # The fleet plan is what the planner makes of the same traces (launchgap plan's cost rules).
+    ref_plan = plan_capture(costs_from_reports(reports), distribution_from_reports(reports)).to_dict()
+    assert rep["plan"] == ref_plan
+    assert rep["plan"]["buckets"]
+
+    # The dashboard's entry point reads the same report back from the results file.
+    assert load_fleet_results(out).to_dict() == rep
+
+
+def test_rerun_skips_done_traces(fleet_dir: Path, tmp_path: Path, scheduler: str, capsys) -> None:
+    out = tmp_path / "results.jsonl"
+    assert main(["fleet", str(fleet_dir / "srv-a"), "--scheduler", scheduler, "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert len(_lines(out)) == 3
+    # Now the whole fleet: srv-a is already there and only srv-b is analysed.
+    assert main(["fleet", str(fleet_dir), "--scheduler", scheduler, "--out", str(out), "--format", "json"]) == 2
+    cap = capsys.readouterr()
+    assert "fleet: 3 of 7 traces already in" in cap.err and "analysing 4" in cap.err
+    assert "fleet: [4/4] 100%" in cap.err
+    recs = _lines(out)
+    assert len(recs) == 7 and len({r["path"] for r in recs}) == 7
+    full = json.loads(cap.out)
+    assert full["traces"] == 6 and full["failed"] == 1
+    # Everything done (the bad file stays bad while unchanged): no worker is even contacted.
+    rc = main(["fleet", str(fleet_dir), "--scheduler", "tcp://127.0.0.1:1", "--out", str(out), "--format", "json"])
+    cap = capsys.readouterr()
+    assert rc == 2 and "fleet: 7 of 7 traces already in" in cap.err and "analysing 0" in cap.err
+    assert json.loads(cap.out) == full
+    # A changed file is analysed again; its new record supersedes the old one.
+    changed = fleet_dir / "srv-a" / "1b_bs8_graph.json.gz"
+    os.utime(changed, ns=(time.time_ns(), time.time_ns()))
+    main(["fleet", str(fleet_dir), "--scheduler", scheduler, "--out", str(out)])
+    assert "fleet: 6 of 7 traces already in" in capsys.readouterr().err
+    assert len(_lines(out)) == 8
+    assert load_fleet_results(out).traces == 6
+    # Only the given paths are reported; with no paths, the whole file is.
+    main(["fleet", str(fleet_dir / "srv-a"), "--scheduler", "tcp://127.0.0.1:1", "--out", str(out), "--format",
+          "json"])
+    assert json.loads(capsys.readouterr().out)["traces"] == 3
+    assert main(["fleet", "--out", str(out), "--format", "json"]) == 2
+    assert json.loads(capsys.readouterr().out)["traces"] == 6
+
+
+def test_line_cut_by_an_interruption_is_redone(fleet_dir: Path, tmp_path: Path, scheduler: str, capsys) -> None:
+    out = tmp_path / "results.jsonl"
+    main(["fleet", str(fleet_dir), "--scheduler", scheduler, "--out", str(out)])
+    capsys.readouterr()
+    text = out.read_text()
+    last = text.splitlines()[-1]
+    cut_path = json.loads(last)["path"]
+    out.write_text(text[: len(text) - len(last) // 2 - 1])  # the last record loses its second half
+    main(["fleet", str(fleet_dir), "--scheduler", scheduler, "--out", str(out), "--format", "json"])
+    cap = capsys.readouterr()
+    assert "fleet: 6 of 7 traces already in" in cap.err and "[1/1] 100%" in cap.err
+    rep = json.loads(cap.out)
+    assert rep["traces"] + rep["failed"] == 7
+    assert any("skipped 1 unreadable line(s)" in w for w in rep["warnings"])
+    assert cut_path in {r["path"] for r in rep["rows"]} | {e["path"] for e in rep["errors"]}
+
+
+def test_interrupted_run_resumes(tmp_path: Path, samples: Path, scheduler: str, capsys) -> None:
+    """A real interruption: SIGINT to a running `launchgap fleet` (its own 2-process LocalCluster)."""
+    src = samples / "h200-1b" / "1b_bs8_eager.json.gz"
+    d = tmp_path / "many"
+    d.mkdir()
+    for i in range(10):
+        shutil.copy(src, d / f"rank{i:02d}.json.gz")
+    out = tmp_path / "results.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "analyzer", "fleet", str(d), "--workers", "2", "--out", str(out)],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if out.exists() and len(out.read_text().splitlines()) >= 3:  # header + 2 results
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err.decode()
+    assert b"launchgap: interrupted" in err
+    done = len(_lines(out))
+    assert 2 <= done < 10, f"the run finished ({done} results) before it could be interrupted"
+
+    assert main(["fleet", str(d), "--scheduler", scheduler, "--out", str(out), "--format", "json"]) == 0
+    cap = capsys.readouterr()
+    assert f"fleet: {done} of 10 traces already in" in cap.err and f"analysing {10 - done}" in cap.err
+    recs = _lines(out)
+    assert len(recs) == 10 and len({r["path"] for r in recs}) == 10
+    assert json.loads(cap.out)["traces"] == 10
+
+
+def test_other_options_refuse_the_results_file(fleet_dir: Path, tmp_path: Path, scheduler: str, capsys) -> None:
+    out = tmp_path / "results.jsonl"
+    main(["fleet", str(fleet_dir / "srv-a"), "--scheduler", scheduler, "--out", str(out)])
+    capsys.readouterr()
+    rc = main(["fleet", str(fleet_dir / "srv-a"), "--scheduler", scheduler, "--out", str(out), "--node-us", "1"])
+    assert rc == 2
+    assert "was written with other analysis_options" in capsys.readouterr().err
+
+
+def test_clear_errors_without_dask_or_scheduler(fleet_dir: Path, monkeypatch, capsys) -> None:
+    import dask
+
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        rc = main(["fleet", str(fleet_dir / "srv-a"), "--scheduler", "tcp://127.0.0.1:1"])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert err.startswith("launchgap: error: cannot reach the Dask scheduler at tcp://127.0.0.1:1")
+    monkeypatch.setitem(sys.modules, "dask.distributed", None)
+    assert main(["fleet", str(fleet_dir / "srv-a")]) == 2
+    assert "pip install 'launchgap[fleet]'" in capsys.readouterr().err
+    assert main(["fleet", str(fleet_dir / "nowhere*.json")]) == 2
+    assert "no files match this pattern" in capsys.readouterr().err
