@@ -1,0 +1,251 @@
+"""Cost tables and distributions: exact numbers on tiny hand-built inputs."""
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from analyzer.costs import (
+    CostPoint,
+    CostTable,
+    costs_from_reports,
+    costs_from_timings,
+    distribution_from_reports,
+    load_distribution,
+    looks_like_timings,
+)
+from analyzer.errors import AnalyzerError, InputError
+
+
+def _table(rows):
+    return CostTable(tuple(CostPoint(b, e, g, "measured", None) for b, e, g in rows), "tiny")
+
+
+# --- CostTable ----------------------------------------------------------------------------------
+
+def test_at_observed_and_interpolated():
+    t = _table([(1, 100.0, 20.0), (4, 100.0, 50.0), (8, 120.0, 80.0)])
+    assert t.at(4) == CostPoint(4, 100.0, 50.0, "measured", None)
+    p = t.at(2)
+    assert (p.eager_us, p.graph_us, p.source) == (100.0, 30.0, "interpolated")
+    p = t.at(6)
+    assert (p.eager_us, p.graph_us) == (110.0, 65.0)
+    e, g = t.costs_at([1, 2, 6, 8])
+    assert e.tolist() == [100.0, 100.0, 110.0, 120.0]
+    assert g.tolist() == [20.0, 30.0, 65.0, 80.0]
+
+
+@pytest.mark.parametrize("bs", [0, 9, 1000])
+def test_at_refuses_to_extrapolate(bs):
+    t = _table([(1, 100.0, 20.0), (8, 120.0, 80.0)])
+    with pytest.raises(InputError, match=f"batch size {bs} is outside the sizes with costs \\(1..8\\)"):
+        t.at(bs)
+
+
+def test_clamped_to_adds_edges_with_warnings():
+    t = _table([(2, 100.0, 20.0), (8, 120.0, 80.0)])
+    c = t.clamped_to([1, 4, 16, 32])
+    assert c.batch_sizes == [1, 2, 8, 16, 32]
+    assert c.at(1) == CostPoint(1, 100.0, 20.0, "interpolated", None)
+    assert c.at(32) == CostPoint(32, 120.0, 80.0, "interpolated", None)
+    assert len(c.warnings) == 2
+    assert "batch sizes 1 are below the smallest size with costs (2)" in c.warnings[0]
+    assert "batch sizes 16, 32 are above the largest size with costs (8)" in c.warnings[1]
+    assert "underestimate" in c.warnings[1]
+    assert t.clamped_to([2, 5, 8]) is t
+
+
+def test_constructor_refuses_bad_tables():
+    with pytest.raises(InputError, match="must not decrease"):
+        _table([(1, 100.0, 20.0), (2, 90.0, 30.0)])
+    with pytest.raises(InputError, match="ascending"):
+        _table([(2, 100.0, 20.0), (1, 100.0, 30.0)])
+    with pytest.raises(InputError, match="positive finite"):
+        _table([(1, 100.0, 0.0)])
+    with pytest.raises(InputError, match="no batch sizes"):
+        CostTable((), "x")
+    with pytest.raises(InputError, match="unknown cost source"):
+        CostTable((CostPoint(1, 1.0, 1.0, "guessed"),))
+
+
+def test_fitted_is_isotonic_regression():
+    # eager 10, 30, 20, 40 -> pool (30, 20) to 25; graph already monotone.
+    pts = [CostPoint(b, e, g, "measured") for b, e, g in [(1, 10.0, 5.0), (2, 30.0, 6.0), (4, 20.0, 7.0),
+                                                         (8, 40.0, 9.0)]]
+    t = CostTable.fitted(pts[::-1], origin="x")
+    assert [p.eager_us for p in t.points] == [10.0, 25.0, 25.0, 40.0]
+    assert [p.graph_us for p in t.points] == [5.0, 6.0, 7.0, 9.0]
+    assert [p.source for p in t.points] == ["measured"] * 4
+    assert len(t.warnings) == 1
+    assert t.warnings[0] == ("eager cost not monotone in batch size at bs 2, 4 (30.0, 20.0 us): "
+                             "the monotone fit uses 25.0 us for all of them")
+
+
+def test_fitted_keeps_predicted_and_interpolated_sources():
+    pts = [CostPoint(1, 10.0, 5.0, "predicted"), CostPoint(2, 11.0, 6.0, "interpolated"),
+           CostPoint(4, 12.0, 7.0, "measured")]
+    t = CostTable.fitted(pts)
+    assert [p.source for p in t.points] == ["predicted", "interpolated", "measured"]
+
+
+def test_graph_memory_bytes_ignores_non_positive():
+    t = CostTable((CostPoint(1, 10.0, 5.0, "measured", 0), CostPoint(2, 10.0, 6.0, "measured", -4096),
+                   CostPoint(4, 10.0, 7.0, "measured", 3 * 2**20)))
+    assert t.graph_memory_bytes() == 3 * 2**20
+    assert _table([(1, 10.0, 5.0)]).graph_memory_bytes() is None
+
+
+# --- from traces ------------------------------------------------------------------------------
+
+def _rep(mode, steps, step_med=100.0, unprof_med=80.0, path="t.json"):
+    summary = SimpleNamespace(step_us_median=step_med, estimated_unprofiled_step_us_median=unprof_med)
+    return SimpleNamespace(
+        path=path, mode=mode, summary=summary,
+        steps=[SimpleNamespace(batch_size=b, dur_us=d, predicted_graph_us=pg) for b, d, pg in steps])
+
+
+def test_costs_from_reports_eager_and_graph():
+    eager1 = _rep("eager", [(1, 100.0, 20.0), (1, 110.0, 22.0), (1, 120.0, 24.0)])  # scale 0.8
+    eager8 = _rep("eager", [(8, 150.0, 40.0), (8, 150.0, 40.0)], step_med=150.0, unprof_med=120.0)
+    graph8 = _rep("graph", [(8, 50.0, 49.0), (8, 52.0, 51.0)], step_med=51.0, unprof_med=51.0)
+    t = costs_from_reports([eager1, eager8, graph8])
+    assert t.batch_sizes == [1, 8]
+    p1, p8 = t.points
+    # bs 1: eager median(80, 88, 96) = 88; graph predicted median(20, 22, 24) = 22.
+    assert (p1.eager_us, p1.graph_us, p1.source) == (88.0, 22.0, "predicted")
+    # bs 8: eager 150 * 0.8 = 120; graph measured median(50, 52) = 51 (scale 1): both measured.
+    assert (p8.eager_us, p8.graph_us, p8.source) == (120.0, 51.0, "measured")
+    assert t.origin == "2 eager and 1 graph trace(s)"
+    assert any("predicted from eager traces" in w and "bs 1" in w for w in t.warnings)
+
+
+def test_costs_from_reports_errors_and_unknown_batch():
+    with pytest.raises(InputError, match="no steps with a known batch size"):
+        costs_from_reports([_rep("eager", [(None, 100.0, 20.0)])])
+    with pytest.raises(InputError, match="only graph-mode traces"):
+        costs_from_reports([_rep("graph", [(8, 50.0, 49.0)])])
+    t = costs_from_reports([_rep("eager", [(None, 100.0, 20.0), (4, 100.0, 20.0)])])
+    assert t.batch_sizes == [4]
+    assert any("1 steps without a known batch size" in w for w in t.warnings)
+
+
+def test_distribution_from_reports_counts_steps():
+    reps = [_rep("eager", [(1, 1.0, 1.0), (1, 1.0, 1.0), (None, 1.0, 1.0)]), _rep("graph", [(8, 1.0, 1.0)])]
+    assert distribution_from_reports(reps) == {1: 2.0, 8: 1.0}
+
+
+# --- from timings files ---------------------------------------------------------------------
+
+def test_costs_from_timings_schema(tmp_path):
+    doc = {"schema": "launchgap.timings/1", "device": "NVIDIA H200", "torch": "2.11",
+           "rows": [{"model": "m", "batch_size": 1, "eager_us": 100.0, "graph_us": 20.0, "eager_host_us": None,
+                     "capture_s": 0.01, "graph_pool_bytes": 2**20, "kernels_per_step": 10},
+                    {"model": "m", "batch_size": 4, "eager_us": 90.0, "graph_us": 40.0, "eager_host_us": None,
+                     "capture_s": None, "graph_pool_bytes": None, "kernels_per_step": None},
+                    {"model": "m", "batch_size": 4, "eager_us": 110.0, "graph_us": 44.0}]}
+    f = tmp_path / "timings.json"
+    f.write_text(json.dumps(doc))
+    assert looks_like_timings(f)
+    t = costs_from_timings(f)
+    # bs 4 repeated: medians 100 and 42; eager 100, 100 stays monotone.
+    assert [(p.batch_size, p.eager_us, p.graph_us, p.source, p.graph_pool_bytes) for p in t.points] == \
+        [(1, 100.0, 20.0, "measured", 2**20), (4, 100.0, 42.0, "measured", None)]
+    assert t.origin == "timings.json, model m, NVIDIA H200"
+
+
+def test_costs_from_timings_truth_layout_and_model_choice(tmp_path):
+    doc = {"info": {"gpu": "H200"}, "rows": [
+        {"model": "a", "bs": 1, "eager_us": 10.0, "graph_us": 2.0, "graph_pool_bytes": -5},
+        {"model": "a", "bs": 2, "eager_us": 11.0, "graph_us": 3.0},
+        {"model": "b", "bs": 1, "eager_us": 50.0, "graph_us": 40.0}]}
+    f = tmp_path / "truth.json"
+    f.write_text(json.dumps(doc))
+    with pytest.raises(InputError, match=r"several models \(a, b\): choose one with --model") as ei:
+        costs_from_timings(f)
+    assert str(f) in str(ei.value)
+    with pytest.raises(InputError, match="model 'c' not in timings file"):
+        costs_from_timings(f, "c")
+    t = costs_from_timings(f, "a")
+    assert [(p.batch_size, p.eager_us, p.graph_us) for p in t.points] == [(1, 10.0, 2.0), (2, 11.0, 3.0)]
+    assert t.points[0].graph_pool_bytes == -5 and t.graph_memory_bytes() is None
+
+
+@pytest.mark.parametrize("content, reason", [
+    (b"", "empty timings file"),
+    (b"\x00\xff garbage", "not UTF-8"),
+    (b"{not json", "not valid JSON"),
+    (b"[1, 2]", "not a timings file"),
+    (b'{"schema": "other/9", "rows": [{}]}', "unsupported timings schema"),
+    (b'{"rows": []}', "has no rows"),
+    (b'{"rows": [{"model": "m", "bs": 0, "eager_us": 1.0}]}', r"rows\[0\].bs is 0"),
+    (b'{"rows": [{"model": "m", "bs": 1, "eager_us": "fast"}]}', r"rows\[0\].eager_us is 'fast'"),
+    (b'{"rows": [{"model": "m", "bs": 1}]}', r"rows\[0\] has no 'eager_us'"),
+    (b'{"rows": [{"model": "m", "bs": 1, "eager_us": 5.0, "graph_us": null}]}', "no graph_us"),
+])
+def test_costs_from_timings_bad_files(tmp_path, content, reason):
+    f = tmp_path / "t.json"
+    f.write_bytes(content)
+    with pytest.raises(InputError, match=reason) as ei:
+        costs_from_timings(f)
+    assert str(ei.value).startswith(str(f))
+    assert isinstance(ei.value, AnalyzerError)
+
+
+def test_costs_from_timings_missing_file(tmp_path):
+    with pytest.raises(InputError, match="no such file"):
+        costs_from_timings(tmp_path / "nope.json")
+
+
+def test_looks_like_timings_rejects_traces(tmp_path):
+    f = tmp_path / "trace.json"
+    f.write_text(json.dumps({"traceEvents": [], "rows": []}))
+    assert not looks_like_timings(f)
+    g = tmp_path / "x.json"
+    g.write_bytes(b"\x1f\x8b\x08")
+    assert not looks_like_timings(g)
+
+
+# --- distributions -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text", [
+    "batch_size,count\n8,120\n1,30\n8,10\n",
+    "8,120\n# comment\n\n1,30\n8,10\n",
+    "count,bs\n120,8\n30,1\n10,8\n",
+    '{"8": 130, "1": 30}',
+])
+def test_load_distribution_formats(tmp_path, text):
+    f = tmp_path / "d.txt"
+    f.write_text(text)
+    assert load_distribution(f) == {1: 30.0, 8: 130.0}
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("", "empty distribution file"),
+    ("batch_size,count\n", "holds no batch sizes"),
+    ("8\n", r"line 1: expected 'batch_size,count'"),
+    ("8,x\n", "line 1: count 'x' is not a number"),
+    ("8,-1\n", "line 1: count '-1' is not a non-negative number"),
+    ("0,5\n", "line 1: batch size '0' is not a positive integer"),
+    ("2.5,5\n", "line 1: batch size '2.5' is not a positive integer"),
+    ("8,0\n", "counts are all zero"),
+    ("size,n\n8,3\n", "has no column named batch_size or bs"),
+    ('{"8": "many"}', "key '8': count 'many' is not a number"),
+    ('{"eight": 3}', "key 'eight': batch size 'eight' is not a number"),
+    ("[1, 2]", "must be an object"),
+    ("{bad", "not valid JSON"),
+])
+def test_load_distribution_bad(tmp_path, text, reason):
+    f = tmp_path / "d.csv"
+    f.write_text(text)
+    with pytest.raises(InputError, match=reason) as ei:
+        load_distribution(f)
+    assert str(ei.value).startswith(str(f))
+
+
+def test_load_distribution_binary_garbage(tmp_path):
+    f = tmp_path / "d.csv"
+    f.write_bytes(bytes(np.random.default_rng(0).integers(128, 256, 64, dtype=np.uint8)))
+    with pytest.raises(InputError, match="not UTF-8"):
+        load_distribution(f)

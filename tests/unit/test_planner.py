@@ -1,0 +1,308 @@
+"""Capture planner: exact numbers on a tiny instance, properties against brute force."""
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from analyzer.costs import CostPoint, CostTable
+from analyzer.errors import InputError
+from analyzer.planner import (
+    SCHEMA,
+    PlanOptions,
+    plan_capture,
+    score_buckets,
+    sglang_default_sizes,
+    tensorrt_llm_default_sizes,
+    vllm_default_sizes,
+)
+
+# bs 1: eager 100, graph 20; bs 4: 100, 50; bs 8: 120, 80. Linear between: bs 2 graph 30.
+TINY = CostTable((CostPoint(1, 100.0, 20.0, "measured", None), CostPoint(4, 100.0, 50.0, "measured", None),
+                  CostPoint(8, 120.0, 80.0, "measured", None)), "tiny")
+DIST = {1: 5, 2: 3, 4: 2}  # shares 0.5, 0.3, 0.2
+
+
+# --- exact numbers ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("k, buckets, us", [
+    (0, [], 100.0),             # all eager
+    (1, [2], 44.0),             # 0.8 * 30 + 0.2 * 100
+    (2, [2, 4], 34.0),          # 0.8 * 30 + 0.2 * 50
+    (3, [1, 2, 4], 29.0),       # 0.5 * 20 + 0.3 * 30 + 0.2 * 50
+    (None, [1, 2, 4], 29.0),
+])
+def test_pad_plan_tiny(k, buckets, us):
+    plan = plan_capture(TINY, DIST, PlanOptions(max_graphs=k))
+    assert list(plan.buckets) == buckets
+    assert plan.expected_step_us == pytest.approx(us, abs=1e-9)
+    assert plan.all_eager_expected_step_us == pytest.approx(100.0)
+
+
+@pytest.mark.parametrize("k, buckets, us", [
+    (1, [1], 60.0),             # savings: bs1 0.5*80=40, bs2 0.3*70=21, bs4 0.2*50=10
+    (2, [1, 2], 39.0),
+    (3, [1, 2, 4], 29.0),
+])
+def test_exact_plan_tiny(k, buckets, us):
+    plan = plan_capture(TINY, DIST, PlanOptions(max_graphs=k, padding="exact"))
+    assert list(plan.buckets) == buckets
+    assert plan.expected_step_us == pytest.approx(us, abs=1e-9)
+
+
+def test_padding_waste_and_rows_tiny():
+    s = score_buckets(TINY, DIST, [2, 4])
+    # bs 1 runs the bs-2 graph: 0.5 * (30 - 20) = 5 us wasted per step.
+    assert s.padding_waste_us == pytest.approx(5.0)
+    # rows computed: 0.5*2 + 0.3*2 + 0.2*4 = 2.4, of which padding 0.5*1.
+    assert s.padded_rows_fraction == pytest.approx(0.5 / 2.4)
+    assert s.graph_step_fraction == pytest.approx(1.0)
+    s = score_buckets(TINY, DIST, [2], padding="exact")
+    assert s.expected_step_us == pytest.approx(0.7 * 100 + 0.3 * 30)
+    assert s.graph_step_fraction == pytest.approx(0.3)
+    assert s.padding_waste_us == 0.0
+
+
+def test_memory_budget_caps_graphs():
+    plan = plan_capture(TINY, DIST, PlanOptions(memory_budget_mib=25, graph_memory_mib=10))
+    assert list(plan.buckets) == [2, 4] and plan.max_graphs_effective == 2
+    assert plan.memory_used_mib == pytest.approx(20.0)
+    assert any("allows 2 graphs" in w for w in plan.warnings)
+    assert any("the budget binds: without it 3 graphs would give 29.0 us" in w for w in plan.warnings)
+    plan = plan_capture(TINY, DIST, PlanOptions(max_graphs=1, memory_budget_mib=25, graph_memory_mib=10))
+    assert list(plan.buckets) == [2]
+
+
+def test_graph_memory_sources():
+    assert "assumed 32 MiB" in plan_capture(TINY, DIST).graph_memory_source
+    t = CostTable((CostPoint(1, 100.0, 20.0, "measured", 3 * 2**20), CostPoint(4, 100.0, 50.0, "measured", 0)))
+    plan = plan_capture(t, DIST)
+    assert plan.graph_memory_mib == pytest.approx(3.0)
+    assert "measured" in plan.graph_memory_source
+
+
+def test_max_batch_size_sends_larger_batches_eager():
+    plan = plan_capture(TINY, DIST, PlanOptions(max_batch_size=2))
+    assert list(plan.buckets) == [1, 2]
+    assert plan.expected_step_us == pytest.approx(0.5 * 20 + 0.3 * 30 + 0.2 * 100)
+    assert any("20.0% of steps have a batch size above --max-batch-size 2" in w for w in plan.warnings)
+    assert plan.baselines["tensorrt_llm"].score.buckets == (1, 2)
+
+
+@pytest.mark.parametrize("threshold, crossover", [(0.05, None), (0.6, 7), (2.0, 3), (5.0, 1)])
+def test_crossover_tiny(threshold, crossover):
+    # win = e/g - 1: bs1 4.0, bs2 2.33, bs3 1.5, bs4 1.0, bs5 .826, bs6 .692, bs7 .586, bs8 .5
+    plan = plan_capture(TINY, DIST, PlanOptions(win_threshold=threshold))
+    assert plan.crossover_batch_size == crossover
+
+
+def test_baselines_and_configs_tiny():
+    plan = plan_capture(TINY, DIST, PlanOptions(max_graphs=2))
+    d = plan.to_dict()
+    assert d["schema"] == SCHEMA
+    assert set(d["baselines"]) == {"vllm", "sglang", "tensorrt_llm"}
+    v = d["baselines"]["vllm"]
+    assert v["n_graphs"] == 51 and v["buckets"][:4] == [1, 2, 4, 8] and v["buckets"][-1] == 512
+    assert v["expected_step_us"] == pytest.approx(29.0)  # each size has its own graph
+    assert v["within_budget"] is False
+    assert v["plan_saving_fraction"] == pytest.approx(1 - 34.0 / 29.0, abs=1e-6)
+    assert d["configs"] == {"vllm": {"cudagraph_capture_sizes": [2, 4]}, "sglang": {"cuda_graph_bs": [2, 4]},
+                            "tensorrt_llm": {"cuda_graph_config": {"batch_sizes": [2, 4], "enable_padding": True}}}
+    assert d["config_snippets"]["sglang"] == "--cuda-graph-bs 2 4"
+    assert [r["bucket"] for r in d["per_batch"]] == [2, 2, 4]
+    assert [r["planned_us"] for r in d["per_batch"]] == [30.0, 30.0, 50.0]
+    assert [r["source"] for r in d["per_batch"]] == ["measured", "interpolated", "measured"]
+    assert [r["weight"] for r in d["per_batch"]] == [0.5, 0.3, 0.2]
+    assert d["tradeoff"] == [{"graphs": 0, "expected_step_us": 100.0}, {"graphs": 1, "expected_step_us": 44.0},
+                             {"graphs": 2, "expected_step_us": 34.0}]
+    json.dumps(d, allow_nan=False)
+    exact = plan_capture(TINY, DIST, PlanOptions(max_graphs=2, padding="exact")).to_dict()
+    assert exact["configs"]["sglang"] == {"cuda_graph_bs": [1, 2], "disable_cuda_graph_padding": True}
+    assert exact["configs"]["tensorrt_llm"]["cuda_graph_config"]["enable_padding"] is False
+    assert exact["baselines"]["sglang"]["buckets"] == list(range(1, 257))
+
+
+def test_no_graph_plan_configs():
+    plan = plan_capture(TINY, DIST, PlanOptions(max_graphs=0))
+    assert plan.buckets == () and plan.config_snippets()["vllm"] == "--enforce-eager"
+    assert any("run eager" in w for w in plan.warnings)
+
+
+def test_distribution_beyond_costs_is_clamped_with_warning():
+    plan = plan_capture(TINY, {4: 1, 16: 1}, PlanOptions(max_graphs=1))
+    assert list(plan.buckets) == [16]  # clamped: bs 16 costs like bs 8 (80 us graph)
+    assert plan.expected_step_us == pytest.approx(80.0)
+    assert any("above the largest size with costs (8)" in w for w in plan.warnings)
+
+
+def test_server_default_lists():
+    v = vllm_default_sizes()
+    assert len(v) == 51 and v[:5] == [1, 2, 4, 8, 16] and v[-3:] == [480, 496, 512]
+    s = sglang_default_sizes()
+    assert len(s) == 36 and s[:6] == [1, 2, 4, 8, 12, 16] and s[-1] == 256
+    assert sglang_default_sizes(100)[-2:] == [96, 100]
+    assert sglang_default_sizes(600)[-6:] == [480, 496, 512, 544, 576, 600]  # steps of 32 above 512, max appended
+    t = tensorrt_llm_default_sizes()
+    assert t == [1, 2, 4] + list(range(8, 129, 8))
+    assert tensorrt_llm_default_sizes(300)[-4:] == [128, 192, 256, 300]
+    assert tensorrt_llm_default_sizes(4) == [1, 2, 4]
+    assert tensorrt_llm_default_sizes(padding="exact") == list(range(1, 33)) + [64, 128]
+
+
+@pytest.mark.parametrize("kw, msg", [
+    ({"max_graphs": -1}, "--max-graphs"), ({"memory_budget_mib": -5.0}, "--memory-budget-mib"),
+    ({"graph_memory_mib": float("nan")}, "--graph-memory-mib"), ({"max_batch_size": 0}, "--max-batch-size"),
+    ({"padding": "round"}, "--padding"), ({"win_threshold": -0.1}, "--win-threshold"),
+])
+def test_bad_options(kw, msg):
+    with pytest.raises(InputError, match=msg):
+        PlanOptions(**kw)
+
+
+@pytest.mark.parametrize("dist, msg", [({}, "empty"), ({4: 0}, "no steps"), ({0: 3}, "positive"),
+                                       ({4: float("inf")}, "finite")])
+def test_bad_distribution(dist, msg):
+    with pytest.raises(InputError, match=msg):
+        plan_capture(TINY, dist)
+
+
+# --- properties -------------------------------------------------------------------------------
+
+def _reference_cost(table: CostTable, dist: dict[int, float], buckets, padding: str) -> float:
+    """Direct evaluation, size by size, independent of the planner's vectorised scoring."""
+    total = sum(dist.values())
+    out = 0.0
+    for b, w in dist.items():
+        c = table.at(b)
+        if padding == "pad":
+            over = [x for x in buckets if x >= b]
+            cost = table.at(min(over)).graph_us if over else c.eager_us
+        else:
+            cost = c.graph_us if b in buckets else c.eager_us
+        out += w / total * cost
+    return out
+
+
+@st.composite
+def instances(draw):
+    top = draw(st.integers(2, 9))
+    inner = draw(st.sets(st.integers(2, top - 1), max_size=3)) if top > 2 else set()
+    obs = sorted({1, top} | inner)
+    # Graphs mostly cheaper than eager at small sizes, dearer growth: budgets bind and the
+    # crossover falls inside the range often enough to exercise the DP (flat costs do not).
+    e0 = draw(st.integers(100, 600))
+    g0 = draw(st.integers(5, 200))
+    de = draw(st.lists(st.integers(0, 80), min_size=len(obs), max_size=len(obs)))
+    dg = draw(st.lists(st.integers(1, 120), min_size=len(obs), max_size=len(obs)))
+    pts, e, g = [], e0, g0
+    for b, x, y in zip(obs, de, dg):
+        e, g = e + x, g + y
+        pts.append(CostPoint(b, float(e), float(g), "measured", None))
+    table = CostTable(tuple(pts))
+    sizes = draw(st.sets(st.integers(1, top), min_size=1, max_size=top))
+    dist = {b: float(draw(st.integers(1, 30))) for b in sorted(sizes)}
+    k = draw(st.one_of(st.integers(0, top), st.none()))
+    max_bs = draw(st.one_of(st.none(), st.integers(1, top)))
+    return table, dist, k, max_bs, top
+
+
+def _all_subsets(table, dist, max_bs, top, padding) -> list[tuple[float, int]]:
+    """(expected step, graphs) of every bucket set over ALL sizes 1..top, not only the
+    distribution's: also checks that restricting candidates to distribution sizes loses nothing."""
+    allowed = [s for s in range(1, top + 1) if max_bs is None or s <= max_bs]
+    at = {s: table.at(s) for s in range(1, top + 1)}
+    total = sum(dist.values())
+    out = []
+    for r in range(len(allowed) + 1):
+        for c in itertools.combinations(allowed, r):
+            cost = 0.0
+            for b, w in dist.items():
+                if padding == "pad":
+                    over = [x for x in c if x >= b]
+                    cost += w / total * (at[min(over)].graph_us if over else at[b].eager_us)
+                else:
+                    cost += w / total * (at[b].graph_us if b in c else at[b].eager_us)
+            out.append((cost, r))
+    return out
+
+
+@settings(max_examples=100, deadline=None)
+@given(instances(), st.sampled_from(["pad", "exact"]))
+def test_dp_equals_brute_force(inst, padding):
+    table, dist, _, max_bs, top = inst
+    subsets = _all_subsets(table, dist, max_bs, top, padding)
+    for k in [None, *range(top + 1)]:
+        plan = plan_capture(table, dist, PlanOptions(max_graphs=k, max_batch_size=max_bs, padding=padding))
+        feasible = [(c, r) for c, r in subsets if k is None or r <= k]
+        best = min(c for c, _ in feasible)
+        assert plan.expected_step_us == pytest.approx(best, rel=1e-9), k
+        # Fewest graphs among the optimal sets.
+        assert len(plan.buckets) == min(r for c, r in feasible if c <= best * (1 + 1e-9)), k
+        # The reported cost is the cost of the reported buckets, and they respect the budget.
+        assert plan.expected_step_us == pytest.approx(_reference_cost(table, dist, set(plan.buckets), padding),
+                                                      rel=1e-9)
+        assert k is None or len(plan.buckets) <= k
+        assert max_bs is None or all(b <= max_bs for b in plan.buckets)
+        assert set(plan.buckets) <= set(dist)
+
+
+@settings(max_examples=100, deadline=None)
+@given(instances(), st.sampled_from(["pad", "exact"]))
+def test_more_budget_never_plans_worse(inst, padding):
+    table, dist, _, max_bs, top = inst
+    costs = [plan_capture(table, dist, PlanOptions(max_graphs=k, max_batch_size=max_bs, padding=padding))
+             .expected_step_us for k in range(top + 1)]
+    assert all(b <= a * (1 + 1e-12) for a, b in zip(costs, costs[1:]))
+    unbounded = plan_capture(table, dist, PlanOptions(max_batch_size=max_bs, padding=padding)).expected_step_us
+    assert unbounded == pytest.approx(costs[-1], rel=1e-12)
+    by_memory = [plan_capture(table, dist, PlanOptions(memory_budget_mib=m, graph_memory_mib=10.0,
+                                                       max_batch_size=max_bs, padding=padding)).expected_step_us
+                 for m in (0, 10, 25, 40, 1000)]
+    assert all(b <= a * (1 + 1e-12) for a, b in zip(by_memory, by_memory[1:]))
+
+
+def _cheap_graphs(table: CostTable) -> CostTable:
+    """The same table with graph costs scaled so the dearest graph costs no more than the cheapest eager step."""
+    g_max = max(p.graph_us for p in table.points)
+    e_min = min(p.eager_us for p in table.points)
+    f = min(1.0, e_min / g_max)
+    return CostTable(tuple(CostPoint(p.batch_size, p.eager_us, p.graph_us * f, p.source, None) for p in table.points))
+
+
+@settings(max_examples=100, deadline=None)
+@given(instances())
+def test_exact_never_beats_pad_when_padded_graphs_are_cheaper(inst):
+    # "When pad's costs are lower": every padded graph run is cheaper than the eager step it
+    # replaces. Monotone costs alone are not enough (see test_exact_can_beat_pad_...).
+    table, dist, k, max_bs, _ = inst
+    table = _cheap_graphs(table)
+    pad = plan_capture(table, dist, PlanOptions(max_graphs=k, max_batch_size=max_bs, padding="pad"))
+    exact = plan_capture(table, dist, PlanOptions(max_graphs=k, max_batch_size=max_bs, padding="exact"))
+    assert pad.expected_step_us <= exact.expected_step_us * (1 + 1e-12)
+
+
+def test_exact_can_beat_pad_when_a_padded_graph_is_dearer_than_eager():
+    # Monotone costs: eager 100, 100, 300; graph 20, 150, 160 (bs 1, 2, 3). Half the steps at bs 2,
+    # half at bs 3. Exact runs bs 2 eager (100) and graphs bs 3 (160): 130 us. Padding must send
+    # bs 2 to a graph (150 or 160): best {2, 3} = (150 + 160) / 2 = 155 us.
+    t = CostTable((CostPoint(1, 100.0, 20.0, "measured"), CostPoint(2, 100.0, 150.0, "measured"),
+                   CostPoint(3, 300.0, 160.0, "measured")))
+    pad = plan_capture(t, {2: 1, 3: 1}, PlanOptions(padding="pad"))
+    exact = plan_capture(t, {2: 1, 3: 1}, PlanOptions(padding="exact"))
+    assert (list(pad.buckets), pad.expected_step_us) == ([2, 3], pytest.approx(155.0))
+    assert (list(exact.buckets), exact.expected_step_us) == ([3], pytest.approx(130.0))
+
+
+@settings(max_examples=50, deadline=None)
+@given(instances())
+def test_tradeoff_curve_matches_plans(inst):
+    table, dist, _, max_bs, _ = inst
+    plan = plan_capture(table, dist, PlanOptions(max_batch_size=max_bs))
+    for k, us in plan.tradeoff:
+        assert us == pytest.approx(plan_capture(table, dist, PlanOptions(max_graphs=k, max_batch_size=max_bs))
+                                   .expected_step_us, rel=1e-9)
+    near = plan.buckets_within_1pct
+    assert _reference_cost(table, dist, set(near), "pad") <= plan.expected_step_us * 1.01 + 1e-9
