@@ -160,9 +160,22 @@ def _dask():
     return Client, LocalCluster, as_completed
 
 
+def local_cluster(n_workers: int):
+    """A Dask LocalCluster as the fleet command runs it: ``n_workers`` processes of one thread each.
+
+    One thread per process: the analysis is JSON decoding and numpy under the GIL, so processes,
+    not threads, run in parallel. No dashboard, and the scheduler's HTTP endpoint on a free port
+    rather than 8787 (which another cluster may hold). Worker logs below CRITICAL are silenced:
+    failures reach the user through the results, and shutdown races would print tracebacks.
+    """
+    _, LocalCluster, _ = _dask()
+    return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                        scheduler_kwargs={"dashboard_address": ":0"}, silence_logs=logging.CRITICAL)
+
+
 def _connect(args: argparse.Namespace, n_tasks: int):
     """A Dask client (and the local cluster it owns, or None), checked to run launchgap."""
-    Client, LocalCluster, _ = _dask()
+    Client, _, _ = _dask()
     cluster = None
     if args.scheduler:
         try:
@@ -172,11 +185,7 @@ def _connect(args: argparse.Namespace, n_tasks: int):
             raise AnalyzerError(f"cannot reach the Dask scheduler at {args.scheduler}: {exc}") from None
     else:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        n = max(1, min(args.workers or cores, n_tasks))
-        # One thread per process: the analysis is numpy + JSON decoding under the GIL, so
-        # processes, not threads, give parallelism. No dashboard: it would claim a port.
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
-                               silence_logs=logging.ERROR)
+        cluster = local_cluster(max(1, min(args.workers or cores, n_tasks)))
         client = Client(cluster)
     try:
         versions = client.run(worker_version)

@@ -6,7 +6,6 @@ run; one subprocess run over 10 copies that is interrupted and resumed.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import shutil
 import signal
@@ -18,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from analyzer.cli import main
+from analyzer.commands.fleet import local_cluster
 from analyzer.costs import costs_from_reports, distribution_from_reports
 from analyzer.fleet import STEP_COLUMNS, load_fleet_results
 from analyzer.gaps import CAUSES
@@ -25,7 +25,7 @@ from analyzer.loaders import load_trace
 from analyzer.planner import plan_capture
 from analyzer.report import analyze_trace
 
-distributed = pytest.importorskip("dask.distributed", reason="the fleet command needs dask[distributed]")
+pytest.importorskip("dask.distributed", reason="the fleet command needs dask[distributed]")
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -33,8 +33,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def scheduler() -> str:
     """Address of a LocalCluster with 2 worker processes, one thread each (shared by this module)."""
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  silence_logs=logging.ERROR) as cluster:
+    with local_cluster(2) as cluster:
         yield cluster.scheduler_address
 
 
