@@ -38,7 +38,9 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
     how = parser.add_argument_group("how to measure")
     how.add_argument("--repeats", type=int, default=100, help="timed steps per median (default 100)")
-    how.add_argument("--warmup", type=int, default=5, help="untimed steps before timing (default 5)")
+    how.add_argument("--rounds", type=int, default=1,
+                     help="timing rounds over all batch sizes; medians pool every round (default 1)")
+    how.add_argument("--warmup", type=int, default=5, help="untimed steps before each timed run (default 5)")
     how.add_argument("--steps", type=int, default=3, help="profiled (active) steps per trace (default 3)")
     how.add_argument("--no-trace", action="store_true", help="timings only, no profiler traces")
     how.add_argument("--trace-batch-sizes", help="record traces only for these sizes (default: all swept)")
@@ -83,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
     models = tuple(resolve_config(p, args.name, **dims) for p in presets)
     opts = SweepOptions(
         models=models, batch_sizes=parse_batch_sizes(args.batch_sizes), out_dir=args.out,
-        modes=parse_modes(args.modes), steps=args.steps, repeats=args.repeats, warmup=args.warmup,
+        modes=parse_modes(args.modes), steps=args.steps, repeats=args.repeats, rounds=args.rounds,
+        warmup=args.warmup,
         context_len=args.context_len, start_pos=args.start_pos, trace=not args.no_trace,
         trace_batch_sizes=parse_batch_sizes(args.trace_batch_sizes) if args.trace_batch_sizes else None,
         count_kernels=not args.no_kernel_count, micro=not args.no_micro, force=args.force, device=args.device,

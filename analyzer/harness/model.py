@@ -184,6 +184,7 @@ class Decoder:
         self.tokens = torch.randint(0, cfg.vocab, (max_batch_size,), device=self.device, generator=gen)
         self.pos = torch.full((1,), start_pos, dtype=torch.long, device=self.device)
         self.scale = 1.0 / math.sqrt(hd)
+        self.last_logits = None
 
     def weight_bytes(self) -> int:
         """Bytes of weights (embedding, layers, norms, LM head), KV cache excluded."""
@@ -226,6 +227,8 @@ class Decoder:
             gate, up = F.linear(hn, layer["wgu"]).chunk(2, dim=-1)
             x = x + F.linear(F.silu(gate) * up, layer["wdown"])
         logits = F.linear(_rms_norm(x, self.final_norm, cfg.norm_eps), self.lm_head)
+        # Kept for checks: inside a captured graph this is the graph's static output buffer.
+        self.last_logits = logits
         nxt = logits.argmax(dim=-1)
         self.tokens[:bs].copy_(nxt)
         # Advance on the device; wrap to start_pos before leaving the cache.

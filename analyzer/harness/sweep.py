@@ -2,10 +2,12 @@
 
 For each model and batch size :func:`run_sweep`
 
-1. times the eager step without a profiler: ``eager_us`` is the median over ``repeats``
-   steps of the device time between CUDA events recorded before and after each step
-   (steps are issued back to back, as a decode loop does, with no host sync between them);
-   ``eager_host_us`` is the median host (CPU wall) time to issue one step;
+1. times the eager step without a profiler: ``eager_us`` is the median over
+   ``rounds x repeats`` steps of the device time between CUDA events recorded before and
+   after each step (steps are issued back to back, as a decode loop does, with no host sync
+   between them); ``eager_host_us`` is the median host (CPU wall) time to issue one step.
+   Each round times every batch size once (``warmup`` untimed steps, then ``repeats`` timed
+   ones) before the next round starts;
 2. captures the step as a ``torch.cuda.CUDAGraph`` (``capture_s``: wall seconds of the
    capture, instantiation included; ``graph_pool_bytes``: growth of the CUDA caching
    allocator's reserved memory across the capture, i.e. the graph's private pool) and times
@@ -57,6 +59,7 @@ class SweepOptions:
     modes: tuple[str, ...] = MODES
     steps: int = 3
     repeats: int = 100
+    rounds: int = 1
     warmup: int = 5
     context_len: int = 512
     start_pos: int = 128
@@ -76,8 +79,8 @@ class SweepOptions:
         bad = [m for m in self.modes if m not in MODES]
         if bad or not self.modes:
             raise InputError(f"unknown mode(s) {', '.join(bad) or '(none)'}; choose from {', '.join(MODES)}")
-        if self.steps < 1 or self.repeats < 1 or self.warmup < 0:
-            raise InputError("--steps and --repeats must be at least 1 and --warmup at least 0")
+        if self.steps < 1 or self.repeats < 1 or self.rounds < 1 or self.warmup < 0:
+            raise InputError("--steps, --repeats and --rounds must be at least 1 and --warmup at least 0")
         if self.device not in ("auto", "cuda", "cpu"):
             raise InputError(f"unknown device {self.device!r}; choose auto, cuda or cpu")
 
@@ -90,7 +93,8 @@ class TimingRow:
     wall time). ``eager_host_us``/``graph_host_us``: median host time to issue one step.
     ``capture_s``: wall seconds to capture the graph. ``graph_pool_bytes``: reserved-memory
     growth across the capture. ``kernels_per_step``: kernels of one eager step.
-    ``repeats``: timed steps behind each median. ``eager_us_p10``/``p90`` etc. give the spread.
+    ``repeats``: timed steps behind each median (all rounds). ``eager_us_p10``/``p90`` etc.
+    give the spread over steps, ``eager_us_rounds``/``graph_us_rounds`` the median of each round.
     """
 
     model: str
@@ -107,6 +111,9 @@ class TimingRow:
     eager_us_p90: float | None = None
     graph_us_p10: float | None = None
     graph_us_p90: float | None = None
+    rounds: int = 1
+    eager_us_rounds: list[float] | None = None
+    graph_us_rounds: list[float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -188,8 +195,10 @@ def _driver_version() -> str | None:
 
 
 def _pct(values: list[float], q: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
+    """Percentile ``q`` (0..1) with linear interpolation between ranks (numpy's default)."""
+    import numpy as np
+
+    return float(np.percentile(np.asarray(values, dtype=float), 100 * q))
 
 
 @dataclass(frozen=True)
@@ -485,8 +494,8 @@ def run_sweep(opts: SweepOptions, progress: Callable[[int, int, str], None] | No
     all_tasks = _plan(opts, on_cuda)
     counter = {"done": 0}
 
-    def step(label: str) -> None:
-        counter["done"] += 1
+    def step(label: str, advance: bool = True) -> None:
+        counter["done"] += int(advance)
         if progress is not None:
             progress(counter["done"], len(all_tasks), label)
 
@@ -511,12 +520,8 @@ def run_sweep(opts: SweepOptions, progress: Callable[[int, int, str], None] | No
                         device=device, seed=opts.seed)
         say(f"{cfg.name}: {cfg.param_count() / 1e9:.2f} B params, weights {model.weight_bytes() / 2**30:.2f} GiB, "
             f"KV cache {model.kv_cache_bytes() / 2**30:.2f} GiB")
-        for bs in opts.batch_sizes:
-            mine = [t for t in todo if t.bs == bs]
-            if not mine:
-                continue
-            _sweep_one(torch, model, cfg, bs, mine, opts, on_cuda, want_graph, out, doc, rows_by_key, result,
-                       step, nvtx_range)
+        _sweep_model(torch, model, cfg, todo, opts, on_cuda, want_graph, out, doc, rows_by_key, result,
+                     step, nvtx_range)
         del model
         if on_cuda:
             torch.cuda.synchronize()
@@ -545,31 +550,35 @@ def _task_done(t: _Task, doc: dict[str, Any], rows_by_key: dict[tuple[str, int],
     return (out / trace_name(t.model, t.bs, t.what.split()[1])).exists()
 
 
-def _sweep_one(torch: Any, model: Decoder, cfg: ModelConfig, bs: int, tasks: list[_Task], opts: SweepOptions,
-               on_cuda: bool, want_graph: bool, out: Path, doc: dict[str, Any],
-               rows_by_key: dict[tuple[str, int], int], result: SweepResult, step: Callable[[str], None],
-               nvtx_range: Callable[[str], contextlib.AbstractContextManager]) -> None:
-    label = f"decode_step[bs={bs}]"
-    whats = {t.what for t in tasks}
-    need_graph = want_graph and bool(whats & {"timing", "trace graph"})
-    captured = _capture(torch, model, bs) if need_graph else None
+def _sweep_model(torch: Any, model: Decoder, cfg: ModelConfig, tasks: list[_Task], opts: SweepOptions,
+                 on_cuda: bool, want_graph: bool, out: Path, doc: dict[str, Any],
+                 rows_by_key: dict[tuple[str, int], int], result: SweepResult, step: Callable[..., None],
+                 nvtx_range: Callable[[str], contextlib.AbstractContextManager]) -> None:
+    """Capture, time (in interleaved rounds), count and trace every batch size of one model."""
+    sizes = sorted({t.bs for t in tasks})
+    timed = [bs for bs in sizes if _Task(cfg.name, bs, "timing") in tasks]
+    traced = {(t.bs, t.what.split()[1]) for t in tasks if t.what.startswith("trace")}
+    graphs: dict[int, _Captured] = {}
+    if want_graph:
+        for bs in sizes:
+            if bs in timed or (bs, "graph") in traced:
+                graphs[bs] = _capture(torch, model, bs)
 
-    if "timing" in whats:
-        eager = _time_steps(torch, lambda: model.step(bs), opts.repeats, opts.warmup, on_cuda)
-        graph = _time_steps(torch, captured.graph.replay, opts.repeats, opts.warmup, on_cuda) if captured else None
+    # Rounds go over all sizes before the next round starts, so a slow phase of the host
+    # (seconds long on a shared machine) lands in one round of every size, not in all
+    # steps of one size; each row's median pools the steps of all rounds.
+    eager_s: dict[int, list[_Timed]] = {bs: [] for bs in timed}
+    graph_s: dict[int, list[_Timed]] = {bs: [] for bs in timed}
+    for r in range(opts.rounds):
+        if timed:
+            step(f"{cfg.name}: timing round {r + 1}/{opts.rounds} over {len(timed)} batch sizes", advance=False)
+        for bs in timed:
+            eager_s[bs].append(_time_steps(torch, lambda: model.step(bs), opts.repeats, opts.warmup, on_cuda))
+            if bs in graphs:
+                graph_s[bs].append(_time_steps(torch, graphs[bs].graph.replay, opts.repeats, opts.warmup, on_cuda))
+    for bs in timed:
         kernels = count_kernels_per_step(torch, lambda: model.step(bs)) if on_cuda and opts.count_kernels else None
-        row = TimingRow(
-            model=cfg.name, batch_size=bs, eager_us=round(eager.median_us, 2),
-            graph_us=round(graph.median_us, 2) if graph else None,
-            eager_host_us=round(eager.host_median_us, 2),
-            capture_s=round(captured.capture_s, 4) if captured else None,
-            graph_pool_bytes=captured.pool_bytes if captured else None,
-            kernels_per_step=kernels, repeats=opts.repeats,
-            graph_host_us=round(graph.host_median_us, 2) if graph else None,
-            eager_us_p10=round(_pct(eager.device_us, 0.1), 2), eager_us_p90=round(_pct(eager.device_us, 0.9), 2),
-            graph_us_p10=round(_pct(graph.device_us, 0.1), 2) if graph else None,
-            graph_us_p90=round(_pct(graph.device_us, 0.9), 2) if graph else None,
-        )
+        row = _make_row(cfg.name, bs, eager_s[bs], graph_s[bs], graphs.get(bs), kernels)
         key = (cfg.name, bs)
         if key in rows_by_key:
             doc["rows"][rows_by_key[key]] = row.to_dict()
@@ -581,18 +590,42 @@ def _sweep_one(torch: Any, model: Decoder, cfg: ModelConfig, bs: int, tasks: lis
         speed = f" graph {row.graph_us:,.1f} us ({row.eager_us / row.graph_us:.2f}x)" if row.graph_us else ""
         step(f"{cfg.name} bs={bs}: eager {row.eager_us:,.1f} us{speed}")
 
-    for mode in ("eager", "graph"):
-        if f"trace {mode}" not in whats:
-            continue
-        dst = out / trace_name(cfg.name, bs, mode)
-        fn = (lambda: model.step(bs)) if mode == "eager" else captured.graph.replay
-        record_trace(torch, fn, label, dst, opts.steps, on_cuda, nvtx_range)
-        result.traces.append(dst)
-        step(f"{cfg.name} bs={bs}: {mode} trace -> {dst.name} ({dst.stat().st_size / 1e3:,.0f} kB)")
-    if captured is not None:
-        del captured
+    for bs in sizes:
+        for mode in ("eager", "graph"):
+            if (bs, mode) not in traced:
+                continue
+            dst = out / trace_name(cfg.name, bs, mode)
+            fn = (lambda: model.step(bs)) if mode == "eager" else graphs[bs].graph.replay
+            record_trace(torch, fn, f"decode_step[bs={bs}]", dst, opts.steps, on_cuda, nvtx_range)
+            result.traces.append(dst)
+            step(f"{cfg.name} bs={bs}: {mode} trace -> {dst.name} ({dst.stat().st_size / 1e3:,.0f} kB)")
+    if graphs:
+        graphs.clear()
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
+
+
+def _make_row(model: str, bs: int, eager: list[_Timed], graph: list[_Timed], captured: _Captured | None,
+              kernels: int | None) -> TimingRow:
+    e_all = [x for t in eager for x in t.device_us]
+    e_host = [x for t in eager for x in t.host_us]
+    g_all = [x for t in graph for x in t.device_us]
+    g_host = [x for t in graph for x in t.host_us]
+    return TimingRow(
+        model=model, batch_size=bs, eager_us=round(statistics.median(e_all), 2),
+        graph_us=round(statistics.median(g_all), 2) if g_all else None,
+        eager_host_us=round(statistics.median(e_host), 2),
+        capture_s=round(captured.capture_s, 4) if captured else None,
+        graph_pool_bytes=captured.pool_bytes if captured else None,
+        kernels_per_step=kernels, repeats=len(e_all),
+        graph_host_us=round(statistics.median(g_host), 2) if g_host else None,
+        eager_us_p10=round(_pct(e_all, 0.1), 2), eager_us_p90=round(_pct(e_all, 0.9), 2),
+        graph_us_p10=round(_pct(g_all, 0.1), 2) if g_all else None,
+        graph_us_p90=round(_pct(g_all, 0.9), 2) if g_all else None,
+        rounds=len(eager),
+        eager_us_rounds=[round(t.median_us, 2) for t in eager],
+        graph_us_rounds=[round(t.median_us, 2) for t in graph] if graph else None,
+    )
 
 
 def _now() -> str:

@@ -103,6 +103,25 @@ def test_presets_and_overrides() -> None:
         resolve_config("tiny", kv_heads=3)
 
 
+def test_row_pools_all_rounds() -> None:
+    """Medians and percentiles over every timed step of every round; one median per round."""
+    from analyzer.harness.sweep import _Timed, _make_row
+
+    eager = [_Timed(device_us=[10.0, 30.0, 20.0], host_us=[9.0, 9.0, 9.0]),
+             _Timed(device_us=[40.0, 50.0, 60.0], host_us=[1.0, 1.0, 100.0])]
+    graph = [_Timed(device_us=[5.0, 5.0, 6.0], host_us=[2.0, 2.0, 2.0]),
+             _Timed(device_us=[7.0, 8.0, 9.0], host_us=[3.0, 3.0, 3.0])]
+    row = _make_row("m", 8, eager, graph, None, 12)
+    assert (row.eager_us, row.graph_us) == (35.0, 6.5)  # medians of the 6 pooled steps
+    assert (row.eager_host_us, row.graph_host_us) == (9.0, 2.5)
+    assert (row.eager_us_p10, row.eager_us_p90) == (15.0, 55.0)  # linear between ranks 0.5 and 4.5
+    assert row.eager_us_rounds == [20.0, 50.0] and row.graph_us_rounds == [5.0, 8.0]
+    assert (row.repeats, row.rounds, row.kernels_per_step) == (6, 2, 12)
+    assert row.capture_s is None and row.graph_pool_bytes is None
+    cpu = _make_row("m", 1, eager[:1], [], None, None)
+    assert cpu.graph_us is None and cpu.graph_us_rounds is None and cpu.eager_us == 20.0
+
+
 def test_batch_size_and_mode_parsing() -> None:
     from analyzer.harness.sweep import parse_batch_sizes, parse_modes
 
@@ -127,7 +146,7 @@ def test_missing_torch_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> N
 # --------------------------------------------------------------------------------------------
 # the CPU sweep, end to end
 
-ARGS = ["--model", "tiny", "--batch-sizes", "1,3", "--repeats", "3", "--warmup", "1", "--steps", "2",
+ARGS = ["--model", "tiny", "--batch-sizes", "1,3", "--repeats", "3", "--rounds", "2", "--warmup", "1", "--steps", "2",
         "--context-len", "32", "--start-pos", "4", "--layers", "2"]
 
 
@@ -148,7 +167,8 @@ def test_cpu_sweep_writes_timings(recorded: Path) -> None:
     assert [(r["model"], r["batch_size"]) for r in rows] == [("tiny-layers2", 1), ("tiny-layers2", 3)]
     for r in rows:
         assert ROW_KEYS <= set(r)
-        assert r["eager_us"] > 0 and r["eager_host_us"] > 0 and r["repeats"] == 3
+        assert r["eager_us"] > 0 and r["eager_host_us"] > 0
+        assert r["repeats"] == 6 and r["rounds"] == 2 and len(r["eager_us_rounds"]) == 2
         # No graph mode, no kernels without CUDA.
         assert r["graph_us"] is None and r["capture_s"] is None and r["kernels_per_step"] is None
 
