@@ -243,7 +243,9 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
     launched_gpu_ns = np.bincount(row_step[g_rows][by_launch], weights=trace.dur_ns[g_rows][by_launch],
                                   minlength=n_steps)
     on_prim = key == pkey[row_step[g_rows]] if n_steps else np.zeros(0, bool)
-    short = on_prim & (trace.kind[g_rows] != Kind.GRAPH) & (trace.dur_ns[g_rows] < opts.model.long_kernel_us * 1e3)
+    # A collective's wait for peers is not work: it neither hides a node's cost nor counts as long.
+    work_ns = trace.end_ns[g_rows] - eff_start[g_rows]
+    short = on_prim & (trace.kind[g_rows] != Kind.GRAPH) & (work_ns < opts.model.long_kernel_us * 1e3)
     n_short = np.bincount(row_step[g_rows][short], minlength=n_steps)
     d_ops, d_ns = launch_delays_ns(trace)
     d_step = row_step[d_ops]

@@ -9,8 +9,10 @@ from pathlib import Path
 from analyzer.errors import AnalyzerError, InputError
 from analyzer.loaders import DEFAULT_MAX_TRACE_BYTES, expand_paths, load_trace
 from analyzer.predict import DEFAULT_MODEL, PredictionModel
-from analyzer.report import SCHEMA, AnalysisOptions, TraceReport, analyze_trace
+from analyzer.ranks import JobReport, analyze_job, analyze_with_collectives, group_by_job, group_traces
+from analyzer.report import SCHEMA, AnalysisOptions, TraceReport
 from analyzer.steps import StepOptions
+from analyzer.trace import Trace
 
 NAME = "analyze"
 HELP = "diagnose launch gaps in Kineto JSON or Nsight Systems SQLite traces"
@@ -72,18 +74,30 @@ class _Progress:
             sys.stderr.flush()
 
 
-def analyze_paths(paths: list[str], opts: AnalysisOptions, max_bytes: int,
-                  progress: _Progress | None = None) -> tuple[list[TraceReport], list[AnalyzerError]]:
-    """Analyse every trace under ``paths``; a bad file is collected as an error, the rest go on."""
+def analyze_paths(paths: list[str], opts: AnalysisOptions, max_bytes: int, progress: _Progress | None = None,
+                  ) -> tuple[list[TraceReport], list[JobReport], list[AnalyzerError]]:
+    """Analyse every trace under ``paths``; a bad file is collected as an error, the rest go on.
+
+    Files of one job (same name up to a rank token such as ``_rank0``, or, for names without
+    one, the same folder and Kineto ``distributedInfo``) are analysed together
+    (:func:`analyzer.ranks.analyze_job`): their reports come back in the job's rank order and
+    the job itself in the second list. Every other trace gets its collectives' waits from
+    itself alone (:func:`analyzer.ranks.analyze_with_collectives`).
+    """
     files = expand_paths(paths)
     reports: list[TraceReport] = []
+    jobs: list[JobReport] = []
     errors: list[AnalyzerError] = []
-    for i, f in enumerate(files, 1):
+    by_meta: list[Trace] = []  # rank only in distributedInfo: grouped once every file is read
+    done = 0
+
+    def load(f: Path) -> Trace | None:
+        nonlocal done
+        done += 1
         if progress:
-            size = f.stat().st_size / 1e6
-            progress.show(f"[{i}/{len(files)}] parsing {f.name} ({size:,.1f} MB)...")
+            progress.show(f"[{done}/{len(files)}] parsing {f.name} ({f.stat().st_size / 1e6:,.1f} MB)...")
         try:
-            reports.append(analyze_trace(load_trace(f, max_bytes), opts))
+            return load_trace(f, max_bytes)
         except AnalyzerError as exc:
             if exc.path is None:
                 exc.path = str(f)
@@ -91,28 +105,57 @@ def analyze_paths(paths: list[str], opts: AnalysisOptions, max_bytes: int,
         except MemoryError:
             errors.append(AnalyzerError("out of memory while parsing; lower --max-trace-bytes or split the trace",
                                         str(f)))
+        return None
+
+    def analyse(group: list[Trace]) -> None:
+        try:
+            if len(group) > 1:
+                job = analyze_job(group, opts)
+                jobs.append(job)
+                reports.extend(job.reports)
+            else:
+                reports.append(analyze_with_collectives(group[0], opts))
+        except AnalyzerError as exc:
+            if exc.path is None:
+                exc.path = group[0].path
+            errors.append(exc)
+
+    for names in group_by_job(files):  # one job's files in memory at a time
+        loaded = [t for t in (load(f) for f in names) if t is not None]
+        if len(names) == 1 and loaded and loaded[0].rank is not None and (loaded[0].world_size or 0) > 1:
+            by_meta.extend(loaded)
+        elif loaded:
+            analyse(loaded)
+    for group in group_traces(by_meta):
+        analyse(group)
+    position = {str(f): i for i, f in enumerate(files)}
+    reports.sort(key=lambda r: position.get(r.path, len(position)))  # file order, as without grouping
     if progress:
         progress.done()
-    return reports, errors
+    return reports, jobs, errors
 
 
-def report_json(reports: list[TraceReport], errors: list[AnalyzerError]) -> dict:
+def report_json(reports: list[TraceReport], errors: list[AnalyzerError],
+                jobs: list[JobReport] | None = None) -> dict:
     return {"schema": SCHEMA, "traces": [r.to_dict() for r in reports],
+            "jobs": [j.to_dict() for j in jobs or []],
             "errors": [{"path": e.path, "error": e.message} for e in errors]}
 
 
 def run(args: argparse.Namespace) -> int:
     opts = analysis_options(args)
-    reports, errors = analyze_paths(args.paths, opts, args.max_trace_bytes, _Progress())
+    reports, jobs, errors = analyze_paths(args.paths, opts, args.max_trace_bytes, _Progress())
     if len(errors) == 1 and not reports:
         raise errors[0]
     if args.format == "json":
-        text = json.dumps(report_json(reports, errors), indent=1, allow_nan=False)
+        text = json.dumps(report_json(reports, errors, jobs), indent=1, allow_nan=False)
     else:
+        from analyzer.ranks import render_job
         from analyzer.render import render_trace
 
-        sep = "\n\n" + ("---\n\n" if args.format == "markdown" else "=" * 78 + "\n\n")
-        text = sep.join(render_trace(r, markdown=args.format == "markdown") for r in reports)
+        md = args.format == "markdown"
+        sep = "\n\n" + ("---\n\n" if md else "=" * 78 + "\n\n")
+        text = sep.join([render_trace(r, markdown=md) for r in reports] + [render_job(j, markdown=md) for j in jobs])
     if args.output:
         Path(args.output).write_text(text + "\n", encoding="utf-8")
     else:
