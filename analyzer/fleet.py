@@ -138,6 +138,8 @@ def summarize_trace(path: str | Path, options: AnalysisOptions | None = None,
     except FileNotFoundError:
         rec.update(error="no such file (on this worker: fleet workers read the traces from a shared "
                          "filesystem)", error_kind="input")
+    except OSError as exc:
+        rec.update(error=f"cannot read the file: {exc.strerror or exc}", error_kind="input")
     except MemoryError:
         rec.update(error="out of memory while analysing; give workers more memory or lower --max-trace-bytes",
                    error_kind="memory")

@@ -134,6 +134,8 @@ class _Progress:
 
 def _open_results(out: Path, header: dict) -> tuple[dict[str, dict], list[str]]:
     """Existing records of ``out`` (checked against this run's options), creating it with a header if new."""
+    if out.is_dir():
+        raise InputError("is a directory; --out takes a file name (results.jsonl)", str(out))
     if out.exists() and out.stat().st_size > 0:
         old = read_header(out)
         want = json.loads(json.dumps(header))
@@ -147,8 +149,11 @@ def _open_results(out: Path, header: dict) -> tuple[dict[str, dict], list[str]]:
             if fh.read(1) != b"\n":
                 fh.write(b"\n")
         return latest, warnings
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(header, separators=(",", ":")) + "\n", encoding="utf-8")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(header, separators=(",", ":")) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write the results file: {exc.strerror or exc}", str(out)) from None
     return {}, []
 
 
@@ -261,9 +266,17 @@ def run_fleet(args: argparse.Namespace) -> FleetReport:
 def _run_pending(args: argparse.Namespace, pending: list[str], idents: dict[str, dict], opts, out: Path | None,
                  acc: FleetAccumulator) -> None:
     _, _, as_completed = _dask()
-    client, cluster = _connect(args, len(pending))
+    try:
+        fh = open(out, "a", encoding="utf-8") if out is not None else None
+    except OSError as exc:
+        raise InputError(f"cannot append to the results file: {exc.strerror or exc}", str(out)) from None
+    try:
+        client, cluster = _connect(args, len(pending))
+    except BaseException:
+        if fh is not None:
+            fh.close()
+        raise
     progress = _Progress(len(pending), sum(idents[p]["size_bytes"] for p in pending))
-    fh = open(out, "a", encoding="utf-8") if out is not None else None
     try:
         futures = client.map(summarize_trace, pending, options=opts, max_bytes=args.max_trace_bytes, pure=False,
                              key=[f"launchgap-summarize-{i}" for i in range(len(pending))])
@@ -275,7 +288,11 @@ def _run_pending(args: argparse.Namespace, pending: list[str], idents: dict[str,
                 # Identity as the client saw it: that is what a rerun compares against.
                 rec.update(size_bytes=idents[p]["size_bytes"], mtime_ns=idents[p]["mtime_ns"])
             else:
-                rec = _worker_failure(idents[p], fut.exception())
+                try:
+                    exc = fut.exception()
+                except Exception as cancelled:  # noqa: BLE001 - a cancelled future raises instead
+                    exc = cancelled
+                rec = _worker_failure(idents[p], exc)
             fut.release()
             if fh is not None:
                 fh.write(json.dumps(rec, separators=(",", ":"), allow_nan=False) + "\n")
