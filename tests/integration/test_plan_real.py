@@ -1,0 +1,142 @@
+"""``launchgap plan`` on the H200 1b traces (eager + graph at bs 1/8/64/256) and truth.json."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from analyzer.cli import main
+from analyzer.costs import costs_from_reports, costs_from_timings
+from analyzer.loaders import expand_paths, load_trace
+from analyzer.planner import PlanOptions, plan_capture, score_buckets
+from analyzer.report import analyze_trace
+
+#: A skewed decode distribution: most steps at small batches (the one in docs/planner.md).
+SKEWED = {1: 400, 2: 200, 3: 150, 4: 120, 6: 90, 8: 80, 12: 60, 16: 50, 24: 40, 32: 30, 48: 20, 64: 15, 96: 10,
+          128: 6, 200: 3, 256: 2}
+
+
+@pytest.fixture(scope="module")
+def h200(shared_traces):
+    d = shared_traces / "h200-1b"
+    if not (d / "truth.json").is_file():
+        pytest.skip(f"{d} lacks truth.json")
+    return d
+
+
+@pytest.fixture(scope="module")
+def reports(h200):
+    files = expand_paths([h200])
+    assert len(files) == 8
+    return [analyze_trace(load_trace(f)) for f in files]
+
+
+@pytest.fixture()
+def dist_csv(tmp_path):
+    f = tmp_path / "skewed.csv"
+    f.write_text("batch_size,count\n" + "".join(f"{b},{n}\n" for b, n in SKEWED.items()))
+    return f
+
+
+def _plan_json(capsys, argv) -> dict:
+    assert main(["plan", *argv, "--format", "json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_costs_from_all_eight_traces(h200, reports):
+    t = costs_from_reports(reports)
+    assert t.batch_sizes == [1, 8, 64, 256]
+    assert [p.source for p in t.points] == ["measured"] * 4  # eager and graph trace at every size
+    g = [p.graph_us for p in t.points]
+    truth = costs_from_timings(h200 / "truth.json", "1b")
+    # Graph steps barely inflate under the profiler: within 5% of the unprofiled truth.
+    for p in t.points:
+        assert p.graph_us == pytest.approx(truth.at(p.batch_size).graph_us, rel=0.05)
+    assert g == sorted(g)
+    assert all(p.eager_us > 3 * p.graph_us for p in t.points)  # truth: 3.3x at bs 256, 5.6x at bs 1
+
+
+def test_plan_with_truth_and_skewed_distribution(h200, dist_csv, capsys):
+    d = _plan_json(capsys, [str(h200), "--model", "1b", "--distribution", str(dist_csv)])
+    assert d["schema"] == "launchgap.plan/1"
+    assert any("truth.json" in n for n in d["inputs"])
+    # No budget: every distribution size is its own graph, nothing is padded.
+    assert d["buckets"] == sorted(SKEWED)
+    assert d["padding_waste_us"] == 0.0
+    assert d["crossover_batch_size"] is None  # the 1b model is launch-bound up to bs 256
+    assert d["expected_step_us"] < d["all_eager_expected_step_us"] / 5
+    for name in ("vllm", "sglang", "tensorrt_llm"):
+        b = d["baselines"][name]
+        assert b["expected_step_us"] >= d["expected_step_us"]  # the unbounded optimum beats any list
+        assert b["n_graphs"] == len(b["buckets"])
+    assert [b["n_graphs"] for b in d["baselines"].values()] == [51, 36, 19]
+    assert d["configs"]["vllm"]["cudagraph_capture_sizes"] == d["buckets"]
+    assert sum(r["weight"] for r in d["per_batch"]) == pytest.approx(1.0)
+    assert {r["source"] for r in d["per_batch"]} == {"measured", "interpolated"}
+
+
+def test_budget_trades_graphs_for_padding(h200, dist_csv, capsys):
+    argv = [str(h200), "--model", "1b", "--distribution", str(dist_csv)]
+    k4 = _plan_json(capsys, argv + ["--max-graphs", "4"])
+    k8 = _plan_json(capsys, argv + ["--max-graphs", "8"])
+    free = _plan_json(capsys, argv)
+    assert len(k4["buckets"]) == 4 and len(k8["buckets"]) == 8
+    assert free["expected_step_us"] <= k8["expected_step_us"] <= k4["expected_step_us"]
+    assert k4["buckets"][-1] == 256 and k8["buckets"][-1] == 256  # eager at 256 costs 3x a padded graph
+    assert k4["padding_waste_us"] > k8["padding_waste_us"] > 0
+    assert k8["baselines"]["vllm"]["within_budget"] is False
+    # Memory: truth.json measured 2 MiB pool growth per graph; 10 MiB allow 5 graphs.
+    mem = _plan_json(capsys, argv + ["--memory-budget-mib", "10"])
+    assert mem["memory"]["graph_memory_mib"] == 2.0 and len(mem["buckets"]) == 5
+
+
+def test_held_out_style_eager_traces_only(h200, reports):
+    """Plan from eager traces (graph costs predicted) with 8 graphs, score with unprofiled truth."""
+    eager = [r for r in reports if r.mode == "eager"]
+    truth = costs_from_timings(h200 / "truth.json", "1b")
+    dists = {"listed": SKEWED, "zipf": {b: 1000.0 / b for b in range(1, 257)}}
+    for name, dist in dists.items():
+        plan = plan_capture(costs_from_reports(eager), dist, PlanOptions(max_graphs=8))
+        assert {p.source for p in plan.costs.points} == {"predicted"}
+        got = score_buckets(truth, dist, plan.buckets).expected_step_us
+        best = plan_capture(truth, dist, PlanOptions(max_graphs=8)).expected_step_us
+        assert best <= got <= best * 1.02, name
+
+
+def test_crossover_70b_slice(h200, dist_csv, capsys):
+    d = _plan_json(capsys, ["--timings", str(h200 / "truth.json"), "--model", "70b-slice",
+                            "--distribution", str(dist_csv), "--max-graphs", "4"])
+    # Linear between bs 128 (eager 6,731.6 fitted, graph 5,228.4) and 256 (7,787.6 / 7,809.6):
+    # eager/graph - 1 falls under 5% from bs 225.
+    assert d["crossover_batch_size"] == 225
+    assert d["buckets"] == [1, 6, 32, 96]
+    assert [r["bucket"] for r in d["per_batch"] if r["batch_size"] >= 128] == [None, None, None]
+
+
+def test_text_and_markdown(h200, dist_csv, capsys):
+    assert main(["plan", str(h200), "--model", "1b", "--distribution", str(dist_csv), "--max-graphs", "8"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Capture 8 graphs [1, 4, 8, 16, 32, 64, 128, 256]")
+    for s in ("Against the servers' default lists", "vLLM default (over budget)", "Per batch size", "crossover",
+              "--cuda-graph-bs 1 4 8 16 32 64 128 256", "enable_padding: true"):
+        assert s in out
+    assert main(["plan", str(h200), "--model", "1b", "--distribution", str(dist_csv), "--format",
+                 "markdown"]) == 0
+    md = capsys.readouterr().out
+    assert md.startswith("**Capture 16 graphs") and "| this plan |" in md
+
+
+def test_traces_only_distribution_and_subprocess(h200, tmp_path):
+    files = [str(f) for f in sorted(h200.glob("*.json.gz"))]
+    out = tmp_path / "plan.json"
+    r = subprocess.run([sys.executable, "-m", "analyzer", "plan", *files, "--format", "json", "--output", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(out.read_text())
+    # 6 steps per trace, eager + graph at each of 4 sizes.
+    assert [(x["batch_size"], x["weight"]) for x in d["per_batch"]] == [(1, 0.25), (8, 0.25), (64, 0.25),
+                                                                         (256, 0.25)]
+    assert d["buckets"] == [1, 8, 64, 256]
+    assert "48 steps in 8 trace(s)" in d["inputs"][1]
