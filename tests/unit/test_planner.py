@@ -306,3 +306,60 @@ def test_tradeoff_curve_matches_plans(inst):
                                    .expected_step_us, rel=1e-9)
     near = plan.buckets_within_1pct
     assert _reference_cost(table, dist, set(near), "pad") <= plan.expected_step_us * 1.01 + 1e-9
+
+
+# --- the command line ---------------------------------------------------------------------------
+
+@pytest.fixture()
+def tiny_files(tmp_path):
+    timings = tmp_path / "timings.json"
+    timings.write_text(json.dumps({"schema": "launchgap.timings/1", "device": "test", "torch": "x", "rows": [
+        {"model": "m", "batch_size": b, "eager_us": e, "graph_us": g, "graph_pool_bytes": None}
+        for b, e, g in [(1, 100.0, 20.0), (4, 100.0, 50.0), (8, 120.0, 80.0)]]}))
+    dist = tmp_path / "dist.csv"
+    dist.write_text("batch_size,count\n1,5\n2,3\n4,2\n")
+    return timings, dist
+
+
+def test_cli_plan_json(tiny_files, capsys):
+    from analyzer.cli import main
+
+    timings, dist = tiny_files
+    assert main(["plan", "--timings", str(timings), "--distribution", str(dist), "--max-graphs", "2",
+                 "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert (d["buckets"], d["expected_step_us"], d["all_eager_expected_step_us"]) == ([2, 4], 34.0, 100.0)
+    assert d["inputs"][:2] == ["costs from timings.json, model m, test", f"distribution from {dist}"]
+
+
+def test_cli_plan_text_verdict_first(tiny_files, capsys):
+    from analyzer.cli import main
+
+    timings, dist = tiny_files
+    assert main(["plan", "--timings", str(timings), "--distribution", str(dist), "--max-graphs", "2"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == ("Capture 2 graphs [2, 4]: expected step 34.0 us vs 100.0 us all-eager (2.94x); "
+                                   "17.2% slower than the best server default (vLLM, 51 graphs).")
+
+
+@pytest.mark.parametrize("extra, message", [
+    ([], "nothing to plan from"),
+    (["--timings", "{timings}", "--distribution", "{bad}"], "{bad}: line 2: count 'x' is not a number"),
+    (["--timings", "{timings}"], "no batch-size distribution"),
+    (["--timings", "{timings}", "--distribution", "{dist}", "--max-graphs", "-1"], "--max-graphs must be >= 0"),
+    (["--timings", "{timings}", "--distribution", "{dist}", "--output", "{tmp}/no/such/dir/p.txt"],
+     "cannot write the plan"),
+    (["{tmp}/missing.json.gz"], "no such file"),
+])
+def test_cli_plan_errors_exit_2(tiny_files, tmp_path, capsys, extra, message):
+    from analyzer.cli import main
+
+    timings, dist = tiny_files
+    bad = tmp_path / "bad.csv"
+    bad.write_text("batch_size,count\n8,x\n")
+    fill = {"timings": str(timings), "dist": str(dist), "bad": str(bad), "tmp": str(tmp_path)}
+    argv = ["plan", *[a.format(**fill) for a in extra]]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("launchgap: error: ") and message.format(**fill) in err
+    assert err.count("\n") == 1
