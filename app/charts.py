@@ -45,55 +45,69 @@ CATEGORY_COLORS = {
 }
 BUSY_COLOR = "#4C78A8"
 
+# Legends go under the plot so they never collide with the title.
 _LAYOUT = dict(template="plotly_white", margin=dict(l=10, r=10, t=40, b=10),
-               legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0))
+               legend=dict(orientation="h", yanchor="top", y=-0.25, xanchor="left", x=0))
 
 
-def _segments(start: np.ndarray, end: np.ndarray, lane: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """x and y for one line trace drawing each [start, end] as a segment on its lane."""
+def _segments(start: np.ndarray, end: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """x and y for one line trace drawing each [start, end] as a segment at height y (NaN breaks the line)."""
     n = start.size
-    x = np.empty(3 * n, dtype=object)
-    y = np.empty(3 * n, dtype=object)
-    x[0::3], x[1::3], x[2::3] = start, end, None
-    y[0::3], y[1::3], y[2::3] = lane, lane, None
-    return x, y
+    x = np.full(3 * n, np.nan)
+    yy = np.full(3 * n, np.nan)
+    x[0::3], x[1::3] = start, end
+    yy[0::3], yy[1::3] = y, y
+    return x, yy
 
 
 def timeline_figure(events: pd.DataFrame, lanes: Sequence[str], title: str, webgl: bool | None = None):
     """One step as lanes of bars: the CPU range and launch calls, GPU streams, idle gaps by cause.
 
-    Each category is one line trace (bars as thick segments) plus one marker trace at the
-    segment starts that carries the hover text and keeps sub-pixel events visible as ticks.
+    Each category is one SVG line trace (all its bars as thick segments of one path, cheap
+    however many) plus one marker trace at the segment starts that carries the hover text
+    and keeps sub-pixel events visible as ticks; with many events the markers are drawn with
+    WebGL (Scattergl). Bars stay SVG: the plotly.js that Streamlit ships misdraws thick WebGL
+    line segments (misplaced or hairline). Lanes are numeric rows labelled by tick text.
     """
     import plotly.graph_objects as go
 
     use_gl = len(events) > WEBGL_MIN_EVENTS if webgl is None else webgl
     scatter = go.Scattergl if use_gl else go.Scatter
     bar_px = 18
+    # Top lane gets the highest y: a reversed axis misplaces WebGL lines in Streamlit's plotly.js.
+    row_of = {lane: len(lanes) - 1 - i for i, lane in enumerate(lanes)}
     fig = go.Figure()
     for cat, color in CATEGORY_COLORS.items():  # one trace per category, not per event
         ev = events[events["category"] == cat]
         if ev.empty:
             continue
-        start = ev["start_us"].to_numpy()
-        end = ev["end_us"].to_numpy()
-        lane = ev["lane"].to_numpy(dtype=object)
-        x, y = _segments(start, end, lane)
+        start = ev["start_us"].to_numpy(float)
+        end = ev["end_us"].to_numpy(float)
+        row = ev["lane"].map(row_of).to_numpy(float)
+        x, y = _segments(start, end, row)
         label = f"idle: {CAUSE_LABELS[cat[6:]]}" if cat.startswith("idle: ") else cat
-        fig.add_trace(scatter(x=x, y=y, mode="lines", line=dict(color=color, width=bar_px), name=label,
+        fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line=dict(color=color, width=bar_px), name=label,
                               legendgroup=cat, hoverinfo="skip", connectgaps=False))
-        what = "idle before" if cat.startswith("idle: ") else ""
+        idle = cat.startswith("idle: ")
+        what = "idle before" if idle else ""
         custom = np.stack([hover_escape(ev["name"].to_numpy()), ev["dur_us"].to_numpy(), start], axis=1)
+        # Ticks keep sub-pixel kernels and calls visible; idle segments get none, so the idle
+        # lane shows each cause at its true width (ticks there would let the last cause drawn win).
         fig.add_trace(scatter(
-            x=start, y=lane, mode="markers", legendgroup=cat, showlegend=False, name=label,
-            marker=dict(color=color, symbol="line-ns-open", size=bar_px, line=dict(width=1, color=color)),
+            x=start, y=row, mode="markers", legendgroup=cat, showlegend=False, name=label,
+            marker=dict(color=color, symbol="line-ns-open", size=bar_px, line=dict(width=1, color=color),
+                        opacity=0.0 if idle else 1.0),
             customdata=custom,
             hovertemplate=(f"{what} %{{customdata[0]}}<br>%{{customdata[1]:,.2f}} us, "
                            f"starts at %{{customdata[2]:,.1f}} us<extra>{label}</extra>"),
         ))
-    fig.update_layout(**_LAYOUT, title=dict(text=title, font=dict(size=14)),
-                      height=110 + 34 * len(lanes), hovermode="closest")
-    fig.update_yaxes(categoryorder="array", categoryarray=list(lanes), autorange="reversed", title=None)
+    layout = {**_LAYOUT, "legend": dict(orientation="h", yanchor="top", y=-0.12 - 0.4 / max(len(lanes), 1),
+                                         xanchor="left", x=0)}
+    fig.update_layout(**layout, title=dict(text=title, font=dict(size=14)),
+                      height=170 + 34 * len(lanes), hovermode="closest")
+    fig.update_yaxes(tickmode="array", tickvals=[row_of[lane] for lane in lanes],
+                     ticktext=list(hover_escape(list(lanes), 40)), range=[-0.5, len(lanes) - 0.5], title=None,
+                     showgrid=False, zeroline=False, fixedrange=True)
     fig.update_xaxes(title="time in step (us)", zeroline=False, showgrid=True)
     return fig
 
@@ -145,8 +159,8 @@ def gap_histogram_figure(report: TraceReport):
                              hovertemplate="%{x}: %{y:,.1f} us idle in total<extra></extra>"), secondary_y=True)
     fig.update_layout(**_LAYOUT, height=340, title=dict(text="Gap durations (all steps)", font=dict(size=14)))
     fig.update_xaxes(title="gap duration", type="category")
-    fig.update_yaxes(title_text="gaps", secondary_y=False)
-    fig.update_yaxes(title_text="idle time (us)", secondary_y=True, showgrid=False)
+    fig.update_yaxes(title_text="gaps", secondary_y=False, rangemode="tozero")
+    fig.update_yaxes(title_text="idle time (us)", secondary_y=True, showgrid=False, rangemode="tozero")
     return fig
 
 
@@ -169,7 +183,8 @@ def speedup_figure(table: pd.DataFrame, threshold: float, crossover: float | Non
         fig.add_vline(x=crossover, line=dict(color=CAUSE_COLORS["host"], dash="dash"),
                       annotation_text=f"crossover ≈ bs {crossover:g}", annotation_position="top right")
     fig.update_layout(**_LAYOUT, height=360, title=dict(text="CUDA-graph speedup by batch size", font=dict(size=14)))
-    fig.update_xaxes(title="batch size", type="log")
+    sizes = sorted(set(int(b) for b in table["batch_size"]))
+    fig.update_xaxes(title="batch size", type="log", tickmode="array", tickvals=sizes, ticktext=[str(b) for b in sizes])
     fig.update_yaxes(title="speedup (x)", rangemode="tozero")
     return fig
 

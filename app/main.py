@@ -16,10 +16,11 @@ _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
-from app import APP_DIR, session  # noqa: E402
+from app import APP_DIR  # noqa: E402
 from app.ui import start_session  # noqa: E402
 
-st.set_page_config(page_title="launchgap", page_icon=":material/speed:", layout="wide")
+# A local favicon: Material icons as favicons would be fetched from Google.
+st.set_page_config(page_title="launchgap", page_icon=str(APP_DIR / "favicon.png"), layout="wide")
 
 VIEWS = APP_DIR / "views"
 pages = [
@@ -31,6 +32,5 @@ pages = [
 nav = st.navigation(pages)
 start_session()
 with st.sidebar:
-    n_ok = len(session.loaded_ok(st.session_state))
-    st.caption(f"launchgap · {n_ok} trace(s) loaded in this session")
+    st.caption("launchgap: GPU launch gaps in decode traces. Traces you load stay in this browser session.")
 nav.run()

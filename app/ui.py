@@ -45,11 +45,15 @@ def human_bytes(n: int) -> str:
     return f"{n} B"
 
 
-def run_with_progress(jobs: list[tuple[str, int, Callable[[], LoadedTrace]]]) -> list[LoadedTrace]:
-    """Run load jobs (name, size, job) inside a status box with a progress bar."""
+def run_with_progress(jobs: list[tuple[str, int, Callable[[], LoadedTrace]]], quiet: bool = False
+                      ) -> list[LoadedTrace]:
+    """Run load jobs (name, size, job) inside a status box with a progress bar (``quiet``: a spinner only)."""
     if not jobs:
         return []
     done: list[LoadedTrace] = []
+    if quiet:
+        with st.spinner(f"Loading {len(jobs)} bundled sample trace(s)…"):
+            return [job() for _, _, job in jobs]
     with st.status(f"Parsing {len(jobs)} trace file(s)…", expanded=True) as box:
         bar = st.progress(0.0)
         for i, (name, size, job) in enumerate(jobs):  # one per file
@@ -62,7 +66,7 @@ def run_with_progress(jobs: list[tuple[str, int, Callable[[], LoadedTrace]]]) ->
     return done
 
 
-def sync_samples(selected: list[str]) -> None:
+def sync_samples(selected: list[str], quiet: bool = False) -> None:
     """Load newly selected samples and drop deselected ones from this session."""
     state = st.session_state
     paths = sample_paths()
@@ -76,7 +80,7 @@ def sync_samples(selected: list[str]) -> None:
         p = paths[rel]
         jobs.append((rel, p.stat().st_size,
                      lambda p=p: session.add_sample(state, p, settings(), trace_cache())))
-    run_with_progress(jobs)
+    run_with_progress(jobs, quiet)
 
 
 def start_session() -> None:
@@ -88,7 +92,7 @@ def start_session() -> None:
     root = settings().samples_dir
     defaults = default_samples(root, discover_samples(root))
     state[SAMPLES_KEY] = [p.relative_to(root).as_posix() for p in defaults]
-    sync_samples(state[SAMPLES_KEY])
+    sync_samples(state[SAMPLES_KEY], quiet=True)
 
 
 def show_load_errors() -> None:

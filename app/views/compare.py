@@ -20,8 +20,8 @@ if not entries:
     st.stop()
 
 st.subheader("Eager vs CUDA graph by batch size")
-threshold = st.slider("Win threshold", 0.0, 0.5, 0.05, 0.01, format="%.2f",
-                      help="A graph is worth it while it saves more than this share of the step.")
+threshold = st.slider("Win threshold (%)", 0, 50, 5, 1, key="lg_cmp_win",
+                      help="A graph is worth it while it makes the step more than this much faster.") / 100
 table = pair_by_batch_size([(e.name, e.report) for e in entries], session.options(state).model)
 if table.empty:
     st.info("None of the loaded traces has steps with a known batch size (annotations like `bs=8`). Set a "

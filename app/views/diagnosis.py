@@ -27,7 +27,7 @@ entry = pick_trace("Trace", "lg_diag", entries)
 rep = entry.report
 s = rep.summary
 
-c1, c2, c3, c4 = st.columns(4)
+c1, c2, c3, c4 = st.columns([1, 1.1, 1.5, 0.7])
 c1.metric("GPU idle", f"{s.gpu_idle_fraction:.1%}", border=True,
           help="Idle time over the GPU windows of all steps (window = first to last GPU op a step launched).")
 c2.metric("Launch-to-kernel ratio", f"{s.launch_to_kernel_ratio:.2f}", border=True,

@@ -121,8 +121,9 @@ with knobs:
     graph_mib = st.number_input("Memory per graph (MiB; 0 = measured or assumed)", 0.0, 65536.0, 0.0, step=8.0,
                                 key="lg_plan_graph_mib")
     max_bs = st.number_input("Largest batch size to capture (0 = no limit)", 0, 65536, 0, key="lg_plan_max_bs")
-    win = st.slider("Win threshold", 0.0, 0.5, 0.05, 0.01, format="%.2f", key="lg_plan_win",
-                    help="The crossover is the batch size above which a graph saves less than this share.")
+    win = st.slider("Win threshold (%)", 0, 50, 5, 1, key="lg_plan_win",
+                    help="The crossover is the batch size above which a graph makes the step less than this "
+                         "much faster.") / 100
     padding = st.radio("Padding policy", ["pad", "exact"], horizontal=True, key="lg_plan_padding",
                        format_func={"pad": "pad up to the next captured size (server default)",
                                     "exact": "exact match only"}.get)

@@ -44,7 +44,10 @@ for f in new_files:
     seen.add(f.file_id)
     jobs.append((f.name, f.size, lambda f=f: session.add_upload(state, f.name, f.getvalue(), settings(),
                                                               trace_cache())))
-run_with_progress(jobs)
+fresh = [e for e in run_with_progress(jobs) if e.ok]
+if fresh:  # the Diagnosis page opens on the file the user just uploaded
+    state["lg_diag_choice"] = fresh[-1].key
+    state.pop("lg_diag_widget", None)
 sync_samples(chosen)
 show_load_errors()
 
@@ -54,17 +57,17 @@ def _row(e: LoadedTrace) -> dict:
     s = r.summary
     return {
         "trace": e.name,
-        "source": e.source,
-        "size": human_bytes(e.size_bytes),
         "format": r.format,
         "device": ", ".join(f"{d.device}: {d.name}" if d.name else str(d.device) for d in r.devices),
         "mode": r.mode,
         "steps": s.steps,
         "kernels / step": s.kernels_per_step_median,
         "batch sizes": ", ".join(str(b) for b in s.batch_sizes) or "unknown",
-        "step (us, median)": s.step_us_median,
         "GPU idle": s.gpu_idle_fraction,
         "verdict": s.verdict,
+        "step (us, median)": s.step_us_median,
+        "size": human_bytes(e.size_bytes),
+        "source": e.source,
     }
 
 
