@@ -23,9 +23,11 @@ outside the distribution serves no step. Over the sorted candidates ``s_1 < ... 
     best_k = min_j f_k(j) + sum_{t>j} p_t * e(s_t)               # above s_j: eager
 
 ``O(K * M^2)``, each ``f_k`` one vectorised ``M x M`` minimum. The plan takes the best over
-``k <= K`` (fewest graphs on ties), so more budget never plans worse. ``exact`` has no
-interaction between buckets: the ``k`` best are the ``k`` largest positive savings
-``p_b * (e(b) - g(b))``.
+``k <= K`` (fewest graphs on ties), so more budget never plans worse. When the budget does
+not bind, the optimum is known in ``O(M)`` (every candidate up to the best largest bucket is
+a bucket, see :func:`_unbounded_pad`) and the DP only draws the trade-off curve below it.
+``exact`` has no interaction between buckets: the ``k`` best are the ``k`` largest positive
+savings ``p_b * (e(b) - g(b))``.
 
 **Memory.** Each graph is charged ``graph_memory_mib`` (the option; else the largest
 positive graph-pool growth the harness measured; else :data:`DEFAULT_GRAPH_MEMORY_MIB`, an
@@ -561,7 +563,6 @@ def plan_capture(costs: CostTable, distribution: Mapping[int, float], options: P
         free_us, free_k = float(np.dot(p, eager)) - float(np.sum(saving[saving > 0])), positive
         k1 = next(i for i, v in curve if v <= curve[-1][1] * (1 + NEAR_OPTIMAL_FRACTION))
         near = sorted(sizes[order[:k1]].tolist())
-    k = len(chosen)
     score = _score(table, sizes, p, chosen, opts.padding)
     if not chosen:
         notes.append("no bucket lowers the expected step time under these budgets: run eager")
