@@ -450,6 +450,12 @@ def _analyse(t: Any, path: str, settings: HtaSettings, kernel_types: bool = True
             got = {c: float(piv.loc[s, c]) if c in piv.columns else 0.0 for c in IDLE_CATEGORIES}
             streams.append(StreamIdle(stream=int(s), host_wait_us=got["host_wait"],
                                       kernel_wait_us=got["kernel_wait"], other_us=got["other"]))
+    negative = int(np.count_nonzero(on_stream & (df["dur"].to_numpy() < 0)))
+    if negative and settings.round_to_us:
+        # HTA's temporal breakdown asserts non-compute time >= 0; negative durations break its interval union.
+        for name in failures:
+            failures[name] += (f" ({negative} GPU events have a negative duration after HTA's rounding to whole us; "
+                               f"run without it: launchgap hta --no-round)")
     launch = None
     if ls is not None:
         delay = ls["launch_delay"].to_numpy(dtype=float)

@@ -39,6 +39,9 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
                         "off (runs HTA's analyses several times: slower)")
     p.add_argument("--include-last-profiler-step", action="store_true",
                    help="keep the GPU work of the last ProfilerStep, which HTA drops by default")
+    p.add_argument("--no-round", action="store_true",
+                   help="keep HTA from rounding times to whole microseconds (HTA_DISABLE_NS_ROUNDING=1); its rounding "
+                        "gives sub-microsecond kernels zero or negative durations")
 
 
 def _hta_version() -> str:
@@ -50,7 +53,8 @@ def _hta_version() -> str:
 
 def run(args: argparse.Namespace) -> int:
     import_hta()  # one clear message when the extra is missing, before touching any file
-    settings = HtaSettings(step_filter="keep-last-step" if args.include_last_profiler_step else "drop-last-step")
+    settings = HtaSettings(round_to_us=not args.no_round,
+                           step_filter="keep-last-step" if args.include_last_profiler_step else "drop-last-step")
     results: list[tuple[HtaReport, Comparison | None]] = []
     errors: list[AnalyzerError] = []
     for f in expand_paths(args.paths):
