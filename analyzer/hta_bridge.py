@@ -81,6 +81,8 @@ AGREE_ABS_US = 0.01
 HTA_LAUNCH_APIS = ("cudaLaunchKernel", "cudaLaunchKernelExC")
 #: Event categories that are GPU work for launchgap (HTA's idle breakdown uses the same).
 GPU_OP_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+#: Event categories HTA's idle-time breakdown runs over (HTA 0.5.0; MTIA's device ops included).
+_HTA_IDLE_CATS = ("kernel", "Kernel", "gpu_memset", "Memset", "gpu_memcpy", "Memcpy", "mtia_ccp_events")
 #: HTA's idle categories, as its ``get_idle_time_breakdown`` names them.
 IDLE_CATEGORIES = ("host_wait", "kernel_wait", "other")
 _STEP_FILTERS = ("drop-last-step", "keep-last-step", "off")
@@ -426,7 +428,8 @@ def _analyse(t: Any, path: str, settings: HtaSettings, kernel_types: bool = True
     kt = attempt("kernel_types", lambda: BreakdownAnalysis.get_gpu_kernel_breakdown(
         t, visualize=False, duration_ratio=0.8, num_kernels=10, include_memory_kernels=True, image_renderer="",
     )[0]) if kernel_types else None
-    has_idle_ops = bool((on_stream & np.isin(cat, gpu_cat_ids)).any())
+    idle_cat_ids = [sym[c] for c in _HTA_IDLE_CATS if c in sym]
+    has_idle_ops = bool((on_stream & np.isin(cat, idle_cat_ids)).any())  # else HTA raises on an empty concat
     idle = attempt("idle", lambda: BreakdownAnalysis.get_idle_time_breakdown(
         t, int(KERNEL_WAIT_THRESHOLD_US), rank=_RANK, streams=None, visualize=False, visualize_pctg=False,
         show_idle_interval_stats=False,
