@@ -119,6 +119,12 @@ def summary_from_report(report: TraceReport) -> dict:
             "batch_histogram": hist, "per_batch": per_batch}
 
 
+def analyze_file(path: str | Path, options: AnalysisOptions, max_bytes: int) -> TraceReport:
+    """One trace analysed exactly as ``launchgap analyze`` analyses it: the two must stay in step
+    (the fleet's acceptance is the same numbers as ``analyze``, trace by trace)."""
+    return analyze_trace(load_trace(path, max_bytes), options)
+
+
 def summarize_trace(path: str | Path, options: AnalysisOptions | None = None,
                     max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> dict:
     """Load and analyse one trace into its fleet summary (see the module docstring). Pure.
@@ -132,7 +138,7 @@ def summarize_trace(path: str | Path, options: AnalysisOptions | None = None,
     t0 = time.perf_counter()
     try:
         rec.update(file_identity(path))
-        rec.update(summary_from_report(analyze_trace(load_trace(path, max_bytes), opts)))
+        rec.update(summary_from_report(analyze_file(path, opts, max_bytes)))
     except AnalyzerError as exc:
         rec.update(error=exc.message, error_kind="input")
     except FileNotFoundError:

@@ -52,6 +52,14 @@ def _noop(x: int) -> int:
     return x
 
 
+def _timed(path: str) -> dict:
+    """summarize_trace plus the worker's CPU seconds for it (CPU time does not grow when the box is shared)."""
+    t = time.process_time()
+    rec = summarize_trace(path)
+    rec["cpu_s"] = time.process_time() - t
+    return rec
+
+
 def _maxrss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
@@ -79,17 +87,17 @@ def _ingest(rec: dict, acc: FleetAccumulator) -> float:
 
 
 def bench_serial(files: list[Path]) -> dict:
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     acc = FleetAccumulator()
     for f in files:
         acc.add(summarize_trace(f))
-    wall = time.perf_counter() - t
-    return {"wall_s": wall}
+    return {"wall_s": time.perf_counter() - t, "cpu_s": time.process_time() - c}
 
 
 def bench_workers(files: list[Path], workers: int, repeats: int) -> dict:
     from dask.distributed import Client, as_completed
 
+    load = os.getloadavg()[0]
     t0 = time.perf_counter()
     cluster = local_cluster(workers)
     client = Client(cluster)
@@ -99,16 +107,18 @@ def bench_workers(files: list[Path], workers: int, repeats: int) -> dict:
         t0 = time.perf_counter()
         client.gather(client.map(summarize_trace, [str(files[0])] * workers, pure=False))
         warm_s = time.perf_counter() - t0
-        walls, ingest, sizes = [], [], []
+        walls, ingest, sizes, cpu, elapsed = [], [], [], [], []
         for _ in range(repeats):
             acc = FleetAccumulator()
             t0 = time.perf_counter()
-            futs = client.map(summarize_trace, [str(f) for f in files], pure=False)
+            futs = client.map(_timed, [str(f) for f in files], pure=False)
             ing = 0.0
             for fut in as_completed(futs):
                 rec = fut.result()
                 fut.release()
                 ing += _ingest(rec, acc)
+                cpu.append(rec.pop("cpu_s"))
+                elapsed.append(rec["elapsed_s"])
                 sizes.append(len(json.dumps(rec, separators=(",", ":"))))
                 if rec["error"]:
                     raise SystemExit(f"{rec['path']}: {rec['error']}")
@@ -126,9 +136,10 @@ def bench_workers(files: list[Path], workers: int, repeats: int) -> dict:
     finally:
         client.close()
         cluster.close()
-    return {"workers": workers, "start_s": start_s, "warmup_s": warm_s, "walls_s": walls,
+    return {"workers": workers, "load_avg_1min": load, "start_s": start_s, "warmup_s": warm_s, "walls_s": walls,
             "wall_s": statistics.median(walls), "ingest_s_per_trace": statistics.median(ingest) / len(files),
-            "finish_s": finish_s, "summary_bytes_mean": statistics.mean(sizes),
+            "finish_s": finish_s, "cpu_s_per_trace": statistics.mean(cpu),
+            "elapsed_s_per_trace": statistics.mean(elapsed), "summary_bytes_mean": statistics.mean(sizes),
             "worker_peak_rss_mib": max(rss.values()), "noop_task_ms": noop_ms}
 
 
@@ -149,26 +160,32 @@ def main() -> None:
         print(f"fleet: {n} traces ({args.copies} copies of {n // args.copies} from {args.source}), "
               f"{disk_mb:.1f} MB on disk, {json_mb:.1f} MB of JSON; {os.cpu_count()} CPUs; "
               f"load average before: {os.getloadavg()[0]:.2f}", flush=True)
-        serial = [bench_serial(files)["wall_s"] for _ in range(args.repeats)]
+        load = os.getloadavg()[0]
+        ser = [bench_serial(files) for _ in range(args.repeats)]
+        serial = [x["wall_s"] for x in ser]
         s_wall = statistics.median(serial)
+        print(f"  serial: walls {', '.join(f'{x:.2f}' for x in serial)} s; CPU "
+              f"{statistics.median(x['cpu_s'] for x in ser) / n:.3f} s per trace; load {load:.2f}", flush=True)
         rows = [("serial (no Dask)", s_wall, None)]
-        results = {"traces": n, "disk_mb": disk_mb, "json_mb": json_mb, "serial_walls_s": serial, "workers": []}
+        results = {"traces": n, "disk_mb": disk_mb, "json_mb": json_mb, "serial": ser, "workers": []}
         for w in counts:
             r = bench_workers(files, w, args.repeats)
             results["workers"].append(r)
             rows.append((f"Dask, {w} worker{'s' if w > 1 else ''}", r["wall_s"], r))
-            print(f"  {w} workers: walls {', '.join(f'{x:.2f}' for x in r['walls_s'])} s", flush=True)
+            print(f"  {w} workers: walls {', '.join(f'{x:.2f}' for x in r['walls_s'])} s; "
+                  f"load {r['load_avg_1min']:.2f}", flush=True)
         print(f"load average after: {os.getloadavg()[0]:.2f}\n")
         print("| run | wall s (median of %d) | traces/s | MB/s on disk | MB/s JSON | vs serial |" % args.repeats)
         print("|---|---:|---:|---:|---:|---:|")
         for name, wall, _ in rows:
             print(f"| {name} | {wall:.2f} | {n / wall:.1f} | {disk_mb / wall:.1f} | {json_mb / wall:.1f} | "
                   f"{s_wall / wall:.2f}x |")
-        print("\n| workers | cluster start s | warm-up s | client s per result | no-op task ms | "
-              "reduce (finish) s | summary KB | worker peak RSS MiB |")
-        print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print("\n| workers | worker CPU s per trace | worker wall s per trace | cluster start s | warm-up s | "
+              "client ms per result | no-op task ms | reduce (finish) s | summary KB | worker peak RSS MiB |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r in results["workers"]:
-            print(f"| {r['workers']} | {r['start_s']:.2f} | {r['warmup_s']:.2f} | {r['ingest_s_per_trace'] * 1e3:.2f} ms "
+            print(f"| {r['workers']} | {r['cpu_s_per_trace']:.3f} | {r['elapsed_s_per_trace']:.3f} "
+                  f"| {r['start_s']:.2f} | {r['warmup_s']:.2f} | {r['ingest_s_per_trace'] * 1e3:.2f} "
                   f"| {r['noop_task_ms']:.2f} | {r['finish_s']:.3f} | {r['summary_bytes_mean'] / 1e3:.1f} | "
                   f"{r['worker_peak_rss_mib']:.0f} |")
         if args.json:

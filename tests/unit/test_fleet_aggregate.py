@@ -58,7 +58,7 @@ def test_bad_files_become_error_summaries(tmp_path, monkeypatch) -> None:
     def boom(*a, **k):
         raise RuntimeError("bug")
 
-    monkeypatch.setattr("analyzer.fleet.analyze_trace", boom)
+    monkeypatch.setattr("analyzer.fleet.analyze_file", boom)
     s = summarize_trace(write(tmp_path, EVENTS))
     assert s["error_kind"] == "internal" and s["error"] == "internal error: RuntimeError: bug"
 
