@@ -112,6 +112,17 @@ def timeline_figure(events: pd.DataFrame, lanes: Sequence[str], title: str, webg
     return fig
 
 
+#: The zoomed timeline view ends after this many GPU ops of the step.
+ZOOM_OPS = 40
+_GPU_CATEGORIES = ("kernel", "memcpy", "memset", "graph replay")
+
+
+def first_ops_end_us(events: pd.DataFrame, n: int) -> float | None:
+    """End (us from the step's start) of the step's n-th GPU op; ``None`` when it has no more than n."""
+    gpu_end = np.sort(events.loc[events["category"].isin(_GPU_CATEGORIES), "end_us"].to_numpy(float))
+    return float(gpu_end[n - 1]) if gpu_end.size > n else None
+
+
 def step_label(index: int, batch_size: int | None) -> str:
     return f"{index}" if batch_size is None else f"{index} (bs {batch_size})"
 

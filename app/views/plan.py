@@ -173,7 +173,7 @@ snippets = plan.config_snippets()
 configs = plan.configs()
 for tab, name in zip(tabs, SERVERS):  # three servers
     with tab:
-        st.code(json.dumps(configs[name], indent=2), language="json")
+        st.code(json.dumps(configs[name]), language="json", wrap_lines=True)
         st.code(snippets[name], language="yaml" if name == "tensorrt_llm" else "bash")
 
 with st.expander("Per batch size, and the trade-off curve"):
