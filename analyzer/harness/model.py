@@ -16,7 +16,7 @@ steps or graph replays stays in bounds; attention always runs over the whole sta
 Weights are random (bf16 on CUDA, float32 on the CPU): per-kernel work and launch counts
 are what matter for launch gaps, not the values. The code is plain tensor code written the
 way eager model code usually is (an HF-style RMSNorm of six ops, RoPE from slices), so the
-eager step has a realistic number of small kernels (about 38 per layer).
+eager step has a realistic number of small kernels (about 46 per layer).
 """
 from __future__ import annotations
 
