@@ -75,9 +75,8 @@ with inputs:
         if not named_reports:
             st.info("Load traces on the Traces page, or use harness timings.")
     else:
-        bundled = [p for p in settings().samples_dir.rglob("*.json")
-                   if p.name in ("truth.json", "timings.json") and looks_like_timings(p)] \
-            if settings().samples_dir.is_dir() else []
+        root = settings().samples_dir
+        bundled = [p for p in root.rglob("*.json") if looks_like_timings(p)] if root.is_dir() else []
         bundled_names = {p.relative_to(settings().samples_dir).as_posix(): p for p in sorted(bundled)}
         choice = st.selectbox("Timings file", ["upload…"] + list(bundled_names), index=1 if bundled_names else 0,
                               key="lg_plan_timings_pick")

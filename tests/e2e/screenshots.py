@@ -1,0 +1,100 @@
+"""Regenerate docs/screenshots/*.png: one per dashboard page, from the bundled samples.
+
+    .venv/bin/python -m tests.e2e.screenshots [OUT_DIR]
+
+Starts ``launchgap app`` on a free port, drives Debian chromium like the browser tests,
+and writes palette-quantised PNGs (small enough to commit) to OUT_DIR (default
+docs/screenshots). Not a test: pytest does not collect it.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from playwright.sync_api import sync_playwright
+
+from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, REPO, UI_TIMEOUT_MS, _healthy, free_port
+from tests.e2e.test_browser import (DISTRIBUTION_CSV, VIEWPORT, full_page_screenshot, metric_value, open_page,
+                                    wait_for_charts)
+
+#: Samples to show besides the default ones, so Compare has eager/graph pairs at several batch sizes.
+EXTRA_SAMPLES = ("h200/1b_bs1_eager.json.gz", "h200/1b_bs1_graph.json.gz", "h200/1b_bs64_graph.json.gz")
+
+
+def _quantise(path: Path) -> None:
+    from PIL import Image
+
+    im = Image.open(path).convert("RGB")
+    im.quantize(colors=128, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE).save(path, optimize=True)
+
+
+def main(out: Path) -> int:
+    out.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/"
+    proc = subprocess.Popen([sys.executable, "-m", "analyzer", "app", "--port", str(port)], cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while not _healthy(url):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                print("launchgap app did not start", file=sys.stderr)
+                return 1
+            time.sleep(0.3)
+        with sync_playwright() as pw, tempfile.TemporaryDirectory() as tmp:
+            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+            page = browser.new_page(viewport=VIEWPORT)
+            page.goto(url, timeout=UI_TIMEOUT_MS)
+            page.get_by_text("Loaded traces").wait_for(timeout=UI_TIMEOUT_MS)
+            box = page.get_by_test_id("stMultiSelect").first
+            for rel in EXTRA_SAMPLES:
+                if (REPO / "traces" / rel).is_file():
+                    box.locator("input").first.fill(rel)
+                    page.keyboard.press("Enter")
+                    page.keyboard.press("Escape")
+                    page.wait_for_timeout(1500)
+            page.wait_for_timeout(1500)
+            full_page_screenshot(page, out / "traces.png")
+
+            open_page(page, "Diagnosis")
+            page.get_by_test_id("stSelectbox").first.locator("input").first.fill("h200-1b/1b_bs8_eager")
+            page.keyboard.press("Enter")
+            metric_value(page, "Predicted CUDA-graph speedup")
+            wait_for_charts(page, 3)
+            page.wait_for_timeout(1500)
+            full_page_screenshot(page, out / "diagnosis.png")
+
+            open_page(page, "Compare")
+            wait_for_charts(page, 3)
+            page.wait_for_timeout(1500)
+            full_page_screenshot(page, out / "compare.png")
+
+            open_page(page, "Capture plan")
+            page.get_by_text("harness timings (JSON)").click()
+            page.get_by_text("Timings file").wait_for(timeout=UI_TIMEOUT_MS)
+            page.get_by_text("a CSV / JSON histogram").click()
+            dist = Path(tmp) / "decode_batch_sizes.csv"
+            dist.write_text(DISTRIBUTION_CSV)
+            page.locator("input[type=file]").set_input_files(str(dist))
+            page.get_by_text("Using decode_batch_sizes.csv").wait_for(timeout=UI_TIMEOUT_MS)
+            metric_value(page, "Graphs to capture")
+            wait_for_charts(page, 2)
+            page.wait_for_timeout(1500)
+            full_page_screenshot(page, out / "plan.png")
+            browser.close()
+        for name in ("traces", "diagnosis", "compare", "plan"):
+            _quantise(out / f"{name}.png")
+            print(f"{out / name}.png: {(out / f'{name}.png').stat().st_size / 1e3:.0f} kB")
+        return 0
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=15)
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / "docs" / "screenshots"))
