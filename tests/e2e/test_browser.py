@@ -148,3 +148,82 @@ def test_two_browser_sessions_are_isolated(app_server, browser, tmp_path) -> Non
     finally:
         a.close()
         b.close()
+
+
+LOAD_TRACES = ("h200/1b_bs1_eager.json.gz", "h200/1b_bs64_eager.json.gz", "h200/8b_bs1_eager.json.gz",
+               "h200/70b-slice_bs1_eager.json.gz", "h200/70b-slice_bs64_eager.json.gz", "h200/tiny_bs1_eager.json.gz")
+#: Stated bound for the load test: the Streamlit server process's resident memory stays under this.
+LOAD_MAX_RSS_BYTES = 2 * 1024**3
+#: ... and its health endpoint answers within this while every session parses and renders.
+LOAD_MAX_HEALTH_S = 5.0
+
+
+@pytest.mark.slow
+def test_concurrent_sessions_each_get_their_own_result(app_server, browser, artifacts, tmp_path) -> None:
+    """Six browser sessions upload six different traces at once; each sees its own numbers, the server stays up."""
+    import json
+    import threading
+    import time
+    import urllib.request
+
+    psutil = pytest.importorskip("psutil")
+    files = [REPO / "traces" / rel for rel in LOAD_TRACES]
+    if not all(f.is_file() for f in files):
+        pytest.skip("the traces/h200 samples are not all present")
+    expected = {f.name: f"{analyze_trace(load_trace(f)).summary.predicted_speedup:.1f}x" for f in files}
+    server = [p for p in psutil.process_iter(["cmdline"])
+              if p.info["cmdline"] and "--server.port" in p.info["cmdline"]
+              and app_server.rstrip("/").rsplit(":", 1)[1] in p.info["cmdline"]]
+    assert len(server) == 1, "cannot find the Streamlit server process"
+    proc = server[0]
+
+    samples = {"rss": [], "health_s": []}
+    stop = threading.Event()
+
+    def watch() -> None:  # runs beside the browser: memory and responsiveness every 0.2 s
+        while not stop.is_set():
+            samples["rss"].append(proc.memory_info().rss)
+            t = time.monotonic()
+            try:
+                urllib.request.urlopen(app_server + "_stcore/health", timeout=LOAD_MAX_HEALTH_S * 2).read()
+                samples["health_s"].append(time.monotonic() - t)
+            except OSError:
+                samples["health_s"].append(float("inf"))
+            stop.wait(0.2)
+
+    contexts = [browser.new_context(viewport=VIEWPORT) for _ in files]
+    watcher = threading.Thread(target=watch, daemon=True)
+    try:
+        pages = [c.new_page() for c in contexts]
+        for p in pages:
+            p.goto(app_server, timeout=UI_TIMEOUT_MS)
+        for p in pages:
+            p.get_by_text("Loaded traces").wait_for(timeout=UI_TIMEOUT_MS)
+        watcher.start()
+        t0 = time.monotonic()
+        for p, f in zip(pages, files):  # all uploads start before any result is awaited
+            p.locator("input[type=file]").set_input_files(str(f))
+        got = {}
+        for p, f in zip(pages, files):
+            p.get_by_text("Loaded 1 of 1 file(s)").wait_for(timeout=UI_TIMEOUT_MS)
+            open_page(p, "Diagnosis")
+            got[f.name] = metric_value(p, "Predicted CUDA-graph speedup")
+            box = p.get_by_test_id("stSelectbox").first
+            shown = box.inner_text() + " ".join(i.input_value() for i in box.locator("input").all())
+            assert f.name in shown
+            wait_for_charts(p, 3)
+        wall_s = time.monotonic() - t0
+    finally:
+        stop.set()
+        if watcher.is_alive():
+            watcher.join(timeout=10)
+        for c in contexts:
+            c.close()
+    assert got == expected
+    numbers = {"sessions": len(files), "wall_s": round(wall_s, 2),
+               "peak_rss_mib": round(max(samples["rss"]) / 2**20, 1),
+               "health_p50_ms": round(1e3 * sorted(samples["health_s"])[len(samples["health_s"]) // 2], 1),
+               "health_max_ms": round(1e3 * max(samples["health_s"]), 1), "health_samples": len(samples["health_s"])}
+    (artifacts / "load.json").write_text(json.dumps(numbers, indent=1) + "\n")
+    assert max(samples["rss"]) < LOAD_MAX_RSS_BYTES, numbers
+    assert max(samples["health_s"]) < LOAD_MAX_HEALTH_S, numbers

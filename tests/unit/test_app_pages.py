@@ -398,3 +398,38 @@ def test_config_toml_matches_launcher() -> None:
     assert cfg["server"]["address"] == "127.0.0.1"
     assert cfg["server"]["maxUploadSize"] >= 1024
     assert cfg["browser"]["gatherUsageStats"] is False
+
+
+# --- Step timeline table -----------------------------------------------------------------------
+
+def test_step_events_exact() -> None:
+    from analyzer.steps import StepOptions
+    from app.charts import first_ops_end_us
+    from app.timeline import step_events, step_index
+
+    trace = _load(EAGER, "e.json")
+    rep = analyze_trace(trace)
+    events, lanes = step_events(trace, step_index(trace, StepOptions()), rep.steps[1])  # the step at t0 = 1000 us
+    assert lanes == ["CPU step", "CPU thread 100", "GPU 0 stream 7", "GPU 0 idle"]
+    rows = {(r.category, r.start_us, r.end_us) for r in events.itertuples()}
+    # Times from the step's start (its CPU range begins at 1000 us, before the GPU window at 1020 us).
+    assert rows == {("step range", 0.0, 100.0), ("launch call", 10.0, 15.0), ("launch call", 40.0, 45.0),
+                    ("kernel", 20.0, 30.0), ("kernel", 50.0, 60.0),
+                    ("idle: host", 30.0, 40.0), ("idle: launch", 40.0, 50.0)}  # gap [30, 50]: host 10, launch 10
+    assert first_ops_end_us(events, 1) == 30.0 and first_ops_end_us(events, 2) is None
+
+
+def test_parsed_trace_does_not_outlive_its_session_beyond_the_cache(monkeypatch) -> None:
+    """With a cache too small to keep anything, a session's trace is freed when the session goes."""
+    import gc
+    import weakref
+
+    monkeypatch.setenv("LAUNCHGAP_CACHE_BYTES", "1")
+    st.cache_resource.clear()
+    at = upload(new_app(), [("a.json", EAGER)])
+    entry = next(iter(at.session_state["lg_traces"].values()))
+    ref = weakref.ref(entry.trace)
+    del entry
+    del at
+    gc.collect()
+    assert ref() is None
