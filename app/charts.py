@@ -142,7 +142,8 @@ def idle_by_cause_figure(report: TraceReport):
             continue
         fig.add_trace(go.Bar(x=x, y=y, name=f"idle: {CAUSE_LABELS[c]}", marker_color=CAUSE_COLORS[c],
                              hovertemplate="step %{x}<br>" + CAUSE_LABELS[c] + " %{y:,.1f} us<extra></extra>"))
-    fig.update_layout(**_LAYOUT, barmode="stack", height=340, title=dict(text="GPU window per step", font=dict(size=14)))
+    fig.update_layout(**_LAYOUT, barmode="stack", height=340,
+                      title=dict(text="GPU window per step", font=dict(size=14)))
     fig.update_xaxes(title="step", type="category")
     fig.update_yaxes(title="us")
     return fig

@@ -80,7 +80,8 @@ def _facts(rep) -> dict[str, float]:
         "step, unprofiled estimate (us)": s.estimated_unprofiled_step_us_median,
         "GPU busy (us)": s.gpu_busy_us_median, "GPU idle (fraction)": s.gpu_idle_fraction,
         "kernels per step": s.kernels_per_step_median, "launch API time per step (us)": s.launch_api_us_per_step_median,
-        "launch-to-kernel ratio": s.launch_to_kernel_ratio, "predicted graph step (us)": s.predicted_graph_step_us_median,
+        "launch-to-kernel ratio": s.launch_to_kernel_ratio,
+        "predicted graph step (us)": s.predicted_graph_step_us_median,
         "predicted CUDA-graph speedup": s.predicted_speedup,
     }
 

@@ -155,7 +155,8 @@ with a:
 with b:
     st.plotly_chart(distribution_figure(plan), width="stretch", key="lg_plan_dist_fig")
 
-base = pd.DataFrame([{"setup": SERVER_LABELS[k], "graphs": v.score.n_graphs, "expected step (us)": v.score.expected_step_us,
+base = pd.DataFrame([{"setup": SERVER_LABELS[k], "graphs": v.score.n_graphs,
+                      "expected step (us)": v.score.expected_step_us,
                       "graph memory (MiB)": v.memory_mib, "within budget": v.within_budget,
                       "plan saves": 1 - plan.expected_step_us / v.score.expected_step_us
                       if v.score.expected_step_us > 0 else 0.0}
