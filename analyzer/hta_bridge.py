@@ -79,7 +79,7 @@ AGREE_REL = 0.01
 AGREE_ABS_US = 0.01
 #: Launch calls HTA's launch statistics join to GPU work (exact names, HTA 0.5.0).
 HTA_LAUNCH_APIS = ("cudaLaunchKernel", "cudaLaunchKernelExC")
-#: Event categories that are GPU work for launchgap (HTA's idle breakdown uses the same).
+#: Event categories that are GPU work for launchgap (HTA's idle breakdown takes these, and MTIA's).
 GPU_OP_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 #: Event categories HTA's idle-time breakdown runs over (HTA 0.5.0; MTIA's device ops included).
 _HTA_IDLE_CATS = ("kernel", "Kernel", "gpu_memset", "Memset", "gpu_memcpy", "Memcpy", "mtia_ccp_events")
