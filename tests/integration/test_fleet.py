@@ -102,7 +102,9 @@ def test_fleet_matches_analyze_trace_by_trace(fleet_dir: Path, tmp_path: Path, s
 def test_rerun_skips_done_traces(fleet_dir: Path, tmp_path: Path, scheduler: str, capsys) -> None:
     out = tmp_path / "results.jsonl"
     assert main(["fleet", str(fleet_dir / "srv-a"), "--scheduler", scheduler, "--out", str(out)]) == 0
-    capsys.readouterr()
+    text = capsys.readouterr().out
+    assert text.startswith("Fleet: 3 traces analysed, 0 failed, 18 steps\n")
+    assert "Capture plan for the fleet\n  Capture " in text and "--cuda-graph-bs" in text
     assert len(_lines(out)) == 3
     # Now the whole fleet: srv-a is already there and only srv-b is analysed.
     assert main(["fleet", str(fleet_dir), "--scheduler", scheduler, "--out", str(out), "--format", "json"]) == 2

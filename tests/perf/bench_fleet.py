@@ -107,9 +107,11 @@ def bench_workers(files: list[Path], workers: int, repeats: int) -> dict:
         t0 = time.perf_counter()
         client.gather(client.map(summarize_trace, [str(files[0])] * workers, pure=False))
         warm_s = time.perf_counter() - t0
-        walls, ingest, sizes, cpu, elapsed = [], [], [], [], []
+        walls, ingest, sizes, cpu, elapsed, w_cpu, c_cpu = [], [], [], [], [], [], []
         for _ in range(repeats):
             acc = FleetAccumulator()
+            w0 = client.run(time.process_time)
+            c0 = time.process_time()
             t0 = time.perf_counter()
             futs = client.map(_timed, [str(f) for f in files], pure=False)
             ing = 0.0
@@ -123,6 +125,11 @@ def bench_workers(files: list[Path], workers: int, repeats: int) -> dict:
                 if rec["error"]:
                     raise SystemExit(f"{rec['path']}: {rec['error']}")
             walls.append(time.perf_counter() - t0)
+            # CPU seconds do not stretch when other processes share the cores, unlike wall time:
+            # all worker processes' CPU, and this process's (client + the LocalCluster's scheduler).
+            c_cpu.append(time.process_time() - c0)
+            w1 = client.run(time.process_time)
+            w_cpu.append(sum(w1[k] - w0[k] for k in w1))
             ingest.append(ing)
             t0 = time.perf_counter()
             acc.finish()
@@ -139,6 +146,8 @@ def bench_workers(files: list[Path], workers: int, repeats: int) -> dict:
     return {"workers": workers, "load_avg_1min": load, "start_s": start_s, "warmup_s": warm_s, "walls_s": walls,
             "wall_s": statistics.median(walls), "ingest_s_per_trace": statistics.median(ingest) / len(files),
             "finish_s": finish_s, "cpu_s_per_trace": statistics.mean(cpu),
+            "worker_cpu_s_per_trace": statistics.median(w_cpu) / len(files),
+            "client_cpu_s_per_trace": statistics.median(c_cpu) / len(files),
             "elapsed_s_per_trace": statistics.mean(elapsed), "summary_bytes_mean": statistics.mean(sizes),
             "worker_peak_rss_mib": max(rss.values()), "noop_task_ms": noop_ms}
 
@@ -180,6 +189,13 @@ def main() -> None:
         for name, wall, _ in rows:
             print(f"| {name} | {wall:.2f} | {n / wall:.1f} | {disk_mb / wall:.1f} | {json_mb / wall:.1f} | "
                   f"{s_wall / wall:.2f}x |")
+        print("\n| workers | analysis CPU s per trace | worker process CPU s per trace | client+scheduler CPU ms "
+              "per trace | projected traces/s on dedicated cores | worker wall s per trace |")
+        print("|---:|---:|---:|---:|---:|---:|")
+        for r in results["workers"]:
+            proj = min(r["workers"] / r["worker_cpu_s_per_trace"], 1 / r["client_cpu_s_per_trace"])
+            print(f"| {r['workers']} | {r['cpu_s_per_trace']:.3f} | {r['worker_cpu_s_per_trace']:.3f} | "
+                  f"{r['client_cpu_s_per_trace'] * 1e3:.2f} | {proj:.1f} | {r['elapsed_s_per_trace']:.3f} |")
         print("\n| workers | worker CPU s per trace | worker wall s per trace | cluster start s | warm-up s | "
               "client ms per result | no-op task ms | reduce (finish) s | summary KB | worker peak RSS MiB |")
         print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")

@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from analyzer.commands.fleet import render_fleet
 from analyzer.errors import InputError
 from analyzer.fleet import (
     RUN_SCHEMA, TRACE_SCHEMA, Distribution, FleetAccumulator, is_done, latest_records, load_fleet_results,
@@ -115,6 +116,11 @@ def test_distributions_outliers_and_idle() -> None:
     d = rep.to_dict()
     assert d["schema"] == "launchgap.fleet/1" and d["batch_histogram"] == {"8": 5}
     json.dumps(d, allow_nan=False)
+    text = render_fleet(rep).splitlines()
+    assert text[0] == "Fleet: 4 traces analysed, 1 failed, 6 steps"
+    assert any(ln.split() == ["b", "1", "eager", "8", "300.0", "1.50x", "launch-bound"] for ln in text)
+    assert "  8: 5 (100%)" in text
+    assert "Failed traces (1)" in text and "  e: not a trace" in text
 
 
 def test_fleet_plan_from_merged_costs() -> None:
