@@ -9,17 +9,20 @@ device still pays a fraction of a microsecond between kernel nodes; a kernel tha
 longer than ``long_kernel_us`` hides that cost behind its own execution, so only kernels
 shorter than it are charged ``node_us``. ``graph_launch_us`` is the one launch of the graph.
 
-Defaults were fitted on ../shared/traces/h200-1b (H200, torch 2.11, a 16-layer 1B-class
-decoder, batch 1/8/64/256; see README "Prediction"): with ``long_kernel_us = 20``, least
-squares of (unprofiled graph_us - eager busy) over the short-kernel count gives 0.39 us per
-node (the graph traces themselves show 0.42-0.47 us median gaps between short kernels,
-0.29 us after long ones), and a few us for the graph launch.
+Defaults were fitted on two H200 data sets (see README "Prediction"): the reference traces
+../shared/traces/h200-1b (1B-class decoder, batch 1/8/64/256) and the harness's own traces
+under traces/h200 (tiny, 1b, 8b, 70b-slice presets). Weighted least squares of (unprofiled
+graph_us - eager busy - graph_launch_us) over the short-kernel count gives 0.33-0.35 us per
+node for cut-offs of 10-50 us (0.34 with 20 us); per model the residual is 0.25 (tiny) to
+0.46 us (8b, 70b-slice at batch 1) per node, so expect a few percent of model-to-model spread.
+The graph traces themselves show 0.42-0.47 us median gaps after short kernels and 0.29 us
+after long ones.
 
 Profiled eager steps are slower than unprofiled ones because the profiler records every
-host event: the estimate ``profiler_us_per_host_event`` (1.5 us per recorded CPU op and
-runtime call, fitted on the same data: profiled steps there are 1.34-1.54x the unprofiled
-ones) turns a profiled step into an estimated unprofiled one. A real measurement
-(``observed_step_us``) always wins over that estimate.
+host event: the estimate ``profiler_us_per_host_event`` (1.8 us per recorded CPU op and
+runtime call; the same data gives 1.25-3.5 us, median about 1.8, with profiled steps
+1.3-1.8x the unprofiled ones) turns a profiled step into an estimated unprofiled one. A real
+measurement (``observed_step_us``) always wins over that estimate.
 """
 from __future__ import annotations
 
@@ -32,10 +35,10 @@ import numpy as np
 class PredictionModel:
     """Constants of the graph-step model (all in microseconds)."""
 
-    node_us: float = 0.39
+    node_us: float = 0.34
     long_kernel_us: float = 20.0
-    graph_launch_us: float = 5.0
-    profiler_us_per_host_event: float = 1.5
+    graph_launch_us: float = 3.0
+    profiler_us_per_host_event: float = 1.8
 
     def predict_graph_us(self, gpu_busy_us: np.ndarray, n_short_kernels: np.ndarray) -> np.ndarray:
         """Predicted graph-replay step time for each step (same shapes in, us out)."""

@@ -40,8 +40,8 @@ def test_step_numbers(report) -> None:
     assert st.launch_to_kernel_ratio == 0.28
     assert st.launch_delay_us_median == 9.0  # delays 9, 10, 15, 5 -> lower median 9
     assert st.host_events == 5  # 4 launches + 1 sync
-    # busy 50 + 0.39 us x 3 short kernels (k3 is 30 us >= 20 us) + 5 us graph launch
-    assert st.predicted_graph_us == pytest.approx(56.17)
+    # busy 50 + 0.34 us x 3 short kernels (k3 is 30 us >= 20 us) + 3 us graph launch
+    assert st.predicted_graph_us == pytest.approx(54.02)
 
 
 def test_summary_and_devices(report) -> None:
@@ -50,9 +50,9 @@ def test_summary_and_devices(report) -> None:
     assert s.steps == 1 and s.batch_sizes == [2]
     assert s.gpu_idle_fraction == pytest.approx(35 / 85, abs=1e-3)
     assert s.launch_delay_us_p50 == 9.5
-    assert s.estimated_unprofiled_step_us_median == 77.5  # 85 - 1.5 us x 5 host events
-    assert s.predicted_speedup == pytest.approx(77.5 / 56.17, abs=1e-3)
-    assert s.predicted_speedup_profiled == pytest.approx(85 / 56.17, abs=1e-3)
+    assert s.estimated_unprofiled_step_us_median == 76.0  # 85 - 1.8 us x 5 host events
+    assert s.predicted_speedup == pytest.approx(76.0 / 54.02, abs=1e-3)
+    assert s.predicted_speedup_profiled == pytest.approx(85 / 54.02, abs=1e-3)
     assert s.verdict == "launch-bound"
     (dev,) = report.devices
     assert dev.device == 0 and dev.name == "Test GPU" and dev.kernels == 4
@@ -62,7 +62,7 @@ def test_summary_and_devices(report) -> None:
 
 def test_observed_step_calibrates_speedup(tmp_path) -> None:
     rep = analyze_trace(load_trace(write(tmp_path, EVENTS)), AnalysisOptions(observed_step_us=112.34))
-    assert rep.summary.predicted_speedup == pytest.approx(112.34 / 56.17, abs=1e-3)
+    assert rep.summary.predicted_speedup == pytest.approx(112.34 / 54.02, abs=1e-3)
     assert rep.summary.estimated_profiler_inflation == pytest.approx(85 / 112.34, abs=1e-3)
     assert "observed step" in rep.summary.verdict_detail
 
