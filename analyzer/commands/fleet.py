@@ -195,13 +195,11 @@ def _connect(args: argparse.Namespace, n_tasks: int):
     try:
         versions = client.run(worker_version)
     except Exception as exc:  # noqa: BLE001 - any failure here means the workers cannot run our code
-        client.close()
-        if cluster is not None:
-            cluster.close()
+        _shutdown(client, cluster)
         raise AnalyzerError(f"the Dask workers cannot run launchgap ({type(exc).__name__}: {exc}); install "
                             f"launchgap on every worker") from None
     if not versions:
-        client.close()
+        _shutdown(client, cluster)
         raise AnalyzerError(f"the Dask cluster at {args.scheduler} has no workers")
     odd = sorted(w for w, v in versions.items() if v != __version__)
     if odd:
@@ -303,9 +301,21 @@ def _run_pending(args: argparse.Namespace, pending: list[str], idents: dict[str,
     finally:
         if fh is not None:
             fh.close()
-        client.close()
-        if cluster is not None:
-            cluster.close()
+        _shutdown(client, cluster)
+
+
+def _shutdown(client, cluster) -> None:
+    """Close the client and the local cluster, best effort.
+
+    Runs in ``finally`` blocks, often during an interruption: an error while closing (a timeout
+    on a loaded machine, a worker already gone) must not replace the error being raised, and
+    the results already written are complete either way.
+    """
+    for close in [client.close] + ([cluster.close] if cluster is not None else []):
+        try:
+            close(timeout=10)
+        except Exception:  # noqa: BLE001, S110 - see the docstring
+            pass
 
 
 # --- rendering ---------------------------------------------------------------------------------

@@ -13,22 +13,27 @@ from analyzer.fleet import (
 )
 from analyzer.gaps import CAUSES
 from analyzer.planner import PlanOptions
+from analyzer.predict import PredictionModel
 from analyzer.report import AnalysisOptions
 from tests.unit.kineto_tiny import write
 from tests.unit.test_report_tiny import EVENTS
+
+#: Model constants pinned here so the exact numbers below do not move when the defaults are refitted.
+MODEL = PredictionModel(node_us=0.39, long_kernel_us=20.0, graph_launch_us=5.0, profiler_us_per_host_event=1.5)
+OPTS = AnalysisOptions(model=MODEL)
 
 
 def test_summary_of_tiny_trace(tmp_path) -> None:
     # The one-step trace of test_report_tiny: window [10, 95], busy 50, 5 host events.
     p = write(tmp_path, EVENTS)
-    s = summarize_trace(p)
+    s = summarize_trace(p, OPTS)
     assert s["schema"] == TRACE_SCHEMA and s["error"] is None and s["error_kind"] is None
     assert s["path"] == str(p) and s["size_bytes"] == p.stat().st_size and s["mtime_ns"] == p.stat().st_mtime_ns
     assert s["mode"] == "eager" and s["format"] == "kineto" and s["rank"] is None
     st = s["steps"]
     assert st["batch_size"] == [2] and st["dur_us"] == [85.0] and st["gpu_busy_us"] == [50.0]
     assert st["gpu_idle_us"] == [35.0] and st["kernels"] == [4] and st["host_events"] == [5]
-    assert st["predicted_graph_us"] == [pytest.approx(56.17)]
+    assert st["predicted_graph_us"] == [pytest.approx(56.17)]  # busy 50 + 0.39 x 3 short kernels + 5
     assert {c: v[0] for c, v in st["idle_us_by_cause"].items()} == {
         "host": 13.0, "launch": 15.0, "sync": 2.0, "gpu": 5.0, "unattributed": 0.0, "peer": 0.0}
     assert s["batch_histogram"] == {"2": 1}
@@ -42,7 +47,7 @@ def test_summary_of_tiny_trace(tmp_path) -> None:
 
 def test_summary_follows_options(tmp_path) -> None:
     p = write(tmp_path, EVENTS)
-    s = summarize_trace(p, AnalysisOptions(observed_step_us=70.0))
+    s = summarize_trace(p, AnalysisOptions(model=MODEL, observed_step_us=70.0))
     assert s["summary"]["observed_step_us"] == 70.0
     assert s["summary"]["predicted_speedup"] == pytest.approx(70.0 / 56.17, abs=1e-3)
 
