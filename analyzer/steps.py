@@ -16,7 +16,8 @@ CPU range; the step's **GPU window** runs from the first to the last GPU op it l
 The **batch size** of a step is read from the step's own text, else from the first
 annotation inside it, with :data:`DEFAULT_BATCH_REGEX` (``bs=8``, ``batch_size=8``,
 ``batch 8``, ``decode_step[bs=8]``) or a user pattern whose first group is the number;
-else from the recorded input shapes of a chosen CPU op (``batch_op``); else unknown (-1).
+else from the recorded input shapes of a chosen CPU op (``batch_op``; by default the first
+of :data:`DEFAULT_BATCH_OPS` found in the step); else unknown (-1).
 """
 from __future__ import annotations
 
@@ -32,6 +33,10 @@ from analyzer.trace import Api, Kind, Trace
 DEFAULT_STEP_REGEX = r"(?i)(decode|model_step|execute_model|generate_step|forward_step|^step\b|\bstep[\[#_ (]|iteration)"
 DEFAULT_BATCH_REGEX = r"(?i)(?:\bbs|\bbatch(?:[_ ]?size)?)\s*[=: ]\s*(\d+)"
 _PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
+#: Where a decode step's batch shows in recorded input shapes when no text names it (needs
+#: ``record_shapes=True``): the token ids fed to the embedding (``[batch, 1]`` or, flattened,
+#: ``[tokens]``), else the logits the next token is picked from (``argmax`` over ``[batch, vocab]``).
+DEFAULT_BATCH_OPS = ("aten::embedding:1:0", "aten::argmax:0:0")
 
 
 @dataclass(frozen=True)
@@ -166,8 +171,10 @@ def _batch_sizes(trace: Trace, starts: np.ndarray, ends: np.ndarray, names: list
             values = np.array([lookup[int(n)] for n in trace.name_id[cand[inside][first]]], dtype=np.int64)
             fill = batch[steps_hit] < 0
             batch[steps_hit[fill]] = values[fill]
-    if opts.batch_op and (batch < 0).any():
-        batch = _batch_from_op(trace, starts, ends, batch, opts.batch_op)
+    for spec in ([opts.batch_op] if opts.batch_op else DEFAULT_BATCH_OPS):
+        if not (batch < 0).any():
+            break
+        batch = _batch_from_op(trace, starts, ends, batch, spec)
     return batch
 
 

@@ -96,8 +96,17 @@ def test_batch_from_op_input_shapes(tmp_path) -> None:
         ev += [ann("step", t0, 50.0), cpu_op("aten::embedding", t0 + 1, 3, dims=[[32000, 64], [bs, 1]]),
                launch(t0 + 2, 2, corr=i + 1), kernel(t0 + 5, 10, corr=i + 1)]
     t = load_trace(write(tmp_path, ev))
-    assert find_steps(t).batch_size.tolist() == [-1, -1]
+    # By default the token ids fed to the embedding give the batch size...
+    assert find_steps(t).batch_size.tolist() == [4, 12]
     assert find_steps(t, StepOptions(batch_op="aten::embedding:1:0")).batch_size.tolist() == [4, 12]
+    # ...a chosen op replaces the defaults, and ARG/DIM pick the number.
+    assert find_steps(t, StepOptions(batch_op="aten::embedding:0:1")).batch_size.tolist() == [64, 64]
     with pytest.raises(InputError):
         find_steps(t, StepOptions(batch_op="aten::embedding:x"))
     assert np.all(find_steps(t, StepOptions(batch_op="aten::missing")).batch_size == -1)
+
+
+def test_batch_from_logits_argmax_when_no_embedding(tmp_path) -> None:
+    ev = [ann("ProfilerStep#1", 0, 50), cpu_op("aten::argmax", 1, 3, dims=[[16, 32000], [], []]),
+          launch(2, 2, corr=1), kernel(5, 10, corr=1)]
+    assert find_steps(load_trace(write(tmp_path, ev))).batch_size.tolist() == [16]
