@@ -18,7 +18,7 @@ import json
 import os
 from pathlib import Path
 
-from hypothesis import HealthCheck, currently_in_test_context, event, settings
+from hypothesis import HealthCheck, Phase, currently_in_test_context, event, settings
 
 from analyzer.cli import main
 from analyzer.errors import AnalyzerError
@@ -29,9 +29,11 @@ from analyzer.report import analyze_trace
 DEFAULT_EXAMPLES = 40
 EXAMPLES = int(os.environ.get("LAUNCHGAP_FUZZ_EXAMPLES", str(DEFAULT_EXAMPLES)))
 # Files are written under a per-module temporary folder, so a function-scoped fixture is not re-entered.
+# No "explain" phase: on a failure it re-runs thousands of variants, minutes on this machine.
 SETTINGS = settings(
     max_examples=EXAMPLES,
     deadline=None,
+    phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink),
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
                            HealthCheck.function_scoped_fixture],
 )
