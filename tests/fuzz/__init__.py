@@ -2,7 +2,8 @@
 
 The one property every test here checks: whatever the bytes of a file, loading it
 (:func:`analyzer.loaders.load_trace`) and analysing it (:func:`analyzer.report.analyze_trace`)
-either gives a report whose JSON serialises without NaN/inf, or raises an
+either gives a report whose JSON serialises without NaN/inf and whose times are possible
+(:func:`assert_sane`), or raises an
 :class:`~analyzer.errors.AnalyzerError` subclass with a one-line message naming the file;
 and ``launchgap analyze FILE --format json`` returns 0 or 2, never a traceback.
 
@@ -23,7 +24,7 @@ from hypothesis import HealthCheck, Phase, currently_in_test_context, event, set
 from analyzer.cli import main
 from analyzer.errors import AnalyzerError
 from analyzer.loaders import DEFAULT_MAX_TRACE_BYTES, load_trace
-from analyzer.report import analyze_trace
+from analyzer.report import TraceReport, analyze_trace
 
 #: Examples per test when LAUNCHGAP_FUZZ_EXAMPLES is unset: the whole folder stays under a minute on 2 cores.
 DEFAULT_EXAMPLES = 40
@@ -60,7 +61,21 @@ def check_load_analyze(path: Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> 
         assert str(path) in text, f"error message does not name the file: {text!r}"
         return _outcome(type(exc).__name__)
     json.dumps(report.to_dict(), allow_nan=False)
+    assert_sane(report)
     return _outcome("ok")
+
+
+def assert_sane(report: TraceReport) -> None:
+    """Numbers no trace can make true: a negative window or idle time, or more busy time than window.
+
+    A loader that lets a timestamp overflow int64 ns gives exactly these, silently.
+    """
+    for d in report.devices:
+        assert 0 <= d.gpu_busy_us <= d.gpu_window_us + 1e-3, d
+        assert d.gpu_idle_us >= 0, d
+    for s in report.steps:
+        assert 0 <= s.gpu_busy_us <= s.dur_us + 1e-3, s
+        assert s.gpu_idle_us >= 0 and s.cpu_us >= 0, s
 
 
 def _outcome(name: str) -> str:
