@@ -67,10 +67,10 @@ def small_real_trace(which: str, n_steps: int = 2, window_us: float = 400.0, ops
 def synthetic_trace() -> dict:
     """Every feature the loader and analysis read, in two decode steps (times in us).
 
-    Step 1 (eager): a GEMM under ``aten::mm``, an NCCL all-reduce under ``record_param_comms``
-    with its message shape, a copy, a set, a stream sync, and a kernel whose correlation id is
-    only on its ``ac2g`` flow (old Kineto). Step 2: one ``cudaGraphLaunch`` replaying three
-    kernels (``graph id``). Also a kernel on device 1 with a string pid, device names and
+    Step 1 (eager, ``bs=4`` in its name): a GEMM under ``aten::mm``, an NCCL all-reduce under
+    ``record_param_comms`` with its message shape, a copy, a set, a stream sync, and a kernel
+    whose correlation id is only on its ``ac2g`` flow (old Kineto). Step 2 (batch size from the
+    ``aten::embedding`` input shape): one ``cudaGraphLaunch`` replaying three kernels (``graph id``). Also a kernel on device 1 with a string pid, device names and
     ``distributedInfo``.
     """
     host = {"pid": 100, "tid": 100}
@@ -110,7 +110,8 @@ def synthetic_trace() -> dict:
         {"ph": "s", "id": 5, **host, "ts": 56, "cat": "ac2g", "name": "ac2g"},
         {"ph": "f", "id": 5, "pid": 0, "tid": 7, "ts": 60, "cat": "ac2g", "name": "ac2g", "bp": "e"},
         gpu("gpu_user_annotation", "decode_step[bs=4]", 10, 55, None),
-        x("user_annotation", "decode_step[bs=4]", 200, 100, {"External id": 2}),
+        x("user_annotation", "decode_step", 200, 100, {"External id": 2}),
+        x("cpu_op", "aten::embedding", 201, 3, {"Input Dims": [[32000, 2048], [4, 1], [], [], []]}),
         call("cudaGraphLaunch", 205, 10, 10),
         *(gpu("kernel", f"graph_node_{i}", 220 + 6 * i, 5, 10, **{"graph id": 1, "graph node id": i + 1})
           for i in range(3)),
@@ -160,12 +161,13 @@ CATS = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver", "cp
         "gpu_user_annotation", "ac2g", "Trace", "python_function", "KERNEL", "")
 PHASES = ("X", "f", "s", "M", "i", "B", "E", "x", "")
 #: Names that steer the analysis: step and batch markers, API classes, collectives, markup.
-NAMES = ("decode_step[bs=8]", "decode_step[bs=99999999999999999999]", "decode bs=0", "step[bs=-1]",
+NAMES = ("decode_step[bs=8]", "decode_step[bs=99999999999999999999]", "decode bs=0", "step[bs=-1]", "decode_step",
          "ProfilerStep#1", "ProfilerStep#99999999999999999999", "cudaLaunchKernel", "cudaGraphLaunch",
          "cudaStreamSynchronize", "cuLaunchKernelEx", "cudaMemcpyAsync", "record_param_comms",
          "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "all_reduce", "aten::mm",
          "<script>alert(1)</script>", "**bold** [x](javascript:1)", "", "\u00e9\u4e2d\U0001f600", "a" * 300)
-INPUT_DIMS = st.one_of(JSON, st.lists(st.lists(st.one_of(st.integers(-4, 4096), BIG_INTS), max_size=3), max_size=3),
+INPUT_DIMS = st.one_of(JSON, st.lists(st.lists(st.one_of(st.integers(-4, 4096), BIG_INTS, st.sampled_from([1e300, 0.5])),
+                                                max_size=3), max_size=3),
                        st.lists(st.lists(st.lists(BIG_INTS, min_size=1, max_size=3), max_size=2), min_size=1,
                                 max_size=2))
 #: Step marker texts with odd batch sizes.
@@ -224,7 +226,7 @@ def mutated_trace(draw) -> dict:
     ev = doc["traceEvents"]
     for _ in range(draw(st.integers(1, 8))):
         op = draw(st.sampled_from(["set", "set", "set_arg", "set_arg", "del", "del_arg", "drop", "dup", "same_corr",
-                                   "recat", "rename", "dims", "junk_event", "top", "step_name", "comm_dims"]))
+                                   "recat", "rename", "dims", "junk_event", "top", "step_name", "shape_dims"]))
         if not ev:
             ev.append({"ph": "X", "cat": "kernel", "name": "k", "ts": 0, "dur": 1})
         i = _pick(draw, ev)
@@ -254,8 +256,9 @@ def mutated_trace(draw) -> dict:
             rows = [j for j, a in enumerate(ev) if isinstance(a, dict) and a.get("cat") == "user_annotation"]
             if rows:
                 ev[draw(st.sampled_from(rows))]["name"] = draw(STEP_NAMES)
-        elif op == "comm_dims":  # the message shape of a collective
-            rows = [j for j, a in enumerate(ev) if isinstance(a, dict) and a.get("name") == "record_param_comms"]
+        elif op == "shape_dims":  # shapes the analysis reads: a collective's message, a batch size
+            rows = [j for j, a in enumerate(ev) if isinstance(a, dict) and isinstance(a.get("args"), dict)
+                    and "Input Dims" in a["args"] and a.get("name") in ("record_param_comms", "aten::embedding")]
             if rows:
                 _args(ev[draw(st.sampled_from(rows))])["Input Dims"] = draw(INPUT_DIMS)
         elif op == "dims":
