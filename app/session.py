@@ -97,7 +97,7 @@ def _suffix_of(name: str) -> str:
     return next((s for s in _UPLOAD_SUFFIXES if low.endswith(s)), "")
 
 
-def parse_upload(data: bytes, digest: str, name: str, settings: Settings, cache: BoundedCache) -> Trace:
+def parse_upload(data: bytes | memoryview, digest: str, name: str, settings: Settings, cache: BoundedCache) -> Trace:
     """Parse uploaded bytes (through the cache). The bytes live on disk only during the parse."""
     hit = cache.get(("trace", digest, settings.max_trace_bytes))
     if hit is not None:
@@ -164,7 +164,7 @@ def _finish(state: MutableMapping, key: str, name: str, source: str, digest: str
     return entry
 
 
-def add_upload(state: MutableMapping, name: str, data: bytes, settings: Settings,
+def add_upload(state: MutableMapping, name: str, data: bytes | memoryview, settings: Settings,
                cache: BoundedCache) -> LoadedTrace:
     """Parse and analyse an uploaded file into the session (a repeat of the same bytes and name is kept once)."""
     digest = content_digest(data)
@@ -172,7 +172,7 @@ def add_upload(state: MutableMapping, name: str, data: bytes, settings: Settings
     have = traces(state).get(key)
     if have is not None:
         return have
-    return _finish(state, key, name, "upload", digest, len(data),
+    return _finish(state, key, name, "upload", digest, memoryview(data).nbytes,
                    lambda: parse_upload(data, digest, name, settings, cache), settings, cache)
 
 

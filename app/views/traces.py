@@ -42,7 +42,8 @@ new_files = [f for f in (uploads or []) if f.file_id not in seen]
 jobs = []
 for f in new_files:
     seen.add(f.file_id)
-    jobs.append((f.name, f.size, lambda f=f: session.add_upload(state, f.name, f.getvalue(), settings(),
+    # getbuffer(): a view of the upload, not a second copy of up to a gigabyte.
+    jobs.append((f.name, f.size, lambda f=f: session.add_upload(state, f.name, f.getbuffer(), settings(),
                                                               trace_cache())))
 fresh = [e for e in run_with_progress(jobs) if e.ok]
 if fresh:  # the Diagnosis page opens on the file the user just uploaded
