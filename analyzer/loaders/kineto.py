@@ -5,17 +5,35 @@ unknown keys are skipped without building Python objects for them. Event categor
 kept: ``kernel``, ``gpu_memcpy``, ``gpu_memset``, ``cuda_runtime``, ``cuda_driver``,
 ``cpu_op``, ``user_annotation``, ``gpu_user_annotation``; ``ac2g`` flow events fill in
 a GPU op's correlation id when its args lack one. Everything else is dropped.
+
+How a large file is read (memory follows the events kept, not the JSON text):
+
+* The content is read (and gunzipped) in pieces of a few MB by a background thread
+  (:func:`~analyzer.loaders._io.read_ahead`), so decompression overlaps decoding.
+* Each piece is cut after the last complete event of ``traceEvents`` and decoded on its
+  own as a JSON array; the events become numpy columns at once and the piece and its
+  Python objects are dropped. A cut that is not between two events cannot decode (a
+  string or object would be left open), so a wrong cut is never silently accepted: the
+  loader then decodes the whole document in one go instead.
+* Events decode into strict Structs first (``ts`` a number, ids integers...), which
+  turn into columns with C-level ``map``/``np.fromiter`` passes. A file that breaks
+  those types (string ids on ROCm, ``null`` fields) is read again with lenient Structs
+  and converted value by value. Both give the same columns (see
+  ``tests/unit/test_kineto_loader_equivalence.py``).
+* Structs are created with ``gc=False``: decoded JSON cannot form reference cycles, and
+  without it the cyclic GC re-scans millions of live events over and over.
 """
 from __future__ import annotations
 
+from array import array
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Iterable, Iterator, Union
 
 import msgspec
 import numpy as np
 
 from analyzer.errors import NoGpuActivityError, TraceFormatError
-from analyzer.loaders._io import DEFAULT_MAX_TRACE_BYTES, read_text_bytes
+from analyzer.loaders._io import CHUNK_BYTES, DEFAULT_MAX_TRACE_BYTES, iter_content, read_ahead, read_text_bytes
 from analyzer.trace import Kind, Trace, build_trace
 
 _Scalar = Union[int, float, str, None]
@@ -32,7 +50,9 @@ _CAT_KIND: dict[str, int] = {
 }
 
 
-class _Args(msgspec.Struct):
+# --- lenient schema: any JSON scalar where Kineto writes one ------------------------------
+
+class _Args(msgspec.Struct, gc=False):
     correlation: _Scalar = None
     device: _Scalar = None
     stream: _Scalar = None
@@ -40,7 +60,7 @@ class _Args(msgspec.Struct):
     input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=msgspec.Raw(b""))
 
 
-class _Event(msgspec.Struct):
+class _Event(msgspec.Struct, gc=False):
     ph: Any = None
     cat: Any = None
     name: Any = None
@@ -52,23 +72,65 @@ class _Event(msgspec.Struct):
     args: Union[_Args, None] = None
 
 
-class _Device(msgspec.Struct):
+class _Device(msgspec.Struct, gc=False):
     id: _Scalar = None
     name: Any = None
 
 
-class _DistInfo(msgspec.Struct):
+class _DistInfo(msgspec.Struct, gc=False):
     rank: _Scalar = None
     world_size: _Scalar = None
 
 
-class _KinetoFile(msgspec.Struct):
+class _KinetoFile(msgspec.Struct, gc=False):
     traceEvents: list[_Event]
     deviceProperties: Union[list[_Device], None] = None
     distributedInfo: Union[_DistInfo, None] = None
 
 
+# --- strict schema: what Kineto actually writes. Defaults are what the lenient conversion
+# makes of a missing field (a missing name reads as "None", as str(None) does), so a file
+# that decodes strictly gives the same columns as the lenient path.
+
+class _FastArgs(msgspec.Struct, gc=False, frozen=True):
+    correlation: int = -1
+    device: int = -1
+    stream: int = -1
+    graph_id: int = msgspec.field(name="graph id", default=-1)
+    input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=msgspec.Raw(b""))
+
+
+_NO_ARGS = _FastArgs()
+
+
+class _FastEvent(msgspec.Struct, gc=False):
+    ph: str = ""
+    cat: str = ""
+    name: str = "None"
+    pid: Union[int, str] = "None"
+    tid: Union[int, str] = "None"
+    ts: float = float("nan")
+    dur: float = 0.0
+    id: _Scalar = None  # only flows use it; other events put anything there
+    args: _FastArgs = _NO_ARGS
+
+
+class _FastKinetoFile(msgspec.Struct, gc=False):
+    traceEvents: list[_FastEvent]
+    deviceProperties: Union[list[_Device], None] = None
+    distributedInfo: Union[_DistInfo, None] = None
+
+
+class _Header(msgspec.Struct, gc=False):
+    traceEvents: list[Any]
+    deviceProperties: Union[list[_Device], None] = None
+    distributedInfo: Union[_DistInfo, None] = None
+
+
 _DECODER = msgspec.json.Decoder(_KinetoFile)
+_FILE_DECODERS = {True: msgspec.json.Decoder(_FastKinetoFile), False: _DECODER}
+_EVENTS_DECODERS = {True: msgspec.json.Decoder(list[_FastEvent]), False: msgspec.json.Decoder(list[_Event])}
+_HEADER_DECODER = msgspec.json.Decoder(_Header)
 
 
 def _as_int(value: _Scalar, default: int = -1) -> int:
@@ -87,7 +149,10 @@ def _as_int(value: _Scalar, default: int = -1) -> int:
 
 def _as_us(value: _Scalar) -> float:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer too large for a float
+            return float("nan")
     if isinstance(value, str):
         try:
             return float(value)
@@ -97,7 +162,7 @@ def _as_us(value: _Scalar) -> float:
 
 
 def decode_kineto(data: bytes | bytearray, path: str) -> _KinetoFile:
-    """Typed decode of Kineto JSON text, or a one-line :class:`TraceFormatError`."""
+    """Typed (lenient) decode of a whole Kineto JSON text, or a one-line :class:`TraceFormatError`."""
     if not data.strip():
         raise TraceFormatError("empty file", path)
     try:
@@ -117,129 +182,380 @@ def decode_kineto(data: bytes | bytearray, path: str) -> _KinetoFile:
         raise TraceFormatError("JSON nested too deeply to be a trace", path) from None
 
 
-def load_kineto(path: str | Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> Trace:
-    """Load a Kineto trace file into the columnar :class:`Trace`."""
+def load_kineto(path: str | Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES, *,
+                chunk_bytes: int = CHUNK_BYTES) -> Trace:
+    """Load a Kineto trace file into the columnar :class:`Trace`.
+
+    ``chunk_bytes`` is the size of the pieces the content is read and decoded in (tests
+    make it small to cut files in many places); it changes memory use, never the result.
+    """
     p = Path(path)
-    data = read_text_bytes(p, max_bytes)
-    doc = decode_kineto(data, str(p))
-    del data
+    for strict in (True, False):
+        try:
+            return _load_streaming(p, max_bytes, chunk_bytes, strict)
+        except _NotStrict:
+            continue  # read again with the lenient schema
+        except _NotStreamable:
+            break
+    # Not laid out as {..., "traceEvents": [...], ...} or not valid JSON: decode it whole,
+    # which also gives the precise error for a broken file.
+    doc = decode_kineto(read_text_bytes(p, max_bytes), str(p))
     return kineto_to_trace(doc, str(p))
 
 
 def kineto_to_trace(doc: _KinetoFile, path: str) -> Trace:
-    """Turn decoded events into columns. The only per-event Python pass in the pipeline."""
-    events = doc.traceEvents
-    warnings: list[str] = []
-    names: dict[str, int] = {}
-    ids: dict[str, int] = {}  # string pid/tid -> negative int ids
-    cat_kind = _CAT_KIND
-
-    def str_id(value: _Scalar) -> int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value if -(2**63) <= value < 2**63 else -1
-        key = str(value)
-        got = ids.get(key)
-        if got is None:
-            got = ids[key] = -2 - len(ids)
-        return got
-
-    kept = [e for e in events if e.ph == "X" and isinstance(e.cat, str) and e.cat in cat_kind]
-    flows = [e for e in events if e.cat == "ac2g" and e.ph == "f"]
-    n = len(kept)
-    kind = np.fromiter((cat_kind[e.cat] for e in kept), dtype=np.int8, count=n)
-    name_id = np.fromiter(
-        (names.setdefault(e.name if isinstance(e.name, str) else str(e.name), len(names)) for e in kept),
-        dtype=np.int32,
-        count=n,
-    )
-    ts_us = np.fromiter((_as_us(e.ts) for e in kept), dtype=np.float64, count=n)
-    dur_us = np.fromiter((_as_us(e.dur) if e.dur is not None else 0.0 for e in kept), dtype=np.float64, count=n)
-    pid = np.fromiter((str_id(e.pid) for e in kept), dtype=np.int64, count=n)
-    tid = np.fromiter((str_id(e.tid) for e in kept), dtype=np.int64, count=n)
-    no_args = _Args()
-    args = [e.args or no_args for e in kept]
-    corr = np.fromiter((_as_int(a.correlation) for a in args), dtype=np.int64, count=n)
-    device_arg = np.fromiter((_as_int(a.device) for a in args), dtype=np.int64, count=n)
-    stream_arg = np.fromiter((_as_int(a.stream) for a in args), dtype=np.int64, count=n)
-    graph_id = np.fromiter((_as_int(a.graph_id) for a in args), dtype=np.int64, count=n)
-    dims_id = np.fromiter(
-        (names.setdefault(bytes(a.input_dims).decode("utf-8", "replace"), len(names)) if a.input_dims else -1
-         for a in args),
-        dtype=np.int32,
-        count=n,
-    )
-    del args, kept
-
-    bad_time = ~np.isfinite(ts_us) | ~np.isfinite(dur_us)
-    if bad_time.any():
-        warnings.append(f"dropped {int(bad_time.sum())} events without a numeric ts/dur")
-
-    gpu = (kind <= Kind.GRAPH) | (kind == Kind.GPU_ANNOTATION)
-    # On GPU rows Kineto's pid is the device and tid the stream; args say so explicitly when present.
-    device = np.where(gpu, np.where(device_arg >= 0, device_arg, pid), -1)
-    stream = np.where(gpu, np.where(stream_arg >= 0, stream_arg, tid), -1)
-
-    if flows and (gpu & (corr < 0) & (kind <= Kind.GRAPH)).any():
-        corr = _fill_corr_from_flows(flows, kind, pid, tid, ts_us, corr, str_id)
-
-    keep = ~bad_time
-    start_ns = np.rint(np.where(keep, ts_us, 0.0) * 1000.0).astype(np.int64)
-    dur_ns = np.rint(np.where(keep, dur_us, 0.0) * 1000.0).astype(np.int64)
-    columns = {
-        "kind": kind,
-        "name_id": name_id,
-        "device": device,
-        "stream": stream,
-        "pid": pid,
-        "tid": tid,
-        "start_ns": start_ns,
-        "dur_ns": dur_ns,
-        "corr": corr,
-        "graph_id": graph_id,
-        "dims_id": dims_id,
-    }
-    if not keep.all():
-        columns = {k: v[keep] for k, v in columns.items()}
-
-    device_names: dict[int, str] = {}
-    for dev in doc.deviceProperties or []:
-        dev_id = _as_int(dev.id)
-        if dev_id >= 0 and isinstance(dev.name, str):
-            device_names[dev_id] = dev.name
-    rank = world = None
-    if doc.distributedInfo is not None:
-        r = _as_int(doc.distributedInfo.rank)
-        w = _as_int(doc.distributedInfo.world_size)
-        rank = r if r >= 0 else None
-        world = w if w > 0 else None
-
-    trace = build_trace(
-        path=path,
-        format="kineto",
-        names=list(names),
-        columns=columns,
-        device_names=device_names,
-        rank=rank,
-        world_size=world,
-        warnings=warnings,
-    )
-    if not trace.gpu_mask.any():
-        cats = "CPU-only trace" if len(events) else "no events at all"
-        raise NoGpuActivityError(f"no GPU kernels, copies or sets in the trace ({cats}); nothing to analyse", path)
-    return trace
+    """Columns from a whole decoded (lenient) document."""
+    cols = _ColumnBuilder(strict=False)
+    cols.add(doc.traceEvents)
+    return cols.finish(path, doc.deviceProperties, doc.distributedInfo)
 
 
-def _fill_corr_from_flows(flows, kind, pid, tid, ts_us, corr, str_id) -> np.ndarray:
+# --- streaming ----------------------------------------------------------------------------
+
+class _NotStreamable(Exception):
+    """The text cannot be cut into event pieces (layout not recognised, or invalid JSON)."""
+
+
+class _NotStrict(Exception):
+    """An event breaks the strict schema's types; the lenient schema must read the file."""
+
+
+_WS = frozenset(b" \t\r\n")
+_KEY = b'"traceEvents"'
+# Look this far for the start of traceEvents; past it the file is decoded whole.
+_HEADER_LIMIT = 64 * 1024 * 1024
+# Candidate cuts tried per piece, so text full of "{" cannot make the search quadratic.
+_MAX_CUT_TRIES = 10_000
+
+
+def _array_start(buf: bytes) -> int | None:
+    """Index just after the ``[`` that opens the top-level ``traceEvents`` array, None if not yet in ``buf``.
+
+    The text before the key must decode as the start of a JSON object (it is checked by
+    decoding it with an empty array put in), so a key inside a string or a nested object
+    is never taken for it.
+    """
+    at = buf.find(_KEY)
+    if at < 0:
+        if len(buf) > _HEADER_LIMIT:
+            raise _NotStreamable
+        return None
+    i = at + len(_KEY)
+    for want in (b":", b"["):
+        while i < len(buf) and buf[i] in _WS:
+            i += 1
+        if i >= len(buf):
+            return None
+        if buf[i] != want[0]:
+            raise _NotStreamable
+        i += 1
+    return i
+
+
+def _last_cut(buf: bytes | memoryview, lo: int) -> tuple[int, int] | None:
+    """The last ``}`` ws ``,`` ws ``{`` in ``buf[lo:]``: (index of ``}``, index of ``{``).
+
+    A candidate may lie inside a string or a nested object; decoding the piece tells.
+    """
+    raw = buf if isinstance(buf, bytes) else bytes(buf)
+    k = len(raw)
+    for _ in range(_MAX_CUT_TRIES):
+        k = raw.rfind(b"{", lo, k)
+        if k <= lo:
+            return None
+        j = k - 1
+        while j > lo and raw[j] in _WS:
+            j -= 1
+        if raw[j] != 0x2C:  # ","
+            continue
+        j -= 1
+        while j > lo and raw[j] in _WS:
+            j -= 1
+        if raw[j] == 0x7D:  # "}"
+            return j, k
+    return None  # a piece full of "{" that are not event starts: read on and cut later
+
+
+def _decode_piece(decoder: msgspec.json.Decoder, text: bytes) -> Any:
+    try:
+        return decoder.decode(text)
+    except msgspec.ValidationError:
+        raise _NotStrict from None
+    except (msgspec.DecodeError, RecursionError):
+        raise _NotStreamable from None
+
+
+def _load_streaming(path: Path, max_bytes: int, chunk_bytes: int, strict: bool) -> Trace:
+    pieces = read_ahead(iter_content(path, max_bytes, chunk_bytes))
+    try:
+        return _decode_stream(pieces, str(path), strict)
+    finally:
+        pieces.close()
+
+
+def _decode_stream(pieces: Iterator[bytes], path: str, strict: bool) -> Trace:
+    events_decoder = _EVENTS_DECODERS[strict]
+    cols = _ColumnBuilder(strict)
+    buf = b""
+    start = None
+    for data in pieces:
+        buf += data
+        start = _array_start(buf)
+        if start is not None:
+            break
+    if start is None:
+        raise _NotStreamable  # no traceEvents array: let the whole-document decode say why
+    try:
+        head = _HEADER_DECODER.decode(buf[: buf.rfind(_KEY, 0, start)] + b'"traceEvents":[]}')
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        raise _NotStreamable from None
+    # ``carry`` is text from the start of an event (or the array's start) not decoded yet.
+    carry = buf[start:]
+    del buf
+    for data in pieces:
+        cut = _last_cut(data, 0)
+        if cut is None:
+            carry += data  # no event ends in this piece: keep reading
+            continue
+        end, nxt = cut
+        cols.add(_decode_piece(events_decoder, b"".join((b"[", carry, memoryview(data)[: end + 1], b"]"))))
+        carry = data[nxt:]
+    # The rest closes the array and the document: decode it as a document of its own.
+    tail = _decode_piece(_FILE_DECODERS[strict], b'{"traceEvents":[' + carry)
+    del carry
+    cols.add(tail.traceEvents)
+    devices = tail.deviceProperties if tail.deviceProperties is not None else head.deviceProperties
+    dist = tail.distributedInfo if tail.distributedInfo is not None else head.distributedInfo
+    return cols.finish(path, devices, dist)
+
+
+# --- events -> columns ----------------------------------------------------------------------
+
+def _int_column(values: list, n: int) -> np.ndarray:
+    """int64 column of ints; anything else (or an int past int64) goes through :func:`_as_int`.
+
+    ``array('q', ...)`` converts in C and refuses a str (numpy would parse ``"12"``) or an
+    out-of-range int, so one call both checks and converts. (msgspec never gives a bool
+    for the strict schema's int fields, which ``array`` would take as 0/1.)
+    """
+    try:
+        return np.frombuffer(array("q", values), dtype=np.int64)
+    except (TypeError, OverflowError):
+        return np.fromiter(map(_as_int, values), dtype=np.int64, count=n)
+
+
+class _HostIds:
+    """pid/tid values as int64: ints as they are, anything else interned to ids -2, -3, ...
+
+    Ids follow first appearance over all kept pids, then all kept tids, then flows (the
+    order of a single pass over the columns), so they do not depend on how the file was cut.
+    """
+
+    def __init__(self) -> None:
+        self.pending: dict[str, list[tuple[np.ndarray, np.ndarray, list[str]]]] = {"pid": [], "tid": [], "flow": []}
+
+    def column(self, values: list, n: int, group: str) -> np.ndarray:
+        try:  # the usual case: all ints (msgspec gives no bools for these fields)
+            return np.frombuffer(array("q", values), dtype=np.int64)
+        except (TypeError, OverflowError):
+            pass
+        out = np.empty(n, dtype=np.int64)
+        rows: list[int] = []
+        keys: list[str] = []
+        for i, v in enumerate(values):  # only files with non-integer pids/tids come here
+            if isinstance(v, int) and not isinstance(v, bool):
+                out[i] = v if -(2**63) <= v < 2**63 else -1
+            else:
+                out[i] = -1
+                rows.append(i)
+                keys.append(str(v))
+        if rows:
+            self.pending[group].append((out, np.array(rows, dtype=np.int64), keys))
+        return out
+
+    def resolve(self) -> None:
+        """Fill the interned ids in, in first-appearance order (see the class docstring)."""
+        ids: dict[str, int] = {}
+        for group in ("pid", "tid", "flow"):
+            for out, rows, keys in self.pending[group]:
+                out[rows] = [ids.setdefault(k, -2 - len(ids)) for k in keys]
+
+
+class _ColumnBuilder:
+    """Turns decoded events, piece by piece in file order, into the loader's columns.
+
+    Names are interned in first-appearance order, all event names before any Input Dims
+    text (they share one table), whatever the pieces were.
+    """
+
+    def __init__(self, strict: bool) -> None:
+        self.strict = strict
+        self.names: dict[str, int] = {}
+        self.parts: dict[str, list[np.ndarray]] = {k: [] for k in (
+            "kind", "name_id", "ts_us", "dur_us", "pid", "tid", "corr", "device_arg", "stream_arg", "graph_id")}
+        self.dims: list[tuple[np.ndarray, np.ndarray, list[str]]] = []  # (rows, local ids, local texts)
+        self.flows: dict[str, list[np.ndarray]] = {"pid": [], "tid": [], "ts_us": [], "id": []}
+        self.host = _HostIds()
+        self.n_kept = 0
+        self.n_events = 0
+
+    def add(self, events: list) -> None:
+        self.n_events += len(events)
+        # List comprehensions, not map/attrgetter: CPython 3.11 specialises attribute
+        # loads on Structs, which makes them the fastest way to read one field of each.
+        if self.strict:
+            kept = [e for e in events if e.ph == "X" and e.cat in _CAT_KIND]
+        else:
+            kept = [e for e in events if e.ph == "X" and isinstance(e.cat, str) and e.cat in _CAT_KIND]
+        flows = [e for e in events if e.cat == "ac2g" and e.ph == "f"]
+        if flows:
+            self._add_flows(flows)
+        if kept:
+            self._add_kept(kept)
+
+    def _add_kept(self, kept: list) -> None:
+        n = len(kept)
+        self.n_kept += n
+        p = self.parts
+        p["kind"].append(np.fromiter([_CAT_KIND[e.cat] for e in kept], dtype=np.int8, count=n))
+        if self.strict:
+            names = [e.name for e in kept]
+            p["ts_us"].append(np.fromiter([e.ts for e in kept], dtype=np.float64, count=n))
+            p["dur_us"].append(np.fromiter([e.dur for e in kept], dtype=np.float64, count=n))
+            args = [e.args for e in kept]
+            p["corr"].append(_int_column([a.correlation for a in args], n))
+            p["device_arg"].append(_int_column([a.device for a in args], n))
+            p["stream_arg"].append(_int_column([a.stream for a in args], n))
+            p["graph_id"].append(_int_column([a.graph_id for a in args], n))
+        else:
+            names = [e.name if isinstance(e.name, str) else str(e.name) for e in kept]
+            p["ts_us"].append(np.fromiter([_as_us(e.ts) for e in kept], dtype=np.float64, count=n))
+            p["dur_us"].append(np.fromiter([_as_us(e.dur) if e.dur is not None else 0.0 for e in kept],
+                                           dtype=np.float64, count=n))
+            no_args = _Args()
+            args = [e.args or no_args for e in kept]
+            p["corr"].append(np.fromiter([_as_int(a.correlation) for a in args], dtype=np.int64, count=n))
+            p["device_arg"].append(np.fromiter([_as_int(a.device) for a in args], dtype=np.int64, count=n))
+            p["stream_arg"].append(np.fromiter([_as_int(a.stream) for a in args], dtype=np.int64, count=n))
+            p["graph_id"].append(np.fromiter([_as_int(a.graph_id) for a in args], dtype=np.int64, count=n))
+        p["pid"].append(self.host.column([e.pid for e in kept], n, "pid"))
+        p["tid"].append(self.host.column([e.tid for e in kept], n, "tid"))
+        p["name_id"].append(self._intern_names(names))
+        self._add_dims([bytes(a.input_dims) if a.input_dims else b"" for a in args])
+
+    def _intern_names(self, names: list[str]) -> np.ndarray:
+        local = dict.fromkeys(names)  # unique names, first appearance first
+        table = self.names
+        for s in local:  # a loop over unique names, not events
+            local[s] = table.setdefault(s, len(table))
+        return np.fromiter(map(local.__getitem__, names), dtype=np.int32, count=len(names))
+
+    def _add_dims(self, texts: list[bytes]) -> None:
+        """Input Dims as the file's own text (b"" when absent); interned at the end, after every name."""
+        by_bytes = dict.fromkeys(texts)
+        by_text: dict[str, int] = {}
+        for b in by_bytes:  # unique texts only
+            by_bytes[b] = by_text.setdefault(b.decode("utf-8", "replace"), len(by_text)) if b else -1
+        if len(by_text) == 0:
+            return
+        local = np.fromiter(map(by_bytes.__getitem__, texts), dtype=np.int32, count=len(texts))
+        rows = np.flatnonzero(local >= 0)
+        self.dims.append((self.n_kept - len(texts) + rows, local[rows], list(by_text)))
+
+    def _add_flows(self, flows: list) -> None:
+        n = len(flows)
+        self.flows["pid"].append(self.host.column([f.pid for f in flows], n, "flow"))
+        self.flows["tid"].append(self.host.column([f.tid for f in flows], n, "flow"))
+        if self.strict:
+            self.flows["ts_us"].append(np.fromiter([f.ts for f in flows], dtype=np.float64, count=n))
+            self.flows["id"].append(_int_column([f.id for f in flows], n))
+        else:
+            self.flows["ts_us"].append(np.fromiter([_as_us(f.ts) for f in flows], dtype=np.float64, count=n))
+            self.flows["id"].append(np.fromiter([_as_int(f.id) for f in flows], dtype=np.int64, count=n))
+
+    def finish(self, path: str, device_props: Iterable[_Device] | None, dist: _DistInfo | None) -> Trace:
+        """All columns, the cleaning steps of the loader, and :func:`build_trace`."""
+        self.host.resolve()
+        cat = {k: (np.concatenate(v) if v else np.zeros(0, dtype=np.float64 if k.endswith("_us") else np.int64))
+               for k, v in self.parts.items()}
+        kind = cat["kind"].astype(np.int8)
+        name_id = cat["name_id"].astype(np.int32)
+        ts_us, dur_us, pid, tid, corr = cat["ts_us"], cat["dur_us"], cat["pid"], cat["tid"], cat["corr"]
+        dims_id = np.full(self.n_kept, -1, dtype=np.int32)
+        table = self.names
+        for rows, local, texts in self.dims:  # one entry per piece
+            remap = np.array([table.setdefault(t, len(table)) for t in texts], dtype=np.int32)
+            dims_id[rows] = remap[local]
+
+        warnings: list[str] = []
+        bad_time = ~np.isfinite(ts_us) | ~np.isfinite(dur_us)
+        if bad_time.any():
+            warnings.append(f"dropped {int(bad_time.sum())} events without a numeric ts/dur")
+
+        gpu = (kind <= Kind.GRAPH) | (kind == Kind.GPU_ANNOTATION)
+        # On GPU rows Kineto's pid is the device and tid the stream; args say so explicitly when present.
+        device = np.where(gpu, np.where(cat["device_arg"] >= 0, cat["device_arg"], pid), -1)
+        stream = np.where(gpu, np.where(cat["stream_arg"] >= 0, cat["stream_arg"], tid), -1)
+
+        if self.flows["id"] and (gpu & (corr < 0) & (kind <= Kind.GRAPH)).any():
+            flows = {k: np.concatenate(v) for k, v in self.flows.items()}
+            corr = _fill_corr_from_flows(flows, kind, pid, tid, ts_us, corr)
+
+        keep = ~bad_time
+        start_ns = np.rint(np.where(keep, ts_us, 0.0) * 1000.0).astype(np.int64)
+        dur_ns = np.rint(np.where(keep, dur_us, 0.0) * 1000.0).astype(np.int64)
+        columns = {
+            "kind": kind,
+            "name_id": name_id,
+            "device": device,
+            "stream": stream,
+            "pid": pid,
+            "tid": tid,
+            "start_ns": start_ns,
+            "dur_ns": dur_ns,
+            "corr": corr,
+            "graph_id": cat["graph_id"],
+            "dims_id": dims_id,
+        }
+        if not keep.all():
+            columns = {k: v[keep] for k, v in columns.items()}
+
+        device_names: dict[int, str] = {}
+        for dev in device_props or []:
+            dev_id = _as_int(dev.id)
+            if dev_id >= 0 and isinstance(dev.name, str):
+                device_names[dev_id] = dev.name
+        rank = world = None
+        if dist is not None:
+            r = _as_int(dist.rank)
+            w = _as_int(dist.world_size)
+            rank = r if r >= 0 else None
+            world = w if w > 0 else None
+
+        trace = build_trace(
+            path=path,
+            format="kineto",
+            names=list(table),
+            columns=columns,
+            device_names=device_names,
+            rank=rank,
+            world_size=world,
+            warnings=warnings,
+        )
+        if not trace.gpu_mask.any():
+            cats = "CPU-only trace" if self.n_events else "no events at all"
+            raise NoGpuActivityError(f"no GPU kernels, copies or sets in the trace ({cats}); nothing to analyse", path)
+        return trace
+
+
+def _fill_corr_from_flows(flows: dict[str, np.ndarray], kind: np.ndarray, pid: np.ndarray, tid: np.ndarray,
+                          ts_us: np.ndarray, corr: np.ndarray) -> np.ndarray:
     """Old Kineto versions put the correlation only on the ``ac2g`` flow end (``ph: f``).
 
     The flow end sits on the GPU op: same pid, tid and ts. Joined by sorting keys, not a loop.
     """
-    f_pid = np.fromiter((str_id(f.pid) for f in flows), dtype=np.int64, count=len(flows))
-    f_tid = np.fromiter((str_id(f.tid) for f in flows), dtype=np.int64, count=len(flows))
-    f_ts = np.fromiter((_as_us(f.ts) for f in flows), dtype=np.float64, count=len(flows))
-    f_id = np.fromiter((_as_int(f.id) for f in flows), dtype=np.int64, count=len(flows))
     need = np.flatnonzero((kind <= Kind.GRAPH) & (corr < 0))
-    f_key = np.rec.fromarrays([f_pid, f_tid, np.rint(f_ts * 1000).astype(np.int64)])
+    f_key = np.rec.fromarrays([flows["pid"], flows["tid"], np.rint(flows["ts_us"] * 1000).astype(np.int64)])
     n_key = np.rec.fromarrays([pid[need], tid[need], np.rint(ts_us[need] * 1000).astype(np.int64)])
     order = np.argsort(f_key, kind="stable")
     pos = np.searchsorted(f_key[order], n_key)
@@ -247,5 +563,5 @@ def _fill_corr_from_flows(flows, kind, pid, tid, ts_us, corr, str_id) -> np.ndar
     hit = np.zeros(need.size, dtype=bool)
     hit[pos_ok] = f_key[order[pos[pos_ok]]] == n_key[pos_ok]
     out = corr.copy()
-    out[need[hit]] = f_id[order[pos[hit]]]
+    out[need[hit]] = flows["id"][order[pos[hit]]]
     return out
