@@ -29,7 +29,7 @@ from app import MAIN_SCRIPT  # noqa: E402
 from app.cache import BoundedCache  # noqa: E402
 from app.pairing import crossover_batch_size, pair_by_batch_size  # noqa: E402
 from app.settings import default_samples, discover_samples  # noqa: E402
-from app.text import hover_escape, md_escape  # noqa: E402
+from app.text import hover_escape, json_safe, md_escape  # noqa: E402
 from tests.unit.kineto_tiny import ann, doc, kernel, launch  # noqa: E402
 
 TIMEOUT_S = 60
@@ -228,6 +228,7 @@ def test_md_escape_and_hover_escape() -> None:
     assert md_escape("a*b_c <x> $1 [l](u)") == r"a\*b\_c \<x\> \$1 \[l\]\(u\)"
     assert md_escape("two\nlines") == "two lines"
     assert list(hover_escape(["<b>k</b>", "k" * 200], max_chars=10)) == ["&lt;b&gt;k&lt;/b&gt;", "k" * 9 + "…"]
+    assert json.dumps(json_safe({"a": [float("inf"), 1.5, float("nan")]}), allow_nan=False) == '{"a": [null, 1.5, null]}'
 
 
 # --- Compare page ------------------------------------------------------------------------------
@@ -433,3 +434,13 @@ def test_parsed_trace_does_not_outlive_its_session_beyond_the_cache(monkeypatch)
     del at
     gc.collect()
     assert ref() is None
+
+
+def test_zero_length_kernel_does_not_break_the_page() -> None:
+    """A 0 us kernel gives an infinite launch-to-kernel ratio in the top-kernels table: shown blank, JSON stays valid."""
+    events = [ann("decode_step[bs=1]", 0, 100), launch(10, 5, 1), kernel(20, 0, 1, name="zero"),
+              launch(30, 5, 2), kernel(40, 10, 2, name="k")]
+    at = goto(upload(new_app(), [("zero.json", trace_bytes(events))]), "diagnosis")
+    top = at.dataframe[0].value.set_index("name")
+    assert np.isnan(top.loc["zero", "launch_to_kernel_ratio"]) and top.loc["k", "launch_to_kernel_ratio"] == 0.5
+    assert len(at.get("download_button")) == 1
