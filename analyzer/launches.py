@@ -34,7 +34,7 @@ class KernelLaunchRow:
     count: int
     kernel_us: float
     launch_api_us: float
-    launch_to_kernel_ratio: float
+    launch_to_kernel_ratio: float | None
     launch_delay_us_median: float
 
     def to_dict(self) -> dict:
@@ -94,7 +94,8 @@ def kernel_launch_table(trace: Trace, top: int = 20) -> list[KernelLaunchRow]:
             count=int(count[i]),
             kernel_us=float(k_ns[i] / 1e3),
             launch_api_us=float(l_ns[i] / 1e3),
-            launch_to_kernel_ratio=float(l_ns[i] / k_ns[i]) if k_ns[i] > 0 else float("inf"),
+            # Zero-length kernels (a profiler artefact) have no finite ratio: None, not inf.
+            launch_to_kernel_ratio=float(l_ns[i] / k_ns[i]) if k_ns[i] > 0 else None,
             launch_delay_us_median=float(med[i] / 1e3),
         )
         for i in best

@@ -87,7 +87,7 @@ def render_trace(rep: TraceReport, markdown: bool = False, max_steps: int = 20) 
         lines.append(f"{h}Kernels by launch cost" if markdown else "Kernels by launch cost")
         lines += _table(["kernel", "count", "kernel_us", "launch_api_us", "ratio", "delay_us_p50"],
                         [(_short(k["name"]), k["count"], f"{k['kernel_us']:,.1f}", f"{k['launch_api_us']:,.1f}",
-                          f"{k['launch_to_kernel_ratio']:.2f}", f"{k['launch_delay_us_median']:,.1f}")
+                          f"{k['launch_to_kernel_ratio']:.2f}" if k["launch_to_kernel_ratio"] is not None else "-", f"{k['launch_delay_us_median']:,.1f}")
                          for k in rep.top_kernels], markdown)
     if rep.warnings:
         lines.append("")

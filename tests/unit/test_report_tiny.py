@@ -104,3 +104,18 @@ def test_mixed_mode(tmp_path) -> None:
     rep = analyze_trace(load_trace(write(tmp_path, ev)))
     assert rep.mode == "mixed"
     assert rep.summary.residual_eager_launches_per_step_median == 2
+
+
+def test_zero_length_kernel_has_no_ratio_and_json_still_serialises(tmp_path) -> None:
+    import json
+
+    ev = [ann("decode_step[bs=1]", 0, 100), launch(1, 4, 1), kernel(10, 0, 1, name="empty"),
+          launch(6, 4, 2), kernel(20, 5, 2, name="real")]
+    rep = analyze_trace(load_trace(write(tmp_path, ev)))
+    rows = {k["name"]: k for k in rep.top_kernels}
+    assert rows["empty"]["launch_to_kernel_ratio"] is None
+    assert rows["real"]["launch_to_kernel_ratio"] == 0.8
+    json.dumps(rep.to_dict(), allow_nan=False)
+    from analyzer.render import render_trace
+
+    assert "empty" in render_trace(rep)
