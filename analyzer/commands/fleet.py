@@ -229,6 +229,8 @@ def run_fleet(args: argparse.Namespace) -> FleetReport:
         raise InputError("--top must be >= 0")
     if args.workers is not None and args.workers < 1:
         raise InputError("--workers must be >= 1")
+    if args.workers is not None and args.scheduler:
+        raise InputError("--workers sets up local workers; a --scheduler cluster has its own (drop one of the two)")
     plan_opts = _plan_options(args)
     costs = None
     if args.timings:

@@ -204,3 +204,7 @@ def test_clear_errors_without_dask_or_scheduler(fleet_dir: Path, monkeypatch, ca
     assert "pip install 'launchgap[fleet]'" in capsys.readouterr().err
     assert main(["fleet", str(fleet_dir / "nowhere*.json")]) == 2
     assert "no files match this pattern" in capsys.readouterr().err
+    assert main(["fleet", str(fleet_dir), "--workers", "2", "--scheduler", "tcp://127.0.0.1:1"]) == 2
+    assert "--workers sets up local workers" in capsys.readouterr().err
+    assert main(["fleet"]) == 2
+    assert "give trace files, directories or globs, or --out" in capsys.readouterr().err
