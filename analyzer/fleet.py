@@ -1,7 +1,7 @@
 """Fleet scale: a pure per-trace summary, mapped over many files, reduced into one fleet report.
 
 Map: :func:`summarize_trace` loads and analyses one trace (exactly as ``launchgap analyze``
-does: :func:`analyzer.loaders.load_trace` + :func:`analyzer.report.analyze_trace`) and returns
+does: :func:`analyzer.loaders.load_trace` + :func:`analyzer.ranks.analyze_with_collectives`) and returns
 a small JSON-safe dict (schema ``launchgap.fleet-trace/1``), never the event table:
 
 * identity: ``path``, ``size_bytes``, ``mtime_ns`` (what a rerun matches to skip done files);
@@ -59,7 +59,7 @@ from analyzer import __version__
 from analyzer.errors import AnalyzerError, InputError
 from analyzer.gaps import CAUSES
 from analyzer.loaders import DEFAULT_MAX_TRACE_BYTES, load_trace
-from analyzer.report import AnalysisOptions, TraceReport, analyze_trace
+from analyzer.report import AnalysisOptions, TraceReport
 
 if TYPE_CHECKING:
     from analyzer.costs import CostTable
@@ -120,9 +120,15 @@ def summary_from_report(report: TraceReport) -> dict:
 
 
 def analyze_file(path: str | Path, options: AnalysisOptions, max_bytes: int) -> TraceReport:
-    """One trace analysed exactly as ``launchgap analyze`` analyses it: the two must stay in step
-    (the fleet's acceptance is the same numbers as ``analyze``, trace by trace)."""
-    return analyze_trace(load_trace(path, max_bytes), options)
+    """One trace analysed exactly as ``launchgap analyze`` analyses a lone trace: the two must stay
+    in step (the fleet's acceptance is the same numbers as ``analyze``, trace by trace).
+
+    Collectives' waits for peers are estimated from the trace alone (each rank is one task here),
+    so a tensor-parallel rank that spins in NCCL does not look GPU-bound.
+    """
+    from analyzer.ranks import analyze_with_collectives
+
+    return analyze_with_collectives(load_trace(path, max_bytes), options)
 
 
 def summarize_trace(path: str | Path, options: AnalysisOptions | None = None,

@@ -23,7 +23,7 @@ from analyzer.fleet import STEP_COLUMNS, load_fleet_results
 from analyzer.gaps import CAUSES
 from analyzer.loaders import load_trace
 from analyzer.planner import plan_capture
-from analyzer.report import analyze_trace
+from analyzer.ranks import analyze_with_collectives
 
 pytest.importorskip("dask.distributed", reason="the fleet command needs dask[distributed]")
 
@@ -71,7 +71,7 @@ def test_fleet_matches_analyze_trace_by_trace(fleet_dir: Path, tmp_path: Path, s
     good = [r for r in recs if not r["error"]]
     reports = []
     for r in good:  # the same numbers as `launchgap analyze`, trace by trace
-        ref = analyze_trace(load_trace(r["path"]))
+        ref = analyze_with_collectives(load_trace(r["path"]))  # what `analyze` runs on a lone trace
         reports.append(ref)
         d = ref.to_dict()
         assert r["summary"] == d["summary"]
