@@ -85,7 +85,9 @@ def _gunzip(path: Path, max_bytes: int, chunk_bytes: int) -> Iterator[bytes]:
                     raise _too_large(path, max_bytes)
                 yield out
             if dec.eof:
-                rest = (dec.unused_data + pending + (b"" if at_eof else fh.read())).lstrip(b"\x00")
+                # At the end of a member everything after it is in unused_data (unconsumed_tail
+                # is left stale by zlib then, and must not be read again).
+                rest = (dec.unused_data + (b"" if at_eof else fh.read())).lstrip(b"\x00")
                 if not rest:
                     return
                 if not rest.startswith(GZIP_MAGIC):

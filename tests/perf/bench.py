@@ -44,6 +44,8 @@ class Run:
     json_bytes: int
     ok: bool
     note: str = ""
+    cpu_s: float = 0.0  # user + system CPU of the process (both cores count)
+    load_avg: float = 0.0  # 1-minute load average when the run ended: other work on the box
 
     @property
     def events_per_s(self) -> float:
@@ -54,8 +56,11 @@ class Run:
         return self.json_bytes / 1e6 / self.wall_s
 
 
-def timed(cmd: list[str], timeout_s: float) -> tuple[float, int, int, str]:
-    """Wall time and peak RSS of one child, from ``wait4`` (exact per child, not a max over children)."""
+def timed(cmd: list[str], timeout_s: float) -> tuple[float, int, float, int, str]:
+    """(wall s, peak RSS bytes, CPU s, exit code, last output line) of one child process.
+
+    Peak RSS and CPU come from ``wait4`` on that child, not RUSAGE_CHILDREN (a max over all).
+    """
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
     deadline = t0 + timeout_s
@@ -81,11 +86,12 @@ def timed(cmd: list[str], timeout_s: float) -> tuple[float, int, int, str]:
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
     rss = int(usage.ru_maxrss) * 1024  # Linux reports KiB
+    cpu = usage.ru_utime + usage.ru_stime
     out = b"".join(out_chunks).decode(errors="replace").strip().splitlines()
     err = b"".join(err_chunks).decode(errors="replace").strip().splitlines()
     if proc.returncode != 0:
-        return wall, rss, proc.returncode, (err[-1] if err else "timed out" if wall >= timeout_s else "")
-    return wall, rss, 0, out[-1] if out else ""
+        return wall, rss, cpu, proc.returncode, (err[-1] if err else "timed out" if wall >= timeout_s else "")
+    return wall, rss, cpu, 0, out[-1] if out else ""
 
 
 def launchgap_cmd(trace: Path, out_json: Path) -> list[str]:
@@ -106,23 +112,29 @@ def measure(tool: str, trace: Path, size_mb: float, gz: bool, repeat: int, timeo
             cmd = launchgap_cmd(trace, out_dir / f"report_{trace.name}.json")
         else:
             cmd = hta_cmd(trace)
-        wall, rss, rc, note = timed(cmd, timeout_s)
+        wall, rss, cpu, rc, note = timed(cmd, timeout_s)
         run = Run(tool=tool, size_mb=size_mb, gzip=gz, wall_s=wall, peak_rss_bytes=rss, events=meta["events"],
-                  json_bytes=meta["json_bytes"], ok=rc == 0, note="" if rc == 0 else f"exit {rc}: {note}")
+                  json_bytes=meta["json_bytes"], ok=rc == 0, note="" if rc == 0 else f"exit {rc}: {note}",
+                  cpu_s=cpu, load_avg=os.getloadavg()[0])
         runs.append(run)
-        print(f"  {tool:9s} {trace.name:32s} run {i + 1}/{repeat}: {wall:7.2f} s  "
-              f"{rss / 2**20:7.0f} MiB  {'ok' if run.ok else run.note}", flush=True)
+        print(f"  {tool:9s} {trace.name:32s} run {i + 1}/{repeat}: {wall:7.2f} s wall {cpu:7.2f} s CPU "
+              f"{rss / 2**20:7.0f} MiB  load {run.load_avg:4.1f}  {'ok' if run.ok else run.note}", flush=True)
         if not run.ok:
             break
     return runs
 
 
 def median_run(runs: list[Run]) -> Run:
+    """Median wall, CPU and peak RSS over the runs (each taken on its own; lower median)."""
     ok = [r for r in runs if r.ok] or runs
-    walls = sorted(ok, key=lambda r: r.wall_s)
-    mid = walls[(len(walls) - 1) // 2]
-    rss = int(statistics.median(r.peak_rss_bytes for r in ok))
-    return Run(**{**asdict(mid), "peak_rss_bytes": rss})
+
+    def lower_median(values: list[float]) -> float:
+        return sorted(values)[(len(values) - 1) // 2]
+
+    return Run(**{**asdict(ok[0]), "wall_s": lower_median([r.wall_s for r in ok]),
+                  "cpu_s": lower_median([r.cpu_s for r in ok]),
+                  "peak_rss_bytes": int(lower_median([r.peak_rss_bytes for r in ok])),
+                  "load_avg": statistics.mean(r.load_avg for r in ok)})
 
 
 def machine() -> str:
@@ -139,20 +151,22 @@ def machine() -> str:
 
 
 def table(rows: list[Run], hta: dict[tuple[float, bool], Run]) -> str:
-    head = ("| JSON size | file | events | launchgap wall s | events/s | MB/s | peak RSS MiB "
-            "| HTA wall s | HTA peak RSS MiB | speed-up | RSS ratio |")
-    lines = [head, "|" + "|".join(["---"] * 11) + "|"]
+    head = ("| JSON | file | events | launchgap wall s | CPU s | events/s | MB/s | peak RSS MiB "
+            "| HTA wall s | HTA CPU s | HTA peak RSS MiB | speed-up (wall) | RSS vs HTA | load avg |")
+    lines = [head, "|" + "|".join(["---"] * (head.count("|") - 1)) + "|"]
     for r in rows:
         h = hta.get((r.size_mb, r.gzip))
-        hcols = ["", "", "", ""]
+        hcols = ["", "", "", "", ""]
         if h is not None and h.ok:
-            hcols = [f"{h.wall_s:.1f}", f"{h.peak_rss_bytes / 2**20:,.0f}", f"{h.wall_s / r.wall_s:.1f}x",
-                     f"{r.peak_rss_bytes / h.peak_rss_bytes:.2f}"]
+            hcols = [f"{h.wall_s:.1f}", f"{h.cpu_s:.1f}", f"{h.peak_rss_bytes / 2**20:,.0f}",
+                     f"{h.wall_s / r.wall_s:.1f}x", f"{r.peak_rss_bytes / h.peak_rss_bytes:.2f}"]
         elif h is not None:
-            hcols = [h.note, "", "", ""]
+            hcols = [h.note, "", "", "", ""]
+        load = f"{r.load_avg:.1f}" + (f" / {h.load_avg:.1f}" if h is not None else "")
         lines.append(
             f"| {r.json_bytes / 1e6:,.0f} MB | {'.json.gz' if r.gzip else '.json'} | {r.events:,} | {r.wall_s:.2f} "
-            f"| {r.events_per_s:,.0f} | {r.mb_per_s:,.0f} | {r.peak_rss_bytes / 2**20:,.0f} | " + " | ".join(hcols) + " |"
+            f"| {r.cpu_s:.2f} | {r.events_per_s:,.0f} | {r.mb_per_s:,.0f} | {r.peak_rss_bytes / 2**20:,.0f} | "
+            + " | ".join(hcols) + f" | {load} |"
         )
     return "\n".join(lines)
 
