@@ -555,8 +555,8 @@ def _fill_corr_from_flows(flows: dict[str, np.ndarray], kind: np.ndarray, pid: n
     The flow end sits on the GPU op: same pid, tid and ts. Joined by sorting keys, not a loop.
     """
     need = np.flatnonzero((kind <= Kind.GRAPH) & (corr < 0))
-    f_key = np.rec.fromarrays([flows["pid"], flows["tid"], np.rint(flows["ts_us"] * 1000).astype(np.int64)])
-    n_key = np.rec.fromarrays([pid[need], tid[need], np.rint(ts_us[need] * 1000).astype(np.int64)])
+    f_key = np.rec.fromarrays([flows["pid"], flows["tid"], _ns_key(flows["ts_us"])])
+    n_key = np.rec.fromarrays([pid[need], tid[need], _ns_key(ts_us[need])])
     order = np.argsort(f_key, kind="stable")
     pos = np.searchsorted(f_key[order], n_key)
     pos_ok = pos < order.size
@@ -564,4 +564,13 @@ def _fill_corr_from_flows(flows: dict[str, np.ndarray], kind: np.ndarray, pid: n
     hit[pos_ok] = f_key[order[pos[pos_ok]]] == n_key[pos_ok]
     out = corr.copy()
     out[need[hit]] = flows["id"][order[pos[hit]]]
+    return out
+
+
+def _ns_key(ts_us: np.ndarray) -> np.ndarray:
+    """Time in integer ns for joining; a missing or absurd time gets int64's minimum (what the
+    float-to-int cast gives on x86, now without relying on it or warning)."""
+    out = np.full(ts_us.shape, np.iinfo(np.int64).min, dtype=np.int64)
+    ok = np.abs(ts_us) < 9.2e15  # False for NaN and inf too
+    out[ok] = np.rint(ts_us[ok] * 1000).astype(np.int64)
     return out
