@@ -168,14 +168,15 @@ def _first_tensor_elems(text: str) -> int:
     """Elements of the first tensor in a recorded ``Input Dims`` text (``[[[1, 2048]], [], ...]`` -> 2048)."""
     try:
         dims = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return -1
     stack = [dims]
     while stack:  # depth-first, first tensor wins; bounded by the (small) dims text
         node = stack.pop()
         if isinstance(node, list):
             if node and all(isinstance(x, int) and not isinstance(x, bool) for x in node):
-                return int(math.prod(node)) if all(x >= 0 for x in node) else -1
+                elems = math.prod(node) if all(x >= 0 for x in node) else -1
+                return elems if elems < 2**62 else -1  # a size past int64 is a corrupt record
             stack.extend(reversed(node))
     return -1
 

@@ -37,6 +37,7 @@ _PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
 #: ``record_shapes=True``): the token ids fed to the embedding (``[batch, 1]`` or, flattened,
 #: ``[tokens]``), else the logits the next token is picked from (``argmax`` over ``[batch, vocab]``).
 DEFAULT_BATCH_OPS = ("aten::embedding:1:0", "aten::argmax:0:0")
+_MAX_BATCH = 1 << 31
 
 
 @dataclass(frozen=True)
@@ -140,9 +141,11 @@ def _batch_from_text(names: list[str] | np.ndarray, pattern: re.Pattern[str]) ->
         m = pattern.search(text)
         if m:
             try:
-                out[i] = int(m.group(1) if m.groups() else m.group(0))
-            except (ValueError, IndexError):
-                pass
+                value = int(m.group(1) if m.groups() else m.group(0))
+            except (ValueError, IndexError, TypeError):
+                continue
+            if 0 < value < _MAX_BATCH:  # anything else is not a batch size
+                out[i] = value
     return out
 
 
@@ -199,9 +202,11 @@ def _batch_from_op(trace: Trace, starts: np.ndarray, ends: np.ndarray, batch: np
             continue
         try:
             dims = json.loads(trace.names[trace.dims_id[r]])
-            out[s] = int(dims[arg][dim])
-        except (ValueError, IndexError, TypeError, KeyError):
+            value = int(dims[arg][dim])
+        except (ValueError, IndexError, TypeError, KeyError, RecursionError):
             continue
+        if 0 < value < _MAX_BATCH:
+            out[s] = value
     return out
 
 

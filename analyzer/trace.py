@@ -133,6 +133,9 @@ class Trace:
         return sorted(int(d) for d in np.unique(self.device[self.gpu_mask]))
 
 
+_MAX_TIME_NS = 2**62
+
+
 def build_trace(
     *,
     path: str,
@@ -156,6 +159,15 @@ def build_trace(
         if arr.shape != (n,):
             raise ValueError(f"column {key} has shape {arr.shape}, expected ({n},)")
         cols[key] = arr
+    # Times beyond ±2^62 ns (146 years) are corrupt values; end = start + dur must not overflow.
+    # (No np.abs: it overflows on int64's minimum and leaves it negative.)
+    start, dur = cols["start_ns"], cols["dur_ns"]
+    sane = (start > -_MAX_TIME_NS) & (start < _MAX_TIME_NS) & (dur > -_MAX_TIME_NS) & (dur < _MAX_TIME_NS)
+    warnings = list(warnings or ())
+    if not sane.all():
+        warnings.append(f"dropped {int((~sane).sum())} events with timestamps or durations out of range")
+        cols = {k: v[sane] for k, v in cols.items()}
+        n = int(sane.sum())
     order = np.argsort(cols["start_ns"], kind="stable")
     if n and not np.all(order[1:] > order[:-1]):
         cols = {k: v[order] for k, v in cols.items()}
@@ -181,7 +193,7 @@ def build_trace(
         device_names=dict(device_names or {}),
         rank=rank,
         world_size=world_size,
-        warnings=tuple(warnings or ()),
+        warnings=tuple(warnings),
         **cols,
     )
 

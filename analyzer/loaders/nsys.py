@@ -108,7 +108,17 @@ def load_nsys(path: str | Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> Tra
     except sqlite3.Error as exc:
         raise TraceFormatError(f"cannot open as SQLite ({exc})", str(p)) from None
     try:
-        return _load(con, str(p))
+        try:
+            return _load(con, str(p))
+        except UnicodeDecodeError:
+            # Names that are not UTF-8 (a damaged file): read values leniently; sqlite3 still decodes
+            # schema names strictly, and a file damaged there is refused.
+            con.text_factory = lambda b: b.decode("utf-8", "replace")
+            try:
+                return _load(con, str(p))
+            except UnicodeDecodeError:
+                raise TraceFormatError("table or column names are not valid UTF-8: a damaged file, not an "
+                                       "Nsight Systems export we can read", str(p)) from None
     except _SchemaError as exc:
         raise TraceFormatError(str(exc), str(p)) from None
     except sqlite3.Error as exc:
@@ -151,8 +161,9 @@ def _coalesce(exprs: list[str]) -> str:
 def _pid_tid(cols: set[str], col: str) -> tuple[str, str]:
     if col not in cols:
         return "-1", "-1"
-    return (f'((CAST(t."{col}" AS INTEGER) >> 24) & {_MASK24})',
-            f'(CAST(t."{col}" AS INTEGER) & {_MASK24})' if col == "globalTid" else "-1")
+    # A NULL global id (seen in damaged exports) means "unknown process/thread": -1, like an absent column.
+    return (f'COALESCE((CAST(t."{col}" AS INTEGER) >> 24) & {_MASK24}, -1)',
+            f'COALESCE(CAST(t."{col}" AS INTEGER) & {_MASK24}, -1)' if col == "globalTid" else "-1")
 
 
 def _select(table: str, cols: set[str], kind: int, name: str, joins: str = "", gpu: bool = True,
@@ -274,9 +285,9 @@ def _load(con: sqlite3.Connection, path: str) -> Trace:
         tid = np.array(tid_t, dtype=np.int64)
         corr = np.array(corr_t, dtype=np.int64)
         graph_id = np.array(graph_t, dtype=np.int64)
-    except OverflowError:
-        raise TraceFormatError("an integer column holds a value beyond 64 bits: not a valid nsys export",
-                               path) from None
+    except (OverflowError, TypeError, ValueError):
+        raise TraceFormatError("a time, id or device column holds a value that is not a 64-bit integer: "
+                               "not a valid nsys export", path) from None
     # Interning through a dict is several times faster than np.unique over Python strings.
     names: dict[str, int] = {}
     name_id = np.fromiter((names.setdefault(n, len(names)) for n in name_t), dtype=np.int32, count=len(name_t))
@@ -332,7 +343,7 @@ def _devices(con: sqlite3.Connection, schema: _Schema, gpu: np.ndarray, device: 
     cuda_map: list[tuple[int, int, int]] = []  # (pid, cudaId, gpuId)
     ccols = schema.cols("TARGET_INFO_CUDA_DEVICE")
     if {"gpuId", "cudaId"} <= ccols:
-        pid_sql = "CAST(pid AS INTEGER)" if "pid" in ccols else "-1"
+        pid_sql = "COALESCE(CAST(pid AS INTEGER), -1)" if "pid" in ccols else "-1"
         cuda_map = [(int(a), int(b), int(c)) for a, b, c in con.execute(
             f"SELECT {pid_sql}, CAST(cudaId AS INTEGER), CAST(gpuId AS INTEGER) FROM TARGET_INFO_CUDA_DEVICE "
             "WHERE cudaId IS NOT NULL AND gpuId IS NOT NULL")]
