@@ -142,9 +142,10 @@ def _as_int(value: _Scalar, default: int = -1) -> int:
     if isinstance(value, float):
         return int(value) if value == value and abs(value) < 2**63 else default
     try:
-        return int(value, 0)
+        parsed = int(value, 0)
     except (TypeError, ValueError):
         return default
+    return parsed if -(2**63) <= parsed < 2**63 else default
 
 
 def _as_us(value: _Scalar) -> float:
@@ -398,6 +399,8 @@ class _ColumnBuilder:
         self.host = _HostIds()
         self.n_kept = 0
         self.n_events = 0
+        self.mtia_events = False  # MTIA device/runtime categories seen: say so when there is no GPU work
+        self.gpu_seen = False
 
     def add(self, events: list) -> None:
         self.n_events += len(events)
@@ -412,6 +415,9 @@ class _ColumnBuilder:
             self._add_flows(flows)
         if kept:
             self._add_kept(kept)
+            self.gpu_seen = self.gpu_seen or bool((self.parts["kind"][-1] <= Kind.GRAPH).any())
+        if not self.gpu_seen and not self.mtia_events:  # only traces without GPU work pay for this scan
+            self.mtia_events = any(isinstance(e.cat, str) and e.cat.startswith("mtia") for e in events)
 
     def _add_kept(self, kept: list) -> None:
         n = len(kept)
@@ -502,7 +508,13 @@ class _ColumnBuilder:
             corr = _fill_corr_from_flows(flows, kind, pid, tid, ts_us, corr)
 
         keep = ~bad_time
-        start_ns = np.rint(np.where(keep, ts_us, 0.0) * 1000.0).astype(np.int64)
+        # Epoch-based traces have ts near 1.7e15 us: times 1000 that exceeds 2^53 and float64
+        # would snap every start to a multiple of 256 ns. Subtract a whole-us base first.
+        base_us = float(np.floor(ts_us[keep].min())) if keep.any() else 0.0
+        if not abs(base_us) < 9.2e15:
+            base_us = 0.0
+        start_ns = np.rint((np.where(keep, ts_us, base_us) - base_us) * 1000.0).astype(np.int64) \
+            + np.int64(int(base_us) * 1000)
         dur_ns = np.rint(np.where(keep, dur_us, 0.0) * 1000.0).astype(np.int64)
         columns = {
             "kind": kind,
@@ -543,7 +555,8 @@ class _ColumnBuilder:
             warnings=warnings,
         )
         if not trace.gpu_mask.any():
-            cats = "CPU-only trace" if self.n_events else "no events at all"
+            cats = ("MTIA trace: launchgap reads CUDA and ROCm GPU events only" if self.mtia_events
+                    else "CPU-only trace" if self.n_events else "no events at all")
             raise NoGpuActivityError(f"no GPU kernels, copies or sets in the trace ({cats}); nothing to analyse", path)
         return trace
 

@@ -35,13 +35,6 @@ from analyzer.report import analyze_trace
 from analyzer.trace import Api, Kind
 
 SLOW = pytest.mark.slow
-#: The Kineto loader keeps ts as float64 us and multiplies by 1000: for epoch-microsecond
-#: timestamps (~1.7e15 us) every start_ns lands on a multiple of 256 ns, which moves gaps near
-#: the 30 us kernel-wait threshold and sub-us launch delays by more than 1%. Strict: when the
-#: loader keeps ns precision these pass, and the mark must go.
-LOADER_PRECISION = pytest.mark.xfail(
-    strict=True, reason="Kineto loader rounds epoch-us timestamps to 256 ns (float64 ts*1000); reported")
-
 TRACES = [
     pytest.param("h200-1b/1b_bs8_eager.json.gz"),
     pytest.param("h200-1b/1b_bs8_graph.json.gz"),
@@ -61,21 +54,19 @@ TRACES = [
     pytest.param("h200x2-tp2-1b/tp1b_bs64_graph_rank1.json.gz", marks=SLOW),
     pytest.param("hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz"),
     pytest.param("hta/call_stack/backward_thread.json.gz"),
-    pytest.param("hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz",
-                 marks=LOADER_PRECISION),
-    pytest.param("hta/critical_path/cuda_event_sync_multi_stream/event_sync_trace.json.gz", marks=LOADER_PRECISION),
-    pytest.param("hta/critical_path/simple_add/benchmark_result_493459_1694039959_trace.json.gz",
-                 marks=LOADER_PRECISION),
-    pytest.param("hta/df_index_resolver/df_index_resolver.json.gz", marks=[SLOW, LOADER_PRECISION]),
-    pytest.param("hta/execution_trace/benchmark_simple_add_trace.json.gz", marks=LOADER_PRECISION),
+    pytest.param("hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"),
+    pytest.param("hta/critical_path/cuda_event_sync_multi_stream/event_sync_trace.json.gz"),
+    pytest.param("hta/critical_path/simple_add/benchmark_result_493459_1694039959_trace.json.gz"),
+    pytest.param("hta/df_index_resolver/df_index_resolver.json.gz", marks=SLOW),
+    pytest.param("hta/execution_trace/benchmark_simple_add_trace.json.gz"),
     pytest.param("hta/nccl_parser_config/nccl_data.json.gz"),
     pytest.param("hta/negative_queue_length_values_check/rank0.json.gz", marks=SLOW),
     pytest.param("hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
-                 marks=[SLOW, LOADER_PRECISION]),
-    pytest.param("hta/trace_diff/control/control.json.gz", marks=[SLOW, LOADER_PRECISION]),
-    pytest.param("hta/trace_diff/test/test.json.gz", marks=[SLOW, LOADER_PRECISION]),
+                 marks=SLOW),
+    pytest.param("hta/trace_diff/control/control.json.gz", marks=SLOW),
+    pytest.param("hta/trace_diff/test/test.json.gz", marks=SLOW),
     pytest.param("hta/trace_filter/sampled_rank-0.json.gz"),
-    pytest.param("hta/trace_filter/sampled_rank-1.json.gz", marks=LOADER_PRECISION),
+    pytest.param("hta/trace_filter/sampled_rank-1.json.gz"),
     pytest.param("hta/triton_example/triton_example.json.gz"),
     pytest.param("hta/with_gpu_user_annotation/step_based_trace_2543932.json.gz"),
 ]
@@ -271,10 +262,9 @@ def test_overlapping_ops_on_a_stream_are_negative_idle_for_hta(cmp):
         "overlap_as_negative_idle"], abs=0.01)
 
 
-@LOADER_PRECISION
 def test_epoch_microsecond_timestamps_keep_ns_precision(shared_traces):
-    """The cause of the LOADER_PRECISION failures, on its own: this trace's timestamps are whole
-    microseconds near 1.7e15 us, so every start should be a whole multiple of 1000 ns."""
+    """Epoch-based timestamps (whole microseconds near 1.7e15 us) keep ns precision: every start is a
+    whole multiple of 1000 ns (float64 ts*1000 alone would snap them to multiples of 256 ns)."""
     p = shared_traces / "hta/critical_path/cuda_event_sync_multi_stream/event_sync_trace.json.gz"
     if not p.is_file():
         pytest.skip(f"{p} not found")

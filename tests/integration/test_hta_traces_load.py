@@ -24,11 +24,6 @@ REFUSED = {
     "mtia_inference_trace/mtia_inference_rank_0.json.gz": r"MTIA",
     "mtia_trace_single_rank/mtia_rank_0.json.gz": r"MTIA",
 }
-#: The loader calls these CPU-only: they hold MTIA device ops (cat mtia_ccp_events, mtia_runtime),
-#: which launchgap does not read. Strict: when the message names MTIA, drop the mark.
-_MTIA_XFAIL = pytest.mark.xfail(strict=True, reason="the Kineto loader reports MTIA traces as 'CPU-only trace'; "
-                                                    "the reason should name MTIA (reported, docs/hta.md)")
-
 ANALYSED = (
     "amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
     "call_stack/backward_thread.json.gz",
@@ -91,7 +86,7 @@ def test_trace_analyses(rel, hta_dir, inventory_kernels, capsys):
     assert all(d["gpu_window_us"] >= d["gpu_busy_us"] >= 0 for d in rep["devices"])
 
 
-@pytest.mark.parametrize("rel", [pytest.param(r, marks=_MTIA_XFAIL) if "mtia" in r else r for r in REFUSED])
+@pytest.mark.parametrize("rel", REFUSED)
 def test_trace_is_refused_with_its_reason(rel, hta_dir, capsys):
     path = hta_dir / rel
     rc, out, err = _analyze(path, capsys)

@@ -122,7 +122,8 @@ def _reference_trace(path: Path) -> Trace:
     columns = {
         "kind": kind_a, "name_id": np.array(name_id, dtype=np.int32), "device": device, "stream": stream,
         "pid": pid, "tid": tid,
-        "start_ns": np.rint(np.where(keep, ts_a, 0.0) * 1000.0).astype(np.int64),
+        # ns precision for epoch-us times: a whole-us base first (as the loader does, independently here)
+        "start_ns": _start_ns_reference(ts_a, keep),
         "dur_ns": np.rint(np.where(keep, dur_a, 0.0) * 1000.0).astype(np.int64),
         "corr": corr_a, "graph_id": np.array(graph_id, dtype=np.int64), "dims_id": np.array(dims_id, dtype=np.int32),
     }
@@ -413,3 +414,10 @@ def test_generated_traces_match_reference(tmp_path: Path, events: list[dict], ch
     else:
         assert isinstance(got, Trace), got
         assert_same_trace(got, want)
+
+
+def _start_ns_reference(ts_us: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    base = math.floor(float(ts_us[keep].min())) if keep.any() else 0
+    if not abs(base) < 9.2e15:
+        base = 0
+    return np.rint((np.where(keep, ts_us, float(base)) - base) * 1000.0).astype(np.int64) + base * 1000
