@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8501
 
-.PHONY: app test test-fast browser-deps fuzz bench clean
+.PHONY: app test test-fast browser-deps fuzz bench bench-fleet screenshots clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,7 +40,13 @@ fuzz: $(VENV)/.installed-test
 	LAUNCHGAP_FUZZ_EXAMPLES=5000 $(BIN)/python -m pytest -q tests -k fuzz
 
 bench: $(VENV)/.installed-test
-	$(BIN)/python tests/perf/bench.py
+	$(BIN)/python tests/perf/bench.py --sizes 50 100 200 400 --formats json gz --vs-hta
 
 clean:
 	rm -rf $(VENV) .pytest_cache test-artifacts bench-out
+
+bench-fleet: $(VENV)/.installed-test
+	$(BIN)/python tests/perf/bench_fleet.py
+
+screenshots: $(VENV)/.installed-test browser-deps
+	$(BIN)/python -m tests.e2e.screenshots docs/screenshots
