@@ -299,3 +299,56 @@ def distribution_figure(plan):
                      categoryorder="array", categoryarray=[str(r.batch_size) for r in rows])
     fig.update_yaxes(title="share of steps", tickformat=".0%")
     return fig
+
+
+def rank_split_figure(ranks):
+    """Each rank's median step split into GPU busy, idle for its own host, waiting for peers, and the rest.
+
+    ``ranks`` are :class:`analyzer.ranks.RankSummary` rows; the idle parts are the rank's idle
+    fractions times its median step, the rest (GPU-side waits, unattributed idle) closes the step.
+    """
+    import plotly.graph_objects as go
+
+    y = [f"rank {r.rank}" for r in ranks]
+    step = np.array([r.step_us_median for r in ranks], dtype=float)
+    busy = np.array([r.gpu_busy_us_median for r in ranks], dtype=float)
+    host = step * np.array([r.host_idle_fraction for r in ranks], dtype=float)
+    peer = step * np.array([r.peer_idle_fraction for r in ranks], dtype=float)
+    rest = np.maximum(step - busy - host - peer, 0.0)
+    fig = go.Figure()
+    for name, vals, color in (("GPU busy", busy, BUSY_COLOR), ("idle: own host", host, CAUSE_COLORS["host"]),
+                              ("waiting for peers", peer, CAUSE_COLORS["peer"]),
+                              ("other idle", rest, CAUSE_COLORS["unattributed"])):
+        fig.add_trace(go.Bar(x=vals, y=y, orientation="h", name=name, marker_color=color,
+                             hovertemplate="%{y}: " + name + " %{x:,.0f} us<extra></extra>"))
+    fig.update_layout(**_LAYOUT, barmode="stack", height=120 + 60 * len(ranks),
+                      title=dict(text="Median step per rank", font=dict(size=14)))
+    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_xaxes(title="us per step (profiled)", rangemode="tozero")
+    return fig
+
+
+def fleet_idle_figure(idle_fraction_by_cause: dict[str, float]):
+    """The fleet's idle time by cause, as a share of all step windows."""
+    import plotly.graph_objects as go
+
+    causes = [c for c in idle_fraction_by_cause if idle_fraction_by_cause[c] > 0] or list(idle_fraction_by_cause)
+    fig = go.Figure(go.Bar(x=[CAUSE_LABELS.get(c, c) for c in causes], y=[idle_fraction_by_cause[c] for c in causes],
+                           marker_color=[CAUSE_COLORS.get(c, "#BAB0AC") for c in causes],
+                           hovertemplate="%{x}: %{y:.1%} of step time<extra></extra>"))
+    fig.update_layout(**_LAYOUT, height=300, title=dict(text="Fleet idle by cause", font=dict(size=14)))
+    fig.update_yaxes(title="share of step windows", tickformat=".0%", rangemode="tozero")
+    return fig
+
+
+def batch_histogram_figure(histogram: dict[int, int]):
+    """Steps per batch size over the fleet."""
+    import plotly.graph_objects as go
+
+    sizes = sorted(histogram)
+    fig = go.Figure(go.Bar(x=[str(b) for b in sizes], y=[histogram[b] for b in sizes], marker_color=BUSY_COLOR,
+                           hovertemplate="bs %{x}: %{y:,} steps<extra></extra>"))
+    fig.update_layout(**_LAYOUT, height=300, title=dict(text="Batch sizes over the fleet", font=dict(size=14)))
+    fig.update_xaxes(title="batch size", type="category")
+    fig.update_yaxes(title="steps")
+    return fig

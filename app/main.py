@@ -1,7 +1,7 @@
 """launchgap dashboard: the entry script ``launchgap app`` runs with Streamlit.
 
-One ``st.navigation`` over four pages (modules under ``app/views``): Traces, Diagnosis,
-Compare, Capture plan. A new session starts with the bundled samples loaded.
+One ``st.navigation`` over six pages (modules under ``app/views``): Traces, Diagnosis,
+Compare, Ranks (tensor-parallel jobs), Capture plan, Fleet (``launchgap fleet`` results). A new session starts with the bundled samples loaded.
 """
 from __future__ import annotations
 
@@ -27,7 +27,9 @@ pages = [
     st.Page(VIEWS / "traces.py", title="Traces", icon=":material/upload_file:", default=True),
     st.Page(VIEWS / "diagnosis.py", title="Diagnosis", icon=":material/troubleshoot:"),
     st.Page(VIEWS / "compare.py", title="Compare", icon=":material/compare_arrows:"),
+    st.Page(VIEWS / "ranks.py", title="Ranks", icon=":material/view_column:"),
     st.Page(VIEWS / "plan.py", title="Capture plan", icon=":material/checklist:", url_path="plan"),
+    st.Page(VIEWS / "fleet.py", title="Fleet", icon=":material/hub:"),
 ]
 nav = st.navigation(pages)
 start_session()

@@ -23,7 +23,8 @@ from pathlib import Path
 
 from analyzer.errors import AnalyzerError
 from analyzer.loaders import load_trace
-from analyzer.report import AnalysisOptions, TraceReport, analyze_trace
+from analyzer.ranks import analyze_with_collectives
+from analyzer.report import AnalysisOptions, TraceReport
 from analyzer.trace import Trace
 from app.cache import BoundedCache
 from app.settings import Settings
@@ -115,8 +116,13 @@ def parse_upload(data: bytes | memoryview, digest: str, name: str, settings: Set
 
 
 def analyze_cached(trace: Trace, digest: str, options: AnalysisOptions, cache: BoundedCache) -> TraceReport:
-    """The report of a parsed trace under ``options`` (through the cache)."""
-    return cache.get_or_compute(("report", digest, options), lambda: analyze_trace(trace, options))
+    """The report of a parsed trace under ``options`` (through the cache).
+
+    Collectives' waits for peers are split out (cause ``peer``) from the trace alone, exactly
+    as ``launchgap analyze`` does for a lone file, so a tensor-parallel rank spinning in NCCL
+    is not called GPU-bound; a trace without collectives gets the plain report.
+    """
+    return cache.get_or_compute(("report", digest, options), lambda: analyze_with_collectives(trace, options))
 
 
 def traces(state: MutableMapping) -> dict[str, LoadedTrace]:

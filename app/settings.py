@@ -18,6 +18,8 @@ SAMPLE_PATTERNS = ("*.json.gz", "*.sqlite")
 #: Samples loaded when a session starts, so ``make app`` shows something at once.
 DEFAULT_SAMPLE_DIR_NAME = "h200-1b"
 DEFAULT_SAMPLE_COUNT = 3
+#: A fleet results file (JSON lines, a few kB per trace) larger than this is refused on upload.
+MAX_FLEET_FILE_BYTES = 256 * 1024 * 1024
 
 ENV_SAMPLES_DIR = "LAUNCHGAP_SAMPLES_DIR"
 ENV_MAX_TRACE_BYTES = "LAUNCHGAP_MAX_TRACE_BYTES"

@@ -1,0 +1,155 @@
+"""Fleet page: a ``launchgap fleet --out FILE.jsonl`` results file as one fleet diagnosis and capture plan."""
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from analyzer.errors import AnalyzerError
+from analyzer.fleet import FleetReport, load_fleet_results
+from app import session
+from app.charts import batch_histogram_figure, distribution_figure, fleet_idle_figure, plan_comparison_figure
+from app.plan_report import SERVER_LABELS, plan_markdown
+from app.settings import MAX_FLEET_FILE_BYTES
+from app.text import json_safe, md_escape
+
+state = st.session_state
+FLEET_KEY = "lg_fleet"  # (file name, FleetReport | None, error | None) of this session's results file
+st.title("Fleet")
+st.caption("Results of `launchgap fleet DIR_OR_GLOB... --out fleet.jsonl` (many traces analysed on Dask): "
+           "distributions across servers and ranks, the outliers, and one capture plan for the whole fleet.")
+
+
+def _load(path: Path, name: str) -> FleetReport:
+    """The report, with the private temporary path in its messages replaced by the uploaded file's name."""
+    rep = load_fleet_results(path)
+    return dataclasses.replace(rep, warnings=[w.replace(str(path), name) for w in rep.warnings])
+
+
+f = st.file_uploader("Upload a fleet results file (.jsonl)", type=["jsonl", "json"], key="lg_fleet_widget")
+if f is not None and state.get("lg_fleet_id") != f.file_id:
+    state["lg_fleet_id"] = f.file_id
+    if f.size > MAX_FLEET_FILE_BYTES:
+        state[FLEET_KEY] = (f.name, None, f"file is {f.size / 1e6:.0f} MB, over the "
+                                          f"{MAX_FLEET_FILE_BYTES / 1e6:.0f} MB cap")
+    else:
+        try:
+            rep = session.parse_small_upload(f.name, f.getvalue(), lambda p, n=f.name: _load(p, n))
+            state[FLEET_KEY] = (f.name, rep, None)
+        except AnalyzerError as exc:
+            state[FLEET_KEY] = (f.name, None, exc.message)
+        except Exception as exc:  # noqa: BLE001 - a damaged file must not show a traceback
+            state[FLEET_KEY] = (f.name, None, f"cannot read it as fleet results ({type(exc).__name__})")
+
+got = state.get(FLEET_KEY)
+if got is None:
+    st.info("Upload the `.jsonl` file written by `launchgap fleet ... --out fleet.jsonl`. Its first line is a "
+            "`launchgap.fleet-run/1` header, then one summary per trace.")
+    st.stop()
+name, rep, err = got
+if err:
+    st.error(md_escape(f"{name}: {err}"), icon=":material/error:")
+    st.stop()
+st.caption(md_escape(f"Using {name}"))
+
+m1, m2, m3, m4 = st.columns(4)
+m1.metric("Traces", f"{rep.traces:,}", border=True, help="Analysed without error.")
+m2.metric("Failed", f"{rep.failed:,}", border=True)
+m3.metric("Steps", f"{rep.steps:,}", border=True)
+m4.metric("Fleet GPU idle", f"{rep.gpu_idle_fraction:.1%}", border=True,
+          help="Idle time over all step windows of all traces.")
+st.caption(md_escape("Modes: " + ", ".join(f"{k} {v}" for k, v in rep.modes.items())
+                     + "; verdicts: " + ", ".join(f"{k} {v}" for k, v in rep.verdicts.items())))
+
+st.subheader("Distributions across traces")
+DIST_LABELS = {"step_us": "step, profiled (us)", "estimated_unprofiled_step_us": "step, unprofiled estimate (us)",
+               "gpu_idle_fraction": "GPU idle fraction", "host_idle_fraction": "host-side idle fraction",
+               "predicted_speedup": "predicted CUDA-graph speedup"}
+dist = pd.DataFrame([{"metric": DIST_LABELS.get(k, k), "traces": d.count, "p10": d.p10, "p50": d.p50, "p90": d.p90,
+                      "max": d.max} for k, d in rep.distributions.items()])
+st.dataframe(dist, hide_index=True, column_config={c: st.column_config.NumberColumn(format="%.3g")
+                                                   for c in ("p10", "p50", "p90", "max")})
+
+a, b = st.columns(2)
+with a:
+    st.plotly_chart(fleet_idle_figure(rep.idle_fraction_by_cause), width="stretch", key="lg_fleet_idle")
+with b:
+    if rep.batch_histogram:
+        st.plotly_chart(batch_histogram_figure(rep.batch_histogram), width="stretch", key="lg_fleet_hist")
+    else:
+        st.info("No step has a known batch size.")
+if rep.unknown_batch_steps:
+    st.caption(f"{rep.unknown_batch_steps:,} step(s) without a known batch size are left out of the histogram.")
+
+ROW_CONFIG = {
+    "step_us_median": st.column_config.NumberColumn("step (us)", format="%.1f"),
+    "estimated_unprofiled_step_us_median": st.column_config.NumberColumn("unprofiled step (us)", format="%.1f"),
+    "gpu_idle_fraction": st.column_config.NumberColumn("GPU idle", format="percent"),
+    "host_idle_fraction": st.column_config.NumberColumn("host-side idle", format="percent"),
+    "predicted_speedup": st.column_config.NumberColumn("predicted speedup", format="%.2fx"),
+    "step_vs_peers": st.column_config.NumberColumn("step vs peers", format="%.2fx"),
+}
+COLS = ["path", "rank", "mode", "main_batch_size", "steps", "step_us_median", "estimated_unprofiled_step_us_median",
+        "gpu_idle_fraction", "host_idle_fraction", "predicted_speedup", "step_vs_peers", "verdict"]
+
+
+def _rows(rows) -> pd.DataFrame:
+    return pd.DataFrame([dataclasses.asdict(r) for r in rows], columns=list(COLS)) if rows else pd.DataFrame(
+        columns=COLS)
+
+
+st.subheader("Outliers")
+o1, o2 = st.columns(2)
+with o1:
+    st.markdown("**Slowest against their peers** (same mode and batch size)")
+    st.dataframe(_rows(rep.slowest), hide_index=True, column_config=ROW_CONFIG)
+with o2:
+    st.markdown("**Most launch-bound** (highest host-side idle)")
+    st.dataframe(_rows(rep.most_launch_bound), hide_index=True, column_config=ROW_CONFIG)
+if rep.errors:
+    with st.expander(f"{len(rep.errors)} trace(s) failed"):
+        st.dataframe(pd.DataFrame([dataclasses.asdict(e) for e in rep.errors]), hide_index=True)
+
+st.subheader("Capture plan for the fleet")
+plan = rep.plan
+if plan is None:
+    st.info(md_escape(f"No plan: {rep.plan_note}"))
+else:
+    p1, p2, p3 = st.columns(3)
+    p1.metric("Graphs to capture", f"{plan.score.n_graphs}", border=True)
+    p2.metric("Expected step", f"{plan.expected_step_us:,.0f} us", border=True,
+              help=f"All eager: {plan.all_eager_expected_step_us:,.0f} us.")
+    p3.metric("Speedup vs all eager", f"{plan.speedup_vs_all_eager:.1f}x", border=True)
+    st.markdown("**Capture these batch sizes:**")
+    st.code(", ".join(str(x) for x in plan.buckets) or "none: run eager", language=None)
+    c1, c2 = st.columns(2)
+    with c1:
+        st.plotly_chart(plan_comparison_figure(plan, SERVER_LABELS), width="stretch", key="lg_fleet_plan_cmp")
+    with c2:
+        st.plotly_chart(distribution_figure(plan), width="stretch", key="lg_fleet_plan_dist")
+    base = pd.DataFrame([{"setup": SERVER_LABELS[k], "graphs": v.score.n_graphs,
+                          "expected step (us)": v.score.expected_step_us, "within budget": v.within_budget,
+                          "plan saves": 1 - plan.expected_step_us / v.score.expected_step_us
+                          if v.score.expected_step_us > 0 else 0.0} for k, v in plan.baselines.items()]
+                        + [{"setup": "all eager", "graphs": 0, "expected step (us)": plan.all_eager_expected_step_us,
+                            "within budget": True,
+                            "plan saves": 1 - plan.expected_step_us / plan.all_eager_expected_step_us
+                            if plan.all_eager_expected_step_us > 0 else 0.0}])
+    st.dataframe(base, hide_index=True, column_config={
+        "expected step (us)": st.column_config.NumberColumn(format="%.1f"),
+        "plan saves": st.column_config.NumberColumn(format="percent")})
+    st.caption("Re-plan with other budgets from the same file: `launchgap fleet --out fleet.jsonl --max-graphs N` "
+               "(no traces given: no analysis is repeated).")
+
+for w in [*rep.warnings, *(plan.warnings if plan is not None else [])]:
+    st.warning(md_escape(w), icon=":material/info:")
+
+d1, d2 = st.columns(2)
+d1.download_button("Download fleet report (JSON)", json.dumps(json_safe(rep.to_dict()), indent=1, allow_nan=False),
+                   file_name="launchgap-fleet.json", mime="application/json")
+if plan is not None:
+    d2.download_button("Download plan (Markdown)", plan_markdown(plan, f"fleet results {name}", "the fleet's steps"),
+                       file_name="launchgap-fleet-plan.md", mime="text/markdown")

@@ -1,0 +1,177 @@
+"""Dashboard pages for tensor-parallel jobs (Ranks) and fleet results (Fleet), through AppTest.
+
+The Ranks tests use the two bundled rank traces (traces/h200x2-tp2-1b, copied from the
+project's reference set); the Fleet tests build a real results file with
+:func:`analyzer.fleet.summarize_trace` over the bundled h200-1b traces (no Dask needed).
+Expected numbers come from the analyzer itself on the same files: the page must show
+exactly what ``launchgap analyze`` computes.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+pytest.importorskip("plotly")
+
+import streamlit as st  # noqa: E402
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from analyzer.fleet import load_fleet_results, results_header, summarize_trace  # noqa: E402
+from analyzer.loaders import DEFAULT_MAX_TRACE_BYTES, load_trace  # noqa: E402
+from analyzer.ranks import analyze_job, analyze_with_collectives  # noqa: E402
+from analyzer.report import AnalysisOptions  # noqa: E402
+from app import MAIN_SCRIPT  # noqa: E402
+
+TIMEOUT_S = 60
+ROOT = Path(__file__).resolve().parents[2]
+TP_DIR = ROOT / "traces" / "h200x2-tp2-1b"
+RANK_FILES = ("tp1b_bs1_eager_rank0.json.gz", "tp1b_bs1_eager_rank1.json.gz")
+FLEET_DIR = ROOT / "traces" / "h200-1b"
+
+
+@pytest.fixture(autouse=True)
+def fresh_server():
+    st.cache_resource.clear()
+    yield
+    st.cache_resource.clear()
+
+
+def _samples(tmp_path: Path, monkeypatch, names: tuple[str, ...]) -> Path:
+    """A samples folder holding only the given rank files (all of them load when a session starts)."""
+    missing = [n for n in names if not (TP_DIR / n).is_file()]
+    if missing:
+        pytest.skip(f"bundled rank traces missing under {TP_DIR}: {missing}")
+    root = tmp_path / "samples"
+    (root / TP_DIR.name).mkdir(parents=True)
+    for n in names:
+        shutil.copy(TP_DIR / n, root / TP_DIR.name / n)
+    monkeypatch.setenv("LAUNCHGAP_SAMPLES_DIR", str(root))
+    return root
+
+
+def _empty_samples(tmp_path: Path, monkeypatch) -> None:
+    root = tmp_path / "no-samples"
+    root.mkdir()
+    monkeypatch.setenv("LAUNCHGAP_SAMPLES_DIR", str(root))
+
+
+def new_app() -> AppTest:
+    at = AppTest.from_file(str(MAIN_SCRIPT), default_timeout=TIMEOUT_S)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def goto(at: AppTest, page: str) -> AppTest:
+    at.switch_page(f"views/{page}.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+# --- Ranks ---------------------------------------------------------------------------------------
+
+def test_ranks_page_shows_the_group_prediction_and_both_ranks(tmp_path, monkeypatch) -> None:
+    _samples(tmp_path, monkeypatch, RANK_FILES)
+    at = goto(new_app(), "ranks")
+    job = analyze_job([load_trace(TP_DIR / n) for n in RANK_FILES], AnalysisOptions())
+    m = metrics(at)
+    assert m["Predicted CUDA-graph step (group)"] == f"{job.summary.predicted_graph_step_us_median:,.1f} us"
+    assert m["Wait estimate"] == "aligned" == job.summary.wait_estimate
+    assert m["Slowest rank"] == str(job.summary.slowest_rank)
+    assert any(t.value == job.summary.slowest_rank_reason for t in at.text)
+    ranks = at.dataframe[0].value
+    assert list(ranks["rank"]) == [0, 1]
+    assert list(ranks["trace"]) == [f"{TP_DIR.name}/{n}" for n in RANK_FILES]  # the names loaded, not hashes
+    assert ranks["peer idle"].tolist() == [r.peer_idle_fraction for r in job.ranks]
+    assert ranks["predicted graph, with peers (us)"].tolist() == [r.predicted_graph_step_us for r in job.ranks]
+    steps = at.dataframe[1].value
+    assert steps["group prediction (us)"].tolist() == [g.predicted_graph_us for g in job.steps]
+    assert len(steps) == job.summary.steps == 4
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert [t["name"] for t in spec["data"]] == ["GPU busy", "idle: own host", "waiting for peers", "other idle"]
+    assert not at.error
+
+
+def test_ranks_page_without_a_job_says_how_to_get_one(tmp_path, monkeypatch) -> None:
+    _samples(tmp_path, monkeypatch, RANK_FILES[1:])  # one rank alone is no job
+    at = goto(new_app(), "ranks")
+    assert any("Upload all ranks' trace files of one job" in i.value for i in at.info)
+    assert not at.metric and not at.error
+
+
+def test_lone_rank_diagnosis_reports_peer_wait_not_gpu_bound(tmp_path, monkeypatch) -> None:
+    _samples(tmp_path, monkeypatch, RANK_FILES[1:])
+    at = goto(new_app(), "diagnosis")
+    rep = analyze_with_collectives(load_trace(TP_DIR / RANK_FILES[1]), AnalysisOptions())
+    peer = rep.summary.idle_fraction_by_cause["peer"]
+    assert peer > 0.5  # rank 1's NCCL kernels spin waiting for rank 0's host
+    verdict = next(m.value for m in at.markdown if m.value.startswith("**Verdict"))
+    assert "GPU\\-bound" not in verdict and "GPU-bound" not in verdict
+    assert rep.summary.verdict == "waiting for peers" and "waiting for peers" in verdict
+    assert metrics(at)["GPU idle"] == f"{rep.summary.gpu_idle_fraction:.1%}"
+    bars = json.loads(at.get("plotly_chart")[1].proto.spec)  # idle by cause per step
+    peer_bars = [t for t in bars["data"] if t["name"] == "idle: waiting for peers"]
+    assert len(peer_bars) == 1 and min(peer_bars[0]["y"]) > 0
+
+
+# --- Fleet ---------------------------------------------------------------------------------------
+
+@pytest.fixture
+def fleet_file(tmp_path) -> Path:
+    """A real results file: header + one summary per bundled h200-1b trace (as ``launchgap fleet --out``)."""
+    traces = sorted(FLEET_DIR.glob("*.json.gz"))
+    if not traces:
+        pytest.skip(f"no bundled traces under {FLEET_DIR}")
+    out = tmp_path / "f.jsonl"
+    with open(out, "w") as fh:
+        fh.write(json.dumps(results_header(AnalysisOptions(), DEFAULT_MAX_TRACE_BYTES)) + "\n")
+        for p in traces:
+            fh.write(json.dumps(summarize_trace(p)) + "\n")
+    return out
+
+
+def _upload_fleet(at: AppTest, name: str, data: bytes) -> AppTest:
+    at.file_uploader(key="lg_fleet_widget").set_value((name, data, "application/octet-stream"))
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_fleet_page_shows_distributions_and_plan(tmp_path, monkeypatch, fleet_file) -> None:
+    _empty_samples(tmp_path, monkeypatch)
+    at = goto(new_app(), "fleet")
+    assert any("launchgap fleet" in i.value for i in at.info)  # nothing uploaded yet: how to get a file
+    at = _upload_fleet(at, "fleet.jsonl", fleet_file.read_bytes())
+    want = load_fleet_results(fleet_file)
+    assert not at.error
+    m = metrics(at)
+    assert m["Traces"] == str(want.traces) == "3" and m["Failed"] == "0"
+    assert m["Expected step"] == f"{want.plan.expected_step_us:,.0f} us"
+    dist = at.dataframe[0].value
+    assert list(dist["p50"]) == [d.p50 for d in want.distributions.values()]
+    assert list(dist["max"]) == [d.max for d in want.distributions.values()]
+    assert "predicted CUDA-graph speedup" in list(dist["metric"])
+    assert at.code[0].value == ", ".join(str(b) for b in want.plan.buckets)
+    baselines = at.dataframe[3].value
+    assert list(baselines["setup"]) == ["vLLM", "SGLang", "TensorRT-LLM", "all eager"]
+    assert baselines["expected step (us)"].iloc[-1] == want.plan.all_eager_expected_step_us
+    names = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
+    assert names[:2] == ["Fleet idle by cause", "Batch sizes over the fleet"]
+    assert str(tmp_path) not in json.dumps([w.value for w in at.warning])  # no temp path leaks
+
+
+def test_fleet_page_bad_file_shows_one_line_error(tmp_path, monkeypatch) -> None:
+    _empty_samples(tmp_path, monkeypatch)
+    at = _upload_fleet(goto(new_app(), "fleet"), "bad.jsonl", b'{"schema": "nope"}\n{"x": 1}\n')
+    assert len(at.error) == 1
+    msg = at.error[0].value
+    assert "\n" not in msg and "bad\\.jsonl" in msg and "not a launchgap fleet results file" in msg
+    assert "launchgap-aux" not in msg and not at.metric
