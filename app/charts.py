@@ -321,8 +321,9 @@ def rank_split_figure(ranks):
                               ("other idle", rest, CAUSE_COLORS["unattributed"])):
         fig.add_trace(go.Bar(x=vals, y=y, orientation="h", name=name, marker_color=color,
                              hovertemplate="%{y}: " + name + " %{x:,.0f} us<extra></extra>"))
-    fig.update_layout(**_LAYOUT, barmode="stack", height=120 + 60 * len(ranks),
+    fig.update_layout(**_LAYOUT, barmode="stack", height=200 + 40 * len(ranks),
                       title=dict(text="Median step per rank", font=dict(size=14)))
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.45, xanchor="left", x=0, traceorder="normal"))
     fig.update_yaxes(autorange="reversed", type="category")
     fig.update_xaxes(title="us per step (profiled)", rangemode="tozero")
     return fig

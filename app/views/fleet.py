@@ -102,13 +102,11 @@ def _rows(rows) -> pd.DataFrame:
 
 
 st.subheader("Outliers")
-o1, o2 = st.columns(2)
-with o1:
-    st.markdown("**Slowest against their peers** (same mode and batch size)")
-    st.dataframe(_rows(rep.slowest), hide_index=True, column_config=ROW_CONFIG)
-with o2:
-    st.markdown("**Most launch-bound** (highest host-side idle)")
-    st.dataframe(_rows(rep.most_launch_bound), hide_index=True, column_config=ROW_CONFIG)
+st.markdown("**Slowest against their peers** (median step over that of the traces with the same mode and main "
+            "batch size)")
+st.dataframe(_rows(rep.slowest), hide_index=True, column_config=ROW_CONFIG)
+st.markdown("**Most launch-bound** (highest host-side idle)")
+st.dataframe(_rows(rep.most_launch_bound), hide_index=True, column_config=ROW_CONFIG)
 if rep.errors:
     with st.expander(f"{len(rep.errors)} trace(s) failed"):
         st.dataframe(pd.DataFrame([dataclasses.asdict(e) for e in rep.errors]), hide_index=True)

@@ -36,9 +36,9 @@ except AnalyzerError as exc:
 
 s = job.summary
 m1, m2, m3, m4 = st.columns(4)
-m1.metric("Predicted CUDA-graph step (group)", f"{s.predicted_graph_step_us_median:,.1f} us", border=True,
-          help="Median over matched steps of the slowest rank's predicted graph step: the group moves at the "
-               "pace of its slowest rank.")
+m1.metric("Group CUDA-graph step", f"{s.predicted_graph_step_us_median:,.1f} us", border=True,
+          help="Predicted CUDA-graph step of the group: median over matched steps of the slowest rank's "
+               "predicted graph step (the group moves at the pace of its slowest rank).")
 m2.metric("Wait estimate", s.wait_estimate, border=True,
           help="aligned: each collective's wait taken from the peers' start times; single-rank: estimated from "
                "each rank alone (fastest instances of the same collective).")
@@ -61,22 +61,19 @@ rank_rows = pd.DataFrame([{
     "predicted graph, with peers (us)": r.predicted_graph_step_us,
     "last at collectives": r.last_at_collectives,
 } for r in job.ranks])
-left, right = st.columns([3, 2])
-with left:
-    st.subheader("Ranks side by side")
-    st.dataframe(rank_rows, hide_index=True, column_config={
-        "step (us)": st.column_config.NumberColumn(format="%.1f"),
-        "host step (us)": st.column_config.NumberColumn(format="%.1f"),
-        "GPU busy (us)": st.column_config.NumberColumn(format="%.1f"),
-        "host idle": st.column_config.NumberColumn(format="percent",
-                                                   help="GPU idle waiting for this rank's own host"),
-        "peer idle": st.column_config.NumberColumn(format="percent", help="collectives waiting for other ranks"),
-        "wait per step (us)": st.column_config.NumberColumn(format="%.1f"),
-        "predicted graph, alone (us)": st.column_config.NumberColumn(format="%.1f"),
-        "predicted graph, with peers (us)": st.column_config.NumberColumn(format="%.1f"),
-    })
-with right:
-    st.plotly_chart(rank_split_figure(job.ranks), width="stretch", key="lg_ranks_split")
+st.subheader("Ranks side by side")
+st.dataframe(rank_rows, hide_index=True, column_config={
+    "step (us)": st.column_config.NumberColumn(format="%.1f"),
+    "host step (us)": st.column_config.NumberColumn(format="%.1f"),
+    "GPU busy (us)": st.column_config.NumberColumn(format="%.1f"),
+    "host idle": st.column_config.NumberColumn(format="percent",
+                                               help="GPU idle waiting for this rank's own host"),
+    "peer idle": st.column_config.NumberColumn(format="percent", help="collectives waiting for other ranks"),
+    "wait per step (us)": st.column_config.NumberColumn(format="%.1f"),
+    "predicted graph, alone (us)": st.column_config.NumberColumn(format="%.1f"),
+    "predicted graph, with peers (us)": st.column_config.NumberColumn(format="%.1f"),
+})
+st.plotly_chart(rank_split_figure(job.ranks), width="stretch", key="lg_ranks_split")
 
 st.subheader("Steps across ranks")
 if job.steps:

@@ -83,7 +83,7 @@ def test_ranks_page_shows_the_group_prediction_and_both_ranks(tmp_path, monkeypa
     at = goto(new_app(), "ranks")
     job = analyze_job([load_trace(TP_DIR / n) for n in RANK_FILES], AnalysisOptions())
     m = metrics(at)
-    assert m["Predicted CUDA-graph step (group)"] == f"{job.summary.predicted_graph_step_us_median:,.1f} us"
+    assert m["Group CUDA-graph step"] == f"{job.summary.predicted_graph_step_us_median:,.1f} us"
     assert m["Wait estimate"] == "aligned" == job.summary.wait_estimate
     assert m["Slowest rank"] == str(job.summary.slowest_rank)
     assert any(t.value == job.summary.slowest_rank_reason for t in at.text)
