@@ -1,7 +1,8 @@
 """launchgap dashboard: the entry script ``launchgap app`` runs with Streamlit.
 
 One ``st.navigation`` over six pages (modules under ``app/views``): Traces, Diagnosis,
-Compare, Ranks (tensor-parallel jobs), Capture plan, Fleet (``launchgap fleet`` results). A new session starts with the bundled samples loaded.
+Compare, Ranks (tensor-parallel jobs), Capture plan, Fleet (``launchgap fleet`` results).
+A new session starts with the bundled samples loaded.
 """
 from __future__ import annotations
 
