@@ -27,7 +27,7 @@ from analyzer.loaders import DEFAULT_MAX_TRACE_BYTES, load_trace
 from analyzer.report import TraceReport, analyze_trace
 
 #: Examples per test when LAUNCHGAP_FUZZ_EXAMPLES is unset: the whole folder stays under a minute on 2 cores.
-DEFAULT_EXAMPLES = 40
+DEFAULT_EXAMPLES = 100
 EXAMPLES = int(os.environ.get("LAUNCHGAP_FUZZ_EXAMPLES", str(DEFAULT_EXAMPLES)))
 # Files are written under a per-module temporary folder, so a function-scoped fixture is not re-entered.
 # No "explain" phase: on a failure it re-runs thousands of variants, minutes on this machine.

@@ -202,75 +202,93 @@ def test_fuzz_random_json(folder, value, gz) -> None:
 
 
 # ---- structurally valid traces, mutated events --------------------------------------------------
+# A mutation is a small recipe (op, three selectors, a value) resolved against the document when
+# applied, so a failing example prints as a few tuples, not as a whole trace.
+_SEL = st.integers(0, 2**16)
+_EVENT_VALUES = {
+    "set": FIELD, "set_arg": FIELD, "del": st.none(), "del_arg": st.none(), "drop": st.none(), "dup": st.none(),
+    "same_corr": BIG_INTS, "recat": st.tuples(st.sampled_from(CATS), st.sampled_from(PHASES)),
+    "rename": st.sampled_from(NAMES), "step_name": STEP_NAMES, "shape_dims": INPUT_DIMS, "dims": INPUT_DIMS,
+    "junk_event": JSON,
+    "top": st.tuples(st.sampled_from(["deviceProperties", "distributedInfo"]), st.one_of(
+        JSON, st.lists(st.fixed_dictionaries({"id": JSON, "name": JSON}), max_size=3),
+        st.fixed_dictionaries({"rank": SCALARS, "world_size": SCALARS, "backend": st.just("nccl")}))),
+}
+_EVENT_OPS = ("set", "set", "set_arg", "set_arg", *_EVENT_VALUES)
+EVENT_MUTATION = st.sampled_from(_EVENT_OPS).flatmap(
+    lambda op: st.tuples(st.just(op), _SEL, _SEL, _SEL, _EVENT_VALUES[op]))
+
+
 def _args(e: dict) -> dict:
     if not isinstance(e.get("args"), dict):
         e["args"] = {}
     return e["args"]
 
 
-def _pick(draw, ev: list) -> int:
+def _pick(ev: list, a: int, b: int) -> int:
     """An event index: uniform half the time, else uniform within a category (so the few
     annotations and launches of a seed are hit as often as its many CPU ops)."""
-    if draw(st.booleans()):
-        return draw(st.integers(0, len(ev) - 1))
+    if a % 2 == 0:
+        return b % len(ev)
     cats = sorted({str(e.get("cat")) for e in ev if isinstance(e, dict)})
-    cat = draw(st.sampled_from(cats)) if cats else None
-    rows = [i for i, e in enumerate(ev) if isinstance(e, dict) and str(e.get("cat")) == cat]
-    return draw(st.sampled_from(rows)) if rows else 0
+    rows = [i for i, e in enumerate(ev) if isinstance(e, dict) and cats and str(e.get("cat")) == cats[b % len(cats)]]
+    return rows[(b // 7) % len(rows)] if rows else 0
 
 
-@st.composite
-def mutated_trace(draw) -> dict:
-    """A seed (:data:`SEEDS`) with 1-8 mutations of single events, their args or the top level."""
-    doc = json.loads(small_real_trace(draw(st.sampled_from(SEEDS))))
+def mutate_events(doc: dict, ops: list[tuple]) -> dict:
+    """Apply event mutations (see :data:`EVENT_MUTATION`) to a decoded trace, in place."""
     ev = doc["traceEvents"]
-    for _ in range(draw(st.integers(1, 8))):
-        op = draw(st.sampled_from(["set", "set", "set_arg", "set_arg", "del", "del_arg", "drop", "dup", "same_corr",
-                                   "recat", "rename", "dims", "junk_event", "top", "step_name", "shape_dims"]))
+    for op, a, b, c, value in ops:
         if not ev:
             ev.append({"ph": "X", "cat": "kernel", "name": "k", "ts": 0, "dur": 1})
-        i = _pick(draw, ev)
+        i = _pick(ev, a, b)
         e = ev[i] if isinstance(ev[i], dict) else {}
         if op == "set":
-            e[draw(st.sampled_from(EVENT_KEYS))] = draw(FIELD)
+            e[EVENT_KEYS[c % len(EVENT_KEYS)]] = value
         elif op == "set_arg":
-            _args(e)[draw(st.sampled_from(ARG_KEYS))] = draw(FIELD)
+            _args(e)[ARG_KEYS[c % len(ARG_KEYS)]] = value
         elif op == "del":
-            e.pop(draw(st.sampled_from(EVENT_KEYS)), None)
+            e.pop(EVENT_KEYS[c % len(EVENT_KEYS)], None)
         elif op == "del_arg":
-            _args(e).pop(draw(st.sampled_from(ARG_KEYS)), None)
+            _args(e).pop(ARG_KEYS[c % len(ARG_KEYS)], None)
         elif op == "drop":  # e.g. a launch call gone: its kernels have no launch
             del ev[i]
         elif op == "dup":  # duplicate correlation ids, duplicate steps
-            ev.insert(draw(st.integers(0, len(ev))), copy.deepcopy(ev[i]))
+            ev.insert(c % (len(ev) + 1), copy.deepcopy(ev[i]))
         elif op == "same_corr":
-            other = ev[draw(st.integers(0, len(ev) - 1))]
-            corr = other.get("args", {}).get("correlation") if isinstance(other, dict) and isinstance(
+            other = ev[c % len(ev)]
+            corr = other["args"].get("correlation") if isinstance(other, dict) and isinstance(
                 other.get("args"), dict) else None
-            _args(e)["correlation"] = corr if corr is not None else draw(BIG_INTS)
+            _args(e)["correlation"] = corr if corr is not None else value
         elif op == "recat":
-            e["cat"], e["ph"] = draw(st.sampled_from(CATS)), draw(st.sampled_from(PHASES))
+            e["cat"], e["ph"] = value
         elif op == "rename":
-            e["name"] = draw(st.sampled_from(NAMES))
+            e["name"] = value
         elif op == "step_name":  # any annotation: step and batch-size markers
-            rows = [j for j, a in enumerate(ev) if isinstance(a, dict) and a.get("cat") == "user_annotation"]
+            rows = [j for j, x in enumerate(ev) if isinstance(x, dict) and x.get("cat") == "user_annotation"]
             if rows:
-                ev[draw(st.sampled_from(rows))]["name"] = draw(STEP_NAMES)
+                ev[rows[c % len(rows)]]["name"] = value
         elif op == "shape_dims":  # shapes the analysis reads: a collective's message, a batch size
-            rows = [j for j, a in enumerate(ev) if isinstance(a, dict) and isinstance(a.get("args"), dict)
-                    and "Input Dims" in a["args"] and a.get("name") in ("record_param_comms", "aten::embedding")]
+            rows = [j for j, x in enumerate(ev) if isinstance(x, dict) and isinstance(x.get("args"), dict)
+                    and "Input Dims" in x["args"] and x.get("name") in ("record_param_comms", "aten::embedding")]
             if rows:
-                _args(ev[draw(st.sampled_from(rows))])["Input Dims"] = draw(INPUT_DIMS)
+                ev[rows[c % len(rows)]]["args"]["Input Dims"] = value
         elif op == "dims":
-            _args(e)["Input Dims"] = draw(INPUT_DIMS)
+            _args(e)["Input Dims"] = value
         elif op == "junk_event":
-            ev[i] = draw(JSON)
-        else:
-            key = draw(st.sampled_from(["deviceProperties", "distributedInfo"]))
-            doc[key] = draw(st.one_of(
-                JSON, st.lists(st.fixed_dictionaries({"id": JSON, "name": JSON}), max_size=3),
-                st.fixed_dictionaries({"rank": SCALARS, "world_size": SCALARS, "backend": st.just("nccl")})))
+            ev[i] = value
+        elif op == "top":
+            doc[value[0]] = value[1]
     return doc
+
+
+#: (seed name, mutations): a seed (:data:`SEEDS`) with 1-8 mutations of events, their args or the top level.
+MUTATED_TRACE = st.tuples(st.sampled_from(SEEDS), st.lists(EVENT_MUTATION, min_size=1, max_size=8))
+
+
+def build_mutated_trace(case: tuple[str, list[tuple]]) -> bytes:
+    seed, ops = case
+    return json.dumps(mutate_events(json.loads(small_real_trace(seed)), ops)).encode()
 
 
 @pytest.mark.parametrize("which", SEEDS)
@@ -280,75 +298,79 @@ def test_fuzz_seed_analyses(folder, which) -> None:
 
 
 @SETTINGS
-@given(doc=mutated_trace(), gz=st.booleans())
-def test_fuzz_mutated_events(folder, doc, gz) -> None:
-    check_load_analyze(_write(folder, json.dumps(doc).encode(), gz))
+@given(case=MUTATED_TRACE, gz=st.booleans())
+def test_fuzz_mutated_events(folder, case, gz) -> None:
+    check_load_analyze(_write(folder, build_mutated_trace(case), gz))
 
 
 @SETTINGS
-@given(doc=mutated_trace(), fmt=st.sampled_from(["json", "json", "text", "markdown"]))
-def test_fuzz_mutated_events_cli(folder, doc, fmt) -> None:
+@given(case=MUTATED_TRACE, fmt=st.sampled_from(["json", "json", "text", "markdown"]))
+def test_fuzz_mutated_events_cli(folder, case, fmt) -> None:
     """Through ``launchgap analyze``: it also splits collective waits and renders the report."""
-    check_cli(_write(folder, json.dumps(doc).encode()), fmt)
+    check_cli(_write(folder, build_mutated_trace(case)), fmt)
 
 
 # ---- byte-level mutations of a small real trace, plain and gzipped ------------------------------
-@st.composite
-def mutated_bytes(draw, seed: bytes) -> bytes:
+_DIGITS = (b"0", b"9", b"99999999999999999999", b"1e308", b"0.5", b"-1")
+_TOKENS = (b"{", b"}", b"[", b"]", b",", b'"', b"\\", b"-", b"e9", b"null", b"99999999999999999999", b"\xff\xfe",
+           b"\x00")
+BYTE_MUTATION = st.tuples(
+    st.sampled_from(["truncate", "flip", "insert", "delete", "overwrite", "repeat", "digits", "digits"]),
+    _SEL, st.integers(1, 256), st.one_of(st.binary(min_size=1, max_size=16), st.sampled_from(_TOKENS)))
+
+
+def mutate_bytes(seed: bytes, ops: list[tuple]) -> bytes:
+    """Apply byte mutations (op, position selector, count, payload); positions wrap around the data."""
     data = bytearray(seed)
-    for _ in range(draw(st.integers(1, 6))):
-        op = draw(st.sampled_from(["truncate", "flip", "insert", "delete", "overwrite", "repeat", "digits", "digits"]))
-        pos = draw(st.integers(0, max(len(data) - 1, 0)))
+    for op, at, n, payload in ops:
+        pos = at % len(data) if data else 0
         if op == "digits":  # rewrite the next digit: JSON stays valid and numbers go wild
-            at = next((j for j in range(pos, len(data)) if 48 <= data[j] <= 57), None)
-            if at is not None:
-                data[at:at + 1] = draw(st.sampled_from([b"0", b"9", b"99999999999999999999", b"1e308", b"0.5", b"-1"]))
+            j = next((j for j in range(pos, len(data)) if 48 <= data[j] <= 57), None)
+            if j is not None:
+                data[j:j + 1] = _DIGITS[n % len(_DIGITS)]
         elif op == "truncate":
             del data[pos:]
         elif op == "flip" and data:
-            data[pos] ^= 1 << draw(st.integers(0, 7))
+            data[pos] ^= 1 << (n % 8)
         elif op == "insert":
-            data[pos:pos] = draw(st.one_of(st.binary(min_size=1, max_size=16),
-                                           st.sampled_from([b"{", b"}", b"[", b"]", b",", b'"', b"\\", b"-", b"e9",
-                                                            b"null", b"99999999999999999999", b"\xff\xfe", b"\x00"])))
+            data[pos:pos] = payload
         elif op == "delete":
-            del data[pos:pos + draw(st.integers(1, 64))]
+            del data[pos:pos + (n % 64) + 1]
         elif op == "overwrite":
-            chunk = draw(st.binary(min_size=1, max_size=16))
-            data[pos:pos + len(chunk)] = chunk
+            data[pos:pos + len(payload)] = payload
         elif op == "repeat":
-            n = draw(st.integers(1, 256))
-            data[pos:pos] = data[pos:pos + n] * draw(st.integers(1, 4))
+            data[pos:pos] = data[pos:pos + n] * (n % 4 + 1)
     return bytes(data)
 
 
-@st.composite
-def mutated_real_file(draw) -> tuple[bytes, bool]:
-    """(file bytes, gzipped): mutate the JSON then maybe gzip it, or gzip it then mutate the gzip."""
-    seed = small_real_trace(draw(st.sampled_from(SEEDS))).encode()
-    how = draw(st.sampled_from(["plain", "gzip-of-mutated", "mutated-gzip"]))
+#: (seed, how, mutations): mutate the JSON and serve it plain or gzipped, or gzip it and mutate the gzip.
+MUTATED_REAL_FILE = st.tuples(st.sampled_from(SEEDS), st.sampled_from(["plain", "gzip-of-mutated", "mutated-gzip"]),
+                              st.lists(BYTE_MUTATION, min_size=1, max_size=6))
+
+
+def write_mutated_real_file(folder: Path, case: tuple[str, str, list[tuple]]) -> Path:
+    seed_name, how, ops = case
+    seed = small_real_trace(seed_name).encode()
     if how == "mutated-gzip":
-        return draw(mutated_bytes(gzip.compress(seed, mtime=0))), True
-    data = draw(mutated_bytes(seed))
-    return (gzip.compress(data, mtime=0), True) if how == "gzip-of-mutated" else (data, False)
+        data, gz = mutate_bytes(gzip.compress(seed, mtime=0), ops), True
+    else:
+        data, gz = mutate_bytes(seed, ops), how == "gzip-of-mutated"
+        data = gzip.compress(data, mtime=0) if gz else data
+    p = fresh_path(folder, ".json.gz" if gz else ".json")
+    p.write_bytes(data)
+    return p
 
 
 @SETTINGS
-@given(f=mutated_real_file())
-def test_fuzz_mutated_real_bytes(folder, f) -> None:
-    data, gz = f
-    p = fresh_path(folder, ".json.gz" if gz else ".json")
-    p.write_bytes(data)
-    check_load_analyze(p)
+@given(case=MUTATED_REAL_FILE)
+def test_fuzz_mutated_real_bytes(folder, case) -> None:
+    check_load_analyze(write_mutated_real_file(folder, case))
 
 
 @SETTINGS
-@given(f=mutated_real_file())
-def test_fuzz_mutated_real_bytes_cli(folder, f) -> None:
-    data, gz = f
-    p = fresh_path(folder, ".json.gz" if gz else ".json")
-    p.write_bytes(data)
-    check_cli(p)
+@given(case=MUTATED_REAL_FILE)
+def test_fuzz_mutated_real_bytes_cli(folder, case) -> None:
+    check_cli(write_mutated_real_file(folder, case))
 
 
 # ---- memory cap ------------------------------------------------------------------------------------

@@ -103,7 +103,7 @@ KNOWN_COLUMNS = tuple(sorted({c for cols in NSYS_COLUMNS.values() for c in cols}
 @given(data=st.one_of(
     st.binary(max_size=4096).map(lambda b: SQLITE_MAGIC + b),
     # A real header (page size, encoding...) followed by random pages.
-    st.tuples(st.sampled_from(("pushpop", "startend")), st.binary(min_size=0, max_size=8192)).map(
+    st.tuples(st.sampled_from(("pushpop", "startend")), st.binary(min_size=0, max_size=2048)).map(
         lambda t: seed_bytes(t[0])[:100] + t[1]),
 ))
 def test_fuzz_sqlite_magic_random_bytes(folder, data) -> None:
@@ -254,47 +254,51 @@ def test_fuzz_mutated_schema_values_cli(folder, variant, ops) -> None:
 
 
 # ---- corrupted copies of valid exports -------------------------------------------------------------
-@st.composite
-def corrupted_export(draw) -> bytes:
-    data = bytearray(seed_bytes(draw(st.sampled_from(SEEDS))))
+#: (seed, damages): each damage is (op, position selector, page selector, payload); see :func:`corrupt`.
+CORRUPTED_EXPORT = st.tuples(st.sampled_from(SEEDS), st.lists(st.tuples(
+    st.sampled_from(["truncate", "truncate_page", "flip", "zero_page", "junk_page", "swap_pages", "overwrite"]),
+    st.integers(0, 2**20), st.integers(0, 2**10), st.binary(min_size=1, max_size=32)), min_size=1, max_size=4))
+
+
+def corrupt(case: tuple[str, list[tuple]]) -> bytes:
+    """Damage a seed export at the byte or page level; selectors wrap around the file's size."""
+    seed, ops = case
+    data = bytearray(seed_bytes(seed))
     page = int.from_bytes(data[16:18], "big") or 65536
-    for _ in range(draw(st.integers(1, 4))):
-        op = draw(st.sampled_from(["truncate", "truncate_page", "flip", "zero_page", "junk_page", "swap_pages",
-                                   "overwrite"]))
+    for op, at, pg_sel, payload in ops:
         n_pages = max(len(data) // page, 1)
-        pos = draw(st.integers(0, max(len(data) - 1, 0)))
-        pg = draw(st.integers(0, n_pages - 1)) * page
+        pos = at % len(data) if data else 0
+        pg = (pg_sel % n_pages) * page
         if op == "truncate":
             del data[pos:]
         elif op == "truncate_page":
             del data[pg:]
         elif op == "flip" and data:
-            data[pos] ^= 1 << draw(st.integers(0, 7))
+            data[pos] ^= 1 << (pg_sel % 8)
         elif op == "zero_page":
             data[pg:pg + page] = bytes(len(data[pg:pg + page]))
-        elif op == "junk_page":
-            data[pg:pg + page] = draw(st.binary(min_size=page, max_size=page))[:len(data[pg:pg + page])]
+        elif op == "junk_page":  # the payload repeated over the page: junk that shrinks to a few bytes
+            data[pg:pg + page] = (payload * (page // len(payload) + 1))[:len(data[pg:pg + page])]
         elif op == "swap_pages":
-            other = draw(st.integers(0, n_pages - 1)) * page
-            a, b = bytes(data[pg:pg + page]), bytes(data[other:other + page])
-            if len(a) == len(b):
-                data[pg:pg + page], data[other:other + page] = b, a
-        else:
-            chunk = draw(st.binary(min_size=1, max_size=32))
-            data[pos:pos + len(chunk)] = chunk
+            other = (at % n_pages) * page
+            one, two = bytes(data[pg:pg + page]), bytes(data[other:other + page])
+            if len(one) == len(two):
+                data[pg:pg + page], data[other:other + page] = two, one
+        elif op == "overwrite":
+            data[pos:pos + len(payload)] = payload
     return bytes(data)
 
 
 @SETTINGS
-@given(data=corrupted_export())
-def test_fuzz_corrupted_exports(folder, data) -> None:
-    check_load_analyze(_write(folder, data))
+@given(case=CORRUPTED_EXPORT)
+def test_fuzz_corrupted_exports(folder, case) -> None:
+    check_load_analyze(_write(folder, corrupt(case)))
 
 
 @SETTINGS
-@given(data=corrupted_export())
-def test_fuzz_corrupted_exports_cli(folder, data) -> None:
-    check_cli(_write(folder, data))
+@given(case=CORRUPTED_EXPORT)
+def test_fuzz_corrupted_exports_cli(folder, case) -> None:
+    check_cli(_write(folder, corrupt(case)))
 
 
 def test_fuzz_original_export_untouched(folder) -> None:
