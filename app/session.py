@@ -72,7 +72,7 @@ def file_digest(path: Path, chunk_bytes: int = 8 * 1024 * 1024) -> str:
     return h.hexdigest()
 
 
-def _error_line(exc: BaseException) -> str:
+def error_line(exc: BaseException) -> str:
     """One line for the user: the analyzer's own message, or a plain note for anything else."""
     if isinstance(exc, AnalyzerError):
         text = exc.message
@@ -165,7 +165,7 @@ def _finish(state: MutableMapping, key: str, name: str, source: str, digest: str
             if not isinstance(exc, AnalyzerError):
                 log.exception("analysing %s failed", name)
             entry = LoadedTrace(key=key, name=name, source=source, digest=digest, size_bytes=size,
-                                error=_error_line(exc))
+                                error=error_line(exc))
     traces(state)[key] = entry
     return entry
 
@@ -224,7 +224,7 @@ def set_options(state: MutableMapping, new: AnalysisOptions, cache: BoundedCache
             results[key] = dataclasses.replace(entry, report=analyze_cached(entry.trace, entry.digest, new, cache),
                                                error=None)
         except AnalyzerError as exc:
-            errors.append(f"{entry.name}: {_error_line(exc)}")
+            errors.append(f"{entry.name}: {error_line(exc)}")
     if errors:
         return errors  # keep the old options and reports: the new ones do not fit every trace
     store.update(results)

@@ -1,6 +1,8 @@
 """Ranks page: the ranks of one tensor-parallel job side by side (collective waits, skew, group prediction)."""
 from __future__ import annotations
 
+import logging
+
 import pandas as pd
 import streamlit as st
 
@@ -11,6 +13,7 @@ from app.jobs import analyze_job_cached, find_jobs, job_label
 from app.text import md_escape
 from app.ui import show_load_errors, trace_cache
 
+log = logging.getLogger("launchgap.app")
 state = st.session_state
 st.title("Ranks")
 st.caption("Tensor-parallel jobs: every rank's trace of one run, aligned at their collectives. Time a collective "
@@ -29,9 +32,12 @@ pick = st.selectbox("Job", range(len(jobs)), format_func=lambda i: labels[i], ke
     if len(jobs) > 1 else 0
 group = jobs[pick if pick is not None and pick < len(jobs) else 0]
 try:
-    job = analyze_job_cached(group, session.options(state), trace_cache())
-except AnalyzerError as exc:
-    st.error(md_escape(exc.message), icon=":material/error:")
+    with st.spinner(f"Aligning {len(group)} ranks at their collectives…"):
+        job = analyze_job_cached(group, session.options(state), trace_cache())
+except Exception as exc:  # noqa: BLE001 - a job the analyzer cannot align must not show a traceback
+    if not isinstance(exc, AnalyzerError):
+        log.exception("analysing job %s failed", labels[pick])
+    st.error(md_escape(session.error_line(exc)), icon=":material/error:")
     st.stop()
 
 s = job.summary

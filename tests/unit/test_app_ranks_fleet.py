@@ -175,3 +175,22 @@ def test_fleet_page_bad_file_shows_one_line_error(tmp_path, monkeypatch) -> None
     msg = at.error[0].value
     assert "\n" not in msg and "bad\\.jsonl" in msg and "not a launchgap fleet results file" in msg
     assert "launchgap-aux" not in msg and not at.metric
+
+
+def test_ranks_page_groups_uploads_by_name_and_shows_a_bad_job_in_one_line(tmp_path, monkeypatch) -> None:
+    """Two uploads named ``job_rank0/1.json`` form a job; if both say distributedInfo rank 0, the
+    analyzer refuses the job (rank 0 twice) and the page shows that one line, no traceback."""
+    from tests.unit.kineto_tiny import ann, doc, kernel, launch
+
+    _empty_samples(tmp_path, monkeypatch)
+    events = [ann("decode_step[bs=4]", 0, 100), launch(10, 5, 1), kernel(20, 10, 1, name="k1")]
+    data = json.dumps(doc(events, distributedInfo={"rank": 0, "world_size": 2})).encode()
+    at = new_app()
+    at.file_uploader(key="lg_uploader").set_value([("job_rank0.json", data, "application/json"),
+                                                   ("job_rank1.json", data, "application/json")])
+    at.run()
+    at = goto(at, "ranks")
+    assert len(at.error) == 1
+    msg = at.error[0].value
+    assert "\n" not in msg and "rank 0 appears twice in one job" in msg and not at.metric
+    assert "job\\_rank0\\.json" in msg and "sha256" not in msg  # the name it was uploaded under
