@@ -10,6 +10,9 @@ class AnalyzerError(Exception):
     """Base class: a problem with the user's input, not a bug in launchgap."""
 
     def __init__(self, message: str, path: str | None = None) -> None:
+        # One line, printable: messages quote text from damaged files (SQLite errors, names).
+        message = "".join(c if c.isprintable() else " " for c in message)
+        message = " ".join(message.split())
         super().__init__(message)
         self.message = message
         self.path = path

@@ -116,8 +116,9 @@ def _reference_trace(path: Path) -> Trace:
             if key in by_key:
                 corr_a[i] = by_key[key]
 
-    bad = ~np.isfinite(ts_a) | ~np.isfinite(dur_a)
-    warnings = [f"dropped {int(bad.sum())} events without a numeric ts/dur"] if bad.any() else []
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(ts_a) | ~np.isfinite(dur_a) | (np.abs(ts_a) >= 9.2e15) | (np.abs(dur_a) >= 9.2e15)
+    warnings = [f"dropped {int(bad.sum())} events without a numeric ts/dur in range"] if bad.any() else []
     keep = ~bad
     columns = {
         "kind": kind_a, "name_id": np.array(name_id, dtype=np.int32), "device": device, "stream": stream,
