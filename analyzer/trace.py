@@ -153,6 +153,14 @@ def build_trace(
     -1. Sorting is stable, so equal start times keep the loader's order.
     """
     n = len(columns["kind"])
+    warnings = list(warnings or ())
+    # Device ids are int32 here: a larger one would alias another device, so such rows are corrupt.
+    dev64 = np.asarray(columns["device"], dtype=np.int64)
+    bad_dev = (dev64 > np.iinfo(np.int32).max) | (dev64 < -1)
+    if bad_dev.any():
+        warnings.append(f"dropped {int(bad_dev.sum())} events with a device id out of range")
+        columns = {k: np.asarray(v)[~bad_dev] for k, v in columns.items()}
+        n = int((~bad_dev).sum())
     cols: dict[str, np.ndarray] = {}
     for key, dtype in _COLUMNS.items():
         arr = np.asarray(columns[key], dtype=dtype)
@@ -163,7 +171,6 @@ def build_trace(
     # (No np.abs: it overflows on int64's minimum and leaves it negative.)
     start, dur = cols["start_ns"], cols["dur_ns"]
     sane = (start > -_MAX_TIME_NS) & (start < _MAX_TIME_NS) & (dur > -_MAX_TIME_NS) & (dur < _MAX_TIME_NS)
-    warnings = list(warnings or ())
     if not sane.all():
         warnings.append(f"dropped {int((~sane).sum())} events with timestamps or durations out of range")
         cols = {k: v[sane] for k, v in cols.items()}
@@ -171,7 +178,9 @@ def build_trace(
     order = np.argsort(cols["start_ns"], kind="stable")
     if n and not np.all(order[1:] > order[:-1]):
         cols = {k: v[order] for k, v in cols.items()}
-    cols["dur_ns"] = np.maximum(cols["dur_ns"], 0)
+    if (cols["dur_ns"] < 0).any():
+        warnings.append(f"{int((cols['dur_ns'] < 0).sum())} events had a negative duration, counted as 0")
+        cols["dur_ns"] = np.maximum(cols["dur_ns"], 0)
     end_ns = cols["start_ns"] + cols["dur_ns"]
 
     names_arr = np.empty(len(names), dtype=object)

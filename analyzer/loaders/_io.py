@@ -34,7 +34,7 @@ def read_head(path: Path, n: int = 64) -> bytes:
 
 def _too_large(path: Path, max_bytes: int) -> TraceTooLargeError:
     return TraceTooLargeError(
-        f"decompresses to more than {max_bytes / 1e6:.0f} MB, the cap (--max-trace-bytes)", str(path)
+        f"decompresses to more than {_mb(max_bytes)}, the cap (--max-trace-bytes)", str(path)
     )
 
 
@@ -53,7 +53,7 @@ def iter_content(path: Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES,
         size = path.stat().st_size
         if size > max_bytes:
             raise TraceTooLargeError(
-                f"file is {size / 1e6:.0f} MB, over the {max_bytes / 1e6:.0f} MB cap (--max-trace-bytes)", str(path)
+                f"file is {_mb(size)}, over the {_mb(max_bytes)} cap (--max-trace-bytes)", str(path)
             )
         with open(path, "rb") as fh:
             while data := fh.read(chunk_bytes):
@@ -75,7 +75,8 @@ def _gunzip(path: Path, max_bytes: int, chunk_bytes: int) -> Iterator[bytes]:
                 at_eof = not pending
             try:
                 # Called with no input too: zlib may still hold output that max_length held back.
-                out = dec.decompress(pending, chunk_bytes)
+                # Never decompress far past the cap: a bomb then costs about the cap, not a whole piece more.
+                out = dec.decompress(pending, max(1, min(chunk_bytes, max_bytes - total + 1)))
             except zlib.error as exc:
                 raise TraceFormatError(f"corrupt gzip data ({exc})", str(path)) from None
             pending = dec.unconsumed_tail
@@ -160,3 +161,11 @@ def read_ahead(pieces: Iterator[bytes], depth: int = 2) -> Iterator[bytes]:
         close = getattr(pieces, "close", None)
         if close is not None:
             close()
+
+
+def mb_text(n_bytes: int) -> str:
+    """A byte count for messages: MB above 1 MB, else bytes (a 64 KiB cap is not "0 MB")."""
+    return f"{n_bytes / 1e6:,.0f} MB" if n_bytes >= 1_000_000 else f"{n_bytes:,} bytes"
+
+
+_mb = mb_text

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from analyzer.errors import NoGpuActivityError, TraceFormatError, TraceTooLargeError
-from analyzer.loaders._io import DEFAULT_MAX_TRACE_BYTES
+from analyzer.loaders._io import DEFAULT_MAX_TRACE_BYTES, mb_text
 from analyzer.trace import Kind, Trace, build_trace
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -95,7 +95,7 @@ def _check_size(p: Path, max_bytes: int) -> None:
     size = p.stat().st_size
     if size > max_bytes:
         raise TraceTooLargeError(
-            f"file is {size / 1e6:.0f} MB, over the {max_bytes / 1e6:.0f} MB cap (--max-trace-bytes)", str(p))
+            f"file is {mb_text(size)}, over the {mb_text(max_bytes)} cap (--max-trace-bytes)", str(p))
 
 
 def load_nsys(path: str | Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> Trace:

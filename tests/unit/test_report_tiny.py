@@ -119,3 +119,15 @@ def test_zero_length_kernel_has_no_ratio_and_json_still_serialises(tmp_path) -> 
     from analyzer.render import render_trace
 
     assert "empty" in render_trace(rep)
+
+
+def test_corrupt_rows_are_dropped_or_clamped_with_a_warning(tmp_path) -> None:
+    ev = [ann("decode_step[bs=1]", 0, 100), launch(1, 4, 1), kernel(10, 5, 1, name="good"),
+          launch(6, 4, 2), kernel(20, 5, 2, name="alias", device=2**32),  # would alias device 0 as int32
+          launch(12, 4, 3), kernel(30, -3, 3, name="negative")]
+    t = load_trace(write(tmp_path, ev))
+    assert "alias" not in set(t.names[t.name_id])  # the row is gone (its name may stay interned)
+    assert any("device id out of range" in w for w in t.warnings)
+    assert any("negative duration" in w for w in t.warnings)
+    rep = analyze_trace(t)
+    assert [d.device for d in rep.devices] == [0] and rep.devices[0].kernels == 2
