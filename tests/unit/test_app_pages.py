@@ -19,6 +19,8 @@ pytest.importorskip("plotly")
 import streamlit as st  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from tests.unit.apptest_helpers import TIMEOUT_S, goto, metrics, new_app, upload  # noqa: E402,F401
+
 from analyzer.cli import main as cli_main  # noqa: E402
 from analyzer.commands import app as app_cmd  # noqa: E402
 from analyzer.errors import AnalyzerError  # noqa: E402
@@ -32,7 +34,6 @@ from app.settings import default_samples, discover_samples  # noqa: E402
 from app.text import hover_escape, json_safe, md_escape  # noqa: E402
 from tests.unit.kineto_tiny import ann, doc, kernel, launch  # noqa: E402
 
-TIMEOUT_S = 60
 NASTY = "<script>alert(1)</script> **bold** [x](http://e.invalid) $x$ :red[y]"
 
 
@@ -85,28 +86,8 @@ def fresh_server(tmp_path, monkeypatch):
     st.cache_resource.clear()
 
 
-def new_app() -> AppTest:
-    at = AppTest.from_file(str(MAIN_SCRIPT), default_timeout=TIMEOUT_S)
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
 
 
-def upload(at: AppTest, files: list[tuple[str, bytes]]) -> AppTest:
-    at.file_uploader(key="lg_uploader").set_value([(n, b, "application/octet-stream") for n, b in files])
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def goto(at: AppTest, page: str) -> AppTest:
-    at.switch_page(f"views/{page}.py").run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def metrics(at: AppTest) -> dict[str, str]:
-    return {m.label: m.value for m in at.metric}
 
 
 def analyzer_message(tmp_path, name: str, data: bytes) -> str:

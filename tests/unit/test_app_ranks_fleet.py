@@ -20,13 +20,14 @@ pytest.importorskip("plotly")
 import streamlit as st  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from tests.unit.apptest_helpers import TIMEOUT_S, goto, metrics, new_app, upload  # noqa: E402,F401
+
 from analyzer.fleet import load_fleet_results, results_header, summarize_trace  # noqa: E402
 from analyzer.loaders import DEFAULT_MAX_TRACE_BYTES, load_trace  # noqa: E402
 from analyzer.ranks import analyze_job, analyze_with_collectives  # noqa: E402
 from analyzer.report import AnalysisOptions  # noqa: E402
 from app import MAIN_SCRIPT  # noqa: E402
 
-TIMEOUT_S = 60
 ROOT = Path(__file__).resolve().parents[2]
 TP_DIR = ROOT / "traces" / "h200x2-tp2-1b"
 RANK_FILES = ("tp1b_bs1_eager_rank0.json.gz", "tp1b_bs1_eager_rank1.json.gz")
@@ -59,21 +60,7 @@ def _empty_samples(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("LAUNCHGAP_SAMPLES_DIR", str(root))
 
 
-def new_app() -> AppTest:
-    at = AppTest.from_file(str(MAIN_SCRIPT), default_timeout=TIMEOUT_S)
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
 
-
-def goto(at: AppTest, page: str) -> AppTest:
-    at.switch_page(f"views/{page}.py").run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def metrics(at: AppTest) -> dict[str, str]:
-    return {m.label: m.value for m in at.metric}
 
 
 # --- Ranks ---------------------------------------------------------------------------------------
