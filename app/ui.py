@@ -121,3 +121,13 @@ def pick_trace(label: str, key: str, entries: list[LoadedTrace], default_index: 
 def no_traces_note() -> None:
     st.info("No trace is loaded yet. Upload one or pick a bundled sample on the Traces page.")
     st.page_link("views/traces.py", label="Go to Traces", icon=":material/upload_file:")
+
+
+def loaded_traces_or_stop() -> list[LoadedTrace]:
+    """The page preamble of trace pages: load errors, then the loaded traces, or a note and stop."""
+    show_load_errors()
+    entries = session.loaded_ok(st.session_state)
+    if not entries:
+        no_traces_note()
+        st.stop()
+    return entries

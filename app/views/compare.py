@@ -9,15 +9,11 @@ from app import session
 from app.charts import side_by_side_figure, speedup_figure, step_time_figure
 from app.pairing import crossover_batch_size, pair_by_batch_size
 from app.text import md_escape
-from app.ui import no_traces_note, pick_trace, show_load_errors
+from app.ui import loaded_traces_or_stop, pick_trace
 
 state = st.session_state
 st.title("Compare")
-show_load_errors()
-entries = session.loaded_ok(state)
-if not entries:
-    no_traces_note()
-    st.stop()
+entries = loaded_traces_or_stop()
 
 st.subheader("Eager vs CUDA graph by batch size")
 threshold = st.slider("Win threshold (%)", 0, 50, 5, 1, key="lg_cmp_win",

@@ -13,15 +13,11 @@ from app import session
 from app.charts import ZOOM_OPS, first_ops_end_us, gap_histogram_figure, idle_by_cause_figure, timeline_figure
 from app.text import hover_escape, json_safe, md_escape
 from app.timeline import step_events, step_index
-from app.ui import no_traces_note, pick_trace, show_load_errors, trace_cache
+from app.ui import loaded_traces_or_stop, pick_trace, trace_cache
 
 state = st.session_state
 st.title("Diagnosis")
-show_load_errors()
-entries = session.loaded_ok(state)
-if not entries:
-    no_traces_note()
-    st.stop()
+entries = loaded_traces_or_stop()
 
 entry = pick_trace("Trace", "lg_diag", entries)
 rep = entry.report
