@@ -11,10 +11,11 @@ import streamlit as st
 from analyzer.errors import AnalyzerError
 from analyzer.fleet import FleetReport, load_fleet_results
 from app import session
-from app.charts import batch_histogram_figure, distribution_figure, fleet_idle_figure, plan_comparison_figure
+from app.charts import batch_histogram_figure, fleet_idle_figure
 from app.plan_report import SERVER_LABELS, plan_markdown
 from app.settings import MAX_FLEET_FILE_BYTES
 from app.text import json_safe, md_escape
+from app.ui import show_buckets_and_charts
 
 state = st.session_state
 FLEET_KEY = "lg_fleet"  # (file name, FleetReport | None, error | None) of this session's results file
@@ -121,13 +122,7 @@ else:
     p2.metric("Expected step", f"{plan.expected_step_us:,.0f} us", border=True,
               help=f"All eager: {plan.all_eager_expected_step_us:,.0f} us.")
     p3.metric("Speedup vs all eager", f"{plan.speedup_vs_all_eager:.1f}x", border=True)
-    st.markdown("**Capture these batch sizes:**")
-    st.code(", ".join(str(x) for x in plan.buckets) or "none: run eager", language=None)
-    c1, c2 = st.columns(2)
-    with c1:
-        st.plotly_chart(plan_comparison_figure(plan, SERVER_LABELS), width="stretch", key="lg_fleet_plan_cmp")
-    with c2:
-        st.plotly_chart(distribution_figure(plan), width="stretch", key="lg_fleet_plan_dist")
+    show_buckets_and_charts(plan, "lg_fleet_plan")
     base = pd.DataFrame([{"setup": SERVER_LABELS[k], "graphs": v.score.n_graphs,
                           "expected step (us)": v.score.expected_step_us, "within budget": v.within_budget,
                           "plan saves": 1 - plan.expected_step_us / v.score.expected_step_us

@@ -12,10 +12,10 @@ from analyzer.costs import (MAX_AUX_FILE_BYTES, costs_from_reports, costs_from_t
 from analyzer.errors import AnalyzerError
 from analyzer.planner import SERVERS, PlanOptions, plan_capture
 from app import session
-from app.charts import distribution_figure, plan_comparison_figure, tradeoff_figure
+from app.charts import tradeoff_figure
 from app.plan_report import SERVER_LABELS, plan_markdown
 from app.text import json_safe, md_escape
-from app.ui import settings, show_load_errors
+from app.ui import settings, show_buckets_and_charts, show_load_errors
 
 state = st.session_state
 st.title("Capture plan")
@@ -146,14 +146,7 @@ m2.metric("Expected step", f"{plan.expected_step_us:,.0f} us", border=True)
 m3.metric("Speedup vs all eager", f"{plan.speedup_vs_all_eager:.1f}x", border=True)
 m4.metric("Crossover batch size", f"{plan.crossover_batch_size}" if plan.crossover_batch_size is not None else "none",
           border=True, help=f"Above it a graph saves less than {win:.0%} of the step.")
-st.markdown("**Capture these batch sizes:**")
-st.code(", ".join(str(b) for b in plan.buckets) or "none: run eager", language=None)
-
-a, b = st.columns(2)
-with a:
-    st.plotly_chart(plan_comparison_figure(plan, SERVER_LABELS), width="stretch", key="lg_plan_cmp")
-with b:
-    st.plotly_chart(distribution_figure(plan), width="stretch", key="lg_plan_dist_fig")
+show_buckets_and_charts(plan, "lg_plan")
 
 base = pd.DataFrame([{"setup": SERVER_LABELS[k], "graphs": v.score.n_graphs,
                       "expected step (us)": v.score.expected_step_us,
