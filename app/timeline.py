@@ -74,20 +74,16 @@ def step_events(trace: Trace, index: StepIndex, step: StepReport) -> tuple[pd.Da
     host = np.flatnonzero((index.row_step == s) & np.isin(trace.api, list(_HOST_CATEGORY)))
     host_lanes: list[str] = []
     if host.size:
-        tids = trace.tid[host]
-        lane = pd.Series(tids).map(lambda t: f"CPU thread {t}").to_numpy(dtype=object)
+        lane, host_lanes = _lanes(trace.tid[host], "CPU thread {}")
         cat = pd.Series(trace.api[host]).map({int(k): v for k, v in _HOST_CATEGORY.items()}).to_numpy(dtype=object)
         parts.append(_frame(lane, cat, trace.start_ns[host], trace.end_ns[host], trace.name_of(host), t0))
-        host_lanes = [f"CPU thread {t}" for t in np.unique(tids).tolist()]
 
     gpu = np.flatnonzero(trace.gpu_mask & (trace.device == dev) & (trace.end_ns > w0) & (trace.start_ns < w1))
     gpu_lanes: list[str] = []
     if gpu.size:
-        streams = trace.stream[gpu]
-        lane = pd.Series(streams).map(lambda x: f"GPU {dev} stream {x}").to_numpy(dtype=object)
+        lane, gpu_lanes = _lanes(trace.stream[gpu], f"GPU {dev} stream {{}}")
         cat = pd.Series(trace.kind[gpu]).map({int(k): v for k, v in _GPU_CATEGORY.items()}).to_numpy(dtype=object)
         parts.append(_frame(lane, cat, trace.start_ns[gpu], trace.end_ns[gpu], trace.name_of(gpu), t0))
-        gpu_lanes = [f"GPU {dev} stream {x}" for x in np.unique(streams).tolist()]
 
     g = index.gaps
     sel = np.flatnonzero((g.device == dev) & (g.start_ns >= w0) & (g.end_ns <= w1))
@@ -105,3 +101,10 @@ def step_events(trace: Trace, index: StepIndex, step: StepReport) -> tuple[pd.Da
     events = pd.concat(parts, ignore_index=True)
     lanes = ["CPU step"] + host_lanes + gpu_lanes + [idle_lane]
     return events, lanes
+
+
+def _lanes(ids: np.ndarray, fmt: str) -> tuple[np.ndarray, list[str]]:
+    """Lane label of each event and the sorted lane names: one format per unique id, not per event."""
+    uniq, inv = np.unique(ids, return_inverse=True)
+    names = [fmt.format(u) for u in uniq.tolist()]
+    return np.array(names, dtype=object)[inv], names
