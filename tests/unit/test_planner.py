@@ -5,7 +5,7 @@ import itertools
 import json
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from analyzer.costs import CostPoint, CostTable
@@ -229,7 +229,6 @@ def _all_subsets(table, dist, max_bs, top, padding) -> list[tuple[float, int]]:
     return out
 
 
-@settings(max_examples=100, deadline=None)
 @given(instances(), st.sampled_from(["pad", "exact"]))
 def test_dp_equals_brute_force(inst, padding):
     table, dist, _, max_bs, top = inst
@@ -249,7 +248,6 @@ def test_dp_equals_brute_force(inst, padding):
         assert set(plan.buckets) <= set(dist)
 
 
-@settings(max_examples=100, deadline=None)
 @given(instances(), st.sampled_from(["pad", "exact"]))
 def test_more_budget_never_plans_worse(inst, padding):
     table, dist, _, max_bs, top = inst
@@ -272,7 +270,6 @@ def _cheap_graphs(table: CostTable) -> CostTable:
     return CostTable(tuple(CostPoint(p.batch_size, p.eager_us, p.graph_us * f, p.source, None) for p in table.points))
 
 
-@settings(max_examples=100, deadline=None)
 @given(instances())
 def test_exact_never_beats_pad_when_padded_graphs_are_cheaper(inst):
     # "When pad's costs are lower": every padded graph run is cheaper than the eager step it
@@ -296,7 +293,6 @@ def test_exact_can_beat_pad_when_a_padded_graph_is_dearer_than_eager():
     assert (list(exact.buckets), exact.expected_step_us) == ([3], pytest.approx(130.0))
 
 
-@settings(max_examples=50, deadline=None)
 @given(instances())
 def test_tradeoff_curve_matches_plans(inst):
     table, dist, _, max_bs, _ = inst
