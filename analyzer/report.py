@@ -28,7 +28,7 @@ import numpy as np
 from analyzer.gaps import CAUSES, DeviceBusy, Gaps, compute_gaps
 from analyzer.launches import classify_mode, kernel_launch_table, launch_delays_ns
 from analyzer.predict import DEFAULT_MODEL, PredictionModel
-from analyzer.steps import StepOptions, assign_rows_to_steps, find_steps
+from analyzer.steps import StepOptions, Steps, assign_rows_to_steps, find_steps
 from analyzer.trace import Api, Kind, Trace
 
 SCHEMA = "launchgap.report/1"
@@ -161,71 +161,152 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
 
     ``wait_ns`` (per row) marks time collectives spent waiting for peers
     (:mod:`analyzer.collectives`); it is counted as idle with cause ``peer``.
+
+    The stages, each a helper below: steps and their rows; per-(step, device) GPU windows;
+    idle causes per window; launch metrics per step; then one report row per step and the
+    summary. A new diagnosis is one more stage call here.
     """
     opts = options or AnalysisOptions()
     warnings = list(trace.warnings)
     gaps, busy = compute_gaps(trace, wait_ns)
     steps = find_steps(trace, opts.steps)
     row_step = assign_rows_to_steps(trace, steps)
-    n_steps = len(steps)
-    gpu = trace.gpu_mask
     eff_start = trace.start_ns + (np.minimum(wait_ns, trace.dur_ns) if wait_ns is not None else 0)
 
-    # --- per-(step, device) windows -------------------------------------------------------
-    dev_list = [b.device for b in busy]
-    dev_pos = {d: i for i, d in enumerate(dev_list)}
-    n_dev = max(len(dev_list), 1)
-    g_rows = np.flatnonzero(gpu & (row_step >= 0))
-    dpos = np.searchsorted(np.array(dev_list), trace.device[g_rows]) if dev_list else np.zeros(0, int)
+    win = _step_windows(trace, len(steps), row_step, busy, eff_start)
+    if win.n_steps and not win.step_ok.all():
+        warnings.append(f"{int((~win.step_ok).sum())} of {win.n_steps} steps launched no GPU work and were left out")
+    idle = _window_idle_causes(gaps, win)
+    lm = _launch_metrics(trace, row_step, win, eff_start, opts.model)
+    step_reports = _step_reports(steps, win, idle, lm)
+
+    keep = np.flatnonzero(win.step_ok)
+    summary = _summary(_SummaryInputs(
+        source=steps.source, steps=step_reports, win_us=lm.win_us[keep], busy_us=lm.busy_us[keep],
+        pred_us=lm.pred_us[keep], host_events=lm.host_events[keep], delays_ns=lm.delays_ns,
+        launch_api_ns=lm.launch_api_ns[keep], launched_gpu_ns=lm.launched_gpu_ns[keep]), opts)
+    mode = classify_mode(summary.kernel_launches_per_step_median, summary.graph_launches_per_step_median,
+                         summary.kernels_per_step_median)
+    summary = _with_verdict(summary, mode)
+    return TraceReport(
+        path=trace.path, format=trace.format, mode=mode,
+        devices=_device_reports(trace, gaps, busy, eff_start), summary=summary, steps=step_reports,
+        gap_histogram=_gap_histogram(gaps, idle.gap_key),
+        top_gaps=_top_gaps(trace, gaps, idle.gap_key, win.n_dev, opts.top_gaps),
+        top_kernels=[r.to_dict() for r in kernel_launch_table(trace, opts.top_kernels)],
+        rank=trace.rank, world_size=trace.world_size, warnings=warnings,
+    )
+
+
+@dataclass(frozen=True)
+class _StepWindows:
+    """GPU windows per (step, device), flattened as ``key = step * n_dev + device position``.
+
+    ``w0_ns``/``w1_ns``: first start / last end of the step's GPU ops on that device (0 when
+    it has none, ``has`` False); ``busy_ns``: busy time inside the window. The step's primary
+    device ``prim`` is the one it kept busiest; ``pkey`` its key; ``step_ok`` whether the step
+    launched any GPU work. ``g_rows``/``g_key``: GPU rows inside steps and their keys.
+    """
+
+    n_steps: int
+    n_dev: int
+    devices: np.ndarray
+    g_rows: np.ndarray
+    g_key: np.ndarray
+    w0_ns: np.ndarray
+    w1_ns: np.ndarray
+    has: np.ndarray
+    busy_ns: np.ndarray
+    prim: np.ndarray
+    pkey: np.ndarray
+    step_ok: np.ndarray
+
+
+def _step_windows(trace: Trace, n_steps: int, row_step: np.ndarray, busy: list[DeviceBusy],
+                  eff_start: np.ndarray) -> _StepWindows:
+    devices = np.array([b.device for b in busy], dtype=np.int64)
+    n_dev = max(len(devices), 1)
+    g_rows = np.flatnonzero(trace.gpu_mask & (row_step >= 0))
+    dpos = np.searchsorted(devices, trace.device[g_rows]) if devices.size else np.zeros(0, int)
     key = row_step[g_rows] * n_dev + dpos
     n_keys = n_steps * n_dev
     w0 = np.full(n_keys, np.iinfo(np.int64).max, dtype=np.int64)
     w1 = np.full(n_keys, np.iinfo(np.int64).min, dtype=np.int64)
     np.minimum.at(w0, key, eff_start[g_rows])
     np.maximum.at(w1, key, trace.end_ns[g_rows])
-    ops_per_key = np.bincount(key, minlength=n_keys)
-    has = ops_per_key > 0
+    has = np.bincount(key, minlength=n_keys) > 0
     w0 = np.where(has, w0, 0)
     w1 = np.where(has, w1, 0)
     busy_key = np.zeros(n_keys, dtype=np.int64)
     for i, b in enumerate(busy):  # loop over devices
         sel = np.arange(n_steps) * n_dev + i
         busy_key[sel] = np.where(has[sel], b.busy_between(w0[sel], w1[sel]), 0)
-    # Primary device of a step: the one where it kept the GPU busiest.
     busy_mat = busy_key.reshape(n_steps, n_dev)
-    prim = np.argmax(np.where(has.reshape(n_steps, n_dev), busy_mat, -1), axis=1) if n_steps else np.zeros(0, int)
+    prim = (np.argmax(np.where(has.reshape(n_steps, n_dev), busy_mat, -1), axis=1) if n_steps
+            else np.zeros(0, int))
     pkey = np.arange(n_steps) * n_dev + prim
     step_ok = has[pkey] if n_steps else np.zeros(0, bool)
-    if n_steps and not step_ok.all():
-        warnings.append(f"{int((~step_ok).sum())} of {n_steps} steps launched no GPU work and were left out")
+    return _StepWindows(n_steps=n_steps, n_dev=n_dev, devices=devices, g_rows=g_rows, g_key=key, w0_ns=w0,
+                        w1_ns=w1, has=has, busy_ns=busy_key, prim=prim, pkey=pkey, step_ok=step_ok)
 
-    # --- gaps -> (step, device) ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class _WindowIdle:
+    """Idle ns per cause per window key, and for each gap the key of its first window (-1: none)."""
+
+    cause_ns: dict[str, np.ndarray]
+    gap_key: np.ndarray
+
+
+def _window_idle_causes(gaps: Gaps, win: _StepWindows) -> _WindowIdle:
     # Windows are bounded by op starts/ends, so a gap is either inside a window or outside it.
     # Cause totals per window come from prefix sums over the device's sorted gaps, which stays
     # exact even when two steps' windows overlap; gap_key labels each gap with its first step.
+    n_keys = win.n_steps * win.n_dev
     cause_key = {c: np.zeros(n_keys) for c in CAUSES}
     gap_key = np.full(len(gaps), -1, dtype=np.int64)
-    for i, d in enumerate(dev_list):  # loop over devices
+    for i, d in enumerate(win.devices.tolist()):  # loop over devices
         sel_g = np.flatnonzero(gaps.device == d)
-        keys_d = np.arange(n_steps) * n_dev + i
-        valid = keys_d[has[keys_d]]
+        keys_d = np.arange(win.n_steps) * win.n_dev + i
+        valid = keys_d[win.has[keys_d]]
         if valid.size == 0 or sel_g.size == 0:
             continue
         g_s, g_e = gaps.start_ns[sel_g], gaps.end_ns[sel_g]
-        lo = np.searchsorted(g_s, w0[valid], side="left")
-        hi = np.searchsorted(g_e, w1[valid], side="right")
+        lo = np.searchsorted(g_s, win.w0_ns[valid], side="left")
+        hi = np.searchsorted(g_e, win.w1_ns[valid], side="right")
         hi = np.maximum(hi, lo)
         for c in CAUSES:
             cum = np.concatenate([[0], np.cumsum(gaps.cause_ns(c)[sel_g])])
             cause_key[c][valid] = cum[hi] - cum[lo]
-        order = np.argsort(w0[valid], kind="stable")
-        vs, ve = w0[valid][order], w1[valid][order]
+        order = np.argsort(win.w0_ns[valid], kind="stable")
+        vs, ve = win.w0_ns[valid][order], win.w1_ns[valid][order]
         j = np.searchsorted(vs, g_s, side="right") - 1
         inside = j >= 0
         inside[inside] = g_e[inside] <= ve[j[inside]]
         gap_key[sel_g[inside]] = valid[order][j[inside]]
+    return _WindowIdle(cause_ns=cause_key, gap_key=gap_key)
 
-    # --- per-step launch metrics (all devices of the step) --------------------------------
+
+@dataclass(frozen=True)
+class _LaunchMetrics:
+    """Per-step launch counts and times (arrays of length n_steps; see :class:`StepReport`)."""
+
+    kernel_launches: np.ndarray
+    graph_launches: np.ndarray
+    launch_api_ns: np.ndarray
+    host_events: np.ndarray
+    kernels: np.ndarray
+    launched_gpu_ns: np.ndarray
+    delay_median_ns: np.ndarray
+    delays_ns: np.ndarray
+    win_us: np.ndarray
+    busy_us: np.ndarray
+    pred_us: np.ndarray
+
+
+def _launch_metrics(trace: Trace, row_step: np.ndarray, win: _StepWindows, eff_start: np.ndarray,
+                    model: PredictionModel) -> _LaunchMetrics:
+    n_steps, g_rows = win.n_steps, win.g_rows
     host_rows = np.flatnonzero(row_step >= 0)
     rs = row_step[host_rows]
     api = trace.api[host_rows]
@@ -236,17 +317,17 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
     launch_api_ns = np.bincount(rs[is_kl | is_gl], weights=trace.dur_ns[host_rows][is_kl | is_gl], minlength=n_steps)
     host_ev = np.isin(trace.kind[host_rows], (Kind.CPU_OP, Kind.RUNTIME))
     host_events = np.bincount(rs[host_ev], minlength=n_steps)
-    kern = (trace.kind[g_rows] == Kind.KERNEL)
-    kernels = np.bincount(row_step[g_rows][kern], minlength=n_steps)
+    g_step = row_step[g_rows]
+    kern = trace.kind[g_rows] == Kind.KERNEL
+    kernels = np.bincount(g_step[kern], minlength=n_steps)
     launched_by = trace.api[trace.launch_idx[g_rows]]
     by_launch = np.isin(launched_by, (Api.KERNEL_LAUNCH, Api.GRAPH_LAUNCH))
-    launched_gpu_ns = np.bincount(row_step[g_rows][by_launch], weights=trace.dur_ns[g_rows][by_launch],
-                                  minlength=n_steps)
-    on_prim = key == pkey[row_step[g_rows]] if n_steps else np.zeros(0, bool)
+    launched_gpu_ns = np.bincount(g_step[by_launch], weights=trace.dur_ns[g_rows][by_launch], minlength=n_steps)
+    on_prim = win.g_key == win.pkey[g_step] if n_steps else np.zeros(0, bool)
     # A collective's wait for peers is not work: it neither hides a node's cost nor counts as long.
     work_ns = trace.end_ns[g_rows] - eff_start[g_rows]
-    short = on_prim & (trace.kind[g_rows] != Kind.GRAPH) & (work_ns < opts.model.long_kernel_us * 1e3)
-    n_short = np.bincount(row_step[g_rows][short], minlength=n_steps)
+    short = on_prim & (trace.kind[g_rows] != Kind.GRAPH) & (work_ns < model.long_kernel_us * 1e3)
+    n_short = np.bincount(g_step[short], minlength=n_steps)
     d_ops, d_ns = launch_delays_ns(trace)
     d_step = row_step[d_ops]
     delay_med = np.zeros(n_steps)
@@ -257,42 +338,34 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
         first = np.concatenate([[0], np.cumsum(cnt)[:-1]])
         has_d = cnt > 0
         delay_med[has_d] = d_ns[ok][order][first[has_d] + (cnt[has_d] - 1) // 2]
+    pkey = win.pkey
+    win_us = (win.w1_ns[pkey] - win.w0_ns[pkey]) / 1e3 if n_steps else np.zeros(0)
+    busy_us = win.busy_ns[pkey] / 1e3 if n_steps else np.zeros(0)
+    return _LaunchMetrics(
+        kernel_launches=kernel_launches, graph_launches=graph_launches, launch_api_ns=launch_api_ns,
+        host_events=host_events, kernels=kernels, launched_gpu_ns=launched_gpu_ns, delay_median_ns=delay_med,
+        delays_ns=d_ns, win_us=win_us, busy_us=busy_us, pred_us=model.predict_graph_us(busy_us, n_short))
 
-    win_us = (w1[pkey] - w0[pkey]) / 1e3 if n_steps else np.zeros(0)
-    busy_us = busy_key[pkey] / 1e3 if n_steps else np.zeros(0)
-    pred_us = opts.model.predict_graph_us(busy_us, n_short)
 
-    step_reports: list[StepReport] = []
-    keep_idx = np.flatnonzero(step_ok)
-    for s in keep_idx.tolist():  # one row per step (a report row, not an event)
-        k = int(pkey[s])
-        causes = {c: _f(cause_key[c][k] / 1e3) for c in CAUSES}
+def _step_reports(steps: Steps, win: _StepWindows, idle: _WindowIdle, lm: _LaunchMetrics) -> list[StepReport]:
+    out: list[StepReport] = []
+    for s in np.flatnonzero(win.step_ok).tolist():  # one row per step (a report row, not an event)
+        k = int(win.pkey[s])
         bs = int(steps.batch_size[s])
-        step_reports.append(StepReport(
-            index=s, name=steps.names[s], batch_size=bs if bs >= 0 else None, device=int(dev_list[prim[s]]),
-            start_us=_f(w0[k] / 1e3), dur_us=_f(win_us[s]),
+        la, lg = lm.launch_api_ns[s], lm.launched_gpu_ns[s]
+        out.append(StepReport(
+            index=s, name=steps.names[s], batch_size=bs if bs >= 0 else None, device=int(win.devices[win.prim[s]]),
+            start_us=_f(win.w0_ns[k] / 1e3), dur_us=_f(lm.win_us[s]),
             cpu_us=_f((steps.cpu_end_ns[s] - steps.cpu_start_ns[s]) / 1e3),
-            gpu_busy_us=_f(busy_us[s]), gpu_idle_us=_f(win_us[s] - busy_us[s]), idle_us_by_cause=causes,
-            kernels=int(kernels[s]), kernel_launches=int(kernel_launches[s]), graph_launches=int(graph_launches[s]),
-            launch_api_us=_f(launch_api_ns[s] / 1e3), launched_gpu_us=_f(launched_gpu_ns[s] / 1e3),
-            launch_to_kernel_ratio=_f(launch_api_ns[s] / launched_gpu_ns[s]) if launched_gpu_ns[s] > 0 else 0.0,
-            launch_delay_us_median=_f(delay_med[s] / 1e3), host_events=int(host_events[s]),
-            predicted_graph_us=_f(pred_us[s]),
+            gpu_busy_us=_f(lm.busy_us[s]), gpu_idle_us=_f(lm.win_us[s] - lm.busy_us[s]),
+            idle_us_by_cause={c: _f(idle.cause_ns[c][k] / 1e3) for c in CAUSES},
+            kernels=int(lm.kernels[s]), kernel_launches=int(lm.kernel_launches[s]),
+            graph_launches=int(lm.graph_launches[s]), launch_api_us=_f(la / 1e3), launched_gpu_us=_f(lg / 1e3),
+            launch_to_kernel_ratio=_f(la / lg) if lg > 0 else 0.0,
+            launch_delay_us_median=_f(lm.delay_median_ns[s] / 1e3), host_events=int(lm.host_events[s]),
+            predicted_graph_us=_f(lm.pred_us[s]),
         ))
-
-    devices = _device_reports(trace, gaps, busy, eff_start)
-    summary = _summary(steps.source, step_reports, keep_idx, win_us, busy_us, pred_us, host_events, d_ns,
-                       launch_api_ns, launched_gpu_ns, opts, warnings)
-    mode = classify_mode(summary.kernel_launches_per_step_median, summary.graph_launches_per_step_median,
-                         summary.kernels_per_step_median)
-    summary = _with_verdict(summary, mode)
-    return TraceReport(
-        path=trace.path, format=trace.format, mode=mode, devices=devices, summary=summary, steps=step_reports,
-        gap_histogram=_gap_histogram(gaps, gap_key),
-        top_gaps=_top_gaps(trace, gaps, gap_key, n_dev, opts.top_gaps),
-        top_kernels=[r.to_dict() for r in kernel_launch_table(trace, opts.top_kernels)],
-        rank=trace.rank, world_size=trace.world_size, warnings=warnings,
-    )
+    return out
 
 
 def _device_reports(trace: Trace, gaps: Gaps, busy: list[DeviceBusy], eff_start: np.ndarray) -> list[DeviceReport]:
@@ -311,14 +384,28 @@ def _device_reports(trace: Trace, gaps: Gaps, busy: list[DeviceBusy], eff_start:
     return out
 
 
-def _summary(source: str, steps: list[StepReport], keep: np.ndarray, win_us: np.ndarray, busy_us: np.ndarray,
-             pred_us: np.ndarray, host_events: np.ndarray, delays_ns: np.ndarray, launch_api_ns: np.ndarray,
-             launched_gpu_ns: np.ndarray, opts: AnalysisOptions, warnings: list[str]) -> Summary:
-    win, bus, pred = win_us[keep], busy_us[keep], pred_us[keep]
+@dataclass(frozen=True)
+class _SummaryInputs:
+    """Per-step arrays of the kept steps (same order as ``steps``) that the summary reduces."""
+
+    source: str
+    steps: list[StepReport]
+    win_us: np.ndarray
+    busy_us: np.ndarray
+    pred_us: np.ndarray
+    host_events: np.ndarray
+    delays_ns: np.ndarray
+    launch_api_ns: np.ndarray
+    launched_gpu_ns: np.ndarray
+
+
+def _summary(si: _SummaryInputs, opts: AnalysisOptions) -> Summary:
+    steps, source = si.steps, si.source
+    win, bus, pred = si.win_us, si.busy_us, si.pred_us
     total_win = float(win.sum())
     idle_by = {c: sum(s.idle_us_by_cause[c] for s in steps) for c in CAUSES}
     step_med = _median(win)
-    unprof = opts.model.unprofiled_step_us(win, host_events[keep], bus)
+    unprof = opts.model.unprofiled_step_us(win, si.host_events, bus)
     unprof_med = _median(unprof)
     pred_med = _median(pred)
     real = opts.observed_step_us if opts.observed_step_us else unprof_med
@@ -326,8 +413,8 @@ def _summary(source: str, steps: list[StepReport], keep: np.ndarray, win_us: np.
         inflation = step_med / opts.observed_step_us
     else:
         inflation = step_med / unprof_med if unprof_med > 0 else 1.0
-    d = delays_ns / 1e3
-    la, lg = launch_api_ns[keep].sum(), launched_gpu_ns[keep].sum()
+    d = si.delays_ns / 1e3
+    la, lg = si.launch_api_ns.sum(), si.launched_gpu_ns.sum()
     return Summary(
         steps=len(steps), step_source=source, step_us_median=_f(step_med),
         cpu_step_us_median=_f(_median(np.array([s.cpu_us for s in steps]))),
