@@ -23,7 +23,10 @@ outside the distribution serves no step. Over the sorted candidates ``s_1 < ... 
     best_k = min_j f_k(j) + sum_{t>j} p_t * e(s_t)               # above s_j: eager
 
 ``O(K * M^2)``, each ``f_k`` one vectorised ``M x M`` minimum. The plan takes the best over
-``k <= K`` (fewest graphs on ties), so more budget never plans worse. When the budget does
+``k <= K`` (fewest graphs on ties), so more budget never plans worse. The trade-off curve is
+"at most ``k`` graphs", ``min_{k' <= k} best_k'``: exactly ``k`` graphs can be worse than fewer
+when a graph is slower than the eager step it replaces, and the curve equals the plan made
+with ``max_graphs=k``. When the budget does
 not bind, the optimum is known in ``O(M)`` (every candidate up to the best largest bucket is
 a bucket, see :func:`_unbounded_pad`) and the DP only draws the trade-off curve below it.
 ``exact`` has no interaction between buckets: the ``k`` best are the ``k`` largest positive
@@ -490,9 +493,12 @@ def _optimise_pad(p: np.ndarray, eager: np.ndarray, graph: np.ndarray, m: int, k
         chosen, final = u_idx, u_cost
     else:
         chosen, final = _backtrack(fs, parents, tail, k), float(best[k])
-    curve = [(i, float(v)) for i, v in enumerate(best) if np.isfinite(v)]
+    # "At most k graphs": exactly k can be worse than fewer when a graph is slower than the
+    # eager step it replaces, and a budget of k never forces k graphs.
+    at_most = np.minimum.accumulate(best)
+    curve = [(i, float(v)) for i, v in enumerate(at_most) if np.isfinite(v)]
     if free and len(u_idx) > k_dp:
-        curve.append((len(u_idx), u_cost))
+        curve.append((len(u_idx), min(u_cost, curve[-1][1])))
     near_k = [i for i, v in enumerate(best) if np.isfinite(v) and v <= final * (1 + NEAR_OPTIMAL_FRACTION)]
     near = _backtrack(fs, parents, tail, near_k[0]) if near_k else chosen
     return chosen, curve, near, (u_cost, len(u_idx))
