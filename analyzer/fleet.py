@@ -15,7 +15,7 @@ a small JSON-safe dict (schema ``launchgap.fleet-trace/1``), never the event tab
 * ``batch_histogram``: steps per batch size (keys are decimal strings, JSON objects need them);
 * ``per_batch``: per batch size, the median profiled step ``step_us_median``, the median step
   cost ``cost_us_median`` (profiled step scaled to an unprofiled one, the rule of
-  :func:`analyzer.costs.costs_from_reports`), ``predicted_graph_us_median`` and
+  :func:`analyzer.planning.inputs.costs_from_reports`), ``predicted_graph_us_median`` and
   ``gpu_busy_us_median``;
 * ``error`` (``null`` when fine) and ``error_kind``: ``"input"`` for an
   :class:`~analyzer.errors.AnalyzerError` (the file is bad: a rerun skips it while the file is
@@ -35,8 +35,8 @@ per-step arrays per trace, not the dicts) and :meth:`FleetAccumulator.finish` bu
 * fleet-wide idle fraction by cause: idle per cause summed over every step of every trace over
   the summed step windows;
 * the batch-size histogram (steps per size over the fleet) and a capture plan for the whole
-  fleet: :func:`analyzer.planner.plan_capture` fed with costs built by
-  :func:`analyzer.costs.costs_from_reports` from every trace's steps (the same rules as
+  fleet: :func:`analyzer.planning.planner.plan_capture` fed with costs built by
+  :func:`analyzer.planning.inputs.costs_from_reports` from every trace's steps (the same rules as
   ``launchgap plan``) and that histogram.
 
 Results files (JSON lines) start with a header line (schema ``launchgap.fleet-run/1``: the
@@ -62,8 +62,8 @@ from analyzer.loaders import DEFAULT_MAX_TRACE_BYTES, load_trace
 from analyzer.report import AnalysisOptions, TraceReport
 
 if TYPE_CHECKING:
-    from analyzer.costs import CostTable
-    from analyzer.planner import Plan, PlanOptions
+    from analyzer.planning.costs import CostTable
+    from analyzer.planning.planner import Plan, PlanOptions
 
 SCHEMA = "launchgap.fleet/1"
 TRACE_SCHEMA = "launchgap.fleet-trace/1"
@@ -88,7 +88,7 @@ def file_identity(path: str | Path) -> dict:
 
 
 def _cost_scale(summary: Mapping) -> float:
-    """Profiled -> unprofiled factor of a trace, as :func:`analyzer.costs.costs_from_reports` applies it."""
+    """Profiled -> unprofiled factor of a trace, as :func:`analyzer.planning.inputs.costs_from_reports` applies it."""
     step, unprof = summary["step_us_median"], summary["estimated_unprofiled_step_us_median"]
     return unprof / step if step > 0 and unprof > 0 else 1.0
 
@@ -225,7 +225,7 @@ class TraceError:
 class FleetReport:
     """The fleet diagnosis. ``to_dict`` gives the JSON contract (schema launchgap.fleet/1).
 
-    ``plan`` is a :class:`analyzer.planner.Plan` (``None`` with the reason in ``plan_note``
+    ``plan`` is a :class:`analyzer.planning.planner.Plan` (``None`` with the reason in ``plan_note``
     when no plan could be made, e.g. no step with a known batch size).
     """
 
@@ -279,7 +279,7 @@ class _CostSummary:
 
 @dataclass(frozen=True)
 class _CostView:
-    """The part of a :class:`~analyzer.report.TraceReport` that :func:`analyzer.costs.costs_from_reports`
+    """The part of a :class:`~analyzer.report.TraceReport` that :func:`analyzer.planning.inputs.costs_from_reports`
     reads, rebuilt from a summary dict, so the fleet plan follows ``launchgap plan``'s cost rules exactly."""
 
     path: str
@@ -363,7 +363,7 @@ class FleetAccumulator:
         """The fleet report.
 
         ``plan_options`` sets the plan's budgets (default budgets if None); ``costs`` (e.g. from
-        :func:`analyzer.costs.costs_from_timings`) replaces the costs taken from the traces.
+        :func:`analyzer.planning.inputs.costs_from_timings`) replaces the costs taken from the traces.
         """
         rows = _with_peer_ratio(self._rows)
         with_steps = [r for r in rows if r.steps > 0]
@@ -399,8 +399,8 @@ class FleetAccumulator:
         if not self._hist:
             return None, "no step with a known batch size: nothing to plan (annotate steps with bs=N or use " \
                          "--batch-regex/--batch-op)"
-        from analyzer.costs import costs_from_reports
-        from analyzer.planner import plan_capture
+        from analyzer.planning.inputs import costs_from_reports
+        from analyzer.planning.planner import plan_capture
 
         try:
             costs = costs if costs is not None else costs_from_reports(self._costs)
@@ -510,7 +510,7 @@ def load_fleet_results(path: str | Path, plan_options: PlanOptions | None = None
                        costs: CostTable | None = None) -> FleetReport:
     """The fleet report of a results file written by ``launchgap fleet --out FILE.jsonl``.
 
-    Every trace's last record counts. ``plan_options`` (an :class:`analyzer.planner.PlanOptions`)
+    Every trace's last record counts. ``plan_options`` (an :class:`analyzer.planning.planner.PlanOptions`)
     sets the plan's budgets and ``costs`` replaces the traces' costs (see :meth:`FleetAccumulator.finish`):
     the report can be re-planned from the same file at no analysis cost.
     """

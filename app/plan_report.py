@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from analyzer.planner import SERVERS, Plan
+from analyzer.planning.planner import SERVERS, Plan
 
 SERVER_LABELS = {"vllm": "vLLM", "sglang": "SGLang", "tensorrt_llm": "TensorRT-LLM"}
 

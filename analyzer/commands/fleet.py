@@ -62,7 +62,7 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
 
 
 def _plan_options(args: argparse.Namespace):
-    from analyzer.planner import PlanOptions
+    from analyzer.planning.planner import PlanOptions
 
     return PlanOptions(max_graphs=args.max_graphs, memory_budget_mib=args.memory_budget_mib,
                        graph_memory_mib=args.graph_memory_mib, max_batch_size=args.max_batch_size,
@@ -234,7 +234,7 @@ def run_fleet(args: argparse.Namespace) -> FleetReport:
     plan_opts = _plan_options(args)
     costs = None
     if args.timings:
-        from analyzer.costs import costs_from_timings
+        from analyzer.planning.inputs import costs_from_timings
 
         costs = costs_from_timings(args.timings, args.model)
     elif args.model:

@@ -3,7 +3,7 @@
 Costs come from ``--timings`` (harness timings, preferred), else from a timings file found
 among the given paths (``truth.json`` beside the traces), else from the traces themselves.
 The batch-size distribution comes from ``--distribution`` when given, else from the steps
-in the traces. See :mod:`analyzer.planner` for the model and the optimisation.
+in the traces. See :mod:`analyzer.planning.planner` for the model and the optimisation.
 """
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ import json
 import sys
 from pathlib import Path
 
-from analyzer.costs import (
+from analyzer.errors import AnalyzerError, InputError
+from analyzer.loaders import DEFAULT_MAX_TRACE_BYTES, expand_paths, load_trace
+from analyzer.planning.inputs import (
     CostTable,
     costs_from_reports,
     costs_from_timings,
@@ -20,9 +22,7 @@ from analyzer.costs import (
     load_distribution,
     looks_like_timings,
 )
-from analyzer.errors import AnalyzerError, InputError
-from analyzer.loaders import DEFAULT_MAX_TRACE_BYTES, expand_paths, load_trace
-from analyzer.planner import SERVERS, Plan, PlanOptions, plan_capture
+from analyzer.planning.planner import SERVERS, Plan, PlanOptions, plan_capture
 from analyzer.report import AnalysisOptions, analyze_trace
 
 NAME = "plan"

@@ -7,10 +7,16 @@ import json
 import pandas as pd
 import streamlit as st
 
-from analyzer.costs import (MAX_AUX_FILE_BYTES, costs_from_reports, costs_from_timings, distribution_from_reports,
-                            load_distribution, looks_like_timings)
 from analyzer.errors import AnalyzerError
-from analyzer.planner import SERVERS, PlanOptions, plan_capture
+from analyzer.planning.inputs import (
+    MAX_AUX_FILE_BYTES,
+    costs_from_reports,
+    costs_from_timings,
+    distribution_from_reports,
+    load_distribution,
+    looks_like_timings,
+)
+from analyzer.planning.planner import SERVERS, PlanOptions, plan_capture
 from app import session
 from app.charts import tradeoff_figure
 from app.plan_report import SERVER_LABELS, plan_markdown

@@ -7,16 +7,15 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from analyzer.costs import (
-    CostPoint,
-    CostTable,
+from analyzer.errors import AnalyzerError, InputError
+from analyzer.planning.costs import CostPoint, CostTable
+from analyzer.planning.inputs import (
     costs_from_reports,
     costs_from_timings,
     distribution_from_reports,
     load_distribution,
     looks_like_timings,
 )
-from analyzer.errors import AnalyzerError, InputError
 
 
 def _table(rows):

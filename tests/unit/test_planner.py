@@ -8,9 +8,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from analyzer.costs import CostPoint, CostTable
 from analyzer.errors import InputError
-from analyzer.planner import (
+from analyzer.planning.costs import CostPoint, CostTable
+from analyzer.planning.planner import (
     SCHEMA,
     PlanOptions,
     plan_capture,

@@ -12,7 +12,7 @@ With ``p_b`` the share of steps at batch size ``b`` (the distribution, normalise
 chooses at most ``K`` buckets, each at most ``max_batch_size``, that minimise it.
 
 **Exactness.** Candidate buckets are the batch sizes that occur in the distribution. That
-loses nothing for ``pad``: costs are non-decreasing in batch size (:mod:`analyzer.costs`
+loses nothing for ``pad``: costs are non-decreasing in batch size (:mod:`analyzer.planning.costs`
 fits them so), so a bucket can always be moved down to the largest distribution size it
 serves; it still serves the same steps, and each at a cost no higher. For ``exact`` a bucket
 outside the distribution serves no step. Over the sorted candidates ``s_1 < ... < s_M`` with
@@ -55,8 +55,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from analyzer.costs import CostTable
 from analyzer.errors import InputError
+from analyzer.planning.costs import CostTable
 
 SCHEMA = "launchgap.plan/1"
 PADDING_POLICIES = ("pad", "exact")
