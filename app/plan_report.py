@@ -22,6 +22,16 @@ def _table(headers: list[str], rows: list[list[object]]) -> list[str]:
     return out + ["| " + " | ".join(_cell(c) for c in r) + " |" for r in rows]
 
 
+def _extrapolation_lines(plan: Plan) -> list[str]:
+    x = plan.extrapolation
+    if x is None:
+        return []
+    return [f"- **Above the costs:** batch sizes {x['batch_sizes'][0]}..{x['batch_sizes'][-1]} extrapolated from "
+            f"bs {x['top_batch_size']}; expected step {x['expected_step_us_low']:,.1f} to "
+            f"{x['expected_step_us_high']:,.1f} us if costs grow {x['band_factors'][0]:g}x to "
+            f"{x['band_factors'][1]:g}x as fast as fitted"]
+
+
 def plan_markdown(plan: Plan, costs_from: str, distribution_from: str) -> str:
     """The plan, its comparison with the servers' defaults, per-batch detail and configs, as Markdown."""
     o = plan.options
@@ -39,6 +49,7 @@ def plan_markdown(plan: Plan, costs_from: str, distribution_from: str) -> str:
         f"- **Padding policy:** {o.padding}; max graphs {o.max_graphs if o.max_graphs is not None else 'unlimited'}; "
         f"memory budget {f'{o.memory_budget_mib:g} MiB' if o.memory_budget_mib is not None else 'none'}",
         f"- **Costs from:** {_cell(costs_from)}; **distribution from:** {_cell(distribution_from)}",
+        *_extrapolation_lines(plan),
         "",
         "## Against the servers' default capture lists",
         "",

@@ -192,6 +192,12 @@ def render_plan(plan: Plan, markdown: bool = False, notes: list[str] | None = No
                        f"({plan.costs.max_batch_size})")),
         ("within 1% of this", f"{len(plan.buckets_within_1pct)} graphs {_list(plan.buckets_within_1pct, 16)}"),
     ]
+    x = plan.extrapolation
+    if x is not None:
+        facts.append(("above the costs", f"bs {_list(x['batch_sizes'], 8)} extrapolated from bs {x['top_batch_size']}: "
+                                         f"expected step {x['expected_step_us_low']:,.1f} to "
+                                         f"{x['expected_step_us_high']:,.1f} us if costs grow "
+                                         f"{x['band_factors'][0]:g}x to {x['band_factors'][1]:g}x as fast as fitted"))
     if markdown:
         lines += _table(["", ""], [[k, v] for k, v in facts], True)
     else:

@@ -181,6 +181,9 @@ class Plan:
     buckets_within_1pct: tuple[int, ...]
     costs: CostTable
     warnings: tuple[str, ...] = field(default=())
+    #: Set when some cost above the table's largest size was needed: the fitted growth, the sizes
+    #: it served, and this plan's expected step on the band's low and high lines (us).
+    extrapolation: Mapping | None = None
 
     @property
     def buckets(self) -> tuple[int, ...]:
@@ -255,6 +258,7 @@ class Plan:
             "options": self.options.to_dict(),
             "costs": self.costs.to_dict(),
             "warnings": list(self.warnings),
+            "extrapolation": dict(self.extrapolation) if self.extrapolation is not None else None,
         }
 
 
@@ -374,13 +378,13 @@ def score_buckets(costs: CostTable, distribution: Mapping[int, float], buckets: 
                   padding: str = "pad") -> BucketScore:
     """Expected step time (and padding waste) of running ``buckets`` under ``distribution``.
 
-    Sizes outside the cost table are clamped explicitly (see :meth:`CostTable.clamped_to`);
-    use :func:`plan_capture` to see those warnings.
+    Sizes outside the cost table are clamped below it and extrapolated above it, explicitly
+    (see :meth:`CostTable.extended_to`); use :func:`plan_capture` to see those warnings.
     """
     if padding not in PADDING_POLICIES:
         raise InputError(f"padding must be one of {', '.join(PADDING_POLICIES)}, got {padding!r}")
     sizes, p = _normalise(distribution)
-    table = costs.clamped_to(_needed_sizes(sizes, [buckets], padding).tolist())
+    table = costs.extended_to(_needed_sizes(sizes, [buckets], padding).tolist())
     return _score(table, sizes, p, buckets, padding)
 
 
@@ -519,7 +523,8 @@ def plan_capture(costs: CostTable, distribution: Mapping[int, float], options: P
     """The bucket set minimising the expected step time under ``options``' budgets (exact).
 
     ``distribution`` maps batch size to step count (or any non-negative weight); sizes
-    outside the cost table are clamped with a warning in the plan.
+    outside the cost table are clamped below it and extrapolated above it, with a warning in
+    the plan and, above it, the plan's expected step on the extrapolation's low and high lines.
     """
     opts = options or PlanOptions()
     sizes, p = _normalise(distribution)
@@ -549,7 +554,8 @@ def plan_capture(costs: CostTable, distribution: Mapping[int, float], options: P
         notes.append(f"{share:.1%} of steps have a batch size above --max-batch-size {max_bs} and run eager")
 
     base_lists = {s: server_default_sizes(s, max_bs, opts.padding) for s in SERVERS}
-    table = costs.clamped_to(_needed_sizes(sizes, list(base_lists.values()), opts.padding).tolist())
+    needed = _needed_sizes(sizes, list(base_lists.values()), opts.padding).tolist()
+    table = costs.extended_to(needed)
     notes += [w for w in table.warnings if w not in costs.warnings]
     eager, graph = table.costs_at(sizes)
     k_max = m if k_cap is None else min(k_cap, m)
@@ -570,6 +576,13 @@ def plan_capture(costs: CostTable, distribution: Mapping[int, float], options: P
         k1 = next(i for i, v in curve if v <= curve[-1][1] * (1 + NEAR_OPTIMAL_FRACTION))
         near = sorted(sizes[order[:k1]].tolist())
     score = _score(table, sizes, p, chosen, opts.padding)
+    extrapolated = None
+    if needed and needed[-1] > costs.max_batch_size:
+        low, high = (_score(costs.extended_to(needed, band), sizes, p, chosen, opts.padding).expected_step_us
+                     for band in ("low", "high"))
+        above = [b for b in needed if b > costs.max_batch_size]
+        extrapolated = {**costs.extrapolation().to_dict(), "batch_sizes": above,
+                        "expected_step_us_low": _r(low), "expected_step_us_high": _r(high)}
     if not chosen:
         notes.append("no bucket lowers the expected step time under these budgets: run eager")
     if free_k > k_max and free_us < score.expected_step_us:
@@ -600,4 +613,4 @@ def plan_capture(costs: CostTable, distribution: Mapping[int, float], options: P
                 crossover_batch_size=_crossover(costs, opts.win_threshold), per_batch=rows, baselines=baselines,
                 options=opts, max_graphs_effective=k_cap, graph_memory_mib=gmem, graph_memory_source=gsrc,
                 tradeoff=tuple(curve), buckets_within_1pct=tuple(int(x) for x in near), costs=costs,
-                warnings=tuple(list(costs.warnings) + notes))
+                warnings=tuple(list(costs.warnings) + notes), extrapolation=extrapolated)

@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from analyzer.cli import main
-from analyzer.planning.inputs import costs_from_reports, costs_from_timings
 from analyzer.loaders import expand_paths, load_trace
+from analyzer.planning.inputs import costs_from_reports, costs_from_timings
 from analyzer.planning.planner import PlanOptions, plan_capture, score_buckets
 from analyzer.report import analyze_trace
 

@@ -131,11 +131,19 @@ def test_no_graph_plan_configs():
     assert any("run eager" in w for w in plan.warnings)
 
 
-def test_distribution_beyond_costs_is_clamped_with_warning():
+def test_distribution_beyond_costs_is_extrapolated_with_band():
+    # TINY's growth over bs 2..8 (fitted on 4 and 8): eager +5 us, graph +7.5 us per row, so at
+    # bs 16 eager 160, graph 140. One graph: {4} costs (50 + 160) / 2 = 105, {16} costs 140.
     plan = plan_capture(TINY, {4: 1, 16: 1}, PlanOptions(max_graphs=1))
-    assert list(plan.buckets) == [16]  # clamped: bs 16 costs like bs 8 (80 us graph)
-    assert plan.expected_step_us == pytest.approx(80.0)
-    assert any("above the largest size with costs (8)" in w for w in plan.warnings)
+    assert list(plan.buckets) == [4]
+    assert plan.expected_step_us == pytest.approx(105.0)
+    assert any("above the largest size with costs (8): extrapolated" in w for w in plan.warnings)
+    x = plan.to_dict()["extrapolation"]
+    assert x["batch_sizes"] == [16] and x["top_batch_size"] == 8 and x["fit_batch_sizes"] == [4, 8]
+    assert (x["eager_us_per_bs"], x["graph_us_per_bs"]) == (5.0, 7.5)
+    # Low line: eager 120 + 2.5 * 8 = 140; high: max(120 + 10 * 8, 80 + 15 * 8) = 200.
+    assert (x["expected_step_us_low"], x["expected_step_us_high"]) == (95.0, 125.0)
+    assert plan_capture(TINY, DIST).to_dict()["extrapolation"] is None
 
 
 def test_server_default_lists():
