@@ -8,15 +8,8 @@ import pytest
 from analyzer.commands.fleet import render_fleet
 from analyzer.errors import InputError
 from analyzer.fleet import (
-    RUN_SCHEMA,
-    TRACE_SCHEMA,
-    Distribution,
-    FleetAccumulator,
-    is_done,
-    latest_records,
-    load_fleet_results,
-    results_header,
-    summarize_trace,
+    RUN_SCHEMA, TRACE_SCHEMA, Distribution, FleetAccumulator, is_done, latest_records, load_fleet_results,
+    results_header, summarize_trace,
 )
 from analyzer.gaps import CAUSES
 from analyzer.planning.planner import PlanOptions
