@@ -20,6 +20,8 @@ from analyzer.costs import (
     load_distribution,
     looks_like_timings,
 )
+from analyzer.engines import LABELS as _SERVER_LABEL
+from analyzer.engines import engine
 from analyzer.errors import AnalyzerError, InputError
 from analyzer.loaders import DEFAULT_MAX_TRACE_BYTES, expand_paths, load_trace
 from analyzer.planner import SERVERS, Plan, PlanOptions, plan_capture
@@ -27,8 +29,6 @@ from analyzer.report import AnalysisOptions, analyze_trace
 
 NAME = "plan"
 HELP = "plan which batch sizes to capture as CUDA graphs for a batch-size distribution and budget"
-
-_SERVER_LABEL = {"vllm": "vLLM", "sglang": "SGLang", "tensorrt_llm": "TensorRT-LLM"}
 
 
 def prepare_parser(p: argparse.ArgumentParser) -> None:
@@ -230,7 +230,7 @@ def render_plan(plan: Plan, markdown: bool = False, notes: list[str] | None = No
     for name in SERVERS:
         lines.append(f"{_SERVER_LABEL[name]}:")
         if markdown:
-            lines += [fence + ("yaml" if name == "tensorrt_llm" else "bash"), snip[name], fence]
+            lines += [fence + engine(name).SNIPPET_LANGUAGE, snip[name], fence]
         else:
             lines += ["    " + s for s in snip[name].splitlines()]
     notes_all = list(notes or []) + list(plan.warnings)
