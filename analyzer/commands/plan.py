@@ -22,13 +22,13 @@ from analyzer.planning.inputs import (
     load_distribution,
     looks_like_timings,
 )
+from analyzer.engines import LABELS as _SERVER_LABEL
+from analyzer.engines import engine
 from analyzer.planning.planner import SERVERS, Plan, PlanOptions, plan_capture
 from analyzer.report import AnalysisOptions, analyze_trace
 
 NAME = "plan"
 HELP = "plan which batch sizes to capture as CUDA graphs for a batch-size distribution and budget"
-
-_SERVER_LABEL = {"vllm": "vLLM", "sglang": "SGLang", "tensorrt_llm": "TensorRT-LLM"}
 
 
 def prepare_parser(p: argparse.ArgumentParser) -> None:
@@ -236,7 +236,7 @@ def render_plan(plan: Plan, markdown: bool = False, notes: list[str] | None = No
     for name in SERVERS:
         lines.append(f"{_SERVER_LABEL[name]}:")
         if markdown:
-            lines += [fence + ("yaml" if name == "tensorrt_llm" else "bash"), snip[name], fence]
+            lines += [fence + engine(name).SNIPPET_LANGUAGE, snip[name], fence]
         else:
             lines += ["    " + s for s in snip[name].splitlines()]
     notes_all = list(notes or []) + list(plan.warnings)

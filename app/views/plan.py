@@ -7,6 +7,7 @@ import json
 import pandas as pd
 import streamlit as st
 
+from analyzer.engines import engine
 from analyzer.errors import AnalyzerError
 from analyzer.planning.inputs import (
     MAX_AUX_FILE_BYTES,
@@ -173,7 +174,7 @@ configs = plan.configs()
 for tab, name in zip(tabs, SERVERS):  # three servers
     with tab:
         st.code(json.dumps(configs[name]), language="json", wrap_lines=True)
-        st.code(snippets[name], language="yaml" if name == "tensorrt_llm" else "bash")
+        st.code(snippets[name], language=engine(name).SNIPPET_LANGUAGE)
 
 with st.expander("Per batch size, and the trade-off curve"):
     st.dataframe(pd.DataFrame([dataclasses.asdict(r) for r in plan.per_batch]), hide_index=True,
