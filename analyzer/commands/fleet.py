@@ -19,7 +19,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from analyzer import __version__
-from analyzer.commands.analyze import add_analysis_arguments, analysis_options
+from analyzer.commands._shared import add_analysis_arguments, analysis_options
 from analyzer.errors import AnalyzerError, InputError
 from analyzer.fleet import (
     DEFAULT_TOP, TRACE_SCHEMA, FleetAccumulator, FleetReport, add_records, file_identity, is_done, latest_records,
@@ -386,7 +386,7 @@ def render_fleet(rep: FleetReport) -> str:
     if rep.plan is None:
         lines.append(f"  none: {rep.plan_note}")
     else:
-        from analyzer.commands.plan import render_plan
+        from analyzer.render import render_plan
 
         lines += ["  " + ln if ln else ln for ln in render_plan(rep.plan).splitlines()]
     if rep.errors:

@@ -1,22 +1,9 @@
-"""Text and Markdown renderings of reports (strings only; the CLI prints them)."""
+"""One trace's report as text or Markdown."""
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from analyzer.gaps import CAUSES
+from analyzer.render.table import table as _table
 from analyzer.report import TraceReport
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[object]], markdown: bool) -> list[str]:
-    cells = [[str(c) for c in r] for r in rows]
-    if markdown:
-        esc = [[c.replace("|", "\\|") for c in r] for r in cells]
-        out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-        out += ["| " + " | ".join(r) + " |" for r in esc]
-        return out
-    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-    fmt = "  ".join("{:>%d}" % w if i else "{:<%d}" % w for i, w in enumerate(widths))
-    return [fmt.format(*headers), fmt.format(*["-" * w for w in widths])] + [fmt.format(*r) for r in cells]
 
 
 def _short(name: str, n: int = 60) -> str:
