@@ -10,7 +10,7 @@ longer than ``long_kernel_us`` hides that cost behind its own execution, so only
 shorter than it are charged ``node_us``. ``graph_launch_us`` is the one launch of the graph.
 
 Defaults were fitted on two H200 data sets (see README "Prediction"): the reference traces
-../shared/traces/h200-1b (1B-class decoder, batch 1/8/64/256) and the harness's own traces
+traces/h200-1b (1B-class decoder, batch 1/8/64/256) and the harness's own traces
 under traces/h200 (tiny, 1b, 8b, 70b-slice presets). Weighted least squares of (unprofiled
 graph_us - eager busy - graph_launch_us) over the short-kernel count gives 0.33-0.35 us per
 node for cut-offs of 10-50 us (0.34 with 20 us); per model the residual is 0.25 (tiny) to

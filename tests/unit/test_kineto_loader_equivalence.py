@@ -4,7 +4,7 @@
 (the semantics of the first, unoptimised loader, event by event in Python), kept here
 as the oracle: every Trace column, the interned names, device names, rank and warnings,
 and the whole analysis report must be identical, on the real traces in
-``../shared/traces`` (skipped when absent) and on hand-built and generated edge cases,
+``traces/`` (h200-1b, h200x2-tp2-1b, hta) and on hand-built and generated edge cases,
 with the loader's streaming chunk size small enough to split every file many times.
 """
 from __future__ import annotations
@@ -198,8 +198,8 @@ def _real_traces(root: Path) -> list[Path]:
     return out
 
 
-def test_real_traces_match_reference(shared_traces: Path) -> None:
-    files = _real_traces(shared_traces)
+def test_real_traces_match_reference(reference_traces: Path) -> None:
+    files = _real_traces(reference_traces)
     assert len(files) > 20
     compared = 0
     for path in files:
