@@ -114,6 +114,9 @@ class Trace:
     rank: int | None = None
     world_size: int | None = None
     warnings: tuple[str, ...] = ()
+    #: What the loader saw of the profiler's settings (Kineto: top-level flags and event counts; see
+    #: :func:`analyzer.loaders.kineto._settings_of`); empty when the format says nothing of them.
+    profiler_settings: dict[str, Any] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return int(self.kind.shape[0])
@@ -146,6 +149,7 @@ def build_trace(
     rank: int | None = None,
     world_size: int | None = None,
     warnings: list[str] | None = None,
+    profiler_settings: dict[str, Any] | None = None,
 ) -> Trace:
     """Validate raw columns from a loader, sort by start time and join launches to GPU work.
 
@@ -203,6 +207,7 @@ def build_trace(
         rank=rank,
         world_size=world_size,
         warnings=tuple(warnings),
+        profiler_settings=dict(profiler_settings or {}),
         **cols,
     )
 

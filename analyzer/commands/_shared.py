@@ -31,6 +31,9 @@ def add_analysis_arguments(p: argparse.ArgumentParser) -> None:
                    help="prediction model: kernels at least this long hide the node cost, us")
     p.add_argument("--graph-launch-us", type=float, default=DEFAULT_MODEL.graph_launch_us,
                    help="prediction model: cost of one graph launch, us")
+    p.add_argument("--profiler-us-per-event", type=float, metavar="US",
+                   help="the profiler's cost per recorded host event, us (default: estimated from the profiler "
+                        "settings the trace shows)")
 
 
 def analysis_options(args: argparse.Namespace) -> AnalysisOptions:
@@ -38,11 +41,14 @@ def analysis_options(args: argparse.Namespace) -> AnalysisOptions:
         raise InputError("--observed-step-us must be positive")
     if args.max_trace_bytes <= 0:
         raise InputError("--max-trace-bytes must be positive")
+    per_event = getattr(args, "profiler_us_per_event", None)
+    if per_event is not None and per_event < 0:
+        raise InputError("--profiler-us-per-event must be >= 0")
     return AnalysisOptions(
         steps=StepOptions(step_regex=args.step_regex, batch_regex=args.batch_regex, batch_op=args.batch_op),
         model=PredictionModel(node_us=args.node_us, long_kernel_us=args.long_kernel_us,
                               graph_launch_us=args.graph_launch_us,
-                              profiler_us_per_host_event=DEFAULT_MODEL.profiler_us_per_host_event),
+                              profiler_us_per_host_event=per_event),
         observed_step_us=args.observed_step_us,
     )
 

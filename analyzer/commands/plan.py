@@ -4,6 +4,9 @@ Costs come from ``--timings`` (harness timings, preferred), else from a timings 
 among the given paths (``truth.json`` beside the traces), else from the traces themselves.
 The batch-size distribution comes from ``--distribution`` when given, else from the steps
 in the traces. See :mod:`analyzer.planning.planner` for the model and the optimisation.
+
+Traces of different workloads (models, devices, ranks: :mod:`analyzer.workload`) are never
+pooled: each workload gets its own plan, or ``--workload ID`` picks one.
 """
 from __future__ import annotations
 
@@ -24,7 +27,9 @@ from analyzer.planning.inputs import (
     looks_like_timings,
 )
 from analyzer.planning.planner import Plan, PlanOptions, plan_capture
+from analyzer.render import render_plan
 from analyzer.report import analyze_trace
+from analyzer.workload import Workload, group_by_workload, pick_workload
 
 NAME = "plan"
 HELP = "plan which batch sizes to capture as CUDA graphs for a batch-size distribution and budget"
@@ -49,6 +54,8 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
                    help="pad a batch up to the next captured size (default) or graph exact matches only")
     p.add_argument("--win-threshold", type=float, default=0.05,
                    help="crossover: the graph win (eager/graph - 1) under which graphs stop paying (default 0.05)")
+    p.add_argument("--workload", metavar="ID", help="plan for this workload only (an id such as wl-1a2b3c4d, as "
+                                                    "analyze reports it); default: one plan per workload")
     p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
     p.add_argument("--output", "-o", help="write the plan to this file instead of stdout")
     add_analysis_arguments(p)
@@ -68,8 +75,46 @@ def _load_reports(files: list[Path], args: argparse.Namespace) -> list:
     return reports
 
 
-def build_plan(args: argparse.Namespace) -> tuple[Plan, list[str]]:
-    """Costs, distribution and options from the command line -> the plan, plus notes on the inputs."""
+def build_plans(args: argparse.Namespace) -> list[tuple[Workload | None, Plan, list[str]]]:
+    """One plan per workload among the traces (or the ``--workload`` one): (workload, plan, notes)."""
+    files = expand_paths(args.paths) if args.paths else []
+    reports = _load_reports([f for f in files if not looks_like_timings(f)], args)
+    groups = group_by_workload(reports, lambda r: r.workload)
+    wanted = getattr(args, "workload", None)
+    if wanted:
+        if not groups:
+            raise InputError("--workload picks among the traces' workloads; no trace was given")
+        chosen = pick_workload(groups, wanted)
+        plan, notes = build_plan(args, chosen.items)
+        notes.append(f"workload {chosen.id} ({chosen.label}): {len(chosen.items)} of {len(reports)} trace(s)")
+        return [(chosen.workload, plan, notes)]
+    if len(groups) <= 1:
+        plan, notes = build_plan(args, reports)
+        return [(groups[0].workload if groups else None, plan, notes)]
+    out: list[tuple[Workload | None, Plan, list[str]]] = []
+    failed: list[str] = []
+    for g in groups:  # one plan per workload: costs and batch sizes of different models never mix
+        try:
+            plan, notes = build_plan(args, g.items)
+        except InputError as exc:
+            failed.append(f"{g.id}: {exc.message}")
+            continue
+        notes.append(f"workload {g.id} ({g.label}): {len(g.items)} of {len(reports)} trace(s); the traces hold "
+                     f"{len(groups)} workloads, one plan each (--workload ID for one)")
+        out.append((g.workload, plan, notes))
+    if not out:
+        raise InputError("no workload could be planned: " + "; ".join(failed))
+    for _, _, notes in out:
+        notes += [f"no plan for workload {f}" for f in failed]
+    return out
+
+
+def build_plan(args: argparse.Namespace, reports: list | None = None) -> tuple[Plan, list[str]]:
+    """Costs, distribution and options from the command line -> the plan, plus notes on the inputs.
+
+    ``reports``: the analysed traces to plan from (one workload's, see :func:`build_plans`);
+    None loads every trace among the inputs.
+    """
     notes: list[str] = []
     files = expand_paths(args.paths) if args.paths else []
     timings_path: str | None = args.timings
@@ -91,7 +136,7 @@ def build_plan(args: argparse.Namespace) -> tuple[Plan, list[str]]:
                          f"{', '.join(str(f) for f in found)}")
     if not traces and timings_path is None:
         raise InputError("nothing to plan from: give traces, --timings FILE, or both")
-    reports = _load_reports(traces, args)
+    reports = _load_reports(traces, args) if reports is None else reports
     costs: CostTable
     if timings_path is not None:
         costs = costs_from_timings(timings_path, args.model)
@@ -120,16 +165,29 @@ def build_plan(args: argparse.Namespace) -> tuple[Plan, list[str]]:
     return plan_capture(costs, dist, opts), notes
 
 
-def run(args: argparse.Namespace) -> int:
-    plan, notes = build_plan(args)
-    if args.format == "json":
-        doc = plan.to_dict()
-        doc["inputs"] = notes
-        text = json.dumps(doc, indent=1, allow_nan=False)
-    else:
-        from analyzer.render import render_plan
+def _plan_doc(workload: Workload | None, plan: Plan, notes: list[str]) -> dict:
+    doc = plan.to_dict()
+    doc["inputs"] = notes
+    doc["workload"] = workload.to_dict() if workload is not None else None
+    return doc
 
-        text = render_plan(plan, markdown=args.format == "markdown", notes=notes)
+
+def run(args: argparse.Namespace) -> int:
+    plans = build_plans(args)
+    md = args.format == "markdown"
+    if args.format == "json":
+        # One workload: the plan itself (as before); several: {"workloads": [plan, ...]}.
+        docs = [_plan_doc(*p) for p in plans]
+        text = json.dumps(docs[0] if len(docs) == 1 else {"workloads": docs}, indent=1, allow_nan=False)
+    elif len(plans) == 1:
+        text = render_plan(plans[0][1], markdown=md, notes=plans[0][2])
+    else:
+        parts = []
+        for w, plan, notes in plans:
+            title = f"Workload {w.id}: {w.label}" if w is not None else "Workload: unknown"
+            parts.append(("## " if md else "") + title + ("\n" if md else "\n" + "=" * len(title) + "\n") + "\n"
+                         + render_plan(plan, markdown=md, notes=notes))
+        text = "\n\n".join(parts)
     if args.output:
         try:
             Path(args.output).write_text(text + "\n", encoding="utf-8")

@@ -27,7 +27,13 @@ def render_trace(rep: TraceReport, markdown: bool = False, max_steps: int = 20) 
         ("steps", f"{s.steps} (from {s.step_source}); batch sizes: {bs}"),
         ("step (GPU window, profiled)", f"{s.step_us_median:,.1f} us median"),
         ("estimated unprofiled step", f"{s.estimated_unprofiled_step_us_median:,.1f} us "
-                                      f"(profiler inflation ~{s.estimated_profiler_inflation:.2f}x)"),
+                                      f"({s.estimated_unprofiled_step_us_low:,.0f}-"
+                                      f"{s.estimated_unprofiled_step_us_high:,.0f}; profiler inflation "
+                                      f"~{s.estimated_profiler_inflation:.2f}x)"),
+        ("profiler settings", f"{s.profiler_settings.get('tier', '?')}: "
+                              + ("; ".join(s.profiler_settings.get("evidence") or []) or "nothing recorded") +
+                              f" -> {s.profiler_overhead_us_per_event:g} us per host event "
+                              f"({s.profiler_overhead_us_per_event_low:g}-{s.profiler_overhead_us_per_event_high:g})"),
         ("GPU busy", f"{s.gpu_busy_us_median:,.1f} us median per step"),
         ("GPU idle", f"{s.gpu_idle_fraction:.1%} of the step windows: " + ", ".join(
             f"{c} {s.idle_fraction_by_cause[c]:.1%}" for c in CAUSES if s.idle_fraction_by_cause[c] > 0) or "none"),
@@ -38,8 +44,12 @@ def render_trace(rep: TraceReport, markdown: bool = False, max_steps: int = 20) 
         ("launch delay", f"p50 {s.launch_delay_us_p50:,.1f} us, p90 {s.launch_delay_us_p90:,.1f} us, "
                          f"p99 {s.launch_delay_us_p99:,.1f} us"),
         ("predicted CUDA-graph step", f"{s.predicted_graph_step_us_median:,.1f} us -> speedup "
-                                      f"{s.predicted_speedup:.2f}x (vs profiled step {s.predicted_speedup_profiled:.2f}x)"),
+                                      f"{s.predicted_speedup:.2f}x ({s.predicted_speedup_low:.2f}-"
+                                      f"{s.predicted_speedup_high:.2f}x; {s.eager_step_source} eager step; "
+                                      f"vs profiled step {s.predicted_speedup_profiled:.2f}x)"),
     ]
+    if rep.workload is not None:
+        facts.append(("workload", f"{rep.workload.id}: {rep.workload.label}"))
     if markdown:
         lines += _table(["metric", "value"], facts, True)
     else:

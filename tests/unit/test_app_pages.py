@@ -25,6 +25,7 @@ from analyzer.cli import main as cli_main  # noqa: E402
 from analyzer.commands import app as app_cmd  # noqa: E402
 from analyzer.errors import AnalyzerError  # noqa: E402
 from analyzer.loaders import load_trace  # noqa: E402
+from analyzer.overhead import DEFAULT_OVERHEAD  # noqa: E402
 from analyzer.predict import DEFAULT_MODEL  # noqa: E402
 from analyzer.report import analyze_trace  # noqa: E402
 from app import MAIN_SCRIPT  # noqa: E402
@@ -70,7 +71,8 @@ GRAPH = trace_bytes(graph_events(0) + graph_events(1000), gz=True)
 BAD = b"\x00\x01 this is not a trace"
 
 # By hand (see eager_events), with the prediction model's constants (analyzer.predict):
-UNPROF_US = 40 - DEFAULT_MODEL.profiler_us_per_host_event * 2  # profiled step less 2 host events
+# Runtime calls only, no cpu_ops: the profiler-overhead tier is "cupti" (analyzer.overhead).
+UNPROF_US = 40 - DEFAULT_OVERHEAD.rate("cupti").value * 2  # profiled step less 2 host events
 PRED_US = 20 + DEFAULT_MODEL.node_us * 2 + DEFAULT_MODEL.graph_launch_us  # busy + 2 short kernels + 1 launch
 SPEEDUP = UNPROF_US / PRED_US
 
