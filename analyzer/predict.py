@@ -26,12 +26,11 @@ per recorded CPU op and runtime call of that setting (``overhead``: 1.25 us with
 below the GPU busy time. ``profiler_us_per_host_event`` forces one figure instead. A real
 measurement (``observed_step_us``) always wins over the estimate.
 
-``python -m analyzer.predict fit PATH...`` refits the overhead table on recordings with
+``python -m analyzer.overhead_fit fit PATH...`` refits the overhead table on recordings with
 measured unprofiled steps and prints the error table (see :func:`main`).
 """
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -73,15 +72,3 @@ class PredictionModel:
 
 
 DEFAULT_MODEL = PredictionModel()
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m analyzer.predict fit PATH... [--coverage C]``: refit the profiler-overhead table
-    and print the error table (see :mod:`analyzer.overhead_fit`)."""
-    from analyzer.overhead_fit import main as fit_main
-
-    return fit_main(argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

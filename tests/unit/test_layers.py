@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 LOW = {"analyzer.errors": 0, "analyzer.trace": 0, "analyzer.timings": 0, "analyzer": 0,
        "analyzer.loaders": 1, "analyzer.engines": 1}
 HIGH = {"analyzer.report": 3, "analyzer.ranks": 3, "analyzer.fleet": 3, "analyzer.planning": 3,
-        "analyzer.hta_bridge": 3, "analyzer.workload": 3, "analyzer.render": 4,
+        "analyzer.hta_bridge": 3, "analyzer.workload": 3, "analyzer.overhead_fit": 3, "analyzer.render": 4,
         "analyzer.commands": 5, "analyzer.cli": 5, "analyzer.__main__": 5, "app": 6}
 HARNESS_MAY_IMPORT = ("analyzer.errors", "analyzer.timings", "analyzer.harness")
 
