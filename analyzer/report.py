@@ -513,8 +513,8 @@ def _group_text(n: int, phase: str | None, coverage: str, s: Summary) -> str:
     if coverage == "eager":
         launches = f"{el:g} eager launches{each}"
     elif coverage == "full":
-        launches = (f"{gl:g} graph launch{'es' if gl != 1 else ''}{each} replaying {s.kernels_per_step_median:g} "
-                    f"kernels, {el:g} eager launches left")
+        launches = (f"{gl:g} graph launch{'es' if gl != 1 else ''}{each} and {el:g} eager launches left for "
+                    f"{s.kernels_per_step_median:g} kernels")
     else:
         launches = f"{gl:g} graph launches{each}, {el:g} eager launches between them"
     return f"{what}, {coverage}: {launches}"
