@@ -12,8 +12,9 @@ only read these attributes (a unit test checks every registered module has them)
 * detection cues ``PYTHON_CUE`` (its Python files in ``with_stack`` traces) and ``OP_CUE`` (its
   custom op namespaces);
 * ``COLLECTIVE_KERNELS``: regex alternatives naming its own communication kernels;
-* ``CAPTURE_LISTS`` (default CUDA-graph capture lists by version, newest first),
-  ``DEFAULT_MAX_SIZE``, ``default_sizes(max_size, padding)``;
+* ``CAPTURE_LISTS`` (default CUDA-graph capture lists by version, newest first, each a function
+  ``(max_size, padding) -> sizes``), ``DEFAULT_MAX_SIZE``, ``default_sizes(max_size, padding)``
+  (the newest list);
 * ``capture_config(buckets, padding)`` / ``config_snippet(buckets, padding)`` and
   ``SNIPPET_LANGUAGE``: the settings that capture a bucket list.
 

@@ -99,13 +99,13 @@ DEFAULT_MAX_SIZE = 512
 V0_DEFAULT_MAX_SIZE = 256
 
 
-def v1_sizes(max_size: int | None = None) -> list[int]:
+def v1_sizes(max_size: int | None = None, padding: str = "pad") -> list[int]:
     """V1 default: ``[1, 2, 4] + range(8, 256, 8) + range(256, max + 1, 16)``, max 512 by default."""
     top = DEFAULT_MAX_SIZE if max_size is None else max_size
     return capture_list([1, 2, 4] + list(range(8, 256, 8)) + list(range(256, top + 1, 16)), top)
 
 
-def v0_sizes(max_size: int | None = None) -> list[int]:
+def v0_sizes(max_size: int | None = None, padding: str = "pad") -> list[int]:
     """V0 engine: ``[1, 2, 4] + [8 * i for i in 1..32]`` cut at ``max_num_seqs`` (256 by default)."""
     top = V0_DEFAULT_MAX_SIZE if max_size is None else max_size
     return capture_list([1, 2, 4] + [8 * i for i in range(1, 33)], top)

@@ -290,7 +290,7 @@ def test_alignment_not_trusted_when_ends_disagree(tmp_path) -> None:
 def test_align_steps_by_name_then_position() -> None:
     def steps(names: list[str]) -> Steps:
         n = len(names)
-        return Steps("annotation", names, np.arange(n), np.arange(n) + 1, np.full(n, -1))
+        return Steps("annotation", names, np.arange(n), np.arange(n) + 1, np.full(n, -1), [None] * n, np.full(n, -1), np.full(n, -1))
 
     table, how = align_steps([steps(["P#3", "P#4", "P#5"]), steps(["P#2", "P#3", "P#4"])])
     assert how == "name" and table.tolist() == [[0, 1], [1, 2]]
