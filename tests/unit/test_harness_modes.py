@@ -383,3 +383,11 @@ def test_replay_error_compares_a_run_with_the_eager_step_from_the_same_state() -
         m.step(4)
 
     assert replay_error(torch, m, Run(wrong)) > REPLAY_TOLERANCE
+
+
+def test_held_out_3b_preset() -> None:
+    from analyzer.harness.model import PRESETS
+
+    c = PRESETS["3b"]
+    assert (c.layers, c.hidden, c.heads, c.kv_heads, c.mlp, c.vocab, c.head_dim) == (28, 3072, 24, 8, 8192, 128256, 128)
+    assert round(c.param_count() / 1e9, 2) == 3.61
