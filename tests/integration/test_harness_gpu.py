@@ -58,7 +58,8 @@ def test_record_cuda_end_to_end(tmp_path: Path) -> None:
 
     out = tmp_path / "rec"
     rc = main(["record", "--model", "tiny", "--batch-sizes", "1,4", "--out", str(out), "--repeats", "10",
-               "--rounds", "2", "--warmup", "2", "--steps", "3", "--context-len", "64", "--start-pos", "8", "--no-micro"])
+               "--rounds", "2", "--warmup", "2", "--steps", "3", "--context-len", "64", "--start-pos", "8",
+               "--no-micro"])
     assert rc == 0
     doc = json.loads((out / "timings.json").read_text())
     assert doc["schema"] == "launchgap.timings/1" and doc["cuda"]
