@@ -115,7 +115,8 @@ def test_presets_and_overrides() -> None:
 @needs_torch
 def test_row_pools_all_rounds() -> None:
     """Medians and percentiles over every timed step of every round; one median per round."""
-    from analyzer.harness.sweep import _make_row, _Timed
+    from analyzer.harness.clock import Timed as _Timed
+    from analyzer.harness.sweep import _make_row
 
     eager = [_Timed(device_us=[10.0, 30.0, 20.0], host_us=[9.0, 9.0, 9.0]),
              _Timed(device_us=[40.0, 50.0, 60.0], host_us=[1.0, 1.0, 100.0])]

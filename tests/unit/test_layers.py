@@ -2,7 +2,7 @@
 
 Layers, lowest first; a module may import its own layer and the ones below, never above:
 
-0. ``analyzer.errors``, ``analyzer.trace``, ``analyzer.timings`` (the data and the one error family)
+0. ``analyzer.errors``, ``analyzer.trace``, ``analyzer.timings``, ``analyzer.distribution`` (data formats, stdlib only)
 1. ``analyzer.loaders`` (file -> Trace) and ``analyzer.engines`` (what each serving engine writes)
 2. the per-stage analyses: ``steps``, ``gaps``, ``launches``, ``predict``, ``collectives``, ``graph_mode``
    and the other flat analysis modules
@@ -12,7 +12,7 @@ Layers, lowest first; a module may import its own layer and the ones below, neve
 6. ``app`` (the dashboard calls the analyzer; the analyzer never imports the dashboard)
 
 Two further rules: commands do not import each other (shared flags live in one helper module), and
-the GPU harness (``analyzer.harness``) imports nothing of the analyzer but ``errors``, ``timings``
+the GPU harness (``analyzer.harness``) imports nothing of the analyzer but ``errors``, ``timings``, ``distribution``
 and itself, since it runs on GPU machines with only the standard library and torch.
 """
 from __future__ import annotations
@@ -22,12 +22,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 
-LOW = {"analyzer.errors": 0, "analyzer.trace": 0, "analyzer.timings": 0, "analyzer": 0,
+LOW = {"analyzer.errors": 0, "analyzer.trace": 0, "analyzer.timings": 0, "analyzer.distribution": 0, "analyzer": 0,
        "analyzer.loaders": 1, "analyzer.engines": 1}
 HIGH = {"analyzer.report": 3, "analyzer.ranks": 3, "analyzer.fleet": 3, "analyzer.planning": 3,
         "analyzer.hta_bridge": 3, "analyzer.workload": 3, "analyzer.overhead_fit": 3, "analyzer.render": 4,
         "analyzer.commands": 5, "analyzer.cli": 5, "analyzer.__main__": 5, "app": 6}
-HARNESS_MAY_IMPORT = ("analyzer.errors", "analyzer.timings", "analyzer.harness")
+HARNESS_MAY_IMPORT = ("analyzer.errors", "analyzer.timings", "analyzer.distribution", "analyzer.harness")
 
 
 def layer(module: str) -> int | None:
