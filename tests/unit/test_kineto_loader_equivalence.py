@@ -404,7 +404,7 @@ def _event(draw: Any) -> dict:
     return e
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(events=st.lists(_event(), min_size=0, max_size=40), chunk=st.integers(1, 400),
        indent=st.sampled_from([None, 1]), gz=st.booleans())
 def test_generated_traces_match_reference(tmp_path: Path, events: list[dict], chunk: int, indent: int | None,
