@@ -75,10 +75,18 @@ class Steps:
     cpu_start_ns: np.ndarray
     cpu_end_ns: np.ndarray
     batch_size: np.ndarray  # int64, -1 when unknown
-    phase: list[str | None]
-    requests: np.ndarray  # int64, -1 when unknown
-    tokens: np.ndarray  # int64, -1 when unknown
+    phase: list[str | None] | None = None  # None: unknown for every step
+    requests: np.ndarray | None = None  # int64, -1 when unknown (None: all unknown)
+    tokens: np.ndarray | None = None  # int64, -1 when unknown (None: all unknown)
     engine: str | None = None
+
+    def __post_init__(self) -> None:
+        n = len(self.names)
+        if self.phase is None:
+            object.__setattr__(self, "phase", [None] * n)
+        for col in ("requests", "tokens"):
+            if getattr(self, col) is None:
+                object.__setattr__(self, col, np.full(n, -1, dtype=np.int64))
 
     def __len__(self) -> int:
         return int(self.cpu_start_ns.shape[0])
