@@ -35,8 +35,8 @@ from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
-from analyzer.gaps import CAUSES, DeviceBusy, Gaps, compute_gaps
 from analyzer.engines import LABELS
+from analyzer.gaps import CAUSES, DeviceBusy, Gaps, compute_gaps
 from analyzer.graph_mode import COVERAGES, CaptureReport, StepCoverage, classify_mode, detect_capture, step_coverage
 from analyzer.launches import kernel_launch_table, launch_delays_ns
 from analyzer.predict import DEFAULT_MODEL, PredictionModel
