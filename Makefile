@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8501
 
-.PHONY: app test test-fast browser-deps fuzz bench bench-fleet screenshots clean
+.PHONY: app lint test test-fast browser-deps fuzz bench bench-fleet screenshots clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +30,10 @@ browser-deps:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
-test: $(VENV)/.installed-test browser-deps
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check analyzer app tests
+
+test: $(VENV)/.installed-test browser-deps lint
 	$(BIN)/python -m pytest -q
 
 test-fast: $(VENV)/.installed-test

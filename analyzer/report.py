@@ -20,11 +20,15 @@ Per-step metrics (all times in microseconds):
 
 The ``summary`` takes medians over steps; ``gpu_idle_fraction`` is total idle over total
 window of all steps; ``predicted_speedup`` is the real step time (``observed_step_us``
-when the user gives it, else the profiled step less the estimated profiler overhead) over
-the median predicted graph step. ``engine`` names the serving engine that wrote the trace
-(``None`` for others), ``steps_by_coverage`` counts steps per graph coverage and
-``step_groups`` has one entry per (phase, coverage) with its own medians and verdict. For
-engine steps the verdict speaks per group: one blend of prefill and decode steps says nothing.
+when the user gives it: *measured*; else the profiled step less the estimated profiler
+overhead: *estimated*, see :mod:`analyzer.overhead`) over the median predicted graph step.
+``predicted_speedup_low``/``_high`` bound it: the overhead's range per host event for the
+detected ``profiler_settings`` and the graph step's error band. The report's ``workload``
+(:mod:`analyzer.workload`) names the model, device and rank the trace ran. ``engine`` names the
+serving engine that wrote the trace (``None`` for others), ``steps_by_coverage`` counts steps per
+graph coverage and ``step_groups`` has one entry per (phase, coverage) with its own medians and
+verdict. For engine steps the verdict speaks per group: one blend of prefill and decode steps
+says nothing.
 
 A capture trace (trace ``mode`` ``"capture"``, :func:`analyzer.graph_mode.detect_capture`)
 gets ``capture`` (graphs, sizes, nodes per graph) and no steps, gaps or speedup.
@@ -39,9 +43,12 @@ from analyzer.engines import LABELS
 from analyzer.gaps import CAUSES, DeviceBusy, Gaps, compute_gaps
 from analyzer.graph_mode import COVERAGES, CaptureReport, StepCoverage, classify_mode, detect_capture, step_coverage
 from analyzer.launches import kernel_launch_table, launch_delays_ns
+from analyzer.overhead import OverheadEstimate, ProfilerSettings, detect_profiler_settings, estimate_overhead, \
+    speedup_range
 from analyzer.predict import DEFAULT_MODEL, PredictionModel
 from analyzer.steps import StepOptions, Steps, assign_rows_to_steps, detect_engine, find_steps
 from analyzer.trace import Api, Kind, Trace
+from analyzer.workload import Workload, workload_of
 
 SCHEMA = "launchgap.report/1"
 GAP_HIST_EDGES_US = (0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 5000.0, float("inf"))
@@ -126,6 +133,18 @@ class Summary:
     batch_sizes: list[int]
     verdict: str
     verdict_detail: str
+    # The profiler's cost (analyzer.overhead): detected settings, us per recorded host event
+    # (point and range), the unprofiled step and the speedup as ranges; eager_step_source says
+    # whether the eager step in predicted_speedup was "measured" (observed_step_us) or "estimated".
+    profiler_settings: dict = field(default_factory=dict)
+    profiler_overhead_us_per_event: float = 0.0
+    profiler_overhead_us_per_event_low: float = 0.0
+    profiler_overhead_us_per_event_high: float = 0.0
+    estimated_unprofiled_step_us_low: float = 0.0
+    estimated_unprofiled_step_us_high: float = 0.0
+    predicted_speedup_low: float = 0.0
+    predicted_speedup_high: float = 0.0
+    eager_step_source: str = "estimated"
     engine: str | None = None
     steps_by_coverage: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COVERAGES, 0))
     step_groups: list[dict] = field(default_factory=list)
@@ -158,10 +177,13 @@ class TraceReport:
     rank: int | None
     world_size: int | None
     warnings: list[str]
+    workload: Workload | None = None
     capture: CaptureReport | None = None
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        d["workload"] = self.workload.to_dict() if self.workload is not None else None
+        return d
 
 
 def _f(x: float) -> float:
@@ -205,10 +227,12 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
     step_reports = _step_reports(steps, win, idle, lm, cov)
 
     keep = np.flatnonzero(win.step_ok)
+    settings = detect_profiler_settings(trace)
     inputs = _SummaryInputs(
         source=steps.source, steps=step_reports, win_us=lm.win_us[keep], busy_us=lm.busy_us[keep],
         pred_us=lm.pred_us[keep], host_events=lm.host_events[keep], delays_ns=lm.delays_ns,
-        launch_api_ns=lm.launch_api_ns[keep], launched_gpu_ns=lm.launched_gpu_ns[keep])
+        launch_api_ns=lm.launch_api_ns[keep], launched_gpu_ns=lm.launched_gpu_ns[keep], settings=settings,
+        overhead=estimate_overhead(settings, opts.model.overhead, opts.model.profiler_us_per_host_event))
     summary = _summary(inputs, opts)
     mode = classify_mode(summary.kernel_launches_per_step_median, summary.graph_launches_per_step_median,
                          summary.kernels_per_step_median)
@@ -221,7 +245,7 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
         gap_histogram=_gap_histogram(gaps, idle.gap_key),
         top_gaps=_top_gaps(trace, gaps, idle.gap_key, win.n_dev, opts.top_gaps),
         top_kernels=[r.to_dict() for r in kernel_launch_table(trace, opts.top_kernels)],
-        rank=trace.rank, world_size=trace.world_size, warnings=warnings,
+        rank=trace.rank, world_size=trace.world_size, warnings=warnings, workload=workload_of(trace, row_step),
     )
 
 
@@ -427,6 +451,8 @@ class _SummaryInputs:
     delays_ns: np.ndarray
     launch_api_ns: np.ndarray
     launched_gpu_ns: np.ndarray
+    settings: ProfilerSettings
+    overhead: OverheadEstimate
 
 
 def _summary(si: _SummaryInputs, opts: AnalysisOptions) -> Summary:
@@ -435,10 +461,13 @@ def _summary(si: _SummaryInputs, opts: AnalysisOptions) -> Summary:
     total_win = float(win.sum())
     idle_by = {c: sum(s.idle_us_by_cause[c] for s in steps) for c in CAUSES}
     step_med = _median(win)
-    unprof = opts.model.unprofiled_step_us(win, si.host_events, bus)
-    unprof_med = _median(unprof)
+    oh = si.overhead
+    unprof_med, unprof_lo, unprof_hi = (
+        _median(opts.model.unprofiled_step_us(win, si.host_events, bus, k)) for k in (oh.us_per_event, oh.high, oh.low))
     pred_med = _median(pred)
     real = opts.observed_step_us if opts.observed_step_us else unprof_med
+    sp = (speedup_range(real, real, real, pred_med, opts.model.overhead.graph_rel_err) if opts.observed_step_us
+          else speedup_range(unprof_med, unprof_lo, unprof_hi, pred_med, opts.model.overhead.graph_rel_err))
     if opts.observed_step_us and step_med > 0:
         inflation = step_med / opts.observed_step_us
     else:
@@ -466,7 +495,35 @@ def _summary(si: _SummaryInputs, opts: AnalysisOptions) -> Summary:
         predicted_speedup_profiled=_f(step_med / pred_med) if pred_med > 0 else 0.0,
         batch_sizes=sorted({s.batch_size for s in steps if s.batch_size is not None}),
         verdict="", verdict_detail="",
+        profiler_settings={**si.settings.to_dict(), "overhead_source": oh.source, "notes": list(oh.notes)},
+        profiler_overhead_us_per_event=_f(oh.us_per_event), profiler_overhead_us_per_event_low=_f(oh.low),
+        profiler_overhead_us_per_event_high=_f(oh.high), estimated_unprofiled_step_us_low=_f(unprof_lo),
+        estimated_unprofiled_step_us_high=_f(unprof_hi), predicted_speedup_low=_f(sp.speedup_low),
+        predicted_speedup_high=_f(sp.speedup_high),
+        eager_step_source="measured" if opts.observed_step_us else "estimated",
     )
+
+
+def _speedup_text(s: Summary) -> str:
+    """``10.84x (range 9.95-11.65x)``: the point value and its range."""
+    return f"{s.predicted_speedup:.2f}x (range {s.predicted_speedup_low:.2f}-{s.predicted_speedup_high:.2f}x)"
+
+
+def eager_basis(s: Summary) -> str:
+    """Which part of the predicted speedup is measured and which estimated, in one sentence."""
+    graph = "graph step predicted from the GPU busy time"
+    if s.eager_step_source == "measured":
+        return f"eager step measured: {s.observed_step_us:,.0f} us observed ({s.step_us_median:,.0f} us profiled); {graph}"
+    return (f"eager step estimated: {s.step_us_median:,.0f} us profiled less {s.profiler_overhead_us_per_event:g} us "
+            f"({s.profiler_overhead_us_per_event_low:g}-{s.profiler_overhead_us_per_event_high:g}) per recorded host "
+            f"event for the profiler ({_settings_words(s.profiler_settings)}); {graph}")
+
+
+def _settings_words(ps: dict) -> str:
+    if ps.get("tier") == "cupti":
+        return "runtime calls only"
+    on = [k for k in ("with_stack", "with_modules", "record_shapes", "with_flops", "profile_memory") if ps.get(k)]
+    return " + ".join(on) if on else "no shapes, no stacks"
 
 
 def _with_verdict(s: Summary, mode: str) -> Summary:
@@ -477,6 +534,7 @@ def _with_verdict(s: Summary, mode: str) -> Summary:
     resid = s.kernel_launches_per_step_median if mode != "eager" else 0.0
     if s.steps == 0:
         return replace(s, verdict="no steps", verdict_detail="no step launched GPU work")
+    real = s.observed_step_us if s.eager_step_source == "measured" else s.estimated_unprofiled_step_us_median
     if mode == "graph":
         verdict = "already graphed"
         detail = (f"{s.graph_launches_per_step_median:g} graph launch(es) per step replay "
@@ -485,19 +543,16 @@ def _with_verdict(s: Summary, mode: str) -> Summary:
     elif peer >= max(host_side, 0.15):
         verdict = "waiting for peers"
         detail = (f"collectives wait for other ranks {peer:.0%} of the step; host-side idle {host_side:.0%}; "
-                  f"CUDA graphs on every rank predicted {s.predicted_speedup:.2f}x")
+                  f"CUDA graphs on every rank predicted {_speedup_text(s)}; {eager_basis(s)}")
     elif host_side >= LAUNCH_BOUND_IDLE_FRACTION or s.predicted_speedup >= 1.2:
         verdict = "launch-bound" if mode == "eager" else "launch-bound (partly graphed)"
         detail = (f"the GPU idles {s.gpu_idle_fraction:.0%} of each step, {host_side:.0%} waiting for the CPU; "
-                  f"CUDA graphs predicted to take the step from {s.estimated_unprofiled_step_us_median:,.0f} us "
-                  f"(unprofiled estimate; {s.step_us_median:,.0f} us profiled) to "
-                  f"{s.predicted_graph_step_us_median:,.0f} us: {s.predicted_speedup:.2f}x")
+                  f"CUDA graphs predicted to take the step from {real:,.0f} us to "
+                  f"{s.predicted_graph_step_us_median:,.0f} us: {_speedup_text(s)}; {eager_basis(s)}")
     else:
         verdict = "GPU-bound" if mode == "eager" else "GPU-bound (partly graphed)"
         detail = (f"the GPU is busy {1 - s.gpu_idle_fraction:.0%} of each step; CUDA graphs predicted "
-                  f"{s.predicted_speedup:.2f}x ({s.predicted_graph_step_us_median:,.0f} us per step)")
-    if s.observed_step_us:
-        detail += f"; calibrated with an observed step of {s.observed_step_us:,.0f} us"
+                  f"{_speedup_text(s)} ({s.predicted_graph_step_us_median:,.0f} us per step); {eager_basis(s)}")
     return replace(s, verdict=verdict, verdict_detail=detail, residual_eager_launches_per_step_median=resid)
 
 
@@ -541,16 +596,17 @@ def _with_step_groups(s: Summary, si: _SummaryInputs, opts: AnalysisOptions, eng
                 source=si.source, steps=[steps[i] for i in idx.tolist()], win_us=si.win_us[idx],
                 busy_us=si.busy_us[idx], pred_us=si.pred_us[idx], host_events=si.host_events[idx],
                 delays_ns=np.zeros(0), launch_api_ns=si.launch_api_ns[idx],
-                launched_gpu_ns=si.launched_gpu_ns[idx]), opts)
+                launched_gpu_ns=si.launched_gpu_ns[idx], settings=si.settings, overhead=si.overhead), opts)
             sub = _with_verdict(sub, classify_mode(sub.kernel_launches_per_step_median,
                                                    sub.graph_launches_per_step_median, sub.kernels_per_step_median))
-            groups.append({"phase": phase, "graph_coverage": cov, "steps": int(idx.size),
+            text = _group_text(int(idx.size), phase, cov, sub)
+            groups.append({"phase": phase, "graph_coverage": cov, "steps": int(idx.size), "description": text,
                            "step_us_median": sub.step_us_median, "kernels_per_step_median": sub.kernels_per_step_median,
                            "graph_launches_per_step_median": sub.graph_launches_per_step_median,
                            "eager_launches_per_step_median": sub.kernel_launches_per_step_median,
                            "gpu_idle_fraction": sub.gpu_idle_fraction, "predicted_speedup": sub.predicted_speedup,
                            "verdict": sub.verdict, "verdict_detail": sub.verdict_detail})
-            texts.append(f"{_group_text(int(idx.size), phase, cov, sub)} — {sub.verdict}: {sub.verdict_detail}")
+            texts.append(f"{text} — {sub.verdict}: {sub.verdict_detail}")
             verdicts.append(sub.verdict)
     s = replace(s, engine=engine, steps_by_coverage=by_cov, step_groups=groups)
     if not per_group_verdict or not groups:
@@ -569,9 +625,11 @@ def _capture_trace_report(trace: Trace, capture: CaptureReport, opts: AnalysisOp
     from dataclasses import replace
 
     empty = np.zeros(0)
-    summary = _summary(_SummaryInputs(source="capture", steps=[], win_us=empty, busy_us=empty, pred_us=empty,
-                                      host_events=empty, delays_ns=empty, launch_api_ns=empty,
-                                      launched_gpu_ns=empty), opts)
+    settings = detect_profiler_settings(trace)
+    summary = _summary(_SummaryInputs(
+        source="capture", steps=[], win_us=empty, busy_us=empty, pred_us=empty, host_events=empty, delays_ns=empty,
+        launch_api_ns=empty, launched_gpu_ns=empty, settings=settings,
+        overhead=estimate_overhead(settings, opts.model.overhead, opts.model.profiler_us_per_host_event)), opts)
     sizes = sorted({x for x in capture.sizes if x is not None})
     modes = sorted({x for x in capture.modes if x is not None})
     nodes = capture.nodes_per_graph
@@ -592,6 +650,36 @@ def _capture_trace_report(trace: Trace, capture: CaptureReport, opts: AnalysisOp
                        gap_histogram=_gap_histogram(_no_gaps(), np.zeros(0, dtype=np.int64)), top_gaps=[],
                        top_kernels=[], rank=trace.rank, world_size=trace.world_size, warnings=warnings,
                        capture=capture)
+
+
+def with_observed_step(report: TraceReport, observed_step_us: float | None,
+                       graph_rel_err: float = DEFAULT_MODEL.overhead.graph_rel_err) -> TraceReport:
+    """The report with a measured eager step (e.g. a server's inter-token latency, us) in place of the
+    estimate: speedup, its range, inflation and verdict recomputed from the summary, nothing re-analysed.
+    ``None`` or 0 gives the estimate back. ``graph_rel_err`` is the graph step's error band."""
+    from dataclasses import replace
+
+    if report.mode == "capture":  # nothing to calibrate: a capture trace makes no speedup claim
+        return report
+    s = report.summary
+    obs = observed_step_us if observed_step_us and observed_step_us > 0 else None
+    real = obs if obs else s.estimated_unprofiled_step_us_median
+    pred = s.predicted_graph_step_us_median
+    if obs:
+        sp = speedup_range(obs, obs, obs, pred, graph_rel_err)
+    else:
+        sp = speedup_range(real, s.estimated_unprofiled_step_us_low, s.estimated_unprofiled_step_us_high, pred,
+                           graph_rel_err)
+    infl = (s.step_us_median / real) if real > 0 and s.step_us_median > 0 else 1.0
+    new = replace(s, observed_step_us=obs, eager_step_source="measured" if obs else "estimated",
+                  predicted_speedup=_f(sp.speedup), predicted_speedup_low=_f(sp.speedup_low),
+                  predicted_speedup_high=_f(sp.speedup_high), estimated_profiler_inflation=_f(infl))
+    new = _with_verdict(new, report.mode)
+    if s.step_source == "engine" and s.step_groups:  # keep naming the phases and coverages the steps have
+        label = LABELS.get(s.engine, "") if s.engine else ""
+        groups = " | ".join(g["description"] for g in s.step_groups)
+        new = replace(new, verdict_detail=f"{label + ' trace: ' if label else ''}{groups} — {new.verdict_detail}")
+    return replace(report, summary=new)
 
 
 def _gap_histogram(gaps: Gaps, gap_key: np.ndarray) -> dict[str, list[float]]:

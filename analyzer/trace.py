@@ -142,6 +142,9 @@ class Trace:
     world_size: int | None = None
     warnings: tuple[str, ...] = ()
     python_calls: PythonCalls = field(default_factory=no_python_calls)
+    #: What the loader saw of the profiler's settings (Kineto: top-level flags and event counts; see
+    #: :func:`analyzer.loaders.kineto._settings_of`); empty when the format says nothing of them.
+    profiler_settings: dict[str, Any] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return int(self.kind.shape[0])
@@ -175,6 +178,7 @@ def build_trace(
     world_size: int | None = None,
     warnings: list[str] | None = None,
     python_calls: PythonCalls | None = None,
+    profiler_settings: dict[str, Any] | None = None,
 ) -> Trace:
     """Validate raw columns from a loader, sort by start time and join launches to GPU work.
 
@@ -233,6 +237,7 @@ def build_trace(
         world_size=world_size,
         warnings=tuple(warnings),
         python_calls=python_calls if python_calls is not None else no_python_calls(),
+        profiler_settings=dict(profiler_settings or {}),
         **cols,
     )
 

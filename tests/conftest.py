@@ -1,30 +1,19 @@
-"""Shared fixtures: where the reference traces live, and the bundled samples."""
+"""Shared fixtures: the real reference traces bundled under traces/."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SAMPLES = REPO / "traces"
-
-
-def _shared_dir() -> Path:
-    env = os.environ.get("LAUNCHGAP_SHARED")
-    return Path(env) if env else REPO.parent / "shared"
+TRACES = REPO / "traces"
 
 
 @pytest.fixture(scope="session")
-def shared_traces() -> Path:
-    """``../shared/traces`` beside the checkout (or $LAUNCHGAP_SHARED/traces); skips when absent."""
-    p = _shared_dir() / "traces"
-    if not p.is_dir():
-        pytest.skip(f"reference traces not found at {p}")
-    return p
+def reference_traces() -> Path:
+    """The repository's ``traces/``: real traces, one set per folder, each with its PROVENANCE.md.
 
-
-@pytest.fixture(scope="session")
-def samples() -> Path:
-    """The small real traces bundled with the project under traces/."""
-    return SAMPLES
+    They ship with the repository, so a missing folder is a broken checkout: it fails, never skips.
+    """
+    assert TRACES.is_dir(), f"reference traces missing: {TRACES} (part of the repository)"
+    return TRACES

@@ -74,7 +74,7 @@ class ModelConfig:
         return out
 
 
-#: Presets. ``1b`` matches ../shared/traces/h200-1b; ``8b`` has Llama-3-8B's dims;
+#: Presets. ``1b`` matches traces/h200-1b; ``8b`` has Llama-3-8B's dims;
 #: ``70b-slice`` has Llama-3-70B's per-layer dims with 8 of its 80 layers (per-kernel work is
 #: what decides launch gaps; 8 rather than 2-4 layers keeps the 128k-vocab LM head, which a
 #: full model pays once, from dominating the step).

@@ -43,8 +43,8 @@ from typing import Any
 from analyzer.errors import InputError
 from analyzer.harness import import_torch
 from analyzer.harness.model import Decoder, ModelConfig
+from analyzer.timings import SCHEMA, load_timings, write_timings
 
-SCHEMA = "launchgap.timings/1"
 MODES = ("eager", "graph")
 GRAPH_NEEDS_CUDA = "graph mode needs a CUDA GPU (torch.cuda.is_available() is False)"
 
@@ -138,33 +138,6 @@ def trace_name(model: str, batch_size: int, mode: str) -> str:
     return f"{model}_bs{batch_size}_{mode}.json.gz"
 
 
-def load_timings(path: Path) -> dict[str, Any]:
-    """Read a ``launchgap.timings/1`` file; :class:`InputError` naming the file if it is not one."""
-    try:
-        doc = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise InputError("no such file", str(path)) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"not a timings JSON file ({exc})", str(path)) from None
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        found = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
-        raise InputError(f"expected schema {SCHEMA!r}, found {found!r}", str(path))
-    rows = doc.get("rows")
-    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-        raise InputError("'rows' must be a list of objects", str(path))
-    for i, r in enumerate(rows):
-        if not isinstance(r.get("model"), str) or not isinstance(r.get("batch_size"), int) \
-                or not isinstance(r.get("eager_us"), (int, float)):
-            raise InputError(f"row {i} lacks model (str), batch_size (int) or eager_us (number)", str(path))
-    return doc
-
-
-def _write_json_atomic(path: Path, doc: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1) + "\n")
-    os.replace(tmp, path)  # a crash mid-write leaves the previous file intact
-
-
 def _environment(torch: Any, on_cuda: bool) -> dict[str, Any]:
     env: dict[str, Any] = {"torch": torch.__version__, "cuda": torch.version.cuda if on_cuda else None}
     if on_cuda:
@@ -195,10 +168,15 @@ def _driver_version() -> str | None:
 
 
 def _pct(values: list[float], q: float) -> float:
-    """Percentile ``q`` (0..1) with linear interpolation between ranks (numpy's default)."""
-    import numpy as np
+    """Percentile ``q`` (0..1) with linear interpolation between ranks (numpy's default).
 
-    return float(np.percentile(np.asarray(values, dtype=float), 100 * q))
+    Pure Python: the harness needs only the standard library and torch.
+    """
+    xs = sorted(values)
+    rank = q * (len(xs) - 1)
+    lo = int(rank)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (rank - lo)
 
 
 @dataclass(frozen=True)
@@ -488,7 +466,7 @@ def run_sweep(opts: SweepOptions, progress: Callable[[int, int, str], None] | No
 
     if on_cuda and opts.micro and (opts.force or not doc.get("micro")):
         doc["micro"] = launch_microbenchmark(torch)
-        _write_json_atomic(tpath, doc)
+        write_timings(tpath, doc)
         say(f"micro-benchmark: {doc['micro']}")
 
     all_tasks = _plan(opts, on_cuda)
@@ -585,7 +563,7 @@ def _sweep_model(torch: Any, model: Decoder, cfg: ModelConfig, tasks: list[_Task
         else:
             rows_by_key[key] = len(doc["rows"])
             doc["rows"].append(row.to_dict())
-        _write_json_atomic(result.timings_path, doc)
+        write_timings(result.timings_path, doc)
         result.rows.append(row)
         speed = f" graph {row.graph_us:,.1f} us ({row.eager_us / row.graph_us:.2f}x)" if row.graph_us else ""
         step(f"{cfg.name} bs={bs}: eager {row.eager_us:,.1f} us{speed}")

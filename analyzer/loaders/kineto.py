@@ -66,6 +66,7 @@ class _Args(msgspec.Struct, gc=False):
     stream: _Scalar = None
     graph_id: _Scalar = msgspec.field(name="graph id", default=None)
     input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=msgspec.Raw(b""))
+    call_stack: msgspec.Raw = msgspec.field(name="Call stack", default=msgspec.Raw(b""))
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -94,6 +95,11 @@ class _KinetoFile(msgspec.Struct, gc=False):
     traceEvents: list[_Event]
     deviceProperties: Union[list[_Device], None] = None
     distributedInfo: Union[_DistInfo, None] = None
+    record_shapes: _Scalar = None  # torch.profiler writes its settings at the top level ("1" or 1 when on)
+    with_stack: _Scalar = None
+    with_flops: _Scalar = None
+    with_modules: _Scalar = None
+    profile_memory: _Scalar = None
 
 
 # --- strict schema: what Kineto actually writes. Defaults are what the lenient conversion
@@ -106,6 +112,7 @@ class _FastArgs(msgspec.Struct, gc=False, frozen=True):
     stream: int = -1
     graph_id: int = msgspec.field(name="graph id", default=-1)
     input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=msgspec.Raw(b""))
+    call_stack: msgspec.Raw = msgspec.field(name="Call stack", default=msgspec.Raw(b""))
 
 
 _NO_ARGS = _FastArgs()
@@ -127,12 +134,28 @@ class _FastKinetoFile(msgspec.Struct, gc=False):
     traceEvents: list[_FastEvent]
     deviceProperties: Union[list[_Device], None] = None
     distributedInfo: Union[_DistInfo, None] = None
+    record_shapes: _Scalar = None  # torch.profiler writes its settings at the top level ("1" or 1 when on)
+    with_stack: _Scalar = None
+    with_flops: _Scalar = None
+    with_modules: _Scalar = None
+    profile_memory: _Scalar = None
 
 
 class _Header(msgspec.Struct, gc=False):
     traceEvents: list[Any]
     deviceProperties: Union[list[_Device], None] = None
     distributedInfo: Union[_DistInfo, None] = None
+    record_shapes: _Scalar = None  # torch.profiler writes its settings at the top level ("1" or 1 when on)
+    with_stack: _Scalar = None
+    with_flops: _Scalar = None
+    with_modules: _Scalar = None
+    profile_memory: _Scalar = None
+
+
+#: Top-level profiler settings torch.profiler writes (see :func:`_settings_of`).
+PROFILER_FLAGS = ("record_shapes", "with_stack", "with_flops", "with_modules", "profile_memory")
+#: Events (in file order) looked at for traces of the profiler's settings that are not top-level flags.
+SETTINGS_SAMPLE_EVENTS = 50_000
 
 
 _DECODER = msgspec.json.Decoder(_KinetoFile)
@@ -216,7 +239,7 @@ def kineto_to_trace(doc: _KinetoFile, path: str) -> Trace:
     """Columns from a whole decoded (lenient) document."""
     cols = _ColumnBuilder(strict=False)
     cols.add(doc.traceEvents)
-    return cols.finish(path, doc.deviceProperties, doc.distributedInfo)
+    return cols.finish(path, doc.deviceProperties, doc.distributedInfo, _flags_of(doc))
 
 
 # --- streaming ----------------------------------------------------------------------------
@@ -335,7 +358,12 @@ def _decode_stream(pieces: Iterator[bytes], path: str, strict: bool) -> Trace:
     cols.add(tail.traceEvents)
     devices = tail.deviceProperties if tail.deviceProperties is not None else head.deviceProperties
     dist = tail.distributedInfo if tail.distributedInfo is not None else head.distributedInfo
-    return cols.finish(path, devices, dist)
+    flags = {k: v if v is not None else _flags_of(head)[k] for k, v in _flags_of(tail).items()}
+    return cols.finish(path, devices, dist, flags)
+
+
+def _flags_of(doc: Any) -> dict[str, _Scalar]:
+    return {k: getattr(doc, k) for k in PROFILER_FLAGS}
 
 
 # --- events -> columns ----------------------------------------------------------------------
@@ -410,6 +438,8 @@ class _ColumnBuilder:
         self.mtia_events = False  # MTIA device/runtime categories seen: say so when there is no GPU work
         self.python = _PythonCallColumns(strict)
         self.gpu_seen = False
+        self.sampled = 0
+        self.settings_sample = {"python_function": 0, "cpu_instant_event": 0, "cpu_op": 0, "call_stack": 0}
 
     def add(self, events: list) -> None:
         self.n_events += len(events)
@@ -430,6 +460,18 @@ class _ColumnBuilder:
             self.gpu_seen = self.gpu_seen or bool((self.parts["kind"][-1] <= Kind.GRAPH).any())
         if not self.gpu_seen and not self.mtia_events:  # only traces without GPU work pay for this scan
             self.mtia_events = any(isinstance(e.cat, str) and e.cat.startswith("mtia") for e in events)
+        if self.sampled < SETTINGS_SAMPLE_EVENTS:  # the profiler's settings show in any stretch of events
+            self._sample_settings(events[: SETTINGS_SAMPLE_EVENTS - self.sampled])
+
+    def _sample_settings(self, sample: list) -> None:
+        """Counts, over the first events of the file, of what only some profiler settings record."""
+        self.sampled += len(sample)
+        s = self.settings_sample
+        s["python_function"] += sum(1 for e in sample if e.cat == "python_function")
+        s["cpu_instant_event"] += sum(1 for e in sample if e.cat == "cpu_instant_event")
+        ops = [e for e in sample if e.cat == "cpu_op" and e.args is not None]
+        s["cpu_op"] += len(ops)
+        s["call_stack"] += sum(1 for e in ops if isinstance(e.args, (_Args, _FastArgs)) and e.args.call_stack)
 
     def _add_kept(self, kept: list) -> None:
         n = len(kept)
@@ -491,7 +533,8 @@ class _ColumnBuilder:
             self.flows["ts_us"].append(np.fromiter([_as_us(f.ts) for f in flows], dtype=np.float64, count=n))
             self.flows["id"].append(np.fromiter([_as_int(f.id) for f in flows], dtype=np.int64, count=n))
 
-    def finish(self, path: str, device_props: Iterable[_Device] | None, dist: _DistInfo | None) -> Trace:
+    def finish(self, path: str, device_props: Iterable[_Device] | None, dist: _DistInfo | None,
+               flags: dict[str, _Scalar] | None = None) -> Trace:
         """All columns, the cleaning steps of the loader, and :func:`build_trace`."""
         self.host.resolve()
         cat = {k: (np.concatenate(v) if v else np.zeros(0, dtype=np.float64 if k.endswith("_us") else np.int64))
@@ -567,12 +610,37 @@ class _ColumnBuilder:
             world_size=world,
             warnings=warnings,
             python_calls=self.python.finish(base_us),
+            profiler_settings=_settings_of(flags or {}, self.settings_sample, self.sampled),
         )
         if not trace.gpu_mask.any():
             cats = ("MTIA trace: launchgap reads CUDA and ROCm GPU events only" if self.mtia_events
                     else "CPU-only trace" if self.n_events else "no events at all")
             raise NoGpuActivityError(f"no GPU kernels, copies or sets in the trace ({cats}); nothing to analyse", path)
         return trace
+
+
+def _settings_of(flags: dict[str, _Scalar], sample: dict[str, int], sampled: int) -> dict:
+    """What the file says of the profiler's settings (read by :mod:`analyzer.overhead`).
+
+    The top-level flags (True/False; None when the file does not name one: older torch writes
+    none), then counts over the first ``events_sampled`` events of the file: ``python_function``
+    events (the Python tracer of with_stack/with_modules), ``cpu_instant_event`` (profile_memory's
+    allocations), ``cpu_op`` events and those of them with a ``Call stack`` argument (with_stack
+    in older torch).
+    """
+    out: dict = {k: _flag(v) for k, v in flags.items()}
+    out.update({"python_function_events": sample["python_function"], "instant_events": sample["cpu_instant_event"],
+                "cpu_ops": sample["cpu_op"], "cpu_ops_with_call_stack": sample["call_stack"],
+                "events_sampled": sampled})
+    return out
+
+
+def _flag(value: _Scalar) -> bool | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value) if isinstance(value, (bool, int, float)) and value == value else None
 
 
 def _fill_corr_from_flows(flows: dict[str, np.ndarray], kind: np.ndarray, pid: np.ndarray, tid: np.ndarray,

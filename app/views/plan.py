@@ -7,23 +7,30 @@ import json
 import pandas as pd
 import streamlit as st
 
-from analyzer.costs import (MAX_AUX_FILE_BYTES, costs_from_reports, costs_from_timings, distribution_from_reports,
-                            load_distribution, looks_like_timings)
 from analyzer.engines import engine
 from analyzer.errors import AnalyzerError
-from analyzer.planner import SERVERS, PlanOptions, plan_capture
+from analyzer.planning.inputs import (
+    MAX_AUX_FILE_BYTES,
+    costs_from_reports,
+    costs_from_timings,
+    distribution_from_reports,
+    load_distribution,
+    looks_like_timings,
+)
+from analyzer.planning.planner import SERVERS, PlanOptions, plan_capture
 from app import session
 from app.charts import tradeoff_figure
 from app.plan_report import SERVER_LABELS, plan_markdown
 from app.text import json_safe, md_escape
 from app.ui import settings, show_buckets_and_charts, show_load_errors
+from app.workloads import pick_workload_entries
 
 state = st.session_state
 st.title("Capture plan")
 st.caption("Which batch sizes to capture as CUDA graphs: the exact best bucket set for your batch-size distribution "
            "under a graph-count and memory budget, against the servers' default lists.")
 show_load_errors()
-entries = session.loaded_ok(state)
+entries = pick_workload_entries(session.loaded_ok(state), "lg_plan_workload")  # one model's costs and batch sizes
 named_reports = [dataclasses.replace(e.report, path=e.name) for e in entries]  # messages name the user's files
 
 

@@ -51,8 +51,8 @@ from analyzer.ranks import (
     group_traces,
     job_key,
     rank_from_name,
-    render_job,
 )
+from analyzer.render import render_job
 from analyzer.report import AnalysisOptions, analyze_trace
 from analyzer.steps import Steps, assign_rows_to_steps, find_steps
 from tests.unit.kineto_tiny import ann, cpu_op, kernel, launch, write

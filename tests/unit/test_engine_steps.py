@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.costs import distribution_from_reports
+from analyzer.planning.inputs import distribution_from_reports
 from analyzer.graph_mode import step_coverage
 from analyzer.loaders import load_trace
 from analyzer.render import render_trace

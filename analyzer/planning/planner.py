@@ -12,7 +12,7 @@ With ``p_b`` the share of steps at batch size ``b`` (the distribution, normalise
 chooses at most ``K`` buckets, each at most ``max_batch_size``, that minimise it.
 
 **Exactness.** Candidate buckets are the batch sizes that occur in the distribution. That
-loses nothing for ``pad``: costs are non-decreasing in batch size (:mod:`analyzer.costs`
+loses nothing for ``pad``: costs are non-decreasing in batch size (:mod:`analyzer.planning.costs`
 fits them so), so a bucket can always be moved down to the largest distribution size it
 serves; it still serves the same steps, and each at a cost no higher. For ``exact`` a bucket
 outside the distribution serves no step. Over the sorted candidates ``s_1 < ... < s_M`` with
@@ -23,7 +23,10 @@ outside the distribution serves no step. Over the sorted candidates ``s_1 < ... 
     best_k = min_j f_k(j) + sum_{t>j} p_t * e(s_t)               # above s_j: eager
 
 ``O(K * M^2)``, each ``f_k`` one vectorised ``M x M`` minimum. The plan takes the best over
-``k <= K`` (fewest graphs on ties), so more budget never plans worse. When the budget does
+``k <= K`` (fewest graphs on ties), so more budget never plans worse. The trade-off curve is
+"at most ``k`` graphs", ``min_{k' <= k} best_k'``: exactly ``k`` graphs can be worse than fewer
+when a graph is slower than the eager step it replaces, and the curve equals the plan made
+with ``max_graphs=k``. When the budget does
 not bind, the optimum is known in ``O(M)`` (every candidate up to the best largest bucket is
 a bucket, see :func:`_unbounded_pad`) and the DP only draws the trade-off curve below it.
 ``exact`` has no interaction between buckets: the ``k`` best are the ``k`` largest positive
@@ -52,7 +55,6 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from analyzer.costs import CostTable
 from analyzer.engines import ENGINES
 from analyzer.engines import NAMES as SERVERS
 from analyzer.engines import default_sizes as server_default_sizes
@@ -63,6 +65,7 @@ from analyzer.engines.tensorrt_llm import default_sizes as tensorrt_llm_default_
 from analyzer.engines.vllm import DEFAULT_MAX_SIZE as VLLM_MAX_CAPTURE  # noqa: F401
 from analyzer.engines.vllm import default_sizes as vllm_default_sizes  # noqa: F401
 from analyzer.errors import InputError
+from analyzer.planning.costs import CostTable
 
 SCHEMA = "launchgap.plan/1"
 PADDING_POLICIES = ("pad", "exact")
@@ -182,6 +185,9 @@ class Plan:
     buckets_within_1pct: tuple[int, ...]
     costs: CostTable
     warnings: tuple[str, ...] = field(default=())
+    #: Set when some cost above the table's largest size was needed: the fitted growth, the sizes
+    #: it served, and this plan's expected step on the band's low and high lines (us).
+    extrapolation: Mapping | None = None
 
     @property
     def buckets(self) -> tuple[int, ...]:
@@ -238,6 +244,7 @@ class Plan:
             "options": self.options.to_dict(),
             "costs": self.costs.to_dict(),
             "warnings": list(self.warnings),
+            "extrapolation": dict(self.extrapolation) if self.extrapolation is not None else None,
         }
 
 
@@ -305,13 +312,13 @@ def score_buckets(costs: CostTable, distribution: Mapping[int, float], buckets: 
                   padding: str = "pad") -> BucketScore:
     """Expected step time (and padding waste) of running ``buckets`` under ``distribution``.
 
-    Sizes outside the cost table are clamped explicitly (see :meth:`CostTable.clamped_to`);
-    use :func:`plan_capture` to see those warnings.
+    Sizes outside the cost table are clamped below it and extrapolated above it, explicitly
+    (see :meth:`CostTable.extended_to`); use :func:`plan_capture` to see those warnings.
     """
     if padding not in PADDING_POLICIES:
         raise InputError(f"padding must be one of {', '.join(PADDING_POLICIES)}, got {padding!r}")
     sizes, p = _normalise(distribution)
-    table = costs.clamped_to(_needed_sizes(sizes, [buckets], padding).tolist())
+    table = costs.extended_to(_needed_sizes(sizes, [buckets], padding).tolist())
     return _score(table, sizes, p, buckets, padding)
 
 
@@ -424,9 +431,12 @@ def _optimise_pad(p: np.ndarray, eager: np.ndarray, graph: np.ndarray, m: int, k
         chosen, final = u_idx, u_cost
     else:
         chosen, final = _backtrack(fs, parents, tail, k), float(best[k])
-    curve = [(i, float(v)) for i, v in enumerate(best) if np.isfinite(v)]
+    # "At most k graphs": exactly k can be worse than fewer when a graph is slower than the
+    # eager step it replaces, and a budget of k never forces k graphs.
+    at_most = np.minimum.accumulate(best)
+    curve = [(i, float(v)) for i, v in enumerate(at_most) if np.isfinite(v)]
     if free and len(u_idx) > k_dp:
-        curve.append((len(u_idx), u_cost))
+        curve.append((len(u_idx), min(u_cost, curve[-1][1])))
     near_k = [i for i, v in enumerate(best) if np.isfinite(v) and v <= final * (1 + NEAR_OPTIMAL_FRACTION)]
     near = _backtrack(fs, parents, tail, near_k[0]) if near_k else chosen
     return chosen, curve, near, (u_cost, len(u_idx))
@@ -447,7 +457,8 @@ def plan_capture(costs: CostTable, distribution: Mapping[int, float], options: P
     """The bucket set minimising the expected step time under ``options``' budgets (exact).
 
     ``distribution`` maps batch size to step count (or any non-negative weight); sizes
-    outside the cost table are clamped with a warning in the plan.
+    outside the cost table are clamped below it and extrapolated above it, with a warning in
+    the plan and, above it, the plan's expected step on the extrapolation's low and high lines.
     """
     opts = options or PlanOptions()
     sizes, p = _normalise(distribution)
@@ -477,7 +488,8 @@ def plan_capture(costs: CostTable, distribution: Mapping[int, float], options: P
         notes.append(f"{share:.1%} of steps have a batch size above --max-batch-size {max_bs} and run eager")
 
     base_lists = {s: server_default_sizes(s, max_bs, opts.padding) for s in SERVERS}
-    table = costs.clamped_to(_needed_sizes(sizes, list(base_lists.values()), opts.padding).tolist())
+    needed = _needed_sizes(sizes, list(base_lists.values()), opts.padding).tolist()
+    table = costs.extended_to(needed)
     notes += [w for w in table.warnings if w not in costs.warnings]
     eager, graph = table.costs_at(sizes)
     k_max = m if k_cap is None else min(k_cap, m)
@@ -498,6 +510,13 @@ def plan_capture(costs: CostTable, distribution: Mapping[int, float], options: P
         k1 = next(i for i, v in curve if v <= curve[-1][1] * (1 + NEAR_OPTIMAL_FRACTION))
         near = sorted(sizes[order[:k1]].tolist())
     score = _score(table, sizes, p, chosen, opts.padding)
+    extrapolated = None
+    if needed and needed[-1] > costs.max_batch_size:
+        low, high = (_score(costs.extended_to(needed, band), sizes, p, chosen, opts.padding).expected_step_us
+                     for band in ("low", "high"))
+        above = [b for b in needed if b > costs.max_batch_size]
+        extrapolated = {**costs.extrapolation().to_dict(), "batch_sizes": above,
+                        "expected_step_us_low": _r(low), "expected_step_us_high": _r(high)}
     if not chosen:
         notes.append("no bucket lowers the expected step time under these budgets: run eager")
     if free_k > k_max and free_us < score.expected_step_us:
@@ -528,4 +547,4 @@ def plan_capture(costs: CostTable, distribution: Mapping[int, float], options: P
                 crossover_batch_size=_crossover(costs, opts.win_threshold), per_batch=rows, baselines=baselines,
                 options=opts, max_graphs_effective=k_cap, graph_memory_mib=gmem, graph_memory_source=gsrc,
                 tradeoff=tuple(curve), buckets_within_1pct=tuple(int(x) for x in near), costs=costs,
-                warnings=tuple(list(costs.warnings) + notes))
+                warnings=tuple(list(costs.warnings) + notes), extrapolation=extrapolated)

@@ -1,23 +1,10 @@
-"""Text and Markdown renderings of reports (strings only; the CLI prints them)."""
+"""One trace's report as text or Markdown."""
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 from analyzer.engines import LABELS
 from analyzer.gaps import CAUSES
+from analyzer.render.table import table as _table
 from analyzer.report import TraceReport
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[object]], markdown: bool) -> list[str]:
-    cells = [[str(c) for c in r] for r in rows]
-    if markdown:
-        esc = [[c.replace("|", "\\|") for c in r] for r in cells]
-        out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-        out += ["| " + " | ".join(r) + " |" for r in esc]
-        return out
-    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-    fmt = "  ".join("{:>%d}" % w if i else "{:<%d}" % w for i, w in enumerate(widths))
-    return [fmt.format(*headers), fmt.format(*["-" * w for w in widths])] + [fmt.format(*r) for r in cells]
 
 
 def _short(name: str, n: int = 60) -> str:
@@ -71,7 +58,13 @@ def render_trace(rep: TraceReport, markdown: bool = False, max_steps: int = 20) 
         ("steps", f"{s.steps} (from {s.step_source}); batch sizes: {bs}"),
         ("step (GPU window, profiled)", f"{s.step_us_median:,.1f} us median"),
         ("estimated unprofiled step", f"{s.estimated_unprofiled_step_us_median:,.1f} us "
-                                      f"(profiler inflation ~{s.estimated_profiler_inflation:.2f}x)"),
+                                      f"({s.estimated_unprofiled_step_us_low:,.0f}-"
+                                      f"{s.estimated_unprofiled_step_us_high:,.0f}; profiler inflation "
+                                      f"~{s.estimated_profiler_inflation:.2f}x)"),
+        ("profiler settings", f"{s.profiler_settings.get('tier', '?')}: "
+                              + ("; ".join(s.profiler_settings.get("evidence") or []) or "nothing recorded") +
+                              f" -> {s.profiler_overhead_us_per_event:g} us per host event "
+                              f"({s.profiler_overhead_us_per_event_low:g}-{s.profiler_overhead_us_per_event_high:g})"),
         ("GPU busy", f"{s.gpu_busy_us_median:,.1f} us median per step"),
         ("GPU idle", f"{s.gpu_idle_fraction:.1%} of the step windows: " + ", ".join(
             f"{c} {s.idle_fraction_by_cause[c]:.1%}" for c in CAUSES if s.idle_fraction_by_cause[c] > 0) or "none"),
@@ -82,8 +75,12 @@ def render_trace(rep: TraceReport, markdown: bool = False, max_steps: int = 20) 
         ("launch delay", f"p50 {s.launch_delay_us_p50:,.1f} us, p90 {s.launch_delay_us_p90:,.1f} us, "
                          f"p99 {s.launch_delay_us_p99:,.1f} us"),
         ("predicted CUDA-graph step", f"{s.predicted_graph_step_us_median:,.1f} us -> speedup "
-                                      f"{s.predicted_speedup:.2f}x (vs profiled step {s.predicted_speedup_profiled:.2f}x)"),
+                                      f"{s.predicted_speedup:.2f}x ({s.predicted_speedup_low:.2f}-"
+                                      f"{s.predicted_speedup_high:.2f}x; {s.eager_step_source} eager step; "
+                                      f"vs profiled step {s.predicted_speedup_profiled:.2f}x)"),
     ]
+    if rep.workload is not None:
+        facts.append(("workload", f"{rep.workload.id}: {rep.workload.label}"))
     cov = ", ".join(f"{n} {c}" for c, n in s.steps_by_coverage.items() if n) or "none"
     facts.insert(1, ("graph coverage", f"steps: {cov}"))
     if s.engine:
