@@ -24,12 +24,11 @@ when the user gives it: *measured*; else the profiled step less the estimated pr
 overhead: *estimated*, see :mod:`analyzer.overhead`) over the median predicted graph step.
 ``predicted_speedup_low``/``_high`` bound it: the overhead's range per host event for the
 detected ``profiler_settings`` and the graph step's error band. The report's ``workload``
-(:mod:`analyzer.workload`) names the model, device and rank the trace ran.
-
-``engine`` names the serving engine that wrote the trace
-(``None`` for others), ``steps_by_coverage`` counts steps per graph coverage and
-``step_groups`` has one entry per (phase, coverage) with its own medians and verdict. For
-engine steps the verdict speaks per group: one blend of prefill and decode steps says nothing.
+(:mod:`analyzer.workload`) names the model, device and rank the trace ran. ``engine`` names the
+serving engine that wrote the trace (``None`` for others), ``steps_by_coverage`` counts steps per
+graph coverage and ``step_groups`` has one entry per (phase, coverage) with its own medians and
+verdict. For engine steps the verdict speaks per group: one blend of prefill and decode steps
+says nothing.
 
 A capture trace (trace ``mode`` ``"capture"``, :func:`analyzer.graph_mode.detect_capture`)
 gets ``capture`` (graphs, sizes, nodes per graph) and no steps, gaps or speedup.
@@ -40,8 +39,8 @@ from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
-from analyzer.gaps import CAUSES, DeviceBusy, Gaps, compute_gaps
 from analyzer.engines import LABELS
+from analyzer.gaps import CAUSES, DeviceBusy, Gaps, compute_gaps
 from analyzer.graph_mode import COVERAGES, CaptureReport, StepCoverage, classify_mode, detect_capture, step_coverage
 from analyzer.launches import kernel_launch_table, launch_delays_ns
 from analyzer.overhead import OverheadEstimate, ProfilerSettings, detect_profiler_settings, estimate_overhead, \
@@ -557,29 +556,6 @@ def _with_verdict(s: Summary, mode: str) -> Summary:
     return replace(s, verdict=verdict, verdict_detail=detail, residual_eager_launches_per_step_median=resid)
 
 
-def with_observed_step(report: TraceReport, observed_step_us: float | None,
-                       graph_rel_err: float = DEFAULT_MODEL.overhead.graph_rel_err) -> TraceReport:
-    """The report with a measured eager step (e.g. a server's inter-token latency, us) in place of the
-    estimate: speedup, its range, inflation and verdict recomputed from the summary, nothing re-analysed.
-    ``None`` or 0 gives the estimate back. ``graph_rel_err`` is the graph step's error band."""
-    from dataclasses import replace
-
-    s = report.summary
-    obs = observed_step_us if observed_step_us and observed_step_us > 0 else None
-    real = obs if obs else s.estimated_unprofiled_step_us_median
-    pred = s.predicted_graph_step_us_median
-    if obs:
-        sp = speedup_range(obs, obs, obs, pred, graph_rel_err)
-    else:
-        sp = speedup_range(real, s.estimated_unprofiled_step_us_low, s.estimated_unprofiled_step_us_high, pred,
-                           graph_rel_err)
-    infl = (s.step_us_median / real) if real > 0 and s.step_us_median > 0 else 1.0
-    new = replace(s, observed_step_us=obs, eager_step_source="measured" if obs else "estimated",
-                  predicted_speedup=_f(sp.speedup), predicted_speedup_low=_f(sp.speedup_low),
-                  predicted_speedup_high=_f(sp.speedup_high), estimated_profiler_inflation=_f(infl))
-    return replace(report, summary=_with_verdict(new, report.mode))
-
-
 #: Order in which step groups are listed (and the first present one sets an engine trace's verdict).
 _PHASE_ORDER = ("decode", "mixed", "prefill", None)
 
@@ -623,13 +599,14 @@ def _with_step_groups(s: Summary, si: _SummaryInputs, opts: AnalysisOptions, eng
                 launched_gpu_ns=si.launched_gpu_ns[idx], settings=si.settings, overhead=si.overhead), opts)
             sub = _with_verdict(sub, classify_mode(sub.kernel_launches_per_step_median,
                                                    sub.graph_launches_per_step_median, sub.kernels_per_step_median))
-            groups.append({"phase": phase, "graph_coverage": cov, "steps": int(idx.size),
+            text = _group_text(int(idx.size), phase, cov, sub)
+            groups.append({"phase": phase, "graph_coverage": cov, "steps": int(idx.size), "description": text,
                            "step_us_median": sub.step_us_median, "kernels_per_step_median": sub.kernels_per_step_median,
                            "graph_launches_per_step_median": sub.graph_launches_per_step_median,
                            "eager_launches_per_step_median": sub.kernel_launches_per_step_median,
                            "gpu_idle_fraction": sub.gpu_idle_fraction, "predicted_speedup": sub.predicted_speedup,
                            "verdict": sub.verdict, "verdict_detail": sub.verdict_detail})
-            texts.append(f"{_group_text(int(idx.size), phase, cov, sub)} — {sub.verdict}: {sub.verdict_detail}")
+            texts.append(f"{text} — {sub.verdict}: {sub.verdict_detail}")
             verdicts.append(sub.verdict)
     s = replace(s, engine=engine, steps_by_coverage=by_cov, step_groups=groups)
     if not per_group_verdict or not groups:
@@ -649,11 +626,10 @@ def _capture_trace_report(trace: Trace, capture: CaptureReport, opts: AnalysisOp
 
     empty = np.zeros(0)
     settings = detect_profiler_settings(trace)
-    summary = _summary(_SummaryInputs(source="capture", steps=[], win_us=empty, busy_us=empty, pred_us=empty,
-                                      host_events=empty, delays_ns=empty, launch_api_ns=empty,
-                                      launched_gpu_ns=empty, settings=settings,
-                                      overhead=estimate_overhead(settings, opts.model.overhead,
-                                                                 opts.model.profiler_us_per_host_event)), opts)
+    summary = _summary(_SummaryInputs(
+        source="capture", steps=[], win_us=empty, busy_us=empty, pred_us=empty, host_events=empty, delays_ns=empty,
+        launch_api_ns=empty, launched_gpu_ns=empty, settings=settings,
+        overhead=estimate_overhead(settings, opts.model.overhead, opts.model.profiler_us_per_host_event)), opts)
     sizes = sorted({x for x in capture.sizes if x is not None})
     modes = sorted({x for x in capture.modes if x is not None})
     nodes = capture.nodes_per_graph
@@ -674,6 +650,36 @@ def _capture_trace_report(trace: Trace, capture: CaptureReport, opts: AnalysisOp
                        gap_histogram=_gap_histogram(_no_gaps(), np.zeros(0, dtype=np.int64)), top_gaps=[],
                        top_kernels=[], rank=trace.rank, world_size=trace.world_size, warnings=warnings,
                        capture=capture)
+
+
+def with_observed_step(report: TraceReport, observed_step_us: float | None,
+                       graph_rel_err: float = DEFAULT_MODEL.overhead.graph_rel_err) -> TraceReport:
+    """The report with a measured eager step (e.g. a server's inter-token latency, us) in place of the
+    estimate: speedup, its range, inflation and verdict recomputed from the summary, nothing re-analysed.
+    ``None`` or 0 gives the estimate back. ``graph_rel_err`` is the graph step's error band."""
+    from dataclasses import replace
+
+    if report.mode == "capture":  # nothing to calibrate: a capture trace makes no speedup claim
+        return report
+    s = report.summary
+    obs = observed_step_us if observed_step_us and observed_step_us > 0 else None
+    real = obs if obs else s.estimated_unprofiled_step_us_median
+    pred = s.predicted_graph_step_us_median
+    if obs:
+        sp = speedup_range(obs, obs, obs, pred, graph_rel_err)
+    else:
+        sp = speedup_range(real, s.estimated_unprofiled_step_us_low, s.estimated_unprofiled_step_us_high, pred,
+                           graph_rel_err)
+    infl = (s.step_us_median / real) if real > 0 and s.step_us_median > 0 else 1.0
+    new = replace(s, observed_step_us=obs, eager_step_source="measured" if obs else "estimated",
+                  predicted_speedup=_f(sp.speedup), predicted_speedup_low=_f(sp.speedup_low),
+                  predicted_speedup_high=_f(sp.speedup_high), estimated_profiler_inflation=_f(infl))
+    new = _with_verdict(new, report.mode)
+    if s.step_source == "engine" and s.step_groups:  # keep naming the phases and coverages the steps have
+        label = LABELS.get(s.engine, "") if s.engine else ""
+        groups = " | ".join(g["description"] for g in s.step_groups)
+        new = replace(new, verdict_detail=f"{label + ' trace: ' if label else ''}{groups} — {new.verdict_detail}")
+    return replace(report, summary=new)
 
 
 def _gap_histogram(gaps: Gaps, gap_key: np.ndarray) -> dict[str, list[float]]:

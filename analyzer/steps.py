@@ -75,10 +75,18 @@ class Steps:
     cpu_start_ns: np.ndarray
     cpu_end_ns: np.ndarray
     batch_size: np.ndarray  # int64, -1 when unknown
-    phase: list[str | None]
-    requests: np.ndarray  # int64, -1 when unknown
-    tokens: np.ndarray  # int64, -1 when unknown
+    phase: list[str | None] | None = None  # None: unknown for every step
+    requests: np.ndarray | None = None  # int64, -1 when unknown (None: all unknown)
+    tokens: np.ndarray | None = None  # int64, -1 when unknown (None: all unknown)
     engine: str | None = None
+
+    def __post_init__(self) -> None:
+        n = len(self.names)
+        if self.phase is None:
+            object.__setattr__(self, "phase", [None] * n)
+        for col in ("requests", "tokens"):
+            if getattr(self, col) is None:
+                object.__setattr__(self, col, np.full(n, -1, dtype=np.int64))
 
     def __len__(self) -> int:
         return int(self.cpu_start_ns.shape[0])
@@ -241,12 +249,15 @@ def engine_steps(trace: Trace) -> _EngineSteps | None:
     step_group = group[chosen]
     info = [infos[i] for i in chosen.tolist()]
     # A group that is one step: its other markers fill in what the chosen one does not say.
+    # Groups are runs of the start-sorted markers: group g is [bounds[g], bounds[g + 1]).
     per_group = np.bincount(step_group, minlength=group.max() + 1)
+    bounds = np.concatenate([np.flatnonzero(new_group), [start.size]])
     for j, c in enumerate(chosen.tolist()):  # one iteration per step (report rows, not events)
         g = step_group[j]
-        if per_group[g] != 1 or info[j].fields_known == 3:
+        lo, hi = bounds[g], bounds[g + 1]
+        if per_group[g] != 1 or hi - lo == 1 or info[j].fields_known == 3:
             continue
-        for i in np.flatnonzero(group == g)[np.argsort(-known[group == g], kind="stable")].tolist():
+        for i in (lo + np.argsort(-known[lo:hi], kind="stable")).tolist():  # most informative first
             if i != c:
                 info[j] = info[j].filled_from(infos[i])
     engines = [STEP_MARKERS[k].engine for k in kind[chosen].tolist()]

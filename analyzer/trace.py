@@ -141,10 +141,10 @@ class Trace:
     rank: int | None = None
     world_size: int | None = None
     warnings: tuple[str, ...] = ()
+    python_calls: PythonCalls = field(default_factory=no_python_calls)
     #: What the loader saw of the profiler's settings (Kineto: top-level flags and event counts; see
     #: :func:`analyzer.loaders.kineto._settings_of`); empty when the format says nothing of them.
     profiler_settings: dict[str, Any] = field(default_factory=dict)
-    python_calls: PythonCalls = field(default_factory=no_python_calls)
 
     def __len__(self) -> int:
         return int(self.kind.shape[0])
@@ -177,8 +177,8 @@ def build_trace(
     rank: int | None = None,
     world_size: int | None = None,
     warnings: list[str] | None = None,
-    profiler_settings: dict[str, Any] | None = None,
     python_calls: PythonCalls | None = None,
+    profiler_settings: dict[str, Any] | None = None,
 ) -> Trace:
     """Validate raw columns from a loader, sort by start time and join launches to GPU work.
 
@@ -236,8 +236,8 @@ def build_trace(
         rank=rank,
         world_size=world_size,
         warnings=tuple(warnings),
-        profiler_settings=dict(profiler_settings or {}),
         python_calls=python_calls if python_calls is not None else no_python_calls(),
+        profiler_settings=dict(profiler_settings or {}),
         **cols,
     )
 

@@ -609,8 +609,8 @@ class _ColumnBuilder:
             rank=rank,
             world_size=world,
             warnings=warnings,
-            profiler_settings=_settings_of(flags or {}, self.settings_sample, self.sampled),
             python_calls=self.python.finish(base_us),
+            profiler_settings=_settings_of(flags or {}, self.settings_sample, self.sampled),
         )
         if not trace.gpu_mask.any():
             cats = ("MTIA trace: launchgap reads CUDA and ROCm GPU events only" if self.mtia_events

@@ -21,8 +21,8 @@ SGLANG = "tracelens-sglang-qwen3-8b-decode-mi300x"
 
 
 @pytest.fixture(scope="module")
-def engines_dir(samples: Path) -> Path:
-    return samples / "engines"
+def engines_dir(reference_traces: Path) -> Path:
+    return reference_traces / "engines"
 
 
 def _report(engines_dir: Path, rel: str) -> TraceReport:
