@@ -327,7 +327,9 @@ def fit_overhead(recs: Sequence[Recording], base: OverheadTable = DEFAULT_OVERHE
     Per tier: point = median implied overhead per event (in ``unit``: us, or multiples of the
     host reference); range = the central ``coverage`` share of them. Only host-bound
     recordings count (measured eager step at least 1.2x the GPU busy time: a GPU-bound step
-    hides the profiler's host cost and implies nothing). ``cupti`` stays in us (no leaf ops).
+    hides the profiler's host cost and implies nothing), and only those whose measured step is
+    below the profiled one (else the two were not timed alike). ``cupti`` stays in us (no
+    leaf ops).
     The graph band is the ``coverage`` quantile of ``|predicted / measured graph step - 1|`` over
     recordings with a measured graph step.
     """
@@ -336,7 +338,7 @@ def fit_overhead(recs: Sequence[Recording], base: OverheadTable = DEFAULT_OVERHE
         u = "us" if tier == "cupti" else unit
         imp = np.array([r.implied(u, base.typical_ref_us) for r in recs
                         if r.tier == tier and r.eager_us >= 1.2 * r.busy_us])
-        imp = imp[np.isfinite(imp)]
+        imp = imp[np.isfinite(imp) & (imp > 0)]
         if imp.size == 0:
             continue
         mid, lo, hi = _band(imp, coverage)

@@ -148,27 +148,26 @@ def load_recordings(paths: list[str]) -> list[Recording]:
 
 
 def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{x:+.1%}"
+    return "-" if x is None else f"{0.0 if abs(x) < 5e-4 else x:+.1%}"
+
+
+def _cell(s) -> str:
+    """One recording under one evaluation: predicted speedup, its error, its range and whether that holds
+    the measured speedup (the eager-step error when no graph step was measured)."""
+    err = _pct(s.speedup_err if s.speedup_err is not None else s.eager_err)
+    held = "" if s.in_range is None else (", in" if s.in_range else ", out")
+    return f"{s.speedup_pred:.2f}x ({err}; {s.speedup_low:.2f}-{s.speedup_high:.2f}x{held})"
 
 
 def render(recs: list[Recording], evals: list[Evaluation], fitted: OverheadTable, markdown: bool) -> str:
-    """The error table (one row per recording, a column group per evaluation), summaries and the fitted table."""
+    """The error table (one row per recording, a column per evaluation), summaries and the fitted table."""
     head = ["recording", "settings", "host events", "host ref us", "profiled us", "measured eager us",
-            "implied us/event", "measured speedup"]
-    for ev in evals:
-        head += [f"{ev.name}: speedup", "error", "range", "in"]
+            "implied us/event", "measured speedup"] + [ev.name for ev in evals]
     rows = []
     for i, r in enumerate(recs):  # one row per recording
-        row = [r.name, r.settings, f"{r.host_events:,.0f}", f"{r.host_ref_us:.3f}" if r.host_ref_us else "-",
-               f"{r.profiled_step_us:,.0f}", f"{r.eager_us:,.0f}",
-               f"{r.implied_us_per_event:.2f}",
-               f"{r.eager_us / r.graph_us:.2f}x" if r.graph_us else "-"]
-        for ev in evals:
-            s = ev.scored[i]
-            row += [f"{s.speedup_pred:.2f}x", _pct(s.speedup_err if s.speedup_err is not None else s.eager_err),
-                    f"{s.speedup_low:.2f}-{s.speedup_high:.2f}x",
-                    "-" if s.in_range is None else ("yes" if s.in_range else "no")]
-        rows.append(row)
+        rows.append([r.name, r.settings, f"{r.host_events:,.0f}", f"{r.host_ref_us:.3f}" if r.host_ref_us else "-",
+                     f"{r.profiled_step_us:,.0f}", f"{r.eager_us:,.0f}", f"{r.implied_us_per_event:.2f}",
+                     f"{r.eager_us / r.graph_us:.2f}x" if r.graph_us else "-"] + [_cell(ev.scored[i]) for ev in evals])
     if markdown:
         lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
         lines += ["| " + " | ".join(r) + " |" for r in rows]
@@ -180,8 +179,8 @@ def render(recs: list[Recording], evals: list[Evaluation], fitted: OverheadTable
     for ev in evals:
         what = "speedup" if ev.n_speedup else "eager step"
         cov = f"; range holds the measured speedup for {ev.coverage:.0%}" if ev.coverage is not None else ""
-        lines.append(f"{ev.name}: {what} error median {ev.median_abs_err:.1%}, worst {ev.worst_abs_err:.1%} "
-                     f"over {len(ev.scored)} recording(s){cov}")
+        lines.append(f"{'- ' if markdown else ''}{ev.name}: {what} error median {ev.median_abs_err:.1%}, worst "
+                     f"{ev.worst_abs_err:.1%} over {len(ev.scored)} recording(s){cov}")
     units = sorted({r.unit for r in fitted.rates if r.source.startswith("fitted")}) or ["none fitted"]
     lines += ["", f"Refitted table (fitted rates in {', '.join(units)}: the unit with the smaller leave-one-out "
                   f"error; paste into analyzer/overhead.py):", "", table_as_python(fitted)]
