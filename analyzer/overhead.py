@@ -136,10 +136,15 @@ def detect_profiler_settings(trace: Trace) -> ProfilerSettings:
                             host_ref_us=None if ref is None else round(ref, 4), evidence=tuple(ev))
 
 
+#: Host rows (the first ones, in time order) the host reference is measured on: a median needs no more.
+HOST_REF_ROWS = 200_000
+
+
 def host_ref_us(trace: Trace) -> float | None:
     """Median duration (us) of the trace's leaf CPU ops: cpu_ops inside which no other cpu_op or runtime
-    call starts on the same thread. None when there is none."""
-    host = np.flatnonzero(np.isin(trace.kind, (Kind.CPU_OP, Kind.RUNTIME)))
+    call starts on the same thread. Measured over the first :data:`HOST_REF_ROWS` host rows (a
+    contiguous stretch in time, so nesting stays whole). None when there is none."""
+    host = np.flatnonzero((trace.kind == Kind.CPU_OP) | (trace.kind == Kind.RUNTIME))[:HOST_REF_ROWS]
     if host.size == 0:
         return None
     h = host[np.lexsort((trace.start_ns[host], trace.tid[host], trace.pid[host]))]
