@@ -136,10 +136,15 @@ def detect_profiler_settings(trace: Trace) -> ProfilerSettings:
                             host_ref_us=None if ref is None else round(ref, 4), evidence=tuple(ev))
 
 
+#: Host rows (the first ones, in time order) the host reference is measured on: a median needs no more.
+HOST_REF_ROWS = 200_000
+
+
 def host_ref_us(trace: Trace) -> float | None:
     """Median duration (us) of the trace's leaf CPU ops: cpu_ops inside which no other cpu_op or runtime
-    call starts on the same thread. None when there is none."""
-    host = np.flatnonzero(np.isin(trace.kind, (Kind.CPU_OP, Kind.RUNTIME)))
+    call starts on the same thread. Measured over the first :data:`HOST_REF_ROWS` host rows (a
+    contiguous stretch in time, so nesting stays whole). None when there is none."""
+    host = np.flatnonzero((trace.kind == Kind.CPU_OP) | (trace.kind == Kind.RUNTIME))[:HOST_REF_ROWS]
     if host.size == 0:
         return None
     h = host[np.lexsort((trace.start_ns[host], trace.tid[host], trace.pid[host]))]
@@ -327,7 +332,9 @@ def fit_overhead(recs: Sequence[Recording], base: OverheadTable = DEFAULT_OVERHE
     Per tier: point = median implied overhead per event (in ``unit``: us, or multiples of the
     host reference); range = the central ``coverage`` share of them. Only host-bound
     recordings count (measured eager step at least 1.2x the GPU busy time: a GPU-bound step
-    hides the profiler's host cost and implies nothing). ``cupti`` stays in us (no leaf ops).
+    hides the profiler's host cost and implies nothing), and only those whose measured step is
+    below the profiled one (else the two were not timed alike). ``cupti`` stays in us (no
+    leaf ops).
     The graph band is the ``coverage`` quantile of ``|predicted / measured graph step - 1|`` over
     recordings with a measured graph step.
     """
@@ -336,7 +343,7 @@ def fit_overhead(recs: Sequence[Recording], base: OverheadTable = DEFAULT_OVERHE
         u = "us" if tier == "cupti" else unit
         imp = np.array([r.implied(u, base.typical_ref_us) for r in recs
                         if r.tier == tier and r.eager_us >= 1.2 * r.busy_us])
-        imp = imp[np.isfinite(imp)]
+        imp = imp[np.isfinite(imp) & (imp > 0)]
         if imp.size == 0:
             continue
         mid, lo, hi = _band(imp, coverage)

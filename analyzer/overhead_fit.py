@@ -4,16 +4,18 @@ overhead table (:mod:`analyzer.overhead`) and print the error table of the predi
 Each PATH is a timings JSON or a folder holding one (``timings.json``, ``truth.json``), with
 the eager traces it names. Two layouts are read:
 
-* **same-process recordings** (the harness's ``profiled_vs_unprofiled`` section): a list of
-  records, each naming its trace and the unprofiled eager step timed around it::
+* **same-process recordings** (the harness's ``profiled_vs_unprofiled`` section, see
+  ``analyzer/timings.py``): a list of records, each naming its trace and the unprofiled eager
+  step timed in the same process just before and after it::
 
-      {"trace": "1b_bs8_eager_shapes.json.gz",            # relative to the JSON's folder
-       "model": "1b", "batch_size": 8, "profiler": "shapes",   # profiler: a label, shown only
-       "unprofiled_before_us": 12010.5, "unprofiled_after_us": 12102.0,   # or "unprofiled_us"
-       "graph_us": 1884.7}                                 # optional; else rows[model, batch_size]
+      {"model": "1b", "batch_size": 8, "profiler": "shapes",    # plain | shapes | stack | full
+       "unprofiled_eager_us_before": 12010.5, "unprofiled_eager_us_after": 12102.0,
+       "unprofiled_graph_us": 1884.7,                          # optional; else rows[model, batch_size]
+       "trace": "1b_bs8_eager_shapes.json.gz"}                 # beside the JSON or in a folder below it
 
-  (``eager_us`` is read where ``unprofiled_us`` is absent; ``file``/``path`` where ``trace`` is.)
-  The eager step is the mean of the before and after timings.
+  The eager step is the mean of the before and after timings. Records without a trace are
+  skipped. (Also read: ``unprofiled_us``/``eager_us`` for one timing, ``graph_us``,
+  ``file``/``path`` for the trace.)
 * **a timings file beside traces** (``traces/h200``, ``traces/h200-1b``): every
   ``<model>_bs<N>_eager*.json.gz`` in the folder against the file's ``rows`` (``eager_us``,
   ``graph_us``; ``bs`` or ``batch_size``). These timings were not taken around the trace, so
@@ -98,22 +100,40 @@ def _sources(path: Path) -> Iterator[_Source]:
             if not isinstance(rec, dict):
                 raise InputError(f"profiled_vs_unprofiled[{i}] is not an object", str(path))
             name = rec.get("trace") or rec.get("file") or rec.get("path")
-            before, after = _num(rec, "unprofiled_before_us", "before_us"), _num(rec, "unprofiled_after_us", "after_us")
+            if not name:
+                continue  # timed, but no trace was kept
+            before = _num(rec, "unprofiled_eager_us_before", "unprofiled_before_us", "before_us")
+            after = _num(rec, "unprofiled_eager_us_after", "unprofiled_after_us", "after_us")
             eager = _num(rec, "unprofiled_us", "eager_us", "unprofiled_eager_us")
             if eager is None and (before or after):
                 eager = float(np.mean([x for x in (before, after) if x]))
-            if not name or eager is None:
-                raise InputError(f"profiled_vs_unprofiled[{i}] needs a trace and an unprofiled eager step", str(path))
+            if eager is None:
+                raise InputError(f"profiled_vs_unprofiled[{i}] has no unprofiled eager step", str(path))
             row = rows.get((str(rec.get("model")), rec.get("batch_size", rec.get("bs"))), {})
             label = f"{rec.get('model', '?')} bs{rec.get('batch_size', rec.get('bs', '?'))}"
-            yield _Source(path.parent / str(name), label, str(rec.get("profiler", rec.get("settings", ""))), eager,
-                          _num(rec, "graph_us") or _num(row, "graph_us"))
+            yield _Source(_find_trace(path.parent, str(name)), label, str(rec.get("profiler", rec.get("settings", ""))),
+                          eager, _num(rec, "unprofiled_graph_us", "graph_us") or _num(row, "graph_us"))
         return
     for f in sorted(path.parent.iterdir()):  # legacy layout: traces named <model>_bs<N>_eager...
         m = _TRACE_NAME.match(f.name)
         row = rows.get((m.group("model"), int(m.group("bs")))) if m else None
         if row is not None and _num(row, "eager_us"):
             yield _Source(f, f"{m.group('model')} bs{m.group('bs')}", "", float(row["eager_us"]), _num(row, "graph_us"))
+
+
+def _find_trace(root: Path, name: str) -> Path:
+    """The trace a record names: beside the timings file, else the one file of that name below it."""
+    direct = root / name
+    if direct.is_file():
+        return direct
+    hits = sorted(root.rglob(Path(name).name))
+    if len(hits) == 1:
+        return hits[0]
+    raise InputError(f"trace {name!r} not found beside the timings file or, once, in a folder below it", str(root))
+
+
+#: The harness's profiler labels (``analyzer/timings.py``) as :data:`analyzer.overhead.TIERS`.
+LABEL_TIER = {"plain": "plain", "shapes": "shapes", "stack": "stack", "full": "shapes+stack"}
 
 
 def load_recordings(paths: list[str]) -> list[Recording]:
@@ -134,7 +154,9 @@ def load_recordings(paths: list[str]) -> list[Recording]:
             if rep.mode != "eager" or not rep.steps:
                 raise InputError(f"not an eager trace with steps ({rep.mode}, {len(rep.steps)} steps)", str(src.trace))
             ps = s.profiler_settings
-            detected = ps["tier"] + (f" [{src.profiler}]" if src.profiler else "")
+            # The label is shown next to what the trace shows; "!" marks a disagreement.
+            agree = LABEL_TIER.get(src.profiler, src.profiler) == ps["tier"]
+            detected = ps["tier"] + (f" [{src.profiler}{'' if agree else ' !'}]" if src.profiler else "")
             recs.append(Recording(
                 name=f"{Path(p).name}/{src.label}", tier=ps["tier"], settings=detected,
                 profiled_step_us=s.step_us_median,
@@ -148,27 +170,26 @@ def load_recordings(paths: list[str]) -> list[Recording]:
 
 
 def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{x:+.1%}"
+    return "-" if x is None else f"{0.0 if abs(x) < 5e-4 else x:+.1%}"
+
+
+def _cell(s) -> str:
+    """One recording under one evaluation: predicted speedup, its error, its range and whether that holds
+    the measured speedup (the eager-step error when no graph step was measured)."""
+    err = _pct(s.speedup_err if s.speedup_err is not None else s.eager_err)
+    held = "" if s.in_range is None else (", in" if s.in_range else ", out")
+    return f"{s.speedup_pred:.2f}x ({err}; {s.speedup_low:.2f}-{s.speedup_high:.2f}x{held})"
 
 
 def render(recs: list[Recording], evals: list[Evaluation], fitted: OverheadTable, markdown: bool) -> str:
-    """The error table (one row per recording, a column group per evaluation), summaries and the fitted table."""
+    """The error table (one row per recording, a column per evaluation), summaries and the fitted table."""
     head = ["recording", "settings", "host events", "host ref us", "profiled us", "measured eager us",
-            "implied us/event", "measured speedup"]
-    for ev in evals:
-        head += [f"{ev.name}: speedup", "error", "range", "in"]
+            "implied us/event", "measured speedup"] + [ev.name for ev in evals]
     rows = []
     for i, r in enumerate(recs):  # one row per recording
-        row = [r.name, r.settings, f"{r.host_events:,.0f}", f"{r.host_ref_us:.3f}" if r.host_ref_us else "-",
-               f"{r.profiled_step_us:,.0f}", f"{r.eager_us:,.0f}",
-               f"{r.implied_us_per_event:.2f}",
-               f"{r.eager_us / r.graph_us:.2f}x" if r.graph_us else "-"]
-        for ev in evals:
-            s = ev.scored[i]
-            row += [f"{s.speedup_pred:.2f}x", _pct(s.speedup_err if s.speedup_err is not None else s.eager_err),
-                    f"{s.speedup_low:.2f}-{s.speedup_high:.2f}x",
-                    "-" if s.in_range is None else ("yes" if s.in_range else "no")]
-        rows.append(row)
+        rows.append([r.name, r.settings, f"{r.host_events:,.0f}", f"{r.host_ref_us:.3f}" if r.host_ref_us else "-",
+                     f"{r.profiled_step_us:,.0f}", f"{r.eager_us:,.0f}", f"{r.implied_us_per_event:.2f}",
+                     f"{r.eager_us / r.graph_us:.2f}x" if r.graph_us else "-"] + [_cell(ev.scored[i]) for ev in evals])
     if markdown:
         lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
         lines += ["| " + " | ".join(r) + " |" for r in rows]
@@ -180,8 +201,8 @@ def render(recs: list[Recording], evals: list[Evaluation], fitted: OverheadTable
     for ev in evals:
         what = "speedup" if ev.n_speedup else "eager step"
         cov = f"; range holds the measured speedup for {ev.coverage:.0%}" if ev.coverage is not None else ""
-        lines.append(f"{ev.name}: {what} error median {ev.median_abs_err:.1%}, worst {ev.worst_abs_err:.1%} "
-                     f"over {len(ev.scored)} recording(s){cov}")
+        lines.append(f"{'- ' if markdown else ''}{ev.name}: {what} error median {ev.median_abs_err:.1%}, worst "
+                     f"{ev.worst_abs_err:.1%} over {len(ev.scored)} recording(s){cov}")
     units = sorted({r.unit for r in fitted.rates if r.source.startswith("fitted")}) or ["none fitted"]
     lines += ["", f"Refitted table (fitted rates in {', '.join(units)}: the unit with the smaller leave-one-out "
                   f"error; paste into analyzer/overhead.py):", "", table_as_python(fitted)]

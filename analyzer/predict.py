@@ -21,9 +21,10 @@ after long ones.
 Profiled eager steps are slower than unprofiled ones because the profiler records every
 host event. How much slower depends on the profiler's settings, which :mod:`analyzer.overhead`
 reads from the trace: the estimated unprofiled step is the profiled step less the overhead
-per recorded CPU op and runtime call of that setting (``overhead``: 1.25 us without shapes,
-1.75 with ``record_shapes``, 2.45 with ``with_stack``; each with a low/high range), never
-below the GPU busy time. ``profiler_us_per_host_event`` forces one figure instead. A real
+per recorded CPU op and runtime call of that setting (``overhead``: 1.25 us without shapes;
+with ``record_shapes`` 2.8 times the trace's host reference, about 1.8 us on the H200 harness
+host; 2.45 us with ``with_stack`` and shapes; each with a low/high range), never below the
+GPU busy time. ``profiler_us_per_host_event`` forces one figure instead. A real
 measurement (``observed_step_us``) always wins over the estimate.
 
 ``python -m analyzer.overhead_fit fit PATH...`` refits the overhead table on recordings with

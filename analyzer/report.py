@@ -514,9 +514,9 @@ def eager_basis(s: Summary) -> str:
     graph = "graph step predicted from the GPU busy time"
     if s.eager_step_source == "measured":
         return f"eager step measured: {s.observed_step_us:,.0f} us observed ({s.step_us_median:,.0f} us profiled); {graph}"
-    return (f"eager step estimated: {s.step_us_median:,.0f} us profiled less {s.profiler_overhead_us_per_event:g} us "
-            f"({s.profiler_overhead_us_per_event_low:g}-{s.profiler_overhead_us_per_event_high:g}) per recorded host "
-            f"event for the profiler ({_settings_words(s.profiler_settings)}); {graph}")
+    return (f"eager step estimated: {s.step_us_median:,.0f} us profiled less {s.profiler_overhead_us_per_event:.3g} us "
+            f"({s.profiler_overhead_us_per_event_low:.3g}-{s.profiler_overhead_us_per_event_high:.3g}) per recorded "
+            f"host event for the profiler ({_settings_words(s.profiler_settings)}); {graph}")
 
 
 def _settings_words(ps: dict) -> str:

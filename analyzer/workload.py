@@ -162,18 +162,21 @@ def workload_of(trace: Trace, row_step: np.ndarray) -> Workload:
     else:
         rows = np.flatnonzero(kern)
         step = np.zeros(rows.size, dtype=np.int64)
+    # bincounts, not sorts: name ids, step indices and devices are small non-negative integers.
     nid = trace.name_id[rows]
-    uniq, inv = np.unique(nid, return_inverse=True)
+    uniq = np.flatnonzero(np.bincount(nid, minlength=len(trace.names)))
     fam = [kernel_family(str(trace.names[u])) for u in uniq.tolist()]  # one per distinct kernel name
-    counted = np.array([f is not None and f not in VARIABLE_FAMILIES for f in fam], dtype=bool)
-    _, step_pos = np.unique(step, return_inverse=True)
-    n_steps = int(step_pos.max()) + 1 if step_pos.size else 0
-    total = np.bincount(step_pos, minlength=n_steps)
-    structural = np.bincount(step_pos[counted[inv]], minlength=n_steps) if n_steps else total
+    counted_by_name = np.zeros(len(trace.names), dtype=bool)
+    counted_by_name[uniq] = [f is not None and f not in VARIABLE_FAMILIES for f in fam]
+    total = np.bincount(step, minlength=1)
+    structural = np.bincount(step[counted_by_name[nid]], minlength=total.size)
+    has = total > 0  # steps that ran kernels
+    n_steps = int(has.sum())
+    total, structural = total[has], structural[has]
     families = {f for f in fam if f is not None}
     # The device that ran most of the kernels names the workload's GPU.
-    dev_ids, dev_n = np.unique(trace.device[rows], return_counts=True)
-    dev = int(dev_ids[np.argmax(dev_n)]) if dev_ids.size else -1
+    dev_n = np.bincount(trace.device[rows] + 1) if rows.size else np.zeros(1, dtype=np.int64)
+    dev = int(np.argmax(dev_n)) - 1 if rows.size else -1
     from analyzer.ranks import trace_rank  # ranks imports the report, which imports this module
 
     rank = trace_rank(trace)

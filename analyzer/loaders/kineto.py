@@ -156,6 +156,7 @@ class _Header(msgspec.Struct, gc=False):
 PROFILER_FLAGS = ("record_shapes", "with_stack", "with_flops", "with_modules", "profile_memory")
 #: Events (in file order) looked at for traces of the profiler's settings that are not top-level flags.
 SETTINGS_SAMPLE_EVENTS = 50_000
+_NO_STACK = frozenset((b"", b'""', b"null", b"[]"))
 
 
 _DECODER = msgspec.json.Decoder(_KinetoFile)
@@ -469,9 +470,9 @@ class _ColumnBuilder:
         s = self.settings_sample
         s["python_function"] += sum(1 for e in sample if e.cat == "python_function")
         s["cpu_instant_event"] += sum(1 for e in sample if e.cat == "cpu_instant_event")
-        ops = [e for e in sample if e.cat == "cpu_op" and e.args is not None]
+        ops = [e for e in sample if e.cat == "cpu_op"]
         s["cpu_op"] += len(ops)
-        s["call_stack"] += sum(1 for e in ops if isinstance(e.args, (_Args, _FastArgs)) and e.args.call_stack)
+        s["call_stack"] += sum(1 for e in ops if e.args is not None and bytes(e.args.call_stack) not in _NO_STACK)
 
     def _add_kept(self, kept: list) -> None:
         n = len(kept)

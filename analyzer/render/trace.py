@@ -63,8 +63,8 @@ def render_trace(rep: TraceReport, markdown: bool = False, max_steps: int = 20) 
                                       f"~{s.estimated_profiler_inflation:.2f}x)"),
         ("profiler settings", f"{s.profiler_settings.get('tier', '?')}: "
                               + ("; ".join(s.profiler_settings.get("evidence") or []) or "nothing recorded") +
-                              f" -> {s.profiler_overhead_us_per_event:g} us per host event "
-                              f"({s.profiler_overhead_us_per_event_low:g}-{s.profiler_overhead_us_per_event_high:g})"),
+                              f" -> {s.profiler_overhead_us_per_event:.3g} us per host event "
+                              f"({s.profiler_overhead_us_per_event_low:.3g}-{s.profiler_overhead_us_per_event_high:.3g})"),
         ("GPU busy", f"{s.gpu_busy_us_median:,.1f} us median per step"),
         ("GPU idle", f"{s.gpu_idle_fraction:.1%} of the step windows: " + ", ".join(
             f"{c} {s.idle_fraction_by_cause[c]:.1%}" for c in CAUSES if s.idle_fraction_by_cause[c] > 0) or "none"),

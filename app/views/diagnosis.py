@@ -62,13 +62,9 @@ with st.container(border=True):
     st.markdown(f"**Verdict: {md_escape(s.verdict)}** ({md_escape(rep.mode)} trace) — {md_escape(s.verdict_detail)}")
 ps = s.profiler_settings
 st.caption(md_escape(
-    f"Speedup range {s.predicted_speedup_low:.2f}-{s.predicted_speedup_high:.2f}x. Eager step "
-    + (f"measured ({s.observed_step_us:,.0f} us, entered above)" if s.eager_step_source == "measured" else
-       f"estimated: profiler settings {ps.get('tier', '?')} ("
-       + ("; ".join(ps.get("evidence") or []) or "nothing recorded")
-       + f") cost {s.profiler_overhead_us_per_event:g} us ({s.profiler_overhead_us_per_event_low:g}-"
-         f"{s.profiler_overhead_us_per_event_high:g}) per recorded host event")
-    + "; graph step predicted." + (f" Workload {rep.workload.id}: {rep.workload.label}." if rep.workload else "")))
+    f"Speedup range {s.predicted_speedup_low:.2f}-{s.predicted_speedup_high:.2f}x. Profiler settings detected: "
+    f"{ps.get('tier', '?')} (" + ("; ".join(ps.get("evidence") or []) or "nothing recorded") + ")."
+    + (f" Workload {rep.workload.id}: {rep.workload.label}." if rep.workload else "")))
 
 for w in rep.warnings:
     st.warning(md_escape(w), icon=":material/warning:")

@@ -200,17 +200,22 @@ def test_ref_rate_without_leaf_ops_uses_the_typical_reference() -> None:
 
 
 def test_fit_command_on_a_same_process_recording(tmp_path, capsys) -> None:
-    write(tmp_path, events(), name="tiny_bs2_eager.json")
-    doc = {"schema": "launchgap.timings/1", "rows": [{"model": "tiny", "batch_size": 2, "graph_us": 25.0}],
-           "profiled_vs_unprofiled": [{"trace": "tiny_bs2_eager.json", "model": "tiny", "batch_size": 2,
-                                       "profiler": "shapes", "unprofiled_before_us": 120.0,
-                                       "unprofiled_after_us": 124.0}]}
+    (tmp_path / "traces").mkdir()
+    write(tmp_path / "traces", events(), name="tiny_bs2_eager_shapes.json")  # found in a folder below
+    doc = {"schema": "launchgap.timings/1", "rows": [{"model": "tiny", "batch_size": 2, "graph_us": 30.0}],
+           "profiled_vs_unprofiled": [  # the harness's layout (analyzer/timings.py)
+               {"model": "tiny", "batch_size": 2, "profiler": "shapes", "unprofiled_eager_us_before": 120.0,
+                "unprofiled_eager_us_after": 124.0, "unprofiled_graph_us": 25.0,
+                "trace": "tiny_bs2_eager_shapes.json"},
+               {"model": "tiny", "batch_size": 2, "profiler": "stack", "unprofiled_eager_us_before": 120.0,
+                "unprofiled_eager_us_after": 124.0, "unprofiled_graph_us": 25.0, "trace": None}]}  # no trace kept
     (tmp_path / "timings.json").write_text(json.dumps(doc))
     assert fit_main(["fit", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    # eager 122 (mean of 120 and 124) over the graph row's 25 us: 4.88x measured; implied (150-122)/6 us
-    row = next(line for line in out.splitlines() if line.startswith(f"{tmp_path.name}/tiny bs2"))
-    assert "shapes [shapes]" in row and "4.88x" in row and "4.67" in row
+    # eager 122 (mean of 120 and 124) over the record's graph step 25 us: 4.88x measured; implied (150-122)/6
+    rows = [line for line in out.splitlines() if line.startswith(f"{tmp_path.name}/tiny bs2")]
+    assert len(rows) == 1
+    assert "shapes [shapes]" in rows[0] and "4.88x" in rows[0] and "4.67" in rows[0]
     assert "OverheadRate('shapes'" in out
 
 
