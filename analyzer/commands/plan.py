@@ -3,7 +3,10 @@
 Costs come from ``--timings`` (harness timings, preferred), else from a timings file found
 among the given paths (``truth.json`` beside the traces), else from the traces themselves.
 The batch-size distribution comes from ``--distribution`` when given, else from the steps
-in the traces. See :mod:`analyzer.planning.planner` for the model and the optimisation.
+in the traces. Graph memory and capture time come from the memory model
+(:mod:`analyzer.planning.memory`) when the model's dimensions are known (``--model-config``, or
+the timings file's ``models`` section), else from a constant per graph. See
+:mod:`analyzer.planning.planner` for the model and the optimisation.
 """
 from __future__ import annotations
 
@@ -14,15 +17,19 @@ from pathlib import Path
 
 from analyzer.errors import AnalyzerError, InputError
 from analyzer.loaders import DEFAULT_MAX_TRACE_BYTES, expand_paths, load_trace
+from analyzer.planning.costs import CostTable
 from analyzer.planning.inputs import (
-    CostTable,
     costs_from_reports,
     costs_from_timings,
     distribution_from_reports,
+    kernels_per_step_from_timings,
     load_distribution,
+    load_model_dims,
     looks_like_timings,
+    model_dims_from_timings,
 )
-from analyzer.planning.planner import SERVERS, Plan, PlanOptions, plan_capture
+from analyzer.planning.memory import MemoryModel, ModelDims
+from analyzer.planning.planner import Plan, PlanOptions, plan_capture
 from analyzer.report import AnalysisOptions, analyze_trace
 
 NAME = "plan"
@@ -41,9 +48,21 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--distribution", metavar="FILE", help="batch-size histogram: CSV 'batch_size,count' or JSON "
                                                           "{\"8\": 120, ...}; wins over the traces' steps")
     p.add_argument("--max-graphs", type=int, metavar="K", help="capture at most K graphs")
-    p.add_argument("--memory-budget-mib", type=float, metavar="M", help="total graph memory allowed (MiB)")
+    p.add_argument("--memory-mib", "--memory-budget-mib", dest="memory_budget_mib", type=float, metavar="M",
+                   help="graph memory allowed (MiB of device memory, as the driver counts it)")
+    p.add_argument("--capture-seconds", dest="capture_budget_s", type=float, metavar="T",
+                   help="capture (start-up) time allowed, seconds; needs the model's dimensions")
+    p.add_argument("--kv-bytes-per-token", type=float, metavar="B",
+                   help="KV-cache bytes per token, to state graph memory as KV-cache tokens lost (default from "
+                        "the model's dimensions: 2 x layers x kv_heads x head_dim x dtype bytes)")
+    p.add_argument("--model-config", metavar="FILE",
+                   help="the model's dimensions: a Hugging Face config.json or the harness's layout (default: the "
+                        "timings file's models section); switches graph memory to the fitted memory model")
+    p.add_argument("--memory-model", metavar="FILE",
+                   help="a fitted memory model (python -m analyzer.planning.memory fit); default: the committed one")
     p.add_argument("--graph-memory-mib", type=float, metavar="X",
-                   help="memory per graph (MiB); default: measured by the harness, else an assumed figure")
+                   help="a constant memory per graph (MiB) instead of the memory model; default without model "
+                        "dimensions: measured by the harness, else an assumed figure")
     p.add_argument("--max-batch-size", type=int, metavar="N", help="capture no size above N (server lists are cut "
                                                                    "there too)")
     p.add_argument("--padding", choices=("pad", "exact"), default="pad",
@@ -129,16 +148,51 @@ def build_plan(args: argparse.Namespace) -> tuple[Plan, list[str]]:
     notes.insert(0, f"costs from {costs.origin}")
     opts = PlanOptions(max_graphs=args.max_graphs, memory_budget_mib=args.memory_budget_mib,
                        graph_memory_mib=args.graph_memory_mib, max_batch_size=args.max_batch_size,
-                       padding=args.padding, win_threshold=args.win_threshold)
-    return plan_capture(costs, dist, opts), notes
+                       padding=args.padding, win_threshold=args.win_threshold,
+                       capture_budget_s=args.capture_budget_s, kv_bytes_per_token=args.kv_bytes_per_token)
+    dims, nodes = _model_dims(args, timings_path)
+    if dims is not None:
+        notes.append(f"model dimensions of {dims.name} from "
+                     f"{args.model_config or timings_path}: graph memory and capture time from the memory model")
+    model = None
+    if args.memory_model:
+        model = MemoryModel.from_dict(_json_object(args.memory_model, "memory model"))
+    return plan_capture(costs, dist, opts, dims=dims, memory_model=model, nodes_per_size=nodes), notes
+
+
+def _json_object(path: str, what: str) -> dict:
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot read the {what}: {exc.strerror}", path) from None
+    except ValueError as exc:
+        raise InputError(f"{what} file is not valid JSON ({exc})", path) from None
+    if not isinstance(doc, dict):
+        raise InputError(f"{what} file must hold a JSON object", path)
+    return doc
+
+
+def _model_dims(args: argparse.Namespace, timings_path: str | None) -> tuple[ModelDims | None, float | None]:
+    """The model's dimensions (``--model-config``, else the timings' ``models``) and its nodes per graph."""
+    if args.model_config:
+        return load_model_dims(args.model_config, args.model), None
+    if timings_path is None:
+        return None, None
+    dims = model_dims_from_timings(timings_path, args.model)
+    return dims, (kernels_per_step_from_timings(timings_path, args.model) if dims is not None else None)
 
 
 # --- rendering (strings only) -----------------------------------------------------------------
 
+def _cell(v: object) -> str:
+    """A Markdown table cell: ``|`` escaped, one line (the rule app/plan_report.py uses too)."""
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
 def _table(headers: list[str], rows: list[list[str]], markdown: bool) -> list[str]:
     if markdown:
         out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-        return out + ["| " + " | ".join(r) + " |" for r in rows]
+        return out + ["| " + " | ".join(_cell(c) for c in r) + " |" for r in rows]
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
     fmt = "  ".join(("{:<%d}" if i == 0 else "{:>%d}") % w for i, w in enumerate(widths))
     return ["  " + fmt.format(*headers), "  " + fmt.format(*["-" * w for w in widths])] + \
@@ -163,7 +217,38 @@ def _verdict(plan: Plan) -> str:
     return (f"Capture {n} graph{'s' if n != 1 else ''} {_list(plan.buckets, 12)}: expected step "
             f"{plan.expected_step_us:,.1f} us vs {plan.all_eager_expected_step_us:,.1f} us all-eager "
             f"({plan.speedup_vs_all_eager:.2f}x); {cmp} the best server default "
-            f"({_SERVER_LABEL[best.name]}, {best.score.n_graphs} graphs).")
+            f"({_SERVER_LABEL.get(best.name, best.name)}, {best.score.n_graphs} graphs).")
+
+
+def _secs(s: float | None) -> str:
+    return f"{s:,.1f}" if s is not None else "-"
+
+
+def _memory_fact(plan: Plan) -> str:
+    """Predicted graph memory, start-up and KV-cache tokens lost, and where the figures come from."""
+    lc = plan.list_cost
+    out = f"{plan.memory_used_mib:,.1f} MiB"
+    if plan.capture_s is not None:
+        out += f", capture {plan.capture_s:,.1f} s"
+    if plan.kv_tokens_lost is not None:
+        out += f", {plan.kv_tokens_lost:,} KV-cache tokens at {plan.kv_bytes_per_token:,.0f} bytes per token"
+    if lc.pool_mib_per_row > 0 or lc.fixed_mib > 0:
+        out += (f" ({lc.fixed_mib:,.1f} MiB + {lc.pool_mib_per_row:.3g} MiB per row of the largest size + "
+                f"{lc.per_size_mib:.3g} MiB per size; {lc.source})")
+    else:
+        out += f" ({lc.source})"
+    return out
+
+
+def _pareto_lines(plan: Plan, markdown: bool) -> list[str]:
+    """The trade-off table: bucket sets no other beats on step, memory and capture time at once."""
+    if len(plan.pareto) < 2:
+        return []
+    title = "Trade-off: expected step, graph memory, capture time (Pareto)"
+    rows = [[str(p.graphs), f"{p.expected_step_us:,.1f}", f"{p.memory_mib:,.1f}", _secs(p.capture_s),
+             "yes" if p.within_budget else "no", _list(p.buckets, 10)] for p in plan.pareto]
+    return ["", f"## {title}" if markdown else title] + _table(
+        ["graphs", "expected_us", "memory_mib", "capture_s", "in budget", "buckets"], rows, markdown)
 
 
 def render_plan(plan: Plan, markdown: bool = False, notes: list[str] | None = None) -> str:
@@ -176,13 +261,14 @@ def render_plan(plan: Plan, markdown: bool = False, notes: list[str] | None = No
         budget.append(f"at most {plan.max_graphs_effective} graphs")
     if o.memory_budget_mib is not None:
         budget.append(f"memory budget {o.memory_budget_mib:g} MiB")
+    if o.capture_budget_s is not None:
+        budget.append(f"capture budget {o.capture_budget_s:g} s")
     if o.max_batch_size is not None:
         budget.append(f"sizes up to {o.max_batch_size}")
     facts = [
         ("buckets", f"{_list(plan.buckets, 40)} ({plan.score.n_graphs} graphs, padding={o.padding})"),
         ("budget", ", ".join(budget) or "none"),
-        ("graph memory", f"{plan.memory_used_mib:,.1f} MiB at {plan.graph_memory_mib:.3g} MiB per graph "
-                         f"({plan.graph_memory_source})"),
+        ("graph memory", _memory_fact(plan)),
         ("steps on a graph", f"{plan.score.graph_step_fraction:.1%}"),
         ("padding waste", f"{plan.score.padding_waste_us:,.1f} us per step; "
                           f"{plan.score.padded_rows_fraction:.1%} of graph rows are padding"),
@@ -205,16 +291,18 @@ def render_plan(plan: Plan, markdown: bool = False, notes: list[str] | None = No
         lines += [f"  {k:<{w}}  {v}" for k, v in facts]
     lines += ["", f"{h}Against the servers' default lists" if markdown else "Against the servers' default lists"]
     rows = [["this plan", str(plan.score.n_graphs), f"{plan.expected_step_us:,.1f}", "-",
-             f"{plan.score.padding_waste_us:,.1f}", f"{plan.memory_used_mib:,.1f}"]]
+             f"{plan.score.padding_waste_us:,.1f}", f"{plan.memory_used_mib:,.1f}", _secs(plan.capture_s)]]
     rows.append(["all eager", "0", f"{plan.all_eager_expected_step_us:,.1f}",
-                 f"{1 - plan.expected_step_us / plan.all_eager_expected_step_us:+.1%}", "0.0", "0.0"])
-    for name in SERVERS:
-        b = plan.baselines[name]
+                 f"{1 - plan.expected_step_us / plan.all_eager_expected_step_us:+.1%}", "0.0", "0.0", "0.0"])
+    for name, b in plan.baselines.items():
         saving = 1 - plan.expected_step_us / b.score.expected_step_us
-        rows.append([f"{_SERVER_LABEL[name]} default" + ("" if b.within_budget else " (over budget)"),
+        label = f"{_SERVER_LABEL.get(name, name)} default" + (f" {b.version}" if b.version else "")
+        rows.append([label + ("" if b.within_budget else " (over budget)"),
                      str(b.score.n_graphs), f"{b.score.expected_step_us:,.1f}", f"{saving:+.1%}",
-                     f"{b.score.padding_waste_us:,.1f}", f"{b.memory_mib:,.1f}"])
-    lines += _table(["buckets", "graphs", "expected_us", "plan saves", "pad_waste_us", "memory_mib"], rows, markdown)
+                     f"{b.score.padding_waste_us:,.1f}", f"{b.memory_mib:,.1f}", _secs(b.capture_s)])
+    lines += _table(["buckets", "graphs", "expected_us", "plan saves", "pad_waste_us", "memory_mib", "capture_s"],
+                    rows, markdown)
+    lines += _pareto_lines(plan, markdown)
     lines += ["", f"{h}Per batch size" if markdown else "Per batch size"]
     shown = sorted(plan.per_batch, key=lambda r: -r.weight)[:30]
     shown.sort(key=lambda r: r.batch_size)
@@ -233,7 +321,7 @@ def render_plan(plan: Plan, markdown: bool = False, notes: list[str] | None = No
     lines += ["", f"{h}Configs" if markdown else "Configs"]
     snip = plan.config_snippets()
     fence = "```"
-    for name in SERVERS:
+    for name in ("vllm", "sglang", "tensorrt_llm"):
         lines.append(f"{_SERVER_LABEL[name]}:")
         if markdown:
             lines += [fence + ("yaml" if name == "tensorrt_llm" else "bash"), snip[name], fence]

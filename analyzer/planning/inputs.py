@@ -411,6 +411,7 @@ def load_model_dims(path: str | Path, model: str | None = None) -> ModelDims:
             raise InputError(f"model {model!r} not in the file's models ({', '.join(sorted(dims))})", p)
         return dims[model]
     try:
-        return ModelDims.from_mapping(doc, model or Path(p).parent.name or None)
+        name = model or doc.get("name") or doc.get("_name_or_path") or doc.get("model_type") or Path(p).parent.name
+        return ModelDims.from_mapping(doc, str(name))
     except InputError as exc:
         raise InputError(exc.message, p) from None

@@ -74,7 +74,8 @@ def _measure(model: MemoryModel, dims: ModelDims, mode: str, name: str, sizes: l
                                   model.nodes_per_size(dims) * len(sizes), mib, s)
 
 
-LISTS = {"pow2": [1, 2, 4, 8, 16, 32, 64, 128], "dense": list(range(1, 33)), "one": [64], "step8": list(range(8, 257, 8))}
+LISTS = {"pow2": [1, 2, 4, 8, 16, 32, 64, 128], "dense": list(range(1, 33)), "one": [64],
+         "step8": list(range(8, 257, 8))}
 
 
 def test_fit_recovers_a_known_model_and_states_held_out_errors():
