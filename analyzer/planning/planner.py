@@ -787,19 +787,22 @@ def _optimise(p: np.ndarray, eager: np.ndarray, graph: np.ndarray, sizes: np.nda
             near = grid.buckets(src, int(np.argmin(row_best[src]))) if src > 0 else []
             break
 
-    # Pareto table over the grid's cells (per count, the same-count front first), all-eager and
-    # the unbounded optimum when the grid stops short of it.
-    kk_all, jj_all = np.nonzero(np.isfinite(total))
-    keep = np.concatenate([np.flatnonzero(kk_all == r)[_front_2d(mem[r, jj_all[kk_all == r]],
-                                                                 total[r, jj_all[kk_all == r]])]
-                           for r in range(1, rows + 1)] or [np.zeros(0, dtype=np.int64)]).astype(np.int64)
-    ck = np.concatenate([[0], kk_all[keep]])
-    cj = np.concatenate([[-1], jj_all[keep]])
-    cu = np.concatenate([[all_eager], total[kk_all[keep], jj_all[keep]]])
-    cm = np.concatenate([[0.0], mem[kk_all[keep], jj_all[keep]]])
+    # Pareto table over the grid's cells (each count's own memory-vs-step front first: within a
+    # count capture time is one number), all-eager, and the unbounded optimum past the grid.
+    ck, cj, cu, cm = [np.array([0])], [np.array([-1])], [np.array([all_eager])], [np.array([0.0])]
+    for r in range(1, rows + 1):  # one row of the grid per graph count
+        js = np.flatnonzero(np.isfinite(total[r]))
+        js = js[_front_2d(mem[r, js], total[r, js])]
+        ck.append(np.full(js.size, r))
+        cj.append(js)
+        cu.append(total[r, js])
+        cm.append(mem[r, js])
     if k_u > rows:
-        ck, cj = np.append(ck, k_u), np.append(cj, -2)
-        cu, cm = np.append(cu, u_cost), np.append(cm, cost.of(cand[u_idx].tolist())[0])
+        ck.append(np.array([k_u]))
+        cj.append(np.array([-2]))
+        cu.append(np.array([u_cost]))
+        cm.append(np.array([cost.of(cand[u_idx].tolist())[0]]))
+    ck, cj, cu, cm = (np.concatenate(x) for x in (ck, cj, cu, cm))
     pareto = []
     cc = cost.capture_s(ck, np.zeros(ck.size))
     cc = cc if cc is not None else np.zeros(ck.size)
@@ -930,4 +933,4 @@ def plan_capture(costs: CostTable, distribution: Mapping[int, float], options: P
                 options=opts, max_graphs_effective=opt.max_allowed, list_cost=cost, tradeoff=tuple(opt.curve),
                 buckets_within_1pct=tuple(int(x) for x in sizes[opt.near].tolist()), costs=costs,
                 warnings=tuple(list(costs.warnings) + notes), extrapolation=extrapolated, pareto=pareto,
-                model_dims=dims if cost.pool_mib_per_row > 0 or dims is not None else None)
+                model_dims=dims)
