@@ -418,15 +418,17 @@ def render_fit(model: MemoryModel) -> str:
     lines += [f"  {k:<16} {p[k]:.6g}" for k in ("base_mib", "pool_per_act", "graph_mib", "node_kib",
                                                  "capture_base_s", "capture_graph_s", "capture_node_ms",
                                                  "nodes_per_layer", "nodes_base")]
-    lines += ["", "  model / mode / list            graphs  measured MiB  fitted  leave-list-out  leave-model-out  "
+    rows = model.errors.get("lists", [])
+    w = max([len("model / mode / list")] + [len(f"{r['model']} / {r['mode']} / {r['list_name']}") for r in rows])
+    lines += ["", f"  {'model / mode / list':<{w}} graphs  measured MiB  fitted  leave-list-out  leave-model-out  "
                   "capture s  fitted"]
 
     def pct(v: float | None) -> str:
         return f"{v:+.1%}" if v is not None else "-"
 
-    for r in model.errors.get("lists", []):
+    for r in rows:
         name = f"{r['model']} / {r['mode']} / {r['list_name']}"
-        lines.append(f"  {name:<30} {r['graphs']:>6}  {r['measured_mib']:>12,.0f}  {pct(r['fitted_err']):>6}  "
+        lines.append(f"  {name:<{w}} {r['graphs']:>6}  {r['measured_mib']:>12,.0f}  {pct(r['fitted_err']):>6}  "
                      f"{pct(r['leave_list_out_err']):>14}  {pct(r['leave_model_out_err']):>15}  "
                      f"{r['measured_s'] if r['measured_s'] is not None else '-':>9}  {pct(r['fitted_s_err']):>6}")
     s = model.errors.get("summary", {})
