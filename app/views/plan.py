@@ -120,10 +120,13 @@ with inputs:
                           load_distribution)
         if up:
             dist_from, dist = up[0], up[1]
-    cfg = _upload_once("Model dimensions (Hugging Face config.json; optional)", "lg_plan_model_cfg", ["json"],
-                       load_model_dims)
-    if cfg:
-        dims, nodes = cfg[1], None
+    if st.toggle("Give the model's dimensions (config.json)", key="lg_plan_cfg_on",
+                 help="Graph memory and capture time then come from the memory model for these dimensions "
+                      "(harness timings with a 'models' section give them already)."):
+        cfg = _upload_once("Model dimensions (Hugging Face config.json)", "lg_plan_model_cfg", ["json"],
+                           load_model_dims)
+        if cfg:
+            dims, nodes = cfg[1], None
     if dims is not None:
         st.caption(md_escape(f"Graph memory and capture time from the memory model, for {dims.name}'s dimensions."))
     if dist:

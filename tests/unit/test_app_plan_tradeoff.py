@@ -10,6 +10,7 @@ pytest.importorskip("plotly")
 
 import streamlit as st  # noqa: E402
 
+from app.text import md_escape  # noqa: E402
 from tests.unit.apptest_helpers import goto, metrics, new_app  # noqa: E402
 
 # 2 * hidden + vocab = 2**18 elements of 2 bytes: 0.5 MiB per batch row (tests/unit/test_memory_model.py).
@@ -53,3 +54,23 @@ def test_plan_page_shows_the_pareto_chart_and_table() -> None:
     chart = next(json.loads(c.proto.spec) for c in at.get("plotly_chart")
                  if json.loads(c.proto.spec)["layout"]["title"]["text"] == "Graph memory vs expected step")
     assert any(s.get("type") == "line" for s in chart["layout"].get("shapes", []))
+
+
+def test_plan_page_takes_a_model_config() -> None:
+    at = goto(new_app(), "plan")
+    at.radio(key="lg_plan_src").set_value("harness timings (JSON)").run()
+    at.radio(key="lg_plan_dsrc").set_value("a CSV / JSON histogram").run()
+    at.file_uploader(key="lg_plan_dist_widget").set_value(("d.csv", b"batch_size,count\n1,5\n2,3\n4,2\n", "text/csv"))
+    at.toggle(key="lg_plan_cfg_on").set_value(True).run()
+    cfg = {"num_hidden_layers": 4, "hidden_size": 1024, "num_attention_heads": 8, "intermediate_size": 1024,
+           "vocab_size": 260096, "_name_or_path": "other-model"}
+    at.file_uploader(key="lg_plan_model_cfg_widget").set_value(("config.json", json.dumps(cfg).encode(),
+                                                                "application/json"))
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    want = md_escape("Graph memory and capture time from the memory model, for other-model's dimensions.")
+    assert want in [c.value for c in at.caption]
+    # 4 layers of 8 KV heads of 128, bf16: 16 KiB per token.
+    mib = float(metrics(at)["Graph memory"].split()[0].replace(",", ""))
+    assert metrics(at)["KV-cache tokens lost"].replace(",", "").isdigit()
+    assert int(metrics(at)["KV-cache tokens lost"].replace(",", "")) == pytest.approx(mib * 64, abs=64)
