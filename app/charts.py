@@ -355,9 +355,10 @@ def batch_histogram_figure(histogram: dict[int, int]):
     return fig
 
 
-def pareto_figure(plan):
+def pareto_figure(plan, labels: dict[str, str]):
     """The plan's trade-off: expected step against graph memory, one point per Pareto-optimal
-    bucket set (colour: capture seconds when known), the plan and the servers' lists marked."""
+    bucket set (colour: capture seconds when known), the plan and the servers' lists marked
+    (``labels``: display name per engine)."""
     import plotly.graph_objects as go
 
     pts = plan.pareto
@@ -379,7 +380,8 @@ def pareto_figure(plan):
     base = list(plan.baselines.values())
     if base:
         fig.add_trace(go.Scatter(x=[b.memory_mib for b in base], y=[b.score.expected_step_us for b in base],
-                                 mode="markers+text", name="server defaults", text=[b.name for b in base],
+                                 mode="markers+text", name="server defaults",
+                                 text=[labels.get(b.name, b.name) for b in base],
                                  textposition="top center", marker=dict(size=11, color="#4C78A8", symbol="diamond"),
                                  hovertemplate="%{text}: %{x:,.0f} MiB · %{y:,.1f} us<extra></extra>"))
     if plan.options.memory_budget_mib is not None:

@@ -178,21 +178,11 @@ r2.metric("Capture time", f"{plan.capture_s:,.1f} s" if plan.capture_s is not No
 r3.metric("KV-cache tokens lost", f"{plan.kv_tokens_lost:,}" if plan.kv_tokens_lost is not None else "unknown",
           border=True, help="The graphs' memory, in KV-cache tokens of this model (or the bytes per token given).")
 x = plan.extrapolation
-r4.metric("Expected step band", f"{x['expected_step_us_low']:,.0f}–{x['expected_step_us_high']:,.0f} us"
-          if x is not None else "no extrapolation", border=True,
+r4.metric("Extrapolation band", f"{x['expected_step_us_low']:,.0f}–{x['expected_step_us_high']:,.0f} us"
+          if x is not None else "none", border=True,
           help="Costs above the largest measured batch size are extrapolated; the band takes half and twice the "
                "fitted growth.")
 show_buckets_and_charts(plan, "lg_plan")
-
-st.subheader("Trade-off: expected step, graph memory, start-up")
-st.plotly_chart(pareto_figure(plan), width="stretch", key="lg_plan_pareto")
-st.dataframe(pd.DataFrame([{"graphs": p.graphs, "expected step (us)": p.expected_step_us,
-                            "graph memory (MiB)": p.memory_mib, "capture (s)": p.capture_s,
-                            "within budget": p.within_budget, "buckets": ", ".join(str(b) for b in p.buckets)}
-                           for p in plan.pareto]), hide_index=True, key="lg_plan_pareto_table",
-             column_config={"expected step (us)": st.column_config.NumberColumn(format="%.1f"),
-                            "graph memory (MiB)": st.column_config.NumberColumn(format="%.0f"),
-                            "capture (s)": st.column_config.NumberColumn(format="%.1f")})
 
 base = pd.DataFrame([{"setup": SERVER_LABELS.get(k, k), "version": v.version, "graphs": v.score.n_graphs,
                       "expected step (us)": v.score.expected_step_us,
@@ -206,6 +196,16 @@ st.dataframe(base, hide_index=True, column_config={
     "capture (s)": st.column_config.NumberColumn(format="%.1f"),
     "plan saves": st.column_config.NumberColumn(format="percent"),
 })
+
+st.subheader("Trade-off: expected step, graph memory, start-up")
+st.plotly_chart(pareto_figure(plan, SERVER_LABELS), width="stretch", key="lg_plan_pareto")
+st.dataframe(pd.DataFrame([{"graphs": p.graphs, "expected step (us)": p.expected_step_us,
+                            "graph memory (MiB)": p.memory_mib, "capture (s)": p.capture_s,
+                            "within budget": p.within_budget, "buckets": ", ".join(str(b) for b in p.buckets)}
+                           for p in plan.pareto]), hide_index=True, key="lg_plan_pareto_table",
+             column_config={"expected step (us)": st.column_config.NumberColumn(format="%.1f"),
+                            "graph memory (MiB)": st.column_config.NumberColumn(format="%.0f"),
+                            "capture (s)": st.column_config.NumberColumn(format="%.1f")})
 
 st.subheader("Configs to copy")
 tabs = st.tabs([SERVER_LABELS[s] for s in SERVERS])
