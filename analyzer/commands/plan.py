@@ -7,6 +7,11 @@ in the traces. See :mod:`analyzer.planning.planner` for the model and the optimi
 
 Traces of different workloads (models, devices, ranks: :mod:`analyzer.workload`) are never
 pooled: each workload gets its own plan, or ``--workload ID`` picks one.
+
+Graph memory and capture time come from the memory model
+(:mod:`analyzer.planning.memory`) when the model's dimensions are known (``--model-config``, or
+the timings file's ``models`` section), else from a constant per graph. See
+:mod:`analyzer.planning.planner` for the model and the optimisation.
 """
 from __future__ import annotations
 
@@ -18,14 +23,18 @@ from pathlib import Path
 from analyzer.commands._shared import add_analysis_arguments, analysis_options
 from analyzer.errors import AnalyzerError, InputError
 from analyzer.loaders import DEFAULT_MAX_TRACE_BYTES, expand_paths, load_trace
+from analyzer.planning.costs import CostTable
 from analyzer.planning.inputs import (
-    CostTable,
     costs_from_reports,
     costs_from_timings,
     distribution_from_reports,
+    kernels_per_step_from_timings,
     load_distribution,
+    load_model_dims,
     looks_like_timings,
+    model_dims_from_timings,
 )
+from analyzer.planning.memory import MemoryModel, ModelDims
 from analyzer.planning.planner import Plan, PlanOptions, plan_capture
 from analyzer.render import render_plan
 from analyzer.report import analyze_trace
@@ -45,9 +54,21 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--distribution", metavar="FILE", help="batch-size histogram: CSV 'batch_size,count' or JSON "
                                                           "{\"8\": 120, ...}; wins over the traces' steps")
     p.add_argument("--max-graphs", type=int, metavar="K", help="capture at most K graphs")
-    p.add_argument("--memory-budget-mib", type=float, metavar="M", help="total graph memory allowed (MiB)")
+    p.add_argument("--memory-mib", "--memory-budget-mib", dest="memory_budget_mib", type=float, metavar="M",
+                   help="graph memory allowed (MiB of device memory, as the driver counts it)")
+    p.add_argument("--capture-seconds", dest="capture_budget_s", type=float, metavar="T",
+                   help="capture (start-up) time allowed, seconds; needs the model's dimensions")
+    p.add_argument("--kv-bytes-per-token", type=float, metavar="B",
+                   help="KV-cache bytes per token, to state graph memory as KV-cache tokens lost (default from "
+                        "the model's dimensions: 2 x layers x kv_heads x head_dim x dtype bytes)")
+    p.add_argument("--model-config", metavar="FILE",
+                   help="the model's dimensions: a Hugging Face config.json or the harness's layout (default: the "
+                        "timings file's models section); switches graph memory to the fitted memory model")
+    p.add_argument("--memory-model", metavar="FILE",
+                   help="a fitted memory model (python -m analyzer.planning.memory fit); default: the committed one")
     p.add_argument("--graph-memory-mib", type=float, metavar="X",
-                   help="memory per graph (MiB); default: measured by the harness, else an assumed figure")
+                   help="a constant memory per graph (MiB) instead of the memory model; default without model "
+                        "dimensions: measured by the harness, else an assumed figure")
     p.add_argument("--max-batch-size", type=int, metavar="N", help="capture no size above N (server lists are cut "
                                                                    "there too)")
     p.add_argument("--padding", choices=("pad", "exact"), default="pad",
@@ -161,8 +182,38 @@ def build_plan(args: argparse.Namespace, reports: list | None = None) -> tuple[P
     notes.insert(0, f"costs from {costs.origin}")
     opts = PlanOptions(max_graphs=args.max_graphs, memory_budget_mib=args.memory_budget_mib,
                        graph_memory_mib=args.graph_memory_mib, max_batch_size=args.max_batch_size,
-                       padding=args.padding, win_threshold=args.win_threshold)
-    return plan_capture(costs, dist, opts), notes
+                       padding=args.padding, win_threshold=args.win_threshold,
+                       capture_budget_s=args.capture_budget_s, kv_bytes_per_token=args.kv_bytes_per_token)
+    dims, nodes = _model_dims(args, timings_path)
+    if dims is not None:
+        notes.append(f"model dimensions of {dims.name} from "
+                     f"{args.model_config or timings_path}: graph memory and capture time from the memory model")
+    model = None
+    if args.memory_model:
+        model = MemoryModel.from_dict(_json_object(args.memory_model, "memory model"))
+    return plan_capture(costs, dist, opts, dims=dims, memory_model=model, nodes_per_size=nodes), notes
+
+
+def _json_object(path: str, what: str) -> dict:
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot read the {what}: {exc.strerror}", path) from None
+    except ValueError as exc:
+        raise InputError(f"{what} file is not valid JSON ({exc})", path) from None
+    if not isinstance(doc, dict):
+        raise InputError(f"{what} file must hold a JSON object", path)
+    return doc
+
+
+def _model_dims(args: argparse.Namespace, timings_path: str | None) -> tuple[ModelDims | None, float | None]:
+    """The model's dimensions (``--model-config``, else the timings' ``models``) and its nodes per graph."""
+    if args.model_config:
+        return load_model_dims(args.model_config, args.model), None
+    if timings_path is None:
+        return None, None
+    dims = model_dims_from_timings(timings_path, args.model)
+    return dims, (kernels_per_step_from_timings(timings_path, args.model) if dims is not None else None)
 
 
 def _plan_doc(workload: Workload | None, plan: Plan, notes: list[str]) -> dict:

@@ -24,6 +24,7 @@ import numpy as np
 
 from analyzer.errors import InputError
 from analyzer.planning.costs import CostSeries, CostTable, size_span, table_from_series
+from analyzer.planning.memory import GRAPH_MODES, GraphMemoryMeasurement, ModelDims
 
 TIMINGS_SCHEMA = "launchgap.timings/1"
 #: Refuse auxiliary JSON/CSV files (timings, distributions) larger than this.
@@ -315,3 +316,112 @@ def _column(names: list[str], wanted: tuple[str, ...], path: str, lineno: int) -
             return names.index(w)
     raise InputError(f"line {lineno}: header {','.join(names)!r} has no column named {' or '.join(wanted[:2])}",
                      path)
+
+
+# --- graph memory and model dimensions ------------------------------------------------------------
+
+def _timings_doc(path: str | Path) -> dict:
+    p = str(path)
+    doc = _json_doc(_read_aux(path, "timings"), p, "timings")
+    if not isinstance(doc, dict):
+        raise InputError(f"not a timings file: expected a JSON object (schema {TIMINGS_SCHEMA})", p)
+    schema = doc.get("schema")
+    if schema is not None and schema != TIMINGS_SCHEMA:
+        raise InputError(f"unsupported timings schema {schema!r} (expected {TIMINGS_SCHEMA})", p)
+    return doc
+
+
+def _dims_section(doc: dict, path: str) -> dict[str, ModelDims]:
+    models = doc.get("models") or {}
+    if not isinstance(models, dict):
+        raise InputError("timings 'models' is not an object", path)
+    out = {}
+    for name, d in models.items():
+        try:
+            out[str(name)] = ModelDims.from_mapping(d, str(name))
+        except InputError as exc:
+            raise InputError(f"models[{name!r}]: {exc.message}", path) from None
+    return out
+
+
+def graph_memory_from_timings(path: str | Path) -> tuple[dict[str, ModelDims], list[GraphMemoryMeasurement]]:
+    """The ``models`` dimensions and ``graph_memory`` capture lists of a ``launchgap.timings/1`` file.
+
+    Entries: ``model``, ``mode`` (``full``/``piecewise``), ``list_name``, ``capture_sizes``,
+    ``graphs``, ``nodes_per_graph`` (size -> kernel nodes of that size's graphs, null when not
+    counted), ``device_used_mib``, ``capture_s``, ``reserved_mib``. Nodes of sizes not counted
+    are the median of those counted; with none counted the list's nodes are ``None``.
+    """
+    p = str(path)
+    doc = _timings_doc(path)
+    entries = doc.get("graph_memory")
+    if not isinstance(entries, list) or not entries:
+        raise InputError("timings file has no graph_memory measurements (record capture lists with the harness)", p)
+    dims = _dims_section(doc, p)
+    out = []
+    for i, e in enumerate(entries):  # one capture list each: a few dozen
+        where = f"graph_memory[{i}]"
+        if not isinstance(e, dict):
+            raise InputError(f"{where} is not an object", p)
+        mode = e.get("mode")
+        if mode not in GRAPH_MODES:
+            raise InputError(f"{where}.mode is {mode!r}, expected one of {', '.join(GRAPH_MODES)}", p)
+        sizes = e.get("capture_sizes")
+        if not isinstance(sizes, list) or not sizes or any(isinstance(s, bool) or not isinstance(s, int) or s < 1
+                                                           for s in sizes):
+            raise InputError(f"{where}.capture_sizes must be a non-empty list of positive integers", p)
+        graphs = e.get("graphs")
+        if isinstance(graphs, bool) or not isinstance(graphs, int) or graphs < len(set(sizes)):
+            raise InputError(f"{where}.graphs is {graphs!r}, expected an integer >= the number of sizes", p)
+        used = _num(e, "device_used_mib", p, i, required=True)
+        cap = _num(e, "capture_s", p, i, required=False)
+        reserved = _num(e, "reserved_mib", p, i, required=False, positive=False)
+        raw_nodes = e.get("nodes_per_graph") or {}
+        counted = [float(v) for v in raw_nodes.values() if isinstance(v, (int, float)) and not isinstance(v, bool)
+                   and v > 0] if isinstance(raw_nodes, dict) else []
+        n_sizes = len(set(sizes))
+        nodes = float(np.median(counted)) * n_sizes if counted else None
+        if counted and len(counted) == n_sizes:
+            nodes = float(sum(counted))
+        out.append(GraphMemoryMeasurement(str(e.get("model", "")), mode, str(e.get("list_name", "")),
+                                          tuple(sorted(set(sizes))), graphs, nodes, used, cap, reserved))
+    return dims, out
+
+
+def model_dims_from_timings(path: str | Path, model: str | None) -> ModelDims | None:
+    """The dimensions of ``model`` in a timings file's ``models`` section (``None`` when absent)."""
+    p = str(path)
+    dims = _dims_section(_timings_doc(path), p)
+    if model is None:
+        return next(iter(dims.values())) if len(dims) == 1 else None
+    return dims.get(model)
+
+
+def kernels_per_step_from_timings(path: str | Path, model: str | None) -> float | None:
+    """Median ``kernels_per_step`` of a model's rows: the nodes of its full graph (the same kernels)."""
+    doc = _timings_doc(path)
+    vals = [r.get("kernels_per_step") for r in doc.get("rows") or [] if isinstance(r, dict)
+            and (model is None or str(r.get("model", "")) == model)]
+    vals = [float(v) for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0]
+    return float(np.median(vals)) if vals else None
+
+
+def load_model_dims(path: str | Path, model: str | None = None) -> ModelDims:
+    """Model dimensions from a JSON file: a Hugging Face ``config.json``, the harness's layout
+    (``layers``, ``hidden``, ...), or a timings file's ``models`` section (``model`` picks one)."""
+    p = str(path)
+    doc = _json_doc(_read_aux(path, "model config"), p, "model config")
+    if not isinstance(doc, dict):
+        raise InputError("model config must be a JSON object", p)
+    if isinstance(doc.get("models"), dict):
+        dims = _dims_section(doc, p)
+        if model is None and len(dims) == 1:
+            return next(iter(dims.values()))
+        if model not in dims:
+            raise InputError(f"model {model!r} not in the file's models ({', '.join(sorted(dims))})", p)
+        return dims[model]
+    try:
+        name = model or doc.get("name") or doc.get("_name_or_path") or doc.get("model_type") or Path(p).parent.name
+        return ModelDims.from_mapping(doc, str(name))
+    except InputError as exc:
+        raise InputError(exc.message, p) from None

@@ -25,7 +25,38 @@ def _verdict(plan: Plan) -> str:
     return (f"Capture {n} graph{'s' if n != 1 else ''} {_list(plan.buckets, 12)}: expected step "
             f"{plan.expected_step_us:,.1f} us vs {plan.all_eager_expected_step_us:,.1f} us all-eager "
             f"({plan.speedup_vs_all_eager:.2f}x); {cmp} the best server default "
-            f"({_SERVER_LABEL[best.name]}, {best.score.n_graphs} graphs).")
+            f"({_SERVER_LABEL.get(best.name, best.name)}, {best.score.n_graphs} graphs).")
+
+
+def _secs(s: float | None) -> str:
+    return f"{s:,.1f}" if s is not None else "-"
+
+
+def _memory_fact(plan: Plan) -> str:
+    """Predicted graph memory, start-up and KV-cache tokens lost, and where the figures come from."""
+    lc = plan.list_cost
+    out = f"{plan.memory_used_mib:,.1f} MiB"
+    if plan.capture_s is not None:
+        out += f", capture {plan.capture_s:,.1f} s"
+    if plan.kv_tokens_lost is not None:
+        out += f", {plan.kv_tokens_lost:,} KV-cache tokens at {plan.kv_bytes_per_token:,.0f} bytes per token"
+    if lc.pool_mib_per_row > 0 or lc.fixed_mib > 0:
+        out += (f" ({lc.fixed_mib:,.1f} MiB + {lc.pool_mib_per_row:.3g} MiB per row of the largest size + "
+                f"{lc.per_size_mib:.3g} MiB per size; {lc.source})")
+    else:
+        out += f" ({lc.source})"
+    return out
+
+
+def _pareto_lines(plan: Plan, markdown: bool) -> list[str]:
+    """The trade-off table: bucket sets no other beats on step, memory and capture time at once."""
+    if len(plan.pareto) < 2:
+        return []
+    title = "Trade-off: expected step, graph memory, capture time (Pareto)"
+    rows = [[str(p.graphs), f"{p.expected_step_us:,.1f}", f"{p.memory_mib:,.1f}", _secs(p.capture_s),
+             "yes" if p.within_budget else "no", _list(p.buckets, 10)] for p in plan.pareto]
+    return ["", f"## {title}" if markdown else title] + table(
+        ["graphs", "expected_us", "memory_mib", "capture_s", "in budget", "buckets"], rows, markdown, indent="  ")
 
 
 def render_plan(plan: Plan, markdown: bool = False, notes: list[str] | None = None) -> str:
@@ -38,13 +69,14 @@ def render_plan(plan: Plan, markdown: bool = False, notes: list[str] | None = No
         budget.append(f"at most {plan.max_graphs_effective} graphs")
     if o.memory_budget_mib is not None:
         budget.append(f"memory budget {o.memory_budget_mib:g} MiB")
+    if o.capture_budget_s is not None:
+        budget.append(f"capture budget {o.capture_budget_s:g} s")
     if o.max_batch_size is not None:
         budget.append(f"sizes up to {o.max_batch_size}")
     facts = [
         ("buckets", f"{_list(plan.buckets, 40)} ({plan.score.n_graphs} graphs, padding={o.padding})"),
         ("budget", ", ".join(budget) or "none"),
-        ("graph memory", f"{plan.memory_used_mib:,.1f} MiB at {plan.graph_memory_mib:.3g} MiB per graph "
-                         f"({plan.graph_memory_source})"),
+        ("graph memory", _memory_fact(plan)),
         ("steps on a graph", f"{plan.score.graph_step_fraction:.1%}"),
         ("padding waste", f"{plan.score.padding_waste_us:,.1f} us per step; "
                           f"{plan.score.padded_rows_fraction:.1%} of graph rows are padding"),
@@ -67,16 +99,18 @@ def render_plan(plan: Plan, markdown: bool = False, notes: list[str] | None = No
         lines += [f"  {k:<{w}}  {v}" for k, v in facts]
     lines += ["", f"{h}Against the servers' default lists" if markdown else "Against the servers' default lists"]
     rows = [["this plan", str(plan.score.n_graphs), f"{plan.expected_step_us:,.1f}", "-",
-             f"{plan.score.padding_waste_us:,.1f}", f"{plan.memory_used_mib:,.1f}"]]
+             f"{plan.score.padding_waste_us:,.1f}", f"{plan.memory_used_mib:,.1f}", _secs(plan.capture_s)]]
     rows.append(["all eager", "0", f"{plan.all_eager_expected_step_us:,.1f}",
-                 f"{1 - plan.expected_step_us / plan.all_eager_expected_step_us:+.1%}", "0.0", "0.0"])
-    for name in SERVERS:
-        b = plan.baselines[name]
+                 f"{1 - plan.expected_step_us / plan.all_eager_expected_step_us:+.1%}", "0.0", "0.0", "0.0"])
+    for name, b in plan.baselines.items():
         saving = 1 - plan.expected_step_us / b.score.expected_step_us
-        rows.append([f"{_SERVER_LABEL[name]} default" + ("" if b.within_budget else " (over budget)"),
+        label = f"{_SERVER_LABEL.get(name, name)} default" + (f" {b.version}" if b.version else "")
+        rows.append([label + ("" if b.within_budget else " (over budget)"),
                      str(b.score.n_graphs), f"{b.score.expected_step_us:,.1f}", f"{saving:+.1%}",
-                     f"{b.score.padding_waste_us:,.1f}", f"{b.memory_mib:,.1f}"])
-    lines += table(["buckets", "graphs", "expected_us", "plan saves", "pad_waste_us", "memory_mib"], rows, markdown, indent="  ")
+                     f"{b.score.padding_waste_us:,.1f}", f"{b.memory_mib:,.1f}", _secs(b.capture_s)])
+    lines += table(["buckets", "graphs", "expected_us", "plan saves", "pad_waste_us", "memory_mib", "capture_s"],
+                    rows, markdown, indent="  ")
+    lines += _pareto_lines(plan, markdown)
     lines += ["", f"{h}Per batch size" if markdown else "Per batch size"]
     shown = sorted(plan.per_batch, key=lambda r: -r.weight)[:30]
     shown.sort(key=lambda r: r.batch_size)

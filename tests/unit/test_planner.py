@@ -10,8 +10,10 @@ from hypothesis import strategies as st
 
 from analyzer.errors import InputError
 from analyzer.planning.costs import CostPoint, CostTable
+from analyzer.planning.memory import ListCost, MemoryModel, ModelDims
 from analyzer.planning.planner import (
     SCHEMA,
+    BaselineSpec,
     PlanOptions,
     plan_capture,
     score_buckets,
@@ -161,7 +163,8 @@ def test_server_default_lists():
 
 
 @pytest.mark.parametrize("kw, msg", [
-    ({"max_graphs": -1}, "--max-graphs"), ({"memory_budget_mib": -5.0}, "--memory-budget-mib"),
+    ({"max_graphs": -1}, "--max-graphs"), ({"memory_budget_mib": -5.0}, "--memory-mib"),
+    ({"capture_budget_s": float("inf")}, "--capture-seconds"), ({"kv_bytes_per_token": 0}, "--kv-bytes-per-token"),
     ({"graph_memory_mib": float("nan")}, "--graph-memory-mib"), ({"max_batch_size": 0}, "--max-batch-size"),
     ({"padding": "round"}, "--padding"), ({"win_threshold": -0.1}, "--win-threshold"),
 ])
@@ -331,6 +334,18 @@ def test_tradeoff_curve_matches_plans(inst):
 
 # --- the command line ---------------------------------------------------------------------------
 
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    """The Pareto table unthinned (every set of the front) for the brute-force comparison."""
+    from analyzer.planning import planner
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(planner, "PARETO_MIN_GAIN", 0.0)
+    mp.setattr(planner, "PARETO_MAX_POINTS", 10 ** 9)
+    yield mp
+    mp.undo()
+
+
 @pytest.fixture()
 def tiny_files(tmp_path):
     timings = tmp_path / "timings.json"
@@ -384,3 +399,164 @@ def test_cli_plan_errors_exit_2(tiny_files, tmp_path, capsys, extra, message):
     err = capsys.readouterr().err
     assert err.startswith("launchgap: error: ") and message.format(**fill) in err
     assert err.count("\n") == 1
+
+
+# --- budgets on memory and capture time (the memory model) ------------------------------------
+
+# 0.5 MiB of activations per batch row (see test_memory_model.DIMS); with pool_per_act 2 the pool
+# costs 1 MiB per row of the largest bucket, each size 10 MiB, each list 100 MiB; capture 0.5 s
+# per list and 0.1 s per size. KV cache: 2 * 2 * 8 * 128 * 2 = 8,192 bytes (1/128 MiB) per token.
+MEM_DIMS = ModelDims("m", layers=2, hidden=1024, heads=8, kv_heads=8, mlp=1024, vocab=260096, head_dim=128)
+MEM_MODEL = MemoryModel(base_mib=100.0, pool_per_act=2.0, graph_mib=10.0, node_kib=0.0, capture_base_s=0.5,
+                        capture_graph_s=0.1, capture_node_ms=0.0)
+
+
+@pytest.mark.parametrize("opts, buckets, us, mib", [
+    # {2,4}: 34 us at 100 + 4 + 20 = 124 MiB; {1,2}: 39 us at 122 MiB (a smaller largest bucket).
+    (PlanOptions(memory_budget_mib=123), [1, 2], 39.0, 122.0),
+    (PlanOptions(memory_budget_mib=124), [2, 4], 34.0, 124.0),
+    (PlanOptions(memory_budget_mib=110), [], 100.0, 0.0),  # one graph needs 111 MiB at least
+    (PlanOptions(capture_budget_s=0.65), [2], 44.0, 112.0),  # one size: 0.6 s
+    (PlanOptions(), [1, 2, 4], 29.0, 134.0),
+])
+def test_memory_and_capture_budgets_tiny(opts, buckets, us, mib):
+    plan = plan_capture(TINY, DIST, opts, dims=MEM_DIMS, memory_model=MEM_MODEL)
+    assert list(plan.buckets) == buckets
+    assert plan.expected_step_us == pytest.approx(us)
+    assert plan.memory_used_mib == pytest.approx(mib)
+    d = plan.to_dict()["memory"]
+    assert d["model"] == "m" and d["predicted_mib"] == pytest.approx(mib)
+    assert d["kv_tokens_lost"] == int(mib * 128)
+    assert d["predicted_capture_s"] == pytest.approx(0.5 + 0.1 * len(buckets) if buckets else 0.0)
+
+
+def test_pareto_table_tiny():
+    plan = plan_capture(TINY, DIST, PlanOptions(memory_budget_mib=123), dims=MEM_DIMS, memory_model=MEM_MODEL)
+    rows = [(p.graphs, list(p.buckets), p.expected_step_us, p.memory_mib, p.capture_s, p.within_budget)
+            for p in plan.pareto]
+    # {4} (50 us, 114 MiB) loses to {2} (44 us, 112 MiB); {1,4} (35 us, 124 MiB) to {2,4} (34 us).
+    assert rows == [(0, [], 100.0, 0.0, 0.0, True),
+                    (1, [1], pytest.approx(60.0), 111.0, pytest.approx(0.6), True),
+                    (1, [2], pytest.approx(44.0), 112.0, pytest.approx(0.6), True),
+                    (2, [1, 2], pytest.approx(39.0), 122.0, pytest.approx(0.7), True),
+                    (2, [2, 4], pytest.approx(34.0), 124.0, pytest.approx(0.7), False),
+                    (3, [1, 2, 4], pytest.approx(29.0), 134.0, pytest.approx(0.8), False)]
+    assert plan.to_dict()["pareto"][3] == {"graphs": 2, "buckets": [1, 2], "expected_step_us": 39.0,
+                                           "memory_mib": 122.0, "capture_s": 0.7, "within_budget": True}
+    # The curve is the best with at most k graphs within the memory budget.
+    assert plan.tradeoff == ((0, 100.0), (1, pytest.approx(44.0)), (2, pytest.approx(39.0)),
+                             (3, pytest.approx(39.0)))
+
+
+def test_baselines_carry_memory_capture_and_version():
+    plan = plan_capture(TINY, DIST, PlanOptions(memory_budget_mib=1000), dims=MEM_DIMS, memory_model=MEM_MODEL)
+    v = plan.to_dict()["baselines"]["vllm"]
+    # 51 sizes up to 512: 100 + 512 + 510 MiB; 0.5 + 5.1 s.
+    assert (v["memory_mib"], v["capture_s"], v["version"], v["within_budget"]) == (1122.0, 5.6, None, False)
+    spec = BaselineSpec("mine", "1.0", (1, 4), "a hand-made list")
+    plan = plan_capture(TINY, DIST, dims=MEM_DIMS, memory_model=MEM_MODEL, baselines=[spec])
+    b = plan.to_dict()["baselines"]
+    assert list(b) == ["mine"] and b["mine"]["version"] == "1.0" and b["mine"]["expected_step_us"] == 35.0
+
+
+def test_capture_budget_needs_a_capture_model():
+    with pytest.raises(InputError, match="--capture-seconds needs a capture-time model"):
+        plan_capture(TINY, DIST, PlanOptions(capture_budget_s=1.0))
+    plan = plan_capture(TINY, DIST, PlanOptions(kv_bytes_per_token=2 ** 20))  # flat 32 MiB per graph
+    assert plan.to_dict()["memory"]["kv_tokens_lost"] == 96 and plan.capture_s is None
+    assert plan.pareto[-1].capture_s is None
+
+
+@st.composite
+def budget_instances(draw):
+    table, dist, k, max_bs, top = draw(instances())
+    cost = ListCost(fixed_mib=float(draw(st.integers(0, 50))), pool_mib_per_row=float(draw(st.integers(0, 20))),
+                    per_size_mib=float(draw(st.integers(0, 30))), fixed_s=draw(st.integers(0, 10)) / 10,
+                    per_size_s=draw(st.integers(0, 10)) / 10)
+    mem = draw(st.one_of(st.none(), st.integers(0, 400).map(float)))
+    cap = draw(st.one_of(st.none(), st.integers(0, 60).map(lambda x: x / 10)))
+    return table, dist, k, max_bs, top, cost, mem, cap
+
+
+def _subsets_with_resources(table, dist, max_bs, top, padding, cost):
+    """(expected step, graphs, MiB, s, set) of every bucket set over all sizes 1..top."""
+    out = []
+    for (us, r), c in zip(_all_subsets(table, dist, max_bs, top, padding), _subsets(max_bs, top)):
+        mib, s = cost.of(c)
+        out.append((us, r, mib, s, c))
+    return out
+
+
+def _subsets(max_bs, top):
+    allowed = [s for s in range(1, top + 1) if max_bs is None or s <= max_bs]
+    return [c for r in range(len(allowed) + 1) for c in itertools.combinations(allowed, r)]
+
+
+@given(budget_instances(), st.sampled_from(["pad", "exact"]))
+def test_budgets_equal_brute_force(monkeypatch_module, inst, padding):
+    table, dist, k, max_bs, top, cost, mem, cap = inst
+    opts = PlanOptions(max_graphs=k, memory_budget_mib=mem, capture_budget_s=cap, max_batch_size=max_bs,
+                       padding=padding)
+    plan = plan_capture(table, dist, opts, list_cost=cost)
+    subsets = _subsets_with_resources(table, dist, max_bs, top, padding, cost)
+    fits = [x for x in subsets if (k is None or x[1] <= k) and (mem is None or x[2] <= mem + 1e-9)
+            and (cap is None or x[3] <= cap + 1e-9)]
+    best = min(x[0] for x in fits)
+    assert plan.expected_step_us == pytest.approx(best, rel=1e-9)
+    assert len(plan.buckets) == min(x[1] for x in fits if x[0] <= best * (1 + 1e-9))
+    mib, s = cost.of(plan.buckets)
+    assert (mem is None or mib <= mem + 1e-9) and (cap is None or s <= cap + 1e-9)
+    assert plan.expected_step_us == pytest.approx(_reference_cost(table, dist, set(plan.buckets), padding), rel=1e-9)
+    # The curve: at most k graphs within the memory and capture budgets, equal to those plans.
+    for kk, us in plan.tradeoff:
+        alone = plan_capture(table, dist, PlanOptions(max_graphs=kk, memory_budget_mib=mem, capture_budget_s=cap,
+                                                      max_batch_size=max_bs, padding=padding), list_cost=cost)
+        assert us == pytest.approx(alone.expected_step_us, rel=1e-9)
+    # The Pareto table (unthinned) is the front of every bucket set, budgets aside.
+    front = set()
+    for us, _, mib, s, _ in subsets:
+        if not any(u2 <= us + 1e-9 and m2 <= mib + 1e-9 and s2 <= s + 1e-9
+                   and (u2 < us - 1e-9 or m2 < mib - 1e-9 or s2 < s - 1e-9) for u2, _, m2, s2, _ in subsets):
+            front.add((round(us, 6), round(mib, 6), round(s, 6)))
+    got = {(round(p.expected_step_us, 6), round(p.memory_mib, 6), round(p.capture_s, 6)) for p in plan.pareto}
+    assert got == front
+    for p in plan.pareto:
+        assert cost.of(p.buckets) == (pytest.approx(p.memory_mib), pytest.approx(p.capture_s))
+        assert _reference_cost(table, dist, set(p.buckets), padding) == pytest.approx(p.expected_step_us, rel=1e-9)
+
+
+def test_cli_plan_budgets_with_model_config(tiny_files, tmp_path, capsys):
+    from analyzer.cli import main
+
+    timings, dist = tiny_files
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(MEM_DIMS.to_dict()))
+    model = tmp_path / "memory_model.json"
+    model.write_text(json.dumps(MEM_MODEL.to_dict()))
+    argv = ["plan", "--timings", str(timings), "--distribution", str(dist), "--model-config", str(cfg),
+            "--memory-model", str(model)]
+    assert main([*argv, "--memory-mib", "123", "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert (d["buckets"], d["expected_step_us"]) == ([1, 2], 39.0)
+    assert {k: d["memory"][k] for k in ("model", "predicted_mib", "predicted_capture_s", "kv_tokens_lost")} == {
+        "model": "m", "predicted_mib": 122.0, "predicted_capture_s": 0.7, "kv_tokens_lost": 15616}
+    assert [p["buckets"] for p in d["pareto"]] == [[], [1], [2], [1, 2], [2, 4], [1, 2, 4]]
+    assert {"memory_mib", "capture_s", "version"} <= set(d["baselines"]["sglang"])
+    assert any("model dimensions of m from" in n for n in d["inputs"])
+    assert main([*argv, "--capture-seconds", "0.65"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Capture 1 graph [2]: expected step 44.0 us")
+    assert "Trade-off: expected step, graph memory, capture time (Pareto)" in out
+    assert "capture budget 0.65 s" in out
+    assert main([*argv, "--kv-bytes-per-token", "1048576", "--format", "markdown"]) == 0
+    md = capsys.readouterr().out
+    assert "## Trade-off: expected step, graph memory, capture time (Pareto)" in md
+    assert "134.0 MiB, capture 0.8 s, 134 KV-cache tokens at 1,048,576 bytes per token" in md
+
+
+def test_cli_capture_budget_without_dims_exit_2(tiny_files, capsys):
+    from analyzer.cli import main
+
+    timings, dist = tiny_files
+    assert main(["plan", "--timings", str(timings), "--distribution", str(dist), "--capture-seconds", "1"]) == 2
+    assert "--capture-seconds needs a capture-time model" in capsys.readouterr().err
