@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8501
 
-.PHONY: app test test-fast browser-deps fuzz bench bench-fleet screenshots clean
+.PHONY: app lint test test-fast browser-deps fuzz bench bench-fleet screenshots clean
 
 # Debian packages through apt, as root or through sudo (a fresh machine has neither chromium nor,
 # often, python3-venv).
@@ -39,7 +39,10 @@ browser-deps:
 # run, so a random search never decides whether a change lands.
 CI_HYPOTHESIS = LAUNCHGAP_HYPOTHESIS_PROFILE=ci LAUNCHGAP_HYPOTHESIS_EXAMPLES=
 
-test: $(VENV)/.installed-test browser-deps
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check analyzer app tests
+
+test: $(VENV)/.installed-test browser-deps lint
 	$(CI_HYPOTHESIS) $(BIN)/python -m pytest -q
 
 test-fast: $(VENV)/.installed-test

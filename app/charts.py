@@ -353,3 +353,41 @@ def batch_histogram_figure(histogram: dict[int, int]):
     fig.update_xaxes(title="batch size", type="category")
     fig.update_yaxes(title="steps")
     return fig
+
+
+def pareto_figure(plan, labels: dict[str, str]):
+    """The plan's trade-off: expected step against graph memory, one point per Pareto-optimal
+    bucket set (colour: capture seconds when known), the plan and the servers' lists marked
+    (``labels``: display name per engine)."""
+    import plotly.graph_objects as go
+
+    pts = plan.pareto
+    caps = [p.capture_s for p in pts]
+    known = all(c is not None for c in caps)
+    text = [f"{p.graphs} graphs: {', '.join(str(b) for b in p.buckets[:12])}{' …' if len(p.buckets) > 12 else ''}"
+            for p in pts]
+    fig = go.Figure(go.Scatter(
+        x=[p.memory_mib for p in pts], y=[p.expected_step_us for p in pts], mode="lines+markers", name="Pareto",
+        line=dict(color="#BAB0AC", shape="hv"),
+        marker=dict(size=9, color=caps if known else BUSY_COLOR, colorscale="Viridis", showscale=known,
+                    colorbar=dict(title="capture s") if known else None,
+                    symbol=["circle" if p.within_budget else "circle-open" for p in pts]),
+        customdata=[[t, c if c is not None else float("nan")] for t, c in zip(text, caps)],
+        hovertemplate="%{customdata[0]}<br>%{x:,.0f} MiB · %{y:,.1f} us · %{customdata[1]:.1f} s<extra></extra>"))
+    fig.add_trace(go.Scatter(x=[plan.memory_used_mib], y=[plan.expected_step_us], mode="markers", name="this plan",
+                             marker=dict(size=16, color="#54A24B", symbol="star"),
+                             hovertemplate="this plan: %{x:,.0f} MiB · %{y:,.1f} us<extra></extra>"))
+    base = list(plan.baselines.values())
+    if base:
+        fig.add_trace(go.Scatter(x=[b.memory_mib for b in base], y=[b.score.expected_step_us for b in base],
+                                 mode="markers+text", name="server defaults",
+                                 text=[labels.get(b.name, b.name) for b in base],
+                                 textposition="top center", marker=dict(size=11, color="#4C78A8", symbol="diamond"),
+                                 hovertemplate="%{text}: %{x:,.0f} MiB · %{y:,.1f} us<extra></extra>"))
+    if plan.options.memory_budget_mib is not None:
+        fig.add_vline(x=plan.options.memory_budget_mib, line=dict(color="#E45756", dash="dash"),
+                      annotation_text="memory budget", annotation_position="top right")
+    fig.update_layout(**_LAYOUT, height=360, title=dict(text="Graph memory vs expected step", font=dict(size=14)))
+    fig.update_xaxes(title="graph memory (MiB, predicted)", rangemode="tozero")
+    fig.update_yaxes(title="us per step (expected)", rangemode="tozero")
+    return fig

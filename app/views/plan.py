@@ -7,22 +7,33 @@ import json
 import pandas as pd
 import streamlit as st
 
-from analyzer.costs import (MAX_AUX_FILE_BYTES, costs_from_reports, costs_from_timings, distribution_from_reports,
-                            load_distribution, looks_like_timings)
+from analyzer.engines import engine
 from analyzer.errors import AnalyzerError
-from analyzer.planner import SERVERS, PlanOptions, plan_capture
+from analyzer.planning.inputs import (
+    MAX_AUX_FILE_BYTES,
+    costs_from_reports,
+    costs_from_timings,
+    distribution_from_reports,
+    kernels_per_step_from_timings,
+    load_distribution,
+    load_model_dims,
+    looks_like_timings,
+    model_dims_from_timings,
+)
+from analyzer.planning.planner import SERVERS, PlanOptions, plan_capture
 from app import session
-from app.charts import tradeoff_figure
+from app.charts import pareto_figure, tradeoff_figure
 from app.plan_report import SERVER_LABELS, plan_markdown
 from app.text import json_safe, md_escape
 from app.ui import settings, show_buckets_and_charts, show_load_errors
+from app.workloads import pick_workload_entries
 
 state = st.session_state
 st.title("Capture plan")
 st.caption("Which batch sizes to capture as CUDA graphs: the exact best bucket set for your batch-size distribution "
-           "under a graph-count and memory budget, against the servers' default lists.")
+           "under a graph-count, memory and start-up budget, against the servers' default lists.")
 show_load_errors()
-entries = session.loaded_ok(state)
+entries = pick_workload_entries(session.loaded_ok(state), "lg_plan_workload")  # one model's costs and batch sizes
 named_reports = [dataclasses.replace(e.report, path=e.name) for e in entries]  # messages name the user's files
 
 
@@ -59,7 +70,7 @@ def _timings_models(path) -> list[str]:
 
 
 inputs, knobs = st.columns([1, 1], gap="large")
-costs = dist = None
+costs = dist = dims = nodes = None
 costs_from = dist_from = ""
 with inputs:
     st.subheader("Inputs")
@@ -90,7 +101,9 @@ with inputs:
         if raw is not None:
             model = st.selectbox("Model", models, key="lg_plan_model") if len(models) > 1 else None
             try:
-                costs = session.parse_small_upload(label, raw, lambda p: costs_from_timings(p, model))
+                costs, dims, nodes = session.parse_small_upload(
+                    label, raw, lambda p: (costs_from_timings(p, model), model_dims_from_timings(p, model),
+                                           kernels_per_step_from_timings(p, model)))
                 costs_from = f"{label}" + (f" (model {model})" if model else "")
             except AnalyzerError as exc:
                 st.error(md_escape(f"{label}: {exc.message}"))
@@ -109,6 +122,15 @@ with inputs:
                           load_distribution)
         if up:
             dist_from, dist = up[0], up[1]
+    if st.toggle("Give the model's dimensions (config.json)", key="lg_plan_cfg_on",
+                 help="Graph memory and capture time then come from the memory model for these dimensions "
+                      "(harness timings with a 'models' section give them already)."):
+        cfg = _upload_once("Model dimensions (Hugging Face config.json)", "lg_plan_model_cfg", ["json"],
+                           load_model_dims)
+        if cfg:
+            dims, nodes = cfg[1], None
+    if dims is not None:
+        st.caption(md_escape(f"Graph memory and capture time from the memory model, for {dims.name}'s dimensions."))
     if dist:
         st.caption(md_escape("Distribution: " + ", ".join(f"bs {b}: {n:g}" for b, n in list(dist.items())[:24])
                              + (" …" if len(dist) > 24 else "")))
@@ -117,6 +139,10 @@ with knobs:
     st.subheader("Budget and policy")
     max_graphs = st.slider("Max graphs", 1, 64, 8, key="lg_plan_max_graphs")
     mem_budget = st.slider("Memory budget for graphs (MiB; 0 = none)", 0, 16384, 0, step=64, key="lg_plan_mem")
+    cap_budget = st.number_input("Capture-time budget (s; 0 = none)", 0.0, 3600.0, 0.0, step=1.0, key="lg_plan_cap",
+                                 help="Start-up seconds the graphs may take to capture; needs the model's dimensions.")
+    kv_bytes = st.number_input("KV-cache bytes per token (0 = from the model)", 0, 1 << 24, 0, step=1024,
+                               key="lg_plan_kv")
     graph_mib = st.number_input("Memory per graph (MiB; 0 = measured or assumed)", 0.0, 65536.0, 0.0, step=8.0,
                                 key="lg_plan_graph_mib")
     max_bs = st.number_input("Largest batch size to capture (0 = no limit)", 0, 65536, 0, key="lg_plan_max_bs")
@@ -132,8 +158,9 @@ if costs is None or not dist:
 try:
     opts = PlanOptions(max_graphs=max_graphs, memory_budget_mib=float(mem_budget) if mem_budget else None,
                        graph_memory_mib=graph_mib or None, max_batch_size=int(max_bs) or None, padding=padding,
-                       win_threshold=win)
-    plan = plan_capture(costs, dist, opts)
+                       win_threshold=win, capture_budget_s=float(cap_budget) if cap_budget else None,
+                       kv_bytes_per_token=float(kv_bytes) if kv_bytes else None)
+    plan = plan_capture(costs, dist, opts, dims=dims, nodes_per_size=nodes)
 except AnalyzerError as exc:
     st.error(md_escape(exc.message))
     st.stop()
@@ -146,19 +173,41 @@ m2.metric("Expected step", f"{plan.expected_step_us:,.0f} us", border=True)
 m3.metric("Speedup vs all eager", f"{plan.speedup_vs_all_eager:.1f}x", border=True)
 m4.metric("Crossover batch size", f"{plan.crossover_batch_size}" if plan.crossover_batch_size is not None else "none",
           border=True, help=f"Above it a graph saves less than {win:.0%} of the step.")
+r1, r2, r3, r4 = st.columns(4)
+r1.metric("Graph memory", f"{plan.memory_used_mib:,.0f} MiB", border=True, help=md_escape(plan.graph_memory_source))
+r2.metric("Capture time", f"{plan.capture_s:,.1f} s" if plan.capture_s is not None else "unknown", border=True,
+          help="Predicted start-up seconds to capture the plan's graphs (needs the model's dimensions).")
+r3.metric("KV-cache tokens lost", f"{plan.kv_tokens_lost:,}" if plan.kv_tokens_lost is not None else "unknown",
+          border=True, help="The graphs' memory, in KV-cache tokens of this model (or the bytes per token given).")
+x = plan.extrapolation
+r4.metric("Extrapolation band", f"{x['expected_step_us_low']:,.0f}–{x['expected_step_us_high']:,.0f} us"
+          if x is not None else "none", border=True,
+          help="Costs above the largest measured batch size are extrapolated; the band takes half and twice the "
+               "fitted growth.")
 show_buckets_and_charts(plan, "lg_plan")
 
-base = pd.DataFrame([{"setup": SERVER_LABELS[k], "graphs": v.score.n_graphs,
+base = pd.DataFrame([{"setup": SERVER_LABELS.get(k, k), "version": v.version, "graphs": v.score.n_graphs,
                       "expected step (us)": v.score.expected_step_us,
-                      "graph memory (MiB)": v.memory_mib, "within budget": v.within_budget,
+                      "graph memory (MiB)": v.memory_mib, "capture (s)": v.capture_s, "within budget": v.within_budget,
                       "plan saves": 1 - plan.expected_step_us / v.score.expected_step_us
                       if v.score.expected_step_us > 0 else 0.0}
                      for k, v in plan.baselines.items()])
 st.dataframe(base, hide_index=True, column_config={
     "expected step (us)": st.column_config.NumberColumn(format="%.1f"),
     "graph memory (MiB)": st.column_config.NumberColumn(format="%.0f"),
+    "capture (s)": st.column_config.NumberColumn(format="%.1f"),
     "plan saves": st.column_config.NumberColumn(format="percent"),
 })
+
+st.subheader("Trade-off: expected step, graph memory, start-up")
+st.plotly_chart(pareto_figure(plan, SERVER_LABELS), width="stretch", key="lg_plan_pareto")
+st.dataframe(pd.DataFrame([{"graphs": p.graphs, "expected step (us)": p.expected_step_us,
+                            "graph memory (MiB)": p.memory_mib, "capture (s)": p.capture_s,
+                            "within budget": p.within_budget, "buckets": ", ".join(str(b) for b in p.buckets)}
+                           for p in plan.pareto]), hide_index=True, key="lg_plan_pareto_table",
+             column_config={"expected step (us)": st.column_config.NumberColumn(format="%.1f"),
+                            "graph memory (MiB)": st.column_config.NumberColumn(format="%.0f"),
+                            "capture (s)": st.column_config.NumberColumn(format="%.1f")})
 
 st.subheader("Configs to copy")
 tabs = st.tabs([SERVER_LABELS[s] for s in SERVERS])
@@ -167,7 +216,7 @@ configs = plan.configs()
 for tab, name in zip(tabs, SERVERS):  # three servers
     with tab:
         st.code(json.dumps(configs[name]), language="json", wrap_lines=True)
-        st.code(snippets[name], language="yaml" if name == "tensorrt_llm" else "bash")
+        st.code(snippets[name], language=engine(name).SNIPPET_LANGUAGE)
 
 with st.expander("Per batch size, and the trade-off curve"):
     st.dataframe(pd.DataFrame([dataclasses.asdict(r) for r in plan.per_batch]), hide_index=True,

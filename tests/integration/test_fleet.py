@@ -18,11 +18,11 @@ import pytest
 
 from analyzer.cli import main
 from analyzer.commands.fleet import local_cluster
-from analyzer.costs import costs_from_reports, distribution_from_reports
 from analyzer.fleet import STEP_COLUMNS, load_fleet_results
 from analyzer.gaps import CAUSES
 from analyzer.loaders import load_trace
-from analyzer.planner import plan_capture
+from analyzer.planning.inputs import costs_from_reports, distribution_from_reports
+from analyzer.planning.planner import plan_capture
 from analyzer.ranks import analyze_with_collectives
 
 pytest.importorskip("dask.distributed", reason="the fleet command needs dask[distributed]")

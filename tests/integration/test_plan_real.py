@@ -8,9 +8,9 @@ import sys
 import pytest
 
 from analyzer.cli import main
-from analyzer.costs import costs_from_reports, costs_from_timings
 from analyzer.loaders import expand_paths, load_trace
-from analyzer.planner import PlanOptions, plan_capture, score_buckets
+from analyzer.planning.inputs import costs_from_reports, costs_from_timings
+from analyzer.planning.planner import PlanOptions, plan_capture, score_buckets
 from analyzer.report import analyze_trace
 
 #: A skewed decode distribution: most steps at small batches (the one in docs/planner.md).

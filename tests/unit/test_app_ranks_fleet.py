@@ -26,7 +26,6 @@ from analyzer.fleet import load_fleet_results, results_header, summarize_trace  
 from analyzer.loaders import DEFAULT_MAX_TRACE_BYTES, load_trace  # noqa: E402
 from analyzer.ranks import analyze_job, analyze_with_collectives  # noqa: E402
 from analyzer.report import AnalysisOptions  # noqa: E402
-from app import MAIN_SCRIPT  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 TP_DIR = ROOT / "traces" / "h200x2-tp2-1b"

@@ -5,13 +5,15 @@ import itertools
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
-from analyzer.costs import CostPoint, CostTable
 from analyzer.errors import InputError
-from analyzer.planner import (
+from analyzer.planning.costs import CostPoint, CostTable
+from analyzer.planning.memory import ListCost, MemoryModel, ModelDims
+from analyzer.planning.planner import (
     SCHEMA,
+    BaselineSpec,
     PlanOptions,
     plan_capture,
     score_buckets,
@@ -131,11 +133,19 @@ def test_no_graph_plan_configs():
     assert any("run eager" in w for w in plan.warnings)
 
 
-def test_distribution_beyond_costs_is_clamped_with_warning():
+def test_distribution_beyond_costs_is_extrapolated_with_band():
+    # TINY's growth over bs 2..8 (fitted on 4 and 8): eager +5 us, graph +7.5 us per row, so at
+    # bs 16 eager 160, graph 140. One graph: {4} costs (50 + 160) / 2 = 105, {16} costs 140.
     plan = plan_capture(TINY, {4: 1, 16: 1}, PlanOptions(max_graphs=1))
-    assert list(plan.buckets) == [16]  # clamped: bs 16 costs like bs 8 (80 us graph)
-    assert plan.expected_step_us == pytest.approx(80.0)
-    assert any("above the largest size with costs (8)" in w for w in plan.warnings)
+    assert list(plan.buckets) == [4]
+    assert plan.expected_step_us == pytest.approx(105.0)
+    assert any("above the largest size with costs (8): extrapolated" in w for w in plan.warnings)
+    x = plan.to_dict()["extrapolation"]
+    assert x["batch_sizes"] == [16] and x["top_batch_size"] == 8 and x["fit_batch_sizes"] == [4, 8]
+    assert (x["eager_us_per_bs"], x["graph_us_per_bs"]) == (5.0, 7.5)
+    # Low line: eager 120 + 2.5 * 8 = 140; high: max(120 + 10 * 8, 80 + 15 * 8) = 200.
+    assert (x["expected_step_us_low"], x["expected_step_us_high"]) == (95.0, 125.0)
+    assert plan_capture(TINY, DIST).to_dict()["extrapolation"] is None
 
 
 def test_server_default_lists():
@@ -153,7 +163,8 @@ def test_server_default_lists():
 
 
 @pytest.mark.parametrize("kw, msg", [
-    ({"max_graphs": -1}, "--max-graphs"), ({"memory_budget_mib": -5.0}, "--memory-budget-mib"),
+    ({"max_graphs": -1}, "--max-graphs"), ({"memory_budget_mib": -5.0}, "--memory-mib"),
+    ({"capture_budget_s": float("inf")}, "--capture-seconds"), ({"kv_bytes_per_token": 0}, "--kv-bytes-per-token"),
     ({"graph_memory_mib": float("nan")}, "--graph-memory-mib"), ({"max_batch_size": 0}, "--max-batch-size"),
     ({"padding": "round"}, "--padding"), ({"win_threshold": -0.1}, "--win-threshold"),
 ])
@@ -293,18 +304,47 @@ def test_exact_can_beat_pad_when_a_padded_graph_is_dearer_than_eager():
     assert (list(exact.buckets), exact.expected_step_us) == ([3], pytest.approx(130.0))
 
 
+# A graph slower than eager at bs 1 (issue 16, fix 5): exactly one graph costs 103.0 us, but a
+# budget of one graph plans none (102.5 us); the curve is "at most k graphs".
+SLOW_GRAPH = CostTable((CostPoint(1, 100.0, 101.0, "measured"), CostPoint(2, 105.0, 103.0, "measured"),
+                        CostPoint(3, 105.0, 104.0, "measured")))
+
+
+def test_tradeoff_curve_is_at_most_k_graphs():
+    plan = plan_capture(SLOW_GRAPH, {1: 1, 2: 1})
+    assert plan.tradeoff == ((0, 102.5), (1, 102.5), (2, 102.0))
+    one = plan_capture(SLOW_GRAPH, {1: 1, 2: 1}, PlanOptions(max_graphs=1))
+    assert (one.buckets, one.expected_step_us) == ((), 102.5)
+    assert (plan.buckets, plan.expected_step_us) == ((1, 2), 102.0)
+
+
 @given(instances())
+@example((SLOW_GRAPH, {1: 1.0, 2: 1.0}, None, None, 3))
 def test_tradeoff_curve_matches_plans(inst):
     table, dist, _, max_bs, _ = inst
     plan = plan_capture(table, dist, PlanOptions(max_batch_size=max_bs))
     for k, us in plan.tradeoff:
         assert us == pytest.approx(plan_capture(table, dist, PlanOptions(max_graphs=k, max_batch_size=max_bs))
                                    .expected_step_us, rel=1e-9)
+    steps = [us for _, us in plan.tradeoff]
+    assert all(b <= a for a, b in zip(steps, steps[1:]))  # more budget never plans worse
     near = plan.buckets_within_1pct
     assert _reference_cost(table, dist, set(near), "pad") <= plan.expected_step_us * 1.01 + 1e-9
 
 
 # --- the command line ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    """The Pareto table unthinned (every set of the front) for the brute-force comparison."""
+    from analyzer.planning import planner
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(planner, "PARETO_MIN_GAIN", 0.0)
+    mp.setattr(planner, "PARETO_MAX_POINTS", 10 ** 9)
+    yield mp
+    mp.undo()
+
 
 @pytest.fixture()
 def tiny_files(tmp_path):
@@ -359,3 +399,164 @@ def test_cli_plan_errors_exit_2(tiny_files, tmp_path, capsys, extra, message):
     err = capsys.readouterr().err
     assert err.startswith("launchgap: error: ") and message.format(**fill) in err
     assert err.count("\n") == 1
+
+
+# --- budgets on memory and capture time (the memory model) ------------------------------------
+
+# 0.5 MiB of activations per batch row (see test_memory_model.DIMS); with pool_per_act 2 the pool
+# costs 1 MiB per row of the largest bucket, each size 10 MiB, each list 100 MiB; capture 0.5 s
+# per list and 0.1 s per size. KV cache: 2 * 2 * 8 * 128 * 2 = 8,192 bytes (1/128 MiB) per token.
+MEM_DIMS = ModelDims("m", layers=2, hidden=1024, heads=8, kv_heads=8, mlp=1024, vocab=260096, head_dim=128)
+MEM_MODEL = MemoryModel(base_mib=100.0, pool_per_act=2.0, graph_mib=10.0, node_kib=0.0, capture_base_s=0.5,
+                        capture_graph_s=0.1, capture_node_ms=0.0)
+
+
+@pytest.mark.parametrize("opts, buckets, us, mib", [
+    # {2,4}: 34 us at 100 + 4 + 20 = 124 MiB; {1,2}: 39 us at 122 MiB (a smaller largest bucket).
+    (PlanOptions(memory_budget_mib=123), [1, 2], 39.0, 122.0),
+    (PlanOptions(memory_budget_mib=124), [2, 4], 34.0, 124.0),
+    (PlanOptions(memory_budget_mib=110), [], 100.0, 0.0),  # one graph needs 111 MiB at least
+    (PlanOptions(capture_budget_s=0.65), [2], 44.0, 112.0),  # one size: 0.6 s
+    (PlanOptions(), [1, 2, 4], 29.0, 134.0),
+])
+def test_memory_and_capture_budgets_tiny(opts, buckets, us, mib):
+    plan = plan_capture(TINY, DIST, opts, dims=MEM_DIMS, memory_model=MEM_MODEL)
+    assert list(plan.buckets) == buckets
+    assert plan.expected_step_us == pytest.approx(us)
+    assert plan.memory_used_mib == pytest.approx(mib)
+    d = plan.to_dict()["memory"]
+    assert d["model"] == "m" and d["predicted_mib"] == pytest.approx(mib)
+    assert d["kv_tokens_lost"] == int(mib * 128)
+    assert d["predicted_capture_s"] == pytest.approx(0.5 + 0.1 * len(buckets) if buckets else 0.0)
+
+
+def test_pareto_table_tiny():
+    plan = plan_capture(TINY, DIST, PlanOptions(memory_budget_mib=123), dims=MEM_DIMS, memory_model=MEM_MODEL)
+    rows = [(p.graphs, list(p.buckets), p.expected_step_us, p.memory_mib, p.capture_s, p.within_budget)
+            for p in plan.pareto]
+    # {4} (50 us, 114 MiB) loses to {2} (44 us, 112 MiB); {1,4} (35 us, 124 MiB) to {2,4} (34 us).
+    assert rows == [(0, [], 100.0, 0.0, 0.0, True),
+                    (1, [1], pytest.approx(60.0), 111.0, pytest.approx(0.6), True),
+                    (1, [2], pytest.approx(44.0), 112.0, pytest.approx(0.6), True),
+                    (2, [1, 2], pytest.approx(39.0), 122.0, pytest.approx(0.7), True),
+                    (2, [2, 4], pytest.approx(34.0), 124.0, pytest.approx(0.7), False),
+                    (3, [1, 2, 4], pytest.approx(29.0), 134.0, pytest.approx(0.8), False)]
+    assert plan.to_dict()["pareto"][3] == {"graphs": 2, "buckets": [1, 2], "expected_step_us": 39.0,
+                                           "memory_mib": 122.0, "capture_s": 0.7, "within_budget": True}
+    # The curve is the best with at most k graphs within the memory budget.
+    assert plan.tradeoff == ((0, 100.0), (1, pytest.approx(44.0)), (2, pytest.approx(39.0)),
+                             (3, pytest.approx(39.0)))
+
+
+def test_baselines_carry_memory_capture_and_version():
+    plan = plan_capture(TINY, DIST, PlanOptions(memory_budget_mib=1000), dims=MEM_DIMS, memory_model=MEM_MODEL)
+    v = plan.to_dict()["baselines"]["vllm"]
+    # 51 sizes up to 512: 100 + 512 + 510 MiB; 0.5 + 5.1 s.
+    assert (v["memory_mib"], v["capture_s"], v["version"], v["within_budget"]) == (1122.0, 5.6, None, False)
+    spec = BaselineSpec("mine", "1.0", (1, 4), "a hand-made list")
+    plan = plan_capture(TINY, DIST, dims=MEM_DIMS, memory_model=MEM_MODEL, baselines=[spec])
+    b = plan.to_dict()["baselines"]
+    assert list(b) == ["mine"] and b["mine"]["version"] == "1.0" and b["mine"]["expected_step_us"] == 35.0
+
+
+def test_capture_budget_needs_a_capture_model():
+    with pytest.raises(InputError, match="--capture-seconds needs a capture-time model"):
+        plan_capture(TINY, DIST, PlanOptions(capture_budget_s=1.0))
+    plan = plan_capture(TINY, DIST, PlanOptions(kv_bytes_per_token=2 ** 20))  # flat 32 MiB per graph
+    assert plan.to_dict()["memory"]["kv_tokens_lost"] == 96 and plan.capture_s is None
+    assert plan.pareto[-1].capture_s is None
+
+
+@st.composite
+def budget_instances(draw):
+    table, dist, k, max_bs, top = draw(instances())
+    cost = ListCost(fixed_mib=float(draw(st.integers(0, 50))), pool_mib_per_row=float(draw(st.integers(0, 20))),
+                    per_size_mib=float(draw(st.integers(0, 30))), fixed_s=draw(st.integers(0, 10)) / 10,
+                    per_size_s=draw(st.integers(0, 10)) / 10)
+    mem = draw(st.one_of(st.none(), st.integers(0, 400).map(float)))
+    cap = draw(st.one_of(st.none(), st.integers(0, 60).map(lambda x: x / 10)))
+    return table, dist, k, max_bs, top, cost, mem, cap
+
+
+def _subsets_with_resources(table, dist, max_bs, top, padding, cost):
+    """(expected step, graphs, MiB, s, set) of every bucket set over all sizes 1..top."""
+    out = []
+    for (us, r), c in zip(_all_subsets(table, dist, max_bs, top, padding), _subsets(max_bs, top)):
+        mib, s = cost.of(c)
+        out.append((us, r, mib, s, c))
+    return out
+
+
+def _subsets(max_bs, top):
+    allowed = [s for s in range(1, top + 1) if max_bs is None or s <= max_bs]
+    return [c for r in range(len(allowed) + 1) for c in itertools.combinations(allowed, r)]
+
+
+@given(budget_instances(), st.sampled_from(["pad", "exact"]))
+def test_budgets_equal_brute_force(monkeypatch_module, inst, padding):
+    table, dist, k, max_bs, top, cost, mem, cap = inst
+    opts = PlanOptions(max_graphs=k, memory_budget_mib=mem, capture_budget_s=cap, max_batch_size=max_bs,
+                       padding=padding)
+    plan = plan_capture(table, dist, opts, list_cost=cost)
+    subsets = _subsets_with_resources(table, dist, max_bs, top, padding, cost)
+    fits = [x for x in subsets if (k is None or x[1] <= k) and (mem is None or x[2] <= mem + 1e-9)
+            and (cap is None or x[3] <= cap + 1e-9)]
+    best = min(x[0] for x in fits)
+    assert plan.expected_step_us == pytest.approx(best, rel=1e-9)
+    assert len(plan.buckets) == min(x[1] for x in fits if x[0] <= best * (1 + 1e-9))
+    mib, s = cost.of(plan.buckets)
+    assert (mem is None or mib <= mem + 1e-9) and (cap is None or s <= cap + 1e-9)
+    assert plan.expected_step_us == pytest.approx(_reference_cost(table, dist, set(plan.buckets), padding), rel=1e-9)
+    # The curve: at most k graphs within the memory and capture budgets, equal to those plans.
+    for kk, us in plan.tradeoff:
+        alone = plan_capture(table, dist, PlanOptions(max_graphs=kk, memory_budget_mib=mem, capture_budget_s=cap,
+                                                      max_batch_size=max_bs, padding=padding), list_cost=cost)
+        assert us == pytest.approx(alone.expected_step_us, rel=1e-9)
+    # The Pareto table (unthinned) is the front of every bucket set, budgets aside.
+    front = set()
+    for us, _, mib, s, _ in subsets:
+        if not any(u2 <= us + 1e-9 and m2 <= mib + 1e-9 and s2 <= s + 1e-9
+                   and (u2 < us - 1e-9 or m2 < mib - 1e-9 or s2 < s - 1e-9) for u2, _, m2, s2, _ in subsets):
+            front.add((round(us, 6), round(mib, 6), round(s, 6)))
+    got = {(round(p.expected_step_us, 6), round(p.memory_mib, 6), round(p.capture_s, 6)) for p in plan.pareto}
+    assert got == front
+    for p in plan.pareto:
+        assert cost.of(p.buckets) == (pytest.approx(p.memory_mib), pytest.approx(p.capture_s))
+        assert _reference_cost(table, dist, set(p.buckets), padding) == pytest.approx(p.expected_step_us, rel=1e-9)
+
+
+def test_cli_plan_budgets_with_model_config(tiny_files, tmp_path, capsys):
+    from analyzer.cli import main
+
+    timings, dist = tiny_files
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(MEM_DIMS.to_dict()))
+    model = tmp_path / "memory_model.json"
+    model.write_text(json.dumps(MEM_MODEL.to_dict()))
+    argv = ["plan", "--timings", str(timings), "--distribution", str(dist), "--model-config", str(cfg),
+            "--memory-model", str(model)]
+    assert main([*argv, "--memory-mib", "123", "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert (d["buckets"], d["expected_step_us"]) == ([1, 2], 39.0)
+    assert {k: d["memory"][k] for k in ("model", "predicted_mib", "predicted_capture_s", "kv_tokens_lost")} == {
+        "model": "m", "predicted_mib": 122.0, "predicted_capture_s": 0.7, "kv_tokens_lost": 15616}
+    assert [p["buckets"] for p in d["pareto"]] == [[], [1], [2], [1, 2], [2, 4], [1, 2, 4]]
+    assert {"memory_mib", "capture_s", "version"} <= set(d["baselines"]["sglang"])
+    assert any("model dimensions of m from" in n for n in d["inputs"])
+    assert main([*argv, "--capture-seconds", "0.65"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Capture 1 graph [2]: expected step 44.0 us")
+    assert "Trade-off: expected step, graph memory, capture time (Pareto)" in out
+    assert "capture budget 0.65 s" in out
+    assert main([*argv, "--kv-bytes-per-token", "1048576", "--format", "markdown"]) == 0
+    md = capsys.readouterr().out
+    assert "## Trade-off: expected step, graph memory, capture time (Pareto)" in md
+    assert "134.0 MiB, capture 0.8 s, 134 KV-cache tokens at 1,048,576 bytes per token" in md
+
+
+def test_cli_capture_budget_without_dims_exit_2(tiny_files, capsys):
+    from analyzer.cli import main
+
+    timings, dist = tiny_files
+    assert main(["plan", "--timings", str(timings), "--distribution", str(dist), "--capture-seconds", "1"]) == 2
+    assert "--capture-seconds needs a capture-time model" in capsys.readouterr().err

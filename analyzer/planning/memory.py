@@ -1,0 +1,473 @@
+"""Device memory and capture time of a CUDA-graph capture list: a model fitted on measurements.
+
+Servers capture their sizes largest first into **one shared memory pool**, so a list's
+memory is not its length times a constant (issue 16: 8 graphs of a 3B-class model used
+480 MiB, 128 graphs 1,526 MiB, where 32 MiB x 128 would say 4 GiB). The model has a part that
+follows the largest size and a part per graph:
+
+    used_mib(S)  = base_mib + pool_per_act * act_mib(max S)
+                   + graph_mib * graphs(S) + node_kib * nodes(S) / 1024
+    capture_s(S) = capture_base_s + capture_graph_s * graphs(S) + capture_node_ms * nodes(S) / 1000
+
+for a non-empty list ``S`` of batch sizes (both are 0 for the empty list), where
+
+* ``act_mib(b)``: activations of one decode step at batch ``b`` (MiB), from the model's
+  dimensions: ``b * dtype_bytes * (2 * hidden + max(vocab, 3 * mlp, (2 * heads + 2 * kv_heads)
+  * head_dim)) / 2**20``, i.e. the residual stream and its normed copy plus the largest
+  intermediate (logits, gate/up with their product, or q/k/v with the attention output).
+  The shared pool holds the largest graph's activations; smaller graphs reuse them.
+  ``pool_per_act`` (dimensionless) says how many MiB of pool one MiB of them costs.
+* ``graphs(S)``: ``|S|`` in ``full`` mode; ``|S| * pieces`` in ``piecewise`` mode (one graph
+  per piece between attention ops; ``pieces`` defaults to ``layers + 1`` as vLLM splits).
+* ``nodes(S)``: kernel nodes over all of the list's graphs, ``|S| * nodes_per_size``;
+  ``nodes_per_size`` (the nodes of one size's graphs, pieces together) is one number per model
+  and mode: measured (the median over the sizes the harness counted), else predicted as
+  ``nodes_per_layer * layers + nodes_base``. Measured counts vary little with the size (the
+  1b preset: 737 kernels at bs 1-128, 721 at 256), and one number per model keeps every
+  size's share of memory and time the same, which is what makes the planner's budgets exact
+  (see :mod:`analyzer.planning.planner`).
+* ``base_mib``, ``graph_mib``, ``node_kib``: once per list (workspaces, pool bookkeeping), per
+  graph, and per node (the executable that lives outside PyTorch's allocator, in device
+  memory the driver counts).
+
+**Fit.** :func:`fit_memory_model`: non-negative least squares (exact, over every subset of
+active parameters: there are at most four), relative (each list's residual divided by its
+measurement, so a 240 MiB list counts as much as a 1.5 GiB one), on the harness's
+``graph_memory`` entries (``device_used_mib``: ``cudaMemGetInfo``'s view, executables
+included; ``capture_s``). Its error is stated on lists it did not see: **leave one list
+out** (refit without the list, predict it) and **leave one model out** (refit without the
+model's lists, predict them: the held-out check for a model not recorded).
+
+Refit in one command (writes :data:`DEFAULT_MODEL_PATH`, the defaults the planner uses):
+``python -m analyzer.planning.memory fit timings.json [more.json ...]``.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+import numpy as np
+
+from analyzer.errors import AnalyzerError, InputError
+
+GRAPH_MODES = ("full", "piecewise")
+MIB = float(1 << 20)
+#: The fitted defaults: written by ``python -m analyzer.planning.memory fit``, read by :func:`default_memory_model`.
+DEFAULT_MODEL_PATH = Path(__file__).with_name("memory_model.json")
+#: Kernel nodes per layer and per step of the harness's decoder (kernels per eager step on the
+#: H200: tiny 193 with 4 layers, 1b 737 with 16, 8b 1,489 with 32, 70b-slice 385 with 8: least
+#: squares 45.3 per layer + 12). Used when neither measurements nor a fit give node counts.
+NODES_PER_LAYER = 45.3
+NODES_BASE = 12.0
+#: Relative error bar of the held-out check (lists of 8..128 graphs of a model left out).
+HELD_OUT_BAR = 0.15
+HELD_OUT_GRAPHS = (8, 128)
+_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4, "float8_e4m3fn": 1}
+
+
+@dataclass(frozen=True)
+class ModelDims:
+    """A decoder's dimensions, as the harness's ``timings["models"][name]`` or a Hugging Face config gives them."""
+
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    mlp: int
+    vocab: int
+    head_dim: int
+    dtype_bytes: int = 2
+
+    def __post_init__(self) -> None:
+        for f in ("layers", "hidden", "heads", "kv_heads", "mlp", "vocab", "head_dim", "dtype_bytes"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise InputError(f"model dimension {f} of {self.name!r} is {v!r}, expected a positive integer")
+
+    @classmethod
+    def from_mapping(cls, d: Mapping, name: str | None = None) -> ModelDims:
+        """From the harness's layout (``layers``, ``hidden``, ``heads``, ``kv_heads``, ``mlp``, ``vocab``,
+        ``head_dim``) or a Hugging Face ``config.json`` (``num_hidden_layers``, ``hidden_size``, ...)."""
+        if not isinstance(d, Mapping):
+            raise InputError("model dimensions must be a JSON object")
+
+        def get(*keys: str, default: object = None) -> object:
+            for k in keys:
+                if d.get(k) is not None:
+                    return d[k]
+            if default is None:
+                raise InputError(f"model dimensions lack {keys[0]!r} (or {keys[-1]!r})")
+            return default
+
+        layers = get("layers", "num_hidden_layers")
+        hidden = get("hidden", "hidden_size")
+        heads = get("heads", "num_attention_heads")
+        kv = get("kv_heads", "num_key_value_heads", default=heads)
+        head_dim = get("head_dim", default=(hidden // heads) if isinstance(hidden, int) and isinstance(heads, int)
+                       and heads > 0 else -1)
+        dtype = d.get("dtype_bytes") or _DTYPE_BYTES.get(str(d.get("torch_dtype") or d.get("dtype") or "bfloat16"), 2)
+        return cls(str(name or d.get("name") or d.get("model_type") or "model"), layers, hidden, heads, kv,
+                   get("mlp", "intermediate_size"), get("vocab", "vocab_size"), head_dim, dtype)
+
+    @property
+    def act_row_mib(self) -> float:
+        """Activations of one batch row in one decode step (MiB); see the module docstring."""
+        widest = max(self.vocab, 3 * self.mlp, (2 * self.heads + 2 * self.kv_heads) * self.head_dim)
+        return self.dtype_bytes * (2 * self.hidden + widest) / MIB
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """KV-cache bytes one token takes: ``2 * layers * kv_heads * head_dim * dtype_bytes`` (K and V)."""
+        return 2 * self.layers * self.kv_heads * self.head_dim * self.dtype_bytes
+
+    @property
+    def default_pieces(self) -> int:
+        """Graphs per size in piecewise mode when not measured: one per stretch between attention ops."""
+        return self.layers + 1
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class GraphMemoryMeasurement:
+    """One ``graph_memory`` entry: a capture list measured whole (totals over its sizes).
+
+    ``nodes``: kernel nodes over all its graphs (``None`` when the harness could not count
+    them); ``capture_s`` / ``reserved_mib`` ``None`` when not measured.
+    """
+
+    model: str
+    mode: str
+    list_name: str
+    sizes: tuple[int, ...]
+    graphs: int
+    nodes: float | None
+    device_used_mib: float
+    capture_s: float | None
+    reserved_mib: float | None = None
+
+    @property
+    def nodes_per_size(self) -> float | None:
+        return self.nodes / len(self.sizes) if self.nodes is not None else None
+
+
+@dataclass(frozen=True)
+class ListCost:
+    """What a capture list costs, as a function of its size count ``k`` and largest size ``b``.
+
+    ``memory_mib(k, b) = fixed_mib + pool_mib_per_row * b + per_size_mib * k`` and the same
+    shape for ``capture_s`` (0 for ``k = 0``). ``capture_s`` parts are ``None`` when unknown.
+    Both grow with ``k`` and with ``b``; the planner's exact budgets rely on that shape.
+    """
+
+    fixed_mib: float
+    pool_mib_per_row: float
+    per_size_mib: float
+    fixed_s: float | None = None
+    per_size_s: float | None = None
+    graphs_per_size: int = 1
+    source: str = ""
+
+    def memory_mib(self, k: np.ndarray | int, largest: np.ndarray | int) -> np.ndarray:
+        k = np.asarray(k, dtype=float)
+        return np.where(k > 0, self.fixed_mib + self.pool_mib_per_row * np.asarray(largest, float)
+                        + self.per_size_mib * k, 0.0)
+
+    def capture_s(self, k: np.ndarray | int, largest: np.ndarray | int) -> np.ndarray | None:
+        if self.fixed_s is None or self.per_size_s is None:
+            return None
+        k, _ = np.broadcast_arrays(np.asarray(k, dtype=float), np.asarray(largest, dtype=float))
+        return np.where(k > 0, self.fixed_s + self.per_size_s * k, 0.0)
+
+    def of(self, sizes: Sequence[int]) -> tuple[float, float | None]:
+        """Memory (MiB) and capture seconds of one list."""
+        k = len(set(sizes))
+        top = max(sizes) if k else 0
+        cap = self.capture_s(k, top)
+        return float(self.memory_mib(k, top)), (float(cap) if cap is not None else None)
+
+
+@dataclass(frozen=True)
+class MemoryModel:
+    """Fitted parameters of the memory and start-up model (module docstring), and its errors.
+
+    Memory: ``base_mib`` (MiB per list), ``pool_per_act`` (MiB of pool per MiB of the largest
+    size's activations), ``graph_mib`` (MiB per graph), ``node_kib`` (KiB per kernel node).
+    Capture: ``capture_base_s``, ``capture_graph_s`` (per graph), ``capture_node_ms`` (per
+    node). Nodes when not measured: ``nodes_per_layer * layers + nodes_base`` per size.
+    ``fitted_on`` names the data; ``errors`` holds the per-list table and the summary that
+    :func:`fit_memory_model` computed (empty for hand-made parameters).
+    """
+
+    base_mib: float
+    pool_per_act: float
+    graph_mib: float
+    node_kib: float
+    capture_base_s: float
+    capture_graph_s: float
+    capture_node_ms: float
+    nodes_per_layer: float = NODES_PER_LAYER
+    nodes_base: float = NODES_BASE
+    fitted_on: str = ""
+    errors: Mapping = field(default_factory=dict)
+
+    def nodes_per_size(self, dims: ModelDims) -> float:
+        """Predicted kernel nodes of one size's graphs (all pieces together)."""
+        return self.nodes_per_layer * dims.layers + self.nodes_base
+
+    def list_cost(self, dims: ModelDims, mode: str = "full", pieces: int | None = None,
+                  nodes_per_size: float | None = None) -> ListCost:
+        """The model for one model and mode as a :class:`ListCost` (what the planner optimises with)."""
+        if mode not in GRAPH_MODES:
+            raise InputError(f"graph mode must be one of {', '.join(GRAPH_MODES)}, got {mode!r}")
+        g = 1 if mode == "full" else (pieces if pieces is not None else dims.default_pieces)
+        if g < 1:
+            raise InputError(f"pieces must be >= 1, got {g}")
+        nodes = nodes_per_size if nodes_per_size is not None else self.nodes_per_size(dims)
+        return ListCost(fixed_mib=self.base_mib, pool_mib_per_row=self.pool_per_act * dims.act_row_mib,
+                        per_size_mib=self.graph_mib * g + self.node_kib * nodes / 1024.0,
+                        fixed_s=self.capture_base_s, per_size_s=self.capture_graph_s * g
+                        + self.capture_node_ms * nodes / 1000.0, graphs_per_size=g,
+                        source=f"memory model ({self.fitted_on or 'hand-set'}) for {dims.name}, {mode}")
+
+    def predict(self, dims: ModelDims, sizes: Sequence[int], mode: str = "full", pieces: int | None = None,
+                nodes_per_size: float | None = None) -> tuple[float, float]:
+        """Device memory used (MiB) and capture seconds of capturing ``sizes`` in one shared pool."""
+        mib, s = self.list_cost(dims, mode, pieces, nodes_per_size).of(sizes)
+        return mib, float(s) if s is not None else 0.0
+
+    def to_dict(self) -> dict:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["errors"] = dict(self.errors)
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> MemoryModel:
+        names = {f.name for f in fields(cls)}
+        missing = [n for n in ("base_mib", "pool_per_act", "graph_mib", "node_kib", "capture_base_s",
+                               "capture_graph_s", "capture_node_ms") if n not in d]
+        if missing:
+            raise InputError(f"memory model lacks {', '.join(missing)}")
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+def default_memory_model() -> MemoryModel:
+    """The committed fit (:data:`DEFAULT_MODEL_PATH`)."""
+    try:
+        return MemoryModel.from_dict(json.loads(DEFAULT_MODEL_PATH.read_text(encoding="utf-8")))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read the memory model: {exc}", str(DEFAULT_MODEL_PATH)) from None
+
+
+# --- fitting ------------------------------------------------------------------------------------
+
+def _nnls(a: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Non-negative least squares, exactly: the best unconstrained fit over every subset of
+    columns whose coefficients all come out non-negative (a handful of columns here)."""
+    n = a.shape[1]
+    best, best_r = np.zeros(n), float(np.dot(y, y))
+    for r in range(1, n + 1):
+        for cols in itertools.combinations(range(n), r):
+            sub = a[:, cols]
+            coef, *_ = np.linalg.lstsq(sub, y, rcond=None)
+            if np.any(coef < 0):
+                continue
+            res = y - sub @ coef
+            rr = float(np.dot(res, res))
+            if rr < best_r - 1e-12 * max(best_r, 1.0):
+                best, best_r = np.zeros(n), rr
+                best[list(cols)] = coef
+    return best
+
+
+def _nodes_fit(meas: Sequence[GraphMemoryMeasurement], dims: Mapping[str, ModelDims]) -> tuple[float, float]:
+    """Nodes per size against layers (full lists with counts), least squares, non-negative."""
+    per_model: dict[str, list[float]] = {}
+    for m in meas:
+        if m.mode == "full" and m.nodes_per_size is not None:
+            per_model.setdefault(m.model, []).append(m.nodes_per_size)
+    pts = [(dims[k].layers, float(np.median(v))) for k, v in per_model.items()]
+    if not pts:
+        return NODES_PER_LAYER, NODES_BASE
+    layers = np.array([p[0] for p in pts], float)
+    nodes = np.array([p[1] for p in pts], float)
+    if np.unique(layers).size < 2:  # one depth: nodes in proportion to layers
+        return float(np.mean(nodes / layers)), 0.0
+    c = _nnls(np.column_stack([layers, np.ones_like(layers)]), nodes)
+    return float(c[0]), float(c[1])
+
+
+def _nodes_of(m: GraphMemoryMeasurement, dims: ModelDims, per_layer: float, base: float) -> float:
+    return m.nodes if m.nodes is not None else len(m.sizes) * (per_layer * dims.layers + base)
+
+
+def _mem_features(m: GraphMemoryMeasurement, d: ModelDims, nodes: float) -> list[float]:
+    return [1.0, d.act_row_mib * max(m.sizes), float(m.graphs), nodes / 1024.0]
+
+
+def _cap_features(m: GraphMemoryMeasurement, nodes: float) -> list[float]:
+    return [1.0, float(m.graphs), nodes / 1000.0]
+
+
+def _fit_params(meas: Sequence[GraphMemoryMeasurement], dims: Mapping[str, ModelDims]) -> dict:
+    per_layer, base = _nodes_fit(meas, dims)
+    nodes = [_nodes_of(m, dims[m.model], per_layer, base) for m in meas]
+    a = np.array([_mem_features(m, dims[m.model], n) for m, n in zip(meas, nodes)])
+    y = np.array([m.device_used_mib for m in meas])
+    mem = _nnls(a / y[:, None], np.ones_like(y))  # relative residuals
+    cap_rows = [(m, n) for m, n in zip(meas, nodes) if m.capture_s is not None and m.capture_s > 0]
+    cap = np.zeros(3)
+    if cap_rows:
+        ac = np.array([_cap_features(m, n) for m, n in cap_rows])
+        yc = np.array([m.capture_s for m, _ in cap_rows])
+        cap = _nnls(ac / yc[:, None], np.ones_like(yc))
+    return {"base_mib": float(mem[0]), "pool_per_act": float(mem[1]), "graph_mib": float(mem[2]),
+            "node_kib": float(mem[3]), "capture_base_s": float(cap[0]), "capture_graph_s": float(cap[1]),
+            "capture_node_ms": float(cap[2]), "nodes_per_layer": per_layer, "nodes_base": base}
+
+
+def _predict_measured(params: Mapping, m: GraphMemoryMeasurement, d: ModelDims) -> tuple[float, float]:
+    model = MemoryModel(**params)
+    pieces = m.graphs // len(m.sizes) if m.mode == "piecewise" else None
+    return model.predict(d, m.sizes, m.mode, pieces, m.nodes_per_size)
+
+
+def _rel(pred: float | None, meas: float | None) -> float | None:
+    if pred is None or meas is None or meas <= 0:
+        return None
+    return pred / meas - 1.0
+
+
+def _worst(rows: list[dict], key: str, graphs: tuple[int, int] | None = None) -> float | None:
+    vals = [abs(r[key]) for r in rows if r[key] is not None
+            and (graphs is None or graphs[0] <= r["graphs"] <= graphs[1])]
+    return round(max(vals), 4) if vals else None
+
+
+def fit_memory_model(meas: Sequence[GraphMemoryMeasurement], dims: Mapping[str, ModelDims],
+                     fitted_on: str = "") -> MemoryModel:
+    """Fit on ``meas`` (dimensions per model in ``dims``) and state the errors on held-out lists.
+
+    ``errors["lists"]``: per list the measured and predicted memory and capture time: in
+    sample, leaving the list out, leaving its model out (``None`` where no other data is
+    left). ``errors["summary"]``: the largest absolute relative error of each, and of leaving
+    the model out for lists of 8..128 graphs (the held-out check, bar 15%).
+    """
+    meas = [m for m in meas if m.device_used_mib > 0]
+    if not meas:
+        raise InputError("no graph_memory measurement with a positive device_used_mib to fit on")
+    missing = sorted({m.model for m in meas} - set(dims))
+    if missing:
+        raise InputError(f"no model dimensions for {', '.join(missing)} (timings 'models' section)")
+    params = _fit_params(meas, dims)
+    rows = []
+    for i, m in enumerate(meas):  # one refit per held-out list or model: a few dozen small fits
+        d = dims[m.model]
+        fit_mib, fit_s = _predict_measured(params, m, d)
+        others = [x for j, x in enumerate(meas) if j != i]
+        lolo = _predict_measured(_fit_params(others, dims), m, d) if len(others) >= 2 else (None, None)
+        rest = [x for x in meas if x.model != m.model]
+        lomo = _predict_measured(_fit_params(rest, dims), m, d) if len(rest) >= 2 else (None, None)
+        cap_known = m.capture_s is not None
+        rows.append({
+            "model": m.model, "mode": m.mode, "list_name": m.list_name, "graphs": m.graphs,
+            "max_size": max(m.sizes), "measured_mib": m.device_used_mib, "fitted_mib": round(fit_mib, 1),
+            "fitted_err": _rel(fit_mib, m.device_used_mib),
+            "leave_list_out_mib": _round(lolo[0]), "leave_list_out_err": _rel(lolo[0], m.device_used_mib),
+            "leave_model_out_mib": _round(lomo[0]), "leave_model_out_err": _rel(lomo[0], m.device_used_mib),
+            "measured_s": m.capture_s, "fitted_s": round(fit_s, 3) if cap_known else None,
+            "fitted_s_err": _rel(fit_s, m.capture_s) if cap_known else None,
+            "leave_list_out_s_err": _rel(lolo[1], m.capture_s) if cap_known else None,
+            "leave_model_out_s_err": _rel(lomo[1], m.capture_s) if cap_known else None,
+        })
+    for r in rows:
+        for k, v in list(r.items()):
+            if k.endswith("_err") and v is not None:
+                r[k] = round(v, 4)
+    summary = {
+        "lists": len(meas), "models": len({m.model for m in meas}),
+        "memory_fitted": _worst(rows, "fitted_err"),
+        "memory_leave_list_out": _worst(rows, "leave_list_out_err"),
+        "memory_leave_model_out": _worst(rows, "leave_model_out_err"),
+        "memory_leave_model_out_8_to_128_graphs": _worst(rows, "leave_model_out_err", HELD_OUT_GRAPHS),
+        "capture_fitted": _worst(rows, "fitted_s_err"),
+        "capture_leave_list_out": _worst(rows, "leave_list_out_s_err"),
+        "capture_leave_model_out": _worst(rows, "leave_model_out_s_err"),
+        "held_out_bar": HELD_OUT_BAR,
+    }
+    return MemoryModel(**params, fitted_on=fitted_on, errors={"summary": summary, "lists": rows})
+
+
+def _round(x: float | None, nd: int = 1) -> float | None:
+    return round(x, nd) if x is not None else None
+
+
+# --- the fit command ------------------------------------------------------------------------------
+
+def render_fit(model: MemoryModel) -> str:
+    """The fitted parameters and the error table, as text."""
+    p = model.to_dict()
+    lines = [f"memory model fitted on {model.fitted_on}", ""]
+    lines += [f"  {k:<16} {p[k]:.6g}" for k in ("base_mib", "pool_per_act", "graph_mib", "node_kib",
+                                                 "capture_base_s", "capture_graph_s", "capture_node_ms",
+                                                 "nodes_per_layer", "nodes_base")]
+    rows = model.errors.get("lists", [])
+    w = max([len("model / mode / list")] + [len(f"{r['model']} / {r['mode']} / {r['list_name']}") for r in rows])
+    lines += ["", f"  {'model / mode / list':<{w}} graphs  measured MiB  fitted  leave-list-out  leave-model-out  "
+                  "capture s  fitted"]
+
+    def pct(v: float | None) -> str:
+        return f"{v:+.1%}" if v is not None else "-"
+
+    for r in rows:
+        name = f"{r['model']} / {r['mode']} / {r['list_name']}"
+        lines.append(f"  {name:<{w}} {r['graphs']:>6}  {r['measured_mib']:>12,.0f}  {pct(r['fitted_err']):>6}  "
+                     f"{pct(r['leave_list_out_err']):>14}  {pct(r['leave_model_out_err']):>15}  "
+                     f"{r['measured_s'] if r['measured_s'] is not None else '-':>9}  {pct(r['fitted_s_err']):>6}")
+    s = model.errors.get("summary", {})
+    lines += ["", "  largest |error|: " + ", ".join(f"{k} {pct(v)}" for k, v in s.items()
+                                                    if k not in ("lists", "models", "held_out_bar"))]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m analyzer.planning.memory fit FILE... [--out PATH]``: refit the defaults."""
+    from analyzer.planning.inputs import graph_memory_from_timings
+
+    ap = argparse.ArgumentParser(prog="python -m analyzer.planning.memory",
+                                 description="fit the graph memory and capture-time model on harness timings")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    f = sub.add_parser("fit", help="fit on the graph_memory sections of timings files and write the model")
+    f.add_argument("files", nargs="+", metavar="TIMINGS")
+    f.add_argument("--out", default=str(DEFAULT_MODEL_PATH), help="where to write the model (default: the "
+                                                                  "package's defaults, %(default)s)")
+    args = ap.parse_args(argv)
+    try:
+        meas: list[GraphMemoryMeasurement] = []
+        dims: dict[str, ModelDims] = {}
+        for path in args.files:
+            d, m = graph_memory_from_timings(path)
+            dims.update(d)
+            meas += m
+        model = fit_memory_model(meas, dims, fitted_on=", ".join(Path(p).as_posix() for p in args.files))
+        Path(args.out).write_text(json.dumps(model.to_dict(), indent=1, allow_nan=False) + "\n", encoding="utf-8")
+    except AnalyzerError as exc:
+        sys.stderr.write(f"memory fit: error: {exc}\n")
+        return 2
+    except OSError as exc:
+        sys.stderr.write(f"memory fit: error: cannot write {args.out}: {exc.strerror}\n")
+        return 2
+    sys.stdout.write(render_fit(model) + f"\n\nwritten to {args.out}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
