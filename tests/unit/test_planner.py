@@ -318,8 +318,15 @@ def test_tradeoff_curve_is_at_most_k_graphs():
     assert (plan.buckets, plan.expected_step_us) == ((1, 2), 102.0)
 
 
+# Found by the derandomized suite (issue 17) on the planner before that fix: a graph dearer than
+# eager at bs 3, mid-range, made the curve rise from 191.73 us at one graph to 192.0 at two.
+GRAPH_DEARER_MID = CostTable((CostPoint(1, 100.0, 6.0, "measured"), CostPoint(2, 100.0, 19.0, "measured"),
+                              CostPoint(3, 133.0, 139.0, "measured"), CostPoint(4, 213.0, 211.0, "measured")))
+
+
 @given(instances())
 @example((SLOW_GRAPH, {1: 1.0, 2: 1.0}, None, None, 3))
+@example((GRAPH_DEARER_MID, {2: 2.0, 3: 1.0, 4: 19.0}, None, None, 4))
 def test_tradeoff_curve_matches_plans(inst):
     table, dist, _, max_bs, _ = inst
     plan = plan_capture(table, dist, PlanOptions(max_batch_size=max_bs))
