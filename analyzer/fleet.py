@@ -15,7 +15,7 @@ a small JSON-safe dict (schema ``launchgap.fleet-trace/1``), never the event tab
 * ``batch_histogram``: steps per batch size (keys are decimal strings, JSON objects need them);
 * ``per_batch``: per batch size, the median profiled step ``step_us_median``, the median step
   cost ``cost_us_median`` (profiled step scaled to an unprofiled one, the rule of
-  :func:`analyzer.costs.costs_from_reports`), ``predicted_graph_us_median`` and
+  :func:`analyzer.planning.inputs.costs_from_reports`), ``predicted_graph_us_median`` and
   ``gpu_busy_us_median``;
 * ``workload``: the trace's :class:`~analyzer.workload.Workload` (model signature, device,
   rank) as a dict;
@@ -38,8 +38,8 @@ per-step arrays per trace, not the dicts) and :meth:`FleetAccumulator.finish` bu
   the summed step windows;
 * the batch-size histogram (steps per size over the fleet) and a capture plan per workload
   (:mod:`analyzer.workload`: traces of different models, devices or ranks are never pooled):
-  :func:`analyzer.planner.plan_capture` fed with costs built by
-  :func:`analyzer.costs.costs_from_reports` from that workload's steps (the same rules as
+  :func:`analyzer.planning.planner.plan_capture` fed with costs built by
+  :func:`analyzer.planning.inputs.costs_from_reports` from that workload's steps (the same rules as
   ``launchgap plan``) and its histogram. With one workload ``plan`` is its plan; with several
   ``plan`` is the one chosen (``workload``) or None, and ``workloads`` lists each one's plan.
   Peers (``step_vs_peers``) are traces of the same workload, mode and main batch size.
@@ -68,8 +68,8 @@ from analyzer.report import AnalysisOptions, TraceReport
 from analyzer.workload import Workload, pick_workload
 
 if TYPE_CHECKING:
-    from analyzer.costs import CostTable
-    from analyzer.planner import Plan, PlanOptions
+    from analyzer.planning.costs import CostTable
+    from analyzer.planning.planner import Plan, PlanOptions
 
 SCHEMA = "launchgap.fleet/1"
 TRACE_SCHEMA = "launchgap.fleet-trace/1"
@@ -94,7 +94,7 @@ def file_identity(path: str | Path) -> dict:
 
 
 def _cost_scale(summary: Mapping) -> float:
-    """Profiled -> unprofiled factor of a trace, as :func:`analyzer.costs.costs_from_reports` applies it."""
+    """Profiled -> unprofiled factor of a trace, as :func:`analyzer.planning.inputs.costs_from_reports` applies it."""
     step, unprof = summary["step_us_median"], summary["estimated_unprofiled_step_us_median"]
     return unprof / step if step > 0 and unprof > 0 else 1.0
 
@@ -252,7 +252,7 @@ class WorkloadPlan:
 class FleetReport:
     """The fleet diagnosis. ``to_dict`` gives the JSON contract (schema launchgap.fleet/1).
 
-    ``plan`` is a :class:`analyzer.planner.Plan` (``None`` with the reason in ``plan_note``
+    ``plan`` is a :class:`analyzer.planning.planner.Plan` (``None`` with the reason in ``plan_note``
     when no plan could be made, e.g. no step with a known batch size).
     """
 
@@ -308,7 +308,7 @@ class _CostSummary:
 
 @dataclass(frozen=True)
 class _CostView:
-    """The part of a :class:`~analyzer.report.TraceReport` that :func:`analyzer.costs.costs_from_reports`
+    """The part of a :class:`~analyzer.report.TraceReport` that :func:`analyzer.planning.inputs.costs_from_reports`
     reads, rebuilt from a summary dict, so the fleet plan follows ``launchgap plan``'s cost rules exactly."""
 
     path: str
@@ -396,7 +396,7 @@ class FleetAccumulator:
         """The fleet report.
 
         ``plan_options`` sets the plan's budgets (default budgets if None); ``costs`` (e.g. from
-        :func:`analyzer.costs.costs_from_timings`) replaces the costs taken from the traces;
+        :func:`analyzer.planning.inputs.costs_from_timings`) replaces the costs taken from the traces;
         ``workload`` (an id) picks the workload whose plan is ``plan`` when there are several.
         """
         rows = _with_peer_ratio(self._rows)
@@ -464,8 +464,8 @@ class FleetAccumulator:
         if not hist:
             return None, "no step with a known batch size: nothing to plan (annotate steps with bs=N or use " \
                          "--batch-regex/--batch-op)"
-        from analyzer.costs import costs_from_reports
-        from analyzer.planner import plan_capture
+        from analyzer.planning.inputs import costs_from_reports
+        from analyzer.planning.planner import plan_capture
 
         try:
             costs = costs if costs is not None else costs_from_reports(views)
@@ -575,7 +575,7 @@ def load_fleet_results(path: str | Path, plan_options: PlanOptions | None = None
                        costs: CostTable | None = None, workload: str | None = None) -> FleetReport:
     """The fleet report of a results file written by ``launchgap fleet --out FILE.jsonl``.
 
-    Every trace's last record counts. ``plan_options`` (an :class:`analyzer.planner.PlanOptions`)
+    Every trace's last record counts. ``plan_options`` (an :class:`analyzer.planning.planner.PlanOptions`)
     sets the plan's budgets and ``costs`` replaces the traces' costs (see :meth:`FleetAccumulator.finish`):
     the report can be re-planned from the same file at no analysis cost.
     """

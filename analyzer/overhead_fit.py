@@ -1,4 +1,4 @@
-"""``python -m analyzer.predict fit PATH... [--coverage C] [--format text|markdown]``: refit the profiler
+"""``python -m analyzer.overhead_fit fit PATH... [--coverage C] [--format text|markdown]``: refit the profiler
 overhead table (:mod:`analyzer.overhead`) and print the error table of the predicted speedup.
 
 Each PATH is a timings JSON or a folder holding one (``timings.json``, ``truth.json``), with
@@ -210,7 +210,7 @@ def render(recs: list[Recording], evals: list[Evaluation], fitted: OverheadTable
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m analyzer.predict",
+    p = argparse.ArgumentParser(prog="python -m analyzer.overhead_fit",
                                 description="refit the profiler-overhead table and print the speedup error table")
     sub = p.add_subparsers(dest="cmd", required=True)
     f = sub.add_parser("fit", help="fit on recordings with measured unprofiled steps")
@@ -235,3 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     sys.stdout.write(render(recs, evals, fitted, args.format == "markdown") + "\n")
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

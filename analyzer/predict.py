@@ -10,7 +10,7 @@ longer than ``long_kernel_us`` hides that cost behind its own execution, so only
 shorter than it are charged ``node_us``. ``graph_launch_us`` is the one launch of the graph.
 
 Defaults were fitted on two H200 data sets (see README "Prediction"): the reference traces
-../shared/traces/h200-1b (1B-class decoder, batch 1/8/64/256) and the harness's own traces
+traces/h200-1b (1B-class decoder, batch 1/8/64/256) and the harness's own traces
 under traces/h200 (tiny, 1b, 8b, 70b-slice presets). Weighted least squares of (unprofiled
 graph_us - eager busy - graph_launch_us) over the short-kernel count gives 0.33-0.35 us per
 node for cut-offs of 10-50 us (0.34 with 20 us); per model the residual is 0.25 (tiny) to
@@ -27,12 +27,11 @@ host; 2.45 us with ``with_stack`` and shapes; each with a low/high range), never
 GPU busy time. ``profiler_us_per_host_event`` forces one figure instead. A real
 measurement (``observed_step_us``) always wins over the estimate.
 
-``python -m analyzer.predict fit PATH...`` refits the overhead table on recordings with
+``python -m analyzer.overhead_fit fit PATH...`` refits the overhead table on recordings with
 measured unprofiled steps and prints the error table (see :func:`main`).
 """
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,15 +73,3 @@ class PredictionModel:
 
 
 DEFAULT_MODEL = PredictionModel()
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m analyzer.predict fit PATH... [--coverage C]``: refit the profiler-overhead table
-    and print the error table (see :mod:`analyzer.overhead_fit`)."""
-    from analyzer.overhead_fit import main as fit_main
-
-    return fit_main(argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

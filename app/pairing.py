@@ -27,11 +27,12 @@ TABLE_COLUMNS = ("batch_size", "eager_traces", "eager_steps", "eager_step_profil
 
 
 def step_rows(reports: Sequence[tuple[str, TraceReport]], model: PredictionModel) -> pd.DataFrame:
-    """One row per step with a known batch size: trace name, mode, batch size and its times (us)."""
+    """One row per decode step (or step of unknown phase) with a known batch size: trace name, mode,
+    batch size and its times (us)."""
     rows = []
     for name, rep in reports:  # per trace, then per step: report rows, not events
         for st in rep.steps:
-            if st.batch_size is None:
+            if st.batch_size is None or st.phase not in ("decode", None):  # a prefill is not a decode bucket
                 continue
             rows.append({"trace": name, "mode": rep.mode, "batch_size": st.batch_size, "step_profiled_us": st.dur_us,
                          "host_events": st.host_events, "busy_us": st.gpu_busy_us, "idle_us": st.gpu_idle_us,

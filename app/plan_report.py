@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import json
 
-from analyzer.planner import SERVERS, Plan
-
-SERVER_LABELS = {"vllm": "vLLM", "sglang": "SGLang", "tensorrt_llm": "TensorRT-LLM"}
+from analyzer.engines import LABELS as SERVER_LABELS
+from analyzer.planning.planner import SERVERS, Plan
 
 
 def _cell(v: object) -> str:
@@ -20,6 +19,16 @@ def _cell(v: object) -> str:
 def _table(headers: list[str], rows: list[list[object]]) -> list[str]:
     out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     return out + ["| " + " | ".join(_cell(c) for c in r) + " |" for r in rows]
+
+
+def _extrapolation_lines(plan: Plan) -> list[str]:
+    x = plan.extrapolation
+    if x is None:
+        return []
+    return [f"- **Above the costs:** batch sizes {x['batch_sizes'][0]}..{x['batch_sizes'][-1]} extrapolated from "
+            f"bs {x['top_batch_size']}; expected step {x['expected_step_us_low']:,.1f} to "
+            f"{x['expected_step_us_high']:,.1f} us if costs grow {x['band_factors'][0]:g}x to "
+            f"{x['band_factors'][1]:g}x as fast as fitted"]
 
 
 def plan_markdown(plan: Plan, costs_from: str, distribution_from: str) -> str:
@@ -39,6 +48,7 @@ def plan_markdown(plan: Plan, costs_from: str, distribution_from: str) -> str:
         f"- **Padding policy:** {o.padding}; max graphs {o.max_graphs if o.max_graphs is not None else 'unlimited'}; "
         f"memory budget {f'{o.memory_budget_mib:g} MiB' if o.memory_budget_mib is not None else 'none'}",
         f"- **Costs from:** {_cell(costs_from)}; **distribution from:** {_cell(distribution_from)}",
+        *_extrapolation_lines(plan),
         "",
         "## Against the servers' default capture lists",
         "",

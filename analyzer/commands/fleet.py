@@ -19,7 +19,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from analyzer import __version__
-from analyzer.commands.analyze import add_analysis_arguments, analysis_options
+from analyzer.commands._shared import add_analysis_arguments, analysis_options
 from analyzer.errors import AnalyzerError, InputError
 from analyzer.fleet import (
     DEFAULT_TOP, TRACE_SCHEMA, FleetAccumulator, FleetReport, add_records, file_identity, is_done, latest_records,
@@ -64,7 +64,7 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
 
 
 def _plan_options(args: argparse.Namespace):
-    from analyzer.planner import PlanOptions
+    from analyzer.planning.planner import PlanOptions
 
     return PlanOptions(max_graphs=args.max_graphs, memory_budget_mib=args.memory_budget_mib,
                        graph_memory_mib=args.graph_memory_mib, max_batch_size=args.max_batch_size,
@@ -236,7 +236,7 @@ def run_fleet(args: argparse.Namespace) -> FleetReport:
     plan_opts = _plan_options(args)
     costs = None
     if args.timings:
-        from analyzer.costs import costs_from_timings
+        from analyzer.planning.inputs import costs_from_timings
 
         costs = costs_from_timings(args.timings, args.model)
     elif args.model:
@@ -384,12 +384,14 @@ def render_fleet(rep: FleetReport) -> str:
     lines += ["", f"Batch sizes over the fleet ({total} steps with a known size, {rep.unknown_batch_steps} unknown)"]
     if total:
         lines.append("  " + ", ".join(f"{b}: {n} ({n / total:.0%})" for b, n in rep.batch_histogram.items()))
-    from analyzer.commands.plan import render_plan
+    from analyzer.render import render_plan
 
     lines += ["", "Capture plan for the fleet"]
     if rep.plan is None:
         lines.append(f"  none: {rep.plan_note}")
     else:
+        from analyzer.render import render_plan
+
         lines += ["  " + ln if ln else ln for ln in render_plan(rep.plan).splitlines()]
     if rep.plan is None and len(rep.workloads) > 1:
         for w in rep.workloads:  # one plan per workload

@@ -3,7 +3,7 @@
 Costs come from ``--timings`` (harness timings, preferred), else from a timings file found
 among the given paths (``truth.json`` beside the traces), else from the traces themselves.
 The batch-size distribution comes from ``--distribution`` when given, else from the steps
-in the traces. See :mod:`analyzer.planner` for the model and the optimisation.
+in the traces. See :mod:`analyzer.planning.planner` for the model and the optimisation.
 
 Traces of different workloads (models, devices, ranks: :mod:`analyzer.workload`) are never
 pooled: each workload gets its own plan, or ``--workload ID`` picks one.
@@ -15,7 +15,10 @@ import json
 import sys
 from pathlib import Path
 
-from analyzer.costs import (
+from analyzer.commands._shared import add_analysis_arguments, analysis_options
+from analyzer.errors import AnalyzerError, InputError
+from analyzer.loaders import DEFAULT_MAX_TRACE_BYTES, expand_paths, load_trace
+from analyzer.planning.inputs import (
     CostTable,
     costs_from_reports,
     costs_from_timings,
@@ -23,16 +26,13 @@ from analyzer.costs import (
     load_distribution,
     looks_like_timings,
 )
-from analyzer.errors import AnalyzerError, InputError
-from analyzer.loaders import DEFAULT_MAX_TRACE_BYTES, expand_paths, load_trace
-from analyzer.planner import SERVERS, Plan, PlanOptions, plan_capture
-from analyzer.report import AnalysisOptions, analyze_trace
+from analyzer.planning.planner import Plan, PlanOptions, plan_capture
+from analyzer.render import render_plan
+from analyzer.report import analyze_trace
 from analyzer.workload import Workload, group_by_workload, pick_workload
 
 NAME = "plan"
 HELP = "plan which batch sizes to capture as CUDA graphs for a batch-size distribution and budget"
-
-_SERVER_LABEL = {"vllm": "vLLM", "sglang": "SGLang", "tensorrt_llm": "TensorRT-LLM"}
 
 
 def prepare_parser(p: argparse.ArgumentParser) -> None:
@@ -58,23 +58,11 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
                                                     "analyze reports it); default: one plan per workload")
     p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
     p.add_argument("--output", "-o", help="write the plan to this file instead of stdout")
-    try:
-        from analyzer.commands.analyze import add_analysis_arguments
-    except ImportError:  # the analyze command is optional in a build; plan works without its options
-        return
     add_analysis_arguments(p)
 
 
-def _analysis_options(args: argparse.Namespace) -> AnalysisOptions:
-    try:
-        from analyzer.commands.analyze import analysis_options
-    except ImportError:
-        return AnalysisOptions()
-    return analysis_options(args)
-
-
 def _load_reports(files: list[Path], args: argparse.Namespace) -> list:
-    opts = _analysis_options(args)
+    opts = analysis_options(args)
     max_bytes = getattr(args, "max_trace_bytes", DEFAULT_MAX_TRACE_BYTES)
     reports = []
     for f in files:  # one trace at a time
@@ -175,113 +163,6 @@ def build_plan(args: argparse.Namespace, reports: list | None = None) -> tuple[P
                        graph_memory_mib=args.graph_memory_mib, max_batch_size=args.max_batch_size,
                        padding=args.padding, win_threshold=args.win_threshold)
     return plan_capture(costs, dist, opts), notes
-
-
-# --- rendering (strings only) -----------------------------------------------------------------
-
-def _table(headers: list[str], rows: list[list[str]], markdown: bool) -> list[str]:
-    if markdown:
-        out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-        return out + ["| " + " | ".join(r) + " |" for r in rows]
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-    fmt = "  ".join(("{:<%d}" if i == 0 else "{:>%d}") % w for i, w in enumerate(widths))
-    return ["  " + fmt.format(*headers), "  " + fmt.format(*["-" * w for w in widths])] + \
-        ["  " + fmt.format(*r) for r in rows]
-
-
-def _list(b: tuple[int, ...] | list[int], limit: int = 24) -> str:
-    b = list(b)
-    if len(b) <= limit:
-        return "[" + ", ".join(str(x) for x in b) + "]"
-    return "[" + ", ".join(str(x) for x in b[:limit - 4]) + ", ..., " + ", ".join(str(x) for x in b[-3:]) + "]"
-
-
-def _verdict(plan: Plan) -> str:
-    n = plan.score.n_graphs
-    if n == 0:
-        return (f"Run eager: no CUDA graph lowers the expected step ({plan.expected_step_us:,.1f} us) "
-                f"under these budgets.")
-    best = min(plan.baselines.values(), key=lambda b: b.score.expected_step_us)
-    rel = plan.expected_step_us / best.score.expected_step_us - 1
-    cmp = (f"{abs(rel):.1%} {'faster' if rel < 0 else 'slower'} than" if abs(rel) >= 0.0005 else "as fast as")
-    return (f"Capture {n} graph{'s' if n != 1 else ''} {_list(plan.buckets, 12)}: expected step "
-            f"{plan.expected_step_us:,.1f} us vs {plan.all_eager_expected_step_us:,.1f} us all-eager "
-            f"({plan.speedup_vs_all_eager:.2f}x); {cmp} the best server default "
-            f"({_SERVER_LABEL[best.name]}, {best.score.n_graphs} graphs).")
-
-
-def render_plan(plan: Plan, markdown: bool = False, notes: list[str] | None = None) -> str:
-    """The plan for people: verdict first, then buckets, baselines, crossover, waste, configs."""
-    h = "## " if markdown else ""
-    o = plan.options
-    lines = [("**" + _verdict(plan) + "**") if markdown else _verdict(plan), ""]
-    budget = []
-    if plan.max_graphs_effective is not None:
-        budget.append(f"at most {plan.max_graphs_effective} graphs")
-    if o.memory_budget_mib is not None:
-        budget.append(f"memory budget {o.memory_budget_mib:g} MiB")
-    if o.max_batch_size is not None:
-        budget.append(f"sizes up to {o.max_batch_size}")
-    facts = [
-        ("buckets", f"{_list(plan.buckets, 40)} ({plan.score.n_graphs} graphs, padding={o.padding})"),
-        ("budget", ", ".join(budget) or "none"),
-        ("graph memory", f"{plan.memory_used_mib:,.1f} MiB at {plan.graph_memory_mib:.3g} MiB per graph "
-                         f"({plan.graph_memory_source})"),
-        ("steps on a graph", f"{plan.score.graph_step_fraction:.1%}"),
-        ("padding waste", f"{plan.score.padding_waste_us:,.1f} us per step; "
-                          f"{plan.score.padded_rows_fraction:.1%} of graph rows are padding"),
-        ("crossover", (f"graphs win less than {o.win_threshold:.0%} from batch size {plan.crossover_batch_size} up"
-                       if plan.crossover_batch_size is not None else
-                       f"none: graphs win at least {o.win_threshold:.0%} up to the largest size with costs "
-                       f"({plan.costs.max_batch_size})")),
-        ("within 1% of this", f"{len(plan.buckets_within_1pct)} graphs {_list(plan.buckets_within_1pct, 16)}"),
-    ]
-    if markdown:
-        lines += _table(["", ""], [[k, v] for k, v in facts], True)
-    else:
-        w = max(len(k) for k, _ in facts)
-        lines += [f"  {k:<{w}}  {v}" for k, v in facts]
-    lines += ["", f"{h}Against the servers' default lists" if markdown else "Against the servers' default lists"]
-    rows = [["this plan", str(plan.score.n_graphs), f"{plan.expected_step_us:,.1f}", "-",
-             f"{plan.score.padding_waste_us:,.1f}", f"{plan.memory_used_mib:,.1f}"]]
-    rows.append(["all eager", "0", f"{plan.all_eager_expected_step_us:,.1f}",
-                 f"{1 - plan.expected_step_us / plan.all_eager_expected_step_us:+.1%}", "0.0", "0.0"])
-    for name in SERVERS:
-        b = plan.baselines[name]
-        saving = 1 - plan.expected_step_us / b.score.expected_step_us
-        rows.append([f"{_SERVER_LABEL[name]} default" + ("" if b.within_budget else " (over budget)"),
-                     str(b.score.n_graphs), f"{b.score.expected_step_us:,.1f}", f"{saving:+.1%}",
-                     f"{b.score.padding_waste_us:,.1f}", f"{b.memory_mib:,.1f}"])
-    lines += _table(["buckets", "graphs", "expected_us", "plan saves", "pad_waste_us", "memory_mib"], rows, markdown)
-    lines += ["", f"{h}Per batch size" if markdown else "Per batch size"]
-    shown = sorted(plan.per_batch, key=lambda r: -r.weight)[:30]
-    shown.sort(key=lambda r: r.batch_size)
-    lines += _table(["bs", "share", "eager_us", "graph_us", "runs as", "planned_us", "source"],
-                    [[str(r.batch_size), f"{r.weight:.1%}", f"{r.eager_us:,.1f}", f"{r.graph_us:,.1f}",
-                      f"graph {r.bucket}" if r.bucket is not None else "eager", f"{r.planned_us:,.1f}", r.source]
-                     for r in shown], markdown)
-    if len(plan.per_batch) > len(shown):
-        lines.append(f"  ... {len(plan.per_batch) - len(shown)} rarer sizes (use --format json for all)")
-    curve = plan.tradeoff
-    if len(curve) > 2:
-        lines += ["", f"{h}Best expected step by number of graphs" if markdown else
-                  "Best expected step by number of graphs"]
-        pick = [c for c in curve if c[0] <= 12 or c == curve[-1]]
-        lines.append("  " + ", ".join(f"{k}: {v:,.0f} us" for k, v in pick))
-    lines += ["", f"{h}Configs" if markdown else "Configs"]
-    snip = plan.config_snippets()
-    fence = "```"
-    for name in SERVERS:
-        lines.append(f"{_SERVER_LABEL[name]}:")
-        if markdown:
-            lines += [fence + ("yaml" if name == "tensorrt_llm" else "bash"), snip[name], fence]
-        else:
-            lines += ["    " + s for s in snip[name].splitlines()]
-    notes_all = list(notes or []) + list(plan.warnings)
-    if notes_all:
-        lines.append("")
-        lines += [f"{'- ' if markdown else 'note: '}{n}" for n in notes_all]
-    return "\n".join(lines)
 
 
 def _plan_doc(workload: Workload | None, plan: Plan, notes: list[str]) -> dict:

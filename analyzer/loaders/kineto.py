@@ -34,7 +34,7 @@ import numpy as np
 
 from analyzer.errors import NoGpuActivityError, TraceFormatError
 from analyzer.loaders._io import CHUNK_BYTES, DEFAULT_MAX_TRACE_BYTES, iter_content, read_ahead, read_text_bytes
-from analyzer.trace import Kind, Trace, build_trace
+from analyzer.trace import Kind, PythonCalls, Trace, build_trace, no_python_calls
 
 _Scalar = Union[int, float, str, None]
 
@@ -47,7 +47,15 @@ _CAT_KIND: dict[str, int] = {
     "cpu_op": Kind.CPU_OP,
     "user_annotation": Kind.ANNOTATION,
     "gpu_user_annotation": Kind.GPU_ANNOTATION,
+    # The TensorBoard-plugin-era schema (torch 1.8-1.9): capitalised categories, same args.
+    "Kernel": Kind.KERNEL,
+    "Memcpy": Kind.MEMCPY,
+    "Memset": Kind.MEMSET,
+    "Runtime": Kind.RUNTIME,
+    "Operator": Kind.CPU_OP,
 }
+#: Category of Python function ranges (traces taken ``with_stack``), kept beside the event table.
+_PYTHON_CAT = "python_function"
 
 
 # --- lenient schema: any JSON scalar where Kineto writes one ------------------------------
@@ -429,6 +437,7 @@ class _ColumnBuilder:
         self.n_kept = 0
         self.n_events = 0
         self.mtia_events = False  # MTIA device/runtime categories seen: say so when there is no GPU work
+        self.python = _PythonCallColumns(strict)
         self.gpu_seen = False
         self.sampled = 0
         self.settings_sample = {"python_function": 0, "cpu_instant_event": 0, "cpu_op": 0, "call_stack": 0}
@@ -444,6 +453,9 @@ class _ColumnBuilder:
         flows = [e for e in events if e.cat == "ac2g" and e.ph == "f"]
         if flows:
             self._add_flows(flows)
+        python = [e for e in events if e.cat == _PYTHON_CAT and e.ph == "X"]
+        if python:
+            self.python.add(python)
         if kept:
             self._add_kept(kept)
             self.gpu_seen = self.gpu_seen or bool((self.parts["kind"][-1] <= Kind.GRAPH).any())
@@ -598,6 +610,7 @@ class _ColumnBuilder:
             rank=rank,
             world_size=world,
             warnings=warnings,
+            python_calls=self.python.finish(base_us),
             profiler_settings=_settings_of(flags or {}, self.settings_sample, self.sampled),
         )
         if not trace.gpu_mask.any():
@@ -657,3 +670,47 @@ def _ns_key(ts_us: np.ndarray) -> np.ndarray:
     ok = np.abs(ts_us) < 9.2e15  # False for NaN and inf too
     out[ok] = np.rint(ts_us[ok] * 1000).astype(np.int64)
     return out
+
+
+class _PythonCallColumns:
+    """Python function ranges, piece by piece, into a :class:`~analyzer.trace.PythonCalls` table.
+
+    Names go to a table of their own, so the event table (its names, ids and columns) is what it
+    would be without them.
+    """
+
+    def __init__(self, strict: bool) -> None:
+        self.strict = strict
+        self.names: dict[str, int] = {}
+        self.parts: dict[str, list[np.ndarray]] = {"name_id": [], "ts_us": [], "dur_us": [], "tid": []}
+
+    def add(self, events: list) -> None:
+        n = len(events)
+        if self.strict:
+            names = [e.name for e in events]
+            ts = np.fromiter([e.ts for e in events], dtype=np.float64, count=n)
+            dur = np.fromiter([e.dur for e in events], dtype=np.float64, count=n)
+        else:
+            names = [e.name if isinstance(e.name, str) else str(e.name) for e in events]
+            ts = np.fromiter([_as_us(e.ts) for e in events], dtype=np.float64, count=n)
+            dur = np.fromiter([_as_us(e.dur) if e.dur is not None else 0.0 for e in events], dtype=np.float64, count=n)
+        local = dict.fromkeys(names)
+        for s in local:  # unique names only
+            local[s] = self.names.setdefault(s, len(self.names))
+        self.parts["name_id"].append(np.fromiter(map(local.__getitem__, names), dtype=np.int32, count=n))
+        self.parts["ts_us"].append(ts)
+        self.parts["dur_us"].append(dur)
+        self.parts["tid"].append(np.fromiter([_as_int(e.tid) for e in events], dtype=np.int64, count=n))
+
+    def finish(self, base_us: float) -> PythonCalls:
+        """The table, times in ns on the event table's base (``base_us``), sorted by start."""
+        if not self.parts["ts_us"]:
+            return no_python_calls()
+        c = {k: np.concatenate(v) for k, v in self.parts.items()}
+        ok = (np.abs(c["ts_us"]) < 9.2e15) & (np.abs(c["dur_us"]) < 9.2e15) & (c["dur_us"] >= 0)
+        start = np.rint((c["ts_us"][ok] - base_us) * 1000.0).astype(np.int64) + np.int64(int(base_us) * 1000)
+        end = start + np.rint(c["dur_us"][ok] * 1000.0).astype(np.int64)
+        order = np.argsort(start, kind="stable")
+        names = np.empty(len(self.names), dtype=object)
+        names[:] = list(self.names)
+        return PythonCalls(names, c["name_id"][ok][order], start[order], end[order], c["tid"][ok][order])

@@ -7,10 +7,17 @@ import json
 import pandas as pd
 import streamlit as st
 
-from analyzer.costs import (MAX_AUX_FILE_BYTES, costs_from_reports, costs_from_timings, distribution_from_reports,
-                            load_distribution, looks_like_timings)
+from analyzer.engines import engine
 from analyzer.errors import AnalyzerError
-from analyzer.planner import SERVERS, PlanOptions, plan_capture
+from analyzer.planning.inputs import (
+    MAX_AUX_FILE_BYTES,
+    costs_from_reports,
+    costs_from_timings,
+    distribution_from_reports,
+    load_distribution,
+    looks_like_timings,
+)
+from analyzer.planning.planner import SERVERS, PlanOptions, plan_capture
 from app import session
 from app.charts import tradeoff_figure
 from app.plan_report import SERVER_LABELS, plan_markdown
@@ -168,7 +175,7 @@ configs = plan.configs()
 for tab, name in zip(tabs, SERVERS):  # three servers
     with tab:
         st.code(json.dumps(configs[name]), language="json", wrap_lines=True)
-        st.code(snippets[name], language="yaml" if name == "tensorrt_llm" else "bash")
+        st.code(snippets[name], language=engine(name).SNIPPET_LANGUAGE)
 
 with st.expander("Per batch size, and the trade-off curve"):
     st.dataframe(pd.DataFrame([dataclasses.asdict(r) for r in plan.per_batch]), hide_index=True,

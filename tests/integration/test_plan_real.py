@@ -8,9 +8,9 @@ import sys
 import pytest
 
 from analyzer.cli import main
-from analyzer.costs import costs_from_reports, costs_from_timings
 from analyzer.loaders import expand_paths, load_trace
-from analyzer.planner import PlanOptions, plan_capture, score_buckets
+from analyzer.planning.inputs import costs_from_reports, costs_from_timings
+from analyzer.planning.planner import PlanOptions, plan_capture, score_buckets
 from analyzer.report import analyze_trace
 
 #: A skewed decode distribution: most steps at small batches (the one in docs/planner.md).
@@ -19,11 +19,8 @@ SKEWED = {1: 400, 2: 200, 3: 150, 4: 120, 6: 90, 8: 80, 12: 60, 16: 50, 24: 40, 
 
 
 @pytest.fixture(scope="module")
-def h200(shared_traces):
-    d = shared_traces / "h200-1b"
-    if not (d / "truth.json").is_file():
-        pytest.skip(f"{d} lacks truth.json")
-    return d
+def h200(reference_traces):
+    return reference_traces / "h200-1b"
 
 
 @pytest.fixture(scope="module")

@@ -322,16 +322,21 @@ def test_samples_discovery_and_defaults(tmp_path) -> None:
     assert found == ["h200-1b/a.json.gz", "h200-1b/b.json.gz", "other/x.sqlite", "other/y.json.gz"]
     assert [p.name for p in default_samples(tmp_path, discover_samples(tmp_path))] == ["a.json.gz", "b.json.gz"]
     assert discover_samples(tmp_path / "missing") == []
+    # The named defaults win over the folder's first few once they are there.
+    for rel in ("h200-1b/1b_bs1_eager.json.gz", "h200-1b/1b_bs8_graph.json.gz", "h200-1b/1b_bs64_eager.json.gz"):
+        (tmp_path / rel).write_bytes(b"x")
+    assert [p.name for p in default_samples(tmp_path, discover_samples(tmp_path))] == [
+        "1b_bs64_eager.json.gz", "1b_bs8_graph.json.gz"]
 
 
-def test_bundled_samples_load_by_default(monkeypatch, samples) -> None:
-    if not discover_samples(samples):
-        pytest.skip(f"no bundled samples under {samples}")
+def test_bundled_samples_load_by_default(monkeypatch, reference_traces) -> None:
+    samples = reference_traces
     monkeypatch.setenv("LAUNCHGAP_SAMPLES_DIR", str(samples))
     st.cache_resource.clear()
     at = new_app()
     loaded = list(at.dataframe[0].value["trace"])
     expected = [p.relative_to(samples).as_posix() for p in default_samples(samples, discover_samples(samples))]
+    assert expected == ["h200-1b/1b_bs64_eager.json.gz", "h200-1b/1b_bs8_eager.json.gz", "h200-1b/1b_bs8_graph.json.gz"]
     assert loaded == expected and not at.error
 
 

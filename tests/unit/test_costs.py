@@ -7,16 +7,15 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from analyzer.costs import (
-    CostPoint,
-    CostTable,
+from analyzer.errors import AnalyzerError, InputError
+from analyzer.planning.costs import CostPoint, CostTable
+from analyzer.planning.inputs import (
     costs_from_reports,
     costs_from_timings,
     distribution_from_reports,
     load_distribution,
     looks_like_timings,
 )
-from analyzer.errors import AnalyzerError, InputError
 
 
 def _table(rows):
@@ -44,17 +43,39 @@ def test_at_refuses_to_extrapolate(bs):
         t.at(bs)
 
 
-def test_clamped_to_adds_edges_with_warnings():
-    t = _table([(2, 100.0, 20.0), (8, 120.0, 80.0)])
-    c = t.clamped_to([1, 4, 16, 32])
-    assert c.batch_sizes == [1, 2, 8, 16, 32]
-    assert c.at(1) == CostPoint(1, 100.0, 20.0, "interpolated", None)
-    assert c.at(32) == CostPoint(32, 120.0, 80.0, "interpolated", None)
-    assert len(c.warnings) == 2
-    assert "batch sizes 1 are below the smallest size with costs (2)" in c.warnings[0]
-    assert "batch sizes 16, 32 are above the largest size with costs (8)" in c.warnings[1]
-    assert "underestimate" in c.warnings[1]
-    assert t.clamped_to([2, 5, 8]) is t
+def test_extended_to_clamps_below_and_extrapolates_above():
+    # Upper sizes: >= 8 / 4, so bs 2, 4, 8 (bs 1 is left out of the fit). Eager grows 5 us per
+    # row there, graph 10 us: at bs 16 eager 130 + 5 * 8 = 170, graph 80 + 10 * 8 = 160; at bs 32
+    # eager's line (250) falls under the graph's (320), and eager is floored at the graph cost.
+    t = _table([(1, 100.0, 10.0), (2, 100.0, 20.0), (4, 110.0, 40.0), (8, 130.0, 80.0)])
+    ext = t.extrapolation()
+    assert (ext.top_batch_size, ext.fit_batch_sizes) == (8, (2, 4, 8))
+    assert (ext.eager_us_per_bs, ext.graph_us_per_bs) == (pytest.approx(5.0), pytest.approx(10.0))
+    c = t.extended_to([1, 4, 16, 32])
+    assert c.batch_sizes == [1, 2, 4, 8, 16, 32]
+    assert c.at(16) == CostPoint(16, pytest.approx(170.0), pytest.approx(160.0), "extrapolated", None)
+    assert c.at(32) == CostPoint(32, pytest.approx(320.0), pytest.approx(320.0), "extrapolated", None)
+    assert len(c.warnings) == 1
+    assert c.warnings[0].startswith("batch sizes 16, 32 are above the largest size with costs (8): extrapolated "
+                                    "along the growth over bs 2, 4, 8 (eager +5 us, graph +10 us per batch row")
+    # The band: half and twice the growth.
+    lo, hi = t.extended_to([16], "low"), t.extended_to([16], "high")
+    assert (lo.at(16).eager_us, lo.at(16).graph_us) == (pytest.approx(150.0), pytest.approx(120.0))
+    assert (hi.at(16).eager_us, hi.at(16).graph_us) == (pytest.approx(240.0), pytest.approx(240.0))
+    # Extending an extended table uses the same line (extrapolated points are not fitted on).
+    assert c.extended_to([24]).at(24).graph_us == pytest.approx(240.0)
+    assert t.extended_to([2, 5, 8]) is t
+    # Below the smallest size: clamped, an overestimate, warned.
+    b = _table([(2, 100.0, 20.0), (8, 120.0, 80.0)]).extended_to([1])
+    assert b.at(1) == CostPoint(1, 100.0, 20.0, "interpolated", None)
+    assert "batch sizes 1 are below the smallest size with costs (2)" in b.warnings[0]
+    with pytest.raises(InputError, match="band must be one of"):
+        t.extended_to([16], "middle")
+
+
+def test_extrapolation_of_one_size_is_flat():
+    t = _table([(4, 100.0, 50.0)])
+    assert t.extended_to([8]).at(8) == CostPoint(8, 100.0, 50.0, "extrapolated", None)
 
 
 def test_constructor_refuses_bad_tables():

@@ -12,7 +12,7 @@ from analyzer.fleet import (
     results_header, summarize_trace,
 )
 from analyzer.gaps import CAUSES
-from analyzer.planner import PlanOptions
+from analyzer.planning.planner import PlanOptions
 from analyzer.predict import PredictionModel
 from analyzer.report import AnalysisOptions
 from tests.unit.kineto_tiny import write

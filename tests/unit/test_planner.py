@@ -5,12 +5,12 @@ import itertools
 import json
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
-from analyzer.costs import CostPoint, CostTable
 from analyzer.errors import InputError
-from analyzer.planner import (
+from analyzer.planning.costs import CostPoint, CostTable
+from analyzer.planning.planner import (
     SCHEMA,
     PlanOptions,
     plan_capture,
@@ -131,11 +131,19 @@ def test_no_graph_plan_configs():
     assert any("run eager" in w for w in plan.warnings)
 
 
-def test_distribution_beyond_costs_is_clamped_with_warning():
+def test_distribution_beyond_costs_is_extrapolated_with_band():
+    # TINY's growth over bs 2..8 (fitted on 4 and 8): eager +5 us, graph +7.5 us per row, so at
+    # bs 16 eager 160, graph 140. One graph: {4} costs (50 + 160) / 2 = 105, {16} costs 140.
     plan = plan_capture(TINY, {4: 1, 16: 1}, PlanOptions(max_graphs=1))
-    assert list(plan.buckets) == [16]  # clamped: bs 16 costs like bs 8 (80 us graph)
-    assert plan.expected_step_us == pytest.approx(80.0)
-    assert any("above the largest size with costs (8)" in w for w in plan.warnings)
+    assert list(plan.buckets) == [4]
+    assert plan.expected_step_us == pytest.approx(105.0)
+    assert any("above the largest size with costs (8): extrapolated" in w for w in plan.warnings)
+    x = plan.to_dict()["extrapolation"]
+    assert x["batch_sizes"] == [16] and x["top_batch_size"] == 8 and x["fit_batch_sizes"] == [4, 8]
+    assert (x["eager_us_per_bs"], x["graph_us_per_bs"]) == (5.0, 7.5)
+    # Low line: eager 120 + 2.5 * 8 = 140; high: max(120 + 10 * 8, 80 + 15 * 8) = 200.
+    assert (x["expected_step_us_low"], x["expected_step_us_high"]) == (95.0, 125.0)
+    assert plan_capture(TINY, DIST).to_dict()["extrapolation"] is None
 
 
 def test_server_default_lists():
@@ -229,7 +237,6 @@ def _all_subsets(table, dist, max_bs, top, padding) -> list[tuple[float, int]]:
     return out
 
 
-@settings(max_examples=100, deadline=None)
 @given(instances(), st.sampled_from(["pad", "exact"]))
 def test_dp_equals_brute_force(inst, padding):
     table, dist, _, max_bs, top = inst
@@ -249,7 +256,6 @@ def test_dp_equals_brute_force(inst, padding):
         assert set(plan.buckets) <= set(dist)
 
 
-@settings(max_examples=100, deadline=None)
 @given(instances(), st.sampled_from(["pad", "exact"]))
 def test_more_budget_never_plans_worse(inst, padding):
     table, dist, _, max_bs, top = inst
@@ -272,7 +278,6 @@ def _cheap_graphs(table: CostTable) -> CostTable:
     return CostTable(tuple(CostPoint(p.batch_size, p.eager_us, p.graph_us * f, p.source, None) for p in table.points))
 
 
-@settings(max_examples=100, deadline=None)
 @given(instances())
 def test_exact_never_beats_pad_when_padded_graphs_are_cheaper(inst):
     # "When pad's costs are lower": every padded graph run is cheaper than the eager step it
@@ -296,14 +301,30 @@ def test_exact_can_beat_pad_when_a_padded_graph_is_dearer_than_eager():
     assert (list(exact.buckets), exact.expected_step_us) == ([3], pytest.approx(130.0))
 
 
-@settings(max_examples=50, deadline=None)
+# A graph slower than eager at bs 1 (issue 16, fix 5): exactly one graph costs 103.0 us, but a
+# budget of one graph plans none (102.5 us); the curve is "at most k graphs".
+SLOW_GRAPH = CostTable((CostPoint(1, 100.0, 101.0, "measured"), CostPoint(2, 105.0, 103.0, "measured"),
+                        CostPoint(3, 105.0, 104.0, "measured")))
+
+
+def test_tradeoff_curve_is_at_most_k_graphs():
+    plan = plan_capture(SLOW_GRAPH, {1: 1, 2: 1})
+    assert plan.tradeoff == ((0, 102.5), (1, 102.5), (2, 102.0))
+    one = plan_capture(SLOW_GRAPH, {1: 1, 2: 1}, PlanOptions(max_graphs=1))
+    assert (one.buckets, one.expected_step_us) == ((), 102.5)
+    assert (plan.buckets, plan.expected_step_us) == ((1, 2), 102.0)
+
+
 @given(instances())
+@example((SLOW_GRAPH, {1: 1.0, 2: 1.0}, None, None, 3))
 def test_tradeoff_curve_matches_plans(inst):
     table, dist, _, max_bs, _ = inst
     plan = plan_capture(table, dist, PlanOptions(max_batch_size=max_bs))
     for k, us in plan.tradeoff:
         assert us == pytest.approx(plan_capture(table, dist, PlanOptions(max_graphs=k, max_batch_size=max_bs))
                                    .expected_step_us, rel=1e-9)
+    steps = [us for _, us in plan.tradeoff]
+    assert all(b <= a for a, b in zip(steps, steps[1:]))  # more budget never plans worse
     near = plan.buckets_within_1pct
     assert _reference_cost(table, dist, set(near), "pad") <= plan.expected_step_us * 1.01 + 1e-9
 

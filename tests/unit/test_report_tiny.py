@@ -100,7 +100,7 @@ def test_graph_step_counts(tmp_path) -> None:
     ev = []
     for i in range(2):
         t0 = i * 100.0
-        ev += [ann(f"decode_step[bs=4]", t0, 50), launch(t0 + 1, 5, 10 + i, name="cudaGraphLaunch"),
+        ev += [ann("decode_step[bs=4]", t0, 50), launch(t0 + 1, 5, 10 + i, name="cudaGraphLaunch"),
                kernel(t0 + 10, 3, 10 + i), kernel(t0 + 14, 3, 10 + i), kernel(t0 + 18, 3, 10 + i)]
     rep = analyze_trace(load_trace(write(tmp_path, ev)))
     s = rep.summary

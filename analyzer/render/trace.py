@@ -1,27 +1,43 @@
-"""Text and Markdown renderings of reports (strings only; the CLI prints them)."""
+"""One trace's report as text or Markdown."""
 from __future__ import annotations
 
-from collections.abc import Sequence
-
+from analyzer.engines import LABELS
 from analyzer.gaps import CAUSES
+from analyzer.render.table import table as _table
 from analyzer.report import TraceReport
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[object]], markdown: bool) -> list[str]:
-    cells = [[str(c) for c in r] for r in rows]
-    if markdown:
-        esc = [[c.replace("|", "\\|") for c in r] for r in cells]
-        out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-        out += ["| " + " | ".join(r) + " |" for r in esc]
-        return out
-    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-    fmt = "  ".join("{:>%d}" % w if i else "{:<%d}" % w for i, w in enumerate(widths))
-    return [fmt.format(*headers), fmt.format(*["-" * w for w in widths])] + [fmt.format(*r) for r in cells]
 
 
 def _short(name: str, n: int = 60) -> str:
     name = " ".join(name.split())
     return name if len(name) <= n else name[: n - 1] + "…"
+
+
+def _or_dash(v: object) -> object:
+    return "-" if v is None else v
+
+
+def _capture_lines(rep: TraceReport, markdown: bool) -> list[str]:
+    """What a capture trace captured: one row per graph."""
+    c = rep.capture
+    assert c is not None
+    h = "## " if markdown else ""
+    facts = [("graphs captured", str(c.graphs)), ("launches recorded", f"{c.launches_recorded} (ran nothing)"),
+             ("kernels that ran", str(c.kernels_run))]
+    if rep.summary.engine:
+        facts.insert(0, ("engine", LABELS.get(rep.summary.engine, rep.summary.engine)))
+    lines = _table(["metric", "value"], facts, True) if markdown else [f"  {k:<17}  {v}" for k, v in facts]
+    n = max(len(c.nodes_per_graph), len(c.sizes))
+    if n:
+        lines += ["", f"{h}Captured graphs" if markdown else "Captured graphs"]
+        rows = [(i, _or_dash(c.sizes[i] if i < len(c.sizes) else None),
+                 _or_dash(c.modes[i] if i < len(c.modes) else None),
+                 _or_dash(c.nodes_per_graph[i] if i < len(c.nodes_per_graph) else None)) for i in range(min(n, 40))]
+        lines += _table(["graph", "size", "mode", "launches_recorded"], rows, markdown)
+        if n > 40:
+            lines.append(f"  ... {n - 40} more graphs (use --format json for all)")
+    if rep.warnings:
+        lines += [""] + [f"warning: {w}" for w in rep.warnings]
+    return lines
 
 
 def render_trace(rep: TraceReport, markdown: bool = False, max_steps: int = 20) -> str:
@@ -35,6 +51,8 @@ def render_trace(rep: TraceReport, markdown: bool = False, max_steps: int = 20) 
     lines.append("")
     lines.append(f"{'**' if markdown else ''}Verdict: {s.verdict}{'**' if markdown else ''} — {s.verdict_detail}")
     lines.append("")
+    if rep.capture is not None:
+        return "\n".join(lines + _capture_lines(rep, markdown))
     bs = ", ".join(str(b) for b in s.batch_sizes) or "unknown"
     facts = [
         ("steps", f"{s.steps} (from {s.step_source}); batch sizes: {bs}"),
@@ -63,21 +81,39 @@ def render_trace(rep: TraceReport, markdown: bool = False, max_steps: int = 20) 
     ]
     if rep.workload is not None:
         facts.append(("workload", f"{rep.workload.id}: {rep.workload.label}"))
+    cov = ", ".join(f"{n} {c}" for c, n in s.steps_by_coverage.items() if n) or "none"
+    facts.insert(1, ("graph coverage", f"steps: {cov}"))
+    if s.engine:
+        facts.insert(0, ("engine", LABELS.get(s.engine, s.engine)))
     if markdown:
         lines += _table(["metric", "value"], facts, True)
     else:
         w = max(len(k) for k, _ in facts)
         lines += [f"  {k:<{w}}  {v}" for k, v in facts]
+    engine_steps = any(st.phase is not None or st.requests is not None for st in rep.steps)
+    if len(s.step_groups) > 1 or engine_steps:
+        lines.append("")
+        lines.append(f"{h}Steps by phase and graph coverage" if markdown else "Steps by phase and graph coverage")
+        lines += _table(["phase", "coverage", "steps", "step_us", "kernels", "graph_launches", "eager_launches",
+                         "idle", "pred_speedup", "verdict"],
+                        [(g["phase"] or "-", g["graph_coverage"], g["steps"], f"{g['step_us_median']:,.1f}",
+                          f"{g['kernels_per_step_median']:g}", f"{g['graph_launches_per_step_median']:g}",
+                          f"{g['eager_launches_per_step_median']:g}", f"{g['gpu_idle_fraction']:.1%}",
+                          f"{g['predicted_speedup']:.2f}x", g["verdict"]) for g in s.step_groups], markdown)
     lines.append("")
     lines.append(f"{h}Steps" if markdown else "Steps")
-    rows = [(st.index, st.batch_size if st.batch_size is not None else "-", f"{st.dur_us:,.1f}",
+    engine_cols = (["phase", "reqs", "tokens"] if engine_steps else []) + ["coverage"]
+    rows = [(st.index, st.batch_size if st.batch_size is not None else "-",
+             *([st.phase or "-", _or_dash(st.requests), _or_dash(st.tokens)] if engine_steps else []),
+             st.graph_coverage, f"{st.dur_us:,.1f}",
              f"{st.gpu_busy_us:,.1f}", f"{st.gpu_idle_us:,.1f}",
              f"{st.idle_us_by_cause['host']:,.1f}", f"{st.idle_us_by_cause['launch']:,.1f}",
              f"{st.idle_us_by_cause['sync']:,.1f}", f"{st.idle_us_by_cause['gpu']:,.1f}",
-             f"{st.idle_us_by_cause['peer']:,.1f}", st.kernels, f"{st.launch_api_us:,.1f}",
+             f"{st.idle_us_by_cause['peer']:,.1f}", st.kernels, st.graph_launches, f"{st.launch_api_us:,.1f}",
              f"{st.predicted_graph_us:,.1f}") for st in rep.steps[:max_steps]]
-    lines += _table(["step", "bs", "dur_us", "busy_us", "idle_us", "host_us", "launch_us", "sync_us", "gpu_us",
-                     "peer_us", "kernels", "launch_api_us", "pred_graph_us"], rows, markdown)
+    lines += _table(["step", "bs", *engine_cols, "dur_us", "busy_us", "idle_us", "host_us", "launch_us", "sync_us",
+                     "gpu_us", "peer_us", "kernels", "graph_launches", "launch_api_us", "pred_graph_us"], rows,
+                    markdown)
     if len(rep.steps) > max_steps:
         lines.append(f"  ... {len(rep.steps) - max_steps} more steps (use --format json for all)")
     lines.append("")

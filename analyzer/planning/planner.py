@@ -12,7 +12,7 @@ With ``p_b`` the share of steps at batch size ``b`` (the distribution, normalise
 chooses at most ``K`` buckets, each at most ``max_batch_size``, that minimise it.
 
 **Exactness.** Candidate buckets are the batch sizes that occur in the distribution. That
-loses nothing for ``pad``: costs are non-decreasing in batch size (:mod:`analyzer.costs`
+loses nothing for ``pad``: costs are non-decreasing in batch size (:mod:`analyzer.planning.costs`
 fits them so), so a bucket can always be moved down to the largest distribution size it
 serves; it still serves the same steps, and each at a cost no higher. For ``exact`` a bucket
 outside the distribution serves no step. Over the sorted candidates ``s_1 < ... < s_M`` with
@@ -23,7 +23,10 @@ outside the distribution serves no step. Over the sorted candidates ``s_1 < ... 
     best_k = min_j f_k(j) + sum_{t>j} p_t * e(s_t)               # above s_j: eager
 
 ``O(K * M^2)``, each ``f_k`` one vectorised ``M x M`` minimum. The plan takes the best over
-``k <= K`` (fewest graphs on ties), so more budget never plans worse. When the budget does
+``k <= K`` (fewest graphs on ties), so more budget never plans worse. The trade-off curve is
+"at most ``k`` graphs", ``min_{k' <= k} best_k'``: exactly ``k`` graphs can be worse than fewer
+when a graph is slower than the eager step it replaces, and the curve equals the plan made
+with ``max_graphs=k``. When the budget does
 not bind, the optimum is known in ``O(M)`` (every candidate up to the best largest bucket is
 a bucket, see :func:`_unbounded_pad`) and the DP only draws the trade-off curve below it.
 ``exact`` has no interaction between buckets: the ``k`` best are the ``k`` largest positive
@@ -52,8 +55,17 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from analyzer.costs import CostTable
+from analyzer.engines import ENGINES
+from analyzer.engines import NAMES as SERVERS
+from analyzer.engines import default_sizes as server_default_sizes
+from analyzer.engines.sglang import DEFAULT_MAX_SIZE as SGLANG_DEFAULT_MAX_BS  # noqa: F401 (re-exported)
+from analyzer.engines.sglang import default_sizes as sglang_default_sizes  # noqa: F401
+from analyzer.engines.tensorrt_llm import DEFAULT_MAX_SIZE as TRTLLM_DEFAULT_MAX_BS  # noqa: F401
+from analyzer.engines.tensorrt_llm import default_sizes as tensorrt_llm_default_sizes  # noqa: F401
+from analyzer.engines.vllm import DEFAULT_MAX_SIZE as VLLM_MAX_CAPTURE  # noqa: F401
+from analyzer.engines.vllm import default_sizes as vllm_default_sizes  # noqa: F401
 from analyzer.errors import InputError
+from analyzer.planning.costs import CostTable
 
 SCHEMA = "launchgap.plan/1"
 PADDING_POLICIES = ("pad", "exact")
@@ -63,11 +75,6 @@ PADDING_POLICIES = ("pad", "exact")
 DEFAULT_GRAPH_MEMORY_MIB = 32.0
 #: ``graphs_within_1pct``: fewest graphs whose plan is within this share of the best plan.
 NEAR_OPTIMAL_FRACTION = 0.01
-#: Cap on the default server lists when neither the user nor the server says otherwise.
-VLLM_MAX_CAPTURE = 512
-SGLANG_DEFAULT_MAX_BS = 256
-TRTLLM_DEFAULT_MAX_BS = 128
-SERVERS = ("vllm", "sglang", "tensorrt_llm")
 #: When the budget does not bind, the trade-off curve (best plan per graph count) is drawn up to this many graphs.
 TRADEOFF_MAX_GRAPHS = 128
 _REL_TIE = 1e-12
@@ -178,6 +185,9 @@ class Plan:
     buckets_within_1pct: tuple[int, ...]
     costs: CostTable
     warnings: tuple[str, ...] = field(default=())
+    #: Set when some cost above the table's largest size was needed: the fitted growth, the sizes
+    #: it served, and this plan's expected step on the band's low and high lines (us).
+    extrapolation: Mapping | None = None
 
     @property
     def buckets(self) -> tuple[int, ...]:
@@ -196,30 +206,12 @@ class Plan:
         return self.all_eager_expected_step_us / self.expected_step_us if self.expected_step_us > 0 else 0.0
 
     def configs(self) -> dict:
-        """Ready-to-paste capture settings for vLLM, SGLang and TensorRT-LLM."""
-        b = list(self.buckets)
-        sglang: dict = {"cuda_graph_bs": b}
-        if self.options.padding == "exact":
-            sglang["disable_cuda_graph_padding"] = True
-        return {"vllm": {"cudagraph_capture_sizes": b}, "sglang": sglang,
-                "tensorrt_llm": {"cuda_graph_config": {"batch_sizes": b,
-                                                       "enable_padding": self.options.padding == "pad"}}}
+        """Ready-to-paste capture settings per server (see :mod:`analyzer.engines`)."""
+        return {e.NAME: e.capture_config(list(self.buckets), self.options.padding) for e in ENGINES}
 
     def config_snippets(self) -> dict[str, str]:
         """The same settings as command-line / YAML text."""
-        b = list(self.buckets)
-        if not b:
-            return {"vllm": "--enforce-eager", "sglang": "--disable-cuda-graph",
-                    "tensorrt_llm": "cuda_graph_config: null"}
-        vllm = f"--compilation-config '{{\"cudagraph_capture_sizes\": {b}}}'"
-        if self.options.padding == "exact":
-            vllm += "  # vLLM always pads to the next captured size; exact match is not an option there"
-        sglang = "--cuda-graph-bs " + " ".join(str(x) for x in b)
-        if self.options.padding == "exact":
-            sglang += " --disable-cuda-graph-padding"
-        trt = (f"cuda_graph_config:\n  batch_sizes: {b}\n  enable_padding: "
-               f"{'true' if self.options.padding == 'pad' else 'false'}")
-        return {"vllm": vllm, "sglang": sglang, "tensorrt_llm": trt}
+        return {e.NAME: e.config_snippet(list(self.buckets), self.options.padding) for e in ENGINES}
 
     def to_dict(self) -> dict:
         s = self.score
@@ -252,63 +244,12 @@ class Plan:
             "options": self.options.to_dict(),
             "costs": self.costs.to_dict(),
             "warnings": list(self.warnings),
+            "extrapolation": dict(self.extrapolation) if self.extrapolation is not None else None,
         }
 
 
 def _r(x: float, nd: int = 3) -> float:
     return round(float(x), nd)
-
-
-# --- server default lists -------------------------------------------------------------------
-
-def vllm_default_sizes(max_size: int | None = None) -> list[int]:
-    """vLLM: ``[1, 2, 4] + range(8, 256, 8) + range(256, max + 1, 16)``, max = 512 by default
-    (``min(2 * max_num_seqs, 512)`` with the default max_num_seqs). Always padded."""
-    top = VLLM_MAX_CAPTURE if max_size is None else max_size
-    sizes = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, top + 1, 16))
-    return [s for s in sizes if s <= top]
-
-
-def sglang_default_sizes(max_size: int | None = None, padding: str = "pad") -> list[int]:
-    """SGLang: ``[1, 2, 4, 8, 12] + range(16, 257, 8) + range(272, 512, 16) + range(512, max + 1, 32)``
-    cut at ``cuda_graph_max_bs`` (which is appended when missing); every size ``1..max`` with
-    ``--disable-cuda-graph-padding``. Default max 256 (SGLang picks 256-512 on H100/H200-class GPUs)."""
-    top = SGLANG_DEFAULT_MAX_BS if max_size is None else max_size
-    if padding == "exact":
-        return list(range(1, top + 1))
-    sizes = [1, 2, 4, 8, 12] + list(range(16, 257, 8)) + list(range(272, 512, 16)) + list(range(512, top + 1, 32))
-    sizes = [s for s in sizes if s <= top]
-    return sizes if top in sizes else sizes + [top]
-
-
-def tensorrt_llm_default_sizes(max_size: int | None = None, padding: str = "pad") -> list[int]:
-    """TensorRT-LLM ``CudaGraphConfig``: with padding ``[1, 2, 4] + range(8, 129, 8)`` then steps of
-    64 up to ``max_batch_size``; without, ``1..31, 32, 64, 128`` then powers of two. Cut at
-    ``max_batch_size`` (default 128), which is appended when missing."""
-    top = TRTLLM_DEFAULT_MAX_BS if max_size is None else max_size
-    if padding == "pad":
-        sizes = [1, 2, 4] + list(range(8, 129, 8))
-        while sizes[-1] + 64 <= top:
-            sizes.append(sizes[-1] + 64)
-    else:
-        sizes = list(range(1, 32)) + [32, 64, 128]
-        p = 256
-        while p < top:
-            sizes.append(p)
-            p *= 2
-    sizes = sorted(s for s in set(sizes) if s <= top)
-    return sizes if sizes and sizes[-1] == top else sizes + [top]
-
-
-def server_default_sizes(server: str, max_size: int | None = None, padding: str = "pad") -> list[int]:
-    """The default capture list of ``server`` (one of :data:`SERVERS`)."""
-    if server == "vllm":
-        return vllm_default_sizes(max_size)
-    if server == "sglang":
-        return sglang_default_sizes(max_size, padding)
-    if server == "tensorrt_llm":
-        return tensorrt_llm_default_sizes(max_size, padding)
-    raise InputError(f"unknown server {server!r} (expected one of {', '.join(SERVERS)})")
 
 
 # --- scoring --------------------------------------------------------------------------------
@@ -371,13 +312,13 @@ def score_buckets(costs: CostTable, distribution: Mapping[int, float], buckets: 
                   padding: str = "pad") -> BucketScore:
     """Expected step time (and padding waste) of running ``buckets`` under ``distribution``.
 
-    Sizes outside the cost table are clamped explicitly (see :meth:`CostTable.clamped_to`);
-    use :func:`plan_capture` to see those warnings.
+    Sizes outside the cost table are clamped below it and extrapolated above it, explicitly
+    (see :meth:`CostTable.extended_to`); use :func:`plan_capture` to see those warnings.
     """
     if padding not in PADDING_POLICIES:
         raise InputError(f"padding must be one of {', '.join(PADDING_POLICIES)}, got {padding!r}")
     sizes, p = _normalise(distribution)
-    table = costs.clamped_to(_needed_sizes(sizes, [buckets], padding).tolist())
+    table = costs.extended_to(_needed_sizes(sizes, [buckets], padding).tolist())
     return _score(table, sizes, p, buckets, padding)
 
 
@@ -490,9 +431,12 @@ def _optimise_pad(p: np.ndarray, eager: np.ndarray, graph: np.ndarray, m: int, k
         chosen, final = u_idx, u_cost
     else:
         chosen, final = _backtrack(fs, parents, tail, k), float(best[k])
-    curve = [(i, float(v)) for i, v in enumerate(best) if np.isfinite(v)]
+    # "At most k graphs": exactly k can be worse than fewer when a graph is slower than the
+    # eager step it replaces, and a budget of k never forces k graphs.
+    at_most = np.minimum.accumulate(best)
+    curve = [(i, float(v)) for i, v in enumerate(at_most) if np.isfinite(v)]
     if free and len(u_idx) > k_dp:
-        curve.append((len(u_idx), u_cost))
+        curve.append((len(u_idx), min(u_cost, curve[-1][1])))
     near_k = [i for i, v in enumerate(best) if np.isfinite(v) and v <= final * (1 + NEAR_OPTIMAL_FRACTION)]
     near = _backtrack(fs, parents, tail, near_k[0]) if near_k else chosen
     return chosen, curve, near, (u_cost, len(u_idx))
@@ -513,7 +457,8 @@ def plan_capture(costs: CostTable, distribution: Mapping[int, float], options: P
     """The bucket set minimising the expected step time under ``options``' budgets (exact).
 
     ``distribution`` maps batch size to step count (or any non-negative weight); sizes
-    outside the cost table are clamped with a warning in the plan.
+    outside the cost table are clamped below it and extrapolated above it, with a warning in
+    the plan and, above it, the plan's expected step on the extrapolation's low and high lines.
     """
     opts = options or PlanOptions()
     sizes, p = _normalise(distribution)
@@ -543,7 +488,8 @@ def plan_capture(costs: CostTable, distribution: Mapping[int, float], options: P
         notes.append(f"{share:.1%} of steps have a batch size above --max-batch-size {max_bs} and run eager")
 
     base_lists = {s: server_default_sizes(s, max_bs, opts.padding) for s in SERVERS}
-    table = costs.clamped_to(_needed_sizes(sizes, list(base_lists.values()), opts.padding).tolist())
+    needed = _needed_sizes(sizes, list(base_lists.values()), opts.padding).tolist()
+    table = costs.extended_to(needed)
     notes += [w for w in table.warnings if w not in costs.warnings]
     eager, graph = table.costs_at(sizes)
     k_max = m if k_cap is None else min(k_cap, m)
@@ -564,6 +510,13 @@ def plan_capture(costs: CostTable, distribution: Mapping[int, float], options: P
         k1 = next(i for i, v in curve if v <= curve[-1][1] * (1 + NEAR_OPTIMAL_FRACTION))
         near = sorted(sizes[order[:k1]].tolist())
     score = _score(table, sizes, p, chosen, opts.padding)
+    extrapolated = None
+    if needed and needed[-1] > costs.max_batch_size:
+        low, high = (_score(costs.extended_to(needed, band), sizes, p, chosen, opts.padding).expected_step_us
+                     for band in ("low", "high"))
+        above = [b for b in needed if b > costs.max_batch_size]
+        extrapolated = {**costs.extrapolation().to_dict(), "batch_sizes": above,
+                        "expected_step_us_low": _r(low), "expected_step_us_high": _r(high)}
     if not chosen:
         notes.append("no bucket lowers the expected step time under these budgets: run eager")
     if free_k > k_max and free_us < score.expected_step_us:
@@ -594,4 +547,4 @@ def plan_capture(costs: CostTable, distribution: Mapping[int, float], options: P
                 crossover_batch_size=_crossover(costs, opts.win_threshold), per_batch=rows, baselines=baselines,
                 options=opts, max_graphs_effective=k_cap, graph_memory_mib=gmem, graph_memory_source=gsrc,
                 tradeoff=tuple(curve), buckets_within_1pct=tuple(int(x) for x in near), costs=costs,
-                warnings=tuple(list(costs.warnings) + notes))
+                warnings=tuple(list(costs.warnings) + notes), extrapolation=extrapolated)

@@ -1,0 +1,371 @@
+"""The cost model: step cost per batch size, eager and CUDA-graph, fitted monotone.
+
+A :class:`CostPoint` is the cost of one decode step at one batch size, in microseconds:
+``eager_us`` run op by op, ``graph_us`` replayed from a captured CUDA graph. Its ``source``
+says where the numbers came from, weakest part first:
+
+* ``"measured"``: both costs observed at this batch size (harness timings, or an eager and
+  a graph trace of this size);
+* ``"predicted"``: eager observed, graph cost predicted by :mod:`analyzer.predict` from the
+  eager trace (no graph trace at this size);
+* ``"interpolated"``: at least one cost derived from other batch sizes (between observed
+  sizes, or clamped below the smallest one by :meth:`CostTable.extended_to`);
+* ``"extrapolated"``: above the largest size with costs, on the fitted growth (below).
+
+The readers that build tables from harness timings and from analysed traces live in
+:mod:`analyzer.planning.inputs`.
+
+**Monotone fit.** A bigger batch never takes less time to run, but measurements are noisy
+(truth.json's 1b eager step is 15.9 ms at bs 8 and 11.2 ms at bs 16). Each series (eager,
+graph) is replaced by its isotonic regression over the observed sizes (least squares,
+non-decreasing: pool adjacent violators, equal weights), each change listed in
+``CostTable.warnings``; between observed sizes costs are linear, so the whole table is
+non-decreasing in batch size. The planner relies on that (see :mod:`analyzer.planning.planner`).
+
+**No silent extrapolation.** :meth:`CostTable.at` raises :class:`~analyzer.errors.InputError`
+below the smallest or above the largest size in the table. :meth:`CostTable.extended_to` is
+the explicit alternative, and lists what it did in the new table's ``warnings``:
+
+* below the smallest size, the smallest size's costs (an overestimate: costs grow with batch);
+* above the largest size ``t``, a straight line per series, anchored at ``t``'s cost, whose
+  growth per batch row is the least-squares slope over the **upper sizes** (observed sizes
+  ``>= t / 4``, at least the two largest), floored at zero: ``c(b) = c(t) + s * (b - t)``.
+  Past the launch-bound regime a step's cost grows with its device busy time, which is
+  linear in the rows of the batch (the weights are read once, every row adds the same
+  work), so the upper sizes' growth is the best evidence of what lies above them. The
+  eager line is floored at the graph line: eager runs the same kernels plus their launches.
+  The **uncertainty band** (``band="low"``/``"high"``) takes half and twice the fitted
+  growth; the planner reports the plan's expected step under both.
+
+Clamping above the largest size (what the planner did before) underestimates every large
+bucket and over-values it: on the H200 timings cut at bs 159, with a distribution reaching
+232, plans at 8 graphs came out 1.4-8.8% slower than the oracle's; with the fitted growth,
+under 0.14% (``tests/unit/test_costs.py::test_extrapolation_held_out_h200``).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from analyzer.errors import InputError
+
+SOURCES = ("measured", "predicted", "interpolated", "extrapolated")
+#: Observed sizes at or above this share of the largest one are the upper sizes whose growth
+#: is extrapolated (the two largest at least).
+EXTRAPOLATION_UPPER_FRACTION = 0.25
+#: The extrapolation's uncertainty band: the fitted growth per batch row times these (low, high).
+EXTRAPOLATION_BAND = (0.5, 2.0)
+BANDS = ("central", "low", "high")
+#: Relative change below which the monotone fit is not worth a warning.
+_FIT_NOTE_REL = 5e-4
+
+
+@dataclass(frozen=True)
+class CostPoint:
+    """Cost of one decode step at ``batch_size`` (microseconds) and where it came from.
+
+    ``graph_pool_bytes`` is the CUDA-graph memory pool growth measured when this size was
+    captured (harness timings only; ``None`` when unknown).
+    """
+
+    batch_size: int
+    eager_us: float
+    graph_us: float
+    source: str
+    graph_pool_bytes: int | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class CostSeries:
+    """One cost series (eager or graph) as observed: sizes ascending, one value and source each."""
+
+    name: str
+    sizes: np.ndarray
+    values: np.ndarray
+    sources: tuple[str, ...]
+
+
+def _isotonic(values: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """Least-squares non-decreasing fit (pool adjacent violators, equal weights).
+
+    Returns the fitted values and the ``(start, stop)`` index ranges that were pooled
+    (only blocks of two or more points). The loop runs over observed batch sizes.
+    """
+    blocks: list[list[float]] = []  # [sum, count, start]
+    for i, v in enumerate(values.tolist()):
+        blocks.append([v, 1.0, float(i)])
+        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:
+            s, c, _ = blocks.pop()
+            blocks[-1][0] += s
+            blocks[-1][1] += c
+    out = np.empty(len(values))
+    pooled: list[tuple[int, int]] = []
+    for s, c, start in blocks:
+        a, b = int(start), int(start + c)
+        out[a:b] = s / c
+        if b - a > 1:
+            pooled.append((a, b))
+    return out, pooled
+
+
+def _fit_series(series: CostSeries) -> tuple[CostSeries, list[str]]:
+    fitted, pooled = _isotonic(series.values)
+    notes = []
+    for a, b in pooled:
+        raw = series.values[a:b]
+        if np.max(np.abs(raw - fitted[a])) <= _FIT_NOTE_REL * fitted[a]:
+            continue
+        sizes = ", ".join(str(int(x)) for x in series.sizes[a:b])
+        raws = ", ".join(f"{x:,.1f}" for x in raw)
+        notes.append(f"{series.name} cost not monotone in batch size at bs {sizes} ({raws} us): "
+                     f"the monotone fit uses {fitted[a]:,.1f} us for all of them")
+    return CostSeries(series.name, series.sizes, fitted, series.sources), notes
+
+
+def _interp(series: CostSeries, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Values of a series at ``sizes`` (inside its range) and whether each size was observed."""
+    vals = np.interp(sizes, series.sizes, series.values)
+    pos = np.clip(np.searchsorted(series.sizes, sizes), 0, len(series.sizes) - 1)
+    return vals, series.sizes[pos] == sizes
+
+
+def _weakest(*sources: str) -> str:
+    return max(sources, key=SOURCES.index)
+
+
+@dataclass(frozen=True)
+class Extrapolation:
+    """Costs above the largest size with costs: per series a line anchored at that size.
+
+    ``top_batch_size``: the largest size with costs (non-extrapolated); ``eager_top_us``,
+    ``graph_top_us``: the costs there; ``eager_us_per_bs``, ``graph_us_per_bs``: the fitted
+    growth per batch row (least squares over ``fit_batch_sizes``, floored at 0).
+    """
+
+    top_batch_size: int
+    eager_top_us: float
+    graph_top_us: float
+    eager_us_per_bs: float
+    graph_us_per_bs: float
+    fit_batch_sizes: tuple[int, ...]
+
+    def costs_at(self, sizes: np.ndarray, band: str = "central") -> tuple[np.ndarray, np.ndarray]:
+        """Eager and graph costs (us) at ``sizes`` (above the top) on the line of ``band``."""
+        if band not in BANDS:
+            raise InputError(f"band must be one of {', '.join(BANDS)}, got {band!r}")
+        f = {"central": 1.0, "low": EXTRAPOLATION_BAND[0], "high": EXTRAPOLATION_BAND[1]}[band]
+        d = np.asarray(sizes, dtype=float) - self.top_batch_size
+        graph = self.graph_top_us + f * self.graph_us_per_bs * d
+        eager = np.maximum(self.eager_top_us + f * self.eager_us_per_bs * d, graph)
+        return eager, graph
+
+    def describe(self) -> str:
+        fit = size_span(list(self.fit_batch_sizes))
+        return (f"extrapolated along the growth over bs {fit} (eager +{self.eager_us_per_bs:,.3g} us, graph "
+                f"+{self.graph_us_per_bs:,.3g} us per batch row; eager at least the graph cost); uncertainty band "
+                f"{EXTRAPOLATION_BAND[0]:g}x to {EXTRAPOLATION_BAND[1]:g}x that growth")
+
+    def to_dict(self) -> dict:
+        return {"top_batch_size": self.top_batch_size, "eager_us_per_bs": round(self.eager_us_per_bs, 6),
+                "graph_us_per_bs": round(self.graph_us_per_bs, 6), "fit_batch_sizes": list(self.fit_batch_sizes),
+                "band_factors": list(EXTRAPOLATION_BAND)}
+
+
+def _upper_slope(x: np.ndarray, y: np.ndarray) -> float:
+    """Least-squares slope of ``y`` over ``x``, floored at 0 (costs do not fall with batch size)."""
+    if x.size < 2:
+        return 0.0
+    xc = x - x.mean()
+    return max(0.0, float(np.dot(xc, y - y.mean()) / np.dot(xc, xc)))
+
+
+@dataclass(frozen=True)
+class CostTable:
+    """Costs at a set of batch sizes, sorted, non-decreasing in batch size; linear in between.
+
+    Build one with :meth:`fitted` (or the loaders below), which applies the monotone fit;
+    the plain constructor checks the invariants and refuses a table that breaks them.
+    ``origin`` says where the costs came from, ``warnings`` what was adjusted on the way.
+    """
+
+    points: tuple[CostPoint, ...]
+    origin: str = ""
+    warnings: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if not self.points:
+            raise InputError(f"no batch sizes with costs{self._from()}")
+        sizes = np.array([p.batch_size for p in self.points], dtype=np.int64)
+        eager, graph = self._arrays()
+        if np.any(np.diff(sizes) <= 0):
+            raise InputError(f"cost points must have distinct batch sizes in ascending order{self._from()}")
+        if sizes[0] < 1:
+            raise InputError(f"batch sizes must be positive{self._from()}")
+        if not (np.all(np.isfinite(eager)) and np.all(np.isfinite(graph)) and np.all(eager > 0) and np.all(graph > 0)):
+            raise InputError(f"step costs must be positive finite microseconds{self._from()}")
+        tol = 1e-9 * max(float(eager.max()), float(graph.max()))
+        if np.any(np.diff(eager) < -tol) or np.any(np.diff(graph) < -tol):
+            raise InputError(f"costs must not decrease with batch size; build the table with CostTable.fitted"
+                             f"{self._from()}")
+        bad = [p.source for p in self.points if p.source not in SOURCES]
+        if bad:
+            raise InputError(f"unknown cost source {bad[0]!r} (expected one of {', '.join(SOURCES)}){self._from()}")
+
+    def _from(self) -> str:
+        return f" ({self.origin})" if self.origin else ""
+
+    def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        return (np.array([p.eager_us for p in self.points], dtype=float),
+                np.array([p.graph_us for p in self.points], dtype=float))
+
+    # --- construction ---------------------------------------------------------------------
+    @classmethod
+    def fitted(cls, points: Iterable[CostPoint], origin: str = "", warnings: Iterable[str] = ()) -> CostTable:
+        """A table from raw points in any order: the monotone fit applied per series, changes warned."""
+        pts = sorted(points, key=lambda p: p.batch_size)
+        sizes = np.array([p.batch_size for p in pts], dtype=np.int64)
+        if len(pts) != len(set(sizes.tolist())):
+            raise InputError(f"duplicate batch sizes in cost points{' (' + origin + ')' if origin else ''}")
+        eager = CostSeries("eager", sizes, np.array([p.eager_us for p in pts], float),
+                           tuple("measured" for _ in pts))
+        graph = CostSeries("graph", sizes, np.array([p.graph_us for p in pts], float),
+                           tuple("predicted" if p.source == "predicted" else "measured" for p in pts))
+        pools = {p.batch_size: p.graph_pool_bytes for p in pts}
+        table = table_from_series(eager, graph, origin, list(warnings), pools)
+        # Interpolated inputs stay interpolated.
+        src = {p.batch_size: p.source for p in pts}
+        return CostTable(tuple(CostPoint(q.batch_size, q.eager_us, q.graph_us, _weakest(q.source, src[q.batch_size]),
+                                         q.graph_pool_bytes) for q in table.points), table.origin, table.warnings)
+
+    # --- lookups --------------------------------------------------------------------------
+    @property
+    def batch_sizes(self) -> list[int]:
+        return [p.batch_size for p in self.points]
+
+    @property
+    def min_batch_size(self) -> int:
+        return self.points[0].batch_size
+
+    @property
+    def max_batch_size(self) -> int:
+        return self.points[-1].batch_size
+
+    def _check_range(self, sizes: np.ndarray) -> None:
+        lo, hi = self.min_batch_size, self.max_batch_size
+        out = sizes[(sizes < lo) | (sizes > hi)]
+        if out.size:
+            raise InputError(f"batch size {int(out[0])} is outside the sizes with costs ({lo}..{hi}); costs are "
+                             f"not extrapolated silently: record that size or extend explicitly (CostTable.extended_to)"
+                             f"{self._from()}")
+
+    def costs_at(self, sizes: Iterable[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Eager and graph step costs (us) at many sizes at once; same range rule as :meth:`at`."""
+        s = np.asarray(list(sizes) if not isinstance(sizes, np.ndarray) else sizes, dtype=np.int64)
+        self._check_range(s)
+        xs = np.array(self.batch_sizes, dtype=float)
+        eager, graph = self._arrays()
+        return np.interp(s, xs, eager), np.interp(s, xs, graph)
+
+    def at(self, bs: int) -> CostPoint:
+        """The cost at ``bs``: the point itself if observed, else linear between its neighbours.
+
+        Raises :class:`InputError` outside ``min_batch_size..max_batch_size`` (never extrapolates).
+        """
+        bs = int(bs)
+        self._check_range(np.array([bs]))
+        i = int(np.searchsorted(self.batch_sizes, bs))
+        p = self.points[i]
+        if p.batch_size == bs:
+            return p
+        e, g = self.costs_at(np.array([bs]))
+        return CostPoint(bs, float(e[0]), float(g[0]), "interpolated", None)
+
+    def extrapolation(self) -> Extrapolation:
+        """The line that extends this table above its largest (non-extrapolated) size; see the module docstring."""
+        pts = [p for p in self.points if p.source != "extrapolated"]
+        x = np.array([p.batch_size for p in pts], dtype=float)
+        e = np.array([p.eager_us for p in pts])
+        g = np.array([p.graph_us for p in pts])
+        top = pts[-1]
+        up = x >= EXTRAPOLATION_UPPER_FRACTION * top.batch_size
+        up[-2:] = True
+        return Extrapolation(top.batch_size, top.eager_us, top.graph_us, _upper_slope(x[up], e[up]),
+                             _upper_slope(x[up], g[up]), tuple(int(v) for v in x[up]))
+
+    def extended_to(self, sizes: Iterable[int], band: str = "central") -> CostTable:
+        """This table plus every size in ``sizes`` outside its range: clamped below, extrapolated above.
+
+        ``band`` picks the extrapolation's line (``"central"``, ``"low"``, ``"high"``). Each added
+        range is listed in ``warnings`` (explicit, never silent).
+        """
+        lo, hi = self.points[0], self.points[-1]
+        want = sorted({int(s) for s in sizes})
+        below = [s for s in want if s < lo.batch_size]
+        above = [s for s in want if s > hi.batch_size]
+        if not below and not above:
+            return self
+        extra = [CostPoint(s, lo.eager_us, lo.graph_us, "interpolated", None) for s in below]
+        notes = list(self.warnings)
+        if below:
+            notes.append(f"batch sizes {size_span(below)} are below the smallest size with costs ({lo.batch_size}): "
+                         f"clamped to bs {lo.batch_size}'s costs (an overestimate, costs grow with batch size)")
+        if above:
+            ext = self.extrapolation()
+            e, g = ext.costs_at(np.array(above), band)
+            extra += [CostPoint(s, float(a), float(b), "extrapolated", None) for s, a, b in zip(above, e, g)]
+            notes.append(f"batch sizes {size_span(above)} are above the largest size with costs "
+                         f"({ext.top_batch_size}): {ext.describe()}; record larger sizes to remove the doubt")
+        pts = sorted(self.points + tuple(extra), key=lambda p: p.batch_size)
+        return CostTable(tuple(pts), self.origin, tuple(notes))
+
+    def graph_memory_bytes(self) -> int | None:
+        """Largest positive measured graph-pool growth of any point, or ``None`` when none was measured.
+
+        Graphs captured into a shared pool often grow it by nothing (truth.json records zero or
+        negative deltas); only positive growths are evidence of per-graph memory.
+        """
+        vals = [p.graph_pool_bytes for p in self.points if p.graph_pool_bytes is not None and p.graph_pool_bytes > 0]
+        return max(vals) if vals else None
+
+    def to_dict(self) -> dict:
+        return {"origin": self.origin, "points": [p.to_dict() for p in self.points], "warnings": list(self.warnings)}
+
+
+def size_span(sizes: list[int]) -> str:
+    return ", ".join(str(s) for s in sizes) if len(sizes) <= 6 else f"{sizes[0]}..{sizes[-1]} ({len(sizes)} sizes)"
+
+
+def table_from_series(eager: CostSeries, graph: CostSeries, origin: str, warnings: list[str],
+                      pools: Mapping[int, int | None] | None = None) -> CostTable:
+    """Fit each series, then evaluate both on the union of their sizes inside the common range."""
+    notes = list(warnings)
+    eager, n1 = _fit_series(eager)
+    graph, n2 = _fit_series(graph)
+    notes += n1 + n2
+    lo = max(int(eager.sizes[0]), int(graph.sizes[0]))
+    hi = min(int(eager.sizes[-1]), int(graph.sizes[-1]))
+    if lo > hi:
+        raise InputError(f"eager costs (bs {int(eager.sizes[0])}..{int(eager.sizes[-1])}) and graph costs "
+                         f"(bs {int(graph.sizes[0])}..{int(graph.sizes[-1])}) share no batch-size range"
+                         f"{' (' + origin + ')' if origin else ''}")
+    union = np.union1d(eager.sizes, graph.sizes)
+    dropped = union[(union < lo) | (union > hi)]
+    if dropped.size:
+        notes.append(f"costs at bs {size_span(dropped.tolist())} were left out: only one of eager/graph is known there "
+                     f"and costs are not extrapolated (common range {lo}..{hi})")
+    sizes = union[(union >= lo) & (union <= hi)]
+    e, e_obs = _interp(eager, sizes)
+    g, g_obs = _interp(graph, sizes)
+    e_src = dict(zip(eager.sizes.tolist(), eager.sources))
+    g_src = dict(zip(graph.sizes.tolist(), graph.sources))
+    pools = pools or {}
+    pts = []
+    for k, s in enumerate(sizes.tolist()):  # one row per batch size
+        src = _weakest(e_src[s] if e_obs[k] else "interpolated", g_src[s] if g_obs[k] else "interpolated")
+        pts.append(CostPoint(int(s), float(e[k]), float(g[k]), src, pools.get(s)))
+    return CostTable(tuple(pts), origin, tuple(notes))

@@ -1,0 +1,317 @@
+"""Readers of the planner's inputs: harness timings, batch-size distributions, analysed traces.
+
+Where the costs come from, best first:
+
+1. :func:`costs_from_timings`: the recording harness's ``timings.json`` (unprofiled CUDA-event
+   timings; also ``truth.json``'s layout). Preferred: no profiler inflation.
+2. :func:`costs_from_reports`: traces. A profiled step is slower than the real one, so every
+   step's ``dur_us`` is scaled by its trace's ``estimated_unprofiled_step_us_median /
+   step_us_median``. Eager traces give eager costs and predicted graph costs, graph traces
+   measured graph costs; where both exist at a size, both are measured.
+
+The distribution comes from :func:`load_distribution` (CSV or JSON histogram) or from the
+steps of analysed traces (:func:`distribution_from_reports`). Every reader returns the cost
+model's :class:`~analyzer.planning.costs.CostTable` or a plain ``{batch_size: count}``; bad
+files raise :class:`~analyzer.errors.InputError` naming the file and the reason.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from analyzer.errors import InputError
+from analyzer.planning.costs import CostSeries, CostTable, size_span, table_from_series
+
+TIMINGS_SCHEMA = "launchgap.timings/1"
+#: Refuse auxiliary JSON/CSV files (timings, distributions) larger than this.
+MAX_AUX_FILE_BYTES = 64 * 1024 * 1024
+#: Step phases the planner takes costs and batch sizes from (None: a trace that does not say).
+_DECODE_OR_UNKNOWN = ("decode", None)
+
+
+# --- from traces --------------------------------------------------------------------------------
+
+def costs_from_reports(reports: list) -> CostTable:
+    """Costs per batch size from analysed traces (:class:`analyzer.report.TraceReport`).
+
+    Per step, the cost is ``dur_us`` times the trace's unprofiled/profiled ratio
+    (``summary.estimated_unprofiled_step_us_median / summary.step_us_median``); per batch
+    size, the median over all steps of that size. Eager traces give the eager cost (measured)
+    and the graph cost (predicted, ``StepReport.predicted_graph_us``); graph traces give the
+    graph cost (measured), and win over predictions at the same size. Mixed traces (graph
+    launches plus eager launches) count as graph measurements with a warning. Only decode steps
+    count: a serving engine's prefill or mixed step (``phase``) is not a decode bucket; steps of
+    unknown phase count.
+    """
+    eager: dict[int, list[float]] = {}
+    g_meas: dict[int, list[float]] = {}
+    g_pred: dict[int, list[float]] = {}
+    notes: list[str] = []
+    no_bs = not_decode = 0
+    n_eager = n_graph = 0
+    for rep in reports:  # one trace at a time; steps are report rows
+        s = rep.summary
+        scale = (s.estimated_unprofiled_step_us_median / s.step_us_median
+                 if s.step_us_median > 0 and s.estimated_unprofiled_step_us_median > 0 else 1.0)
+        is_eager = rep.mode == "eager"
+        if rep.mode == "mixed":
+            notes.append(f"{rep.path}: mixed eager/graph steps are taken as graph measurements "
+                         f"(what capture achieved in that setup)")
+        used = False
+        for st in rep.steps:
+            if getattr(st, "phase", None) not in _DECODE_OR_UNKNOWN:
+                not_decode += 1
+                continue
+            if st.batch_size is None:
+                no_bs += 1
+                continue
+            used = True
+            if is_eager:
+                eager.setdefault(st.batch_size, []).append(st.dur_us * scale)
+                g_pred.setdefault(st.batch_size, []).append(st.predicted_graph_us)
+            else:
+                g_meas.setdefault(st.batch_size, []).append(st.dur_us * scale)
+        if used:
+            n_eager += is_eager
+            n_graph += not is_eager
+    if not_decode:
+        notes.append(f"{not_decode} prefill or mixed steps were left out of the costs (decode steps only)")
+    if no_bs:
+        notes.append(f"{no_bs} steps without a known batch size were left out of the costs "
+                     f"(name it in the step annotation, e.g. bs=8, or use --batch-regex/--batch-op)")
+    if not eager and not g_meas:
+        raise InputError("no steps with a known batch size in the traces: cannot tell what a step costs at which "
+                         "batch size (annotate steps with bs=N, use --batch-regex/--batch-op, or pass --timings)")
+    if not eager:
+        raise InputError("only graph-mode traces: they give no eager cost to compare with; add eager traces "
+                         "of the same model or pass --timings")
+    e_sizes = np.array(sorted(eager), dtype=np.int64)
+    e_series = CostSeries("eager", e_sizes, np.array([np.median(eager[b]) for b in e_sizes.tolist()]),
+                       tuple("measured" for _ in e_sizes))
+    g_sizes = np.array(sorted(set(g_meas) | set(g_pred)), dtype=np.int64)
+    g_vals, g_srcs = [], []
+    for b in g_sizes.tolist():
+        if b in g_meas:
+            g_vals.append(float(np.median(g_meas[b])))
+            g_srcs.append("measured")
+        else:
+            g_vals.append(float(np.median(g_pred[b])))
+            g_srcs.append("predicted")
+    predicted = [b for b, src in zip(g_sizes.tolist(), g_srcs) if src == "predicted"]
+    if predicted:
+        notes.append(f"graph costs at bs {size_span(predicted)} are predicted from eager traces (no graph trace there)")
+    notes.append("trace costs are profiled step times scaled to estimated unprofiled ones; harness timings "
+                 "(--timings) are more accurate")
+    origin = f"{n_eager} eager and {n_graph} graph trace(s)"
+    return table_from_series(e_series, CostSeries("graph", g_sizes, np.array(g_vals), tuple(g_srcs)), origin, notes)
+
+
+def distribution_from_reports(reports: list) -> dict[int, float]:
+    """Decode steps per batch size over all traces (steps without a known batch size, and a serving
+    engine's prefill or mixed steps, are not counted)."""
+    out: dict[int, float] = {}
+    for rep in reports:
+        for st in rep.steps:
+            if st.batch_size is not None and getattr(st, "phase", None) in _DECODE_OR_UNKNOWN:
+                out[st.batch_size] = out.get(st.batch_size, 0.0) + 1.0
+    return dict(sorted(out.items()))
+
+
+# --- from files ---------------------------------------------------------------------------------
+
+def _read_aux(path: str | Path, what: str) -> bytes:
+    p = Path(path)
+    if not p.exists():
+        raise InputError("no such file", str(p))
+    if p.is_dir():
+        raise InputError(f"is a directory, expected a {what} file", str(p))
+    size = p.stat().st_size
+    if size > MAX_AUX_FILE_BYTES:
+        raise InputError(f"{what} file is {size / 1e6:.0f} MB, over the {MAX_AUX_FILE_BYTES / 1e6:.0f} MB cap", str(p))
+    data = p.read_bytes()
+    if not data.strip():
+        raise InputError(f"empty {what} file", str(p))
+    return data
+
+
+def _json_doc(data: bytes, path: str, what: str) -> object:
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise InputError(f"{what} file is not UTF-8 text", path) from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{what} file is not valid JSON ({exc.msg} at line {exc.lineno})", path) from None
+
+
+def looks_like_timings(path: str | Path) -> bool:
+    """True for a small JSON object with a ``rows`` list and no ``traceEvents`` (timings, truth.json).
+
+    Lets ``launchgap plan DIR`` pick up a timings file lying beside the traces.
+    """
+    p = Path(path)
+    try:
+        if not p.is_file() or p.stat().st_size > MAX_AUX_FILE_BYTES:
+            return False
+        with open(p, "rb") as fh:
+            head = fh.read(1 << 16)
+        if not head.lstrip().startswith(b"{") or b'"traceEvents"' in head:
+            return False
+        doc = json.loads(p.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(doc, dict) and isinstance(doc.get("rows"), list) and "traceEvents" not in doc
+
+
+def _num(row: dict, key: str, path: str, i: int, required: bool, positive: bool = True) -> float | None:
+    v = row.get(key)
+    if v is None:
+        if required:
+            raise InputError(f"rows[{i}] has no {key!r}", path)
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise InputError(f"rows[{i}].{key} is {v!r}, expected a finite number", path)
+    if positive and v <= 0:
+        raise InputError(f"rows[{i}].{key} is {v!r}, expected a positive number", path)
+    return float(v)
+
+
+def costs_from_timings(path: str | Path, model: str | None = None) -> CostTable:
+    """Costs from the harness's ``timings.json`` (schema ``launchgap.timings/1``) or truth.json's layout.
+
+    Rows: ``model``, ``batch_size`` (or ``bs``), ``eager_us``, ``graph_us`` (null when not
+    measured), optional ``graph_pool_bytes``. With several models in the file ``model``
+    picks one. Repeated sizes take the median. All costs are measured (unprofiled).
+    """
+    p = str(path)
+    doc = _json_doc(_read_aux(path, "timings"), p, "timings")
+    if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
+        raise InputError("not a timings file: expected a JSON object with a 'rows' list "
+                         f"(schema {TIMINGS_SCHEMA})", p)
+    schema = doc.get("schema")
+    if schema is not None and schema != TIMINGS_SCHEMA:
+        raise InputError(f"unsupported timings schema {schema!r} (expected {TIMINGS_SCHEMA})", p)
+    rows = doc["rows"]
+    if not rows:
+        raise InputError("timings file has no rows", p)
+    for i, r in enumerate(rows):
+        if not isinstance(r, dict):
+            raise InputError(f"rows[{i}] is not an object", p)
+    models = sorted({str(r.get("model", "")) for r in rows})
+    if model is None:
+        if len(models) > 1:
+            raise InputError(f"timings file holds several models ({', '.join(models)}): choose one with --model", p)
+        model = models[0]
+    elif model not in models:
+        raise InputError(f"model {model!r} not in timings file (it has {', '.join(models)})", p)
+    eager: dict[int, list[float]] = {}
+    graph: dict[int, list[float]] = {}
+    pools: dict[int, int] = {}
+    for i, r in enumerate(rows):  # rows of a small JSON file
+        if str(r.get("model", "")) != model:
+            continue
+        key = "batch_size" if "batch_size" in r else "bs"
+        bs = r.get(key)
+        if isinstance(bs, bool) or not isinstance(bs, int) or bs < 1:
+            raise InputError(f"rows[{i}].{key} is {bs!r}, expected a positive integer", p)
+        eager.setdefault(bs, []).append(_num(r, "eager_us", p, i, required=True))
+        g = _num(r, "graph_us", p, i, required=False)
+        if g is not None:
+            graph.setdefault(bs, []).append(g)
+        pool = r.get("graph_pool_bytes")
+        if pool is not None:
+            if isinstance(pool, bool) or not isinstance(pool, (int, float)) or not math.isfinite(pool):
+                raise InputError(f"rows[{i}].graph_pool_bytes is {pool!r}, expected a number or null", p)
+            pools[bs] = max(pools.get(bs, int(pool)), int(pool))
+    if not graph:
+        raise InputError(f"no graph_us for model {model!r}: these timings were recorded without CUDA graphs "
+                         f"(graph mode needs a GPU)", p)
+    info = doc.get("info")
+    device = doc.get("device") or (info.get("gpu") if isinstance(info, dict) else None)
+    origin = f"{Path(p).name}" + (f", model {model}" if model else "") + (f", {device}" if device else "")
+    e_sizes = np.array(sorted(eager), dtype=np.int64)
+    g_sizes = np.array(sorted(graph), dtype=np.int64)
+    return table_from_series(
+        CostSeries("eager", e_sizes, np.array([np.median(eager[b]) for b in e_sizes.tolist()]),
+                tuple("measured" for _ in e_sizes)),
+        CostSeries("graph", g_sizes, np.array([np.median(graph[b]) for b in g_sizes.tolist()]),
+                tuple("measured" for _ in g_sizes)),
+        origin, [], pools)
+
+
+def _parse_bs(text: str, path: str, where: str) -> int:
+    try:
+        v = float(text)
+    except ValueError:
+        raise InputError(f"{where}: batch size {text!r} is not a number", path) from None
+    if not math.isfinite(v) or v != int(v) or v < 1:
+        raise InputError(f"{where}: batch size {text!r} is not a positive integer", path)
+    return int(v)
+
+
+def _parse_count(text: object, path: str, where: str) -> float:
+    try:
+        v = float(text) if not isinstance(text, bool) else float("nan")
+    except (TypeError, ValueError):
+        raise InputError(f"{where}: count {text!r} is not a number", path) from None
+    if not math.isfinite(v) or v < 0:
+        raise InputError(f"{where}: count {text!r} is not a non-negative number", path)
+    return v
+
+
+def load_distribution(path: str | Path) -> dict[int, float]:
+    """A batch-size histogram: CSV ``batch_size,count`` (header optional) or JSON ``{"8": 120, ...}``.
+
+    CSV lines that are blank or start with ``#`` are skipped; a header names the columns
+    (``batch_size``/``bs`` and ``count``/``steps``/``weight``), else the first two columns are
+    used. Repeated batch sizes add up. Bad content raises :class:`InputError` naming the file,
+    the line and the reason.
+    """
+    p = str(path)
+    data = _read_aux(path, "distribution")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise InputError("distribution file is not UTF-8 text", p) from None
+    out: dict[int, float] = {}
+    if text.lstrip().startswith(("{", "[")):
+        doc = _json_doc(data, p, "distribution")
+        if not isinstance(doc, dict):
+            raise InputError('JSON distribution must be an object {"batch_size": count, ...}', p)
+        for k, v in doc.items():
+            bs = _parse_bs(str(k), p, f"key {k!r}")
+            out[bs] = out.get(bs, 0.0) + _parse_count(v, p, f"key {k!r}")
+    else:
+        bs_col, n_col = 0, 1
+        header_seen = False
+        for lineno, line in enumerate(text.splitlines(), 1):
+            s = line.strip()
+            if not s or s.startswith("#"):
+                continue
+            cells = [c.strip().strip('"') for c in s.split(",")]
+            if not header_seen and not out and any(ch.isalpha() for ch in cells[0]):
+                names = [c.lower() for c in cells]
+                bs_col = _column(names, ("batch_size", "bs", "batch", "batchsize"), p, lineno)
+                n_col = _column(names, ("count", "steps", "weight", "n", "frequency", "freq"), p, lineno)
+                header_seen = True
+                continue
+            if len(cells) <= max(bs_col, n_col):
+                raise InputError(f"line {lineno}: expected 'batch_size,count', got {s!r}", p)
+            where = f"line {lineno}"
+            bs = _parse_bs(cells[bs_col], p, where)
+            out[bs] = out.get(bs, 0.0) + _parse_count(cells[n_col], p, where)
+    if not out:
+        raise InputError("distribution file holds no batch sizes", p)
+    if sum(out.values()) <= 0:
+        raise InputError("distribution counts are all zero", p)
+    return dict(sorted(out.items()))
+
+
+def _column(names: list[str], wanted: tuple[str, ...], path: str, lineno: int) -> int:
+    for w in wanted:
+        if w in names:
+            return names.index(w)
+    raise InputError(f"line {lineno}: header {','.join(names)!r} has no column named {' or '.join(wanted[:2])}",
+                     path)
