@@ -15,8 +15,7 @@ from analyzer.report import analyze_trace
 @pytest.fixture(scope="module")
 def h200(samples):
     d = samples / "h200"
-    if not (d / "timings.json").is_file():
-        pytest.skip(f"{d} not found")
+    assert (d / "timings.json").is_file(), f"{d} is part of the repository"
     return d
 
 

@@ -10,10 +10,10 @@ import streamlit as st  # noqa: E402
 
 from analyzer.loaders import load_trace  # noqa: E402
 from analyzer.report import analyze_trace  # noqa: E402
-from tests.conftest import SAMPLES  # noqa: E402
+from tests.conftest import TRACES  # noqa: E402
 from tests.unit.apptest_helpers import goto, metrics, new_app, upload  # noqa: E402
 
-H200 = SAMPLES / "h200"
+H200 = TRACES / "h200"
 ONE_B = ["1b_bs1_eager.json.gz", "1b_bs64_eager.json.gz", "1b_bs1_graph.json.gz"]
 EIGHT_B = ["8b_bs1_eager.json.gz"]
 
@@ -21,8 +21,7 @@ EIGHT_B = ["8b_bs1_eager.json.gz"]
 @pytest.fixture(autouse=True)
 def fresh_server(tmp_path, monkeypatch):
     """No bundled samples, and server-wide caches rebuilt for each test."""
-    if not all((H200 / f).is_file() for f in ONE_B + EIGHT_B):
-        pytest.skip(f"bundled traces not found under {H200}")
+    assert all((H200 / f).is_file() for f in ONE_B + EIGHT_B), f"bundled traces missing under {H200}"
     empty = tmp_path / "no-samples"
     empty.mkdir()
     monkeypatch.setenv("LAUNCHGAP_SAMPLES_DIR", str(empty))
