@@ -113,9 +113,16 @@ if rep.errors:
         st.dataframe(pd.DataFrame([dataclasses.asdict(e) for e in rep.errors]), hide_index=True)
 
 st.subheader("Capture plan for the fleet")
-plan = rep.plan
+plan, note = rep.plan, rep.plan_note
+if plan is None and len(rep.workloads) > 1:  # one plan per workload: costs of different models are not pooled
+    st.warning(md_escape(rep.plan_note), icon=":material/warning:")
+    by_id = {w.id: w for w in rep.workloads}
+    pick = st.selectbox("Workload", list(by_id), key="lg_fleet_workload",
+                        format_func=lambda i: f"{i}: {by_id[i].workload.label if by_id[i].workload else 'unknown'}"
+                                              f" — {by_id[i].traces} trace(s)")
+    plan, note = by_id[pick].plan, by_id[pick].plan_note
 if plan is None:
-    st.info(md_escape(f"No plan: {rep.plan_note}"))
+    st.info(md_escape(f"No plan: {note}"))
 else:
     p1, p2, p3 = st.columns(3)
     p1.metric("Graphs to capture", f"{plan.score.n_graphs}", border=True)

@@ -25,6 +25,7 @@ def box_text(box) -> str:
 
 
 def test_compare_and_plan_keep_1b_and_8b_apart(app_server, browser, artifacts, tmp_path) -> None:
+    assert EIGHT_B.is_file(), f"bundled trace {EIGHT_B} missing (part of the repository)"
     upload = tmp_path / "8b_bs1_eager.json.gz"
     shutil.copy(EIGHT_B, upload)
     wid = analyze_trace(load_trace(EIGHT_B)).workload.id

@@ -21,6 +21,7 @@ EIGHT_B = ["8b_bs1_eager.json.gz"]
 @pytest.fixture(autouse=True)
 def fresh_server(tmp_path, monkeypatch):
     """No bundled samples, and server-wide caches rebuilt for each test."""
+    assert all((H200 / f).is_file() for f in ONE_B + EIGHT_B), f"bundled traces missing under {H200}"
     empty = tmp_path / "no-samples"
     empty.mkdir()
     monkeypatch.setenv("LAUNCHGAP_SAMPLES_DIR", str(empty))
@@ -95,4 +96,24 @@ def test_diagnosis_measured_step_replaces_the_estimate() -> None:
     assert m["Predicted CUDA-graph speedup"] == f"{11688.0 / s.predicted_graph_step_us_median:.1f}x"
     assert m["Step, measured"] == "11,688 us"
     assert "eager step measured: 11,688 us observed" in shown(at.markdown)
+    assert not at.exception
+
+
+def test_fleet_page_shows_one_plan_per_workload(tmp_path) -> None:
+    import json
+
+    from analyzer.fleet import load_fleet_results, results_header, summarize_trace
+    from analyzer.report import AnalysisOptions
+
+    lines = [results_header(AnalysisOptions(), 1 << 31)] + [summarize_trace(H200 / f) for f in ONE_B[:2] + EIGHT_B]
+    results = tmp_path / "fleet.jsonl"
+    results.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    want = load_fleet_results(results)
+    assert want.plan is None and len(want.workloads) == 2
+    at = goto(new_app(), "fleet")
+    at.file_uploader(key="lg_fleet_widget").set_value(("fleet.jsonl", results.read_bytes(), "text/plain")).run()
+    assert "2 workloads" in shown(at.warning)
+    assert metrics(at)["Expected step"] == f"{want.workloads[0].plan.expected_step_us:,.0f} us"  # 1b: two traces
+    at.selectbox(key="lg_fleet_workload").select(want.workloads[1].id).run()
+    assert metrics(at)["Expected step"] == f"{want.workloads[1].plan.expected_step_us:,.0f} us"  # 8b
     assert not at.exception
