@@ -5,10 +5,17 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8501
 
-.PHONY: app test test-fast browser-deps fuzz bench bench-fleet screenshots clean
+.PHONY: app lint test test-fast browser-deps fuzz bench bench-fleet screenshots clean
+
+# Debian packages through apt, as root or through sudo (a fresh machine has neither chromium nor,
+# often, python3-venv).
+APT_INSTALL = SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq
 
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); \
+	  echo "installing Debian python3-venv to create $(VENV)"; $(APT_INSTALL) python3-venv >/dev/null && \
+	  $(PYTHON) -m venv $(VENV); }
 	$(BIN)/python -m pip install -q --upgrade pip
 
 # Stamps re-run the install when pyproject.toml changes.
@@ -26,18 +33,28 @@ app: $(VENV)/.installed-app
 # Browser tests drive Debian's chromium (never a downloaded browser).
 browser-deps:
 	@command -v chromium >/dev/null 2>&1 || { \
-	  echo "installing Debian chromium for the browser tests"; \
-	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+	  echo "installing Debian chromium for the browser tests"; $(APT_INSTALL) chromium >/dev/null; }
 
-test: $(VENV)/.installed-test browser-deps
-	$(BIN)/python -m pytest -q
+# Hypothesis profiles (tests/conftest.py). The suite runs derandomized: the same examples every
+# run, so a random search never decides whether a change lands.
+CI_HYPOTHESIS = LAUNCHGAP_HYPOTHESIS_PROFILE=ci LAUNCHGAP_HYPOTHESIS_EXAMPLES=
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check analyzer app tests
+
+test: $(VENV)/.installed-test browser-deps lint
+	$(CI_HYPOTHESIS) $(BIN)/python -m pytest -q
 
 test-fast: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -q -m "not browser and not slow"
+	$(CI_HYPOTHESIS) $(BIN)/python -m pytest -q -m "not browser and not slow"
 
+# Every hypothesis test (fuzzers, properties, planner, loader equivalence), fresh seeds, 5000
+# examples each (`make fuzz FUZZ_EXAMPLES=500` for fewer). A failure found here becomes an
+# @example or a corpus file (docs/fuzzing.md).
+FUZZ_EXAMPLES ?=
 fuzz: $(VENV)/.installed-test
-	LAUNCHGAP_FUZZ_EXAMPLES=5000 $(BIN)/python -m pytest -q tests -k fuzz
+	LAUNCHGAP_HYPOTHESIS_PROFILE=fuzz LAUNCHGAP_HYPOTHESIS_EXAMPLES=$(FUZZ_EXAMPLES) \
+	  $(BIN)/python -m pytest -q -m hypothesis tests
 
 bench: $(VENV)/.installed-test
 	$(BIN)/python tests/perf/bench.py --sizes 50 100 200 400 --formats json gz --vs-hta

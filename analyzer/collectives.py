@@ -53,16 +53,19 @@ from enum import IntEnum
 
 import numpy as np
 
+from analyzer.engines import ENGINES
 from analyzer.steps import Steps
 from analyzer.trace import Kind, Trace
 
-#: Kernel names of communication: NCCL/RCCL/MSCCL device kernels, NVIDIA userbuffers, and
-#: collectives by name (vLLM/SGLang ``cross_device_reduce_*``, torch symmetric memory
-#: ``one_shot_all_reduce``/``two_shot_all_reduce``/``multimem_all_reduce``, TensorRT-LLM
-#: ``*AllReduce*``, quick-reduce, all-gather, reduce-scatter, all-to-all).
+#: Kernel names of communication: NCCL/RCCL/MSCCL device kernels and collectives by name (torch
+#: symmetric memory ``one_shot_all_reduce``/``two_shot_all_reduce``/``multimem_all_reduce``,
+#: TensorRT-LLM ``*AllReduce*``, all-gather, reduce-scatter, all-to-all), plus each serving
+#: engine's own kernels (``COLLECTIVE_KERNELS`` of :mod:`analyzer.engines`: vLLM/SGLang
+#: ``cross_device_reduce_*`` and quick-reduce, NVIDIA userbuffers).
 COLLECTIVE_KERNEL_REGEX = (
-    r"(?i)(?:^|[^a-z])(?:nccl|rccl|msccl)|userbuffers|cross_device_reduce|quick_?reduce"
+    r"(?i)(?:^|[^a-z])(?:nccl|rccl|msccl)"
     r"|all[_\- ]?reduce|all[_\- ]?gather|reduce[_\- ]?scatter|all[_\- ]?to[_\- ]?all"
+    + "".join(f"|{alt}" for alt in dict.fromkeys(a for e in ENGINES for a in e.COLLECTIVE_KERNELS.split("|")))
 )
 _COLLECTIVE_KERNEL_RE = re.compile(COLLECTIVE_KERNEL_REGEX)
 #: Host ops that wrap one collective call and record its input shapes.

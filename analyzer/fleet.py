@@ -17,6 +17,8 @@ a small JSON-safe dict (schema ``launchgap.fleet-trace/1``), never the event tab
   cost ``cost_us_median`` (profiled step scaled to an unprofiled one, the rule of
   :func:`analyzer.planning.inputs.costs_from_reports`), ``predicted_graph_us_median`` and
   ``gpu_busy_us_median``;
+* ``workload``: the trace's :class:`~analyzer.workload.Workload` (model signature, device,
+  rank) as a dict;
 * ``error`` (``null`` when fine) and ``error_kind``: ``"input"`` for an
   :class:`~analyzer.errors.AnalyzerError` (the file is bad: a rerun skips it while the file is
   unchanged), ``"memory"``, ``"internal"`` or ``"worker"`` (a rerun tries again).
@@ -34,10 +36,13 @@ per-step arrays per trace, not the dicts) and :meth:`FleetAccumulator.finish` bu
   slow) and the most launch-bound (highest host-side idle fraction);
 * fleet-wide idle fraction by cause: idle per cause summed over every step of every trace over
   the summed step windows;
-* the batch-size histogram (steps per size over the fleet) and a capture plan for the whole
-  fleet: :func:`analyzer.planning.planner.plan_capture` fed with costs built by
-  :func:`analyzer.planning.inputs.costs_from_reports` from every trace's steps (the same rules as
-  ``launchgap plan``) and that histogram.
+* the batch-size histogram (steps per size over the fleet) and a capture plan per workload
+  (:mod:`analyzer.workload`: traces of different models, devices or ranks are never pooled):
+  :func:`analyzer.planning.planner.plan_capture` fed with costs built by
+  :func:`analyzer.planning.inputs.costs_from_reports` from that workload's steps (the same rules as
+  ``launchgap plan``) and its histogram. With one workload ``plan`` is its plan; with several
+  ``plan`` is the one chosen (``workload``) or None, and ``workloads`` lists each one's plan.
+  Peers (``step_vs_peers``) are traces of the same workload, mode and main batch size.
 
 Results files (JSON lines) start with a header line (schema ``launchgap.fleet-run/1``: the
 analysis options) followed by one summary per line, appended as traces finish;
@@ -60,6 +65,7 @@ from analyzer.errors import AnalyzerError, InputError
 from analyzer.gaps import CAUSES
 from analyzer.loaders import DEFAULT_MAX_TRACE_BYTES, load_trace
 from analyzer.report import AnalysisOptions, TraceReport
+from analyzer.workload import Workload, pick_workload
 
 if TYPE_CHECKING:
     from analyzer.planning.costs import CostTable
@@ -116,7 +122,7 @@ def summary_from_report(report: TraceReport) -> dict:
                           "gpu_busy_us_median": round(float(np.median(busy[sel])), 3)})
     return {"format": d["format"], "mode": d["mode"], "rank": d["rank"], "world_size": d["world_size"],
             "warnings": d["warnings"], "summary": d["summary"], "devices": d["devices"], "steps": cols,
-            "batch_histogram": hist, "per_batch": per_batch}
+            "batch_histogram": hist, "per_batch": per_batch, "workload": d.get("workload")}
 
 
 def analyze_file(path: str | Path, options: AnalysisOptions, max_bytes: int) -> TraceReport:
@@ -212,6 +218,7 @@ class TraceRow:
     predicted_speedup: float
     verdict: str
     step_vs_peers: float
+    workload_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -219,6 +226,26 @@ class TraceError:
     path: str
     error: str
     kind: str
+
+
+@dataclass(frozen=True)
+class WorkloadPlan:
+    """One workload of the fleet: its traces' count, batch sizes and capture plan (None with the reason)."""
+
+    workload: Workload | None
+    traces: int
+    batch_histogram: dict[int, int]
+    plan: Plan | None
+    plan_note: str
+
+    @property
+    def id(self) -> str:
+        return self.workload.id if self.workload is not None else "unknown"
+
+    def to_dict(self) -> dict:
+        return {"workload": self.workload.to_dict() if self.workload is not None else None, "traces": self.traces,
+                "batch_histogram": {str(k): v for k, v in self.batch_histogram.items()},
+                "plan": self.plan.to_dict() if self.plan is not None else None, "plan_note": self.plan_note}
 
 
 @dataclass(frozen=True)
@@ -247,6 +274,7 @@ class FleetReport:
     errors: list[TraceError]
     analysis_options: dict | None = None
     warnings: list[str] = field(default_factory=list)
+    workloads: list[WorkloadPlan] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {
@@ -261,6 +289,7 @@ class FleetReport:
             "plan": self.plan.to_dict() if self.plan is not None else None, "plan_note": self.plan_note,
             "rows": [asdict(r) for r in self.rows], "errors": [asdict(e) for e in self.errors],
             "analysis_options": self.analysis_options, "warnings": list(self.warnings),
+            "workloads": [w.to_dict() for w in self.workloads],
         }
 
 
@@ -305,6 +334,7 @@ class FleetAccumulator:
     def __init__(self) -> None:
         self._rows: list[dict] = []
         self._costs: list[_CostView] = []
+        self._workloads: dict[str, Workload | None] = {}  # by id, in order of first appearance
         self._errors: list[TraceError] = []
         self._hist: dict[int, int] = {}
         self._unknown_bs = 0
@@ -331,6 +361,7 @@ class FleetAccumulator:
         idle = {c: np.array(st["idle_us_by_cause"][c], dtype=float) for c in CAUSES}
         if not all(a.shape == dur.shape for a in (bs, busy, pred, *idle.values())):
             raise ValueError("step columns differ in length")
+        wl = Workload.from_dict(s["workload"]) if s.get("workload") else None
         win = float(dur.sum())
         host = float(sum(idle[c].sum() for c in HOST_CAUSES))
         known = bs[bs >= 0]
@@ -344,12 +375,14 @@ class FleetAccumulator:
             "gpu_idle_fraction": float(sm["gpu_idle_fraction"]),
             "host_idle_fraction": _r(host / win) if win > 0 else 0.0,
             "predicted_speedup": float(sm["predicted_speedup"]), "verdict": str(sm["verdict"]),
+            "workload_id": wl.id if wl is not None else None,
         }
         cost = _CostView(row["path"], row["mode"],
                          _CostSummary(row["step_us_median"], row["estimated_unprofiled_step_us_median"]),
                          bs, dur, pred)
         self._rows.append(row)
         self._costs.append(cost)
+        self._workloads.setdefault(row["workload_id"] or "unknown", wl)
         self._win_us += win
         self._busy_us += float(busy.sum())
         for c in CAUSES:
@@ -359,11 +392,12 @@ class FleetAccumulator:
             self._hist[b] = self._hist.get(b, 0) + n
 
     def finish(self, plan_options: PlanOptions | None = None, top: int = DEFAULT_TOP,
-               costs: CostTable | None = None) -> FleetReport:
+               costs: CostTable | None = None, workload: str | None = None) -> FleetReport:
         """The fleet report.
 
         ``plan_options`` sets the plan's budgets (default budgets if None); ``costs`` (e.g. from
-        :func:`analyzer.planning.inputs.costs_from_timings`) replaces the costs taken from the traces.
+        :func:`analyzer.planning.inputs.costs_from_timings`) replaces the costs taken from the traces;
+        ``workload`` (an id) picks the workload whose plan is ``plan`` when there are several.
         """
         rows = _with_peer_ratio(self._rows)
         with_steps = [r for r in rows if r.steps > 0]
@@ -377,7 +411,10 @@ class FleetAccumulator:
         }
         slowest = sorted(with_steps, key=lambda r: (-r.step_vs_peers, -r.step_us_median, r.path))[:top]
         launch_bound = sorted(with_steps, key=lambda r: (-r.host_idle_fraction, r.path))[:top]
-        plan, note = self._plan(plan_options, costs)
+        # Most traces first, then by id: the order does not depend on which trace finished first.
+        plans = sorted((self._workload_plan(wid, plan_options, costs) for wid in self._workloads),
+                       key=lambda p: (-p.traces, p.id))
+        plan, note = self._pick_plan(plans, workload)
         modes: dict[str, int] = {}
         verdicts: dict[str, int] = {}
         for r in rows:  # one per trace
@@ -391,34 +428,62 @@ class FleetAccumulator:
             idle_fraction_by_cause={c: _r(v / w) if w > 0 else 0.0 for c, v in self._idle_by.items()},
             slowest=slowest, most_launch_bound=launch_bound, batch_histogram=dict(sorted(self._hist.items())),
             unknown_batch_steps=self._unknown_bs, plan=plan, plan_note=note, rows=rows, errors=list(self._errors),
-            analysis_options=self.analysis_options, warnings=list(self.warnings),
+            analysis_options=self.analysis_options, warnings=list(self.warnings), workloads=plans,
         )
 
-    def _plan(self, plan_options: PlanOptions | None, costs: CostTable | None) -> tuple[Plan | None, str]:
-        """The fleet's capture plan, or ``None`` and why not (a fleet report never fails for want of a plan)."""
-        if not self._hist:
+    def _pick_plan(self, plans: list[WorkloadPlan], workload: str | None) -> tuple[Plan | None, str]:
+        """The plan to show as the fleet's: the only workload's, or the chosen one's; else None and why."""
+        if not plans:
+            return self._plan({}, [], None, None)
+        if workload:
+            from analyzer.workload import WorkloadGroup
+
+            groups = [WorkloadGroup(p.workload, [p]) for p in plans]
+            chosen = pick_workload(groups, workload).items[0]
+            return chosen.plan, chosen.plan_note
+        if len(plans) == 1:
+            return plans[0].plan, plans[0].plan_note
+        return None, (f"the fleet runs {len(plans)} workloads (models, devices or ranks); their costs and batch "
+                      f"sizes are not pooled: one plan per workload below, or --workload ID for one")
+
+    def _workload_plan(self, wid: str, plan_options: PlanOptions | None, costs: CostTable | None) -> WorkloadPlan:
+        mine = [i for i, r in enumerate(self._rows) if (r["workload_id"] or "unknown") == wid]
+        hist: dict[int, int] = {}
+        for i in mine:  # one per trace of this workload
+            bs = self._costs[i].bs
+            for b, n in zip(*np.unique(bs[bs >= 0], return_counts=True)):
+                hist[int(b)] = hist.get(int(b), 0) + int(n)
+        hist = dict(sorted(hist.items()))
+        plan, note = self._plan(hist, [self._costs[i] for i in mine], plan_options, costs)
+        return WorkloadPlan(self._workloads[wid], len(mine), hist, plan, note)
+
+    @staticmethod
+    def _plan(hist: dict[int, int], views: list[_CostView], plan_options: PlanOptions | None,
+              costs: CostTable | None) -> tuple[Plan | None, str]:
+        """A capture plan, or ``None`` and why not (a fleet report never fails for want of a plan)."""
+        if not hist:
             return None, "no step with a known batch size: nothing to plan (annotate steps with bs=N or use " \
                          "--batch-regex/--batch-op)"
         from analyzer.planning.inputs import costs_from_reports
         from analyzer.planning.planner import plan_capture
 
         try:
-            costs = costs if costs is not None else costs_from_reports(self._costs)
-            return plan_capture(costs, {b: float(n) for b, n in self._hist.items()}, plan_options), ""
+            costs = costs if costs is not None else costs_from_reports(views)
+            return plan_capture(costs, {b: float(n) for b, n in hist.items()}, plan_options), ""
         except InputError as exc:
             return None, exc.message
 
 
 def _with_peer_ratio(rows: list[dict]) -> list[TraceRow]:
-    """TraceRows with ``step_vs_peers``: median step over the median of its (mode, main batch size) group."""
+    """TraceRows with ``step_vs_peers``: median step over the median of its (workload, mode, main batch size) group."""
     groups: dict[tuple, list[float]] = {}
     for r in rows:  # one per trace
         if r["steps"]:
-            groups.setdefault((r["mode"], r["main_batch_size"]), []).append(r["step_us_median"])
+            groups.setdefault((r["workload_id"], r["mode"], r["main_batch_size"]), []).append(r["step_us_median"])
     med = {k: float(np.median(v)) for k, v in groups.items()}
     out = []
     for r in rows:
-        m = med.get((r["mode"], r["main_batch_size"]), 0.0)
+        m = med.get((r["workload_id"], r["mode"], r["main_batch_size"]), 0.0)
         out.append(TraceRow(**r, step_vs_peers=_r(r["step_us_median"] / m) if m > 0 else 0.0))
     return out
 
@@ -507,7 +572,7 @@ def add_records(acc: FleetAccumulator, path: str | Path, lines: Iterable[int]) -
 
 
 def load_fleet_results(path: str | Path, plan_options: PlanOptions | None = None, top: int = DEFAULT_TOP,
-                       costs: CostTable | None = None) -> FleetReport:
+                       costs: CostTable | None = None, workload: str | None = None) -> FleetReport:
     """The fleet report of a results file written by ``launchgap fleet --out FILE.jsonl``.
 
     Every trace's last record counts. ``plan_options`` (an :class:`analyzer.planning.planner.PlanOptions`)
@@ -520,4 +585,4 @@ def load_fleet_results(path: str | Path, plan_options: PlanOptions | None = None
     acc.analysis_options = head.get("analysis_options")
     acc.warnings.extend(warnings)
     add_records(acc, path, (e["line"] for e in latest.values()))
-    return acc.finish(plan_options, top, costs)
+    return acc.finish(plan_options, top, costs, workload)

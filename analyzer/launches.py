@@ -9,10 +9,8 @@
 * **launch delay** (``launch_delay_us``): GPU op start minus its launch call's start
   (includes the time the op queued behind earlier work). For a graph replay, the first
   replayed op's start.
-* **mode**: ``eager`` (no graph launches), ``graph`` (graph launches, and eager kernel
-  launches are at most :data:`RESIDUAL_EAGER_FRACTION` of the kernels per step; those are
-  reported as residual eager launches) or ``mixed`` (graph launches plus more eager
-  launches in the same steps, as with piecewise graphs or torch.compile graph trees).
+
+The graph mode of a trace and of its steps lives in :mod:`analyzer.graph_mode`.
 """
 from __future__ import annotations
 
@@ -22,7 +20,6 @@ import numpy as np
 
 from analyzer.trace import Api, Kind, Trace
 
-RESIDUAL_EAGER_FRACTION = 0.10
 _LAUNCH_APIS = np.array([Api.KERNEL_LAUNCH, Api.GRAPH_LAUNCH], dtype=np.int8)
 
 
@@ -100,12 +97,3 @@ def kernel_launch_table(trace: Trace, top: int = 20) -> list[KernelLaunchRow]:
         )
         for i in best
     ]
-
-
-def classify_mode(kernel_launches_per_step: float, graph_launches_per_step: float, kernels_per_step: float) -> str:
-    """``eager`` / ``graph`` / ``mixed`` from per-step launch counts (see module docstring)."""
-    if graph_launches_per_step <= 0:
-        return "eager"
-    if kernel_launches_per_step <= RESIDUAL_EAGER_FRACTION * max(kernels_per_step, 1.0):
-        return "graph"
-    return "mixed"

@@ -10,7 +10,7 @@ longer than ``long_kernel_us`` hides that cost behind its own execution, so only
 shorter than it are charged ``node_us``. ``graph_launch_us`` is the one launch of the graph.
 
 Defaults were fitted on two H200 data sets (see README "Prediction"): the reference traces
-../shared/traces/h200-1b (1B-class decoder, batch 1/8/64/256) and the harness's own traces
+traces/h200-1b (1B-class decoder, batch 1/8/64/256) and the harness's own traces
 under traces/h200 (tiny, 1b, 8b, 70b-slice presets). Weighted least squares of (unprofiled
 graph_us - eager busy - graph_launch_us) over the short-kernel count gives 0.33-0.35 us per
 node for cut-offs of 10-50 us (0.34 with 20 us); per model the residual is 0.25 (tiny) to
@@ -19,10 +19,16 @@ The graph traces themselves show 0.42-0.47 us median gaps after short kernels an
 after long ones.
 
 Profiled eager steps are slower than unprofiled ones because the profiler records every
-host event: the estimate ``profiler_us_per_host_event`` (1.8 us per recorded CPU op and
-runtime call; the same data gives 1.25-3.5 us, median about 1.8, with profiled steps
-1.3-1.8x the unprofiled ones) turns a profiled step into an estimated unprofiled one. A real
-measurement (``observed_step_us``) always wins over that estimate.
+host event. How much slower depends on the profiler's settings, which :mod:`analyzer.overhead`
+reads from the trace: the estimated unprofiled step is the profiled step less the overhead
+per recorded CPU op and runtime call of that setting (``overhead``: 1.25 us without shapes;
+with ``record_shapes`` 2.8 times the trace's host reference, about 1.8 us on the H200 harness
+host; 2.45 us with ``with_stack`` and shapes; each with a low/high range), never below the
+GPU busy time. ``profiler_us_per_host_event`` forces one figure instead. A real
+measurement (``observed_step_us``) always wins over the estimate.
+
+``python -m analyzer.overhead_fit fit PATH...`` refits the overhead table on recordings with
+measured unprofiled steps and prints the error table (see :func:`main`).
 """
 from __future__ import annotations
 
@@ -30,28 +36,40 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from analyzer.overhead import DEFAULT_OVERHEAD, OverheadTable, unprofiled_step_us
+
 
 @dataclass(frozen=True)
 class PredictionModel:
-    """Constants of the graph-step model (all in microseconds)."""
+    """Constants of the graph-step model (all in microseconds) and of the profiler's overhead.
+
+    ``profiler_us_per_host_event``: None (default) takes the overhead per host event from the
+    trace's detected profiler settings and ``overhead``; a number forces it for every trace.
+    """
 
     node_us: float = 0.34
     long_kernel_us: float = 20.0
     graph_launch_us: float = 3.0
-    profiler_us_per_host_event: float = 1.8
+    profiler_us_per_host_event: float | None = None
+    overhead: OverheadTable = DEFAULT_OVERHEAD
 
     def predict_graph_us(self, gpu_busy_us: np.ndarray, n_short_kernels: np.ndarray) -> np.ndarray:
         """Predicted graph-replay step time for each step (same shapes in, us out)."""
         return np.asarray(gpu_busy_us, dtype=float) + self.node_us * np.asarray(n_short_kernels, dtype=float) \
             + self.graph_launch_us
 
-    def unprofiled_step_us(self, step_us: np.ndarray, host_events: np.ndarray, gpu_busy_us: np.ndarray) -> np.ndarray:
+    def unprofiled_step_us(self, step_us: np.ndarray, host_events: np.ndarray, gpu_busy_us: np.ndarray,
+                           us_per_event: float | np.ndarray | None = None) -> np.ndarray:
         """Estimated step time without the profiler: profiled step less the per-event overhead.
 
-        Never below the GPU busy time (the profiler does not slow the GPU's own work).
+        ``us_per_event`` (e.g. a report's ``profiler_overhead_us_per_event``) wins; else the
+        forced ``profiler_us_per_host_event``; else the ``shapes`` tier (torch.profiler with
+        ``record_shapes``, the most common setting). Never below the GPU busy time.
         """
-        est = np.asarray(step_us, dtype=float) - self.profiler_us_per_host_event * np.asarray(host_events, dtype=float)
-        return np.maximum(est, np.asarray(gpu_busy_us, dtype=float))
+        if us_per_event is None:
+            us_per_event = (self.profiler_us_per_host_event if self.profiler_us_per_host_event is not None
+                            else self.overhead.rate("shapes").in_us(None, self.overhead.typical_ref_us)[0])
+        return unprofiled_step_us(step_us, host_events, gpu_busy_us, us_per_event)
 
 
 DEFAULT_MODEL = PredictionModel()

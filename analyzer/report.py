@@ -13,23 +13,42 @@ Per-step metrics (all times in microseconds):
 * ``launch_api_us``, ``launch_to_kernel_ratio``, ``launch_delay_us_median``: see
   :mod:`analyzer.launches`.
 * ``predicted_graph_us``: the CUDA-graph step predicted by :mod:`analyzer.predict`.
+* ``phase`` (``"decode"``, ``"prefill"``, ``"mixed"``, ``None`` when the trace does not say),
+  ``requests`` (sequences in the step) and ``tokens`` (tokens it processed): from a serving
+  engine's step marker (:mod:`analyzer.steps`, :mod:`analyzer.engines`), never guessed.
+* ``graph_coverage``: ``"full"``, ``"piecewise"`` or ``"eager"`` (:mod:`analyzer.graph_mode`).
 
 The ``summary`` takes medians over steps; ``gpu_idle_fraction`` is total idle over total
 window of all steps; ``predicted_speedup`` is the real step time (``observed_step_us``
-when the user gives it, else the profiled step less the estimated profiler overhead) over
-the median predicted graph step.
+when the user gives it: *measured*; else the profiled step less the estimated profiler
+overhead: *estimated*, see :mod:`analyzer.overhead`) over the median predicted graph step.
+``predicted_speedup_low``/``_high`` bound it: the overhead's range per host event for the
+detected ``profiler_settings`` and the graph step's error band. The report's ``workload``
+(:mod:`analyzer.workload`) names the model, device and rank the trace ran. ``engine`` names the
+serving engine that wrote the trace (``None`` for others), ``steps_by_coverage`` counts steps per
+graph coverage and ``step_groups`` has one entry per (phase, coverage) with its own medians and
+verdict. For engine steps the verdict speaks per group: one blend of prefill and decode steps
+says nothing.
+
+A capture trace (trace ``mode`` ``"capture"``, :func:`analyzer.graph_mode.detect_capture`)
+gets ``capture`` (graphs, sizes, nodes per graph) and no steps, gaps or speedup.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
+from analyzer.engines import LABELS
 from analyzer.gaps import CAUSES, DeviceBusy, Gaps, compute_gaps
-from analyzer.launches import classify_mode, kernel_launch_table, launch_delays_ns
+from analyzer.graph_mode import COVERAGES, CaptureReport, StepCoverage, classify_mode, detect_capture, step_coverage
+from analyzer.launches import kernel_launch_table, launch_delays_ns
+from analyzer.overhead import OverheadEstimate, ProfilerSettings, detect_profiler_settings, estimate_overhead, \
+    speedup_range
 from analyzer.predict import DEFAULT_MODEL, PredictionModel
-from analyzer.steps import StepOptions, Steps, assign_rows_to_steps, find_steps
+from analyzer.steps import StepOptions, Steps, assign_rows_to_steps, detect_engine, find_steps
 from analyzer.trace import Api, Kind, Trace
+from analyzer.workload import Workload, workload_of
 
 SCHEMA = "launchgap.report/1"
 GAP_HIST_EDGES_US = (0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 5000.0, float("inf"))
@@ -81,6 +100,10 @@ class StepReport:
     launch_delay_us_median: float
     host_events: int
     predicted_graph_us: float
+    phase: str | None
+    requests: int | None
+    tokens: int | None
+    graph_coverage: str
 
 
 @dataclass(frozen=True)
@@ -110,6 +133,21 @@ class Summary:
     batch_sizes: list[int]
     verdict: str
     verdict_detail: str
+    # The profiler's cost (analyzer.overhead): detected settings, us per recorded host event
+    # (point and range), the unprofiled step and the speedup as ranges; eager_step_source says
+    # whether the eager step in predicted_speedup was "measured" (observed_step_us) or "estimated".
+    profiler_settings: dict = field(default_factory=dict)
+    profiler_overhead_us_per_event: float = 0.0
+    profiler_overhead_us_per_event_low: float = 0.0
+    profiler_overhead_us_per_event_high: float = 0.0
+    estimated_unprofiled_step_us_low: float = 0.0
+    estimated_unprofiled_step_us_high: float = 0.0
+    predicted_speedup_low: float = 0.0
+    predicted_speedup_high: float = 0.0
+    eager_step_source: str = "estimated"
+    engine: str | None = None
+    steps_by_coverage: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COVERAGES, 0))
+    step_groups: list[dict] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -139,9 +177,13 @@ class TraceReport:
     rank: int | None
     world_size: int | None
     warnings: list[str]
+    workload: Workload | None = None
+    capture: CaptureReport | None = None
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        d["workload"] = self.workload.to_dict() if self.workload is not None else None
+        return d
 
 
 def _f(x: float) -> float:
@@ -168,6 +210,9 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
     """
     opts = options or AnalysisOptions()
     warnings = list(trace.warnings)
+    capture = detect_capture(trace)
+    if capture is not None:
+        return _capture_trace_report(trace, capture, opts, warnings)
     gaps, busy = compute_gaps(trace, wait_ns)
     steps = find_steps(trace, opts.steps)
     row_step = assign_rows_to_steps(trace, steps)
@@ -178,23 +223,29 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
         warnings.append(f"{int((~win.step_ok).sum())} of {win.n_steps} steps launched no GPU work and were left out")
     idle = _window_idle_causes(gaps, win)
     lm = _launch_metrics(trace, row_step, win, eff_start, opts.model)
-    step_reports = _step_reports(steps, win, idle, lm)
+    cov = step_coverage(trace, row_step, len(steps))
+    step_reports = _step_reports(steps, win, idle, lm, cov)
 
     keep = np.flatnonzero(win.step_ok)
-    summary = _summary(_SummaryInputs(
+    settings = detect_profiler_settings(trace)
+    inputs = _SummaryInputs(
         source=steps.source, steps=step_reports, win_us=lm.win_us[keep], busy_us=lm.busy_us[keep],
         pred_us=lm.pred_us[keep], host_events=lm.host_events[keep], delays_ns=lm.delays_ns,
-        launch_api_ns=lm.launch_api_ns[keep], launched_gpu_ns=lm.launched_gpu_ns[keep]), opts)
+        launch_api_ns=lm.launch_api_ns[keep], launched_gpu_ns=lm.launched_gpu_ns[keep], settings=settings,
+        overhead=estimate_overhead(settings, opts.model.overhead, opts.model.profiler_us_per_host_event))
+    summary = _summary(inputs, opts)
     mode = classify_mode(summary.kernel_launches_per_step_median, summary.graph_launches_per_step_median,
                          summary.kernels_per_step_median)
     summary = _with_verdict(summary, mode)
+    summary = _with_step_groups(summary, inputs, opts, detect_engine(trace, steps),
+                                per_group_verdict=steps.source == "engine")
     return TraceReport(
         path=trace.path, format=trace.format, mode=mode,
         devices=_device_reports(trace, gaps, busy, eff_start), summary=summary, steps=step_reports,
         gap_histogram=_gap_histogram(gaps, idle.gap_key),
         top_gaps=_top_gaps(trace, gaps, idle.gap_key, win.n_dev, opts.top_gaps),
         top_kernels=[r.to_dict() for r in kernel_launch_table(trace, opts.top_kernels)],
-        rank=trace.rank, world_size=trace.world_size, warnings=warnings,
+        rank=trace.rank, world_size=trace.world_size, warnings=warnings, workload=workload_of(trace, row_step),
     )
 
 
@@ -347,7 +398,8 @@ def _launch_metrics(trace: Trace, row_step: np.ndarray, win: _StepWindows, eff_s
         delays_ns=d_ns, win_us=win_us, busy_us=busy_us, pred_us=model.predict_graph_us(busy_us, n_short))
 
 
-def _step_reports(steps: Steps, win: _StepWindows, idle: _WindowIdle, lm: _LaunchMetrics) -> list[StepReport]:
+def _step_reports(steps: Steps, win: _StepWindows, idle: _WindowIdle, lm: _LaunchMetrics,
+                  cov: StepCoverage) -> list[StepReport]:
     out: list[StepReport] = []
     for s in np.flatnonzero(win.step_ok).tolist():  # one row per step (a report row, not an event)
         k = int(win.pkey[s])
@@ -363,7 +415,9 @@ def _step_reports(steps: Steps, win: _StepWindows, idle: _WindowIdle, lm: _Launc
             graph_launches=int(lm.graph_launches[s]), launch_api_us=_f(la / 1e3), launched_gpu_us=_f(lg / 1e3),
             launch_to_kernel_ratio=_f(la / lg) if lg > 0 else 0.0,
             launch_delay_us_median=_f(lm.delay_median_ns[s] / 1e3), host_events=int(lm.host_events[s]),
-            predicted_graph_us=_f(lm.pred_us[s]),
+            predicted_graph_us=_f(lm.pred_us[s]), phase=steps.phase[s],
+            requests=int(steps.requests[s]) if steps.requests[s] >= 0 else None,
+            tokens=int(steps.tokens[s]) if steps.tokens[s] >= 0 else None, graph_coverage=cov.coverage[s],
         ))
     return out
 
@@ -397,6 +451,8 @@ class _SummaryInputs:
     delays_ns: np.ndarray
     launch_api_ns: np.ndarray
     launched_gpu_ns: np.ndarray
+    settings: ProfilerSettings
+    overhead: OverheadEstimate
 
 
 def _summary(si: _SummaryInputs, opts: AnalysisOptions) -> Summary:
@@ -405,10 +461,13 @@ def _summary(si: _SummaryInputs, opts: AnalysisOptions) -> Summary:
     total_win = float(win.sum())
     idle_by = {c: sum(s.idle_us_by_cause[c] for s in steps) for c in CAUSES}
     step_med = _median(win)
-    unprof = opts.model.unprofiled_step_us(win, si.host_events, bus)
-    unprof_med = _median(unprof)
+    oh = si.overhead
+    unprof_med, unprof_lo, unprof_hi = (
+        _median(opts.model.unprofiled_step_us(win, si.host_events, bus, k)) for k in (oh.us_per_event, oh.high, oh.low))
     pred_med = _median(pred)
     real = opts.observed_step_us if opts.observed_step_us else unprof_med
+    sp = (speedup_range(real, real, real, pred_med, opts.model.overhead.graph_rel_err) if opts.observed_step_us
+          else speedup_range(unprof_med, unprof_lo, unprof_hi, pred_med, opts.model.overhead.graph_rel_err))
     if opts.observed_step_us and step_med > 0:
         inflation = step_med / opts.observed_step_us
     else:
@@ -436,7 +495,35 @@ def _summary(si: _SummaryInputs, opts: AnalysisOptions) -> Summary:
         predicted_speedup_profiled=_f(step_med / pred_med) if pred_med > 0 else 0.0,
         batch_sizes=sorted({s.batch_size for s in steps if s.batch_size is not None}),
         verdict="", verdict_detail="",
+        profiler_settings={**si.settings.to_dict(), "overhead_source": oh.source, "notes": list(oh.notes)},
+        profiler_overhead_us_per_event=_f(oh.us_per_event), profiler_overhead_us_per_event_low=_f(oh.low),
+        profiler_overhead_us_per_event_high=_f(oh.high), estimated_unprofiled_step_us_low=_f(unprof_lo),
+        estimated_unprofiled_step_us_high=_f(unprof_hi), predicted_speedup_low=_f(sp.speedup_low),
+        predicted_speedup_high=_f(sp.speedup_high),
+        eager_step_source="measured" if opts.observed_step_us else "estimated",
     )
+
+
+def _speedup_text(s: Summary) -> str:
+    """``10.84x (range 9.95-11.65x)``: the point value and its range."""
+    return f"{s.predicted_speedup:.2f}x (range {s.predicted_speedup_low:.2f}-{s.predicted_speedup_high:.2f}x)"
+
+
+def eager_basis(s: Summary) -> str:
+    """Which part of the predicted speedup is measured and which estimated, in one sentence."""
+    graph = "graph step predicted from the GPU busy time"
+    if s.eager_step_source == "measured":
+        return f"eager step measured: {s.observed_step_us:,.0f} us observed ({s.step_us_median:,.0f} us profiled); {graph}"
+    return (f"eager step estimated: {s.step_us_median:,.0f} us profiled less {s.profiler_overhead_us_per_event:.3g} us "
+            f"({s.profiler_overhead_us_per_event_low:.3g}-{s.profiler_overhead_us_per_event_high:.3g}) per recorded "
+            f"host event for the profiler ({_settings_words(s.profiler_settings)}); {graph}")
+
+
+def _settings_words(ps: dict) -> str:
+    if ps.get("tier") == "cupti":
+        return "runtime calls only"
+    on = [k for k in ("with_stack", "with_modules", "record_shapes", "with_flops", "profile_memory") if ps.get(k)]
+    return " + ".join(on) if on else "no shapes, no stacks"
 
 
 def _with_verdict(s: Summary, mode: str) -> Summary:
@@ -447,6 +534,7 @@ def _with_verdict(s: Summary, mode: str) -> Summary:
     resid = s.kernel_launches_per_step_median if mode != "eager" else 0.0
     if s.steps == 0:
         return replace(s, verdict="no steps", verdict_detail="no step launched GPU work")
+    real = s.observed_step_us if s.eager_step_source == "measured" else s.estimated_unprofiled_step_us_median
     if mode == "graph":
         verdict = "already graphed"
         detail = (f"{s.graph_launches_per_step_median:g} graph launch(es) per step replay "
@@ -455,20 +543,143 @@ def _with_verdict(s: Summary, mode: str) -> Summary:
     elif peer >= max(host_side, 0.15):
         verdict = "waiting for peers"
         detail = (f"collectives wait for other ranks {peer:.0%} of the step; host-side idle {host_side:.0%}; "
-                  f"CUDA graphs on every rank predicted {s.predicted_speedup:.2f}x")
+                  f"CUDA graphs on every rank predicted {_speedup_text(s)}; {eager_basis(s)}")
     elif host_side >= LAUNCH_BOUND_IDLE_FRACTION or s.predicted_speedup >= 1.2:
         verdict = "launch-bound" if mode == "eager" else "launch-bound (partly graphed)"
         detail = (f"the GPU idles {s.gpu_idle_fraction:.0%} of each step, {host_side:.0%} waiting for the CPU; "
-                  f"CUDA graphs predicted to take the step from {s.estimated_unprofiled_step_us_median:,.0f} us "
-                  f"(unprofiled estimate; {s.step_us_median:,.0f} us profiled) to "
-                  f"{s.predicted_graph_step_us_median:,.0f} us: {s.predicted_speedup:.2f}x")
+                  f"CUDA graphs predicted to take the step from {real:,.0f} us to "
+                  f"{s.predicted_graph_step_us_median:,.0f} us: {_speedup_text(s)}; {eager_basis(s)}")
     else:
         verdict = "GPU-bound" if mode == "eager" else "GPU-bound (partly graphed)"
         detail = (f"the GPU is busy {1 - s.gpu_idle_fraction:.0%} of each step; CUDA graphs predicted "
-                  f"{s.predicted_speedup:.2f}x ({s.predicted_graph_step_us_median:,.0f} us per step)")
-    if s.observed_step_us:
-        detail += f"; calibrated with an observed step of {s.observed_step_us:,.0f} us"
+                  f"{_speedup_text(s)} ({s.predicted_graph_step_us_median:,.0f} us per step); {eager_basis(s)}")
     return replace(s, verdict=verdict, verdict_detail=detail, residual_eager_launches_per_step_median=resid)
+
+
+#: Order in which step groups are listed (and the first present one sets an engine trace's verdict).
+_PHASE_ORDER = ("decode", "mixed", "prefill", None)
+
+
+def _group_text(n: int, phase: str | None, coverage: str, s: Summary) -> str:
+    """``"9 decode steps, piecewise: 25 graph launches each, 52 eager launches between them"``."""
+    what = f"{n} {phase + ' ' if phase else ''}step{'s' if n != 1 else ''}" + ("" if phase else " (phase unknown)")
+    gl, el = s.graph_launches_per_step_median, s.kernel_launches_per_step_median
+    each = " each" if n != 1 else ""
+    if coverage == "eager":
+        launches = f"{el:g} eager launches{each}"
+    elif coverage == "full":
+        launches = (f"{gl:g} graph launch{'es' if gl != 1 else ''}{each} and {el:g} eager launches left for "
+                    f"{s.kernels_per_step_median:g} kernels")
+    else:
+        launches = f"{gl:g} graph launches{each}, {el:g} eager launches between them"
+    return f"{what}, {coverage}: {launches}"
+
+
+def _with_step_groups(s: Summary, si: _SummaryInputs, opts: AnalysisOptions, engine: str | None,
+                      per_group_verdict: bool) -> Summary:
+    """Add the engine, steps per coverage and per-(phase, coverage) groups; for engine steps the
+    verdict is the first group's (decode first) and the detail names every group's."""
+    from dataclasses import replace
+
+    steps = si.steps
+    by_cov = {c: sum(st.graph_coverage == c for st in steps) for c in COVERAGES}
+    groups: list[dict] = []
+    texts: list[str] = []
+    verdicts: list[str] = []
+    for phase in _PHASE_ORDER:
+        for cov in COVERAGES:
+            idx = np.array([i for i, st in enumerate(steps) if st.phase == phase and st.graph_coverage == cov],
+                           dtype=np.int64)
+            if idx.size == 0:
+                continue
+            sub = _summary(_SummaryInputs(
+                source=si.source, steps=[steps[i] for i in idx.tolist()], win_us=si.win_us[idx],
+                busy_us=si.busy_us[idx], pred_us=si.pred_us[idx], host_events=si.host_events[idx],
+                delays_ns=np.zeros(0), launch_api_ns=si.launch_api_ns[idx],
+                launched_gpu_ns=si.launched_gpu_ns[idx], settings=si.settings, overhead=si.overhead), opts)
+            sub = _with_verdict(sub, classify_mode(sub.kernel_launches_per_step_median,
+                                                   sub.graph_launches_per_step_median, sub.kernels_per_step_median))
+            text = _group_text(int(idx.size), phase, cov, sub)
+            groups.append({"phase": phase, "graph_coverage": cov, "steps": int(idx.size), "description": text,
+                           "step_us_median": sub.step_us_median, "kernels_per_step_median": sub.kernels_per_step_median,
+                           "graph_launches_per_step_median": sub.graph_launches_per_step_median,
+                           "eager_launches_per_step_median": sub.kernel_launches_per_step_median,
+                           "gpu_idle_fraction": sub.gpu_idle_fraction, "predicted_speedup": sub.predicted_speedup,
+                           "verdict": sub.verdict, "verdict_detail": sub.verdict_detail})
+            texts.append(f"{text} — {sub.verdict}: {sub.verdict_detail}")
+            verdicts.append(sub.verdict)
+    s = replace(s, engine=engine, steps_by_coverage=by_cov, step_groups=groups)
+    if not per_group_verdict or not groups:
+        return s
+    label = LABELS.get(engine, "") if engine else ""
+    return replace(s, verdict=verdicts[0], verdict_detail=(f"{label} trace: " if label else "") + " | ".join(texts))
+
+
+def _no_gaps() -> Gaps:
+    return Gaps(**{f.name: np.zeros(0, dtype=np.int64) for f in fields(Gaps)})
+
+
+def _capture_trace_report(trace: Trace, capture: CaptureReport, opts: AnalysisOptions,
+                          warnings: list[str]) -> TraceReport:
+    """A capture trace: what was captured, no steps, gaps or speedup (nothing of interest ran)."""
+    from dataclasses import replace
+
+    empty = np.zeros(0)
+    settings = detect_profiler_settings(trace)
+    summary = _summary(_SummaryInputs(
+        source="capture", steps=[], win_us=empty, busy_us=empty, pred_us=empty, host_events=empty, delays_ns=empty,
+        launch_api_ns=empty, launched_gpu_ns=empty, settings=settings,
+        overhead=estimate_overhead(settings, opts.model.overhead, opts.model.profiler_us_per_host_event)), opts)
+    sizes = sorted({x for x in capture.sizes if x is not None})
+    modes = sorted({x for x in capture.modes if x is not None})
+    nodes = capture.nodes_per_graph
+    what = f"{capture.graphs} graph{'s' if capture.graphs != 1 else ''} captured"
+    if sizes:
+        what += f" for size{'s' if len(sizes) != 1 else ''} {', '.join(map(str, sizes))}"
+    if modes:
+        what += f" ({', '.join(modes)})"
+    if nodes:
+        per = f"{nodes[0]}" if len(set(nodes)) == 1 else f"{min(nodes)}-{max(nodes)}"
+        what += f", {per} kernel launches recorded per graph"
+    detail = (f"CUDA-graph capture trace: {what}; {capture.launches_recorded} launches recorded into graphs ran "
+              f"nothing, {capture.kernels_run} kernels ran. No gap diagnosis or speedup for a capture trace: "
+              f"analyse a trace of the graphs' replays")
+    engine = detect_engine(trace)
+    summary = replace(summary, verdict="capture trace", verdict_detail=detail, engine=engine)
+    return TraceReport(path=trace.path, format=trace.format, mode="capture", devices=[], summary=summary, steps=[],
+                       gap_histogram=_gap_histogram(_no_gaps(), np.zeros(0, dtype=np.int64)), top_gaps=[],
+                       top_kernels=[], rank=trace.rank, world_size=trace.world_size, warnings=warnings,
+                       capture=capture)
+
+
+def with_observed_step(report: TraceReport, observed_step_us: float | None,
+                       graph_rel_err: float = DEFAULT_MODEL.overhead.graph_rel_err) -> TraceReport:
+    """The report with a measured eager step (e.g. a server's inter-token latency, us) in place of the
+    estimate: speedup, its range, inflation and verdict recomputed from the summary, nothing re-analysed.
+    ``None`` or 0 gives the estimate back. ``graph_rel_err`` is the graph step's error band."""
+    from dataclasses import replace
+
+    if report.mode == "capture":  # nothing to calibrate: a capture trace makes no speedup claim
+        return report
+    s = report.summary
+    obs = observed_step_us if observed_step_us and observed_step_us > 0 else None
+    real = obs if obs else s.estimated_unprofiled_step_us_median
+    pred = s.predicted_graph_step_us_median
+    if obs:
+        sp = speedup_range(obs, obs, obs, pred, graph_rel_err)
+    else:
+        sp = speedup_range(real, s.estimated_unprofiled_step_us_low, s.estimated_unprofiled_step_us_high, pred,
+                           graph_rel_err)
+    infl = (s.step_us_median / real) if real > 0 and s.step_us_median > 0 else 1.0
+    new = replace(s, observed_step_us=obs, eager_step_source="measured" if obs else "estimated",
+                  predicted_speedup=_f(sp.speedup), predicted_speedup_low=_f(sp.speedup_low),
+                  predicted_speedup_high=_f(sp.speedup_high), estimated_profiler_inflation=_f(infl))
+    new = _with_verdict(new, report.mode)
+    if s.step_source == "engine" and s.step_groups:  # keep naming the phases and coverages the steps have
+        label = LABELS.get(s.engine, "") if s.engine else ""
+        groups = " | ".join(g["description"] for g in s.step_groups)
+        new = replace(new, verdict_detail=f"{label + ' trace: ' if label else ''}{groups} — {new.verdict_detail}")
+    return replace(report, summary=new)
 
 
 def _gap_histogram(gaps: Gaps, gap_key: np.ndarray) -> dict[str, list[float]]:

@@ -1,20 +1,30 @@
 """Decode steps and their batch sizes.
 
-A **step** is one decode iteration, found from, in order of preference:
+A **step** is one decode iteration (one engine iteration in a serving engine's trace), found
+from, in order of preference:
 
 1. annotations (record_function / NVTX ranges) whose text matches a user's ``step_regex``;
-2. ``ProfilerStep#N`` ranges, unless annotations matching :data:`DEFAULT_STEP_REGEX` are more
+2. a serving engine's own step markers (:mod:`analyzer.engines`: vLLM's ``execute_...``
+   annotations and ``execute_model``, SGLang's ``step[...]`` spans, TensorRT-LLM's
+   ``[Executor] _forward_step`` ranges, and the engines' per-iteration Python functions in
+   traces taken ``with_stack``). Markers that nest (one engine's range inside another's, an
+   annotation inside a Python function) are one step: per group of nested markers the kind of
+   marker that says most (phase, requests, tokens) wins, the innermost on a tie, and the others
+   fill in what it leaves unknown. These steps carry ``phase``, ``requests`` and ``tokens``;
+3. ``ProfilerStep#N`` ranges, unless annotations matching :data:`DEFAULT_STEP_REGEX` are more
    numerous (then each ProfilerStep holds several decode steps and those finer ranges win);
-3. annotations matching :data:`DEFAULT_STEP_REGEX`;
-4. in graph-replay traces without markers, one ``cudaGraphLaunch`` per step;
-5. otherwise the whole trace is one window.
+4. annotations matching :data:`DEFAULT_STEP_REGEX`;
+5. in graph-replay traces without markers, one ``cudaGraphLaunch`` per step;
+6. otherwise the whole trace is one window.
 
-Only outermost matching ranges count (a matching range nested in another is part of it).
+Only outermost matching ranges count (a matching range nested in another is part of it). In the
+TensorBoard-plugin-era Kineto schema ``ProfilerStep#N`` is an ``Operator`` event; it counts too.
 A GPU op belongs to a step when the start of the call that launched it lies in the step's
 CPU range; the step's **GPU window** runs from the first to the last GPU op it launched.
 
-The **batch size** of a step is read from the step's own text, else from the first
-annotation inside it, with :data:`DEFAULT_BATCH_REGEX` (``bs=8``, ``batch_size=8``,
+The **batch size** of a step is, for engine steps, the requests the marker names (unless the
+user gives ``batch_regex`` or ``batch_op``); else it is read from the step's own text, else from
+the first annotation inside it, with :data:`DEFAULT_BATCH_REGEX` (``bs=8``, ``batch_size=8``,
 ``batch 8``, ``decode_step[bs=8]``) or a user pattern whose first group is the number;
 else from the recorded input shapes of a chosen CPU op (``batch_op``; by default the first
 of :data:`DEFAULT_BATCH_OPS` found in the step); else unknown (-1).
@@ -27,10 +37,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from analyzer.engines import ENGINES, STEP_MARKERS, StepInfo
 from analyzer.errors import InputError
 from analyzer.trace import Api, Kind, Trace
 
-DEFAULT_STEP_REGEX = r"(?i)(decode|model_step|execute_model|generate_step|forward_step|^step\b|\bstep[\[#_ (]|iteration)"
+DEFAULT_STEP_REGEX = r"(?i)(decode|model_step|generate_step|forward_step|^step\b|\bstep[\[#_ (]|iteration)"
 DEFAULT_BATCH_REGEX = r"(?i)(?:\bbs|\bbatch(?:[_ ]?size)?)\s*[=: ]\s*(\d+)"
 _PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
 #: Where a decode step's batch shows in recorded input shapes when no text names it (needs
@@ -53,8 +64,10 @@ class StepOptions:
 class Steps:
     """Steps as columns (one entry per step, sorted by ``cpu_start_ns``).
 
-    ``source`` says how they were found: ``"user-regex"``, ``"profiler-step"``,
-    ``"annotation"``, ``"graph-launch"`` or ``"whole-trace"``.
+    ``source`` says how they were found: ``"user-regex"``, ``"engine"``, ``"profiler-step"``,
+    ``"annotation"``, ``"graph-launch"`` or ``"whole-trace"``. ``phase`` (``None`` when
+    unknown), ``requests`` and ``tokens`` (-1 when unknown) come from engine markers;
+    ``engine`` is the engine whose markers gave most steps (``None`` for other sources).
     """
 
     source: str
@@ -62,6 +75,18 @@ class Steps:
     cpu_start_ns: np.ndarray
     cpu_end_ns: np.ndarray
     batch_size: np.ndarray  # int64, -1 when unknown
+    phase: list[str | None] | None = None  # None: unknown for every step
+    requests: np.ndarray | None = None  # int64, -1 when unknown (None: all unknown)
+    tokens: np.ndarray | None = None  # int64, -1 when unknown (None: all unknown)
+    engine: str | None = None
+
+    def __post_init__(self) -> None:
+        n = len(self.names)
+        if self.phase is None:
+            object.__setattr__(self, "phase", [None] * n)
+        for col in ("requests", "tokens"):
+            if getattr(self, col) is None:
+                object.__setattr__(self, col, np.full(n, -1, dtype=np.int64))
 
     def __len__(self) -> int:
         return int(self.cpu_start_ns.shape[0])
@@ -97,6 +122,7 @@ def find_steps(trace: Trace, options: StepOptions | None = None) -> Steps:
     ann = np.flatnonzero(trace.kind == Kind.ANNOTATION)
     rows: np.ndarray | None = None
     source = ""
+    marked: _EngineSteps | None = None
     if opts.step_regex:
         pat = _compile(opts.step_regex, "--step-regex")
         ids = _matching_name_ids(trace, pat, ann)
@@ -105,17 +131,14 @@ def find_steps(trace: Trace, options: StepOptions | None = None) -> Steps:
         if rows.size == 0:
             raise InputError(f"--step-regex {opts.step_regex!r} matches no annotation or NVTX range", trace.path)
     else:
-        prof_ids = np.array([i for i in np.unique(trace.name_id[ann]) if _PROFILER_STEP.match(trace.names[i])],
-                            dtype=np.int32)
-        prof_rows = _outermost(ann[np.isin(trace.name_id[ann], prof_ids)], trace)
-        non_prof = ann[~np.isin(trace.name_id[ann], prof_ids)]
-        dflt_ids = _matching_name_ids(trace, re.compile(DEFAULT_STEP_REGEX), non_prof)
-        dflt_rows = _outermost(non_prof[np.isin(trace.name_id[non_prof], dflt_ids)], trace)
-        if prof_rows.size and prof_rows.size >= dflt_rows.size:
-            rows, source = prof_rows, "profiler-step"
-        elif dflt_rows.size:
-            rows, source = dflt_rows, "annotation"
-    if rows is not None and rows.size:
+        marked = engine_steps(trace)
+        if marked is None:
+            rows, source = _generic_step_rows(trace, ann)
+    n_known = None
+    if marked is not None:
+        source, starts, ends, names = "engine", marked.start_ns, marked.end_ns, marked.names
+        n_known = np.array([-1 if i.requests is None else i.requests for i in marked.info], dtype=np.int64)
+    elif rows is not None and rows.size:
         starts, ends = trace.start_ns[rows], trace.end_ns[rows]
         names = [str(s) for s in trace.names[trace.name_id[rows]]]
     else:
@@ -130,9 +153,157 @@ def find_steps(trace: Trace, options: StepOptions | None = None) -> Steps:
             starts = np.array([trace.start_ns.min() if len(trace) else 0], dtype=np.int64)
             ends = np.array([trace.end_ns.max() if len(trace) else 0], dtype=np.int64)
             names = ["whole trace"]
-    batch = _batch_sizes(trace, starts, ends, names, opts)
+    batch = _batch_sizes(trace, starts, ends, names, opts, n_known)
+    n = len(names)
+    info = marked.info if marked is not None else [StepInfo()] * n
     return Steps(source=source, names=names, cpu_start_ns=np.asarray(starts, dtype=np.int64),
-                 cpu_end_ns=np.asarray(ends, dtype=np.int64), batch_size=batch)
+                 cpu_end_ns=np.asarray(ends, dtype=np.int64), batch_size=batch, phase=[i.phase for i in info],
+                 requests=np.array([-1 if i.requests is None else i.requests for i in info], dtype=np.int64),
+                 tokens=np.array([-1 if i.tokens is None else i.tokens for i in info], dtype=np.int64),
+                 engine=marked.engine if marked is not None else None)
+
+
+def _generic_step_rows(trace: Trace, ann: np.ndarray) -> tuple[np.ndarray | None, str]:
+    """ProfilerStep ranges or annotations matching :data:`DEFAULT_STEP_REGEX` (rules 3 and 4)."""
+    # The old Kineto schema records ProfilerStep#N as an Operator (CPU op), not an annotation.
+    prof_cand = np.flatnonzero((trace.kind == Kind.ANNOTATION) | (trace.kind == Kind.CPU_OP))
+    prof_ids = np.array([i for i in np.unique(trace.name_id[prof_cand]) if _PROFILER_STEP.match(trace.names[i])],
+                        dtype=np.int32)
+    prof_rows = _outermost(prof_cand[np.isin(trace.name_id[prof_cand], prof_ids)], trace)
+    non_prof = ann[~np.isin(trace.name_id[ann], prof_ids)]
+    dflt_ids = _matching_name_ids(trace, re.compile(DEFAULT_STEP_REGEX), non_prof)
+    dflt_rows = _outermost(non_prof[np.isin(trace.name_id[non_prof], dflt_ids)], trace)
+    if prof_rows.size and prof_rows.size >= dflt_rows.size:
+        return prof_rows, "profiler-step"
+    if dflt_rows.size:
+        return dflt_rows, "annotation"
+    return None, ""
+
+
+# --- serving engines' step markers ---------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class _EngineSteps:
+    """Steps from engine markers: CPU ranges, marker texts, what each says, and the main engine."""
+
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    names: list[str]
+    info: list[StepInfo]
+    engine: str
+
+
+def _marker_matches(names: np.ndarray, ids: np.ndarray, source: str) -> dict[int, tuple[int, StepInfo]]:
+    """For each name id (unique names, not events) that is a step marker: (marker index, info)."""
+    out: dict[int, tuple[int, StepInfo]] = {}
+    for nid in ids.tolist():
+        text = names[nid]
+        for k, marker in enumerate(STEP_MARKERS):
+            if marker.source != source:
+                continue
+            info = marker.read(text)
+            if info is not None:
+                out[nid] = (k, info)
+                break
+    return out
+
+
+def engine_steps(trace: Trace) -> _EngineSteps | None:
+    """Steps from serving engines' markers (rule 2 of the module docstring), ``None`` when there are none."""
+    ann = np.flatnonzero(trace.kind == Kind.ANNOTATION)
+    a_hits = _marker_matches(trace.names, np.unique(trace.name_id[ann]), "annotation")
+    a_rows = ann[np.isin(trace.name_id[ann], list(a_hits))]
+    pc = trace.python_calls
+    p_hits = _marker_matches(pc.names, np.unique(pc.name_id), "python")
+    p_rows = np.flatnonzero(np.isin(pc.name_id, list(p_hits)))
+    if a_rows.size == 0 and p_rows.size == 0:
+        return None
+    start = np.concatenate([trace.start_ns[a_rows], pc.start_ns[p_rows]])
+    end = np.concatenate([trace.end_ns[a_rows], pc.end_ns[p_rows]])
+    texts = [str(t) for t in trace.names[trace.name_id[a_rows]]] + [str(t) for t in pc.names[pc.name_id[p_rows]]]
+    hits = [a_hits[int(n)] for n in trace.name_id[a_rows]] + [p_hits[int(n)] for n in pc.name_id[p_rows]]
+    kind = np.array([k for k, _ in hits], dtype=np.int64)
+    known = np.array([i.fields_known for _, i in hits], dtype=np.int64)
+    # Groups of nested markers: sorted by start (the longer first on a tie), a marker starting
+    # before the ones so far have all ended belongs to their group.
+    order = np.lexsort((-(end - start), start))
+    start, end, kind, known = start[order], end[order], kind[order], known[order]
+    texts = [texts[i] for i in order.tolist()]
+    infos = [hits[i][1] for i in order.tolist()]
+    prev_end = np.maximum.accumulate(end)
+    new_group = np.ones(start.size, dtype=bool)
+    new_group[1:] = start[1:] >= prev_end[:-1]
+    group = np.cumsum(new_group) - 1
+    # Per group, the marker kind that says most; on a tie the shortest (innermost) marker's kind.
+    best = np.lexsort((end - start, -known, group))
+    first = np.ones(best.size, dtype=bool)
+    first[1:] = group[best][1:] != group[best][:-1]
+    best_kind = np.empty(group.max() + 1, dtype=np.int64)
+    best_kind[group[best][first]] = kind[best][first]
+    chosen = np.flatnonzero(kind == best_kind[group])
+    # Outermost among the chosen kind (a marker of that kind nested in another of it is part of it).
+    ends_c = end[chosen]
+    nested = np.zeros(chosen.size, dtype=bool)
+    nested[1:] = np.maximum.accumulate(ends_c)[:-1] >= ends_c[1:]
+    chosen = chosen[~nested]
+    step_group = group[chosen]
+    info = [infos[i] for i in chosen.tolist()]
+    # A group that is one step: its other markers fill in what the chosen one does not say.
+    # Groups are runs of the start-sorted markers: group g is [bounds[g], bounds[g + 1]).
+    per_group = np.bincount(step_group, minlength=group.max() + 1)
+    bounds = np.concatenate([np.flatnonzero(new_group), [start.size]])
+    for j, c in enumerate(chosen.tolist()):  # one iteration per step (report rows, not events)
+        g = step_group[j]
+        lo, hi = bounds[g], bounds[g + 1]
+        if per_group[g] != 1 or hi - lo == 1 or info[j].fields_known == 3:
+            continue
+        for i in (lo + np.argsort(-known[lo:hi], kind="stable")).tolist():  # most informative first
+            if i != c:
+                info[j] = info[j].filled_from(infos[i])
+    engines = [STEP_MARKERS[k].engine for k in kind[chosen].tolist()]
+    main = max(dict.fromkeys(engines), key=engines.count)
+    return _EngineSteps(start_ns=start[chosen], end_ns=end[chosen], names=[texts[i] for i in chosen.tolist()],
+                        info=info, engine=main)
+
+
+def detect_engine(trace: Trace, steps: Steps | None = None) -> str | None:
+    """The serving engine that wrote ``trace`` (an engine name), or ``None``.
+
+    Evidence, strongest first; the first kind of evidence that names an engine decides (the
+    engine with most of it, registry order on a tie): the engine's per-iteration Python function
+    (``with_stack`` traces), its step or capture ranges, its Python files, its custom op
+    namespaces. (The TraceLens SGLang traces carry a vLLM-style range around SGLang's own span;
+    SGLang's model runner in the Python stack says whose trace it is.)
+    """
+    pc = trace.python_calls
+    py_names = [str(n) for n in pc.names[np.unique(pc.name_id)]] if len(pc) else []
+    py_markers = [m for m in STEP_MARKERS if m.source == "python"]
+    counts = [{e.NAME: 0 for e in ENGINES} for _ in range(4)]
+    for n in py_names:  # unique Python function names
+        for m in py_markers:
+            if m.pattern.search(n):
+                counts[0][m.engine] += 1
+        for e in ENGINES:
+            if e.PYTHON_CUE.search(n):
+                counts[2][e.NAME] += 1
+    ann = np.flatnonzero(trace.kind == Kind.ANNOTATION)
+    for nid in np.unique(trace.name_id[ann]).tolist():  # unique annotation texts
+        text = trace.names[nid]
+        for m in STEP_MARKERS:
+            if m.source == "annotation" and m.pattern.search(text):
+                counts[1][m.engine] += 1
+        for e in ENGINES:
+            if e.CAPTURE_ANNOTATION is not None and e.CAPTURE_ANNOTATION.match(text):
+                counts[1][e.NAME] += 1
+    ops = np.flatnonzero(trace.kind == Kind.CPU_OP)
+    for nid in np.unique(trace.name_id[ops]).tolist():  # unique op names
+        for e in ENGINES:
+            if e.OP_CUE.match(trace.names[nid]):
+                counts[3][e.NAME] += 1
+    for level in counts:
+        if any(level.values()):
+            return max(level, key=level.get)
+    return steps.engine if steps is not None else None
 
 
 def _batch_from_text(names: list[str] | np.ndarray, pattern: re.Pattern[str]) -> np.ndarray:
@@ -157,9 +328,16 @@ def _contained(trace: Trace, rows: np.ndarray, starts: np.ndarray, ends: np.ndar
     return np.where(ok, idx, -1), rows
 
 
-def _batch_sizes(trace: Trace, starts: np.ndarray, ends: np.ndarray, names: list[str], opts: StepOptions) -> np.ndarray:
+def _batch_sizes(trace: Trace, starts: np.ndarray, ends: np.ndarray, names: list[str], opts: StepOptions,
+                 engine_requests: np.ndarray | None = None) -> np.ndarray:
     pat = _compile(opts.batch_regex or DEFAULT_BATCH_REGEX, "--batch-regex")
     batch = _batch_from_text(names, pat)
+    if engine_requests is not None:
+        # The engine's own count wins over the default pattern, a user's pattern over it.
+        user = opts.batch_regex is not None or opts.batch_op is not None
+        ok = (engine_requests > 0) & (engine_requests < _MAX_BATCH)
+        take = ok & (batch < 0) if user else ok
+        batch = np.where(take, engine_requests, batch)
     ann = np.flatnonzero(trace.kind == Kind.ANNOTATION)
     if (batch < 0).any() and ann.size:
         uniq = np.unique(trace.name_id[ann])

@@ -84,6 +84,32 @@ _COLUMNS: dict[str, Any] = {
 
 
 @dataclass(frozen=True, eq=False)
+class PythonCalls:
+    """Python function ranges of a torch.profiler trace taken ``with_stack`` (Kineto
+    ``python_function`` events), kept beside the event table rather than in it: they are host
+    call-stack frames, which no metric counts; serving engines' step markers and detection cues
+    are read from them (:mod:`analyzer.steps`, :mod:`analyzer.engines`). Sorted by ``start_ns``;
+    ``name_id`` indexes ``names`` (``"path.py(line): function"``); ``tid`` is -1 when not an integer.
+    """
+
+    names: np.ndarray
+    name_id: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    tid: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.start_ns.shape[0])
+
+
+def no_python_calls() -> PythonCalls:
+    """The empty table (traces without Python function events, Nsight exports)."""
+    empty_i = np.zeros(0, dtype=np.int64)
+    return PythonCalls(np.empty(0, dtype=object), np.zeros(0, dtype=np.int32), empty_i, empty_i.copy(),
+                       empty_i.copy())
+
+
+@dataclass(frozen=True, eq=False)
 class Trace:
     """A parsed trace: one row per event, all columns the same length, sorted by ``start_ns``.
 
@@ -91,6 +117,7 @@ class Trace:
     ``pid``, ``tid``, ``start_ns``, ``dur_ns``, ``corr``, ``graph_id``, ``dims_id``; derived
     once at build time: ``end_ns``, ``api`` (:class:`Api` of runtime rows) and ``launch_idx``
     (for GPU ops: row index of the runtime call with the same correlation id, else -1).
+    ``python_calls`` holds the Python function ranges of a ``with_stack`` trace, beside the table.
     """
 
     path: str
@@ -114,6 +141,10 @@ class Trace:
     rank: int | None = None
     world_size: int | None = None
     warnings: tuple[str, ...] = ()
+    python_calls: PythonCalls = field(default_factory=no_python_calls)
+    #: What the loader saw of the profiler's settings (Kineto: top-level flags and event counts; see
+    #: :func:`analyzer.loaders.kineto._settings_of`); empty when the format says nothing of them.
+    profiler_settings: dict[str, Any] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return int(self.kind.shape[0])
@@ -146,6 +177,8 @@ def build_trace(
     rank: int | None = None,
     world_size: int | None = None,
     warnings: list[str] | None = None,
+    python_calls: PythonCalls | None = None,
+    profiler_settings: dict[str, Any] | None = None,
 ) -> Trace:
     """Validate raw columns from a loader, sort by start time and join launches to GPU work.
 
@@ -203,6 +236,8 @@ def build_trace(
         rank=rank,
         world_size=world_size,
         warnings=tuple(warnings),
+        python_calls=python_calls if python_calls is not None else no_python_calls(),
+        profiler_settings=dict(profiler_settings or {}),
         **cols,
     )
 

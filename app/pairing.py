@@ -1,9 +1,12 @@
 """Eager vs graph traces paired by batch size, for the Compare page.
 
 Per (mode, batch size) the table takes medians over all steps of that batch size in the
-loaded traces of that mode. Step times are the analyzer's unprofiled estimates per step
+loaded traces of that mode; the traces should be of one workload (one model on one device:
+the Compare page picks one with :func:`app.workloads.pick_workload_entries`). Step times are
+the analyzer's unprofiled estimates per step
 (:meth:`analyzer.predict.PredictionModel.unprofiled_step_us`: the profiled step less the
-profiler's per-host-event cost, never below the GPU busy time), so eager and graph traces
+profiler's cost per host event for the profiler settings each trace shows, its summary's
+``profiler_overhead_us_per_event``, never below the GPU busy time), so eager and graph traces
 compare like for like. A helper like this could live in :mod:`analyzer` (the planner's
 ``costs_from_reports`` covers the same ground); it stays here until then.
 """
@@ -24,19 +27,22 @@ TABLE_COLUMNS = ("batch_size", "eager_traces", "eager_steps", "eager_step_profil
 
 
 def step_rows(reports: Sequence[tuple[str, TraceReport]], model: PredictionModel) -> pd.DataFrame:
-    """One row per step with a known batch size: trace name, mode, batch size and its times (us)."""
+    """One row per decode step (or step of unknown phase) with a known batch size: trace name, mode,
+    batch size and its times (us)."""
     rows = []
     for name, rep in reports:  # per trace, then per step: report rows, not events
         for st in rep.steps:
-            if st.batch_size is None:
+            if st.batch_size is None or st.phase not in ("decode", None):  # a prefill is not a decode bucket
                 continue
             rows.append({"trace": name, "mode": rep.mode, "batch_size": st.batch_size, "step_profiled_us": st.dur_us,
                          "host_events": st.host_events, "busy_us": st.gpu_busy_us, "idle_us": st.gpu_idle_us,
-                         "predicted_graph_us": st.predicted_graph_us})
+                         "predicted_graph_us": st.predicted_graph_us,
+                         "us_per_event": rep.summary.profiler_overhead_us_per_event})
     df = pd.DataFrame(rows, columns=["trace", "mode", "batch_size", "step_profiled_us", "host_events", "busy_us",
-                                     "idle_us", "predicted_graph_us"])
+                                     "idle_us", "predicted_graph_us", "us_per_event"])
     df["step_us"] = model.unprofiled_step_us(df["step_profiled_us"].to_numpy(float),
-                                             df["host_events"].to_numpy(float), df["busy_us"].to_numpy(float))
+                                             df["host_events"].to_numpy(float), df["busy_us"].to_numpy(float),
+                                             df["us_per_event"].to_numpy(float))
     return df
 
 

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import json
 
+from analyzer.engines import LABELS as SERVER_LABELS
 from analyzer.planning.planner import SERVERS, Plan
-
-SERVER_LABELS = {"vllm": "vLLM", "sglang": "SGLang", "tensorrt_llm": "TensorRT-LLM"}
 
 
 def _cell(v: object) -> str:

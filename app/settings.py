@@ -15,7 +15,10 @@ from analyzer.loaders import DEFAULT_MAX_TRACE_BYTES
 DEFAULT_SAMPLES_DIR = Path(__file__).resolve().parents[1] / "traces"
 #: Sample files the Traces page offers (plain ``.json`` is left out: folders also hold truth.json).
 SAMPLE_PATTERNS = ("*.json.gz", "*.sqlite")
-#: Samples loaded when a session starts, so ``make app`` shows something at once.
+#: Samples loaded when a session starts, so ``make app`` shows something at once: an eager/graph
+#: pair and a second batch size. Named, because traces/h200-1b holds all eight of the reference set.
+DEFAULT_SAMPLE_FILES = ("h200-1b/1b_bs64_eager.json.gz", "h200-1b/1b_bs8_eager.json.gz", "h200-1b/1b_bs8_graph.json.gz")
+#: Without those files (another samples folder): the first few of this folder, else of the whole list.
 DEFAULT_SAMPLE_DIR_NAME = "h200-1b"
 DEFAULT_SAMPLE_COUNT = 3
 #: A fleet results file (JSON lines, a few kB per trace) larger than this is refused on upload.
@@ -80,6 +83,8 @@ def discover_samples(root: Path) -> list[Path]:
 
 
 def default_samples(root: Path, samples: list[Path]) -> list[Path]:
-    """The samples a new session starts with: the eager/graph pair folder if present, else the first few."""
+    """The samples a new session starts with: :data:`DEFAULT_SAMPLE_FILES` if present, else the first
+    few of the h200-1b folder, else the first few."""
+    named = [p for p in samples if p.relative_to(root).as_posix() in DEFAULT_SAMPLE_FILES]
     preferred = [p for p in samples if p.parent.name == DEFAULT_SAMPLE_DIR_NAME]
-    return (preferred or samples)[:DEFAULT_SAMPLE_COUNT]
+    return (named or preferred or samples)[:DEFAULT_SAMPLE_COUNT]

@@ -6,48 +6,15 @@ import json
 import sys
 from pathlib import Path
 
-from analyzer.errors import AnalyzerError, InputError
-from analyzer.loaders import DEFAULT_MAX_TRACE_BYTES, expand_paths, load_trace
-from analyzer.predict import DEFAULT_MODEL, PredictionModel
+from analyzer.commands._shared import Progress, add_analysis_arguments, analysis_options
+from analyzer.errors import AnalyzerError
+from analyzer.loaders import expand_paths, load_trace
 from analyzer.ranks import JobReport, analyze_job, analyze_with_collectives, group_by_job, group_traces
 from analyzer.report import SCHEMA, AnalysisOptions, TraceReport
-from analyzer.steps import StepOptions
 from analyzer.trace import Trace
 
 NAME = "analyze"
 HELP = "diagnose launch gaps in Kineto JSON or Nsight Systems SQLite traces"
-
-
-def add_analysis_arguments(p: argparse.ArgumentParser) -> None:
-    """Options shared by every command that analyses traces (analyze, plan, fleet)."""
-    p.add_argument("--step-regex", help="regex over annotation/NVTX text that marks one decode step")
-    p.add_argument("--batch-regex", help="regex whose first group is the batch size (default reads bs=8, "
-                                         "batch_size=8, batch 8)")
-    p.add_argument("--batch-op", help="read the batch size from a CPU op's input shapes: OP[:ARG[:DIM]]")
-    p.add_argument("--observed-step-us", type=float, help="a real unprofiled step time (e.g. measured inter-token "
-                                                          "latency) to calibrate the predicted speedup")
-    p.add_argument("--max-trace-bytes", type=int, default=DEFAULT_MAX_TRACE_BYTES,
-                   help="refuse traces that decompress past this many bytes (default 2 GiB)")
-    p.add_argument("--node-us", type=float, default=DEFAULT_MODEL.node_us,
-                   help="prediction model: per-kernel-node cost inside a graph replay, us")
-    p.add_argument("--long-kernel-us", type=float, default=DEFAULT_MODEL.long_kernel_us,
-                   help="prediction model: kernels at least this long hide the node cost, us")
-    p.add_argument("--graph-launch-us", type=float, default=DEFAULT_MODEL.graph_launch_us,
-                   help="prediction model: cost of one graph launch, us")
-
-
-def analysis_options(args: argparse.Namespace) -> AnalysisOptions:
-    if args.observed_step_us is not None and args.observed_step_us <= 0:
-        raise InputError("--observed-step-us must be positive")
-    if args.max_trace_bytes <= 0:
-        raise InputError("--max-trace-bytes must be positive")
-    return AnalysisOptions(
-        steps=StepOptions(step_regex=args.step_regex, batch_regex=args.batch_regex, batch_op=args.batch_op),
-        model=PredictionModel(node_us=args.node_us, long_kernel_us=args.long_kernel_us,
-                              graph_launch_us=args.graph_launch_us,
-                              profiler_us_per_host_event=DEFAULT_MODEL.profiler_us_per_host_event),
-        observed_step_us=args.observed_step_us,
-    )
 
 
 def prepare_parser(p: argparse.ArgumentParser) -> None:
@@ -57,24 +24,7 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
     add_analysis_arguments(p)
 
 
-class _Progress:
-    """One status line on stderr while parsing, only when stderr is a terminal."""
-
-    def __init__(self) -> None:
-        self.live = sys.stderr.isatty()
-
-    def show(self, text: str) -> None:
-        if self.live:
-            sys.stderr.write("\r\x1b[K" + text)
-            sys.stderr.flush()
-
-    def done(self) -> None:
-        if self.live:
-            sys.stderr.write("\r\x1b[K")
-            sys.stderr.flush()
-
-
-def analyze_paths(paths: list[str], opts: AnalysisOptions, max_bytes: int, progress: _Progress | None = None,
+def analyze_paths(paths: list[str], opts: AnalysisOptions, max_bytes: int, progress: Progress | None = None,
                   ) -> tuple[list[TraceReport], list[JobReport], list[AnalyzerError]]:
     """Analyse every trace under ``paths``; a bad file is collected as an error, the rest go on.
 
@@ -144,14 +94,13 @@ def report_json(reports: list[TraceReport], errors: list[AnalyzerError],
 
 def run(args: argparse.Namespace) -> int:
     opts = analysis_options(args)
-    reports, jobs, errors = analyze_paths(args.paths, opts, args.max_trace_bytes, _Progress())
+    reports, jobs, errors = analyze_paths(args.paths, opts, args.max_trace_bytes, Progress())
     if len(errors) == 1 and not reports:
         raise errors[0]
     if args.format == "json":
         text = json.dumps(report_json(reports, errors, jobs), indent=1, allow_nan=False)
     else:
-        from analyzer.ranks import render_job
-        from analyzer.render import render_trace
+        from analyzer.render import render_job, render_trace
 
         md = args.format == "markdown"
         sep = "\n\n" + ("---\n\n" if md else "=" * 78 + "\n\n")

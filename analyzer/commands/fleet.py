@@ -19,7 +19,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from analyzer import __version__
-from analyzer.commands.analyze import add_analysis_arguments, analysis_options
+from analyzer.commands._shared import add_analysis_arguments, analysis_options
 from analyzer.errors import AnalyzerError, InputError
 from analyzer.fleet import (
     DEFAULT_TOP, TRACE_SCHEMA, FleetAccumulator, FleetReport, add_records, file_identity, is_done, latest_records,
@@ -59,6 +59,8 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
                    help="pad a batch up to the next captured size (default) or use exact-match graphs only")
     g.add_argument("--win-threshold", type=float, default=0.05,
                    help="the crossover is where the predicted graph win falls under this (default %(default)s)")
+    g.add_argument("--workload", metavar="ID", help="the workload (model, device, rank) whose plan is the fleet's "
+                                                    "plan; default: one plan per workload")
 
 
 def _plan_options(args: argparse.Namespace):
@@ -248,7 +250,7 @@ def run_fleet(args: argparse.Namespace) -> FleetReport:
         latest, warnings = latest_records(out)
         acc.warnings.extend(warnings)
         add_records(acc, out, (e["line"] for e in latest.values()))
-        return acc.finish(plan_opts, args.top, costs)
+        return acc.finish(plan_opts, args.top, costs, args.workload)
 
     acc.analysis_options = json.loads(json.dumps(asdict(opts)))
     latest: dict[str, dict] = {}
@@ -268,7 +270,7 @@ def run_fleet(args: argparse.Namespace) -> FleetReport:
               file=sys.stderr)
     if pending:
         _run_pending(args, pending, idents, opts, out, acc)
-    return acc.finish(plan_opts, args.top, costs)
+    return acc.finish(plan_opts, args.top, costs, args.workload)
 
 
 def _run_pending(args: argparse.Namespace, pending: list[str], idents: dict[str, dict], opts, out: Path | None,
@@ -369,7 +371,7 @@ def render_fleet(rep: FleetReport) -> str:
     names = _short_paths([r.path for r in rep.rows] + [e.path for e in rep.errors])
     rank = lambda r: "" if r.rank is None else str(r.rank)  # noqa: E731
     if rep.slowest:
-        lines += ["", "Slowest traces against their peers (same mode and main batch size)"]
+        lines += ["", "Slowest traces against their peers (same workload, mode and main batch size)"]
         lines += _table(["trace", "rank", "mode", "bs", "step us", "vs peers", "verdict"],
                         [[names[r.path], rank(r), r.mode, r.main_batch_size or "?", f"{r.step_us_median:,.1f}",
                           f"{r.step_vs_peers:.2f}x", r.verdict] for r in rep.slowest])
@@ -382,13 +384,21 @@ def render_fleet(rep: FleetReport) -> str:
     lines += ["", f"Batch sizes over the fleet ({total} steps with a known size, {rep.unknown_batch_steps} unknown)"]
     if total:
         lines.append("  " + ", ".join(f"{b}: {n} ({n / total:.0%})" for b, n in rep.batch_histogram.items()))
+    from analyzer.render import render_plan
+
     lines += ["", "Capture plan for the fleet"]
     if rep.plan is None:
         lines.append(f"  none: {rep.plan_note}")
     else:
-        from analyzer.commands.plan import render_plan
+        from analyzer.render import render_plan
 
         lines += ["  " + ln if ln else ln for ln in render_plan(rep.plan).splitlines()]
+    if rep.plan is None and len(rep.workloads) > 1:
+        for w in rep.workloads:  # one plan per workload
+            label = w.workload.label if w.workload is not None else "unknown workload (no kernel signature)"
+            lines += ["", f"Capture plan for workload {w.id}: {label} ({w.traces} traces)"]
+            lines += (["  " + ln if ln else ln for ln in render_plan(w.plan).splitlines()] if w.plan is not None
+                      else [f"  none: {w.plan_note}"])
     if rep.errors:
         lines += ["", f"Failed traces ({len(rep.errors)})"]
         lines += [f"  {names[e.path]}: {e.error}" for e in rep.errors]

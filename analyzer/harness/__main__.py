@@ -1,7 +1,7 @@
 """``python -m analyzer.harness ARGS``: ``launchgap record ARGS`` without loading the other commands.
 
-For GPU machines that have torch but not the analyzer's other dependencies: only the record
-command's modules (stdlib + torch) are imported.
+For GPU machines that have torch but not the analyzer's other dependencies: only the harness
+(stdlib + torch) is imported, never :mod:`analyzer.commands`.
 """
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from analyzer.commands import record
 from analyzer.errors import AnalyzerError
+from analyzer.harness import cli
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m analyzer.harness", description=record.HELP)
-    record.prepare_parser(parser)
+    parser = argparse.ArgumentParser(prog="python -m analyzer.harness", description=cli.HELP)
+    cli.prepare_parser(parser)
     args = parser.parse_args(argv)
     try:
-        return record.run(args)
+        return cli.run(args)
     except AnalyzerError as exc:
         print(f"launchgap: error: {exc}", file=sys.stderr)
         return 2

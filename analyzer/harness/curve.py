@@ -18,7 +18,7 @@ DEFAULT_THRESHOLD = 0.05
 @dataclass(frozen=True)
 class CurvePoint:
     batch_size: int
-    eager_us: float
+    eager_us: float | None
     graph_us: float | None
     speedup: float | None
     win_pct: float | None
@@ -39,7 +39,8 @@ class ModelCurve:
         return asdict(self)
 
 
-def win_gone_at(batch_sizes: list[int], speedups: list[float | None], threshold: float = DEFAULT_THRESHOLD) -> int | None:
+def win_gone_at(batch_sizes: list[int], speedups: list[float | None],
+                threshold: float = DEFAULT_THRESHOLD) -> int | None:
     """Smallest batch size from which every larger one (with a graph time) wins under ``threshold``."""
     pts = sorted((b, s) for b, s in zip(batch_sizes, speedups) if s is not None)
     gone: int | None = None
@@ -60,10 +61,10 @@ def build_curves(doc: dict[str, Any], threshold: float = DEFAULT_THRESHOLD) -> l
     for model, rows in by_model.items():
         pts = []
         for r in sorted(rows, key=lambda r: r["batch_size"]):
-            g = r.get("graph_us")
-            sp = r["eager_us"] / g if g else None
+            g, e = r.get("graph_us"), r.get("eager_us")
+            sp = e / g if g and e else None  # a graph-only sweep has no eager time
             pts.append(CurvePoint(
-                batch_size=r["batch_size"], eager_us=float(r["eager_us"]), graph_us=g,
+                batch_size=r["batch_size"], eager_us=None if e is None else float(e), graph_us=g,
                 speedup=round(sp, 3) if sp else None, win_pct=round(100 * (sp - 1), 1) if sp else None,
                 eager_host_us=r.get("eager_host_us"), kernels_per_step=r.get("kernels_per_step"),
                 capture_s=r.get("capture_s"), graph_pool_bytes=r.get("graph_pool_bytes"),
@@ -98,7 +99,7 @@ def render_text(doc: dict[str, Any], curves: list[ModelCurve]) -> str:
         lines.append(f"{c.model}: {_gone_text(c)}")
         lines.append(f"{'batch':>6} {'eager us':>11} {'graph us':>11} {'speedup':>8} {'win %':>7} {'kernels':>8}")
         for p in c.points:
-            lines.append(f"{p.batch_size:>6} {p.eager_us:>11,.1f} {_fmt(p.graph_us, ',.1f'):>11} "
+            lines.append(f"{p.batch_size:>6} {_fmt(p.eager_us, ',.1f'):>11} {_fmt(p.graph_us, ',.1f'):>11} "
                          f"{_fmt(p.speedup, '.2f'):>8} {_fmt(p.win_pct, '.1f'):>7} "
                          f"{_fmt(p.kernels_per_step, 'd'):>8}")
     return "\n".join(lines) + "\n"
@@ -112,6 +113,6 @@ def render_markdown(doc: dict[str, Any], curves: list[ModelCurve]) -> str:
                   "| batch | eager us | graph us | speedup | win % | kernels/step |",
                   "| ---: | ---: | ---: | ---: | ---: | ---: |"]
         for p in c.points:
-            lines.append(f"| {p.batch_size} | {p.eager_us:,.1f} | {_fmt(p.graph_us, ',.1f')} | "
+            lines.append(f"| {p.batch_size} | {_fmt(p.eager_us, ',.1f')} | {_fmt(p.graph_us, ',.1f')} | "
                          f"{_fmt(p.speedup, '.2f')} | {_fmt(p.win_pct, '.1f')} | {_fmt(p.kernels_per_step, 'd')} |")
     return "\n".join(lines) + "\n"

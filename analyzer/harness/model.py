@@ -74,7 +74,8 @@ class ModelConfig:
         return out
 
 
-#: Presets. ``1b`` matches ../shared/traces/h200-1b; ``8b`` has Llama-3-8B's dims;
+#: Presets. ``1b`` matches traces/h200-1b; ``3b`` has Llama-3.2-3B's dims (a held-out size for
+#: the graph-memory model); ``8b`` has Llama-3-8B's dims;
 #: ``70b-slice`` has Llama-3-70B's per-layer dims with 8 of its 80 layers (per-kernel work is
 #: what decides launch gaps; 8 rather than 2-4 layers keeps the 128k-vocab LM head, which a
 #: full model pays once, from dominating the step).
@@ -82,6 +83,8 @@ PRESETS: dict[str, ModelConfig] = {
     "tiny": ModelConfig("tiny", layers=4, hidden=256, heads=4, kv_heads=2, mlp=768, vocab=8192),
     "1b": ModelConfig("1b", layers=16, hidden=2048, heads=32, kv_heads=8, mlp=8192, vocab=32000),
     "8b": ModelConfig("8b", layers=32, hidden=4096, heads=32, kv_heads=8, mlp=14336, vocab=128256,
+                      rope_theta=500000.0),
+    "3b": ModelConfig("3b", layers=28, hidden=3072, heads=24, kv_heads=8, mlp=8192, vocab=128256,
                       rope_theta=500000.0),
     "70b-slice": ModelConfig("70b-slice", layers=8, hidden=8192, heads=64, kv_heads=8, mlp=28672,
                              vocab=128256, rope_theta=500000.0),
@@ -196,42 +199,88 @@ class Decoder:
     def kv_cache_bytes(self) -> int:
         return sum(layer["k_cache"].nbytes + layer["v_cache"].nbytes for layer in self.layers)
 
-    def step(self, bs: int):
-        """One decode step for sequences ``[0, bs)``; returns the next tokens (a view of the buffer)."""
+    # The step in stages. ``step`` runs them in order; :mod:`analyzer.harness.graphs` captures
+    # the stages between attentions as separate graphs (piecewise mode). A stage reads and
+    # writes a state dict ``s``: ``x`` (residual stream), ``cos``/``sin``/``mask`` (from the
+    # device-side position), and per layer ``q<i>``/``k<i>``/``v<i>`` (attention inputs).
+
+    def check_batch(self, bs: int) -> None:
+        if not 0 < bs <= self.max_batch_size:
+            raise InputError(f"batch size {bs} outside [1, {self.max_batch_size}] of this model instance")
+
+    def prologue(self, s: dict[str, Any], bs: int) -> None:
+        """Embedding of the current tokens; RoPE angles and the length mask of the current position."""
+        import torch.nn.functional as F
+
+        pos = self.pos
+        s["x"] = F.embedding(self.tokens[:bs], self.embed)
+        s["cos"] = self.cos.index_select(0, pos)
+        s["sin"] = self.sin.index_select(0, pos)
+        s["mask"] = (self.positions <= pos).view(1, 1, 1, self.context_len)
+
+    def pre_attention(self, s: dict[str, Any], i: int, bs: int) -> None:
+        """Layer ``i`` up to attention: RMSNorm, fused QKV projection, RoPE."""
+        import torch.nn.functional as F
+
+        cfg = self.cfg
+        hd, h, kvh = cfg.head_dim, cfg.heads, cfg.kv_heads
+        layer = self.layers[i]
+        hn = _rms_norm(s["x"], layer["attn_norm"], cfg.norm_eps)
+        q, k, v = F.linear(hn, layer["wqkv"]).split((h * hd, kvh * hd, kvh * hd), dim=-1)
+        # Decode has one query per sequence, so the query heads that share a KV head sit in
+        # the "query length" axis: GQA without repeating the cache.
+        s[f"q{i}"] = _rope(q.view(bs, kvh, h // kvh, hd), s["cos"], s["sin"])
+        s[f"k{i}"] = _rope(k.view(bs, kvh, 1, hd), s["cos"], s["sin"])
+        s[f"v{i}"] = v.view(bs, kvh, 1, hd)
+
+    def attention(self, s: dict[str, Any], i: int, bs: int):
+        """Layer ``i``'s attention: write K/V at the current position, SDPA over the static cache.
+
+        What vLLM's piecewise mode runs eagerly between graph pieces (cache write included).
+        Returns the ``(bs, heads * head_dim)`` output.
+        """
+        import torch.nn.functional as F
+
+        cfg = self.cfg
+        layer = self.layers[i]
+        k_cache, v_cache = layer["k_cache"][:bs], layer["v_cache"][:bs]
+        k_cache.index_copy_(2, self.pos, s[f"k{i}"])
+        v_cache.index_copy_(2, self.pos, s[f"v{i}"])
+        attn = F.scaled_dot_product_attention(s[f"q{i}"], k_cache, v_cache, attn_mask=s["mask"], scale=self.scale)
+        return attn.reshape(bs, cfg.heads * cfg.head_dim)
+
+    def post_attention(self, s: dict[str, Any], i: int, attn) -> None:
+        """Layer ``i`` after attention: output projection, residual, RMSNorm, SwiGLU MLP, residual."""
+        import torch.nn.functional as F
+
+        cfg = self.cfg
+        layer = self.layers[i]
+        x = s["x"] + F.linear(attn, layer["wo"])
+        hn = _rms_norm(x, layer["mlp_norm"], cfg.norm_eps)
+        gate, up = F.linear(hn, layer["wgu"]).chunk(2, dim=-1)
+        s["x"] = x + F.linear(F.silu(gate) * up, layer["wdown"])
+
+    def epilogue(self, s: dict[str, Any], bs: int):
+        """Final norm, LM head, greedy next token written back; the position advances on the device."""
         import torch
         import torch.nn.functional as F
 
-        if not 0 < bs <= self.max_batch_size:
-            raise InputError(f"batch size {bs} outside [1, {self.max_batch_size}] of this model instance")
-        cfg = self.cfg
-        hd, h, kvh = cfg.head_dim, cfg.heads, cfg.kv_heads
-        group = h // kvh
-        pos = self.pos
-        x = F.embedding(self.tokens[:bs], self.embed)
-        cos = self.cos.index_select(0, pos)
-        sin = self.sin.index_select(0, pos)
-        mask = (self.positions <= pos).view(1, 1, 1, self.context_len)
-        for layer in self.layers:
-            hn = _rms_norm(x, layer["attn_norm"], cfg.norm_eps)
-            q, k, v = F.linear(hn, layer["wqkv"]).split((h * hd, kvh * hd, kvh * hd), dim=-1)
-            # Decode has one query per sequence, so the query heads that share a KV head sit in
-            # the "query length" axis: GQA without repeating the cache.
-            q = _rope(q.view(bs, kvh, group, hd), cos, sin)
-            k = _rope(k.view(bs, kvh, 1, hd), cos, sin)
-            k_cache, v_cache = layer["k_cache"][:bs], layer["v_cache"][:bs]
-            k_cache.index_copy_(2, pos, k)
-            v_cache.index_copy_(2, pos, v.view(bs, kvh, 1, hd))
-            attn = F.scaled_dot_product_attention(q, k_cache, v_cache, attn_mask=mask, scale=self.scale)
-            x = x + F.linear(attn.reshape(bs, h * hd), layer["wo"])
-            hn = _rms_norm(x, layer["mlp_norm"], cfg.norm_eps)
-            gate, up = F.linear(hn, layer["wgu"]).chunk(2, dim=-1)
-            x = x + F.linear(F.silu(gate) * up, layer["wdown"])
-        logits = F.linear(_rms_norm(x, self.final_norm, cfg.norm_eps), self.lm_head)
+        logits = F.linear(_rms_norm(s["x"], self.final_norm, self.cfg.norm_eps), self.lm_head)
         # Kept for checks: inside a captured graph this is the graph's static output buffer.
         self.last_logits = logits
         nxt = logits.argmax(dim=-1)
         self.tokens[:bs].copy_(nxt)
         # Advance on the device; wrap to start_pos before leaving the cache.
         span = self.context_len - self.start_pos
-        self.pos.copy_(torch.remainder(pos + (1 - self.start_pos), span) + self.start_pos)
+        self.pos.copy_(torch.remainder(self.pos + (1 - self.start_pos), span) + self.start_pos)
         return self.tokens[:bs]
+
+    def step(self, bs: int):
+        """One decode step for sequences ``[0, bs)``; returns the next tokens (a view of the buffer)."""
+        self.check_batch(bs)
+        s: dict[str, Any] = {}
+        self.prologue(s, bs)
+        for i in range(self.cfg.layers):
+            self.pre_attention(s, i, bs)
+            self.post_attention(s, i, self.attention(s, i, bs))
+        return self.epilogue(s, bs)

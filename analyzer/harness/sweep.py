@@ -1,62 +1,84 @@
-"""Sweep a decoder over batch sizes, eager vs CUDA graph: ground-truth timings and traces.
+"""Sweep a decoder over batch sizes and capture lists: unprofiled ground truth and traces.
 
-For each model and batch size :func:`run_sweep`
+:func:`run_sweep` does, per model, what the options ask (each part is optional):
 
-1. times the eager step without a profiler: ``eager_us`` is the median over
-   ``rounds x repeats`` steps of the device time between CUDA events recorded before and
-   after each step (steps are issued back to back, as a decode loop does, with no host sync
-   between them); ``eager_host_us`` is the median host (CPU wall) time to issue one step.
-   Each round times every batch size once (``warmup`` untimed steps, then ``repeats`` timed
-   ones) before the next round starts;
-2. captures the step as a ``torch.cuda.CUDAGraph`` (``capture_s``: wall seconds of the
-   capture, instantiation included; ``graph_pool_bytes``: growth of the CUDA caching
-   allocator's reserved memory across the capture, i.e. the graph's private pool) and times
-   its replays the same way (``graph_us``, ``graph_host_us``);
-3. counts the kernels of one eager step (``kernels_per_step``, from a CUDA-only profile);
-4. records torch.profiler traces (CPU+CUDA, ``record_shapes=True``, schedule wait=1
-   warmup=2 active=``steps``), each step inside ``record_function("decode_step[bs=N]")``
-   and an NVTX range of the same name, saved as ``<model>_bs<N>_<mode>.json.gz``.
+1. **Sweep** (``rows``): per batch size, the unprofiled step in each of ``modes``:
+   ``eager`` (``eager_us``: median over ``rounds x repeats`` steps of the device time between
+   CUDA events recorded before and after each step, steps issued back to back with no host
+   sync between them; ``eager_host_us``: median host time to issue one step), ``graph``
+   (the step captured as one FULL CUDA graph in its own pool: ``graph_us``, ``capture_s``,
+   ``graph_pool_bytes`` = growth of the caching allocator's reserved memory across the
+   capture, ``graph_nodes`` = kernel nodes) and ``piecewise`` (graph pieces between eager
+   attentions, see :mod:`analyzer.harness.graphs`: ``piecewise_us``, ``piecewise_capture_s``,
+   ``piecewise_pool_bytes``, ``piecewise_graphs``, ``piecewise_nodes``). Each round times
+   every size and mode once before the next round starts. ``kernels_per_step``: kernels of
+   one eager step (a CUDA-only profile). Traces (CPU+CUDA, ``record_shapes=True``, schedule
+   wait=1 warmup=2 active=``steps``, each step in ``decode_step[bs=N]``) are saved as
+   ``<model>_bs<N>_<mode>.json.gz``.
+2. **Profiled vs unprofiled** (``profiled_vs_unprofiled``): per traced size and profiler
+   setting, the unprofiled eager step timed just before and just after recording an eager
+   trace under that setting (``<model>_bs<N>_eager_<setting>.json.gz``), with the
+   unprofiled FULL-graph step of the same process.
+3. **Graph memory** (``graph_memory``): per capture list and mode (full, piecewise), the
+   list captured largest first into one shared pool (:func:`analyzer.harness.graphs.capture_list`).
+4. **Serving** (``serving``): a sequence of batch sizes replayed on capture lists
+   (:mod:`analyzer.harness.serving`).
 
-Rows go to ``timings.json`` (schema ``launchgap.timings/1``) after every batch size, so an
-interrupted sweep resumes where it stopped: rows already there and trace files already
-written are skipped unless ``force``. Without CUDA the eager step runs on the CPU (timed
-with the host clock) and graph mode is skipped with a warning.
+``timings.json`` (schema ``launchgap.timings/1``, :mod:`analyzer.timings`) is rewritten after
+every unit of work, so an interrupted run resumes where it stopped: rows, traces, profiler
+rows and graph-memory entries already there are skipped unless ``force`` (serving entries
+are always redone). Without CUDA the eager step runs on the CPU (timed with the host clock),
+graph modes and graph memory are skipped with a warning, and serving runs each bucket's
+step directly in place of a replay.
 """
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
-import gzip
-import json
-import os
 import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from analyzer.errors import InputError
 from analyzer.harness import import_torch
+from analyzer.harness.clock import Timed, pct, time_steps
+from analyzer.harness.lists import parse_batch_sizes
 from analyzer.harness.model import Decoder, ModelConfig
+from analyzer.harness.profiling import (
+    NvtxRange,
+    count_kernel_events,
+    count_kernels_per_step,
+    nvtx_range_factory,
+    record_trace,
+)
+from analyzer.harness.serving import ServingOptions
+from analyzer.timings import GRAPH_MODES, SCHEMA, load_timings, write_timings
 
-SCHEMA = "launchgap.timings/1"
-MODES = ("eager", "graph")
+MODES = ("eager", "graph", "piecewise")
 GRAPH_NEEDS_CUDA = "graph mode needs a CUDA GPU (torch.cuda.is_available() is False)"
+#: timings.json row field of each mode's median step time.
+TIME_KEY = {"eager": "eager_us", "graph": "graph_us", "piecewise": "piecewise_us"}
+_MIB = float(1 << 20)
 
 
 @dataclass(frozen=True)
 class SweepOptions:
-    """What to sweep and how. ``trace_batch_sizes`` ``None`` means every swept size."""
+    """What to record and how. ``trace_batch_sizes`` ``None`` means every swept size.
+
+    ``batch_sizes`` empty: no sweep (graph memory or serving only). ``capture_lists``:
+    ``(name, sizes)`` pairs measured in each of ``memory_modes``. ``serving_lists`` with
+    ``serving_sequence``: the serving run (``serving`` its options).
+    """
 
     models: tuple[ModelConfig, ...]
     batch_sizes: tuple[int, ...]
     out_dir: Path
-    modes: tuple[str, ...] = MODES
+    modes: tuple[str, ...] = ("eager", "graph")
     steps: int = 3
     repeats: int = 100
     rounds: int = 1
@@ -70,36 +92,66 @@ class SweepOptions:
     force: bool = False
     device: str = "auto"
     seed: int = 0
+    profiler_settings: tuple[str, ...] = ()
+    capture_lists: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    memory_modes: tuple[str, ...] = GRAPH_MODES
+    serving_lists: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    serving_sequence: tuple[int, ...] = ()
+    serving_source: str = ""
+    serving: ServingOptions = field(default_factory=ServingOptions)
 
     def validate(self) -> None:
         if not self.models:
             raise InputError("no model to record")
-        if not self.batch_sizes or min(self.batch_sizes) <= 0:
+        if self.batch_sizes and min(self.batch_sizes) <= 0:
             raise InputError("batch sizes must be positive integers")
+        if not (self.batch_sizes or self.capture_lists or self.serving_lists):
+            raise InputError("nothing to record: give batch sizes, --capture-lists or --capture-sizes")
         bad = [m for m in self.modes if m not in MODES]
         if bad or not self.modes:
             raise InputError(f"unknown mode(s) {', '.join(bad) or '(none)'}; choose from {', '.join(MODES)}")
+        bad = [m for m in self.memory_modes if m not in GRAPH_MODES]
+        if bad or not self.memory_modes:
+            raise InputError(f"unknown memory mode(s) {', '.join(bad) or '(none)'}; choose from full, piecewise")
         if self.steps < 1 or self.repeats < 1 or self.rounds < 1 or self.warmup < 0:
             raise InputError("--steps, --repeats and --rounds must be at least 1 and --warmup at least 0")
         if self.device not in ("auto", "cuda", "cpu"):
             raise InputError(f"unknown device {self.device!r}; choose auto, cuda or cpu")
+        if self.profiler_settings and not self.batch_sizes:
+            raise InputError("--profiler-settings needs batch sizes to trace (--batch-sizes)")
+        if self.serving_lists and not self.serving_sequence:
+            raise InputError("serving needs a sequence of batch sizes")
+
+    @property
+    def traced_sizes(self) -> tuple[int, ...]:
+        if self.trace_batch_sizes is None:
+            return self.batch_sizes
+        return tuple(b for b in self.batch_sizes if b in self.trace_batch_sizes)
+
+    def max_batch_size(self) -> int:
+        sizes = list(self.batch_sizes) + list(self.serving_sequence)
+        sizes += [s for _, lst in self.capture_lists + self.serving_lists for s in lst]
+        return max(sizes)
 
 
 @dataclass(frozen=True)
 class TimingRow:
     """Ground truth for one (model, batch size). Times in microseconds; ``None`` = not measured.
 
-    ``eager_us``/``graph_us``: median device time per step between CUDA events (CPU: host
-    wall time). ``eager_host_us``/``graph_host_us``: median host time to issue one step.
-    ``capture_s``: wall seconds to capture the graph. ``graph_pool_bytes``: reserved-memory
-    growth across the capture. ``kernels_per_step``: kernels of one eager step.
-    ``repeats``: timed steps behind each median (all rounds). ``eager_us_p10``/``p90`` etc.
-    give the spread over steps, ``eager_us_rounds``/``graph_us_rounds`` the median of each round.
+    ``eager_us``/``graph_us``/``piecewise_us``: median device time per step between CUDA
+    events (CPU: host wall time). ``*_host_us``: median host time to issue one step.
+    ``capture_s``/``piecewise_capture_s``: wall seconds to capture (instantiation included).
+    ``graph_pool_bytes``/``piecewise_pool_bytes``: reserved-memory growth across the capture.
+    ``kernels_per_step``: kernels of one eager step; ``graph_nodes``/``piecewise_nodes``:
+    kernel nodes of the FULL graph / of all pieces; ``piecewise_graphs``: pieces per step;
+    ``graph_replay_ok``/``piecewise_replay_ok``: the replay's logits matched the eager step's.
+    ``repeats``: timed steps behind each median (all rounds). ``*_p10``/``*_p90`` give the
+    spread over steps, ``*_rounds`` the median of each round.
     """
 
     model: str
     batch_size: int
-    eager_us: float
+    eager_us: float | None
     graph_us: float | None
     eager_host_us: float | None
     capture_s: float | None
@@ -114,55 +166,43 @@ class TimingRow:
     rounds: int = 1
     eager_us_rounds: list[float] | None = None
     graph_us_rounds: list[float] | None = None
+    graph_nodes: int | None = None
+    graph_replay_ok: bool | None = None
+    piecewise_us: float | None = None
+    piecewise_host_us: float | None = None
+    piecewise_us_p10: float | None = None
+    piecewise_us_p90: float | None = None
+    piecewise_us_rounds: list[float] | None = None
+    piecewise_capture_s: float | None = None
+    piecewise_pool_bytes: int | None = None
+    piecewise_graphs: int | None = None
+    piecewise_nodes: int | None = None
+    piecewise_replay_ok: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        if self.piecewise_us is None:  # keep rows of sweeps without piecewise mode as they were
+            for k in [k for k in d if k.startswith("piecewise_")]:
+                del d[k]
+        return d
 
 
 @dataclass
 class SweepResult:
-    """What a sweep wrote: the timings file, the traces it recorded now, and warnings."""
+    """What a run wrote: the timings file, new rows and traces, skipped items, warnings."""
 
     timings_path: Path
     rows: list[TimingRow] = field(default_factory=list)
     traces: list[Path] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-
-
-# --------------------------------------------------------------------------------------------
-# timings.json
+    profiled: list[dict[str, Any]] = field(default_factory=list)
+    graph_memory: list[dict[str, Any]] = field(default_factory=list)
+    serving: list[dict[str, Any]] = field(default_factory=list)
 
 
 def trace_name(model: str, batch_size: int, mode: str) -> str:
     return f"{model}_bs{batch_size}_{mode}.json.gz"
-
-
-def load_timings(path: Path) -> dict[str, Any]:
-    """Read a ``launchgap.timings/1`` file; :class:`InputError` naming the file if it is not one."""
-    try:
-        doc = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise InputError("no such file", str(path)) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"not a timings JSON file ({exc})", str(path)) from None
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        found = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
-        raise InputError(f"expected schema {SCHEMA!r}, found {found!r}", str(path))
-    rows = doc.get("rows")
-    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-        raise InputError("'rows' must be a list of objects", str(path))
-    for i, r in enumerate(rows):
-        if not isinstance(r.get("model"), str) or not isinstance(r.get("batch_size"), int) \
-                or not isinstance(r.get("eager_us"), (int, float)):
-            raise InputError(f"row {i} lacks model (str), batch_size (int) or eager_us (number)", str(path))
-    return doc
-
-
-def _write_json_atomic(path: Path, doc: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1) + "\n")
-    os.replace(tmp, path)  # a crash mid-write leaves the previous file intact
 
 
 def _environment(torch: Any, on_cuda: bool) -> dict[str, Any]:
@@ -188,160 +228,6 @@ def _driver_version() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
-
-
-# --------------------------------------------------------------------------------------------
-# timing
-
-
-def _pct(values: list[float], q: float) -> float:
-    """Percentile ``q`` (0..1) with linear interpolation between ranks (numpy's default)."""
-    import numpy as np
-
-    return float(np.percentile(np.asarray(values, dtype=float), 100 * q))
-
-
-@dataclass(frozen=True)
-class _Timed:
-    device_us: list[float]
-    host_us: list[float]
-
-    @property
-    def median_us(self) -> float:
-        return statistics.median(self.device_us)
-
-    @property
-    def host_median_us(self) -> float:
-        return statistics.median(self.host_us)
-
-
-def _time_steps(torch: Any, fn: Callable[[], Any], n: int, warmup: int, on_cuda: bool) -> _Timed:
-    """Per-step times of ``n`` calls of ``fn`` after ``warmup`` untimed ones.
-
-    On CUDA each step sits between two events; the steps are issued back to back and the
-    host syncs once at the end, so the events see what a decode loop sees: launch gaps
-    when the host is the bottleneck, kernel time when the GPU is.
-    """
-    for _ in range(warmup):
-        fn()
-    host: list[float] = []
-    if not on_cuda:
-        for _ in range(n):
-            t0 = time.perf_counter()
-            fn()
-            host.append((time.perf_counter() - t0) * 1e6)
-        return _Timed(device_us=list(host), host_us=host)
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    torch.cuda.synchronize()
-    for i in range(n):
-        t0 = time.perf_counter()
-        starts[i].record()
-        fn()
-        ends[i].record()
-        host.append((time.perf_counter() - t0) * 1e6)
-    torch.cuda.synchronize()
-    dev = [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)]  # ms -> us
-    return _Timed(device_us=dev, host_us=host)
-
-
-@dataclass
-class _Captured:
-    graph: Any
-    capture_s: float
-    pool_bytes: int
-
-
-def _capture(torch: Any, model: Decoder, bs: int) -> _Captured:
-    """Capture one step of batch ``bs`` into a CUDA graph with a private memory pool."""
-    # Warm up on a side stream first, as torch.cuda.graph's documentation asks (lazy library
-    # handles and workspaces must not be created during capture).
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            model.step(bs)
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    reserved0 = torch.cuda.memory_reserved()
-    graph = torch.cuda.CUDAGraph()
-    t0 = time.perf_counter()
-    with torch.cuda.graph(graph):
-        model.step(bs)
-    torch.cuda.synchronize()
-    capture_s = time.perf_counter() - t0
-    return _Captured(graph=graph, capture_s=capture_s, pool_bytes=int(torch.cuda.memory_reserved() - reserved0))
-
-
-# --------------------------------------------------------------------------------------------
-# traces
-
-
-def _nvtx_range_factory(torch: Any, on_cuda: bool) -> Callable[[str], contextlib.AbstractContextManager]:
-    """NVTX ranges for Nsight users: the ``nvtx`` package, else torch.cuda.nvtx, else none."""
-    try:
-        import nvtx  # type: ignore[import-not-found]
-
-        return lambda msg: nvtx.annotate(msg, domain="launchgap")
-    except ImportError:
-        pass
-    if on_cuda:
-        return torch.cuda.nvtx.range
-    return lambda msg: contextlib.nullcontext()
-
-
-def _gzip_file(src: Path, dst: Path) -> None:
-    tmp = dst.with_name(dst.name + ".tmp")
-    with open(src, "rb") as fin, gzip.open(tmp, "wb", compresslevel=6) as fout:
-        shutil.copyfileobj(fin, fout, 1 << 20)
-    os.replace(tmp, dst)
-
-
-def record_trace(torch: Any, fn: Callable[[], Any], label: str, dst: Path, active: int, on_cuda: bool,
-                 nvtx_range: Callable[[str], contextlib.AbstractContextManager] | None = None) -> None:
-    """Profile ``1 + 2 + active`` calls of ``fn`` (only the last ``active`` are kept) into ``dst``."""
-    from torch.profiler import ProfilerActivity, profile, record_function, schedule
-
-    nvtx_range = nvtx_range or _nvtx_range_factory(torch, on_cuda)
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])
-    with tempfile.TemporaryDirectory(prefix="launchgap-") as tmpdir:
-        raw = Path(tmpdir) / "trace.json"
-        with profile(activities=acts, record_shapes=True, schedule=schedule(wait=1, warmup=2, active=active),
-                     on_trace_ready=lambda p: p.export_chrome_trace(str(raw))) as prof:
-            for _ in range(1 + 2 + active):
-                with record_function(label), nvtx_range(label):
-                    fn()
-                prof.step()
-        if on_cuda:
-            torch.cuda.synchronize()
-        if not raw.exists():
-            raise InputError(f"torch.profiler wrote no trace for {label}", str(dst))
-        _gzip_file(raw, dst)
-
-
-def count_kernels_per_step(torch: Any, fn: Callable[[], Any], steps: int = 1) -> int:
-    """Kernels one call of ``fn`` launches, from a CUDA-only profile of ``steps`` calls."""
-    from torch.profiler import ProfilerActivity, profile
-
-    torch.cuda.synchronize()
-    with tempfile.TemporaryDirectory(prefix="launchgap-") as tmpdir:
-        raw = Path(tmpdir) / "count.json"
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(steps):
-                fn()
-            torch.cuda.synchronize()
-        prof.export_chrome_trace(str(raw))
-        return round(count_kernel_events(raw) / steps)
-
-
-def count_kernel_events(path: Path) -> int:
-    """Number of ``cat == "kernel"`` events in a Chrome-trace JSON file (gzipped or not)."""
-    opener = gzip.open if Path(path).read_bytes()[:2] == b"\x1f\x8b" else open
-    with opener(path, "rt") as fh:
-        doc = json.load(fh)
-    events = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
-    return sum(1 for e in events if isinstance(e, dict) and e.get("cat") == "kernel")
 
 
 # --------------------------------------------------------------------------------------------
@@ -399,27 +285,7 @@ def launch_microbenchmark(torch: Any, n_ops: int = 20000, n_nodes: int = 1000) -
 
 
 # --------------------------------------------------------------------------------------------
-# the sweep
-
-
-@dataclass(frozen=True)
-class _Task:
-    model: str
-    bs: int
-    what: str
-
-
-def _plan(opts: SweepOptions, on_cuda: bool) -> list[_Task]:
-    graph = "graph" in opts.modes and on_cuda
-    tasks: list[_Task] = []
-    for cfg in opts.models:
-        for bs in opts.batch_sizes:
-            tasks.append(_Task(cfg.name, bs, "timing"))
-            if opts.trace and (opts.trace_batch_sizes is None or bs in opts.trace_batch_sizes):
-                for mode in opts.modes:
-                    if mode == "eager" or graph:
-                        tasks.append(_Task(cfg.name, bs, f"trace {mode}"))
-    return tasks
+# progress and the work plan
 
 
 class Progress:
@@ -433,7 +299,7 @@ class Progress:
 
     def __call__(self, done: int, total: int, label: str) -> None:
         total = max(total, 1)
-        filled = self.width * done // total
+        filled = self.width * min(done, total) // total
         bar = "#" * filled + "-" * (self.width - filled)
         line = f"[{bar}] {done}/{total} {time.perf_counter() - self.t0:6.1f}s {label}"
         if self.tty:
@@ -443,17 +309,112 @@ class Progress:
         self.stream.flush()
 
 
-def _row_complete(row: dict[str, Any] | None, want_graph: bool) -> bool:
-    return row is not None and row.get("eager_us") is not None and (not want_graph or row.get("graph_us") is not None)
+@dataclass(frozen=True)
+class _Task:
+    """One unit of work: ``what`` is ``timing``, ``trace <mode>``, ``profiled <setting>``,
+    ``memory <mode> <list>`` or ``serving``."""
+
+    model: str
+    bs: int
+    what: str
+
+
+def _plan(opts: SweepOptions, on_cuda: bool) -> list[_Task]:
+    modes = [m for m in opts.modes if m == "eager" or on_cuda]
+    traced = set(opts.traced_sizes)
+    tasks: list[_Task] = []
+    for cfg in opts.models:
+        for bs in opts.batch_sizes:
+            tasks.append(_Task(cfg.name, bs, "timing"))
+            if opts.trace and bs in traced:
+                tasks += [_Task(cfg.name, bs, f"trace {mode}") for mode in modes]
+        for bs in opts.traced_sizes:
+            tasks += [_Task(cfg.name, bs, f"profiled {s}") for s in opts.profiler_settings]
+        if on_cuda:
+            for name, _sizes in opts.capture_lists:
+                tasks += [_Task(cfg.name, 0, f"memory {mode} {name}") for mode in opts.memory_modes]
+        if opts.serving_lists:
+            tasks.append(_Task(cfg.name, 0, "serving"))
+    return tasks
+
+
+def _row_complete(row: dict[str, Any] | None, modes: Sequence[str]) -> bool:
+    return row is not None and all(row.get(TIME_KEY[m]) is not None for m in modes)
+
+
+class _Doc:
+    """The timings document being written, with lookups for resuming."""
+
+    def __init__(self, doc: dict[str, Any], path: Path) -> None:
+        self.doc, self.path = doc, path
+
+    def save(self) -> None:
+        write_timings(self.path, self.doc)
+
+    def row_index(self, model: str, bs: int) -> int | None:
+        for i, r in enumerate(self.doc["rows"]):
+            if r["model"] == model and r["batch_size"] == bs:
+                return i
+        return None
+
+    def put_row(self, row: dict[str, Any]) -> None:
+        i = self.row_index(row["model"], row["batch_size"])
+        if i is None:
+            self.doc["rows"].append(row)
+        else:
+            self.doc["rows"][i] = row
+
+    def _put(self, section: str, item: dict[str, Any], key: Callable[[dict[str, Any]], tuple]) -> None:
+        items = self.doc.setdefault(section, [])
+        for i, old in enumerate(items):
+            if key(old) == key(item):
+                items[i] = item
+                return
+        items.append(item)
+
+    def find(self, section: str, **match: Any) -> dict[str, Any] | None:
+        for item in self.doc.get(section) or []:
+            if all(item.get(k) == v for k, v in match.items()):
+                return item
+        return None
+
+    def put_profiled(self, item: dict[str, Any]) -> None:
+        self._put("profiled_vs_unprofiled", item, lambda r: (r["model"], r["batch_size"], r["profiler"]))
+
+    def put_memory(self, item: dict[str, Any]) -> None:
+        self._put("graph_memory", item, lambda r: (r["model"], r["mode"], r["list_name"]))
+
+    def put_serving(self, item: dict[str, Any]) -> None:
+        self._put("serving", item, lambda r: (r["model"], r["graph_mode"], r["list_name"]))
+
+
+def _task_done(t: _Task, doc: _Doc, out: Path, modes: Sequence[str]) -> bool:
+    kind, _, rest = t.what.partition(" ")
+    if kind == "timing":
+        i = doc.row_index(t.model, t.bs)
+        return _row_complete(doc.doc["rows"][i] if i is not None else None, modes)
+    if kind == "trace":
+        return (out / trace_name(t.model, t.bs, rest)).exists()
+    if kind == "profiled":
+        row = doc.find("profiled_vs_unprofiled", model=t.model, batch_size=t.bs, profiler=rest)
+        return row is not None and (out / trace_name(t.model, t.bs, f"eager_{rest}")).exists()
+    if kind == "memory":
+        mode, _, name = rest.partition(" ")
+        return doc.find("graph_memory", model=t.model, mode=mode, list_name=name) is not None
+    return False  # serving entries are always redone
+
+
+# --------------------------------------------------------------------------------------------
+# the run
 
 
 def run_sweep(opts: SweepOptions, progress: Callable[[int, int, str], None] | None = None,
               log: Callable[[str], None] | None = None) -> SweepResult:
-    """Run the sweep described by ``opts``; see the module docstring for what is measured.
+    """Run what ``opts`` asks; see the module docstring for what is measured.
 
-    ``progress(done, total, label)`` is called after each unit of work (a timing row or a
-    trace); ``log(line)`` for notes (warnings, environment). Both default to silence: the
-    CLI passes :class:`Progress` and a stderr writer.
+    ``progress(done, total, label)`` is called after each unit of work; ``log(line)`` for
+    notes (warnings, environment). Both default to silence: the CLI passes
+    :class:`Progress` and a stderr writer.
     """
     opts.validate()
     torch = import_torch()
@@ -462,34 +423,45 @@ def run_sweep(opts: SweepOptions, progress: Callable[[int, int, str], None] | No
         raise InputError("--device cuda asked, but torch.cuda.is_available() is False")
     say = log or (lambda _line: None)
     result = SweepResult(timings_path=Path(opts.out_dir) / "timings.json")
-    if not on_cuda and "graph" in opts.modes:
-        if tuple(opts.modes) == ("graph",):
-            raise InputError(f"{GRAPH_NEEDS_CUDA}; run with --modes eager on this machine")
-        result.warnings.append(f"{GRAPH_NEEDS_CUDA}: graph mode skipped, eager runs on the CPU")
-        say(f"warning: {result.warnings[-1]}")
-    want_graph = on_cuda and "graph" in opts.modes
+
+    def warn(text: str) -> None:
+        result.warnings.append(text)
+        say(f"warning: {text}")
+
+    graph_modes = [m for m in opts.modes if m != "eager"]
+    if not on_cuda:
+        if opts.batch_sizes and graph_modes:
+            if "eager" not in opts.modes:
+                raise InputError(f"{GRAPH_NEEDS_CUDA}; run with --modes eager on this machine")
+            warn(f"{GRAPH_NEEDS_CUDA}: {', '.join(graph_modes)} skipped, eager runs on the CPU")
+        if opts.capture_lists:
+            if not (opts.batch_sizes or opts.serving_lists):
+                raise InputError("graph memory needs a CUDA GPU (torch.cuda.is_available() is False)")
+            warn("graph memory needs a CUDA GPU: --capture-lists skipped")
+        if opts.serving_lists:
+            warn("no CUDA: serving runs each bucket's step directly in place of a graph replay")
+    modes = tuple(m for m in opts.modes if m == "eager" or on_cuda)
 
     out = Path(opts.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tpath = result.timings_path
-    doc: dict[str, Any] = load_timings(tpath) if tpath.exists() else {}
+    old: dict[str, Any] = load_timings(tpath) if tpath.exists() else {}
     env = _environment(torch, on_cuda)
-    if doc and (doc.get("device"), doc.get("torch")) != (env["device"], env["torch"]):
-        raise InputError(f"holds timings from {doc.get('device')} / torch {doc.get('torch')}, this run is "
+    if old and (old.get("device"), old.get("torch")) != (env["device"], env["torch"]):
+        raise InputError(f"holds timings from {old.get('device')} / torch {old.get('torch')}, this run is "
                          f"{env['device']} / torch {env['torch']}; use another --out", str(tpath))
-    if doc:
-        _check_resumable(doc, opts, tpath)
-    doc = {"schema": SCHEMA, **env, "created": doc.get("created") or _now(),
-           "context_len": opts.context_len, "start_pos": opts.start_pos,
-           "models": {**doc.get("models", {}), **{c.name: c.to_dict() for c in opts.models}},
-           "micro": doc.get("micro"), "rows": list(doc.get("rows", []))}
-    rows_by_key = {(r["model"], r["batch_size"]): i for i, r in enumerate(doc["rows"])}
+    if old:
+        _check_resumable(old, opts, tpath)
+    doc = _Doc({**old, "schema": SCHEMA, **env, "created": old.get("created") or _now(),
+                "context_len": opts.context_len, "start_pos": opts.start_pos,
+                "models": {**old.get("models", {}), **{c.name: c.to_dict() for c in opts.models}},
+                "micro": old.get("micro"), "rows": list(old.get("rows", []))}, tpath)
     say(f"device {env['device']}, torch {env['torch']}, cuda {env['cuda']}, driver {env['driver']}")
 
-    if on_cuda and opts.micro and (opts.force or not doc.get("micro")):
-        doc["micro"] = launch_microbenchmark(torch)
-        _write_json_atomic(tpath, doc)
-        say(f"micro-benchmark: {doc['micro']}")
+    if on_cuda and opts.micro and opts.batch_sizes and (opts.force or not doc.doc.get("micro")):
+        doc.doc["micro"] = launch_microbenchmark(torch)
+        doc.save()
+        say(f"micro-benchmark: {doc.doc['micro']}")
 
     all_tasks = _plan(opts, on_cuda)
     counter = {"done": 0}
@@ -502,31 +474,53 @@ def run_sweep(opts: SweepOptions, progress: Callable[[int, int, str], None] | No
     if opts.trace and opts.trace_batch_sizes is not None:
         missing = sorted(set(opts.trace_batch_sizes) - set(opts.batch_sizes))
         if missing:
-            result.warnings.append(f"trace batch sizes {missing} are not swept (--batch-sizes); no trace for them")
-            say(f"warning: {result.warnings[-1]}")
-    nvtx_range = _nvtx_range_factory(torch, on_cuda)
-    device = "cuda" if on_cuda else "cpu"
-    max_bs = max(opts.batch_sizes)
+            warn(f"trace batch sizes {missing} are not swept (--batch-sizes); no trace for them")
+    nvtx_range = nvtx_range_factory(torch, on_cuda)
+    ctx = _Ctx(torch, opts, on_cuda, modes, out, doc, result, step, nvtx_range, say)
     for cfg in opts.models:
         tasks = [t for t in all_tasks if t.model == cfg.name]
-        todo = [t for t in tasks if opts.force or not _task_done(t, doc, rows_by_key, out, want_graph)]
+        todo = [t for t in tasks if opts.force or not _task_done(t, doc, out, modes)]
         for t in tasks:
             if t not in todo:
-                result.skipped.append(f"{t.model} bs={t.bs} {t.what}")
-                step(f"{t.model} bs={t.bs} {t.what}: done before, skipped")
+                result.skipped.append(f"{t.model} {t.what}" + (f" bs={t.bs}" if t.bs else ""))
+                step(f"{t.model} {t.what}" + (f" bs={t.bs}" if t.bs else "") + ": done before, skipped")
         if not todo:
             continue
-        model = Decoder(cfg, max_batch_size=max_bs, context_len=opts.context_len, start_pos=opts.start_pos,
-                        device=device, seed=opts.seed)
+        model = Decoder(cfg, max_batch_size=opts.max_batch_size(), context_len=opts.context_len,
+                        start_pos=opts.start_pos, device="cuda" if on_cuda else "cpu", seed=opts.seed)
         say(f"{cfg.name}: {cfg.param_count() / 1e9:.2f} B params, weights {model.weight_bytes() / 2**30:.2f} GiB, "
             f"KV cache {model.kv_cache_bytes() / 2**30:.2f} GiB")
-        _sweep_model(torch, model, cfg, todo, opts, on_cuda, want_graph, out, doc, rows_by_key, result,
-                     step, nvtx_range)
+        graph_us = _sweep_model(ctx, model, [t for t in todo if t.what == "timing" or t.what.startswith("trace")])
+        _profiled(ctx, model, [t for t in todo if t.what.startswith("profiled")], graph_us)
+        _memory(ctx, model, [t for t in todo if t.what.startswith("memory")])
+        if any(t.what == "serving" for t in todo):
+            _serving(ctx, model)
         del model
         if on_cuda:
-            torch.cuda.synchronize()
-            torch.cuda.empty_cache()
+            _release(torch)
     return result
+
+
+@dataclass
+class _Ctx:
+    torch: Any
+    opts: SweepOptions
+    on_cuda: bool
+    modes: tuple[str, ...]
+    out: Path
+    doc: _Doc
+    result: SweepResult
+    step: Callable[..., None]
+    nvtx_range: NvtxRange
+    say: Callable[[str], None]
+
+
+def _release(torch: Any) -> None:
+    import gc
+
+    gc.collect()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
 
 
 def _check_resumable(doc: dict[str, Any], opts: SweepOptions, path: Path) -> None:
@@ -542,134 +536,275 @@ def _check_resumable(doc: dict[str, Any], opts: SweepOptions, path: Path) -> Non
                              str(path))
 
 
-def _task_done(t: _Task, doc: dict[str, Any], rows_by_key: dict[tuple[str, int], int], out: Path,
-               want_graph: bool) -> bool:
-    if t.what == "timing":
-        i = rows_by_key.get((t.model, t.bs))
-        return _row_complete(doc["rows"][i] if i is not None else None, want_graph)
-    return (out / trace_name(t.model, t.bs, t.what.split()[1])).exists()
+# --------------------------------------------------------------------------------------------
+# 1. the sweep
 
 
-def _sweep_model(torch: Any, model: Decoder, cfg: ModelConfig, tasks: list[_Task], opts: SweepOptions,
-                 on_cuda: bool, want_graph: bool, out: Path, doc: dict[str, Any],
-                 rows_by_key: dict[tuple[str, int], int], result: SweepResult, step: Callable[..., None],
-                 nvtx_range: Callable[[str], contextlib.AbstractContextManager]) -> None:
-    """Capture, time (in interleaved rounds), count and trace every batch size of one model."""
-    sizes = sorted({t.bs for t in tasks})
-    timed = [bs for bs in sizes if _Task(cfg.name, bs, "timing") in tasks]
+@dataclass
+class _SizeCapture:
+    run: Callable[[], Any]
+    capture_s: float
+    pool_bytes: int
+    nodes: int | None
+    graphs: int
+    replay_ok: bool | None = None
+
+
+def _capture_own_pool(ctx: _Ctx, model: Decoder, bs: int, mode: str, stream: Any) -> _SizeCapture:
+    """Capture one size in its own pool; reserved-memory growth across the capture is its pool.
+
+    The replay is then checked against the eager step from the same state (``replay_ok``).
+    """
+    from analyzer.harness.graphs import REPLAY_TOLERANCE, capture_full, capture_piecewise, prepare, replay_error, settle
+
+    torch = ctx.torch
+    step = prepare(torch, model, bs, mode, stream, 3)
+    settle(torch)
+    reserved0 = torch.cuda.memory_reserved()
+    pool = torch.cuda.graph_pool_handle()
+    cap = (capture_full(torch, model, bs, pool, stream) if step is None
+           else capture_piecewise(torch, step, pool, stream))
+    torch.cuda.synchronize()
+    pool_bytes = int(torch.cuda.memory_reserved() - reserved0)
+    err = replay_error(torch, model, cap)
+    if err > REPLAY_TOLERANCE:
+        ctx.say(f"warning: {model.cfg.name} bs={bs} {mode}: replay differs from the eager step "
+                f"(max logit error {err:.3g} of the largest logit)")
+    return _SizeCapture(cap.run, cap.capture_s, pool_bytes, cap.nodes, len(cap.graphs), err <= REPLAY_TOLERANCE)
+
+
+def _sweep_model(ctx: _Ctx, model: Decoder, tasks: list[_Task]) -> dict[int, float]:
+    """Capture, time (in interleaved rounds), count and trace every batch size of one model.
+
+    Returns the FULL-graph step time per size measured here (for the profiler rows).
+    """
+    torch, opts, cfg = ctx.torch, ctx.opts, model.cfg
+    timed = sorted({t.bs for t in tasks if t.what == "timing"})
     traced = {(t.bs, t.what.split()[1]) for t in tasks if t.what.startswith("trace")}
-    graphs: dict[int, _Captured] = {}
-    if want_graph:
-        for bs in sizes:
-            if bs in timed or (bs, "graph") in traced:
-                graphs[bs] = _capture(torch, model, bs)
+    if not tasks:
+        return {}
+    graph_modes = [m for m in ctx.modes if m != "eager"]
+    caps: dict[tuple[int, str], _SizeCapture] = {}
+    if graph_modes:
+        stream = torch.cuda.Stream()
+        for bs in sorted({t.bs for t in tasks}):
+            for mode in graph_modes:
+                if bs in timed or (bs, mode) in traced:
+                    caps[(bs, mode)] = _capture_own_pool(ctx, model, bs, "full" if mode == "graph" else mode, stream)
+
+    def fn_of(bs: int, mode: str) -> Callable[[], Any]:
+        return (lambda: model.step(bs)) if mode == "eager" else caps[(bs, mode)].run
 
     # Rounds go over all sizes before the next round starts, so a slow phase of the host
     # (seconds long on a shared machine) lands in one round of every size, not in all
     # steps of one size; each row's median pools the steps of all rounds.
-    eager_s: dict[int, list[_Timed]] = {bs: [] for bs in timed}
-    graph_s: dict[int, list[_Timed]] = {bs: [] for bs in timed}
+    series: dict[tuple[int, str], list[Timed]] = {(bs, m): [] for bs in timed for m in ctx.modes}
     for r in range(opts.rounds):
         if timed:
-            step(f"{cfg.name}: timing round {r + 1}/{opts.rounds} over {len(timed)} batch sizes", advance=False)
+            ctx.step(f"{cfg.name}: timing round {r + 1}/{opts.rounds} over {len(timed)} batch sizes", advance=False)
         for bs in timed:
-            eager_s[bs].append(_time_steps(torch, lambda: model.step(bs), opts.repeats, opts.warmup, on_cuda))
-            if bs in graphs:
-                graph_s[bs].append(_time_steps(torch, graphs[bs].graph.replay, opts.repeats, opts.warmup, on_cuda))
+            for mode in ctx.modes:
+                series[(bs, mode)].append(time_steps(torch, fn_of(bs, mode), opts.repeats, opts.warmup, ctx.on_cuda))
+    graph_us: dict[int, float] = {}
     for bs in timed:
-        kernels = count_kernels_per_step(torch, lambda: model.step(bs)) if on_cuda and opts.count_kernels else None
-        row = _make_row(cfg.name, bs, eager_s[bs], graph_s[bs], graphs.get(bs), kernels)
-        key = (cfg.name, bs)
-        if key in rows_by_key:
-            doc["rows"][rows_by_key[key]] = row.to_dict()
-        else:
-            rows_by_key[key] = len(doc["rows"])
-            doc["rows"].append(row.to_dict())
-        _write_json_atomic(result.timings_path, doc)
-        result.rows.append(row)
-        speed = f" graph {row.graph_us:,.1f} us ({row.eager_us / row.graph_us:.2f}x)" if row.graph_us else ""
-        step(f"{cfg.name} bs={bs}: eager {row.eager_us:,.1f} us{speed}")
+        count = ctx.on_cuda and opts.count_kernels and "eager" in ctx.modes
+        kernels = count_kernels_per_step(torch, fn_of(bs, "eager")) if count else None
+        row = _make_row(cfg.name, bs, series[(bs, "eager")] if "eager" in ctx.modes else [],
+                        series[(bs, "graph")] if "graph" in ctx.modes else [], caps.get((bs, "graph")), kernels,
+                        series[(bs, "piecewise")] if "piecewise" in ctx.modes else [], caps.get((bs, "piecewise")))
+        ctx.doc.put_row(row.to_dict())
+        ctx.doc.save()
+        ctx.result.rows.append(row)
+        if row.graph_us is not None:
+            graph_us[bs] = row.graph_us
+        ctx.step(f"{cfg.name} bs={bs}: " + ", ".join(
+            f"{m} {getattr(row, TIME_KEY[m]):,.1f} us" for m in ctx.modes if getattr(row, TIME_KEY[m]) is not None))
 
-    for bs in sizes:
-        for mode in ("eager", "graph"):
+    for bs in sorted({b for b, _ in traced}):
+        for mode in MODES:
             if (bs, mode) not in traced:
                 continue
-            dst = out / trace_name(cfg.name, bs, mode)
-            fn = (lambda: model.step(bs)) if mode == "eager" else graphs[bs].graph.replay
-            record_trace(torch, fn, f"decode_step[bs={bs}]", dst, opts.steps, on_cuda, nvtx_range)
-            result.traces.append(dst)
-            step(f"{cfg.name} bs={bs}: {mode} trace -> {dst.name} ({dst.stat().st_size / 1e3:,.0f} kB)")
-    if graphs:
-        graphs.clear()
-        torch.cuda.synchronize()
-        torch.cuda.empty_cache()
+            dst = ctx.out / trace_name(cfg.name, bs, mode)
+            record_trace(torch, fn_of(bs, mode), f"decode_step[bs={bs}]", dst, opts.steps, ctx.on_cuda,
+                         ctx.nvtx_range)
+            ctx.result.traces.append(dst)
+            ctx.step(f"{cfg.name} bs={bs}: {mode} trace -> {dst.name} ({dst.stat().st_size / 1e3:,.0f} kB)")
+    if caps:
+        caps.clear()
+        _release(torch)
+    return graph_us
 
 
-def _make_row(model: str, bs: int, eager: list[_Timed], graph: list[_Timed], captured: _Captured | None,
-              kernels: int | None) -> TimingRow:
+def _median_or_none(values: list[float]) -> float | None:
+    return round(statistics.median(values), 2) if values else None
+
+
+def _make_row(model: str, bs: int, eager: list[Timed], graph: list[Timed], captured: _SizeCapture | None,
+              kernels: int | None, piecewise: Sequence[Timed] = (), pw_captured: _SizeCapture | None = None
+              ) -> TimingRow:
     e_all = [x for t in eager for x in t.device_us]
-    e_host = [x for t in eager for x in t.host_us]
     g_all = [x for t in graph for x in t.device_us]
-    g_host = [x for t in graph for x in t.host_us]
+    p_all = [x for t in piecewise for x in t.device_us]
+
+    def host(ts: Sequence[Timed]) -> float | None:
+        return _median_or_none([x for t in ts for x in t.host_us])
+
+    def spread(values: list[float], q: float) -> float | None:
+        return round(pct(values, q), 2) if values else None
+
+    def per_round(ts: Sequence[Timed]) -> list[float] | None:
+        return [round(t.median_us, 2) for t in ts] if ts else None
+
     return TimingRow(
-        model=model, batch_size=bs, eager_us=round(statistics.median(e_all), 2),
-        graph_us=round(statistics.median(g_all), 2) if g_all else None,
-        eager_host_us=round(statistics.median(e_host), 2),
+        model=model, batch_size=bs, eager_us=_median_or_none(e_all), graph_us=_median_or_none(g_all),
+        eager_host_us=host(eager),
         capture_s=round(captured.capture_s, 4) if captured else None,
         graph_pool_bytes=captured.pool_bytes if captured else None,
-        kernels_per_step=kernels, repeats=len(e_all),
-        graph_host_us=round(statistics.median(g_host), 2) if g_host else None,
-        eager_us_p10=round(_pct(e_all, 0.1), 2), eager_us_p90=round(_pct(e_all, 0.9), 2),
-        graph_us_p10=round(_pct(g_all, 0.1), 2) if g_all else None,
-        graph_us_p90=round(_pct(g_all, 0.9), 2) if g_all else None,
-        rounds=len(eager),
-        eager_us_rounds=[round(t.median_us, 2) for t in eager],
-        graph_us_rounds=[round(t.median_us, 2) for t in graph] if graph else None,
+        kernels_per_step=kernels, repeats=len(e_all or g_all or p_all),
+        graph_host_us=host(graph),
+        eager_us_p10=spread(e_all, 0.1), eager_us_p90=spread(e_all, 0.9),
+        graph_us_p10=spread(g_all, 0.1), graph_us_p90=spread(g_all, 0.9),
+        rounds=max(len(eager), len(graph), len(piecewise)),
+        eager_us_rounds=per_round(eager), graph_us_rounds=per_round(graph),
+        graph_nodes=captured.nodes if captured else None,
+        graph_replay_ok=captured.replay_ok if captured else None,
+        piecewise_us=_median_or_none(p_all), piecewise_host_us=host(piecewise),
+        piecewise_us_p10=spread(p_all, 0.1), piecewise_us_p90=spread(p_all, 0.9),
+        piecewise_us_rounds=per_round(piecewise),
+        piecewise_capture_s=round(pw_captured.capture_s, 4) if pw_captured else None,
+        piecewise_pool_bytes=pw_captured.pool_bytes if pw_captured else None,
+        piecewise_graphs=pw_captured.graphs if pw_captured else None,
+        piecewise_nodes=pw_captured.nodes if pw_captured else None,
+        piecewise_replay_ok=pw_captured.replay_ok if pw_captured else None,
     )
+
+
+# --------------------------------------------------------------------------------------------
+# 2. profiled vs unprofiled
+
+
+def _profiled(ctx: _Ctx, model: Decoder, tasks: list[_Task], graph_us: dict[int, float]) -> None:
+    """Per size and profiler setting: unprofiled eager, an eager trace, unprofiled eager again.
+
+    The FULL-graph step comes from this process's sweep, or is captured and timed here.
+    """
+    if not tasks:
+        return
+    torch, opts, cfg = ctx.torch, ctx.opts, model.cfg
+    sizes = sorted({t.bs for t in tasks})
+    if ctx.on_cuda:
+        missing = [bs for bs in sizes if bs not in graph_us]
+        if missing:
+            stream = torch.cuda.Stream()
+            for bs in missing:
+                cap = _capture_own_pool(ctx, model, bs, "full", stream)
+                graph_us[bs] = round(time_steps(torch, cap.run, opts.repeats, opts.warmup, True).median_us, 2)
+                del cap
+                _release(torch)
+    for t in tasks:
+        bs, setting = t.bs, t.what.split()[1]
+
+        def eager(bs: int = bs) -> Any:
+            return model.step(bs)
+
+        before = time_steps(torch, eager, opts.repeats, opts.warmup, ctx.on_cuda)
+        dst = ctx.out / trace_name(cfg.name, bs, f"eager_{setting}")
+        record_trace(torch, eager, f"decode_step[bs={bs}]", dst, opts.steps, ctx.on_cuda, ctx.nvtx_range,
+                     setting=setting)
+        after = time_steps(torch, eager, opts.repeats, opts.warmup, ctx.on_cuda)
+        item = {"model": cfg.name, "batch_size": bs, "profiler": setting,
+                "unprofiled_eager_us_before": round(before.median_us, 2),
+                "unprofiled_eager_us_after": round(after.median_us, 2),
+                "unprofiled_graph_us": graph_us.get(bs), "trace": dst.name,
+                "repeats": opts.repeats, "profiled_steps": opts.steps}
+        ctx.doc.put_profiled(item)
+        ctx.doc.save()
+        ctx.result.profiled.append(item)
+        ctx.result.traces.append(dst)
+        ctx.step(f"{cfg.name} bs={bs} {setting}: eager {item['unprofiled_eager_us_before']:,.1f} / "
+                 f"{item['unprofiled_eager_us_after']:,.1f} us around {dst.name} ({dst.stat().st_size / 1e3:,.0f} kB)")
+
+
+# --------------------------------------------------------------------------------------------
+# 3. graph memory
+
+
+def _memory(ctx: _Ctx, model: Decoder, tasks: list[_Task]) -> None:
+    """Capture each list in each mode into one shared pool, largest first; write its entry."""
+    if not tasks:
+        return
+    from analyzer.harness.graphs import REPLAY_TOLERANCE, capture_list, fill_missing_nodes, replay_error
+
+    torch, cfg = ctx.torch, model.cfg
+    lists = dict(ctx.opts.capture_lists)
+    stream = torch.cuda.Stream()
+    fallback_counts: dict[tuple[str, int], int] = {}
+    notes = ctx.doc.doc.setdefault("graph_memory_method", {
+        "policy": "sizes captured largest first into one shared pool on one capture stream; before the list and "
+                  "around each capture: synchronize + empty_cache, then memory_reserved (allocator) and "
+                  "mem_get_info total-free (driver); capture_s sums capture + instantiate, warm-ups excluded; "
+                  "afterwards each replay is checked against the eager step (relative logit error <= 0.02)",
+        "nodes": "kernel nodes of the captured cudaGraph_t (cuGraphGetNodes); piecewise: all pieces of the size",
+    })
+    for t in tasks:
+        _, mode, name = t.what.split(" ", 2)
+        cl = capture_list(torch, model, lists[name], mode, name, stream)
+        entry = cl.entry
+        errors = {size: replay_error(torch, model, cap) for size, cap in cl.captures.items()}
+        bad = sorted(size for size, err in errors.items() if err > REPLAY_TOLERANCE)
+        if bad:
+            notes.setdefault("replay_mismatch", []).append(f"{cfg.name} {mode} {name}: sizes {bad}")
+            ctx.say(f"warning: {cfg.name} {mode} {name}: replays of sizes {bad} differ from the eager step")
+        if mode == "piecewise":
+            notes["piecewise_outputs"] = ("weak aliases (memory reusable by later captures, as vLLM)" if cl.aliased
+                                          else "held (this torch lacks weak aliases: piecewise pools overstated)")
+        cl.release(torch)
+        if fill_missing_nodes(torch, model, entry, mode, lambda fn: count_kernels_per_step(torch, fn),
+                              fallback_counts):
+            notes["nodes_fallback"] = "some node counts are kernels of one direct run (a CUDA-only profile)"
+            _release(torch)
+        ctx.doc.put_memory(entry)
+        ctx.doc.save()
+        ctx.result.graph_memory.append(entry)
+        ctx.step(f"{cfg.name} {mode} {name}: {entry['graphs']} graphs, device {entry['device_used_mib']:,.0f} MiB, "
+                 f"reserved {entry['reserved_mib']:,.0f} MiB, capture {entry['capture_s']:.2f} s")
+
+
+# --------------------------------------------------------------------------------------------
+# 4. serving
+
+
+def _serving(ctx: _Ctx, model: Decoder) -> None:
+    from analyzer.harness.serving import run_serving
+
+    opts = ctx.opts
+    lists = [(name, list(sizes)) for name, sizes in opts.serving_lists]
+    entries = run_serving(ctx.torch, model, lists, opts.serving_sequence, opts.serving_source, opts.serving,
+                          ctx.on_cuda, ctx.out, ctx.nvtx_range, progress=ctx.say)
+    for e in entries:
+        ctx.doc.put_serving(e)
+        ctx.result.serving.append(e)
+        if e["trace"]:
+            ctx.result.traces.append(ctx.out / e["trace"])
+    ctx.doc.save()
+    summary = "; ".join(f"{e['list_name']}: {e['throughput_tokens_per_s']:,.0f} tok/s" for e in entries)
+    ctx.step(f"{model.cfg.name} serving {len(opts.serving_sequence)} steps: {summary}")
 
 
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def iter_batch_sizes(text: str) -> Iterator[int]:
-    """Parse ``"1,2,4"`` or ``"1-8"`` ranges of powers of two (``"1-256"``) into batch sizes."""
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        try:
-            if "-" in part:
-                lo_s, hi_s = part.split("-", 1)
-                lo, hi = int(lo_s), int(hi_s)
-                if lo <= 0 or hi < lo:
-                    raise ValueError
-                b = lo
-                while b <= hi:
-                    yield b
-                    b *= 2
-            else:
-                yield int(part)
-        except ValueError:
-            raise InputError(f"bad batch size {part!r}: use integers like 1,2,4 or a power-of-two range 1-256") \
-                from None
-
-
-def parse_batch_sizes(text: str) -> tuple[int, ...]:
-    sizes = sorted(set(iter_batch_sizes(text)))
-    if not sizes or sizes[0] <= 0:
-        raise InputError(f"no positive batch sizes in {text!r}")
-    return tuple(sizes)
-
-
 def parse_modes(text: str) -> tuple[str, ...]:
     modes = tuple(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
-        raise InputError(f"unknown mode(s) {', '.join(bad) or '(none)'} in --modes; choose from eager, graph")
+        raise InputError(f"unknown mode(s) {', '.join(bad) or '(none)'} in --modes; choose from {', '.join(MODES)}")
     return modes
 
 
-__all__: Sequence[str] = ("SCHEMA", "SweepOptions", "SweepResult", "TimingRow", "load_timings", "run_sweep",
-                          "parse_batch_sizes", "parse_modes", "trace_name", "launch_microbenchmark",
-                          "record_trace", "count_kernel_events", "Progress")
+__all__: Sequence[str] = (
+    "MODES", "SCHEMA", "Progress", "SweepOptions", "SweepResult", "TimingRow", "count_kernel_events",
+    "launch_microbenchmark", "load_timings", "parse_batch_sizes", "parse_modes", "record_trace", "run_sweep",
+    "trace_name",
+)

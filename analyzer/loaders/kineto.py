@@ -34,7 +34,7 @@ import numpy as np
 
 from analyzer.errors import NoGpuActivityError, TraceFormatError
 from analyzer.loaders._io import CHUNK_BYTES, DEFAULT_MAX_TRACE_BYTES, iter_content, read_ahead, read_text_bytes
-from analyzer.trace import Kind, Trace, build_trace
+from analyzer.trace import Kind, PythonCalls, Trace, build_trace, no_python_calls
 
 _Scalar = Union[int, float, str, None]
 
@@ -47,7 +47,15 @@ _CAT_KIND: dict[str, int] = {
     "cpu_op": Kind.CPU_OP,
     "user_annotation": Kind.ANNOTATION,
     "gpu_user_annotation": Kind.GPU_ANNOTATION,
+    # The TensorBoard-plugin-era schema (torch 1.8-1.9): capitalised categories, same args.
+    "Kernel": Kind.KERNEL,
+    "Memcpy": Kind.MEMCPY,
+    "Memset": Kind.MEMSET,
+    "Runtime": Kind.RUNTIME,
+    "Operator": Kind.CPU_OP,
 }
+#: Category of Python function ranges (traces taken ``with_stack``), kept beside the event table.
+_PYTHON_CAT = "python_function"
 
 
 # --- lenient schema: any JSON scalar where Kineto writes one ------------------------------
@@ -58,6 +66,7 @@ class _Args(msgspec.Struct, gc=False):
     stream: _Scalar = None
     graph_id: _Scalar = msgspec.field(name="graph id", default=None)
     input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=msgspec.Raw(b""))
+    call_stack: msgspec.Raw = msgspec.field(name="Call stack", default=msgspec.Raw(b""))
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -86,6 +95,11 @@ class _KinetoFile(msgspec.Struct, gc=False):
     traceEvents: list[_Event]
     deviceProperties: Union[list[_Device], None] = None
     distributedInfo: Union[_DistInfo, None] = None
+    record_shapes: _Scalar = None  # torch.profiler writes its settings at the top level ("1" or 1 when on)
+    with_stack: _Scalar = None
+    with_flops: _Scalar = None
+    with_modules: _Scalar = None
+    profile_memory: _Scalar = None
 
 
 # --- strict schema: what Kineto actually writes. Defaults are what the lenient conversion
@@ -98,6 +112,7 @@ class _FastArgs(msgspec.Struct, gc=False, frozen=True):
     stream: int = -1
     graph_id: int = msgspec.field(name="graph id", default=-1)
     input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=msgspec.Raw(b""))
+    call_stack: msgspec.Raw = msgspec.field(name="Call stack", default=msgspec.Raw(b""))
 
 
 _NO_ARGS = _FastArgs()
@@ -119,12 +134,29 @@ class _FastKinetoFile(msgspec.Struct, gc=False):
     traceEvents: list[_FastEvent]
     deviceProperties: Union[list[_Device], None] = None
     distributedInfo: Union[_DistInfo, None] = None
+    record_shapes: _Scalar = None  # torch.profiler writes its settings at the top level ("1" or 1 when on)
+    with_stack: _Scalar = None
+    with_flops: _Scalar = None
+    with_modules: _Scalar = None
+    profile_memory: _Scalar = None
 
 
 class _Header(msgspec.Struct, gc=False):
     traceEvents: list[Any]
     deviceProperties: Union[list[_Device], None] = None
     distributedInfo: Union[_DistInfo, None] = None
+    record_shapes: _Scalar = None  # torch.profiler writes its settings at the top level ("1" or 1 when on)
+    with_stack: _Scalar = None
+    with_flops: _Scalar = None
+    with_modules: _Scalar = None
+    profile_memory: _Scalar = None
+
+
+#: Top-level profiler settings torch.profiler writes (see :func:`_settings_of`).
+PROFILER_FLAGS = ("record_shapes", "with_stack", "with_flops", "with_modules", "profile_memory")
+#: Events (in file order) looked at for traces of the profiler's settings that are not top-level flags.
+SETTINGS_SAMPLE_EVENTS = 50_000
+_NO_STACK = frozenset((b"", b'""', b"null", b"[]"))
 
 
 _DECODER = msgspec.json.Decoder(_KinetoFile)
@@ -208,7 +240,7 @@ def kineto_to_trace(doc: _KinetoFile, path: str) -> Trace:
     """Columns from a whole decoded (lenient) document."""
     cols = _ColumnBuilder(strict=False)
     cols.add(doc.traceEvents)
-    return cols.finish(path, doc.deviceProperties, doc.distributedInfo)
+    return cols.finish(path, doc.deviceProperties, doc.distributedInfo, _flags_of(doc))
 
 
 # --- streaming ----------------------------------------------------------------------------
@@ -327,7 +359,12 @@ def _decode_stream(pieces: Iterator[bytes], path: str, strict: bool) -> Trace:
     cols.add(tail.traceEvents)
     devices = tail.deviceProperties if tail.deviceProperties is not None else head.deviceProperties
     dist = tail.distributedInfo if tail.distributedInfo is not None else head.distributedInfo
-    return cols.finish(path, devices, dist)
+    flags = {k: v if v is not None else _flags_of(head)[k] for k, v in _flags_of(tail).items()}
+    return cols.finish(path, devices, dist, flags)
+
+
+def _flags_of(doc: Any) -> dict[str, _Scalar]:
+    return {k: getattr(doc, k) for k in PROFILER_FLAGS}
 
 
 # --- events -> columns ----------------------------------------------------------------------
@@ -400,7 +437,10 @@ class _ColumnBuilder:
         self.n_kept = 0
         self.n_events = 0
         self.mtia_events = False  # MTIA device/runtime categories seen: say so when there is no GPU work
+        self.python = _PythonCallColumns(strict)
         self.gpu_seen = False
+        self.sampled = 0
+        self.settings_sample = {"python_function": 0, "cpu_instant_event": 0, "cpu_op": 0, "call_stack": 0}
 
     def add(self, events: list) -> None:
         self.n_events += len(events)
@@ -413,11 +453,26 @@ class _ColumnBuilder:
         flows = [e for e in events if e.cat == "ac2g" and e.ph == "f"]
         if flows:
             self._add_flows(flows)
+        python = [e for e in events if e.cat == _PYTHON_CAT and e.ph == "X"]
+        if python:
+            self.python.add(python)
         if kept:
             self._add_kept(kept)
             self.gpu_seen = self.gpu_seen or bool((self.parts["kind"][-1] <= Kind.GRAPH).any())
         if not self.gpu_seen and not self.mtia_events:  # only traces without GPU work pay for this scan
             self.mtia_events = any(isinstance(e.cat, str) and e.cat.startswith("mtia") for e in events)
+        if self.sampled < SETTINGS_SAMPLE_EVENTS:  # the profiler's settings show in any stretch of events
+            self._sample_settings(events[: SETTINGS_SAMPLE_EVENTS - self.sampled])
+
+    def _sample_settings(self, sample: list) -> None:
+        """Counts, over the first events of the file, of what only some profiler settings record."""
+        self.sampled += len(sample)
+        s = self.settings_sample
+        s["python_function"] += sum(1 for e in sample if e.cat == "python_function")
+        s["cpu_instant_event"] += sum(1 for e in sample if e.cat == "cpu_instant_event")
+        ops = [e for e in sample if e.cat == "cpu_op"]
+        s["cpu_op"] += len(ops)
+        s["call_stack"] += sum(1 for e in ops if e.args is not None and bytes(e.args.call_stack) not in _NO_STACK)
 
     def _add_kept(self, kept: list) -> None:
         n = len(kept)
@@ -479,7 +534,8 @@ class _ColumnBuilder:
             self.flows["ts_us"].append(np.fromiter([_as_us(f.ts) for f in flows], dtype=np.float64, count=n))
             self.flows["id"].append(np.fromiter([_as_int(f.id) for f in flows], dtype=np.int64, count=n))
 
-    def finish(self, path: str, device_props: Iterable[_Device] | None, dist: _DistInfo | None) -> Trace:
+    def finish(self, path: str, device_props: Iterable[_Device] | None, dist: _DistInfo | None,
+               flags: dict[str, _Scalar] | None = None) -> Trace:
         """All columns, the cleaning steps of the loader, and :func:`build_trace`."""
         self.host.resolve()
         cat = {k: (np.concatenate(v) if v else np.zeros(0, dtype=np.float64 if k.endswith("_us") else np.int64))
@@ -554,12 +610,38 @@ class _ColumnBuilder:
             rank=rank,
             world_size=world,
             warnings=warnings,
+            python_calls=self.python.finish(base_us),
+            profiler_settings=_settings_of(flags or {}, self.settings_sample, self.sampled),
         )
         if not trace.gpu_mask.any():
             cats = ("MTIA trace: launchgap reads CUDA and ROCm GPU events only" if self.mtia_events
                     else "CPU-only trace" if self.n_events else "no events at all")
             raise NoGpuActivityError(f"no GPU kernels, copies or sets in the trace ({cats}); nothing to analyse", path)
         return trace
+
+
+def _settings_of(flags: dict[str, _Scalar], sample: dict[str, int], sampled: int) -> dict:
+    """What the file says of the profiler's settings (read by :mod:`analyzer.overhead`).
+
+    The top-level flags (True/False; None when the file does not name one: older torch writes
+    none), then counts over the first ``events_sampled`` events of the file: ``python_function``
+    events (the Python tracer of with_stack/with_modules), ``cpu_instant_event`` (profile_memory's
+    allocations), ``cpu_op`` events and those of them with a ``Call stack`` argument (with_stack
+    in older torch).
+    """
+    out: dict = {k: _flag(v) for k, v in flags.items()}
+    out.update({"python_function_events": sample["python_function"], "instant_events": sample["cpu_instant_event"],
+                "cpu_ops": sample["cpu_op"], "cpu_ops_with_call_stack": sample["call_stack"],
+                "events_sampled": sampled})
+    return out
+
+
+def _flag(value: _Scalar) -> bool | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value) if isinstance(value, (bool, int, float)) and value == value else None
 
 
 def _fill_corr_from_flows(flows: dict[str, np.ndarray], kind: np.ndarray, pid: np.ndarray, tid: np.ndarray,
@@ -588,3 +670,47 @@ def _ns_key(ts_us: np.ndarray) -> np.ndarray:
     ok = np.abs(ts_us) < 9.2e15  # False for NaN and inf too
     out[ok] = np.rint(ts_us[ok] * 1000).astype(np.int64)
     return out
+
+
+class _PythonCallColumns:
+    """Python function ranges, piece by piece, into a :class:`~analyzer.trace.PythonCalls` table.
+
+    Names go to a table of their own, so the event table (its names, ids and columns) is what it
+    would be without them.
+    """
+
+    def __init__(self, strict: bool) -> None:
+        self.strict = strict
+        self.names: dict[str, int] = {}
+        self.parts: dict[str, list[np.ndarray]] = {"name_id": [], "ts_us": [], "dur_us": [], "tid": []}
+
+    def add(self, events: list) -> None:
+        n = len(events)
+        if self.strict:
+            names = [e.name for e in events]
+            ts = np.fromiter([e.ts for e in events], dtype=np.float64, count=n)
+            dur = np.fromiter([e.dur for e in events], dtype=np.float64, count=n)
+        else:
+            names = [e.name if isinstance(e.name, str) else str(e.name) for e in events]
+            ts = np.fromiter([_as_us(e.ts) for e in events], dtype=np.float64, count=n)
+            dur = np.fromiter([_as_us(e.dur) if e.dur is not None else 0.0 for e in events], dtype=np.float64, count=n)
+        local = dict.fromkeys(names)
+        for s in local:  # unique names only
+            local[s] = self.names.setdefault(s, len(self.names))
+        self.parts["name_id"].append(np.fromiter(map(local.__getitem__, names), dtype=np.int32, count=n))
+        self.parts["ts_us"].append(ts)
+        self.parts["dur_us"].append(dur)
+        self.parts["tid"].append(np.fromiter([_as_int(e.tid) for e in events], dtype=np.int64, count=n))
+
+    def finish(self, base_us: float) -> PythonCalls:
+        """The table, times in ns on the event table's base (``base_us``), sorted by start."""
+        if not self.parts["ts_us"]:
+            return no_python_calls()
+        c = {k: np.concatenate(v) for k, v in self.parts.items()}
+        ok = (np.abs(c["ts_us"]) < 9.2e15) & (np.abs(c["dur_us"]) < 9.2e15) & (c["dur_us"] >= 0)
+        start = np.rint((c["ts_us"][ok] - base_us) * 1000.0).astype(np.int64) + np.int64(int(base_us) * 1000)
+        end = start + np.rint(c["dur_us"][ok] * 1000.0).astype(np.int64)
+        order = np.argsort(start, kind="stable")
+        names = np.empty(len(self.names), dtype=object)
+        names[:] = list(self.names)
+        return PythonCalls(names, c["name_id"][ok][order], start[order], end[order], c["tid"][ok][order])

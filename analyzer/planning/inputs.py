@@ -29,6 +29,8 @@ from analyzer.planning.memory import GRAPH_MODES, GraphMemoryMeasurement, ModelD
 TIMINGS_SCHEMA = "launchgap.timings/1"
 #: Refuse auxiliary JSON/CSV files (timings, distributions) larger than this.
 MAX_AUX_FILE_BYTES = 64 * 1024 * 1024
+#: Step phases the planner takes costs and batch sizes from (None: a trace that does not say).
+_DECODE_OR_UNKNOWN = ("decode", None)
 
 
 # --- from traces --------------------------------------------------------------------------------
@@ -41,13 +43,15 @@ def costs_from_reports(reports: list) -> CostTable:
     size, the median over all steps of that size. Eager traces give the eager cost (measured)
     and the graph cost (predicted, ``StepReport.predicted_graph_us``); graph traces give the
     graph cost (measured), and win over predictions at the same size. Mixed traces (graph
-    launches plus eager launches) count as graph measurements with a warning.
+    launches plus eager launches) count as graph measurements with a warning. Only decode steps
+    count: a serving engine's prefill or mixed step (``phase``) is not a decode bucket; steps of
+    unknown phase count.
     """
     eager: dict[int, list[float]] = {}
     g_meas: dict[int, list[float]] = {}
     g_pred: dict[int, list[float]] = {}
     notes: list[str] = []
-    no_bs = 0
+    no_bs = not_decode = 0
     n_eager = n_graph = 0
     for rep in reports:  # one trace at a time; steps are report rows
         s = rep.summary
@@ -59,6 +63,9 @@ def costs_from_reports(reports: list) -> CostTable:
                          f"(what capture achieved in that setup)")
         used = False
         for st in rep.steps:
+            if getattr(st, "phase", None) not in _DECODE_OR_UNKNOWN:
+                not_decode += 1
+                continue
             if st.batch_size is None:
                 no_bs += 1
                 continue
@@ -71,6 +78,8 @@ def costs_from_reports(reports: list) -> CostTable:
         if used:
             n_eager += is_eager
             n_graph += not is_eager
+    if not_decode:
+        notes.append(f"{not_decode} prefill or mixed steps were left out of the costs (decode steps only)")
     if no_bs:
         notes.append(f"{no_bs} steps without a known batch size were left out of the costs "
                      f"(name it in the step annotation, e.g. bs=8, or use --batch-regex/--batch-op)")
@@ -102,11 +111,12 @@ def costs_from_reports(reports: list) -> CostTable:
 
 
 def distribution_from_reports(reports: list) -> dict[int, float]:
-    """Steps per batch size over all traces (steps without a known batch size are not counted)."""
+    """Decode steps per batch size over all traces (steps without a known batch size, and a serving
+    engine's prefill or mixed steps, are not counted)."""
     out: dict[int, float] = {}
     for rep in reports:
         for st in rep.steps:
-            if st.batch_size is not None:
+            if st.batch_size is not None and getattr(st, "phase", None) in _DECODE_OR_UNKNOWN:
                 out[st.batch_size] = out.get(st.batch_size, 0.0) + 1.0
     return dict(sorted(out.items()))
 

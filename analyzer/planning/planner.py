@@ -77,6 +77,15 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from analyzer.engines import ENGINES
+from analyzer.engines import NAMES as SERVERS
+from analyzer.engines import default_sizes as server_default_sizes
+from analyzer.engines.sglang import DEFAULT_MAX_SIZE as SGLANG_DEFAULT_MAX_BS  # noqa: F401 (re-exported)
+from analyzer.engines.sglang import default_sizes as sglang_default_sizes  # noqa: F401
+from analyzer.engines.tensorrt_llm import DEFAULT_MAX_SIZE as TRTLLM_DEFAULT_MAX_BS  # noqa: F401
+from analyzer.engines.tensorrt_llm import default_sizes as tensorrt_llm_default_sizes  # noqa: F401
+from analyzer.engines.vllm import DEFAULT_MAX_SIZE as VLLM_MAX_CAPTURE  # noqa: F401
+from analyzer.engines.vllm import default_sizes as vllm_default_sizes  # noqa: F401
 from analyzer.errors import InputError
 from analyzer.planning.costs import CostTable
 from analyzer.planning.memory import (
@@ -94,11 +103,6 @@ PADDING_POLICIES = ("pad", "exact")
 DEFAULT_GRAPH_MEMORY_MIB = 32.0
 #: ``graphs_within_1pct``: fewest graphs whose plan is within this share of the best plan.
 NEAR_OPTIMAL_FRACTION = 0.01
-#: Cap on the default server lists when neither the user nor the server says otherwise.
-VLLM_MAX_CAPTURE = 512
-SGLANG_DEFAULT_MAX_BS = 256
-TRTLLM_DEFAULT_MAX_BS = 128
-SERVERS = ("vllm", "sglang", "tensorrt_llm")
 #: The trade-offs (curve, Pareto table) are drawn up to this many graphs, and up to
 #: ``TRADEOFF_WORK / M**2`` for ``M`` candidate sizes (each graph count is one ``M x M`` step of
 #: the grid); the grid always reaches the most graphs the budgets allow, so the plan stays exact.
@@ -309,30 +313,12 @@ class Plan:
         return self.all_eager_expected_step_us / self.expected_step_us if self.expected_step_us > 0 else 0.0
 
     def configs(self) -> dict:
-        """Ready-to-paste capture settings for vLLM, SGLang and TensorRT-LLM."""
-        b = list(self.buckets)
-        sglang: dict = {"cuda_graph_bs": b}
-        if self.options.padding == "exact":
-            sglang["disable_cuda_graph_padding"] = True
-        return {"vllm": {"cudagraph_capture_sizes": b}, "sglang": sglang,
-                "tensorrt_llm": {"cuda_graph_config": {"batch_sizes": b,
-                                                       "enable_padding": self.options.padding == "pad"}}}
+        """Ready-to-paste capture settings per server (see :mod:`analyzer.engines`)."""
+        return {e.NAME: e.capture_config(list(self.buckets), self.options.padding) for e in ENGINES}
 
     def config_snippets(self) -> dict[str, str]:
         """The same settings as command-line / YAML text."""
-        b = list(self.buckets)
-        if not b:
-            return {"vllm": "--enforce-eager", "sglang": "--disable-cuda-graph",
-                    "tensorrt_llm": "cuda_graph_config: null"}
-        vllm = f"--compilation-config '{{\"cudagraph_capture_sizes\": {b}}}'"
-        if self.options.padding == "exact":
-            vllm += "  # vLLM always pads to the next captured size; exact match is not an option there"
-        sglang = "--cuda-graph-bs " + " ".join(str(x) for x in b)
-        if self.options.padding == "exact":
-            sglang += " --disable-cuda-graph-padding"
-        trt = (f"cuda_graph_config:\n  batch_sizes: {b}\n  enable_padding: "
-               f"{'true' if self.options.padding == 'pad' else 'false'}")
-        return {"vllm": vllm, "sglang": sglang, "tensorrt_llm": trt}
+        return {e.NAME: e.config_snippet(list(self.buckets), self.options.padding) for e in ENGINES}
 
     def memory_dict(self) -> dict:
         """JSON ``memory``: what the plan's graphs cost in device memory, start-up and KV cache."""
@@ -387,57 +373,7 @@ def _r(x: float, nd: int = 3) -> float:
     return round(float(x), nd)
 
 
-# --- server default lists -------------------------------------------------------------------
-
-def vllm_default_sizes(max_size: int | None = None) -> list[int]:
-    """vLLM: ``[1, 2, 4] + range(8, 256, 8) + range(256, max + 1, 16)``, max = 512 by default
-    (``min(2 * max_num_seqs, 512)`` with the default max_num_seqs). Always padded."""
-    top = VLLM_MAX_CAPTURE if max_size is None else max_size
-    sizes = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, top + 1, 16))
-    return [s for s in sizes if s <= top]
-
-
-def sglang_default_sizes(max_size: int | None = None, padding: str = "pad") -> list[int]:
-    """SGLang: ``[1, 2, 4, 8, 12] + range(16, 257, 8) + range(272, 512, 16) + range(512, max + 1, 32)``
-    cut at ``cuda_graph_max_bs`` (which is appended when missing); every size ``1..max`` with
-    ``--disable-cuda-graph-padding``. Default max 256 (SGLang picks 256-512 on H100/H200-class GPUs)."""
-    top = SGLANG_DEFAULT_MAX_BS if max_size is None else max_size
-    if padding == "exact":
-        return list(range(1, top + 1))
-    sizes = [1, 2, 4, 8, 12] + list(range(16, 257, 8)) + list(range(272, 512, 16)) + list(range(512, top + 1, 32))
-    sizes = [s for s in sizes if s <= top]
-    return sizes if top in sizes else sizes + [top]
-
-
-def tensorrt_llm_default_sizes(max_size: int | None = None, padding: str = "pad") -> list[int]:
-    """TensorRT-LLM ``CudaGraphConfig``: with padding ``[1, 2, 4] + range(8, 129, 8)`` then steps of
-    64 up to ``max_batch_size``; without, ``1..31, 32, 64, 128`` then powers of two. Cut at
-    ``max_batch_size`` (default 128), which is appended when missing."""
-    top = TRTLLM_DEFAULT_MAX_BS if max_size is None else max_size
-    if padding == "pad":
-        sizes = [1, 2, 4] + list(range(8, 129, 8))
-        while sizes[-1] + 64 <= top:
-            sizes.append(sizes[-1] + 64)
-    else:
-        sizes = list(range(1, 32)) + [32, 64, 128]
-        p = 256
-        while p < top:
-            sizes.append(p)
-            p *= 2
-    sizes = sorted(s for s in set(sizes) if s <= top)
-    return sizes if sizes and sizes[-1] == top else sizes + [top]
-
-
-def server_default_sizes(server: str, max_size: int | None = None, padding: str = "pad") -> list[int]:
-    """The default capture list of ``server`` (one of :data:`SERVERS`)."""
-    if server == "vllm":
-        return vllm_default_sizes(max_size)
-    if server == "sglang":
-        return sglang_default_sizes(max_size, padding)
-    if server == "tensorrt_llm":
-        return tensorrt_llm_default_sizes(max_size, padding)
-    raise InputError(f"unknown server {server!r} (expected one of {', '.join(SERVERS)})")
-
+# --- server default lists (from the engine registry) ----------------------------------------
 
 def default_baselines(max_size: int | None = None, padding: str = "pad") -> list[BaselineSpec]:
     """The servers' default capture lists every plan is compared with, cut at ``max_size``.

@@ -10,6 +10,7 @@ from app.charts import side_by_side_figure, speedup_figure, step_time_figure
 from app.pairing import crossover_batch_size, pair_by_batch_size
 from app.text import md_escape
 from app.ui import loaded_traces_or_stop, pick_trace
+from app.workloads import pick_workload_entries
 
 state = st.session_state
 st.title("Compare")
@@ -18,7 +19,9 @@ entries = loaded_traces_or_stop()
 st.subheader("Eager vs CUDA graph by batch size")
 threshold = st.slider("Win threshold (%)", 0, 50, 5, 1, key="lg_cmp_win",
                       help="A graph is worth it while it makes the step more than this much faster.") / 100
-table = pair_by_batch_size([(e.name, e.report) for e in entries], session.options(state).model)
+# Pairs are made within one workload: an 8B and a 1B model at batch 8 are not one "batch size 8".
+same_workload = pick_workload_entries(entries, "lg_cmp_workload")
+table = pair_by_batch_size([(e.name, e.report) for e in same_workload], session.options(state).model)
 if table.empty:
     st.info("None of the loaded traces has steps with a known batch size (annotations like `bs=8`). Set a "
             "batch-size regex under Analysis options on the Traces page.")
@@ -56,7 +59,7 @@ else:
         "measured_speedup": st.column_config.NumberColumn("measured speedup", format="%.2fx"),
     })
     st.caption("Step times are unprofiled estimates (the profiled step less the profiler's cost per recorded "
-               "host event); medians over the steps of each batch size.")
+               "host event for the profiler settings each trace shows); medians over the steps of each batch size.")
 
 st.subheader("Two traces side by side")
 if len(entries) < 2:
@@ -88,6 +91,9 @@ with np.errstate(divide="ignore", invalid="ignore"):
     side["B / A"] = np.where(side["A"] != 0, side["B"] / side["A"], np.nan)
 st.caption(md_escape(f"A = {ea.name} ({ea.report.mode}, {ea.report.summary.verdict}); "
                      f"B = {eb.name} ({eb.report.mode}, {eb.report.summary.verdict})"))
+wa, wb = ea.report.workload, eb.report.workload
+if wa is not None and wb is not None and wa.id != wb.id:
+    st.caption(md_escape(f"A and B are different workloads: {wa.id} ({wa.label}) and {wb.id} ({wb.label})."))
 left, right = st.columns([2, 3])
 with left:
     st.dataframe(side, hide_index=True, column_config={

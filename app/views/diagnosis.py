@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from analyzer.report import SCHEMA
+from analyzer.report import SCHEMA, with_observed_step
 from app import session
 from app.charts import ZOOM_OPS, first_ops_end_us, gap_histogram_figure, idle_by_cause_figure, timeline_figure
 from app.text import hover_escape, json_safe, md_escape
@@ -19,8 +19,17 @@ state = st.session_state
 st.title("Diagnosis")
 entries = loaded_traces_or_stop()
 
-entry = pick_trace("Trace", "lg_diag", entries)
-rep = entry.report
+pick_col, obs_col = st.columns([3, 1])
+with pick_col:
+    entry = pick_trace("Trace", "lg_diag", entries)
+with obs_col:
+    # A real step time (the server's inter-token latency at this batch size) replaces the estimate.
+    measured = st.number_input(
+        "Measured step time (us)", min_value=0.0, value=float(entry.report.summary.observed_step_us or 0.0),
+        step=100.0, key=f"lg_obs_{entry.key}",
+        help="The real, unprofiled step of this workload at this batch size, e.g. the server's inter-token "
+             "latency. It replaces the unprofiled estimate in the predicted speedup; 0 uses the estimate.")
+rep = with_observed_step(entry.report, measured or None)
 s = rep.summary
 
 c1, c2, c3, c4 = st.columns([1, 1.1, 1.5, 0.7])
@@ -30,14 +39,20 @@ c2.metric("Launch-to-kernel ratio", f"{s.launch_to_kernel_ratio:.2f}", border=Tr
           help="Host time in launch calls over the GPU time of the work they launched. Above 1 the CPU cannot "
                "keep the GPU fed.")
 c3.metric("Predicted CUDA-graph speedup", f"{s.predicted_speedup:.1f}x", border=True,
-          help="Real step time (observed, else the profiled step less the estimated profiler overhead) over the "
-               "predicted graph-replay step.")
+          help=f"Range {s.predicted_speedup_low:.1f}-{s.predicted_speedup_high:.1f}x. Real step time (measured, "
+               "else the profiled step less the estimated profiler overhead) over the predicted graph-replay step.")
 c4.metric("Steps", f"{s.steps}", border=True, help=f"Found from: {s.step_source}.")
 
 d1, d2, d3, d4 = st.columns(4)
 d1.metric("Step, profiled (median)", f"{s.step_us_median:,.0f} us")
-d2.metric("Step, unprofiled estimate", f"{s.estimated_unprofiled_step_us_median:,.0f} us",
-          help=f"Profiler inflation about {s.estimated_profiler_inflation:.2f}x.")
+if s.eager_step_source == "measured":
+    d2.metric("Step, measured", f"{s.observed_step_us:,.0f} us",
+              help=f"Given above. The estimate from the trace was {s.estimated_unprofiled_step_us_median:,.0f} us; "
+                   f"profiler inflation about {s.estimated_profiler_inflation:.2f}x.")
+else:
+    d2.metric("Step, unprofiled estimate", f"{s.estimated_unprofiled_step_us_median:,.0f} us",
+              help=f"Range {s.estimated_unprofiled_step_us_low:,.0f}-{s.estimated_unprofiled_step_us_high:,.0f} us; "
+                   f"profiler inflation about {s.estimated_profiler_inflation:.2f}x.")
 d3.metric("Predicted graph step", f"{s.predicted_graph_step_us_median:,.0f} us")
 d4.metric("Kernels per step", f"{s.kernels_per_step_median:g}",
           help=f"Eager launches {s.kernel_launches_per_step_median:g}, graph launches "
@@ -45,6 +60,11 @@ d4.metric("Kernels per step", f"{s.kernels_per_step_median:g}",
 
 with st.container(border=True):
     st.markdown(f"**Verdict: {md_escape(s.verdict)}** ({md_escape(rep.mode)} trace) — {md_escape(s.verdict_detail)}")
+ps = s.profiler_settings
+st.caption(md_escape(
+    f"Speedup range {s.predicted_speedup_low:.2f}-{s.predicted_speedup_high:.2f}x. Profiler settings detected: "
+    f"{ps.get('tier', '?')} (" + ("; ".join(ps.get("evidence") or []) or "nothing recorded") + ")."
+    + (f" Workload {rep.workload.id}: {rep.workload.label}." if rep.workload else "")))
 
 for w in rep.warnings:
     st.warning(md_escape(w), icon=":material/warning:")

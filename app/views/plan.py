@@ -7,6 +7,7 @@ import json
 import pandas as pd
 import streamlit as st
 
+from analyzer.engines import engine
 from analyzer.errors import AnalyzerError
 from analyzer.planning.inputs import (
     MAX_AUX_FILE_BYTES,
@@ -25,13 +26,14 @@ from app.charts import pareto_figure, tradeoff_figure
 from app.plan_report import SERVER_LABELS, plan_markdown
 from app.text import json_safe, md_escape
 from app.ui import settings, show_buckets_and_charts, show_load_errors
+from app.workloads import pick_workload_entries
 
 state = st.session_state
 st.title("Capture plan")
 st.caption("Which batch sizes to capture as CUDA graphs: the exact best bucket set for your batch-size distribution "
            "under a graph-count, memory and start-up budget, against the servers' default lists.")
 show_load_errors()
-entries = session.loaded_ok(state)
+entries = pick_workload_entries(session.loaded_ok(state), "lg_plan_workload")  # one model's costs and batch sizes
 named_reports = [dataclasses.replace(e.report, path=e.name) for e in entries]  # messages name the user's files
 
 
@@ -214,7 +216,7 @@ configs = plan.configs()
 for tab, name in zip(tabs, SERVERS):  # three servers
     with tab:
         st.code(json.dumps(configs[name]), language="json", wrap_lines=True)
-        st.code(snippets[name], language="yaml" if name == "tensorrt_llm" else "bash")
+        st.code(snippets[name], language=engine(name).SNIPPET_LANGUAGE)
 
 with st.expander("Per batch size, and the trade-off curve"):
     st.dataframe(pd.DataFrame([dataclasses.asdict(r) for r in plan.per_batch]), hide_index=True,

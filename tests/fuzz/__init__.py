@@ -7,8 +7,8 @@ either gives a report whose JSON serialises without NaN/inf and whose times are 
 :class:`~analyzer.errors.AnalyzerError` subclass with a one-line message naming the file;
 and ``launchgap analyze FILE --format json`` returns 0 or 2, never a traceback.
 
-Bounded for CI: every test runs ``LAUNCHGAP_FUZZ_EXAMPLES`` examples (default
-:data:`DEFAULT_EXAMPLES`); ``make fuzz`` runs 5000 each.
+Examples per test and their seeds come from the hypothesis profile (tests/conftest.py): ``make test``
+runs 100 derandomized examples per test, the same every run; ``make fuzz`` 5000 with fresh seeds.
 """
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ import contextlib
 import io
 import itertools
 import json
-import os
 from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, currently_in_test_context, event, settings
@@ -26,14 +25,10 @@ from analyzer.errors import AnalyzerError
 from analyzer.loaders import DEFAULT_MAX_TRACE_BYTES, load_trace
 from analyzer.report import TraceReport, analyze_trace
 
-#: Examples per test when LAUNCHGAP_FUZZ_EXAMPLES is unset: the whole folder stays under a minute on 2 cores.
-DEFAULT_EXAMPLES = 100
-EXAMPLES = int(os.environ.get("LAUNCHGAP_FUZZ_EXAMPLES", str(DEFAULT_EXAMPLES)))
+# The example count, seeds and database come from the loaded profile (tests/conftest.py).
 # Files are written under a per-module temporary folder, so a function-scoped fixture is not re-entered.
 # No "explain" phase: on a failure it re-runs thousands of variants, minutes on this machine.
 SETTINGS = settings(
-    max_examples=EXAMPLES,
-    deadline=None,
     phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink),
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
                            HealthCheck.function_scoped_fixture],

@@ -4,14 +4,13 @@ the real export schema with mutated values, and corrupted copies of valid export
 Property (see :mod:`tests.fuzz`): load + analyse succeeds with a JSON-safe report of possible
 times or raises an AnalyzerError naming the file in one line; the CLI exits 0 or 2. The seed export is built with
 :mod:`tests.builders` (two processes that both call their GPU "device 0", eager launches, a copy,
-a set, a sync, per-node graph kernels, a whole-graph replay, NVTX steps); the shared
-``nsys/healthy_1pct.sqlite`` is used as well when ``../shared/traces`` is present (copied, never
+a set, a sync, per-node graph kernels, a whole-graph replay, NVTX steps); the bundled
+``traces/nsys/healthy_1pct.sqlite`` (nsys-ai's minimal 6-table export) is a seed as well (copied, never
 opened in place).
 """
 from __future__ import annotations
 
 import functools
-import os
 import sqlite3
 import tempfile
 from contextlib import closing
@@ -28,9 +27,8 @@ from analyzer.loaders.nsys import RUNTIME_TABLES
 from tests.builders import NSYS_COLUMNS, GpuOp, GraphReplay, TraceSpec
 from tests.fuzz import CORPUS, SETTINGS, check_cli, check_load_analyze, fresh_path
 
-# Where tests/conftest.py's ``shared_traces`` looks; read here at import time to choose the seeds.
-_SHARED = Path(os.environ.get("LAUNCHGAP_SHARED") or Path(__file__).resolve().parents[3] / "shared")
-SHARED_HEALTHY = _SHARED / "traces" / "nsys" / "healthy_1pct.sqlite"
+#: The bundled minimal export (tests/conftest.py's ``reference_traces`` / "nsys").
+HEALTHY = Path(__file__).resolve().parents[2] / "traces" / "nsys" / "healthy_1pct.sqlite"
 
 
 def seed_spec() -> TraceSpec:
@@ -56,9 +54,9 @@ def seed_spec() -> TraceSpec:
 @functools.cache
 def seed_bytes(variant: str) -> bytes:
     """The seed export as file bytes; ``variant`` picks NVTX push/pop with inline text or
-    start/end ranges with text in StringIds, or the shared healthy_1pct export."""
+    start/end ranges with text in StringIds, or the bundled healthy_1pct export."""
     if variant == "healthy_1pct":
-        return SHARED_HEALTHY.read_bytes()
+        return HEALTHY.read_bytes()
     with tempfile.TemporaryDirectory() as tmp:
         p = Path(tmp) / "seed.sqlite"
         nvtx, text = {"pushpop": ("pushpop", "text"), "startend": ("startend", "textId")}[variant]
@@ -66,7 +64,7 @@ def seed_bytes(variant: str) -> bytes:
         return p.read_bytes()
 
 
-SEEDS = ("pushpop", "startend", *(("healthy_1pct",) if SHARED_HEALTHY.is_file() else ()))
+SEEDS = ("pushpop", "startend", "healthy_1pct")
 
 
 @pytest.fixture(scope="module")

@@ -28,6 +28,8 @@ from analyzer.ranks import analyze_with_collectives
 pytest.importorskip("dask.distributed", reason="the fleet command needs dask[distributed]")
 
 REPO = Path(__file__).resolve().parents[2]
+#: Three of traces/h200-1b (the dashboard's default samples): an eager/graph pair and a second batch size.
+SAMPLE_FILES = ("1b_bs64_eager.json.gz", "1b_bs8_eager.json.gz", "1b_bs8_graph.json.gz")
 
 
 @pytest.fixture(scope="module")
@@ -38,13 +40,13 @@ def scheduler() -> str:
 
 
 @pytest.fixture()
-def fleet_dir(tmp_path: Path, samples: Path) -> Path:
+def fleet_dir(tmp_path: Path, reference_traces: Path) -> Path:
     """Two server folders with the bundled sample traces, and one file that is not a trace."""
     root = tmp_path / "fleet"
     for srv in ("srv-a", "srv-b"):
         (root / srv).mkdir(parents=True)
-        for f in sorted((samples / "h200-1b").glob("*.json.gz")):
-            shutil.copy(f, root / srv / f.name)
+        for name in SAMPLE_FILES:
+            shutil.copy(reference_traces / "h200-1b" / name, root / srv / name)
     (root / "srv-b" / "broken.json.gz").write_bytes(b"this is not a trace")
     return root
 
@@ -152,9 +154,9 @@ def test_line_cut_by_an_interruption_is_redone(fleet_dir: Path, tmp_path: Path, 
     assert cut_path in {r["path"] for r in rep["rows"]} | {e["path"] for e in rep["errors"]}
 
 
-def test_interrupted_run_resumes(tmp_path: Path, samples: Path, scheduler: str, capsys) -> None:
+def test_interrupted_run_resumes(tmp_path: Path, reference_traces: Path, scheduler: str, capsys) -> None:
     """A real interruption: SIGINT to a running `launchgap fleet` (its own 2-process LocalCluster)."""
-    src = samples / "h200-1b" / "1b_bs8_eager.json.gz"
+    src = reference_traces / "h200-1b" / "1b_bs8_eager.json.gz"
     d = tmp_path / "many"
     d.mkdir()
     for i in range(10):

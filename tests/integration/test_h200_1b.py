@@ -21,10 +21,8 @@ CAUSES = {"host", "launch", "sync", "gpu", "unattributed"}
 
 
 @pytest.fixture(scope="module")
-def reports(shared_traces):
-    d = shared_traces / "h200-1b"
-    if not d.is_dir():
-        pytest.skip("h200-1b traces absent")
+def reports(reference_traces):
+    d = reference_traces / "h200-1b"
     import io
     from contextlib import redirect_stdout
 

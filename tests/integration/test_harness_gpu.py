@@ -58,7 +58,8 @@ def test_record_cuda_end_to_end(tmp_path: Path) -> None:
 
     out = tmp_path / "rec"
     rc = main(["record", "--model", "tiny", "--batch-sizes", "1,4", "--out", str(out), "--repeats", "10",
-               "--rounds", "2", "--warmup", "2", "--steps", "3", "--context-len", "64", "--start-pos", "8", "--no-micro"])
+               "--rounds", "2", "--warmup", "2", "--steps", "3", "--context-len", "64", "--start-pos", "8",
+               "--no-micro"])
     assert rc == 0
     doc = json.loads((out / "timings.json").read_text())
     assert doc["schema"] == "launchgap.timings/1" and doc["cuda"]
@@ -86,3 +87,114 @@ def test_record_cuda_end_to_end(tmp_path: Path) -> None:
         assert rep.summary.batch_sizes == [4]
         assert rep.mode == mode
         assert rep.summary.kernels_per_step_median >= rows[4]["kernels_per_step"]
+
+
+# --------------------------------------------------------------------------------------------
+# piecewise mode, capture lists in one shared pool, graph memory, serving, profiler rows
+
+
+def _state(m):
+    return m.tokens.clone(), m.pos.clone(), [(la["k_cache"].clone(), la["v_cache"].clone()) for la in m.layers]
+
+
+def _restore(m, state) -> None:
+    tokens, pos, caches = state
+    m.tokens.copy_(tokens)
+    m.pos.copy_(pos)
+    for layer, (k, v) in zip(m.layers, caches):
+        layer["k_cache"].copy_(k)
+        layer["v_cache"].copy_(v)
+
+
+@pytest.mark.parametrize("mode", ["full", "piecewise"])
+def test_list_in_one_shared_pool_replays_like_eager(mode: str) -> None:
+    """Sizes captured largest first into one pool (piecewise: graph pieces with weak-aliased
+    outputs) each replay what the eager step computes from the same state, in any order."""
+    from analyzer.harness.graphs import capture_list
+    from analyzer.harness.model import PRESETS, Decoder
+    from analyzer.harness.profiling import count_kernels_per_step
+    from analyzer.timings import validate_timings
+
+    m = Decoder(PRESETS["tiny"], max_batch_size=8, context_len=64, start_pos=8, device="cuda", seed=1)
+    cl = capture_list(torch, m, [2, 8, 4], mode, "t", torch.cuda.Stream())
+    e = cl.entry
+    validate_timings({"rows": [], "graph_memory": [e]}, "entry")
+    pieces = 1 if mode == "full" else PRESETS["tiny"].layers + 1
+    assert e["capture_sizes"] == [2, 4, 8] and e["graphs"] == 3 * pieces
+    assert [p["size"] for p in e["per_size"]] == [8, 4, 2] and e["capture_s"] > 0
+    kernels = count_kernels_per_step(torch, lambda: m.step(8))
+    nodes = e["nodes_per_graph"]["8"]
+    assert nodes is not None, "kernel nodes unreadable (keep_graph or libcuda.so.1 cuGraphGetNodes failed)"
+    if mode == "full":
+        assert abs(nodes - kernels) <= 0.02 * kernels
+    else:  # the pieces hold everything but attention (K/V write, SDPA)
+        assert 0.5 * kernels < nodes < kernels
+    for size in (8, 2, 4, 8):
+        before = _state(m)
+        m.step(size)
+        want = m.last_logits.float().clone()
+        _restore(m, before)
+        cap = cl.captures[size]
+        cap.run()
+        torch.cuda.synchronize()
+        assert torch.allclose(cap.logits.float(), want, rtol=0.02, atol=0.05), f"{mode} bs {size}"
+        assert torch.equal(m.tokens[:size], cap.logits.argmax(-1))
+        assert int(m.pos.item()) == int(before[1].item()) + 1
+    cl.release(torch)
+
+
+def test_record_modes_memory_and_profiler_rows_end_to_end(tmp_path: Path) -> None:
+    """One CLI run: eager/graph/piecewise rows and traces, profiler rows, two lists' graph memory."""
+    from analyzer.cli import main
+
+    out = tmp_path / "rec"
+    rc = main(["record", "--model", "tiny", "--batch-sizes", "1,4", "--modes", "eager,graph,piecewise",
+               "--repeats", "8", "--warmup", "2", "--steps", "2", "--context-len", "64", "--start-pos", "8",
+               "--no-micro", "--trace-batch-sizes", "4", "--profiler-settings", "plain,stack",
+               "--capture-lists", "pow2-8,single-8", "--out", str(out)])
+    assert rc == 0
+    from analyzer.timings import load_timings
+
+    doc = load_timings(out / "timings.json")
+    rows = {r["batch_size"]: r for r in doc["rows"]}
+    for r in rows.values():
+        assert r["eager_us"] > r["piecewise_us"] > 0 and r["graph_us"] > 0
+        assert r["piecewise_graphs"] == 5 and r["piecewise_capture_s"] > 0
+        assert r["graph_nodes"] > r["piecewise_nodes"] > 0
+    pvu = doc["profiled_vs_unprofiled"]
+    assert [(p["batch_size"], p["profiler"]) for p in pvu] == [(4, "plain"), (4, "stack")]
+    assert all(p["unprofiled_graph_us"] == rows[4]["graph_us"] for p in pvu)
+    mem = {(g["mode"], g["list_name"]): g for g in doc["graph_memory"]}
+    assert set(mem) == {(m, n) for m in ("full", "piecewise") for n in ("pow2-8", "single-8")}
+    assert mem[("full", "pow2-8")]["graphs"] == 4 and mem[("piecewise", "pow2-8")]["graphs"] == 20
+    assert all(g["device_used_mib"] is not None and g["nodes_per_graph"]["8"] for g in mem.values())
+    with gzip.open(out / "tiny_bs4_piecewise.json.gz", "rt") as fh:
+        events = json.load(fh)["traceEvents"]
+    assert sum(1 for e in events if e.get("cat") == "user_annotation" and e["name"] == "decode_step[bs=4]") == 2
+    launches = sum(1 for e in events if e.get("cat") == "cuda_runtime" and e["name"].startswith("cudaGraphLaunch"))
+    assert launches >= 2 * 5  # five pieces per profiled step (replays just before the window may add some)
+
+
+def test_serving_on_cuda(tmp_path: Path) -> None:
+    """Buckets replay their graphs (one cudaGraphLaunch inside each graph step's annotation,
+    none inside eager steps); memory and capture time of the list are measured."""
+    from analyzer.cli import main
+    from analyzer.timings import load_timings
+
+    out = tmp_path / "srv"
+    rc = main(["record", "--model", "tiny", "--capture-sizes", "1,2,4,8", "--serving-steps", "12",
+               "--sampler", "4,0.8,12", "--inject-fallbacks", "2", "--repeats", "5", "--warmup", "2",
+               "--serving-rounds", "2", "--context-len", "64", "--start-pos", "8", "--out", str(out)])
+    assert rc == 0
+    (e,) = load_timings(out / "timings.json")["serving"]
+    assert e["graphs"] == 4 and e["capture_s"] > 0 and e["device_used_mib"] is not None
+    assert len(e["fallback_steps"]) == 2 and e["throughput_tokens_per_s"] > 0
+    with gzip.open(out / e["trace"], "rt") as fh:
+        events = json.load(fh)["traceEvents"]
+    steps = sorted((x for x in events if x.get("cat") == "user_annotation" and x["name"].startswith("decode_step")),
+                   key=lambda x: x["ts"])
+    assert [x["name"] for x in steps] == [s["annotation"] for s in e["steps"]]
+    launches = [x["ts"] for x in events if x.get("cat") == "cuda_runtime" and x["name"].startswith("cudaGraphLaunch")]
+    for x, s in zip(steps, e["steps"]):
+        inside = sum(1 for t in launches if x["ts"] <= t <= x["ts"] + x["dur"])
+        assert inside == (1 if s["mode"] == "graph" else 0), s["annotation"]

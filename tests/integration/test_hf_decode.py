@@ -5,8 +5,8 @@ from analyzer.loaders import load_trace
 from analyzer.report import analyze_trace
 
 
-def test_eager_generate(samples) -> None:
-    rep = analyze_trace(load_trace(samples / "hf-llama" / "hf_llama_eager_bs16.json.gz"))
+def test_eager_generate(reference_traces) -> None:
+    rep = analyze_trace(load_trace(reference_traces / "hf-llama" / "hf_llama_eager_bs16.json.gz"))
     s = rep.summary
     assert rep.mode == "eager" and s.steps == 5 and s.step_source == "profiler-step"
     assert s.batch_sizes == [16]  # from aten::embedding's token ids: no annotation names it
@@ -14,8 +14,8 @@ def test_eager_generate(samples) -> None:
     assert s.gpu_busy_us_median < s.predicted_graph_step_us_median < s.step_us_median
 
 
-def test_compiled_generate_is_mixed(samples) -> None:
-    rep = analyze_trace(load_trace(samples / "hf-llama" / "hf_llama_static-compiled_bs16.json.gz"))
+def test_compiled_generate_is_mixed(reference_traces) -> None:
+    rep = analyze_trace(load_trace(reference_traces / "hf-llama" / "hf_llama_static-compiled_bs16.json.gz"))
     s = rep.summary
     assert rep.mode == "mixed" and s.steps == 5
     assert s.graph_launches_per_step_median == 1

@@ -11,7 +11,7 @@ number, and HTA's number with its documented deviations switched off ("aligned")
   trace (last ProfilerStep, launch-less kernels, cuLaunchKernelEx, rounding, cuda_sync
   ranges, Triton's cpu_op with a stream argument, HTA's assertion on negative durations).
 
-Reads ../shared/traces (h200-1b, h200x2-tp2-1b, hta); skips without them or without HTA.
+Reads the bundled traces/ (h200-1b, h200x2-tp2-1b, hta); skips only without HTA.
 The large traces are marked slow (``make test-fast`` leaves them out).
 """
 from __future__ import annotations
@@ -81,15 +81,13 @@ def hta_ok() -> None:
 
 
 @pytest.fixture(scope="module")
-def cmp(shared_traces: Path, hta_ok):
+def cmp(reference_traces: Path, hta_ok):
     """``cmp(rel) -> (path, trace, comparison)``, computed once per trace for the module."""
     cache: dict = {}
 
     def get(rel: str):
         if rel not in cache:
-            p = shared_traces / rel
-            if not p.is_file():
-                pytest.skip(f"{p} not found")
+            p = reference_traces / rel
             tr = load_trace(p)
             cache[rel] = (p, tr, compare_with_hta(p, trace=tr))
         return cache[rel]
@@ -262,12 +260,10 @@ def test_overlapping_ops_on_a_stream_are_negative_idle_for_hta(cmp):
         "overlap_as_negative_idle"], abs=0.01)
 
 
-def test_epoch_microsecond_timestamps_keep_ns_precision(shared_traces):
+def test_epoch_microsecond_timestamps_keep_ns_precision(reference_traces):
     """Epoch-based timestamps (whole microseconds near 1.7e15 us) keep ns precision: every start is a
     whole multiple of 1000 ns (float64 ts*1000 alone would snap them to multiples of 256 ns)."""
-    p = shared_traces / "hta/critical_path/cuda_event_sync_multi_stream/event_sync_trace.json.gz"
-    if not p.is_file():
-        pytest.skip(f"{p} not found")
+    p = reference_traces / "hta/critical_path/cuda_event_sync_multi_stream/event_sync_trace.json.gz"
     tr = load_trace(p)
     off = tr.start_ns % 1000 != 0
     assert not off.any(), (f"{int(off.sum())} of {len(tr)} starts are off whole us; all are multiples of 256 ns: "
@@ -283,21 +279,17 @@ def test_epoch_microsecond_timestamps_keep_ns_precision(shared_traces):
     ("hta/large_integer_trace/rank-70.Mar_25_20_48_12.2861.pt.trace.json.gz", "args.stream only"),
     ("hta/execution_trace/benchmark_simple_add_et.json.gz", "HTA could not parse it (AttributeError"),
 ])
-def test_traces_hta_cannot_analyse(rel, message, shared_traces, hta_ok):
-    p = shared_traces / rel
-    if not p.is_file():
-        pytest.skip(f"{p} not found")
+def test_traces_hta_cannot_analyse(rel, message, reference_traces, hta_ok):
+    p = reference_traces / rel
     with pytest.raises(HtaError) as exc:
         run_hta(p)
     assert message in str(exc.value) and "\n" not in str(exc.value)
 
 
-def test_mtia_trace_hta_analyses_and_launchgap_refuses(shared_traces, hta_ok):
+def test_mtia_trace_hta_analyses_and_launchgap_refuses(reference_traces, hta_ok):
     from analyzer.errors import NoGpuActivityError
 
-    p = shared_traces / "hta/mtia_inference_trace/mtia_inference_rank_0.json.gz"
-    if not p.is_file():
-        pytest.skip(f"{p} not found")
+    p = reference_traces / "hta/mtia_inference_trace/mtia_inference_rank_0.json.gz"
     r = run_hta(p)
     assert (r.kernels, r.temporal.window_us, len(r.streams)) == (0, 443275.0, 12)  # MTIA ops, no CUDA kernels
     with pytest.raises(NoGpuActivityError):

@@ -1,7 +1,7 @@
 """Every Kineto trace of HTA's own test data either analyses or gets its one-line error.
 
-Runs ``launchgap analyze --format json`` in-process on each file of ../shared/traces/hta
-(copied from facebookresearch/HolisticTraceAnalysis, see its README and INVENTORY.tsv).
+Runs ``launchgap analyze --format json`` in-process on each file of traces/hta
+(copied from facebookresearch/HolisticTraceAnalysis, see its PROVENANCE.md and INVENTORY.tsv).
 A file that analyses must report the kernel count INVENTORY.tsv lists for it (counted
 independently when the folder was made). A file that cannot be analysed must exit 2 with
 one line naming the file and the documented reason.
@@ -22,7 +22,6 @@ REFUSED = {
     # A PyTorch execution trace (ET: schema/nodes), not a Kineto trace.
     "execution_trace/benchmark_simple_add_et.json.gz": r"without a 'traceEvents' list: not a Kineto/Chrome trace",
     "mtia_inference_trace/mtia_inference_rank_0.json.gz": r"MTIA",
-    "mtia_trace_single_rank/mtia_rank_0.json.gz": r"MTIA",
 }
 ANALYSED = (
     "amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
@@ -46,11 +45,8 @@ ANALYSED = (
 
 
 @pytest.fixture(scope="module")
-def hta_dir(shared_traces: Path) -> Path:
-    d = shared_traces / "hta"
-    if not d.is_dir():
-        pytest.skip(f"HTA's test traces not found at {d}")
-    return d
+def hta_dir(reference_traces: Path) -> Path:
+    return reference_traces / "hta"
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The nsys loader on the real exports in ../shared/traces/nsys (2xH100 windows + the minimal 6-table file).
+"""The nsys loader on the real exports in traces/nsys (2xH100 windows + the minimal 6-table file).
 
 Kernel counts come straight from the file with SQL; GPU busy time is recomputed here from the
 kernel/memcpy/memset rows with a plain sorted sweep, independent of analyzer.gaps.
@@ -21,11 +21,8 @@ EXPORTS = ["h100_2gpu_1s.sqlite", "mfu_2gpu_before.sqlite", "mfu_2gpu_after.sqli
 
 
 @pytest.fixture(scope="module")
-def nsys_dir(shared_traces: Path) -> Path:
-    d = shared_traces / "nsys"
-    if not d.is_dir():
-        pytest.skip(f"no nsys exports at {d}")
-    return d
+def nsys_dir(reference_traces: Path) -> Path:
+    return reference_traces / "nsys"
 
 
 def _query(path: Path, sql: str) -> list[tuple]:
@@ -56,8 +53,6 @@ def _union_ns(intervals: list[tuple[int, int]]) -> int:
 @pytest.mark.parametrize("name", EXPORTS)
 def test_kernel_counts_per_device_match_the_file(nsys_dir: Path, name: str) -> None:
     path = nsys_dir / name
-    if not path.exists():
-        pytest.skip(f"{path} absent")
     want = dict(_query(path, "SELECT deviceId, count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY deviceId"))
     trace = load_trace(path)
     k = trace.kind == Kind.KERNEL
@@ -71,8 +66,6 @@ def test_kernel_counts_per_device_match_the_file(nsys_dir: Path, name: str) -> N
 @pytest.mark.parametrize("name", EXPORTS)
 def test_gpu_busy_equals_an_independent_interval_union(nsys_dir: Path, name: str) -> None:
     path = nsys_dir / name
-    if not path.exists():
-        pytest.skip(f"{path} absent")
     tables = [t for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
               if t in _tables(path)]
     per_device: dict[int, list[tuple[int, int]]] = {}
@@ -90,8 +83,6 @@ def test_gpu_busy_equals_an_independent_interval_union(nsys_dir: Path, name: str
 
 def test_minimal_six_table_export(nsys_dir: Path) -> None:
     path = nsys_dir / "healthy_1pct.sqlite"
-    if not path.exists():
-        pytest.skip(f"{path} absent")
     assert len(_tables(path)) == 6
     trace = load_trace(path)
     assert trace.device_names == {0: "NVIDIA H100 80GB HBM3"}
@@ -108,8 +99,6 @@ def test_launches_pair_within_their_own_process(nsys_dir: Path) -> None:
     """mfu_2gpu_before holds two ranks whose correlation ids overlap (joined on the bare id,
     200 GPU ops would pair with the other rank's launch call)."""
     path = nsys_dir / "mfu_2gpu_before.sqlite"
-    if not path.exists():
-        pytest.skip(f"{path} absent")
     calls = _query(path, "SELECT correlationId, globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME")
     launches = {(c, g >> 24) for c, g in calls}
     launch_corrs = {c for c, _ in launches}
@@ -128,8 +117,6 @@ def test_launches_pair_within_their_own_process(nsys_dir: Path) -> None:
 
 def test_nvtx_ranges_and_runtime_calls_are_all_read(nsys_dir: Path) -> None:
     path = nsys_dir / "h100_2gpu_1s.sqlite"
-    if not path.exists():
-        pytest.skip(f"{path} absent")
     (nvtx,) = _query(path, 'SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN (59, 60) AND "end" IS NOT NULL')[0]
     (runtime,) = _query(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME")[0]
     trace = load_trace(path)
@@ -141,8 +128,6 @@ def test_load_time_h100_window(nsys_dir: Path) -> None:
     """3,442 kernels + 5,796 API calls + 16,782 NVTX ranges: measured ~0.1 s here; guard against
     a regression by an order of magnitude (best of 3, generous for slow CI machines)."""
     path = nsys_dir / "h100_2gpu_1s.sqlite"
-    if not path.exists():
-        pytest.skip(f"{path} absent")
     times = []
     for _ in range(3):
         t0 = time.perf_counter()

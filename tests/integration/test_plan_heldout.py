@@ -40,8 +40,8 @@ def _clamped(table: CostTable, top: int) -> CostTable:
 
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("dist_name", sorted(DISTRIBUTIONS))
-def test_plan_from_costs_cut_at_159_is_within_2pct_of_oracle(samples, model, dist_name):
-    full = costs_from_timings(samples / "h200" / "timings.json", model)
+def test_plan_from_costs_cut_at_159_is_within_2pct_of_oracle(reference_traces, model, dist_name):
+    full = costs_from_timings(reference_traces / "h200" / "timings.json", model)
     seen = CostTable(tuple(p for p in full.points if p.batch_size <= 159), full.origin)
     dist = DISTRIBUTIONS[dist_name]
     gap = _gap(full, seen, dist)

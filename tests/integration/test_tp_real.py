@@ -1,4 +1,4 @@
-"""Tensor-parallel decode on two H200s (../shared/traces/h200x2-tp2-1b): collective waits.
+"""Tensor-parallel decode on two H200s (traces/h200x2-tp2-1b): collective waits.
 
 The acceptance of issue 11: from each rank's eager trace alone, and from both ranks together,
 the predicted CUDA-graph step is within 10% of the unprofiled graph step measured per rank
@@ -20,11 +20,8 @@ BATCH_SIZES = (1, 64)
 
 
 @pytest.fixture(scope="module")
-def tp_dir(shared_traces: Path) -> Path:
-    d = shared_traces / "h200x2-tp2-1b"
-    if not d.is_dir():
-        pytest.skip(f"{d} not found")
-    return d
+def tp_dir(reference_traces: Path) -> Path:
+    return reference_traces / "h200x2-tp2-1b"
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ Not a test (pytest does not collect it): run it by hand, e.g.
 
     .venv/bin/python tests/perf/bench.py --sizes 50 100 200 400 --repeat 3 --vs-hta --hta-sizes 400
 
-Traces are built from a real trace (``../shared/traces/h200-1b/1b_bs8_eager.json.gz``) by
+Traces are built from a real trace (``traces/h200-1b/1b_bs8_eager.json.gz``) by
 :mod:`synth` and cached under ``bench-out/``. Every run is a whole fresh process:
 ``.venv/bin/launchgap analyze FILE --format json`` for launchgap, ``hta_job.py FILE`` (HTA's
 ``TraceAnalysis`` load + temporal breakdown + idle-time breakdown + kernel launch stats)

@@ -4,7 +4,7 @@ Not a test (pytest does not collect ``bench_*.py``). Run from the project root::
 
     .venv/bin/python tests/perf/bench_fleet.py --copies 10 --workers 1,2,3 --repeats 3
 
-It copies every trace of ``../shared/traces/h200-1b`` ``--copies`` times into a temporary
+It copies every trace of ``traces/h200-1b`` ``--copies`` times into a temporary
 folder (a "fleet" of identical servers), then measures:
 
 * serial: :func:`analyzer.fleet.summarize_trace` in a loop in this process (no Dask);
@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 from analyzer.commands.fleet import local_cluster  # noqa: E402
 from analyzer.fleet import FleetAccumulator, summarize_trace  # noqa: E402
 
-DEFAULT_SOURCE = ROOT.parent / "shared" / "traces" / "h200-1b"
+DEFAULT_SOURCE = ROOT / "traces" / "h200-1b"
 
 
 def _json_bytes(path: Path) -> int:

@@ -1,18 +1,15 @@
-"""Properties of the analysis on generated traces (hypothesis; bounded for CI)."""
+"""Properties of the analysis on generated traces (hypothesis; examples and seeds from the profile in
+tests/conftest.py: derandomized in ``make test``, fresh seeds in ``make fuzz``)."""
 from __future__ import annotations
 
-import os
-
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from analyzer.gaps import CAUSES, compute_gaps
 from analyzer.report import analyze_trace
 from analyzer.trace import Kind, Trace, build_trace
 
-EXAMPLES = int(os.environ.get("LAUNCHGAP_PROPERTY_EXAMPLES", "100"))
-SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 NAMES = ["k0", "k1", "k2", "cudaLaunchKernel", "cudaGraphLaunch", "cudaStreamSynchronize", "decode_step[bs=4]",
          "memcpy"]
@@ -72,7 +69,6 @@ def _build(cols: dict[str, np.ndarray], shift_ns: int = 0, order: np.ndarray | N
     return build_trace(path="gen", format="kineto", names=NAMES, columns=c)
 
 
-@SETTINGS
 @given(traces())
 def test_causes_sum_to_idle_exactly(cols) -> None:
     t = _build(cols)
@@ -88,7 +84,6 @@ def test_causes_sum_to_idle_exactly(cols) -> None:
         assert gaps.dur_ns[gaps.device == b.device].sum() == window - b.busy_ns
 
 
-@SETTINGS
 @given(traces())
 def test_report_invariants(cols) -> None:
     rep = analyze_trace(_build(cols))
@@ -111,7 +106,6 @@ def _numbers(rep) -> tuple:
     return rep.mode, dev, steps
 
 
-@SETTINGS
 @given(traces(), st.integers(-10**6, 10**12), st.randoms(use_true_random=False))
 def test_invariant_under_shift_and_reordering(cols, shift, rnd) -> None:
     base = _numbers(analyze_trace(_build(cols)))
@@ -122,7 +116,6 @@ def test_invariant_under_shift_and_reordering(cols, shift, rnd) -> None:
     assert _numbers(analyze_trace(_build(cols, order=order))) == base
 
 
-@SETTINGS
 @given(traces())
 def test_split_per_device_gives_same_device_totals(cols) -> None:
     whole = {d.device: d for d in analyze_trace(_build(cols)).devices}

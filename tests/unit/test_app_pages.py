@@ -25,6 +25,7 @@ from analyzer.cli import main as cli_main  # noqa: E402
 from analyzer.commands import app as app_cmd  # noqa: E402
 from analyzer.errors import AnalyzerError  # noqa: E402
 from analyzer.loaders import load_trace  # noqa: E402
+from analyzer.overhead import DEFAULT_OVERHEAD  # noqa: E402
 from analyzer.predict import DEFAULT_MODEL  # noqa: E402
 from analyzer.report import analyze_trace  # noqa: E402
 from app import MAIN_SCRIPT  # noqa: E402
@@ -53,7 +54,7 @@ def graph_events(t0: float, bs: int = 4) -> list[dict]:
     """One graph step at t0: a cudaGraphLaunch [10, 15] replays k1 [20, 30] and k2 [31, 41].
 
     GPU window [20, 41] = 21 us, busy 20; one host event: the unprofiled estimate is
-    max(21 - profiler cost of one host event, busy 20) = 20 us.
+    max(21 - profiler cost of one host event, busy 20) = GRAPH_US.
     """
     c = int(t0) + 900
     return [ann(f"decode_step[bs={bs}]", t0, 100), launch(t0 + 10, 5, c, name="cudaGraphLaunch"),
@@ -70,9 +71,11 @@ GRAPH = trace_bytes(graph_events(0) + graph_events(1000), gz=True)
 BAD = b"\x00\x01 this is not a trace"
 
 # By hand (see eager_events), with the prediction model's constants (analyzer.predict):
-UNPROF_US = 40 - DEFAULT_MODEL.profiler_us_per_host_event * 2  # profiled step less 2 host events
+# Runtime calls only, no cpu_ops: the profiler-overhead tier is "cupti" (analyzer.overhead).
+UNPROF_US = 40 - DEFAULT_OVERHEAD.rate("cupti").value * 2  # profiled step less 2 host events
 PRED_US = 20 + DEFAULT_MODEL.node_us * 2 + DEFAULT_MODEL.graph_launch_us  # busy + 2 short kernels + 1 launch
 SPEEDUP = UNPROF_US / PRED_US
+GRAPH_US = max(21 - DEFAULT_OVERHEAD.rate("cupti").value, 20.0)  # graph step: 21 us less one host event, >= busy
 
 
 @pytest.fixture(autouse=True)
@@ -220,8 +223,8 @@ def test_compare_pairs_eager_and_graph_by_batch_size() -> None:
     assert list(table["batch_size"]) == [4]
     row = table.iloc[0]
     assert row["eager_step_us"] == pytest.approx(UNPROF_US)
-    assert row["graph_step_us"] == pytest.approx(20.0)  # max(21 - one host event's cost, busy 20)
-    assert row["measured_speedup"] == pytest.approx(UNPROF_US / 20.0)
+    assert row["graph_step_us"] == pytest.approx(GRAPH_US)  # max(21 - one host event's cost, busy 20)
+    assert row["measured_speedup"] == pytest.approx(UNPROF_US / GRAPH_US)
     assert row["predicted_speedup"] == pytest.approx(UNPROF_US / PRED_US)
     assert row["eager_idle_fraction"] == pytest.approx(0.5)
     assert len(at.get("plotly_chart")) == 3  # speedup, step time, side by side
@@ -262,7 +265,7 @@ def test_plan_from_loaded_traces() -> None:
     assert m["Graphs to capture"] == "1"
     # One batch size (4), measured both ways: the plan replays the graph (20 us) instead of eager.
     assert m["Expected step"] == "20 us"
-    assert m["Speedup vs all eager"] == f"{UNPROF_US / 20.0:.1f}x"
+    assert m["Speedup vs all eager"] == f"{UNPROF_US / GRAPH_US:.1f}x"
     assert [c.value for c in at.code][0] == "4"
     assert '{"cudagraph_capture_sizes": [4]}' in [c.value for c in at.code]
     assert len(at.get("download_button")) == 2
@@ -319,16 +322,21 @@ def test_samples_discovery_and_defaults(tmp_path) -> None:
     assert found == ["h200-1b/a.json.gz", "h200-1b/b.json.gz", "other/x.sqlite", "other/y.json.gz"]
     assert [p.name for p in default_samples(tmp_path, discover_samples(tmp_path))] == ["a.json.gz", "b.json.gz"]
     assert discover_samples(tmp_path / "missing") == []
+    # The named defaults win over the folder's first few once they are there.
+    for rel in ("h200-1b/1b_bs1_eager.json.gz", "h200-1b/1b_bs8_graph.json.gz", "h200-1b/1b_bs64_eager.json.gz"):
+        (tmp_path / rel).write_bytes(b"x")
+    assert [p.name for p in default_samples(tmp_path, discover_samples(tmp_path))] == [
+        "1b_bs64_eager.json.gz", "1b_bs8_graph.json.gz"]
 
 
-def test_bundled_samples_load_by_default(monkeypatch, samples) -> None:
-    if not discover_samples(samples):
-        pytest.skip(f"no bundled samples under {samples}")
+def test_bundled_samples_load_by_default(monkeypatch, reference_traces) -> None:
+    samples = reference_traces
     monkeypatch.setenv("LAUNCHGAP_SAMPLES_DIR", str(samples))
     st.cache_resource.clear()
     at = new_app()
     loaded = list(at.dataframe[0].value["trace"])
     expected = [p.relative_to(samples).as_posix() for p in default_samples(samples, discover_samples(samples))]
+    assert expected == ["h200-1b/1b_bs64_eager.json.gz", "h200-1b/1b_bs8_eager.json.gz", "h200-1b/1b_bs8_graph.json.gz"]
     assert loaded == expected and not at.error
 
 

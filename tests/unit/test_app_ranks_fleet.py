@@ -26,12 +26,12 @@ from analyzer.fleet import load_fleet_results, results_header, summarize_trace  
 from analyzer.loaders import DEFAULT_MAX_TRACE_BYTES, load_trace  # noqa: E402
 from analyzer.ranks import analyze_job, analyze_with_collectives  # noqa: E402
 from analyzer.report import AnalysisOptions  # noqa: E402
-from app import MAIN_SCRIPT  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 TP_DIR = ROOT / "traces" / "h200x2-tp2-1b"
 RANK_FILES = ("tp1b_bs1_eager_rank0.json.gz", "tp1b_bs1_eager_rank1.json.gz")
 FLEET_DIR = ROOT / "traces" / "h200-1b"
+FLEET_FILES = ("1b_bs64_eager.json.gz", "1b_bs8_eager.json.gz", "1b_bs8_graph.json.gz")
 
 
 @pytest.fixture(autouse=True)
@@ -43,9 +43,6 @@ def fresh_server():
 
 def _samples(tmp_path: Path, monkeypatch, names: tuple[str, ...]) -> Path:
     """A samples folder holding only the given rank files (all of them load when a session starts)."""
-    missing = [n for n in names if not (TP_DIR / n).is_file()]
-    if missing:
-        pytest.skip(f"bundled rank traces missing under {TP_DIR}: {missing}")
     root = tmp_path / "samples"
     (root / TP_DIR.name).mkdir(parents=True)
     for n in names:
@@ -113,10 +110,8 @@ def test_lone_rank_diagnosis_reports_peer_wait_not_gpu_bound(tmp_path, monkeypat
 
 @pytest.fixture
 def fleet_file(tmp_path) -> Path:
-    """A real results file: header + one summary per bundled h200-1b trace (as ``launchgap fleet --out``)."""
-    traces = sorted(FLEET_DIR.glob("*.json.gz"))
-    if not traces:
-        pytest.skip(f"no bundled traces under {FLEET_DIR}")
+    """A real results file: header + one summary per trace of FLEET_FILES (as ``launchgap fleet --out``)."""
+    traces = [FLEET_DIR / n for n in FLEET_FILES]
     out = tmp_path / "f.jsonl"
     with open(out, "w") as fh:
         fh.write(json.dumps(results_header(AnalysisOptions(), DEFAULT_MAX_TRACE_BYTES)) + "\n")

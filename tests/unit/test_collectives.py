@@ -51,8 +51,8 @@ from analyzer.ranks import (
     group_traces,
     job_key,
     rank_from_name,
-    render_job,
 )
+from analyzer.render import render_job
 from analyzer.report import AnalysisOptions, analyze_trace
 from analyzer.steps import Steps, assign_rows_to_steps, find_steps
 from tests.unit.kineto_tiny import ann, cpu_op, kernel, launch, write
@@ -290,7 +290,7 @@ def test_alignment_not_trusted_when_ends_disagree(tmp_path) -> None:
 def test_align_steps_by_name_then_position() -> None:
     def steps(names: list[str]) -> Steps:
         n = len(names)
-        return Steps("annotation", names, np.arange(n), np.arange(n) + 1, np.full(n, -1))
+        return Steps("annotation", names, np.arange(n), np.arange(n) + 1, np.full(n, -1), [None] * n, np.full(n, -1), np.full(n, -1))
 
     table, how = align_steps([steps(["P#3", "P#4", "P#5"]), steps(["P#2", "P#3", "P#4"])])
     assert how == "name" and table.tolist() == [[0, 1], [1, 2]]

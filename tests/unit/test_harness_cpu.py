@@ -115,7 +115,8 @@ def test_presets_and_overrides() -> None:
 @needs_torch
 def test_row_pools_all_rounds() -> None:
     """Medians and percentiles over every timed step of every round; one median per round."""
-    from analyzer.harness.sweep import _Timed, _make_row
+    from analyzer.harness.clock import Timed as _Timed
+    from analyzer.harness.sweep import _make_row
 
     eager = [_Timed(device_us=[10.0, 30.0, 20.0], host_us=[9.0, 9.0, 9.0]),
              _Timed(device_us=[40.0, 50.0, 60.0], host_us=[1.0, 1.0, 100.0])]
@@ -275,7 +276,7 @@ def test_curve_cli_formats(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 @pytest.mark.parametrize("content, message", [
     (b"\x00\x01garbage", "not a timings JSON file"),
     (b'{"schema": "launchgap.report/1", "rows": []}', "expected schema 'launchgap.timings/1'"),
-    (b'{"schema": "launchgap.timings/1", "rows": [{"model": "a"}]}', "row 0 lacks"),
+    (b'{"schema": "launchgap.timings/1", "rows": [{"model": "a"}]}', "rows[0].batch_size is None"),
 ])
 def test_curve_bad_file_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes,
                                            message: str) -> None:
@@ -299,9 +300,9 @@ def test_record_needs_model_and_out(capsys: pytest.CaptureFixture[str]) -> None:
 def test_h200_sample_prediction_matches_unprofiled_graph(model: str, bs: int) -> None:
     """Steps and batch size found; the graph step predicted from the eager trace lies within
     10% of the graph replay timed without a profiler in the same run (timings.json)."""
-    from analyzer.harness.sweep import load_timings
     from analyzer.loaders import load_trace
     from analyzer.report import analyze_trace
+    from analyzer.timings import load_timings
 
     rows = {(r["model"], r["batch_size"]): r for r in load_timings(SAMPLES / "timings.json")["rows"]}
     truth = rows[(model, bs)]
@@ -318,7 +319,7 @@ def test_h200_sample_prediction_matches_unprofiled_graph(model: str, bs: int) ->
 
 def test_h200_timings_file_is_complete() -> None:
     """The committed sweep: 4 presets x 9 batch sizes, both modes, every schema key filled."""
-    from analyzer.harness.sweep import load_timings
+    from analyzer.timings import load_timings
 
     doc = load_timings(SAMPLES / "timings.json")
     assert doc["device"] == "NVIDIA H200" and doc["cuda"] == "13.0"

@@ -5,7 +5,7 @@ import itertools
 import json
 
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from analyzer.errors import InputError
@@ -240,7 +240,6 @@ def _all_subsets(table, dist, max_bs, top, padding) -> list[tuple[float, int]]:
     return out
 
 
-@settings(max_examples=100, deadline=None, derandomize=True)
 @given(instances(), st.sampled_from(["pad", "exact"]))
 def test_dp_equals_brute_force(inst, padding):
     table, dist, _, max_bs, top = inst
@@ -260,7 +259,6 @@ def test_dp_equals_brute_force(inst, padding):
         assert set(plan.buckets) <= set(dist)
 
 
-@settings(max_examples=100, deadline=None, derandomize=True)
 @given(instances(), st.sampled_from(["pad", "exact"]))
 def test_more_budget_never_plans_worse(inst, padding):
     table, dist, _, max_bs, top = inst
@@ -283,7 +281,6 @@ def _cheap_graphs(table: CostTable) -> CostTable:
     return CostTable(tuple(CostPoint(p.batch_size, p.eager_us, p.graph_us * f, p.source, None) for p in table.points))
 
 
-@settings(max_examples=100, deadline=None, derandomize=True)
 @given(instances())
 def test_exact_never_beats_pad_when_padded_graphs_are_cheaper(inst):
     # "When pad's costs are lower": every padded graph run is cheaper than the eager step it
@@ -321,7 +318,6 @@ def test_tradeoff_curve_is_at_most_k_graphs():
     assert (plan.buckets, plan.expected_step_us) == ((1, 2), 102.0)
 
 
-@settings(max_examples=50, deadline=None, derandomize=True)
 @given(instances())
 @example((SLOW_GRAPH, {1: 1.0, 2: 1.0}, None, None, 3))
 def test_tradeoff_curve_matches_plans(inst):
@@ -496,7 +492,6 @@ def _subsets(max_bs, top):
     return [c for r in range(len(allowed) + 1) for c in itertools.combinations(allowed, r)]
 
 
-@settings(max_examples=100, deadline=None, derandomize=True)
 @given(budget_instances(), st.sampled_from(["pad", "exact"]))
 def test_budgets_equal_brute_force(monkeypatch_module, inst, padding):
     table, dist, k, max_bs, top, cost, mem, cap = inst

@@ -50,8 +50,18 @@ def test_summary_and_devices(report) -> None:
     assert s.steps == 1 and s.batch_sizes == [2]
     assert s.gpu_idle_fraction == pytest.approx(35 / 85, abs=1e-3)
     assert s.launch_delay_us_p50 == 9.5
-    assert s.estimated_unprofiled_step_us_median == 76.0  # 85 - 1.8 us x 5 host events
-    assert s.predicted_speedup == pytest.approx(76.0 / 54.02, abs=1e-3)
+    # Runtime calls only (no cpu_ops): the "cupti" tier, 0.8 us (0.4-1.4) per host event.
+    assert s.profiler_settings["tier"] == "cupti"
+    assert (s.profiler_overhead_us_per_event, s.profiler_overhead_us_per_event_low,
+            s.profiler_overhead_us_per_event_high) == (0.8, 0.4, 1.4)
+    assert s.estimated_unprofiled_step_us_median == 81.0  # 85 - 0.8 us x 5 host events
+    assert (s.estimated_unprofiled_step_us_low, s.estimated_unprofiled_step_us_high) == (78.0, 83.0)  # 1.4 / 0.4 us
+    assert s.predicted_speedup == pytest.approx(81.0 / 54.02, abs=1e-3)
+    # Low end: 78 us over the graph step 4% slow; high end: 83 us over it 4% fast.
+    assert s.predicted_speedup_low == pytest.approx(78.0 / (54.02 * 1.04), abs=1e-3)
+    assert s.predicted_speedup_high == pytest.approx(83.0 / (54.02 * 0.96), abs=1e-3)
+    assert s.eager_step_source == "estimated"
+    assert "eager step estimated: 85 us profiled less 0.8 us (0.4-1.4)" in s.verdict_detail
     assert s.predicted_speedup_profiled == pytest.approx(85 / 54.02, abs=1e-3)
     assert s.verdict == "launch-bound"
     (dev,) = report.devices
@@ -64,7 +74,11 @@ def test_observed_step_calibrates_speedup(tmp_path) -> None:
     rep = analyze_trace(load_trace(write(tmp_path, EVENTS)), AnalysisOptions(observed_step_us=112.34))
     assert rep.summary.predicted_speedup == pytest.approx(112.34 / 54.02, abs=1e-3)
     assert rep.summary.estimated_profiler_inflation == pytest.approx(85 / 112.34, abs=1e-3)
-    assert "observed step" in rep.summary.verdict_detail
+    assert rep.summary.eager_step_source == "measured"
+    # Measured eager step: the range is the graph step's band alone.
+    assert rep.summary.predicted_speedup_low == pytest.approx(112.34 / (54.02 * 1.04), abs=1e-3)
+    assert rep.summary.predicted_speedup_high == pytest.approx(112.34 / (54.02 * 0.96), abs=1e-3)
+    assert "eager step measured: 112 us observed" in rep.summary.verdict_detail
 
 
 def test_model_constants_are_parameters(tmp_path) -> None:
@@ -86,7 +100,7 @@ def test_graph_step_counts(tmp_path) -> None:
     ev = []
     for i in range(2):
         t0 = i * 100.0
-        ev += [ann(f"decode_step[bs=4]", t0, 50), launch(t0 + 1, 5, 10 + i, name="cudaGraphLaunch"),
+        ev += [ann("decode_step[bs=4]", t0, 50), launch(t0 + 1, 5, 10 + i, name="cudaGraphLaunch"),
                kernel(t0 + 10, 3, 10 + i), kernel(t0 + 14, 3, 10 + i), kernel(t0 + 18, 3, 10 + i)]
     rep = analyze_trace(load_trace(write(tmp_path, ev)))
     s = rep.summary

@@ -1,0 +1,114 @@
+"""TensorRT-LLM (PyTorch backend): its iteration ranges, detection cues, collectives and capture lists.
+
+Facts read from NVIDIA/TensorRT-LLM (commits in docs/engines.md):
+
+* **Iteration range.** ``PyExecutor._forward_step`` (``tensorrt_llm/_torch/pyexecutor/py_executor.py``)
+  runs the model inside an NVTX range
+  ``[Executor] _forward_step {iteration}: {C} ctx reqs, {G} gen reqs`` (``nvtx_range`` in
+  ``tensorrt_llm/_utils.py``: ``nvtx.annotate``, domain ``TensorRT-LLM``). It is an NVTX range,
+  not a ``record_function``: it shows in Nsight exports, not in torch.profiler traces. C context
+  (prefill) requests, G generation requests; the token count is not in the text.
+* **Python function** (torch.profiler traces taken ``with_stack``): one
+  ``tensorrt_llm/_torch/pyexecutor/py_executor.py(N): _forward_step`` per iteration.
+* **Profiling switches.** ``TLLM_PROFILE_START_STOP=A-B`` calls ``cudaProfilerStart/Stop`` around
+  iterations A..B (for ``nsys profile -c cudaProfilerApi``); with ``TLLM_TORCH_PROFILE_TRACE=path``
+  as well, a torch.profiler trace of those iterations is written there.
+* **Default capture sizes** (``CudaGraphConfig``; ``max_batch_size`` 0 means 128;
+  ``enable_padding`` defaults to False): with padding ``[1, 2, 4] + [8 * i for i in 1..16]``,
+  then steps of 64 up to ``max_batch_size`` (1.x); without, ``1..31, 32, 64, 128`` then powers of
+  two below it. The maximum is appended when missing. Earlier releases (``PyTorchConfig``
+  ``cuda_graph_batch_sizes`` / ``cuda_graph_padding_enabled``) added powers of two to both lists.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+from analyzer.engines._base import StepInfo, StepMarker, capture_list, no_info, phase_from_counts
+
+NAME = "tensorrt_llm"
+LABEL = "TensorRT-LLM"
+SNIPPET_LANGUAGE = "yaml"
+VERSIONS_READ = (
+    "NVIDIA/TensorRT-LLM tensorrt_llm/_torch/pyexecutor/py_executor.py @ 9521caf4 (_forward_step NVTX range, "
+    "TLLM_PROFILE_START_STOP, TLLM_TORCH_PROFILE_TRACE)",
+    "NVIDIA/TensorRT-LLM tensorrt_llm/_utils.py @ ed53795b (nvtx_range = nvtx.annotate, domain TensorRT-LLM)",
+    "NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/llm_args.py @ fcd3f316 (PyTorchConfig cuda_graph_* sizes) and "
+    "CudaGraphConfig._generate_cuda_graph_batch_sizes of 1.x (steps of 64 with padding)",
+)
+
+
+def _executor_range(m: re.Match[str]) -> StepInfo:
+    ctx, gen = int(m["ctx"]), int(m["gen"])
+    return StepInfo(phase_from_counts(ctx, gen), ctx + gen, None)
+
+
+STEP_MARKERS = (
+    StepMarker(NAME, "annotation", re.compile(
+        r"^\[Executor\] _forward_step (?P<iteration>\d+): (?P<ctx>\d+) ctx reqs, (?P<gen>\d+) gen reqs$"),
+        _executor_range, "PyExecutor._forward_step NVTX range"),
+    StepMarker(NAME, "python", re.compile(r"(?:^|/)tensorrt_llm/_torch/pyexecutor/py_executor\.py\(\d+\): "
+                                          r"_forward_step$"),
+               no_info, "PyExecutor._forward_step, torch.profiler traces taken with_stack"),
+)
+#: TensorRT-LLM names no capture ranges.
+CAPTURE_ANNOTATION = None
+PYTHON_CUE = re.compile(r"(?:^|/)tensorrt_llm/[\w/]+\.py\(\d+\)")
+OP_CUE = re.compile(r"^(?:trtllm|tensorrt_llm)::")
+#: NVIDIA userbuffers (TensorRT-LLM's fused all-reduce); its other all-reduce kernels say "allreduce".
+COLLECTIVE_KERNELS = r"userbuffers"
+
+#: ``CudaGraphConfig.max_batch_size`` when not set.
+DEFAULT_MAX_SIZE = 128
+
+
+def _with_max(sizes: list[int], top: int) -> list[int]:
+    sizes = capture_list(sizes, top)
+    return sizes if sizes and sizes[-1] == top else sizes + [top]
+
+
+def current_sizes(max_size: int | None = None, padding: str = "pad") -> list[int]:
+    """1.x ``CudaGraphConfig``: with padding ``[1, 2, 4] + 8..128`` then steps of 64; without, ``1..31, 32, 64,
+    128`` then powers of two below the maximum; the maximum appended when missing."""
+    top = DEFAULT_MAX_SIZE if max_size is None else max_size
+    if padding == "pad":
+        sizes = [1, 2, 4] + list(range(8, 129, 8))
+        while sizes[-1] + 64 <= top:
+            sizes.append(sizes[-1] + 64)
+    else:
+        sizes = list(range(1, 32)) + [32, 64, 128]
+        p = 256
+        while p < top:
+            sizes.append(p)
+            p *= 2
+    return _with_max(sizes, top)
+
+
+def pytorch_config_sizes(max_size: int | None = None, padding: str = "pad") -> list[int]:
+    """Earlier ``PyTorchConfig``: the 1..128 lists above plus ``2**i`` for ``8 <= i < floor(log2(max))``."""
+    top = DEFAULT_MAX_SIZE if max_size is None else max_size
+    sizes = [1, 2, 4] + [8 * i for i in range(1, 17)] if padding == "pad" else list(range(1, 32)) + [32, 64, 128]
+    sizes += [2 ** i for i in range(8, math.floor(math.log2(top)))] if top > 1 else []
+    return _with_max(sizes, top)
+
+
+CAPTURE_LISTS = {"1.x (CudaGraphConfig)": current_sizes,
+                 "pre-1.0 (PyTorchConfig cuda_graph_batch_sizes)": pytorch_config_sizes}
+
+
+def default_sizes(max_size: int | None = None, padding: str = "pad") -> list[int]:
+    """The newest default list cut at ``max_size`` under the padding policy."""
+    return current_sizes(max_size, padding)
+
+
+def capture_config(buckets: list[int], padding: str) -> dict:
+    """``cuda_graph_config`` (LLM API / ``extra_llm_api_options`` YAML) capturing exactly ``buckets``."""
+    return {"cuda_graph_config": {"batch_sizes": list(buckets), "enable_padding": padding == "pad"}}
+
+
+def config_snippet(buckets: list[int], padding: str) -> str:
+    """The same as YAML (``cuda_graph_config: null`` when nothing is captured)."""
+    if not buckets:
+        return "cuda_graph_config: null"
+    return (f"cuda_graph_config:\n  batch_sizes: {list(buckets)}\n  enable_padding: "
+            f"{'true' if padding == 'pad' else 'false'}")

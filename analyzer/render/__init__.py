@@ -1,0 +1,13 @@
+"""Every text and Markdown output of the analyzer: strings only, printed by the commands.
+
+One module per output (trace report, tensor-parallel job, capture plan) over one table helper
+(:mod:`analyzer.render.table`) with one Markdown escaping rule. Nothing else in ``analyzer``
+formats tables for people.
+"""
+from __future__ import annotations
+
+from analyzer.render.job import render_job
+from analyzer.render.plan import render_plan
+from analyzer.render.trace import render_trace
+
+__all__ = ["render_job", "render_plan", "render_trace"]

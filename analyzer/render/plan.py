@@ -1,0 +1,142 @@
+"""A capture plan (:class:`~analyzer.planning.planner.Plan`) as text or Markdown: verdict first."""
+from __future__ import annotations
+
+from analyzer.engines import LABELS as _SERVER_LABEL
+from analyzer.engines import engine
+from analyzer.planning.planner import SERVERS, Plan
+from analyzer.render.table import table
+
+
+def _list(b: tuple[int, ...] | list[int], limit: int = 24) -> str:
+    b = list(b)
+    if len(b) <= limit:
+        return "[" + ", ".join(str(x) for x in b) + "]"
+    return "[" + ", ".join(str(x) for x in b[:limit - 4]) + ", ..., " + ", ".join(str(x) for x in b[-3:]) + "]"
+
+
+def _verdict(plan: Plan) -> str:
+    n = plan.score.n_graphs
+    if n == 0:
+        return (f"Run eager: no CUDA graph lowers the expected step ({plan.expected_step_us:,.1f} us) "
+                f"under these budgets.")
+    best = min(plan.baselines.values(), key=lambda b: b.score.expected_step_us)
+    rel = plan.expected_step_us / best.score.expected_step_us - 1
+    cmp = (f"{abs(rel):.1%} {'faster' if rel < 0 else 'slower'} than" if abs(rel) >= 0.0005 else "as fast as")
+    return (f"Capture {n} graph{'s' if n != 1 else ''} {_list(plan.buckets, 12)}: expected step "
+            f"{plan.expected_step_us:,.1f} us vs {plan.all_eager_expected_step_us:,.1f} us all-eager "
+            f"({plan.speedup_vs_all_eager:.2f}x); {cmp} the best server default "
+            f"({_SERVER_LABEL.get(best.name, best.name)}, {best.score.n_graphs} graphs).")
+
+
+def _secs(s: float | None) -> str:
+    return f"{s:,.1f}" if s is not None else "-"
+
+
+def _memory_fact(plan: Plan) -> str:
+    """Predicted graph memory, start-up and KV-cache tokens lost, and where the figures come from."""
+    lc = plan.list_cost
+    out = f"{plan.memory_used_mib:,.1f} MiB"
+    if plan.capture_s is not None:
+        out += f", capture {plan.capture_s:,.1f} s"
+    if plan.kv_tokens_lost is not None:
+        out += f", {plan.kv_tokens_lost:,} KV-cache tokens at {plan.kv_bytes_per_token:,.0f} bytes per token"
+    if lc.pool_mib_per_row > 0 or lc.fixed_mib > 0:
+        out += (f" ({lc.fixed_mib:,.1f} MiB + {lc.pool_mib_per_row:.3g} MiB per row of the largest size + "
+                f"{lc.per_size_mib:.3g} MiB per size; {lc.source})")
+    else:
+        out += f" ({lc.source})"
+    return out
+
+
+def _pareto_lines(plan: Plan, markdown: bool) -> list[str]:
+    """The trade-off table: bucket sets no other beats on step, memory and capture time at once."""
+    if len(plan.pareto) < 2:
+        return []
+    title = "Trade-off: expected step, graph memory, capture time (Pareto)"
+    rows = [[str(p.graphs), f"{p.expected_step_us:,.1f}", f"{p.memory_mib:,.1f}", _secs(p.capture_s),
+             "yes" if p.within_budget else "no", _list(p.buckets, 10)] for p in plan.pareto]
+    return ["", f"## {title}" if markdown else title] + table(
+        ["graphs", "expected_us", "memory_mib", "capture_s", "in budget", "buckets"], rows, markdown, indent="  ")
+
+
+def render_plan(plan: Plan, markdown: bool = False, notes: list[str] | None = None) -> str:
+    """The plan for people: verdict first, then buckets, baselines, crossover, waste, configs."""
+    h = "## " if markdown else ""
+    o = plan.options
+    lines = [("**" + _verdict(plan) + "**") if markdown else _verdict(plan), ""]
+    budget = []
+    if plan.max_graphs_effective is not None:
+        budget.append(f"at most {plan.max_graphs_effective} graphs")
+    if o.memory_budget_mib is not None:
+        budget.append(f"memory budget {o.memory_budget_mib:g} MiB")
+    if o.capture_budget_s is not None:
+        budget.append(f"capture budget {o.capture_budget_s:g} s")
+    if o.max_batch_size is not None:
+        budget.append(f"sizes up to {o.max_batch_size}")
+    facts = [
+        ("buckets", f"{_list(plan.buckets, 40)} ({plan.score.n_graphs} graphs, padding={o.padding})"),
+        ("budget", ", ".join(budget) or "none"),
+        ("graph memory", _memory_fact(plan)),
+        ("steps on a graph", f"{plan.score.graph_step_fraction:.1%}"),
+        ("padding waste", f"{plan.score.padding_waste_us:,.1f} us per step; "
+                          f"{plan.score.padded_rows_fraction:.1%} of graph rows are padding"),
+        ("crossover", (f"graphs win less than {o.win_threshold:.0%} from batch size {plan.crossover_batch_size} up"
+                       if plan.crossover_batch_size is not None else
+                       f"none: graphs win at least {o.win_threshold:.0%} up to the largest size with costs "
+                       f"({plan.costs.max_batch_size})")),
+        ("within 1% of this", f"{len(plan.buckets_within_1pct)} graphs {_list(plan.buckets_within_1pct, 16)}"),
+    ]
+    x = plan.extrapolation
+    if x is not None:
+        facts.append(("above the costs", f"bs {_list(x['batch_sizes'], 8)} extrapolated from bs {x['top_batch_size']}: "
+                                         f"expected step {x['expected_step_us_low']:,.1f} to "
+                                         f"{x['expected_step_us_high']:,.1f} us if costs grow "
+                                         f"{x['band_factors'][0]:g}x to {x['band_factors'][1]:g}x as fast as fitted"))
+    if markdown:
+        lines += table(["", ""], [[k, v] for k, v in facts], True, indent="  ")
+    else:
+        w = max(len(k) for k, _ in facts)
+        lines += [f"  {k:<{w}}  {v}" for k, v in facts]
+    lines += ["", f"{h}Against the servers' default lists" if markdown else "Against the servers' default lists"]
+    rows = [["this plan", str(plan.score.n_graphs), f"{plan.expected_step_us:,.1f}", "-",
+             f"{plan.score.padding_waste_us:,.1f}", f"{plan.memory_used_mib:,.1f}", _secs(plan.capture_s)]]
+    rows.append(["all eager", "0", f"{plan.all_eager_expected_step_us:,.1f}",
+                 f"{1 - plan.expected_step_us / plan.all_eager_expected_step_us:+.1%}", "0.0", "0.0", "0.0"])
+    for name, b in plan.baselines.items():
+        saving = 1 - plan.expected_step_us / b.score.expected_step_us
+        label = f"{_SERVER_LABEL.get(name, name)} default" + (f" {b.version}" if b.version else "")
+        rows.append([label + ("" if b.within_budget else " (over budget)"),
+                     str(b.score.n_graphs), f"{b.score.expected_step_us:,.1f}", f"{saving:+.1%}",
+                     f"{b.score.padding_waste_us:,.1f}", f"{b.memory_mib:,.1f}", _secs(b.capture_s)])
+    lines += table(["buckets", "graphs", "expected_us", "plan saves", "pad_waste_us", "memory_mib", "capture_s"],
+                    rows, markdown, indent="  ")
+    lines += _pareto_lines(plan, markdown)
+    lines += ["", f"{h}Per batch size" if markdown else "Per batch size"]
+    shown = sorted(plan.per_batch, key=lambda r: -r.weight)[:30]
+    shown.sort(key=lambda r: r.batch_size)
+    lines += table(["bs", "share", "eager_us", "graph_us", "runs as", "planned_us", "source"],
+                    [[str(r.batch_size), f"{r.weight:.1%}", f"{r.eager_us:,.1f}", f"{r.graph_us:,.1f}",
+                      f"graph {r.bucket}" if r.bucket is not None else "eager", f"{r.planned_us:,.1f}", r.source]
+                     for r in shown], markdown, indent="  ")
+    if len(plan.per_batch) > len(shown):
+        lines.append(f"  ... {len(plan.per_batch) - len(shown)} rarer sizes (use --format json for all)")
+    curve = plan.tradeoff
+    if len(curve) > 2:
+        lines += ["", f"{h}Best expected step by number of graphs" if markdown else
+                  "Best expected step by number of graphs"]
+        pick = [c for c in curve if c[0] <= 12 or c == curve[-1]]
+        lines.append("  " + ", ".join(f"{k}: {v:,.0f} us" for k, v in pick))
+    lines += ["", f"{h}Configs" if markdown else "Configs"]
+    snip = plan.config_snippets()
+    fence = "```"
+    for name in SERVERS:
+        lines.append(f"{_SERVER_LABEL[name]}:")
+        if markdown:
+            lines += [fence + engine(name).SNIPPET_LANGUAGE, snip[name], fence]
+        else:
+            lines += ["    " + s for s in snip[name].splitlines()]
+    notes_all = list(notes or []) + list(plan.warnings)
+    if notes_all:
+        lines.append("")
+        lines += [f"{'- ' if markdown else 'note: '}{n}" for n in notes_all]
+    return "\n".join(lines)

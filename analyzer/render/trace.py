@@ -1,0 +1,141 @@
+"""One trace's report as text or Markdown."""
+from __future__ import annotations
+
+from analyzer.engines import LABELS
+from analyzer.gaps import CAUSES
+from analyzer.render.table import table as _table
+from analyzer.report import TraceReport
+
+
+def _short(name: str, n: int = 60) -> str:
+    name = " ".join(name.split())
+    return name if len(name) <= n else name[: n - 1] + "…"
+
+
+def _or_dash(v: object) -> object:
+    return "-" if v is None else v
+
+
+def _capture_lines(rep: TraceReport, markdown: bool) -> list[str]:
+    """What a capture trace captured: one row per graph."""
+    c = rep.capture
+    assert c is not None
+    h = "## " if markdown else ""
+    facts = [("graphs captured", str(c.graphs)), ("launches recorded", f"{c.launches_recorded} (ran nothing)"),
+             ("kernels that ran", str(c.kernels_run))]
+    if rep.summary.engine:
+        facts.insert(0, ("engine", LABELS.get(rep.summary.engine, rep.summary.engine)))
+    lines = _table(["metric", "value"], facts, True) if markdown else [f"  {k:<17}  {v}" for k, v in facts]
+    n = max(len(c.nodes_per_graph), len(c.sizes))
+    if n:
+        lines += ["", f"{h}Captured graphs" if markdown else "Captured graphs"]
+        rows = [(i, _or_dash(c.sizes[i] if i < len(c.sizes) else None),
+                 _or_dash(c.modes[i] if i < len(c.modes) else None),
+                 _or_dash(c.nodes_per_graph[i] if i < len(c.nodes_per_graph) else None)) for i in range(min(n, 40))]
+        lines += _table(["graph", "size", "mode", "launches_recorded"], rows, markdown)
+        if n > 40:
+            lines.append(f"  ... {n - 40} more graphs (use --format json for all)")
+    if rep.warnings:
+        lines += [""] + [f"warning: {w}" for w in rep.warnings]
+    return lines
+
+
+def render_trace(rep: TraceReport, markdown: bool = False, max_steps: int = 20) -> str:
+    s = rep.summary
+    h = "## " if markdown else ""
+    lines: list[str] = []
+    title = f"{rep.path}  [{rep.format}, {rep.mode}]"
+    if rep.rank is not None:
+        title += f"  rank {rep.rank}" + (f"/{rep.world_size}" if rep.world_size else "")
+    lines.append(f"{h}{title}" if markdown else title)
+    lines.append("")
+    lines.append(f"{'**' if markdown else ''}Verdict: {s.verdict}{'**' if markdown else ''} — {s.verdict_detail}")
+    lines.append("")
+    if rep.capture is not None:
+        return "\n".join(lines + _capture_lines(rep, markdown))
+    bs = ", ".join(str(b) for b in s.batch_sizes) or "unknown"
+    facts = [
+        ("steps", f"{s.steps} (from {s.step_source}); batch sizes: {bs}"),
+        ("step (GPU window, profiled)", f"{s.step_us_median:,.1f} us median"),
+        ("estimated unprofiled step", f"{s.estimated_unprofiled_step_us_median:,.1f} us "
+                                      f"({s.estimated_unprofiled_step_us_low:,.0f}-"
+                                      f"{s.estimated_unprofiled_step_us_high:,.0f}; profiler inflation "
+                                      f"~{s.estimated_profiler_inflation:.2f}x)"),
+        ("profiler settings", f"{s.profiler_settings.get('tier', '?')}: "
+                              + ("; ".join(s.profiler_settings.get("evidence") or []) or "nothing recorded") +
+                              f" -> {s.profiler_overhead_us_per_event:.3g} us per host event "
+                              f"({s.profiler_overhead_us_per_event_low:.3g}-{s.profiler_overhead_us_per_event_high:.3g})"),
+        ("GPU busy", f"{s.gpu_busy_us_median:,.1f} us median per step"),
+        ("GPU idle", f"{s.gpu_idle_fraction:.1%} of the step windows: " + ", ".join(
+            f"{c} {s.idle_fraction_by_cause[c]:.1%}" for c in CAUSES if s.idle_fraction_by_cause[c] > 0) or "none"),
+        ("kernels per step", f"{s.kernels_per_step_median:g} (eager launches {s.kernel_launches_per_step_median:g}, "
+                             f"graph launches {s.graph_launches_per_step_median:g})"),
+        ("launch API time", f"{s.launch_api_us_per_step_median:,.1f} us per step; launch-to-kernel ratio "
+                            f"{s.launch_to_kernel_ratio:.2f}"),
+        ("launch delay", f"p50 {s.launch_delay_us_p50:,.1f} us, p90 {s.launch_delay_us_p90:,.1f} us, "
+                         f"p99 {s.launch_delay_us_p99:,.1f} us"),
+        ("predicted CUDA-graph step", f"{s.predicted_graph_step_us_median:,.1f} us -> speedup "
+                                      f"{s.predicted_speedup:.2f}x ({s.predicted_speedup_low:.2f}-"
+                                      f"{s.predicted_speedup_high:.2f}x; {s.eager_step_source} eager step; "
+                                      f"vs profiled step {s.predicted_speedup_profiled:.2f}x)"),
+    ]
+    if rep.workload is not None:
+        facts.append(("workload", f"{rep.workload.id}: {rep.workload.label}"))
+    cov = ", ".join(f"{n} {c}" for c, n in s.steps_by_coverage.items() if n) or "none"
+    facts.insert(1, ("graph coverage", f"steps: {cov}"))
+    if s.engine:
+        facts.insert(0, ("engine", LABELS.get(s.engine, s.engine)))
+    if markdown:
+        lines += _table(["metric", "value"], facts, True)
+    else:
+        w = max(len(k) for k, _ in facts)
+        lines += [f"  {k:<{w}}  {v}" for k, v in facts]
+    engine_steps = any(st.phase is not None or st.requests is not None for st in rep.steps)
+    if len(s.step_groups) > 1 or engine_steps:
+        lines.append("")
+        lines.append(f"{h}Steps by phase and graph coverage" if markdown else "Steps by phase and graph coverage")
+        lines += _table(["phase", "coverage", "steps", "step_us", "kernels", "graph_launches", "eager_launches",
+                         "idle", "pred_speedup", "verdict"],
+                        [(g["phase"] or "-", g["graph_coverage"], g["steps"], f"{g['step_us_median']:,.1f}",
+                          f"{g['kernels_per_step_median']:g}", f"{g['graph_launches_per_step_median']:g}",
+                          f"{g['eager_launches_per_step_median']:g}", f"{g['gpu_idle_fraction']:.1%}",
+                          f"{g['predicted_speedup']:.2f}x", g["verdict"]) for g in s.step_groups], markdown)
+    lines.append("")
+    lines.append(f"{h}Steps" if markdown else "Steps")
+    engine_cols = (["phase", "reqs", "tokens"] if engine_steps else []) + ["coverage"]
+    rows = [(st.index, st.batch_size if st.batch_size is not None else "-",
+             *([st.phase or "-", _or_dash(st.requests), _or_dash(st.tokens)] if engine_steps else []),
+             st.graph_coverage, f"{st.dur_us:,.1f}",
+             f"{st.gpu_busy_us:,.1f}", f"{st.gpu_idle_us:,.1f}",
+             f"{st.idle_us_by_cause['host']:,.1f}", f"{st.idle_us_by_cause['launch']:,.1f}",
+             f"{st.idle_us_by_cause['sync']:,.1f}", f"{st.idle_us_by_cause['gpu']:,.1f}",
+             f"{st.idle_us_by_cause['peer']:,.1f}", st.kernels, st.graph_launches, f"{st.launch_api_us:,.1f}",
+             f"{st.predicted_graph_us:,.1f}") for st in rep.steps[:max_steps]]
+    lines += _table(["step", "bs", *engine_cols, "dur_us", "busy_us", "idle_us", "host_us", "launch_us", "sync_us",
+                     "gpu_us", "peer_us", "kernels", "graph_launches", "launch_api_us", "pred_graph_us"], rows,
+                    markdown)
+    if len(rep.steps) > max_steps:
+        lines.append(f"  ... {len(rep.steps) - max_steps} more steps (use --format json for all)")
+    lines.append("")
+    lines.append(f"{h}Devices (whole trace)" if markdown else "Devices (whole trace)")
+    lines += _table(["device", "name", "kernels", "busy_us", "window_us", "idle_us"] + [f"{c}_us" for c in CAUSES],
+                    [(d.device, d.name or "-", d.kernels, f"{d.gpu_busy_us:,.1f}", f"{d.gpu_window_us:,.1f}",
+                      f"{d.gpu_idle_us:,.1f}", *[f"{d.idle_us_by_cause[c]:,.1f}" for c in CAUSES])
+                     for d in rep.devices], markdown)
+    if rep.top_gaps:
+        lines.append("")
+        lines.append(f"{h}Largest gaps" if markdown else "Largest gaps")
+        lines += _table(["dur_us", "cause", "step", "before", "after"],
+                        [(f"{g.dur_us:,.1f}", g.cause, g.step if g.step is not None else "-", _short(g.before, 40),
+                          _short(g.after, 40)) for g in rep.top_gaps], markdown)
+    if rep.top_kernels:
+        lines.append("")
+        lines.append(f"{h}Kernels by launch cost" if markdown else "Kernels by launch cost")
+        lines += _table(["kernel", "count", "kernel_us", "launch_api_us", "ratio", "delay_us_p50"],
+                        [(_short(k["name"]), k["count"], f"{k['kernel_us']:,.1f}", f"{k['launch_api_us']:,.1f}",
+                          f"{k['launch_to_kernel_ratio']:.2f}" if k["launch_to_kernel_ratio"] is not None else "-", f"{k['launch_delay_us_median']:,.1f}")
+                         for k in rep.top_kernels], markdown)
+    if rep.warnings:
+        lines.append("")
+        lines += [f"warning: {w}" for w in rep.warnings]
+    return "\n".join(lines)

@@ -1,0 +1,242 @@
+"""Workload identity: which model (on which device, which rank) a trace ran.
+
+Capture plans, fleet plans and eager-vs-graph pairs only make sense within one workload: a
+12-layer and a 32-layer model at batch size 8 are not one "batch size 8". A trace's
+**workload** is computed from its kernels alone, so an eager trace and a graph trace of the
+same model (a replay shows the same kernel names) get the same one:
+
+* **kernel families** of the steps: each kernel name is folded to a family that does not
+  change with the batch size. GEMM library kernels (cuBLAS ``nvjet_*``/``sm90_xmma_*``,
+  CUTLASS, split-K reduces) become ``gemm`` and attention kernels (flash, cuDNN SDPA,
+  FMHA, softmax) ``attention`` because the library picks another tile or split per shape; ATen's
+  elementwise, index and gather kernels become ``elementwise`` because ATen picks a
+  vectorised or unrolled variant (or gather instead of index_select) by alignment and
+  size; NCCL and custom all-reduce kernels become ``collective`` (the algorithm, ring or
+  tree, LL or simple, follows the message size); Triton kernels become ``triton``. Any other
+  name keeps its identifier without namespaces or template arguments (``reduce_kernel``,
+  ``CatArrayBatchedCopy``). Runtime-internal kernels (``memcpy32_post`` of graph replays)
+  are left out. ``families_hash`` is a hash of the sorted distinct families.
+* **structural kernels per step**: the median over steps of the kernels that are neither
+  ``gemm`` nor ``attention`` nor internal. On the H200 harness traces the total kernel
+  count changes with the batch size (1b: 737 at batch 1 and 64, 721 at 256; 8b: 1,489 vs
+  1,457: one split-K reduce per layer more or less) while this count does not (640 and
+  1,264 at every size, eager and graph). It is binned in eighths of an octave
+  (``count_bin = round(8 log2 n)``, bins about 9% wide), so a kernel or two more or less
+  does not split a model; models with a different layer count (tiny 4, 70b-slice 8, 1b 16,
+  8b 32 layers) land bins apart.
+* the **device** name (the GPU that ran most kernels), and the **rank** and world size of
+  a tensor-parallel trace (``distributedInfo``, else a ``rank`` token in the file name).
+
+``id`` is ``wl-`` and 8 hex digits of a hash of those fields (the binned count, not the count);
+``label`` says them in words (with this trace's own counts).
+Limits: two models of the same code and layer count but other widths share a workload (the
+GEMM tiles that would tell them apart also change with the batch size); a torch.compile'd
+model is another workload than its eager self (other kernels).
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Generic, TypeVar
+
+import numpy as np
+
+from analyzer.errors import InputError
+from analyzer.trace import Kind, Trace
+
+#: Kernel families whose count per step follows the batch size (library tile and split choices).
+VARIABLE_FAMILIES = ("gemm", "attention")
+#: Bins per octave of the structural kernel count.
+BINS_PER_OCTAVE = 8
+
+_INTERNAL = re.compile(r"^(?:memcpy\d*_post|memset\d*_post|cudaGraph|__cudart)", re.I)
+_COLLECTIVE = re.compile(r"nccl|rccl|all_?reduce|reduce_?scatter|all_?gather|all_?to_?all|cross_device_reduce"
+                         r"|custom_?ar|one_?shot|two_?shot|multimem", re.I)
+_GEMM = re.compile(r"gemm|gemv|nvjet|cublas|cutlass|xmma|splitkreduce|matmul|dot_kernel"
+                   r"|^(?:void )?(?:sm\d\d|ampere|volta|turing|hopper|blackwell)_", re.I)
+_ATTENTION = re.compile(r"flash|fmha|sdpa|attention|attn|paged|mha_|softmax", re.I)
+_ELEMENTWISE = re.compile(r"elementwise|index|gather|scatter|vectorized_|unrolled_", re.I)
+_TRITON = re.compile(r"^triton_|triton", re.I)
+_ANON = re.compile(r"\(anonymous namespace\)::")
+
+
+def kernel_family(name: str) -> str | None:
+    """The batch-size-independent family of one kernel name (see the module docstring); None = internal."""
+    if _INTERNAL.search(name):
+        return None
+    if _COLLECTIVE.search(name):
+        return "collective"
+    if _ATTENTION.search(name):  # before GEMM: CUTLASS FMHA kernels name cutlass too
+        return "attention"
+    if _GEMM.search(name):
+        return "gemm"
+    if _TRITON.search(name):
+        return "triton"
+    if _ELEMENTWISE.search(name):
+        return "elementwise"
+    s = _ANON.sub("", name)
+    s = s[5:] if s.startswith("void ") else s
+    s = re.split(r"[<(]", s, maxsplit=1)[0].strip()
+    s = s.rsplit("::", 1)[-1]
+    # Size variants of one kernel: CatArrayBatchedCopy_vectorized / _contig / _aligned16 ...
+    s = re.sub(r"(?:_(?:vectorized|contig|aligned[0-9A-Za-z]*|unrolled|small|large|\d+))+$", "", s)
+    return s or "unnamed"
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One workload: model signature, device and rank (see the module docstring).
+
+    ``kernels_per_step``: median kernels per step (all of them); ``structural_kernels_per_step``:
+    median per step of the kernels outside :data:`VARIABLE_FAMILIES`; ``count_bin``: its bin.
+    """
+
+    id: str
+    label: str
+    device: str
+    kernels_per_step: float
+    structural_kernels_per_step: float
+    count_bin: int
+    families: tuple[str, ...]
+    families_hash: str
+    rank: int | None = None
+    world_size: int | None = None
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["families"] = list(self.families)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> Workload:
+        """Back from :meth:`to_dict` (e.g. a fleet results line)."""
+        return cls(id=str(d["id"]), label=str(d["label"]), device=str(d["device"]),
+                   kernels_per_step=float(d["kernels_per_step"]),
+                   structural_kernels_per_step=float(d["structural_kernels_per_step"]),
+                   count_bin=int(d["count_bin"]), families=tuple(str(f) for f in d["families"]),
+                   families_hash=str(d["families_hash"]),
+                   rank=None if d.get("rank") is None else int(d["rank"]),
+                   world_size=None if d.get("world_size") is None else int(d["world_size"]))
+
+
+def count_bin(n: float) -> int:
+    """Bin of a kernel count: ``round(8 log2 n)`` (0 for no kernels)."""
+    return int(round(BINS_PER_OCTAVE * math.log2(n))) if n >= 1 else 0
+
+
+def _hash(text: str, n: int) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:n]
+
+
+def make_workload(*, device: str, kernels_per_step: float, structural_kernels_per_step: float,
+                  families: Iterable[str], rank: int | None = None, world_size: int | None = None) -> Workload:
+    """A :class:`Workload` from its fields (id and label derived here, the one place they are made)."""
+    fams = tuple(sorted(set(families)))
+    fhash = _hash("\n".join(fams), 12)
+    cbin = count_bin(structural_kernels_per_step)
+    dev = device or "unknown GPU"
+    tp = f"{rank}/{world_size or '?'}" if rank is not None else "-"
+    wid = "wl-" + _hash(f"{fhash}|{cbin}|{dev}|{tp}", 8)
+    label = (f"{dev} · {kernels_per_step:,.0f} kernels/step ({structural_kernels_per_step:,.0f} besides "
+             f"GEMM/attention)")
+    if rank is not None:
+        label += f" · rank {rank}" + (f" of {world_size}" if world_size else "")
+    return Workload(id=wid, label=label, device=dev, kernels_per_step=float(kernels_per_step),
+                    structural_kernels_per_step=float(structural_kernels_per_step), count_bin=cbin,
+                    families=fams, families_hash=fhash, rank=rank, world_size=world_size)
+
+
+def workload_of(trace: Trace, row_step: np.ndarray) -> Workload:
+    """The workload of a trace whose rows are assigned to steps (``row_step``, -1 = outside any step).
+
+    Without steps (no row assigned) the whole trace counts as one step.
+    """
+    kern = trace.kind == Kind.KERNEL
+    in_step = kern & (row_step >= 0)
+    if in_step.any():
+        rows = np.flatnonzero(in_step)
+        step = row_step[rows]
+    else:
+        rows = np.flatnonzero(kern)
+        step = np.zeros(rows.size, dtype=np.int64)
+    # bincounts, not sorts: name ids, step indices and devices are small non-negative integers.
+    nid = trace.name_id[rows]
+    uniq = np.flatnonzero(np.bincount(nid, minlength=len(trace.names)))
+    fam = [kernel_family(str(trace.names[u])) for u in uniq.tolist()]  # one per distinct kernel name
+    counted_by_name = np.zeros(len(trace.names), dtype=bool)
+    counted_by_name[uniq] = [f is not None and f not in VARIABLE_FAMILIES for f in fam]
+    total = np.bincount(step, minlength=1)
+    structural = np.bincount(step[counted_by_name[nid]], minlength=total.size)
+    has = total > 0  # steps that ran kernels
+    n_steps = int(has.sum())
+    total, structural = total[has], structural[has]
+    families = {f for f in fam if f is not None}
+    # The device that ran most of the kernels names the workload's GPU.
+    dev_n = np.bincount(trace.device[rows] + 1) if rows.size else np.zeros(1, dtype=np.int64)
+    dev = int(np.argmax(dev_n)) - 1 if rows.size else -1
+    from analyzer.ranks import trace_rank  # ranks imports the report, which imports this module
+
+    rank = trace_rank(trace)
+    return make_workload(device=trace.device_names.get(dev, ""),
+                         kernels_per_step=float(np.median(total)) if n_steps else 0.0,
+                         structural_kernels_per_step=float(np.median(structural)) if n_steps else 0.0,
+                         families=families, rank=rank, world_size=trace.world_size)
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class WorkloadGroup(Generic[T]):
+    """Items (reports, dashboard entries, fleet rows) of one workload, in input order.
+
+    ``workload`` is None for items that carry no workload (e.g. fleet results written before
+    workloads existed): they form one group of their own.
+    """
+
+    workload: Workload | None
+    items: list[T]
+
+    @property
+    def id(self) -> str:
+        return self.workload.id if self.workload is not None else "unknown"
+
+    @property
+    def label(self) -> str:
+        return self.workload.label if self.workload is not None else "unknown workload (no kernel signature)"
+
+
+def group_by_workload(items: Sequence[T], workload: Callable[[T], Workload | None]) -> list[WorkloadGroup[T]]:
+    """Items grouped by workload id, groups in order of first appearance."""
+    groups: dict[str, WorkloadGroup[T]] = {}
+    for it in items:  # one per trace
+        w = workload(it)
+        key = w.id if w is not None else "unknown"
+        if key not in groups:
+            groups[key] = WorkloadGroup(w, [])
+        groups[key].items.append(it)
+    return list(groups.values())
+
+
+def pick_workload(groups: Sequence[WorkloadGroup[T]], wanted: str) -> WorkloadGroup[T]:
+    """The group whose id is ``wanted`` (or starts with it, when that is unambiguous); else :class:`InputError`
+    naming the workloads there are."""
+    exact = [g for g in groups if g.id == wanted]
+    hits = exact or [g for g in groups if wanted and g.id.startswith(wanted)]
+    if len(hits) == 1:
+        return hits[0]
+    have = "; ".join(f"{g.id} ({g.label}, {len(g.items)} trace(s))" for g in groups) or "none"
+    why = "matches several workloads" if hits else "is not among the traces' workloads"
+    raise InputError(f"--workload {wanted!r} {why}: {have}")
+
+
+def mix_warning(groups: Sequence[WorkloadGroup]) -> str | None:
+    """A sentence for the user when items of several workloads would be pooled; None for one workload."""
+    if len(groups) < 2:
+        return None
+    parts = ", ".join(f"{g.id} ({len(g.items)} trace(s): {g.label})" for g in groups)
+    return (f"the traces hold {len(groups)} different workloads (models, devices or ranks): {parts}; "
+            f"their costs and batch sizes are not pooled")

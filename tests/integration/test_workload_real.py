@@ -1,0 +1,103 @@
+"""Workloads and profiler settings on the bundled H200 traces: 1b and 8b are never pooled."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from analyzer.cli import main
+from analyzer.fleet import FleetAccumulator, summarize_trace
+from analyzer.loaders import load_trace
+from analyzer.overhead_fit import main as fit_main
+from analyzer.report import analyze_trace
+
+
+@pytest.fixture(scope="module")
+def h200(samples):
+    d = samples / "h200"
+    if not (d / "timings.json").is_file():
+        pytest.skip(f"{d} not found")
+    return d
+
+
+@pytest.fixture(scope="module")
+def reports(h200, samples):
+    files = sorted(h200.glob("*.json.gz")) + sorted((samples / "h200-1b").glob("*.json.gz")) \
+        + sorted((samples / "h200x2-tp2-1b").glob("*.json.gz"))
+    return {f"{f.parent.name}/{f.name.removesuffix('.json.gz')}": analyze_trace(load_trace(f)) for f in files}
+
+
+def test_one_workload_per_model_across_batch_sizes_and_modes(reports) -> None:
+    by_model: dict[str, set[str]] = {}
+    for name, rep in reports.items():
+        folder, base = name.split("/")
+        model = folder + ":" + base.split("_bs")[0] + ("_rank" + base[-1] if "rank" in base else "")
+        by_model.setdefault(model, set()).add(rep.workload.id)
+    # tiny, 1b, 8b, 70b-slice of the harness (bs 1 and 64, eager and graph), the reference 1b (bs 8/64,
+    # eager and graph), and the two ranks of the tensor-parallel 1b: one id each, all different.
+    assert {m: len(ids) for m, ids in by_model.items()} == {m: 1 for m in by_model}
+    assert len({next(iter(ids)) for ids in by_model.values()}) == len(by_model) == 7
+
+
+def test_1b_and_8b_signatures(reports) -> None:
+    w1, w8 = reports["h200/1b_bs64_eager"].workload, reports["h200/8b_bs1_graph"].workload
+    assert (w1.kernels_per_step, w1.structural_kernels_per_step) == (737, 640)
+    assert (w8.kernels_per_step, w8.structural_kernels_per_step) == (1489, 1264)
+    assert w1.device == w8.device == "NVIDIA H200" and w1.families == w8.families  # same code, other depth
+    assert reports["h200/1b_bs1_eager"].workload.id == reports["h200/1b_bs64_graph"].workload.id == w1.id
+
+
+def test_profiler_settings_of_the_harness_traces(reports) -> None:
+    for name, rep in reports.items():
+        ps = rep.summary.profiler_settings
+        if rep.mode == "eager":
+            assert ps["tier"] == "shapes" and ps["record_shapes"] is True, name  # record_shapes=True in the harness
+            assert 0.4 < ps["host_ref_us"] < 1.2, name
+            lo, mid, hi = (rep.summary.predicted_speedup_low, rep.summary.predicted_speedup,
+                           rep.summary.predicted_speedup_high)
+            assert lo < mid < hi, name
+
+
+def test_plan_cli_plans_each_workload(h200, tmp_path, capsys) -> None:
+    files = [str(h200 / f) for f in ("1b_bs1_eager.json.gz", "1b_bs64_eager.json.gz", "8b_bs1_eager.json.gz")]
+    assert main(["plan", *files, "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    plans = doc["workloads"]
+    # 1b (bs 1 and 64) and 8b (bs 1): each plan sees only its own model's batch sizes and costs.
+    assert [(p["workload"]["kernels_per_step"], [r["batch_size"] for r in p["per_batch"]]) for p in plans] \
+        == [(737, [1, 64]), (1489, [1])]
+    ids = [p["workload"]["id"] for p in plans]
+    assert plans[0]["per_batch"][0]["eager_us"] < plans[1]["per_batch"][0]["eager_us"]  # 1b is cheaper than 8b
+    assert main(["plan", *files, "--workload", ids[1]]) == 0
+    out = capsys.readouterr().out
+    assert f"workload {ids[1]}" in out and "Workload wl-" not in out  # one plan, its workload named
+    assert main(["plan", *files]) == 0
+    text = capsys.readouterr().out
+    assert text.count("Workload wl-") == 2
+    assert main(["plan", *files, "--workload", "wl-00000000"]) == 2
+    assert "is not among the traces' workloads" in capsys.readouterr().err
+
+
+def test_fleet_plans_each_workload_and_compares_peers_within_one(h200) -> None:
+    acc = FleetAccumulator()
+    for f in ("1b_bs1_eager.json.gz", "1b_bs64_eager.json.gz", "8b_bs1_eager.json.gz"):
+        rec = summarize_trace(h200 / f)
+        assert rec["error"] is None and rec["workload"]["id"].startswith("wl-")
+        acc.add(rec)
+    rep = acc.finish()
+    assert rep.plan is None and "2 workloads" in rep.plan_note
+    assert [w.traces for w in rep.workloads] == [2, 1]
+    assert all(w.plan is not None for w in rep.workloads)
+    assert {r.step_vs_peers for r in rep.rows} == {1.0}  # no trace has a peer of its own workload, mode and bs
+    chosen = acc.finish(workload=rep.workloads[1].id)
+    assert chosen.plan is not None and sorted(chosen.workloads[1].batch_histogram) == [1]
+    assert json.loads(json.dumps(rep.to_dict()))["workloads"][0]["workload"]["id"] == rep.workloads[0].id
+
+
+def test_fit_command_on_the_bundled_timings(h200, capsys) -> None:
+    """The bundled timings were not taken in the same process as the traces (the host's speed changed
+    between them, see traces/h200/PROVENANCE.md), so this checks the command, not a target."""
+    assert fit_main(["fit", str(h200)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("h200/") == 6  # the six eager traces against timings.json
+    assert "former 1.8 us/event: speedup error median" in out and "refit (ref), leave-one-out" in out

@@ -1,0 +1,100 @@
+"""Compare and Capture plan with a 1b and an 8b model loaded (AppTest); Diagnosis's measured step field."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+pytest.importorskip("streamlit")
+import streamlit as st  # noqa: E402
+
+from analyzer.loaders import load_trace  # noqa: E402
+from analyzer.report import analyze_trace  # noqa: E402
+from tests.conftest import SAMPLES  # noqa: E402
+from tests.unit.apptest_helpers import goto, metrics, new_app, upload  # noqa: E402
+
+H200 = SAMPLES / "h200"
+ONE_B = ["1b_bs1_eager.json.gz", "1b_bs64_eager.json.gz", "1b_bs1_graph.json.gz"]
+EIGHT_B = ["8b_bs1_eager.json.gz"]
+
+
+@pytest.fixture(autouse=True)
+def fresh_server(tmp_path, monkeypatch):
+    """No bundled samples, and server-wide caches rebuilt for each test."""
+    if not all((H200 / f).is_file() for f in ONE_B + EIGHT_B):
+        pytest.skip(f"bundled traces not found under {H200}")
+    empty = tmp_path / "no-samples"
+    empty.mkdir()
+    monkeypatch.setenv("LAUNCHGAP_SAMPLES_DIR", str(empty))
+    st.cache_resource.clear()
+    yield
+    st.cache_resource.clear()
+
+
+@pytest.fixture(scope="module")
+def workload_ids() -> dict[str, str]:
+    return {f: analyze_trace(load_trace(H200 / f)).workload.id for f in ONE_B + EIGHT_B}
+
+
+def loaded(files: list[str]):
+    return upload(new_app(), [(f, (H200 / f).read_bytes()) for f in files])
+
+
+def shown(elements) -> str:
+    """The text of Markdown-rendered elements as a reader sees it (md_escape's backslashes dropped)."""
+    return " ".join(re.sub(r"\\(.)", r"\1", str(e.value)) for e in elements)
+
+
+def workload_box(at):
+    return next(s for s in at.selectbox if s.label == "Workload")
+
+
+def test_compare_pairs_within_one_workload(workload_ids) -> None:
+    at = goto(loaded(ONE_B + EIGHT_B), "compare")
+    assert "2 different workloads" in shown(at.warning)
+    box = workload_box(at)
+    one_b, eight_b = workload_ids[ONE_B[0]], workload_ids[EIGHT_B[0]]
+    assert len(box.options) == 2 and box.value == one_b  # the first loaded workload first
+    table = at.dataframe[0].value
+    assert list(table["batch_size"]) == [1, 64]
+    assert set(table["eager_traces"]) == {"1b_bs1_eager.json.gz", "1b_bs64_eager.json.gz"}
+    assert table["graph_traces"].iloc[0] == "1b_bs1_graph.json.gz"  # the 1b graph trace pairs with 1b at bs 1
+    box.select(eight_b).run()
+    table = at.dataframe[0].value
+    assert list(table["batch_size"]) == [1] and list(table["eager_traces"]) == ["8b_bs1_eager.json.gz"]
+    assert table["graph_traces"].isna().all()  # no 8b graph trace: nothing measured, only predicted
+    assert not at.exception
+
+
+def test_compare_with_one_workload_has_no_picker() -> None:
+    at = goto(loaded(ONE_B), "compare")
+    assert not [s for s in at.selectbox if s.label == "Workload"]
+    assert "workloads" not in shown(at.warning)
+
+
+def test_capture_plan_costs_and_distribution_of_one_workload(workload_ids) -> None:
+    at = goto(loaded(ONE_B + EIGHT_B), "plan")
+    assert "2 different workloads" in shown(at.warning)
+    captions = shown(at.caption)
+    assert "Distribution: bs 1: 6, bs 64: 3" in captions  # 1b steps only: 3 eager + 3 graph at bs 1, 3 at 64
+    m1 = metrics(at)
+    workload_box(at).select(workload_ids[EIGHT_B[0]]).run()
+    captions = shown(at.caption)
+    assert "Distribution: bs 1: 3" in captions and "bs 64" not in captions
+    assert metrics(at)["Expected step"] != m1["Expected step"]  # the 8b step, not a 1b/8b average
+    assert not at.exception
+
+
+def test_diagnosis_measured_step_replaces_the_estimate() -> None:
+    at = goto(loaded(["1b_bs64_eager.json.gz"]), "diagnosis")
+    s = analyze_trace(load_trace(H200 / "1b_bs64_eager.json.gz")).summary
+    m = metrics(at)
+    assert m["Predicted CUDA-graph speedup"] == f"{s.predicted_speedup:.1f}x"
+    assert "Step, unprofiled estimate" in m
+    at.number_input(key=next(n.key for n in at.number_input if n.label == "Measured step time (us)")) \
+        .set_value(11688.0).run()  # the harness's unprofiled eager median for 1b at bs 64
+    m = metrics(at)
+    assert m["Predicted CUDA-graph speedup"] == f"{11688.0 / s.predicted_graph_step_us_median:.1f}x"
+    assert m["Step, measured"] == "11,688 us"
+    assert "eager step measured: 11,688 us observed" in shown(at.markdown)
+    assert not at.exception

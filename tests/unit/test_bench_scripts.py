@@ -1,0 +1,71 @@
+"""The GPU session scripts parse and plan on any machine (``--dry-run``: no torch, nothing recorded)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None,
+                                reason="needs bash and coreutils timeout")
+
+
+def _bash(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHON": sys.executable, "TMPDIR": str(tmp_path)}
+    return subprocess.run(["bash", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_scripts_are_valid_bash() -> None:
+    for script in ("bench/gpu_session.sh", "bench/gpu_e2e.sh"):
+        assert subprocess.run(["bash", "-n", script], cwd=REPO).returncode == 0, script
+
+
+def test_session_dry_run_plans_every_part(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    res = _bash(["bench/gpu_session.sh", str(out), "--dry-run"], tmp_path)
+    assert res.returncode == 0, res.stderr
+    log = (out / "session.log").read_text()
+    parts = ["gpu-tests", "overhead", "piecewise", "serving", "fullrange", "memory-1b", "memory-8b", "memory-3b-full",
+             "memory-3b-piecewise", "piecewise-3b", "serving-3b"]
+    for name in parts:
+        assert f"=== {name}: exit 0" in log, name
+    assert "profiled vs unprofiled: plain, shapes, stack at [1, 8, 64]" in log
+    assert "sweep: graph at 64 sizes [1, 2, 3, 4, 5, 6, ..., 64]" in log
+    assert "sweep: eager, graph, piecewise at 4 sizes [1, 8, 32, 64]" in log
+    assert "graph memory full+piecewise all-1-128: 128 sizes" in log
+    assert "serving full serve ([1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64]): 48 steps" in log
+    assert "fallbacks at [3, 5, 10, 25], uncaptured at [17, 22, 40]" in log  # seeded: the same on the GPU
+    assert log.rstrip().splitlines()[-1].startswith("session: ")
+    assert "no timings recorded" in res.stdout
+    assert sorted(p.name for p in out.iterdir()) == ["session.log"]
+
+
+@pytest.mark.parametrize("plan, sizes", [
+    ('{"schema": "launchgap.plan/1", "buckets": [64, 8, 16]}', "8,16,64"),
+    ('{"cudagraph_capture_sizes": [1, 2, 4]}', "1,2,4"),
+    ("[4, 2]", "2,4"),
+    ("1, 2 4\n8", "1,2,4,8"),
+])
+def test_e2e_reads_the_plan_and_plans_both_lists(tmp_path: Path, plan: str, sizes: str) -> None:
+    p = tmp_path / "plan.txt"
+    p.write_text(plan)
+    res = _bash(["bench/gpu_e2e.sh", str(tmp_path / "o"), "--capture-sizes", str(p), "--steps", "20",
+                 "--dry-run"], tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert f"planned list: {sizes}" in res.stdout
+    assert f"serving full planned ({json.loads('[' + sizes + ']')}): 20 steps" in res.stdout
+    assert "serving full vllm-default ([1, 2, 4, 8, 16, 24, ..., 256]): 20 steps" in res.stdout
+
+
+def test_e2e_refuses_a_file_without_a_list(tmp_path: Path) -> None:
+    p = tmp_path / "plan.json"
+    p.write_text('{"schema": "launchgap.plan/1"}')
+    res = _bash(["bench/gpu_e2e.sh", str(tmp_path / "o"), "--capture-sizes", str(p), "--dry-run"], tmp_path)
+    assert res.returncode == 2 and "no capture list found" in res.stderr
+    res = _bash(["bench/gpu_e2e.sh", str(tmp_path / "o")], tmp_path)
+    assert res.returncode == 2 and "--capture-sizes PLAN is required" in res.stderr

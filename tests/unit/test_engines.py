@@ -1,0 +1,130 @@
+"""The engine registry and each engine's marker grammar, with exact numbers."""
+from __future__ import annotations
+
+import re
+from types import ModuleType
+
+import pytest
+
+from analyzer import engines
+from analyzer.engines import ENGINES, LABELS, NAMES, REQUIRED, STEP_MARKERS, StepInfo, engine
+from analyzer.errors import InputError
+
+
+@pytest.mark.parametrize("mod", ENGINES, ids=lambda m: m.NAME)
+def test_every_engine_module_has_everything(mod: ModuleType) -> None:
+    for attr in REQUIRED:
+        assert hasattr(mod, attr), f"{mod.__name__} lacks {attr}"
+    assert isinstance(mod.NAME, str) and re.fullmatch(r"[a-z_]+", mod.NAME)
+    assert isinstance(mod.LABEL, str) and mod.LABEL
+    assert mod.VERSIONS_READ and all(isinstance(v, str) and v for v in mod.VERSIONS_READ)
+    assert mod.STEP_MARKERS and all(m.engine == mod.NAME for m in mod.STEP_MARKERS)
+    assert {m.source for m in mod.STEP_MARKERS} <= set(engines.MARKER_SOURCES)
+    assert all(m.written_by for m in mod.STEP_MARKERS)
+    assert mod.CAPTURE_ANNOTATION is None or {"size", "mode"} <= set(mod.CAPTURE_ANNOTATION.groupindex)
+    assert isinstance(mod.PYTHON_CUE, re.Pattern) and isinstance(mod.OP_CUE, re.Pattern)
+    re.compile(mod.COLLECTIVE_KERNELS)
+    assert mod.SNIPPET_LANGUAGE in ("bash", "yaml")
+    assert mod.CAPTURE_LISTS and all(callable(f) for f in mod.CAPTURE_LISTS.values())
+    newest = next(iter(mod.CAPTURE_LISTS.values()))
+    for padding in ("pad", "exact"):
+        for top in (None, 1, 8, 100, 300, 600):
+            sizes = mod.default_sizes(top, padding)
+            assert sizes == sorted(set(sizes)) and sizes[0] >= 1
+            assert sizes[-1] <= (mod.DEFAULT_MAX_SIZE if top is None else top)
+        assert mod.default_sizes(None, padding) == newest(None, padding)
+    assert mod.capture_config([2, 4], "pad") and mod.config_snippet([2, 4], "pad")
+    assert mod.config_snippet([], "pad")
+
+
+def test_registry() -> None:
+    assert NAMES == ("vllm", "sglang", "tensorrt_llm")
+    assert LABELS == {"vllm": "vLLM", "sglang": "SGLang", "tensorrt_llm": "TensorRT-LLM"}
+    assert engine("sglang").NAME == "sglang"
+    with pytest.raises(InputError, match="unknown server 'tgi'"):
+        engine("tgi")
+    assert engines.default_sizes("vllm", 16) == [1, 2, 4, 8, 16]
+
+
+def _read(text: str) -> tuple[str, StepInfo] | None:
+    for m in STEP_MARKERS:
+        info = m.read(text)
+        if info is not None:
+            return m.engine, info
+    return None
+
+
+@pytest.mark.parametrize("text, engine_name, phase, requests, tokens", [
+    # vLLM detailed (PR #37524): tokens first, then per side sum q / sum kv / sum q^2 / sum q*kv.
+    ("execute_32_context_0(sq0sk0sqsq0sqsk0)_generation_32(sq32sk55086sqsq32sqsk55086)", "vllm", "decode", 32, 32),
+    ("execute_8192_context_9(sq8155sk8430sqsq7475785sqsk7671310)_generation_37(sq37sk34489sqsq37sqsk34489)",
+     "vllm", "mixed", 46, 8192),
+    ("execute_512_context_2(sq512sk512sqsq131072sqsk131072)_generation_0(sq0sk0sqsq0sqsk0)", "vllm", "prefill", 2,
+     512),
+    # vLLM context/generation (PR #31193), with and without a fork's extra figure.
+    ("execute_context_1(888_788544)_generation_0(0)", "vllm", "prefill", 1, 888),
+    ("execute_context_3(300)_generation_61(61)", "vllm", "mixed", 64, 361),
+    ("execute_context_0(0)_generation_8(8)", "vllm", "decode", 8, 8),
+    # vLLM new/cached (PR #22496): only "no cached request" says the phase.
+    ("execute_new_4_cached_0", "vllm", "prefill", 4, None),
+    ("execute_new_0_cached_30", "vllm", None, 30, None),
+    ("execute_new_2_cached_30", "vllm", None, 32, None),
+    ("execute_model", "vllm", None, None, None),
+    ("vllm/v1/worker/gpu_model_runner.py(3380): execute_model", "vllm", None, None, None),
+    ("/usr/lib/python3/dist-packages/vllm/v1/worker/gpu/model_runner.py(512): execute_model", "vllm", None, None,
+     None),
+    # SGLang step spans (PR #23419 and the forms of its description).
+    ("step[DECODE bs=32]", "sglang", "decode", 32, 32),
+    ("step[EXTEND bs=15 toks=15360]", "sglang", "prefill", 15, 15360),
+    ("step[MIXED bs=12]", "sglang", "mixed", 12, None),
+    ("step[mixed bs=12 ext=900 dec=10]", "sglang", "mixed", 12, 910),
+    ("step[prefill bs=3 toks=700]", "sglang", "prefill", 3, 700),
+    ("step[decode bs=5]", "sglang", "decode", 5, 5),
+    ("step[idle]", "sglang", None, 0, None),
+    ("step[TARGET_VERIFY bs=8]", "sglang", "decode", 8, None),
+    ("step[DRAFT_EXTEND_V2 bs=1]", "sglang", None, 1, None),
+    ("step[DECODE bs=32 ctx=2 kv=900]", "sglang", "decode", 32, 32),
+    ("/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py(3123): forward", "sglang", None, None,
+     None),
+    # TensorRT-LLM PyExecutor NVTX range.
+    ("[Executor] _forward_step 17: 0 ctx reqs, 64 gen reqs", "tensorrt_llm", "decode", 64, None),
+    ("[Executor] _forward_step 3: 2 ctx reqs, 0 gen reqs", "tensorrt_llm", "prefill", 2, None),
+    ("[Executor] _forward_step 9: 1 ctx reqs, 7 gen reqs", "tensorrt_llm", "mixed", 8, None),
+    ("tensorrt_llm/_torch/pyexecutor/py_executor.py(1377): _forward_step", "tensorrt_llm", None, None, None),
+])
+def test_marker_grammar(text: str, engine_name: str, phase: str | None, requests: int | None,
+                        tokens: int | None) -> None:
+    assert _read(text) == (engine_name, StepInfo(phase, requests, tokens))
+
+
+@pytest.mark.parametrize("text", [
+    "decode_step[bs=8]", "ProfilerStep#3", "execute_model_x", "step [DECODE bs=1]", "mystep[DECODE bs=1]",
+    "execute_context_1(888)", "capture_32_FULL", "vllm/v1/worker/gpu_model_runner.py(10): _dummy_run",
+    "[Executor] _forward_step", "## Call CompiledFxGraph abc ##",
+])
+def test_not_markers(text: str) -> None:
+    assert _read(text) is None
+
+
+def test_capture_lists_exact() -> None:
+    vllm, sglang, trt = (engine(n) for n in NAMES)
+    assert len(vllm.v1_sizes()) == 51 and vllm.v1_sizes()[-3:] == [480, 496, 512]
+    assert vllm.v0_sizes() == [1, 2, 4] + list(range(8, 257, 8))
+    assert sglang.default_max_bs(141, 1) == 256 and sglang.default_max_bs(141, 8) == 512  # H200
+    assert sglang.default_max_bs(80, 2) == 256 and sglang.default_max_bs(192, 1) == 512  # H100, MI300X
+    assert sglang.default_max_bs(40, 1) == 32 and sglang.default_max_bs(24, 4) == 80
+    assert sglang.default_max_bs(None) == 160
+    assert sglang.current_sizes(512)[-3:] == [480, 496, 512] and len(sglang.current_sizes(512)) == 52
+    assert sglang.older_sizes() == [1, 2, 4, 8] + list(range(16, 257, 8))
+    assert trt.pytorch_config_sizes(1024) == [1, 2, 4] + list(range(8, 129, 8)) + [256, 512, 1024]
+    assert trt.current_sizes(1024)[-4:] == [832, 896, 960, 1024]
+
+
+def test_config_writers() -> None:
+    vllm, sglang, trt = (engine(n) for n in NAMES)
+    assert vllm.capture_config([1, 8], "pad") == {"cudagraph_capture_sizes": [1, 8]}
+    assert vllm.config_snippet([1, 8], "pad") == "--compilation-config '{\"cudagraph_capture_sizes\": [1, 8]}'"
+    assert sglang.config_snippet([1, 8], "exact") == "--cuda-graph-bs 1 8 --disable-cuda-graph-padding"
+    assert trt.config_snippet([1, 8], "pad") == "cuda_graph_config:\n  batch_sizes: [1, 8]\n  enable_padding: true"
+    assert [e.config_snippet([], "pad") for e in ENGINES] == ["--enforce-eager", "--disable-cuda-graph",
+                                                               "cuda_graph_config: null"]

@@ -1,0 +1,224 @@
+"""The profiler's cost: settings detection, overhead per host event, speedup range, refit (exact numbers)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from analyzer.loaders import load_trace
+from analyzer.overhead import (
+    DEFAULT_OVERHEAD, OverheadRate, OverheadTable, Recording, detect_profiler_settings, estimate_overhead,
+    evaluate, evaluate_leave_one_out, fit_overhead, score, speedup_range,
+)
+from analyzer.overhead_fit import main as fit_main
+from analyzer.predict import PredictionModel
+from analyzer.report import AnalysisOptions, analyze_trace, with_observed_step
+from tests.unit.kineto_tiny import HOST_PID, HOST_TID, ann, cpu_op, kernel, launch, write
+
+DIMS = [[2, 8]]
+
+
+def events(dims: list | None = DIMS) -> list[dict]:
+    """One step [0, 200] (us) of four cpu_ops and two launches: 6 host events.
+
+    aten::linear [1, 21] holds launch 1 [5, 9] -> k1 [10, 20]; aten::view [22, 23] and aten::empty
+    [24, 27] are leaves (nothing inside): host reference = median(1, 3) = 2 us. aten::add
+    [100, 140] holds launch 2 [105, 110] -> k2 [150, 160]. GPU window [10, 160] = 150 us, busy 20.
+    Predicted graph step: 20 + 0.34 x 2 short kernels + 3 = 23.68 us.
+    """
+    return [ann("decode_step[bs=2]", 0, 200),
+            cpu_op("aten::linear", 1, 20, dims), launch(5, 4, 1), kernel(10, 10, 1, name="k1"),
+            cpu_op("aten::view", 22, 1, dims), cpu_op("aten::empty", 24, 3, dims),
+            cpu_op("aten::add", 100, 40, dims), launch(105, 5, 2), kernel(150, 10, 2, name="k2")]
+
+
+def python_function(ts: float, dur: float) -> dict:
+    return {"ph": "X", "cat": "python_function", "name": "model.py(12): forward", "pid": HOST_PID, "tid": HOST_TID,
+            "ts": ts, "dur": dur}
+
+
+def memory_event(ts: float) -> dict:
+    return {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": HOST_PID, "tid": HOST_TID, "ts": ts,
+            "s": "t", "args": {"Bytes": 512}}
+
+
+def settings_of(tmp_path, evs, **extra):
+    return detect_profiler_settings(load_trace(write(tmp_path, evs, **extra)))
+
+
+# --- detection ------------------------------------------------------------------------------------
+
+def test_shapes_from_input_dims_and_host_reference(tmp_path) -> None:
+    s = settings_of(tmp_path, events())
+    assert s.tier == "shapes" and s.record_shapes is True and s.with_stack is False
+    assert (s.cpu_ops, s.runtime_calls) == (4, 2)
+    assert s.host_ref_us == 2.0  # leaves aten::view (1 us) and aten::empty (3 us)
+    assert "Input Dims on 100% of 4 cpu_ops" in s.evidence
+
+
+def test_plain_without_dims(tmp_path) -> None:
+    s = settings_of(tmp_path, events(dims=None))
+    assert s.tier == "plain" and s.record_shapes is False and s.with_stack is False
+
+
+def test_metadata_flags_win(tmp_path) -> None:
+    # torch.profiler writes its settings at the top level; "1" and 1 both mean on.
+    s = settings_of(tmp_path, events(dims=None), record_shapes="1", with_stack=1)
+    assert s.tier == "shapes+stack" and s.record_shapes is True and s.with_stack is True
+    assert "record_shapes on (trace metadata)" in s.evidence and "with_stack on (trace metadata)" in s.evidence
+
+
+def test_python_function_events_mean_stacks(tmp_path) -> None:
+    s = settings_of(tmp_path, events(dims=None) + [python_function(1, 5), python_function(100, 3)])
+    assert s.tier == "stack" and s.with_stack is True and s.record_shapes is False
+    assert "2 python_function events" in s.evidence
+
+
+def test_call_stack_args_mean_stacks(tmp_path) -> None:
+    evs = events()
+    evs[1]["args"]["Call stack"] = "model.py(12): forward;main.py(3): <module>"
+    assert settings_of(tmp_path, evs).tier == "shapes+stack"
+
+
+def test_memory_events_raise_the_high_end(tmp_path) -> None:
+    s = settings_of(tmp_path, events() + [memory_event(24)])
+    assert s.profile_memory is True and s.tier == "shapes"
+    est = estimate_overhead(s)
+    assert (est.us_per_event, est.low, est.high) == (5.6, 4.4, pytest.approx(7.0 * 1.3))
+
+
+def test_runtime_calls_only_is_cupti(tmp_path) -> None:
+    evs = [e for e in events() if e.get("cat") != "cpu_op"]
+    s = settings_of(tmp_path, evs)
+    assert s.tier == "cupti" and s.host_ref_us is None and s.record_shapes is None
+    est = estimate_overhead(s)
+    assert (est.us_per_event, est.low, est.high) == (0.8, 0.4, 1.4)
+
+
+# --- overhead, estimate and range in the report ------------------------------------------------------
+
+def test_shapes_rate_scales_with_the_host_reference(tmp_path) -> None:
+    est = estimate_overhead(settings_of(tmp_path, events()))
+    # shapes: 2.8 (2.2-3.5) x the 2 us host reference
+    assert (est.us_per_event, est.low, est.high) == (5.6, 4.4, 7.0)
+
+
+def test_report_summary_numbers(tmp_path) -> None:
+    s = analyze_trace(load_trace(write(tmp_path, events()))).summary
+    assert s.profiler_settings["tier"] == "shapes" and s.profiler_settings["host_ref_us"] == 2.0
+    assert (s.profiler_overhead_us_per_event, s.profiler_overhead_us_per_event_low,
+            s.profiler_overhead_us_per_event_high) == (5.6, 4.4, 7.0)
+    assert s.step_us_median == 150.0 and s.gpu_busy_us_median == 20.0
+    assert s.predicted_graph_step_us_median == pytest.approx(23.68)
+    assert s.estimated_unprofiled_step_us_median == pytest.approx(116.4)  # 150 - 5.6 x 6
+    assert s.estimated_unprofiled_step_us_low == pytest.approx(108.0)  # 150 - 7.0 x 6
+    assert s.estimated_unprofiled_step_us_high == pytest.approx(123.6)  # 150 - 4.4 x 6
+    assert s.predicted_speedup == pytest.approx(116.4 / 23.68, abs=1e-3)
+    assert s.predicted_speedup_low == pytest.approx(108.0 / (23.68 * 1.04), abs=1e-3)
+    assert s.predicted_speedup_high == pytest.approx(123.6 / (23.68 * 0.96), abs=1e-3)
+    assert s.eager_step_source == "estimated"
+    assert "150 us profiled less 5.6 us (4.4-7) per recorded host event for the profiler (record_shapes)" \
+        in s.verdict_detail
+
+
+def test_stack_tier_in_us(tmp_path) -> None:
+    s = analyze_trace(load_trace(write(tmp_path, events(), with_stack=1))).summary
+    assert s.profiler_overhead_us_per_event == 2.45
+    assert s.estimated_unprofiled_step_us_median == pytest.approx(150 - 2.45 * 6)
+
+
+def test_user_figure_overrides_the_estimate(tmp_path) -> None:
+    opts = AnalysisOptions(model=PredictionModel(profiler_us_per_host_event=2.0))
+    s = analyze_trace(load_trace(write(tmp_path, events())), opts).summary
+    assert s.estimated_unprofiled_step_us_median == 138.0  # 150 - 2 x 6
+    assert s.profiler_settings["overhead_source"] == "given by the user"
+
+
+def test_never_below_gpu_busy(tmp_path) -> None:
+    opts = AnalysisOptions(model=PredictionModel(profiler_us_per_host_event=100.0))
+    s = analyze_trace(load_trace(write(tmp_path, events())), opts).summary
+    assert s.estimated_unprofiled_step_us_median == 20.0  # 150 - 600 -> busy 20
+
+
+def test_measured_step_replaces_the_estimate(tmp_path) -> None:
+    rep = analyze_trace(load_trace(write(tmp_path, events())))
+    m = with_observed_step(rep, 100.0).summary
+    assert m.eager_step_source == "measured" and m.observed_step_us == 100.0
+    assert m.predicted_speedup == pytest.approx(100 / 23.68, abs=1e-3)
+    # the range is the graph step's band alone: +-4%
+    assert m.predicted_speedup_low == pytest.approx(100 / (23.68 * 1.04), abs=1e-3)
+    assert m.predicted_speedup_high == pytest.approx(100 / (23.68 * 0.96), abs=1e-3)
+    assert m.estimated_profiler_inflation == 1.5
+    assert "eager step measured: 100 us observed (150 us profiled)" in m.verdict_detail
+    back = with_observed_step(with_observed_step(rep, 100.0), None).summary
+    assert back == rep.summary
+
+
+def test_speedup_range_arithmetic() -> None:
+    r = speedup_range(100.0, 90.0, 110.0, 50.0, 0.1)
+    assert (r.speedup, r.speedup_low, r.speedup_high) == (2.0, pytest.approx(90 / 55), pytest.approx(110 / 45))
+
+
+# --- refit --------------------------------------------------------------------------------------------
+
+def rec(eager_us: float, ref: float, name: str = "r") -> Recording:
+    """Profiled 1000 us with 100 host events; graph predicted and measured 100 us."""
+    return Recording(name=name, tier="shapes", settings="shapes", profiled_step_us=1000.0, host_events=100.0,
+                     busy_us=100.0, predicted_graph_us=100.0, eager_us=eager_us, graph_us=100.0, host_ref_us=ref)
+
+
+RECS = [rec(800.0, 1.0, "a"), rec(700.0, 1.5, "b"), rec(900.0, 0.5, "c")]  # implied 2, 3, 1 us = 2x the reference
+
+
+def test_fit_in_us_and_in_host_reference_units() -> None:
+    t = fit_overhead(RECS, DEFAULT_OVERHEAD, coverage=0.8, unit="us").rate("shapes")
+    assert (t.value, t.low, t.high, t.unit) == (2.0, 1.2, 2.8, "us")  # median and 10th/90th percentiles of 1, 2, 3
+    r = fit_overhead(RECS, DEFAULT_OVERHEAD, coverage=0.8, unit="ref").rate("shapes")
+    assert (r.value, r.low, r.high, r.unit) == (2.0, 2.0, 2.0, "ref")
+    assert fit_overhead(RECS, DEFAULT_OVERHEAD).graph_rel_err == 0.0
+    assert fit_overhead(RECS, DEFAULT_OVERHEAD).rate("plain") == DEFAULT_OVERHEAD.rate("plain")  # no recording
+
+
+def test_score_and_evaluations() -> None:
+    ref_table = fit_overhead(RECS, DEFAULT_OVERHEAD, unit="ref")
+    s = score(RECS[1], ref_table)
+    assert (s.us_per_event, s.eager_est_us, s.eager_err) == (3.0, 700.0, 0.0)
+    assert (s.speedup_pred, s.speedup_measured, s.speedup_err, s.in_range) == (7.0, 7.0, 0.0, True)
+    us_table = fit_overhead(RECS, DEFAULT_OVERHEAD, unit="us")
+    assert score(RECS[1], us_table).eager_err == pytest.approx(800 / 700 - 1)
+    ev = evaluate(RECS, ref_table, "ref")
+    assert (ev.median_abs_err, ev.worst_abs_err, ev.coverage, ev.n_speedup) == (0.0, 0.0, 1.0, 3)
+    loo = evaluate_leave_one_out(RECS, DEFAULT_OVERHEAD, unit="us")
+    # a: fitted on b, c (3 and 1 us: median 2) -> exact; b: on a, c (2, 1: 1.5) -> 850 vs 700
+    assert [round(x.eager_est_us, 6) for x in loo.scored] == [800.0, 850.0, 750.0]
+
+
+def test_ref_rate_without_leaf_ops_uses_the_typical_reference() -> None:
+    t = OverheadTable(rates=(OverheadRate("shapes", 2.0, 1.0, 3.0, "x", "ref"),), typical_ref_us=0.5)
+    assert t.rate("shapes").in_us(None, t.typical_ref_us) == (1.0, 0.5, 1.5)
+    assert t.rate("shapes").in_us(2.0, t.typical_ref_us) == (4.0, 2.0, 6.0)
+
+
+def test_fit_command_on_a_same_process_recording(tmp_path, capsys) -> None:
+    (tmp_path / "traces").mkdir()
+    write(tmp_path / "traces", events(), name="tiny_bs2_eager_shapes.json")  # found in a folder below
+    doc = {"schema": "launchgap.timings/1", "rows": [{"model": "tiny", "batch_size": 2, "graph_us": 30.0}],
+           "profiled_vs_unprofiled": [  # the harness's layout (analyzer/timings.py)
+               {"model": "tiny", "batch_size": 2, "profiler": "shapes", "unprofiled_eager_us_before": 120.0,
+                "unprofiled_eager_us_after": 124.0, "unprofiled_graph_us": 25.0,
+                "trace": "tiny_bs2_eager_shapes.json"},
+               {"model": "tiny", "batch_size": 2, "profiler": "stack", "unprofiled_eager_us_before": 120.0,
+                "unprofiled_eager_us_after": 124.0, "unprofiled_graph_us": 25.0, "trace": None}]}  # no trace kept
+    (tmp_path / "timings.json").write_text(json.dumps(doc))
+    assert fit_main(["fit", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    # eager 122 (mean of 120 and 124) over the record's graph step 25 us: 4.88x measured; implied (150-122)/6
+    rows = [line for line in out.splitlines() if line.startswith(f"{tmp_path.name}/tiny bs2")]
+    assert len(rows) == 1
+    assert "shapes [shapes]" in rows[0] and "4.88x" in rows[0] and "4.67" in rows[0]
+    assert "OverheadRate('shapes'" in out
+
+
+def test_fit_command_refuses_a_folder_without_timings(tmp_path, capsys) -> None:
+    assert fit_main(["fit", str(tmp_path)]) == 2
+    assert "no timings.json or truth.json" in capsys.readouterr().err
