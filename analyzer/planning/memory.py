@@ -255,6 +255,12 @@ class MemoryModel:
                                "capture_graph_s", "capture_node_ms") if n not in d]
         if missing:
             raise InputError(f"memory model lacks {', '.join(missing)}")
+        for k in names - {"fitted_on", "errors"}:
+            v = d.get(k, 0.0)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (v >= 0 and v < float("inf")):
+                raise InputError(f"memory model parameter {k} is {v!r}, expected a non-negative number")
+        if not isinstance(d.get("errors", {}), Mapping):
+            raise InputError("memory model 'errors' must be an object")
         return cls(**{k: v for k, v in d.items() if k in names})
 
 

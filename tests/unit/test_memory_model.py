@@ -57,6 +57,10 @@ def test_predict_full_and_piecewise_exact():
     with pytest.raises(InputError, match="graph mode"):
         MODEL.list_cost(DIMS, "partial")
     assert MemoryModel.from_dict(MODEL.to_dict()) == MODEL
+    with pytest.raises(InputError, match="lacks graph_mib"):
+        MemoryModel.from_dict({k: v for k, v in MODEL.to_dict().items() if k != "graph_mib"})
+    with pytest.raises(InputError, match="parameter pool_per_act is 'x'"):
+        MemoryModel.from_dict({**MODEL.to_dict(), "pool_per_act": "x"})
 
 
 def test_nnls_is_exact_on_a_small_problem():

@@ -567,3 +567,21 @@ def test_cli_capture_budget_without_dims_exit_2(tiny_files, capsys):
     timings, dist = tiny_files
     assert main(["plan", "--timings", str(timings), "--distribution", str(dist), "--capture-seconds", "1"]) == 2
     assert "--capture-seconds needs a capture-time model" in capsys.readouterr().err
+
+
+def test_cli_bad_memory_model_file_exit_2(tiny_files, tmp_path, capsys):
+    from analyzer.cli import main
+
+    timings, dist = tiny_files
+    bad = tmp_path / "model.json"
+    bad.write_text(json.dumps({"base_mib": -1}))
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(MEM_DIMS.to_dict()))
+    argv = ["plan", "--timings", str(timings), "--distribution", str(dist), "--model-config", str(cfg)]
+    assert main([*argv, "--memory-model", str(bad)]) == 2
+    assert "memory model lacks pool_per_act" in capsys.readouterr().err
+    assert main([*argv, "--memory-model", str(tmp_path / "none.json")]) == 2
+    assert "cannot read the memory model" in capsys.readouterr().err
+    cfg.write_text(json.dumps({"layers": 2}))
+    assert main(argv) == 2
+    assert "model dimensions lack 'hidden'" in capsys.readouterr().err
