@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from analyzer.engines import LABELS
 from analyzer.report import SCHEMA, with_observed_step
 from app import session
 from app.charts import ZOOM_OPS, first_ops_end_us, gap_histogram_figure, idle_by_cause_figure, timeline_figure
@@ -16,6 +17,14 @@ from app.timeline import step_events, step_index
 from app.ui import loaded_traces_or_stop, pick_trace, trace_cache
 
 state = st.session_state
+
+
+def steps_have_engine_info(report) -> bool:
+    """Whether the steps carry engine facts worth a table (an engine, or a graph trace with coverage mixes)."""
+    cov = report.summary.steps_by_coverage
+    return bool(report.summary.engine) or sum(1 for n in cov.values() if n) > 1
+
+
 st.title("Diagnosis")
 entries = loaded_traces_or_stop()
 
@@ -68,6 +77,25 @@ st.caption(md_escape(
 
 for w in rep.warnings:
     st.warning(md_escape(w), icon=":material/warning:")
+
+# --- serving engine: what each engine iteration was (phase, requests, tokens, graph coverage) ----
+if rep.mode == "capture" and rep.capture is not None:
+    cap = rep.capture
+    st.info(md_escape(f"CUDA-graph capture trace{' (' + LABELS.get(s.engine, s.engine) + ')' if s.engine else ''}: "
+                      f"{cap.graphs} graph(s) captured"
+                      + (f" for sizes {', '.join(str(x) for x in cap.sizes if x is not None)}" if any(
+                          x is not None for x in cap.sizes) else "")
+                      + f"; {cap.launches_recorded} launches recorded into graphs, {cap.kernels_run} kernels ran. "
+                      "No gap diagnosis or speedup for a capture trace."), icon=":material/photo_camera:")
+elif steps_have_engine_info(rep):
+    st.subheader("Engine steps" + (f" ({LABELS.get(s.engine, s.engine)})" if s.engine else ""))
+    cov = ", ".join(f"{n} {c}" for c, n in s.steps_by_coverage.items() if n)
+    st.caption(md_escape(f"Graph coverage per step: {cov}. Phase, requests and tokens come from the engine's own "
+                         "step markers; blank where the trace does not say."))
+    st.dataframe(pd.DataFrame([{
+        "step": x.index, "phase": x.phase, "batch": x.batch_size, "requests": x.requests, "tokens": x.tokens,
+        "coverage": x.graph_coverage, "graph launches": x.graph_launches, "eager launches": x.kernel_launches,
+        "step (us)": x.dur_us} for x in rep.steps]), hide_index=True, key="lg_engine_steps")
 
 # --- timeline of one step ---------------------------------------------------------------
 st.subheader("One step on the timeline")

@@ -1,0 +1,30 @@
+"""Diagnosis page on serving-engine traces: engine steps table, and capture traces named as such."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("streamlit")
+
+from tests.conftest import TRACES  # noqa: E402
+from tests.unit.apptest_helpers import goto, new_app, upload  # noqa: E402
+
+PIECEWISE = TRACES / "engines" / "tracelens-vllm-prefilldecode-piecewise-mi300x" / "graph_execution.json.gz"
+CAPTURE = TRACES / "engines" / "tracelens-vllm-decode-fullgraph-mi300x"
+
+
+def test_engine_steps_table_shows_phase_requests_tokens_coverage() -> None:
+    at = goto(upload(new_app(), [("vllm_piecewise.json.gz", PIECEWISE.read_bytes())]), "diagnosis")
+    assert [h.value for h in at.subheader if h.value.startswith("Engine steps")] == ["Engine steps (vLLM)"]
+    tables = [d.value for d in at.dataframe if "coverage" in d.value.columns]
+    assert len(tables) == 1
+    row = tables[0].iloc[0].to_dict()
+    assert (row["phase"], row["requests"], row["tokens"], row["coverage"], row["graph launches"]) == \
+        ("mixed", 46, 8192, "piecewise", 25)
+
+
+def test_capture_trace_is_labelled_not_diagnosed() -> None:
+    cap = next(CAPTURE.glob("capture_traces__*.json.gz"))
+    at = goto(upload(new_app(), [("capture.json.gz", cap.read_bytes())]), "diagnosis")
+    infos = [i.value.replace("\\", "") for i in at.info]  # shown Markdown-escaped
+    assert any(v.startswith("CUDA-graph capture trace (vLLM): 1 graph(s) captured for sizes 32") for v in infos), infos
+    assert not [d for d in at.dataframe if "coverage" in d.value.columns]
