@@ -44,7 +44,7 @@ LABELS: dict[str, str] = {e.NAME: e.LABEL for e in ENGINES}
 STEP_MARKERS: tuple[StepMarker, ...] = tuple(m for e in ENGINES for m in e.STEP_MARKERS)
 
 __all__ = ["ENGINES", "ENGINE_MODULES", "LABELS", "MARKER_SOURCES", "NAMES", "PHASES", "REQUIRED", "STEP_MARKERS",
-           "StepInfo", "StepMarker", "default_sizes", "engine"]
+           "StepInfo", "StepMarker", "default_sizes", "default_version", "engine"]
 
 
 def engine(name: str) -> ModuleType:
@@ -58,3 +58,9 @@ def engine(name: str) -> ModuleType:
 def default_sizes(name: str, max_size: int | None = None, padding: str = "pad") -> list[int]:
     """The newest default capture list of engine ``name`` cut at ``max_size`` under ``padding``."""
     return engine(name).default_sizes(max_size, padding)
+
+
+def default_version(name: str) -> str:
+    """Which release the newest default capture list of engine ``name`` belongs to: the first key of its
+    ``CAPTURE_LISTS`` (e.g. ``"V1 engine (0.11+, max_cudagraph_capture_size)"`` for vLLM)."""
+    return next(iter(engine(name).CAPTURE_LISTS))

@@ -1,42 +1,54 @@
 """Device memory and capture time of a CUDA-graph capture list: a model fitted on measurements.
 
 Servers capture their sizes largest first into **one shared memory pool**, so a list's
-memory is not its length times a constant (issue 16: 8 graphs of a 3B-class model used
-480 MiB, 128 graphs 1,526 MiB, where 32 MiB x 128 would say 4 GiB). The model has a part that
-follows the largest size and a part per graph:
+memory is not its length times a constant (measured on the H200, 8b preset: 8 FULL graphs
+up to 128 used 208 MiB, 128 graphs 726 MiB, where 32 MiB x 128 would say 4 GiB). The model
+has a part that follows the largest size (the pool) and a part per graph (executables):
 
-    used_mib(S)  = base_mib + pool_per_act * act_mib(max S)
+    used_mib(S)  = base_mib + pool_per_act * pool_row_mib(mode) * max(S)
                    + graph_mib * graphs(S) + node_kib * nodes(S) / 1024
     capture_s(S) = capture_base_s + capture_graph_s * graphs(S) + capture_node_ms * nodes(S) / 1000
 
 for a non-empty list ``S`` of batch sizes (both are 0 for the empty list), where
 
-* ``act_mib(b)``: activations of one decode step at batch ``b`` (MiB), from the model's
-  dimensions: ``b * dtype_bytes * (2 * hidden + max(vocab, 3 * mlp, (2 * heads + 2 * kv_heads)
-  * head_dim)) / 2**20``, i.e. the residual stream and its normed copy plus the largest
-  intermediate (logits, gate/up with their product, or q/k/v with the attention output).
-  The shared pool holds the largest graph's activations; smaller graphs reuse them.
-  ``pool_per_act`` (dimensionless) says how many MiB of pool one MiB of them costs.
+* ``pool_row_mib(mode)``: activations one batch row keeps live in the pool during one decode
+  step (MiB), from the model's dimensions (:class:`ModelDims`), so the model serves a model
+  that was never recorded:
+
+  - the widest part, ``act_row_mib = dtype_bytes * (2 * hidden + max(vocab, 3 * mlp,
+    (2 * heads + 2 * kv_heads) * head_dim)) / 2**20``: the residual stream and its normed copy
+    plus the largest intermediate (logits, gate/up with their product, or q/k/v with the
+    attention output);
+  - in ``full`` mode also the kept part, ``kept_row_mib = dtype_bytes * layers * (2 * heads +
+    3 * kv_heads) * head_dim / 2**20``: each layer's attention inputs (the fused q/k/v
+    output and the rotated q and k), which a step that keeps its per-layer state until the
+    step ends (the harness's decoder, eager-style model code) holds in the graph's pool. In
+    ``piecewise`` mode every piece's outputs are handed back to the pool (weak references,
+    as vLLM does), so only the widest part counts.
+
+  ``pool_per_act`` (dimensionless) says how many MiB of pool one MiB of them costs (the
+  caching allocator's rounding and the temporaries around the widest op).
 * ``graphs(S)``: ``|S|`` in ``full`` mode; ``|S| * pieces`` in ``piecewise`` mode (one graph
   per piece between attention ops; ``pieces`` defaults to ``layers + 1`` as vLLM splits).
 * ``nodes(S)``: kernel nodes over all of the list's graphs, ``|S| * nodes_per_size``;
   ``nodes_per_size`` (the nodes of one size's graphs, pieces together) is one number per model
   and mode: measured (the median over the sizes the harness counted), else predicted as
   ``nodes_per_layer * layers + nodes_base``. Measured counts vary little with the size (the
-  1b preset: 737 kernels at bs 1-128, 721 at 256), and one number per model keeps every
-  size's share of memory and time the same, which is what makes the planner's budgets exact
-  (see :mod:`analyzer.planning.planner`).
+  1b preset: 737 kernels at bs 1-136, 721 at some sizes above), and one number per model keeps
+  every size's share of memory and time the same, which is what makes the planner's budgets
+  exact (see :mod:`analyzer.planning.planner`).
 * ``base_mib``, ``graph_mib``, ``node_kib``: once per list (workspaces, pool bookkeeping), per
   graph, and per node (the executable that lives outside PyTorch's allocator, in device
   memory the driver counts).
 
 **Fit.** :func:`fit_memory_model`: non-negative least squares (exact, over every subset of
 active parameters: there are at most four), relative (each list's residual divided by its
-measurement, so a 240 MiB list counts as much as a 1.5 GiB one), on the harness's
+measurement, so a 50 MiB list counts as much as a 700 MiB one), on the harness's
 ``graph_memory`` entries (``device_used_mib``: ``cudaMemGetInfo``'s view, executables
 included; ``capture_s``). Its error is stated on lists it did not see: **leave one list
 out** (refit without the list, predict it) and **leave one model out** (refit without the
-model's lists, predict them: the held-out check for a model not recorded).
+model's lists, predict them: the held-out check for a model not recorded), overall and per
+model left out.
 
 Refit in one command (writes :data:`DEFAULT_MODEL_PATH`, the defaults the planner uses):
 ``python -m analyzer.planning.memory fit timings.json [more.json ...]``.
@@ -122,6 +134,19 @@ class ModelDims:
         return self.dtype_bytes * (2 * self.hidden + widest) / MIB
 
     @property
+    def kept_row_mib(self) -> float:
+        """Each layer's attention inputs for one batch row (MiB): the fused q/k/v output and the rotated
+        q and k, ``dtype_bytes * layers * (2 * heads + 3 * kv_heads) * head_dim / 2**20``."""
+        return self.dtype_bytes * self.layers * (2 * self.heads + 3 * self.kv_heads) * self.head_dim / MIB
+
+    def pool_row_mib(self, mode: str = "full") -> float:
+        """Activations one batch row keeps live in the graph pool (MiB): ``act_row_mib`` plus, in
+        ``full`` mode, ``kept_row_mib`` (module docstring)."""
+        if mode not in GRAPH_MODES:
+            raise InputError(f"graph mode must be one of {', '.join(GRAPH_MODES)}, got {mode!r}")
+        return self.act_row_mib + (self.kept_row_mib if mode == "full" else 0.0)
+
+    @property
     def kv_bytes_per_token(self) -> int:
         """KV-cache bytes one token takes: ``2 * layers * kv_heads * head_dim * dtype_bytes`` (K and V)."""
         return 2 * self.layers * self.kv_heads * self.head_dim * self.dtype_bytes
@@ -199,7 +224,8 @@ class MemoryModel:
     """Fitted parameters of the memory and start-up model (module docstring), and its errors.
 
     Memory: ``base_mib`` (MiB per list), ``pool_per_act`` (MiB of pool per MiB of the largest
-    size's activations), ``graph_mib`` (MiB per graph), ``node_kib`` (KiB per kernel node).
+    size's pool activations, ``ModelDims.pool_row_mib``), ``graph_mib`` (MiB per graph),
+    ``node_kib`` (KiB per kernel node).
     Capture: ``capture_base_s``, ``capture_graph_s`` (per graph), ``capture_node_ms`` (per
     node). Nodes when not measured: ``nodes_per_layer * layers + nodes_base`` per size.
     ``fitted_on`` names the data; ``errors`` holds the per-list table and the summary that
@@ -231,7 +257,7 @@ class MemoryModel:
         if g < 1:
             raise InputError(f"pieces must be >= 1, got {g}")
         nodes = nodes_per_size if nodes_per_size is not None else self.nodes_per_size(dims)
-        return ListCost(fixed_mib=self.base_mib, pool_mib_per_row=self.pool_per_act * dims.act_row_mib,
+        return ListCost(fixed_mib=self.base_mib, pool_mib_per_row=self.pool_per_act * dims.pool_row_mib(mode),
                         per_size_mib=self.graph_mib * g + self.node_kib * nodes / 1024.0,
                         fixed_s=self.capture_base_s, per_size_s=self.capture_graph_s * g
                         + self.capture_node_ms * nodes / 1000.0, graphs_per_size=g,
@@ -315,7 +341,7 @@ def _nodes_of(m: GraphMemoryMeasurement, dims: ModelDims, per_layer: float, base
 
 
 def _mem_features(m: GraphMemoryMeasurement, d: ModelDims, nodes: float) -> list[float]:
-    return [1.0, d.act_row_mib * max(m.sizes), float(m.graphs), nodes / 1024.0]
+    return [1.0, d.pool_row_mib(m.mode) * max(m.sizes), float(m.graphs), nodes / 1024.0]
 
 
 def _cap_features(m: GraphMemoryMeasurement, nodes: float) -> list[float]:
@@ -351,8 +377,8 @@ def _rel(pred: float | None, meas: float | None) -> float | None:
     return pred / meas - 1.0
 
 
-def _worst(rows: list[dict], key: str, graphs: tuple[int, int] | None = None) -> float | None:
-    vals = [abs(r[key]) for r in rows if r[key] is not None
+def _worst(rows: list[dict], key: str, graphs: tuple[int, int] | None = None, model: str | None = None) -> float | None:
+    vals = [abs(r[key]) for r in rows if r[key] is not None and (model is None or r["model"] == model)
             and (graphs is None or graphs[0] <= r["graphs"] <= graphs[1])]
     return round(max(vals), 4) if vals else None
 
@@ -364,7 +390,8 @@ def fit_memory_model(meas: Sequence[GraphMemoryMeasurement], dims: Mapping[str, 
     ``errors["lists"]``: per list the measured and predicted memory and capture time: in
     sample, leaving the list out, leaving its model out (``None`` where no other data is
     left). ``errors["summary"]``: the largest absolute relative error of each, and of leaving
-    the model out for lists of 8..128 graphs (the held-out check, bar 15%).
+    the model out for lists of 8..128 graphs (the held-out check, bar 15%), overall and per model
+    left out (``..._by_model``; ``None`` where a model has no such list).
     """
     meas = [m for m in meas if m.device_used_mib > 0]
     if not meas:
@@ -403,6 +430,9 @@ def fit_memory_model(meas: Sequence[GraphMemoryMeasurement], dims: Mapping[str, 
         "memory_leave_list_out": _worst(rows, "leave_list_out_err"),
         "memory_leave_model_out": _worst(rows, "leave_model_out_err"),
         "memory_leave_model_out_8_to_128_graphs": _worst(rows, "leave_model_out_err", HELD_OUT_GRAPHS),
+        "memory_leave_model_out_8_to_128_graphs_by_model": {
+            name: _worst(rows, "leave_model_out_err", HELD_OUT_GRAPHS, name)
+            for name in sorted({m.model for m in meas})},
         "capture_fitted": _worst(rows, "fitted_s_err"),
         "capture_leave_list_out": _worst(rows, "leave_list_out_s_err"),
         "capture_leave_model_out": _worst(rows, "leave_model_out_s_err"),
@@ -439,7 +469,11 @@ def render_fit(model: MemoryModel) -> str:
                      f"{r['measured_s'] if r['measured_s'] is not None else '-':>9}  {pct(r['fitted_s_err']):>6}")
     s = model.errors.get("summary", {})
     lines += ["", "  largest |error|: " + ", ".join(f"{k} {pct(v)}" for k, v in s.items()
-                                                    if k not in ("lists", "models", "held_out_bar"))]
+                                                    if k not in ("lists", "models", "held_out_bar")
+                                                    and not isinstance(v, Mapping))]
+    for k, v in s.items():
+        if isinstance(v, Mapping):
+            lines.append(f"  {k}: " + ", ".join(f"{name} {pct(x)}" for name, x in v.items()))
     return "\n".join(lines)
 
 

@@ -80,6 +80,7 @@ import numpy as np
 from analyzer.engines import ENGINES
 from analyzer.engines import NAMES as SERVERS
 from analyzer.engines import default_sizes as server_default_sizes
+from analyzer.engines import default_version as server_default_version
 from analyzer.engines.sglang import DEFAULT_MAX_SIZE as SGLANG_DEFAULT_MAX_BS  # noqa: F401 (re-exported)
 from analyzer.engines.sglang import default_sizes as sglang_default_sizes  # noqa: F401
 from analyzer.engines.tensorrt_llm import DEFAULT_MAX_SIZE as TRTLLM_DEFAULT_MAX_BS  # noqa: F401
@@ -386,7 +387,8 @@ def default_baselines(max_size: int | None = None, padding: str = "pad") -> list
         note = f"{name} default list" + (f" cut at --max-batch-size {max_size}" if max_size is not None else "")
         if name == "vllm" and padding == "exact":
             note += "; vLLM always pads, scored exact-match here for a like-for-like comparison"
-        out.append(BaselineSpec(name, None, tuple(server_default_sizes(name, max_size, padding)), note))
+        out.append(BaselineSpec(name, server_default_version(name), tuple(server_default_sizes(name, max_size, padding)),
+                                note))
     return out
 
 

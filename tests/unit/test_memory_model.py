@@ -24,6 +24,8 @@ from analyzer.planning.memory import (
 
 # 2 * hidden + vocab = 2048 + 260,096 = 2**18 elements of 2 bytes: 0.5 MiB per batch row.
 DIMS = ModelDims("m", layers=2, hidden=1024, heads=8, kv_heads=8, mlp=1024, vocab=260096, head_dim=128)
+# Kept per layer: 2 layers * (2 * 8 + 3 * 8) * 128 elements of 2 bytes = 20,480 B = 0.01953125 MiB per row,
+# so a full graph's pool holds 0.51953125 MiB per row, a piecewise one 0.5.
 # 100 nodes per size (45 * 2 + 10): 1 MiB and 0.1 s of nodes per size.
 MODEL = MemoryModel(base_mib=100.0, pool_per_act=2.0, graph_mib=10.0, node_kib=10.24, capture_base_s=0.5,
                     capture_graph_s=0.1, capture_node_ms=1.0, nodes_per_layer=45.0, nodes_base=10.0)
@@ -31,6 +33,10 @@ MODEL = MemoryModel(base_mib=100.0, pool_per_act=2.0, graph_mib=10.0, node_kib=1
 
 def test_dims_activation_and_kv_bytes():
     assert DIMS.act_row_mib == 0.5
+    assert DIMS.kept_row_mib == 0.01953125
+    assert (DIMS.pool_row_mib("full"), DIMS.pool_row_mib("piecewise")) == (0.51953125, 0.5)
+    with pytest.raises(InputError, match="graph mode"):
+        DIMS.pool_row_mib("both")
     assert DIMS.kv_bytes_per_token == 2 * 2 * 8 * 128 * 2
     assert DIMS.default_pieces == 3
     hf = ModelDims.from_mapping({"num_hidden_layers": 28, "hidden_size": 3072, "num_attention_heads": 24,
@@ -45,15 +51,15 @@ def test_dims_activation_and_kv_bytes():
 
 
 def test_predict_full_and_piecewise_exact():
-    # Full: 100 + 2 * 0.5 * 8 (largest 8) + 4 sizes * (10 + 100 nodes * 10.24 KiB) = 152 MiB;
+    # Full: 100 + 2 * 0.51953125 * 8 (largest 8) + 4 sizes * (10 + 100 nodes * 10.24 KiB) = 152.3125 MiB;
     # capture 0.5 + 4 * (0.1 + 100 * 1 ms) = 1.3 s.
-    assert MODEL.predict(DIMS, [1, 2, 4, 8]) == (pytest.approx(152.0), pytest.approx(1.3))
-    # Piecewise, 3 pieces per size: 100 + 8 + 4 * (30 + 1) = 232 MiB; 0.5 + 4 * (0.3 + 0.1) = 2.1 s.
+    assert MODEL.predict(DIMS, [1, 2, 4, 8]) == (pytest.approx(152.3125), pytest.approx(1.3))
+    # Piecewise, 3 pieces per size: 100 + 2 * 0.5 * 8 + 4 * (30 + 1) = 232 MiB; 0.5 + 4 * (0.3 + 0.1) = 2.1 s.
     assert MODEL.predict(DIMS, [1, 2, 4, 8], "piecewise") == (pytest.approx(232.0), pytest.approx(2.1))
-    assert MODEL.predict(DIMS, [8], nodes_per_size=200) == (pytest.approx(100 + 8 + 10 + 2), pytest.approx(0.8))
+    assert MODEL.predict(DIMS, [8], nodes_per_size=200) == (pytest.approx(100 + 8.3125 + 10 + 2), pytest.approx(0.8))
     assert MODEL.predict(DIMS, []) == (0.0, 0.0)
     cost = MODEL.list_cost(DIMS)
-    assert cost.memory_mib(np.array([0, 1, 2]), np.array([8, 8, 16])).tolist() == [0.0, 119.0, 138.0]
+    assert cost.memory_mib(np.array([0, 1, 2]), np.array([8, 8, 16])).tolist() == [0.0, 119.3125, 138.625]
     with pytest.raises(InputError, match="graph mode"):
         MODEL.list_cost(DIMS, "partial")
     assert MemoryModel.from_dict(MODEL.to_dict()) == MODEL
@@ -95,7 +101,7 @@ def test_fit_recovers_a_known_model_and_states_held_out_errors():
     assert s["memory_leave_list_out"] == 0.0 and s["memory_leave_model_out_8_to_128_graphs"] == 0.0
     row = fit.errors["lists"][0]
     assert (row["model"], row["mode"], row["list_name"], row["graphs"]) == ("m", "full", "pow2", 8)
-    assert row["measured_mib"] == pytest.approx(100 + 128 + 8 * 11)
+    assert row["measured_mib"] == pytest.approx(100 + 2 * 0.51953125 * 128 + 8 * 11)
 
 
 def test_fit_needs_dims_and_data():
@@ -169,3 +175,30 @@ def test_fit_command_errors(tmp_path, capsys):
     bad.write_text("{}")
     assert main(["fit", str(bad), "--out", str(tmp_path / "m.json")]) == 2
     assert "no graph_memory" in capsys.readouterr().err
+
+
+H200_MEMORY = "h200-session-2026-12-01/timings_memory.json"
+
+
+def test_h200_fit_and_held_out_errors(samples):
+    """The committed fit's data (H200, 1b/3b/8b, full and piecewise, four lists each): parameters and the
+    held-out check (fit without a model, predict its lists of 8..128 graphs) as exact numbers."""
+    dims, meas = graph_memory_from_timings(samples / H200_MEMORY)
+    assert sorted(dims) == ["1b", "3b", "8b"] and len(meas) == 22
+    fit = fit_memory_model(meas, dims)
+    assert (round(fit.base_mib, 3), round(fit.pool_per_act, 4), fit.graph_mib, round(fit.node_kib, 4)) == (
+        14.824, 1.2996, 0.0, 2.3861)
+    s = fit.errors["summary"]
+    assert s["memory_leave_model_out_8_to_128_graphs_by_model"] == {"1b": 0.1058, "3b": 0.0587, "8b": 0.1809}
+    assert (s["memory_fitted"], s["memory_leave_list_out"], s["capture_fitted"]) == (0.2591, 0.2667, 0.3135)
+    rows = {(r["model"], r["mode"], r["list_name"]): r for r in fit.errors["lists"]}
+    # 3b left out: its full lists of 8, 35 and 128 graphs within 6% (the bar is 15%).
+    held = [rows[("3b", "full", n)] for n in ("pow2-128", "vllm-default", "all-1-128")]
+    assert [(r["graphs"], r["measured_mib"], r["leave_model_out_mib"], r["leave_model_out_err"]) for r in held] == [
+        (8, 158.0, 164.7, 0.0427), (35, 386.0, 371.1, -0.0387), (128, 494.0, 523.0, 0.0587)]
+    assert all(abs(r["leave_model_out_err"]) <= fit.errors["summary"]["held_out_bar"] for r in held)
+    # 8b left out (a model larger than both fitted ones): its 128-graph list is under-predicted by 18%.
+    assert rows[("8b", "full", "all-1-128")]["leave_model_out_mib"] == 594.7
+    # The committed defaults are this fit (same data file).
+    assert default_memory_model().fitted_on == "traces/" + H200_MEMORY
+    assert default_memory_model().pool_per_act == pytest.approx(fit.pool_per_act, rel=1e-12)

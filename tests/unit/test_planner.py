@@ -410,10 +410,11 @@ def test_cli_plan_errors_exit_2(tiny_files, tmp_path, capsys, extra, message):
 
 # --- budgets on memory and capture time (the memory model) ------------------------------------
 
-# 0.5 MiB of activations per batch row (see test_memory_model.DIMS); with pool_per_act 2 the pool
+# 0.5 MiB of pool activations per batch row in full mode (2 * 1024 + 249,856 vocab + 2 layers * 40 * 128
+# kept elements of 2 bytes, see test_memory_model.DIMS); with pool_per_act 2 the pool
 # costs 1 MiB per row of the largest bucket, each size 10 MiB, each list 100 MiB; capture 0.5 s
 # per list and 0.1 s per size. KV cache: 2 * 2 * 8 * 128 * 2 = 8,192 bytes (1/128 MiB) per token.
-MEM_DIMS = ModelDims("m", layers=2, hidden=1024, heads=8, kv_heads=8, mlp=1024, vocab=260096, head_dim=128)
+MEM_DIMS = ModelDims("m", layers=2, hidden=1024, heads=8, kv_heads=8, mlp=1024, vocab=249856, head_dim=128)
 MEM_MODEL = MemoryModel(base_mib=100.0, pool_per_act=2.0, graph_mib=10.0, node_kib=0.0, capture_base_s=0.5,
                         capture_graph_s=0.1, capture_node_ms=0.0)
 
@@ -459,7 +460,12 @@ def test_baselines_carry_memory_capture_and_version():
     plan = plan_capture(TINY, DIST, PlanOptions(memory_budget_mib=1000), dims=MEM_DIMS, memory_model=MEM_MODEL)
     v = plan.to_dict()["baselines"]["vllm"]
     # 51 sizes up to 512: 100 + 512 + 510 MiB; 0.5 + 5.1 s.
-    assert (v["memory_mib"], v["capture_s"], v["version"], v["within_budget"]) == (1122.0, 5.6, None, False)
+    assert (v["memory_mib"], v["capture_s"], v["version"], v["within_budget"]) == (
+        1122.0, 5.6, "V1 engine (0.11+, max_cudagraph_capture_size)", False)
+    versions = {k: b["version"] for k, b in plan.to_dict()["baselines"].items()}
+    assert versions == {"vllm": "V1 engine (0.11+, max_cudagraph_capture_size)",
+                        "sglang": "current (server_args._generate_cuda_graph_batch_sizes)",
+                        "tensorrt_llm": "1.x (CudaGraphConfig)"}
     spec = BaselineSpec("mine", "1.0", (1, 4), "a hand-made list")
     plan = plan_capture(TINY, DIST, dims=MEM_DIMS, memory_model=MEM_MODEL, baselines=[spec])
     b = plan.to_dict()["baselines"]
