@@ -104,12 +104,15 @@ def render_plan(plan: Plan, markdown: bool = False, notes: list[str] | None = No
                  f"{1 - plan.expected_step_us / plan.all_eager_expected_step_us:+.1%}", "0.0", "0.0", "0.0"])
     for name, b in plan.baselines.items():
         saving = 1 - plan.expected_step_us / b.score.expected_step_us
-        label = f"{_SERVER_LABEL.get(name, name)} default" + (f" {b.version}" if b.version else "")
+        label = f"{_SERVER_LABEL.get(name, name)} default"
         rows.append([label + ("" if b.within_budget else " (over budget)"),
                      str(b.score.n_graphs), f"{b.score.expected_step_us:,.1f}", f"{saving:+.1%}",
                      f"{b.score.padding_waste_us:,.1f}", f"{b.memory_mib:,.1f}", _secs(b.capture_s)])
     lines += table(["buckets", "graphs", "expected_us", "plan saves", "pad_waste_us", "memory_mib", "capture_s"],
                     rows, markdown, indent="  ")
+    versions = [f"{_SERVER_LABEL.get(n, n)} {b.version}" for n, b in plan.baselines.items() if b.version]
+    if versions:
+        lines.append("  default lists as of: " + "; ".join(versions))
     lines += _pareto_lines(plan, markdown)
     lines += ["", f"{h}Per batch size" if markdown else "Per batch size"]
     shown = sorted(plan.per_batch, key=lambda r: -r.weight)[:30]

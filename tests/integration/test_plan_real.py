@@ -117,7 +117,8 @@ def test_text_and_markdown(h200, dist_csv, capsys):
     out = capsys.readouterr().out
     assert out.startswith("Capture 8 graphs [1, 4, 8, 16, 32, 64, 128, 256]")
     for s in ("Against the servers' default lists", "vLLM default (over budget)", "Per batch size", "crossover",
-              "--cuda-graph-bs 1 4 8 16 32 64 128 256", "enable_padding: true"):
+              "--cuda-graph-bs 1 4 8 16 32 64 128 256", "enable_padding: true",
+              "default lists as of: vLLM V1 engine (0.11+, max_cudagraph_capture_size); SGLang current"):
         assert s in out
     assert main(["plan", str(h200), "--model", "1b", "--distribution", str(dist_csv), "--format",
                  "markdown"]) == 0
