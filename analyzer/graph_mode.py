@@ -291,7 +291,7 @@ class CostCurve:
     def source(self) -> str:
         """Where the points came from: ``timings``, ``trace`` or ``timings+trace`` (``none`` without points)."""
         kinds = {"timings" if s == "timings" else "trace" for s in self.sources}
-        return "+".join(sorted(kinds, reverse=True)) if kinds else "none"
+        return "+".join(sorted(kinds)) if kinds else "none"
 
 
 def fit_cost_curve(graph_size: np.ndarray, graph_us: np.ndarray, eager_size: np.ndarray, eager_us: np.ndarray,

@@ -816,6 +816,13 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
         host_phases_us_per_step={k: _f(v / n_gaps) for k, v in sorted(phase_tot.items(), key=lambda kv: -kv[1])},
         host_phases_source=hg.source,
         async_hidden_us_per_step=_f(hg.hidden_us[1:].sum() / n_gaps) if n > 1 else 0.0)
+    if s.fallback_steps:
+        nf = len(s.fallback_steps)
+        words = (f"{nf} of {n} decode steps fell back to eager although a captured size fits them "
+                 f"(steps {', '.join(map(str, s.fallback_steps[:12]))}{', ...' if nf > 12 else ''}; capture sizes from "
+                 f"{source}): {s.fallback_lost_us_per_step:,.0f} us lost per step of the trace")
+        verdict = "graphed, with eager fallbacks" if s.verdict == "already graphed" else s.verdict
+        s = replace(s, verdict=verdict, verdict_detail=f"{words}; {s.verdict_detail}")
     return out, s
 
 
