@@ -412,7 +412,8 @@ def coverage_strip_figure(report: TraceReport):
         if not sel:
             continue
         fig.add_trace(go.Bar(
-            x=[s.index for s in sel], y=[s.dur_us for s in sel], name=cls, marker_color=color,
+            x=[s.index for s in sel], y=[s.dur_us for s in sel], width=[0.85] * len(sel), name=cls,
+            marker_color=color,
             customdata=[[s.batch_size if s.batch_size is not None else "-", s.bucket if s.bucket is not None else "-"]
                         for s in sel],
             hovertemplate="step %{x}<br>bs %{customdata[0]}, bucket %{customdata[1]}<br>%{y:,.0f} us<extra>"
