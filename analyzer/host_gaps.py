@@ -16,7 +16,7 @@ waits, unless the engine overlaps it with the previous step's GPU work ("async s
   under their own names: CPU ops, annotations, runtime calls and Python functions that are not
   inside another one, leaving out the step markers and whatever holds a step's start (a
   ``ProfilerStep#``, an engine's ``execute_model``). Python function names lose their line number
-  (``path.py: fn``). Host time of the gap that no range covers is in no phase.
+  (``path.py: fn``), runtime calls Nsight's version suffix (``cudaLaunchKernel``). Host time of the gap that no range covers is in no phase.
 * **Async scheduling what-if** (``async_hidden_us``): per gap ``min(gap, GPU busy of the previous
   step)`` — overlapping the host work with the previous step's GPU work hides at most the gap, and
   at most that step's GPU time.
@@ -36,6 +36,8 @@ from analyzer.trace import Api, Kind, Trace
 #: Nesting depths painted at most (deeper host ranges are counted under the range at this depth).
 MAX_DEPTH = 64
 _PY_LINE = re.compile(r"\(\d+\): ")
+#: Nsight Systems' version suffixes of runtime API names (``cudaLaunchKernel_v7000``): one name per call.
+_API_SUFFIX = re.compile(r"(?:_v\d+|_ptsz|_ptds|_spt)+$")
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,7 @@ def host_gaps(trace: Trace, row_step: np.ndarray, step_cpu_start_ns: np.ndarray,
         holds = (j < srt.size) & (srt[np.minimum(j, max(srt.size - 1, 0))] < ends) if srt.size else \
             np.zeros(names.size, bool)
         keep = ~holds
-        labels = np.array([_PY_LINE.sub(": ", t) for t in uniq.tolist()], dtype=object)
+        labels = np.array([_API_SUFFIX.sub("", _PY_LINE.sub(": ", t)) for t in uniq.tolist()], dtype=object)
         lab_idx = inv[keep] if names.size else np.zeros(0, np.int64)
         source = "top-level"
         innermost = False
