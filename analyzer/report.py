@@ -41,10 +41,17 @@ import numpy as np
 
 from analyzer.engines import LABELS
 from analyzer.gaps import CAUSES, DeviceBusy, Gaps, compute_gaps
-from analyzer.graph_mode import COVERAGES, CaptureReport, StepCoverage, classify_mode, detect_capture, step_coverage
+from analyzer.engines import engine as engine_module
+from analyzer.errors import InputError
+from analyzer.graph_mode import COVERAGES, CaptureReport, StepCoverage, classify_mode, detect_capture, \
+    fallback_causes, fit_cost_curve, marker_buckets, resolve_capture_sizes, serving_steps, smallest_size_at_least, \
+    step_coverage
+from analyzer.host_gaps import host_gaps
 from analyzer.launches import kernel_launch_table, launch_delays_ns
 from analyzer.overhead import OverheadEstimate, ProfilerSettings, detect_profiler_settings, estimate_overhead, \
     speedup_range
+from analyzer.planning.costs import CostSeries, table_from_series
+from analyzer.planning.planner import PlanOptions, plan_capture, score_buckets
 from analyzer.predict import DEFAULT_MODEL, PredictionModel
 from analyzer.steps import StepOptions, Steps, assign_rows_to_steps, detect_engine, find_steps
 from analyzer.trace import Api, Kind, Trace
@@ -65,6 +72,11 @@ class AnalysisOptions:
     observed_step_us: float | None = None
     top_gaps: int = 10
     top_kernels: int = 15
+    #: The capture list the server ran with (``--capture-sizes``); ``None``: from the engine or the trace.
+    capture_sizes: tuple[int, ...] | None = None
+    #: Unprofiled FULL-graph step times by batch size, ``((batch, us), ...)`` (harness timings), for the
+    #: padding cost curve; ``None``: the trace's own steps only.
+    graph_timings_us: tuple[tuple[int, float], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -104,6 +116,15 @@ class StepReport:
     requests: int | None
     tokens: int | None
     graph_coverage: str
+    # Graph-mode serving (analyzer.graph_mode, analyzer.host_gaps; see the module docstring).
+    bucket: int | None = None
+    padded_rows: int | None = None
+    padding_us: float | None = None
+    fallback: bool = False
+    fallback_lost_us: float | None = None
+    fallback_cause: str | None = None
+    inter_step_host_us: float | None = None
+    host_phases_us: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -148,6 +169,20 @@ class Summary:
     engine: str | None = None
     steps_by_coverage: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COVERAGES, 0))
     step_groups: list[dict] = field(default_factory=list)
+    # Graph-mode serving (see the module docstring).
+    capture_sizes: list[int] | None = None
+    capture_sizes_source: str | None = None
+    fallback_steps: list[int] = field(default_factory=list)
+    uncaptured_steps: list[int] = field(default_factory=list)
+    fallback_lost_us_per_step: float = 0.0
+    padded_rows_fraction: float = 0.0
+    padding_us_per_step: float = 0.0
+    padding_cost_source: str = "none"
+    planner_comparison: dict | None = None
+    inter_step_host_us_median: float = 0.0
+    host_phases_us_per_step: dict[str, float] = field(default_factory=dict)
+    host_phases_source: str = "top-level"
+    async_hidden_us_per_step: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -237,8 +272,10 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
     mode = classify_mode(summary.kernel_launches_per_step_median, summary.graph_launches_per_step_median,
                          summary.kernels_per_step_median)
     summary = _with_verdict(summary, mode)
-    summary = _with_step_groups(summary, inputs, opts, detect_engine(trace, steps),
-                                per_group_verdict=steps.source == "engine")
+    engine = detect_engine(trace, steps)
+    summary = _with_step_groups(summary, inputs, opts, engine, per_group_verdict=steps.source == "engine")
+    step_reports, summary = _with_graph_serving(trace, row_step, steps, win, lm, keep, step_reports, summary,
+                                                inputs.overhead, opts, engine)
     return TraceReport(
         path=trace.path, format=trace.format, mode=mode,
         devices=_device_reports(trace, gaps, busy, eff_start), summary=summary, steps=step_reports,
@@ -705,3 +742,117 @@ def _top_gaps(trace: Trace, gaps: Gaps, gap_key: np.ndarray, n_dev: int, top: in
                    before=str(trace.names[trace.name_id[gaps.prev_row[i]]]),
                    after=str(trace.names[trace.name_id[gaps.next_row[i]]]))
             for i, m in zip(idx.tolist(), main.tolist())]
+
+
+_DECODE_OR_UNKNOWN = ("decode", None)
+
+
+def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _StepWindows, lm: _LaunchMetrics,
+                        keep: np.ndarray, reports: list[StepReport], s: Summary, oh: OverheadEstimate,
+                        opts: AnalysisOptions, engine: str | None) -> tuple[list[StepReport], Summary]:
+    """Graph-mode serving per step and in the summary: capture sizes, fallbacks and the time they lose,
+    buckets, padded rows and their cost, host time between steps (see the module docstring)."""
+    from dataclasses import replace
+
+    n = len(reports)
+    if n == 0:
+        return reports, s
+    cov = [r.graph_coverage for r in reports]
+    batch = np.array([r.batch_size if r.batch_size is not None else -1 for r in reports], dtype=np.int64)
+    decode = np.array([r.phase in _DECODE_OR_UNKNOWN for r in reports], dtype=bool)
+    names = [r.name for r in reports]
+    mk = marker_buckets(names)
+    is_graph = np.isin(np.array(cov, dtype=object), ("full", "piecewise"))
+    engine_sizes = engine_module(engine).default_sizes() if engine else None
+    sizes, source = resolve_capture_sizes(opts.capture_sizes, mk, engine_sizes,
+                                          np.where(is_graph & decode, np.where(mk > 0, mk, batch), -1))
+    ss = serving_steps(cov, batch, decode, mk, sizes)
+    # an eager step's own cost: the host's issue time (its CPU range) less the profiler's cost per host
+    # event, at least its GPU busy time; in a graph sequence its GPU window is no measure of it (the
+    # host starts it ahead, while the GPU still replays earlier steps)
+    cpu_us = np.array([r.cpu_us for r in reports])
+    unprof = opts.model.unprofiled_step_us(np.maximum(cpu_us, lm.win_us[keep]), lm.host_events[keep],
+                                           lm.busy_us[keep], oh.us_per_event)
+    pred = lm.pred_us[keep]
+    curve = fit_cost_curve(np.where(is_graph, ss.bucket, -1), pred, np.where(~is_graph & decode, batch, -1), pred,
+                           dict(opts.graph_timings_us) if opts.graph_timings_us else None)
+    padded = ss.padded_rows >= 0
+    pad_us = np.where(padded, curve.at(np.where(padded, ss.bucket, 1)) - curve.at(np.where(padded, batch, 1)), np.nan)
+    lost = np.where(ss.fallback, unprof - curve.at(np.where(ss.fallback, ss.fallback_bucket, 1)), np.nan)
+    k_all = np.flatnonzero(win.step_ok)
+    causes = fallback_causes(trace, row_step, [steps.names[i] for i in range(len(steps))],
+                             np.isin(np.arange(len(steps)), k_all[ss.fallback]))
+    hg = host_gaps(trace, row_step, steps.cpu_start_ns, win.w0_ns[win.pkey[keep]], win.w1_ns[win.pkey[keep]],
+                   lm.busy_us[keep], engine)
+    out = []
+    for i, r in enumerate(reports):  # one per step (a report row)
+        out.append(replace(
+            r, bucket=int(ss.bucket[i]) if ss.bucket[i] > 0 else None,
+            padded_rows=int(ss.padded_rows[i]) if padded[i] else None,
+            padding_us=_f(pad_us[i]) if padded[i] and np.isfinite(pad_us[i]) else None,
+            fallback=bool(ss.fallback[i]),
+            fallback_lost_us=_f(lost[i]) if ss.fallback[i] and np.isfinite(lost[i]) else None,
+            fallback_cause=causes[int(k_all[i])],
+            inter_step_host_us=_f(hg.gap_us[i]) if hg.gap_us[i] >= 0 else None,
+            host_phases_us=hg.phases_us[i]))
+    rows = int(ss.bucket[padded].sum())
+    gaps = hg.gap_us[1:]
+    phase_tot: dict[str, float] = {}
+    for ph in hg.phases_us:  # per step dicts of a few names
+        for k, v in ph.items():
+            phase_tot[k] = phase_tot.get(k, 0.0) + v
+    n_gaps = max(n - 1, 1)
+    s = replace(
+        s, capture_sizes=sizes, capture_sizes_source=source,
+        fallback_steps=[reports[i].index for i in np.flatnonzero(ss.fallback).tolist()],
+        uncaptured_steps=[reports[i].index for i in np.flatnonzero(ss.uncaptured).tolist()],
+        fallback_lost_us_per_step=_f(np.nansum(lost) / n) if ss.fallback.any() else 0.0,
+        padded_rows_fraction=_f(ss.padded_rows[padded].sum() / rows) if rows > 0 else 0.0,
+        padding_us_per_step=_f(np.nansum(pad_us) / n) if padded.any() else 0.0,
+        padding_cost_source=curve.source if padded.any() else "none",
+        planner_comparison=_planner_comparison(batch[decode], unprof[decode & ~is_graph],
+                                               batch[decode & ~is_graph], curve, sizes),
+        inter_step_host_us_median=_f(_median(gaps)) if gaps.size else 0.0,
+        host_phases_us_per_step={k: _f(v / n_gaps) for k, v in sorted(phase_tot.items(), key=lambda kv: -kv[1])},
+        host_phases_source=hg.source,
+        async_hidden_us_per_step=_f(hg.hidden_us[1:].sum() / n_gaps) if n > 1 else 0.0)
+    if s.fallback_steps:
+        nf = len(s.fallback_steps)
+        words = (f"{nf} of {n} decode steps fell back to eager although a captured size fits them "
+                 f"(steps {', '.join(map(str, s.fallback_steps[:12]))}{', ...' if nf > 12 else ''}; capture sizes from "
+                 f"{source}): {s.fallback_lost_us_per_step:,.0f} us lost per step of the trace")
+        verdict = "graphed, with eager fallbacks" if s.verdict == "already graphed" else s.verdict
+        s = replace(s, verdict=verdict, verdict_detail=f"{words}; {s.verdict_detail}")
+    return out, s
+
+
+def _planner_comparison(batches: np.ndarray, eager_us: np.ndarray, eager_bs: np.ndarray, curve,
+                        sizes: list[int] | None) -> dict | None:
+    """What :func:`analyzer.planning.planner.plan_capture` makes of the same decode steps with as many
+    graphs as the capture list has up to the largest batch: its buckets, expected step, padded-rows
+    fraction and padding waste per step, beside the current list's on the same costs. Needs eager
+    costs (eager steps of known batch) and the cost curve; ``None`` without them."""
+    b = batches[batches > 0]
+    ok = (eager_bs > 0) & np.isfinite(eager_us)
+    if not sizes or b.size == 0 or not ok.any() or curve.sizes.size == 0:
+        return None
+    e_sizes, inv = np.unique(eager_bs[ok], return_inverse=True)
+    e_us = np.array([np.median(eager_us[ok][inv == j]) for j in range(e_sizes.size)])  # per distinct size
+    dist = {int(k): float(v) for k, v in zip(*np.unique(b, return_counts=True))}
+    top = smallest_size_at_least(np.array([b.max()]), sizes)[0]
+    used = [x for x in sizes if x <= (top if top > 0 else max(sizes))]
+    try:
+        costs = table_from_series(
+            CostSeries("eager", e_sizes, e_us, tuple("measured" for _ in e_sizes)),
+            CostSeries("graph", curve.sizes, curve.us, tuple("measured" for _ in curve.sizes)),
+            "this trace's steps", [])
+        plan = plan_capture(costs, dist, PlanOptions(max_graphs=len(used)), baselines=[])
+        cur = score_buckets(costs, dist, used)
+    except InputError as exc:
+        return {"error": exc.message}
+    return {"graphs": len(plan.buckets), "capture_sizes": list(plan.buckets),
+            "expected_step_us": _f(plan.expected_step_us), "padded_rows_fraction": _f(plan.score.padded_rows_fraction),
+            "padding_waste_us": _f(plan.score.padding_waste_us),
+            "current_graphs": len(used), "current_expected_step_us": _f(cur.expected_step_us),
+            "current_padded_rows_fraction": _f(cur.padded_rows_fraction),
+            "current_padding_waste_us": _f(cur.padding_waste_us), "warnings": list(plan.warnings)}

@@ -391,3 +391,48 @@ def pareto_figure(plan, labels: dict[str, str]):
     fig.update_xaxes(title="graph memory (MiB, predicted)", rangemode="tozero")
     fig.update_yaxes(title="us per step (expected)", rangemode="tozero")
     return fig
+
+
+#: Colours of the graph-mode classes of a step in the coverage strip.
+COVERAGE_COLORS = {"full": "#2E7D32", "piecewise": "#8BC34A", "eager": "#9E9E9E", "fallback": "#D32F2F"}
+
+
+def step_class(step) -> str:
+    """``fallback`` for an eager fallback, else the step's graph coverage."""
+    return "fallback" if step.fallback else step.graph_coverage
+
+
+def coverage_strip_figure(report: TraceReport):
+    """One bar per step in trace order, as tall as its GPU window, coloured full / piecewise / eager / fallback."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for cls, color in COVERAGE_COLORS.items():
+        sel = [s for s in report.steps if step_class(s) == cls]
+        if not sel:
+            continue
+        fig.add_trace(go.Bar(
+            x=[s.index for s in sel], y=[s.dur_us for s in sel], width=[0.85] * len(sel), name=cls,
+            marker_color=color,
+            customdata=[[s.batch_size if s.batch_size is not None else "-", s.bucket if s.bucket is not None else "-"]
+                        for s in sel],
+            hovertemplate="step %{x}<br>bs %{customdata[0]}, bucket %{customdata[1]}<br>%{y:,.0f} us<extra>"
+                          + cls + "</extra>"))
+    fig.update_layout(**_LAYOUT, barmode="overlay", bargap=0.05, height=260,
+                      title=dict(text="Graph coverage per step (bar = GPU window)", font=dict(size=14)))
+    fig.update_xaxes(title="step")
+    fig.update_yaxes(title="us")
+    return fig
+
+
+def host_phases_figure(phases_us: dict[str, float], top: int = 8):
+    """Horizontal bars: host phases between steps, us per step (largest first)."""
+    import plotly.graph_objects as go
+
+    items = list(phases_us.items())[:top][::-1]
+    names = hover_escape([k for k, _ in items], 60)
+    fig = go.Figure(go.Bar(x=[v for _, v in items], y=names, orientation="h", marker_color=CAUSE_COLORS["host"],
+                           hovertemplate="%{y}<br>%{x:,.2f} us per step<extra></extra>"))
+    fig.update_layout(**_LAYOUT, height=60 + 28 * max(len(items), 1),
+                      title=dict(text="Host work between steps (us per step)", font=dict(size=14)))
+    return fig

@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+
+import numpy as np
 
 from analyzer.errors import InputError
 from analyzer.loaders import DEFAULT_MAX_TRACE_BYTES
 from analyzer.predict import DEFAULT_MODEL, PredictionModel
 from analyzer.report import AnalysisOptions
 from analyzer.steps import StepOptions
+from analyzer.timings import load_timings
 
 
 def add_analysis_arguments(p: argparse.ArgumentParser) -> None:
@@ -31,6 +35,12 @@ def add_analysis_arguments(p: argparse.ArgumentParser) -> None:
                    help="prediction model: kernels at least this long hide the node cost, us")
     p.add_argument("--graph-launch-us", type=float, default=DEFAULT_MODEL.graph_launch_us,
                    help="prediction model: cost of one graph launch, us")
+    p.add_argument("--capture-sizes", metavar="LIST",
+                   help="the CUDA-graph capture sizes the server ran with, e.g. 1,2,4,8,16 (default: the sizes the "
+                        "step markers write, else the engine's default list, else inferred from the graph steps)")
+    p.add_argument("--graph-timings", metavar="FILE[:MODEL]",
+                   help="harness timings (launchgap.timings/1) whose graph_us per batch size feed the padding cost "
+                        "curve; MODEL picks one model of several")
     p.add_argument("--profiler-us-per-event", type=float, metavar="US",
                    help="the profiler's cost per recorded host event, us (default: estimated from the profiler "
                         "settings the trace shows)")
@@ -45,6 +55,8 @@ def analysis_options(args: argparse.Namespace) -> AnalysisOptions:
     if per_event is not None and per_event < 0:
         raise InputError("--profiler-us-per-event must be >= 0")
     return AnalysisOptions(
+        capture_sizes=parse_capture_sizes(getattr(args, "capture_sizes", None)),
+        graph_timings_us=graph_timings(getattr(args, "graph_timings", None)),
         steps=StepOptions(step_regex=args.step_regex, batch_regex=args.batch_regex, batch_op=args.batch_op),
         model=PredictionModel(node_us=args.node_us, long_kernel_us=args.long_kernel_us,
                               graph_launch_us=args.graph_launch_us,
@@ -68,3 +80,38 @@ class Progress:
         if self.live:
             sys.stderr.write("\r\x1b[K")
             sys.stderr.flush()
+
+
+def parse_capture_sizes(text: str | None) -> tuple[int, ...] | None:
+    """``--capture-sizes 1,2,4,8``: positive integers, comma-separated (``None`` when not given)."""
+    if text is None:
+        return None
+    try:
+        sizes = tuple(int(x) for x in text.replace(" ", "").split(",") if x)
+    except ValueError:
+        raise InputError(f"--capture-sizes {text!r}: expected positive integers like 1,2,4,8,16") from None
+    if not sizes or min(sizes) < 1:
+        raise InputError(f"--capture-sizes {text!r}: expected positive integers like 1,2,4,8,16")
+    return tuple(sorted(set(sizes)))
+
+
+def graph_timings(spec: str | None) -> tuple[tuple[int, float], ...] | None:
+    """``--graph-timings FILE[:MODEL]``: the rows' ``graph_us`` by ``batch_size`` (median of repeats)."""
+    if spec is None:
+        return None
+    path, model = spec, None
+    if not Path(spec).exists() and ":" in spec:
+        path, model = spec.rsplit(":", 1)
+    doc = load_timings(path)
+    rows = [r for r in doc.get("rows", []) if r.get("graph_us") is not None]
+    models = sorted({str(r.get("model")) for r in rows})
+    if model is None and len(models) > 1:
+        raise InputError(f"timings hold several models ({', '.join(models)}): give FILE:MODEL", path)
+    if model is not None:
+        rows = [r for r in rows if str(r.get("model")) == model]
+    if not rows:
+        raise InputError("no rows with graph_us" + (f" for model {model!r}" if model else ""), path)
+    by: dict[int, list[float]] = {}
+    for r in rows:  # rows of a small JSON file
+        by.setdefault(int(r.get("batch_size", r.get("bs"))), []).append(float(r["graph_us"]))
+    return tuple((b, float(np.median(v))) for b, v in sorted(by.items()))

@@ -141,3 +141,18 @@ def config_snippet(buckets: list[int], padding: str) -> str:
     if padding == "exact":
         text += " --disable-cuda-graph-padding"
     return text
+
+
+#: Host work between steps, by name (:mod:`analyzer.host_gaps`; innermost match wins), as Python
+#: functions of a ``with_stack`` trace: the scheduler's ``get_next_batch_to_run`` and
+#: ``process_batch_result*`` (python/sglang/srt/managers/scheduler.py and its output-processor mixin),
+#: ``ScheduleBatch.prepare_for_decode`` (schedule_batch.py), ``ForwardBatch.init_new``
+#: (forward_batch_info.py: the model's inputs) and the sampler (layers/sampler.py ``forward``).
+HOST_PHASES = (
+    (re.compile(r"(?:^|/)sglang/srt/managers/scheduler\.py\(\d+\): (?:get_next_batch_to_run|recv_requests)$"),
+     "scheduler"),
+    (re.compile(r"(?:^|/)sglang/srt/managers/\w+\.py\(\d+\): process_batch_result\w*$"), "process_batch_result"),
+    (re.compile(r"(?:^|/)sglang/srt/managers/schedule_batch\.py\(\d+\): prepare_for_decode$"), "prepare_for_decode"),
+    (re.compile(r"(?:^|/)sglang/srt/model_executor/forward_batch_info\.py\(\d+\): init_new$"), "prepare_inputs"),
+    (re.compile(r"(?:^|/)sglang/srt/layers/sampler\.py\(\d+\): forward$"), "sampler"),
+)

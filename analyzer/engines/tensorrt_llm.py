@@ -112,3 +112,18 @@ def config_snippet(buckets: list[int], padding: str) -> str:
         return "cuda_graph_config: null"
     return (f"cuda_graph_config:\n  batch_sizes: {list(buckets)}\n  enable_padding: "
             f"{'true' if padding == 'pad' else 'false'}")
+
+
+#: Host work between iterations, by name (:mod:`analyzer.host_gaps`; innermost match wins), as Python
+#: functions of a ``with_stack`` trace of the PyTorch backend: ``PyExecutor._schedule``,
+#: ``_fetch_new_requests``, ``_update_requests`` / ``_handle_responses`` (py_executor.py), the model
+#: engine's ``_prepare_inputs`` (model_engine.py) and the sampler (sampler.py).
+HOST_PHASES = (
+    (re.compile(r"(?:^|/)tensorrt_llm/_torch/pyexecutor/py_executor\.py\(\d+\): (?:_schedule|_fetch_new_requests)$"),
+     "scheduler"),
+    (re.compile(r"(?:^|/)tensorrt_llm/_torch/pyexecutor/model_engine\.py\(\d+\): _prepare_inputs$"),
+     "_prepare_inputs"),
+    (re.compile(r"(?:^|/)tensorrt_llm/_torch/pyexecutor/sampler\.py\(\d+\): \w*sample\w*$"), "sampler"),
+    (re.compile(r"(?:^|/)tensorrt_llm/_torch/pyexecutor/py_executor\.py\(\d+\): "
+                r"(?:_update_requests|_handle_responses)$"), "update_requests"),
+)

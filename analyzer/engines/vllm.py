@@ -133,3 +133,21 @@ def config_snippet(buckets: list[int], padding: str) -> str:
     if padding == "exact":
         text += "  # vLLM always pads to the next captured size; exact match is not an option there"
     return text
+
+
+#: Host work between steps, by name (:mod:`analyzer.host_gaps`; innermost match wins). From
+#: vllm/v1/worker/gpu_model_runner.py (``record_function_or_nullcontext("gpu_model_runner: preprocess")``
+#: around ``_update_states`` and ``_prepare_inputs``; ``"gpu_model_runner: sample"`` around ``_sample``;
+#: ``postprocess``, ``bookkeep``, ``draft``) and vllm/v1/core/sched/scheduler.py (``schedule``,
+#: ``update_from_output``) as Python functions of a ``with_stack`` trace.
+HOST_PHASES = (
+    (re.compile(r"(?:^|/)gpu_model_runner\.py\(\d+\): _update_states$"), "_update_states"),
+    (re.compile(r"(?:^|/)gpu_model_runner\.py\(\d+\): _prepare_inputs$"), "_prepare_inputs"),
+    (re.compile(r"^gpu_model_runner: preprocess$"), "preprocess"),
+    (re.compile(r"^gpu_model_runner: sample$|(?:^|/)vllm/v1/sample/sampler\.py\(\d+\): forward$|"
+                r"(?:^|/)gpu_model_runner\.py\(\d+\): (?:_sample|sample_tokens)$"), "sampler"),
+    (re.compile(r"^gpu_model_runner: (?:postprocess|bookkeep)$"), "postprocess"),
+    (re.compile(r"^gpu_model_runner: draft$"), "draft"),
+    (re.compile(r"(?:^|/)vllm/v1/core/sched/scheduler\.py\(\d+\): (?:schedule|update_from_output)$|"
+                r"^schedule: "), "scheduler"),
+)

@@ -100,18 +100,19 @@ def render_trace(rep: TraceReport, markdown: bool = False, max_steps: int = 20) 
                           f"{g['kernels_per_step_median']:g}", f"{g['graph_launches_per_step_median']:g}",
                           f"{g['eager_launches_per_step_median']:g}", f"{g['gpu_idle_fraction']:.1%}",
                           f"{g['predicted_speedup']:.2f}x", g["verdict"]) for g in s.step_groups], markdown)
+    lines += _serving_lines(rep, markdown)
     lines.append("")
     lines.append(f"{h}Steps" if markdown else "Steps")
     engine_cols = (["phase", "reqs", "tokens"] if engine_steps else []) + ["coverage"]
     rows = [(st.index, st.batch_size if st.batch_size is not None else "-",
              *([st.phase or "-", _or_dash(st.requests), _or_dash(st.tokens)] if engine_steps else []),
-             st.graph_coverage, f"{st.dur_us:,.1f}",
+             st.graph_coverage + (" (fallback)" if st.fallback else ""), _or_dash(st.bucket), f"{st.dur_us:,.1f}",
              f"{st.gpu_busy_us:,.1f}", f"{st.gpu_idle_us:,.1f}",
              f"{st.idle_us_by_cause['host']:,.1f}", f"{st.idle_us_by_cause['launch']:,.1f}",
              f"{st.idle_us_by_cause['sync']:,.1f}", f"{st.idle_us_by_cause['gpu']:,.1f}",
              f"{st.idle_us_by_cause['peer']:,.1f}", st.kernels, st.graph_launches, f"{st.launch_api_us:,.1f}",
              f"{st.predicted_graph_us:,.1f}") for st in rep.steps[:max_steps]]
-    lines += _table(["step", "bs", *engine_cols, "dur_us", "busy_us", "idle_us", "host_us", "launch_us", "sync_us",
+    lines += _table(["step", "bs", *engine_cols, "bucket", "dur_us", "busy_us", "idle_us", "host_us", "launch_us", "sync_us",
                      "gpu_us", "peer_us", "kernels", "graph_launches", "launch_api_us", "pred_graph_us"], rows,
                     markdown)
     if len(rep.steps) > max_steps:
@@ -139,3 +140,76 @@ def render_trace(rep: TraceReport, markdown: bool = False, max_steps: int = 20) 
         lines.append("")
         lines += [f"warning: {w}" for w in rep.warnings]
     return "\n".join(lines)
+
+
+def _serving_lines(rep: TraceReport, markdown: bool) -> list[str]:
+    """Graph-mode serving: capture sizes, fallbacks, padding, host time between steps."""
+    s = rep.summary
+    h = "## " if markdown else ""
+    padded = [st for st in rep.steps if st.padded_rows is not None]
+    if s.capture_sizes is None and not padded and s.inter_step_host_us_median <= 0:
+        return []
+    facts: list[tuple[str, str]] = []
+    if s.capture_sizes is not None:
+        facts.append(("capture sizes", f"{_sizes_text(s.capture_sizes)} (from {s.capture_sizes_source})"))
+        n = len(rep.steps)
+        if s.fallback_steps:
+            facts.append(("eager fallbacks", f"{len(s.fallback_steps)} of {n} steps ran eager although a captured size "
+                                             f"fits them (steps {', '.join(map(str, s.fallback_steps))}): "
+                                             f"{s.fallback_lost_us_per_step:,.1f} us lost per step of the trace"))
+        else:
+            facts.append(("eager fallbacks", "none"))
+        if s.uncaptured_steps:
+            facts.append(("uncaptured sizes", f"{len(s.uncaptured_steps)} steps above the largest captured size "
+                                              f"(steps {', '.join(map(str, s.uncaptured_steps))})"))
+    if padded:
+        facts.append(("padding", f"{s.padded_rows_fraction:.1%} of graph rows are padding; "
+                                 f"{s.padding_us_per_step:,.1f} us per step (cost curve: {s.padding_cost_source})"))
+    pc = s.planner_comparison
+    if pc and "error" not in pc:
+        facts.append(("planner's list", f"{pc['graphs']} graphs {_sizes_text(pc['capture_sizes'])}: padded rows "
+                                        f"{pc['padded_rows_fraction']:.1%}, padding {pc['padding_waste_us']:,.1f} us/step, "
+                                        f"expected step {pc['expected_step_us']:,.1f} us (current list "
+                                        f"{pc['current_padded_rows_fraction']:.1%}, "
+                                        f"{pc['current_padding_waste_us']:,.1f} us/step, "
+                                        f"{pc['current_expected_step_us']:,.1f} us)"))
+    if len(rep.steps) > 1:
+        top = list(s.host_phases_us_per_step.items())[:6]
+        phases = ", ".join(f"{k} {v:,.1f}" for k, v in top) or "none named"
+        facts.append(("host between steps", f"{s.inter_step_host_us_median:,.1f} us median GPU idle between steps; "
+                                            f"host phases per step ({s.host_phases_source}): {phases} us"))
+        facts.append(("async scheduling", f"overlapping the host work with the GPU (async scheduling) would hide up "
+                                          f"to {s.async_hidden_us_per_step:,.1f} us per step"))
+    lines = ["", f"{h}Graph-mode serving" if markdown else "Graph-mode serving"]
+    if markdown:
+        lines += _table(["metric", "value"], facts, True)
+    else:
+        w = max(len(k) for k, _ in facts)
+        lines += [f"  {k:<{w}}  {v}" for k, v in facts]
+    fb = [st for st in rep.steps if st.fallback]
+    if fb:
+        lines += ["", f"{h}Fallbacks" if markdown else "Fallbacks"]
+        lines += _table(["step", "bs", "should_replay", "dur_us", "lost_us", "cause"],
+                        [(st.index, st.batch_size, _fallback_bucket(st.batch_size, s.capture_sizes), f"{st.dur_us:,.1f}",
+                          f"{st.fallback_lost_us:,.1f}" if st.fallback_lost_us is not None else "-",
+                          _short(st.fallback_cause or "not shown in the trace", 70)) for st in fb], markdown)
+    if padded:
+        by: dict[int, list] = {}
+        for st in padded:  # report rows
+            by.setdefault(st.bucket, []).append(st)
+        lines += ["", f"{h}Padding by bucket" if markdown else "Padding by bucket"]
+        lines += _table(["bucket", "steps", "padded_rows", "padding_us"],
+                        [(b, len(v), sum(x.padded_rows for x in v),
+                          f"{sum(x.padding_us or 0.0 for x in v):,.1f}") for b, v in sorted(by.items())], markdown)
+    return lines
+
+
+def _sizes_text(sizes: list[int]) -> str:
+    return "[" + ", ".join(map(str, sizes[:24])) + (", ..." if len(sizes) > 24 else "") + "]"
+
+
+def _fallback_bucket(batch: int | None, sizes: list[int] | None) -> object:
+    if batch is None or not sizes:
+        return "-"
+    fit = [x for x in sizes if x >= batch]
+    return min(fit) if fit else "-"

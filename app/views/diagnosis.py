@@ -11,7 +11,8 @@ import streamlit as st
 from analyzer.engines import LABELS
 from analyzer.report import SCHEMA, with_observed_step
 from app import session
-from app.charts import ZOOM_OPS, first_ops_end_us, gap_histogram_figure, idle_by_cause_figure, timeline_figure
+from app.charts import ZOOM_OPS, coverage_strip_figure, first_ops_end_us, gap_histogram_figure, host_phases_figure, \
+    idle_by_cause_figure, timeline_figure
 from app.text import hover_escape, json_safe, md_escape
 from app.timeline import step_events, step_index
 from app.ui import loaded_traces_or_stop, pick_trace, trace_cache
@@ -96,6 +97,56 @@ elif steps_have_engine_info(rep):
         "step": x.index, "phase": x.phase, "batch": x.batch_size, "requests": x.requests, "tokens": x.tokens,
         "coverage": x.graph_coverage, "graph launches": x.graph_launches, "eager launches": x.kernel_launches,
         "step (us)": x.dur_us} for x in rep.steps]), hide_index=True, key="lg_engine_steps")
+
+# --- graph-mode serving: coverage strip, fallbacks, padding by bucket, host time between steps ----
+graph_steps = [x for x in rep.steps if x.graph_launches > 0]
+if rep.mode != "capture" and len(rep.steps) > 1 and (graph_steps or s.capture_sizes is not None):
+    st.subheader("Graph-mode serving")
+    g1, g2, g3, g4 = st.columns(4)
+    g1.metric("Eager fallbacks", f"{len(s.fallback_steps)} of {s.steps}", border=True,
+              help="Decode steps that ran eager although a captured size at or above their batch exists.")
+    g2.metric("Fallback time lost", f"{s.fallback_lost_us_per_step:,.0f} us/step", border=True,
+              help="Per fallback: its eager step less the graph step of its bucket; summed, over all steps.")
+    g3.metric("Padded rows", f"{s.padded_rows_fraction:.1%}", border=True,
+              help="Padding rows over all rows the graph steps computed (bucket minus batch).")
+    g4.metric("Padding cost", f"{s.padding_us_per_step:,.1f} us/step", border=True,
+              help=f"cost(bucket) - cost(batch) per graph step, over all steps; cost curve: {s.padding_cost_source}.")
+    if s.capture_sizes is not None:
+        st.caption(md_escape(f"Capture sizes ({s.capture_sizes_source}): "
+                             + ", ".join(str(x) for x in s.capture_sizes[:40])
+                             + (", ..." if len(s.capture_sizes) > 40 else "")
+                             + (f"; uncaptured sizes at steps {', '.join(map(str, s.uncaptured_steps))}"
+                                if s.uncaptured_steps else "")))
+    st.plotly_chart(coverage_strip_figure(rep), width="stretch", key="lg_coverage_strip")
+    fb = [x for x in rep.steps if x.fallback]
+    if fb:
+        st.markdown("**Fallbacks to eager**")
+        st.dataframe(pd.DataFrame([{
+            "step": x.index, "batch": x.batch_size, "step (us)": x.dur_us, "time lost (us)": x.fallback_lost_us,
+            "cause": x.fallback_cause or "not shown in the trace"} for x in fb]), hide_index=True,
+            key="lg_fallbacks")
+    padded = [x for x in rep.steps if x.padded_rows is not None]
+    pad_col, host_col = st.columns(2)
+    with pad_col:
+        if padded:
+            st.markdown("**Padding by bucket**")
+            by = pd.DataFrame([{"bucket": x.bucket, "padded rows": x.padded_rows, "padding (us)": x.padding_us or 0.0}
+                               for x in padded]).groupby("bucket", as_index=False).agg(
+                steps=("padded rows", "size"), padded_rows=("padded rows", "sum"), padding_us=("padding (us)", "sum"))
+            st.dataframe(by, hide_index=True, key="lg_padding")
+            pc = s.planner_comparison
+            if pc and "error" not in pc:
+                st.caption(md_escape(f"The planner's {pc['graphs']} graphs on the same steps: padded rows "
+                                     f"{pc['padded_rows_fraction']:.1%}, padding {pc['padding_waste_us']:,.1f} us/step "
+                                     f"(current list {pc['current_padded_rows_fraction']:.1%}, "
+                                     f"{pc['current_padding_waste_us']:,.1f} us/step)."))
+    with host_col:
+        st.markdown("**Host time between steps**")
+        if s.host_phases_us_per_step:
+            st.plotly_chart(host_phases_figure(s.host_phases_us_per_step), width="stretch", key="lg_host_phases")
+        st.caption(md_escape(f"{s.inter_step_host_us_median:,.1f} us median GPU idle between steps "
+                             f"(phases: {s.host_phases_source}). Overlapping the host work with the GPU (async "
+                             f"scheduling) would hide up to {s.async_hidden_us_per_step:,.1f} us per step."))
 
 # --- timeline of one step ---------------------------------------------------------------
 st.subheader("One step on the timeline")

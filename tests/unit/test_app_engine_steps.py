@@ -28,3 +28,20 @@ def test_capture_trace_is_labelled_not_diagnosed() -> None:
     infos = [i.value.replace("\\", "") for i in at.info]  # shown Markdown-escaped
     assert any(v.startswith("CUDA-graph capture trace (vLLM): 1 graph(s) captured for sizes 32") for v in infos), infos
     assert not [d for d in at.dataframe if "coverage" in d.value.columns]
+
+
+SERVING = TRACES / "h200-session-2026-12-01" / "serving" / "1b_serving_serve.json.gz"
+
+
+def test_graph_mode_serving_section() -> None:
+    at = goto(upload(new_app(), [("serving.json.gz", SERVING.read_bytes())]), "diagnosis")
+    assert "Graph-mode serving" in [h.value for h in at.subheader]
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Eager fallbacks"] == "4 of 48"
+    assert metrics["Padded rows"] == "14.7%"
+    fb = next(d.value for d in at.dataframe if "time lost (us)" in d.value.columns)
+    assert fb["step"].tolist() == [3, 5, 10, 25]
+    pad = next(d.value for d in at.dataframe if "padded_rows" in d.value.columns)
+    assert pad["bucket"].tolist() == [8, 16, 24, 32, 40, 48, 56, 64]
+    assert int(pad["padded_rows"].sum()) == 189
+    assert any("async scheduling" in c.value for c in at.caption)

@@ -1,0 +1,190 @@
+"""Host time between steps: the GPU idle from one step's last GPU op to the next step's first, and the
+host work that fills it, by name.
+
+Graphs remove launch overhead inside a step; they do not remove the host work *between* steps
+(scheduling, input preparation, sampling, output processing). While the engine does that work the GPU
+waits, unless the engine overlaps it with the previous step's GPU work ("async scheduling").
+
+* **Inter-step host time** of a step (``inter_step_host_us``): its first GPU op's start minus the
+  previous step's last GPU op's end on the same device, in us (0 when they overlap; ``None`` for the
+  first step).
+* **Host phases** (``host_phases_us``): the host ranges on the launching thread that lie inside that
+  gap, by name, in us of the gap each covers. With a serving engine's map (``HOST_PHASES`` of its
+  module in :mod:`analyzer.engines`, e.g. vLLM's ``_update_states``, ``_prepare_inputs``, sampler,
+  scheduler) only ranges the map names count, under the map's name; where they nest, the innermost
+  takes the time. Without a map (or when no range matches it), the top-level host ranges count
+  under their own names: CPU ops, annotations, runtime calls and Python functions that are not
+  inside another one, leaving out the step markers and whatever holds a step's start (a
+  ``ProfilerStep#``, an engine's ``execute_model``). Python function names lose their line number
+  (``path.py: fn``), runtime calls Nsight's version suffix (``cudaLaunchKernel``). Host time of the gap that no range covers is in no phase.
+* **Async scheduling what-if** (``async_hidden_us``): per gap ``min(gap, GPU busy of the previous
+  step)`` — overlapping the host work with the previous step's GPU work hides at most the gap, and
+  at most that step's GPU time.
+
+Everything is vectorised over events; the only loop is over nesting depths (a handful).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from analyzer.engines import ENGINES
+from analyzer.trace import Api, Kind, Trace
+
+#: Nesting depths painted at most (deeper host ranges are counted under the range at this depth).
+MAX_DEPTH = 64
+_PY_LINE = re.compile(r"\(\d+\): ")
+#: Nsight Systems' version suffixes of runtime API names (``cudaLaunchKernel_v7000``): one name per call.
+_API_SUFFIX = re.compile(r"(?:_v\d+|_ptsz|_ptds|_spt)+$")
+
+
+@dataclass(frozen=True)
+class HostGaps:
+    """Per kept step (same order as the inputs): ``gap_us`` (-1 for the first step), ``phases_us``
+    ({name: us} per step), ``hidden_us`` (async what-if per step, 0 for the first); ``source``:
+    ``"engine:<name>"`` when an engine's map named the phases, ``"top-level"`` otherwise."""
+
+    gap_us: np.ndarray
+    phases_us: list[dict[str, float]]
+    hidden_us: np.ndarray
+    source: str
+
+
+def _phase_map(engine: str | None) -> list[tuple[re.Pattern[str], str]]:
+    out: list[tuple[re.Pattern[str], str]] = []
+    for e in ENGINES:
+        if engine is None or e.NAME == engine:
+            out += [(p, n) for p, n in e.HOST_PHASES]
+    return out
+
+
+def _launch_tid(trace: Trace, row_step: np.ndarray) -> int | None:
+    rows = np.flatnonzero((row_step >= 0) & np.isin(trace.api, (Api.KERNEL_LAUNCH, Api.GRAPH_LAUNCH)))
+    if rows.size == 0:
+        return None
+    tids, cnt = np.unique(trace.tid[rows], return_counts=True)
+    return int(tids[np.argmax(cnt)])
+
+
+def host_gaps(trace: Trace, row_step: np.ndarray, step_cpu_start_ns: np.ndarray, w0_ns: np.ndarray,
+              w1_ns: np.ndarray, busy_us: np.ndarray, engine: str | None) -> HostGaps:
+    """Inter-step host time and its phases for steps with GPU windows ``[w0_ns, w1_ns]`` (kept steps in
+    order; ``busy_us`` their GPU busy time; ``step_cpu_start_ns`` every step's CPU start)."""
+    n = int(w0_ns.size)
+    gap = np.full(n, -1.0)
+    hidden = np.zeros(n)
+    if n == 0:
+        return HostGaps(gap, [], hidden, "top-level")
+    gap_ns = np.maximum(w0_ns[1:] - w1_ns[:-1], 0)
+    gap[1:] = gap_ns / 1e3
+    hidden[1:] = np.minimum(gap_ns / 1e3, busy_us[:-1])
+    # gaps with host time, in time order (steps' windows may overlap: those gaps are empty)
+    open_gap = np.flatnonzero(gap_ns > 0)
+    open_gap = open_gap[np.argsort(w1_ns[:-1][open_gap], kind="stable")]
+    g0, g1 = w1_ns[:-1][open_gap], w0_ns[1:][open_gap]
+    disjoint = np.concatenate([[True], g0[1:] >= g1[:-1]]) if g0.size else np.zeros(0, bool)
+    open_gap, g0, g1 = open_gap[disjoint], g0[disjoint], g1[disjoint]
+    names, starts, ends = _host_ranges(trace, row_step)
+    keep = np.ones(names.size, dtype=bool)
+    mapped = np.full(names.size, -1, dtype=np.int64)
+    pmap = _phase_map(engine)
+    uniq, inv = np.unique(names, return_inverse=True) if names.size else (np.zeros(0, dtype=object), names)
+    phase_names = sorted({n for _, n in pmap})
+    code = np.full(uniq.size, -1, dtype=np.int64)
+    for u, text in enumerate(uniq.tolist()):  # once per unique name
+        for pat, ph in pmap:
+            if pat.search(text):
+                code[u] = phase_names.index(ph)
+                break
+    if names.size:
+        mapped = code[inv]
+    if (mapped >= 0).any():
+        keep = mapped >= 0
+        label_of = np.array(phase_names, dtype=object)
+        labels, lab_idx = label_of, mapped[keep]
+        source = f"engine:{engine}" if engine else "engine"
+        innermost = True
+    else:
+        # top-level: leave out ranges that hold a step's start (step markers and their wrappers)
+        j = np.searchsorted(np.sort(step_cpu_start_ns), starts, side="left")
+        srt = np.sort(step_cpu_start_ns)
+        holds = (j < srt.size) & (srt[np.minimum(j, max(srt.size - 1, 0))] < ends) if srt.size else \
+            np.zeros(names.size, bool)
+        keep = ~holds
+        labels = np.array([_API_SUFFIX.sub("", _PY_LINE.sub(": ", t)) for t in uniq.tolist()], dtype=object)
+        lab_idx = inv[keep] if names.size else np.zeros(0, np.int64)
+        source = "top-level"
+        innermost = False
+    s, e = starts[keep], ends[keep]
+    phases = _paint(s, e, lab_idx, labels, g0, g1, innermost)
+    per_step: list[dict[str, float]] = [{} for _ in range(n)]
+    for gi, ph in zip(open_gap.tolist(), phases):  # one per gap (a report row)
+        per_step[gi + 1] = ph
+    return HostGaps(gap_us=gap, phases_us=per_step, hidden_us=hidden, source=source)
+
+
+def _host_ranges(trace: Trace, row_step: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Names, starts and ends of host ranges on the launching thread (event rows and Python calls)."""
+    tid = _launch_tid(trace, row_step)
+    host = np.isin(trace.kind, (Kind.CPU_OP, Kind.ANNOTATION, Kind.RUNTIME))
+    if tid is not None:
+        host &= trace.tid == tid
+    rows = np.flatnonzero(host)
+    pc = trace.python_calls
+    pmask = (pc.tid == tid) | (pc.tid < 0) if tid is not None else np.ones(len(pc), dtype=bool)
+    names = np.concatenate([trace.names[trace.name_id[rows]], pc.names[pc.name_id[pmask]]]) if len(pc) else \
+        trace.names[trace.name_id[rows]]
+    starts = np.concatenate([trace.start_ns[rows], pc.start_ns[pmask]]) if len(pc) else trace.start_ns[rows]
+    ends = np.concatenate([trace.end_ns[rows], pc.end_ns[pmask]]) if len(pc) else trace.end_ns[rows]
+    return names.astype(object), starts.astype(np.int64), ends.astype(np.int64)
+
+
+def _depth(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Order (start ascending, longer first) and nesting depth of each range in that order."""
+    order = np.lexsort((-e, s))
+    ss, ee = s[order], e[order]
+    before = np.arange(ss.size)
+    ended = np.searchsorted(np.sort(ee), ss, side="right")
+    # ranges that started earlier and had not ended by this start hold it (ranges on one thread nest)
+    return order, np.maximum(before - np.minimum(ended, before), 0)
+
+
+def _paint(s: np.ndarray, e: np.ndarray, lab: np.ndarray, labels: np.ndarray, g0: np.ndarray, g1: np.ndarray,
+           innermost: bool) -> list[dict[str, float]]:
+    """Per gap ``[g0, g1]`` the time each label covers (innermost range wins, or top-level only)."""
+    n_gaps = int(g0.size)
+    out: list[dict[str, float]] = [{} for _ in range(n_gaps)]
+    if s.size == 0 or n_gaps == 0:
+        return out
+    # only ranges that reach into some gap matter
+    gi = np.searchsorted(g1, s, side="right")  # first gap ending after the range starts
+    reach = (gi < n_gaps) & (g0[np.minimum(gi, n_gaps - 1)] < e)
+    order, depth = _depth(s, e)
+    ss, ee, ll = s[order], e[order], lab[order]
+    relevant = reach[order]
+    bnd = np.unique(np.concatenate([ss[relevant], ee[relevant], g0, g1]))
+    seg0, seg1 = bnd[:-1], bnd[1:]
+    owner = np.full(seg0.size, -1, dtype=np.int64)
+    top = int(min(depth.max(), MAX_DEPTH)) if innermost else 0
+    for d in range(top + 1):  # one pass per nesting depth, not per event
+        at = np.flatnonzero(depth == d)
+        if at.size == 0:
+            continue
+        j = np.searchsorted(ss[at], seg0, side="right") - 1
+        cov = j >= 0
+        cov[cov] = seg0[cov] < ee[at][j[cov]]
+        owner[cov] = at[j[cov]]
+    k = np.searchsorted(g0, seg0, side="right") - 1
+    inside = (owner >= 0) & (k >= 0)
+    inside[inside] = seg1[inside] <= g1[k[inside]]
+    if not inside.any():
+        return out
+    n_lab = int(labels.size)
+    key = k[inside] * n_lab + ll[owner[inside]]
+    tot = np.bincount(key, weights=(seg1 - seg0)[inside].astype(float), minlength=n_gaps * n_lab)
+    nz = np.flatnonzero(tot > 0)
+    for kk in nz.tolist():  # non-zero (gap, phase) cells only
+        out[kk // n_lab][str(labels[kk % n_lab])] = round(float(tot[kk]) / 1e3, 3)
+    return out

@@ -1,0 +1,154 @@
+"""Graph-mode serving on hand-built traces: capture sizes, fallbacks, buckets, padding, host time between steps."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from analyzer.graph_mode import fit_cost_curve, marker_buckets, resolve_capture_sizes, serving_steps
+from analyzer.host_gaps import host_gaps
+from analyzer.loaders import load_trace
+from analyzer.predict import PredictionModel
+from analyzer.render import render_trace
+from analyzer.report import AnalysisOptions, analyze_trace
+from analyzer.steps import assign_rows_to_steps, find_steps
+from tests.unit.kineto_tiny import HOST_PID, HOST_TID, ann, cpu_op, kernel, launch, write
+
+NO_PROFILER_COST = PredictionModel(profiler_us_per_host_event=0.0)
+
+
+def _graph_step(t0: float, text: str, corr: int) -> list[dict]:
+    """A 50 us step range with one graph launch replaying 10 kernels of 1 us (busy 10 us)."""
+    return [ann(text, t0, 50.0), launch(t0 + 5.0, 3.0, corr, name="cudaGraphLaunch")] + [
+        kernel(t0 + 20.0 + i, 1.0, corr, name=f"g{i}") for i in range(10)]
+
+
+def _eager_step(t0: float, text: str, corr0: int, kdur: float) -> list[dict]:
+    """A 50 us step range with 4 eager launches (2 us) of kernels of ``kdur`` us, 10 us apart."""
+    ev = [ann(text, t0, 50.0)]
+    for i in range(4):
+        ev += [launch(t0 + 5.0 + 10 * i, 2.0, corr0 + i), kernel(t0 + 10.0 + 10 * i, kdur, corr0 + i)]
+    return ev
+
+
+def _serving_events(with_buckets: bool = True) -> list[dict]:
+    b = " bucket=4" if with_buckets else ""
+    return (_graph_step(0.0, f"decode_step[bs=3{b} graph]", 1) + [cpu_op("sample", 60.0, 20.0)]
+            + _graph_step(100.0, f"decode_step[bs=4{b} graph]", 2)
+            + _eager_step(200.0, "decode_step[bs=2 eager]", 10, 1.0)
+            + _eager_step(300.0, "decode_step[bs=6 eager]", 20, 2.0))
+
+
+@pytest.fixture
+def serving_trace(tmp_path: Path) -> Path:
+    return write(tmp_path, _serving_events())
+
+
+def test_fallbacks_buckets_padding_exact(serving_trace: Path) -> None:
+    rep = analyze_trace(load_trace(serving_trace), AnalysisOptions(model=NO_PROFILER_COST))
+    s = rep.summary
+    # the markers write bucket 4: the capture list is [4], from the engine's own markers
+    assert (s.capture_sizes, s.capture_sizes_source) == ([4], "engine")
+    assert [st.fallback for st in rep.steps] == [False, False, True, False]
+    assert (s.fallback_steps, s.uncaptured_steps) == ([2], [3])
+    assert [st.bucket for st in rep.steps] == [4, 4, None, None]
+    assert [st.padded_rows for st in rep.steps] == [1, 0, None, None]
+    # predicted FULL-graph steps: graph steps 10 + 0.34*10 + 3 = 16.4 at bucket 4; eager steps at their batch:
+    # bs 2: 4 + 0.34*4 + 3 = 8.36, bs 6: 8 + 1.36 + 3 = 12.36. cost(3) = (8.36 + 16.4) / 2 = 12.38
+    assert [st.padding_us for st in rep.steps] == [pytest.approx(4.02), 0.0, None, None]
+    assert s.padded_rows_fraction == pytest.approx(1 / 8)
+    assert s.padding_us_per_step == pytest.approx(4.02 / 4)
+    assert s.padding_cost_source == "trace"
+    # the fallback's own cost: its 50 us CPU range (no profiler cost) less cost(4) = 16.4
+    assert rep.steps[2].fallback_lost_us == pytest.approx(50.0 - 16.4)
+    assert s.fallback_lost_us_per_step == pytest.approx((50.0 - 16.4) / 4)
+    assert rep.steps[2].fallback_cause == "the step marker names it eager (decode_step[bs=2 eager])"
+    assert s.verdict_detail.startswith("1 of 4 decode steps fell back to eager although a captured size fits them "
+                                       "(steps 2; capture sizes from engine): 8 us lost per step of the trace")
+
+
+def test_host_time_between_steps_exact(serving_trace: Path) -> None:
+    rep = analyze_trace(load_trace(serving_trace), AnalysisOptions(model=NO_PROFILER_COST))
+    s = rep.summary
+    # GPU windows [20, 30], [120, 130], [210, 241], [310, 341] -> gaps 90, 80, 69 us
+    assert [st.inter_step_host_us for st in rep.steps] == [None, 90.0, 80.0, 69.0]
+    assert s.inter_step_host_us_median == 80.0
+    # top-level host ranges inside each gap: the cpu op "sample" (20 us) and the graph launch (3 us) before step 1;
+    # the first eager launch (2 us) of steps 2 and 3
+    assert [st.host_phases_us for st in rep.steps] == [
+        {}, {"sample": 20.0, "cudaGraphLaunch": 3.0}, {"cudaLaunchKernel": 2.0}, {"cudaLaunchKernel": 2.0}]
+    assert s.host_phases_us_per_step == {"sample": 6.667, "cudaLaunchKernel": 1.333,
+                                         "cudaGraphLaunch": 1.0}
+    assert s.host_phases_source == "top-level"
+    # async what-if: min(gap, previous step's GPU busy) = 10, 10, 4 -> 24 us over 3 gaps
+    assert s.async_hidden_us_per_step == 8.0
+    text = render_trace(rep)
+    assert "would hide up to 8.0 us per step" in text and "Padding by bucket" in text and "Fallbacks" in text
+
+
+def test_capture_sizes_flag_and_inferred(tmp_path: Path) -> None:
+    path = write(tmp_path, _serving_events(with_buckets=False))
+    trace = load_trace(path)
+    # inferred: the graph steps ran bs 3 and 4 -> sizes [3, 4]; bs 2 eager is a fallback, bs 6 uncaptured
+    s = analyze_trace(trace, AnalysisOptions(model=NO_PROFILER_COST)).summary
+    assert (s.capture_sizes, s.capture_sizes_source, s.fallback_steps, s.uncaptured_steps) == ([3, 4], "inferred",
+                                                                                                 [2], [3])
+    # the flag wins: with 8 captured, bs 6 is a fallback too, and bs 3 replays 8
+    rep = analyze_trace(trace, AnalysisOptions(model=NO_PROFILER_COST, capture_sizes=(8,)))
+    assert (rep.summary.capture_sizes, rep.summary.capture_sizes_source) == ([8], "flag")
+    assert rep.summary.fallback_steps == [2, 3]
+    assert [st.bucket for st in rep.steps] == [8, 8, None, None]
+    assert [st.padded_rows for st in rep.steps] == [5, 4, None, None]
+
+
+def test_harness_timings_drive_the_cost_curve(serving_trace: Path) -> None:
+    opts = AnalysisOptions(model=NO_PROFILER_COST, graph_timings_us=((3, 15.0), (4, 16.0)))
+    rep = analyze_trace(load_trace(serving_trace), opts)
+    assert rep.steps[0].padding_us == 1.0  # 16 - 15: timings win over the trace's points at 3 and 4
+    assert rep.steps[2].fallback_lost_us == 34.0  # 50 - 16
+    assert rep.summary.padding_cost_source == "timings+trace"
+
+
+def test_pieces() -> None:
+    assert marker_buckets(["decode_step[bs=37 bucket=48 graph]", "x padded_bs=16", "decode_step[bs=3 eager]"]
+                          ).tolist() == [48, 16, -1]
+    assert resolve_capture_sizes(None, np.array([-1]), [1, 2, 4], np.array([8])) == ([1, 2, 4], "engine")
+    assert resolve_capture_sizes(None, np.array([-1]), None, np.array([-1])) == (None, None)
+    ss = serving_steps(["full", "eager", "eager", "piecewise", "eager"], np.array([5, 7, 9, 3, 2]),
+                       np.array([True, True, True, True, False]), np.array([-1, -1, -1, -1, -1]), [4, 8])
+    assert ss.bucket.tolist() == [8, -1, -1, 4, -1]
+    assert ss.padded_rows.tolist() == [3, -1, -1, 1, -1]
+    assert ss.fallback.tolist() == [False, True, False, False, False]  # a prefill step (not decode) is no fallback
+    assert ss.uncaptured.tolist() == [False, False, True, False, False]
+    c = fit_cost_curve(np.array([4, 4, 8]), np.array([10.0, 12.0, 20.0]), np.array([2]), np.array([5.0]), {8: 18.0})
+    assert c.sizes.tolist() == [2, 4, 8] and c.us.tolist() == [5.0, 11.0, 18.0]
+    assert c.sources == ("eager steps", "graph steps", "timings")
+    assert c.at(np.array([3, 6, 100])).tolist() == [8.0, 14.5, 18.0]
+
+
+def _pyfn(name: str, ts: float, dur: float) -> dict:
+    return {"ph": "X", "cat": "python_function", "name": name, "pid": HOST_PID, "tid": HOST_TID, "ts": ts,
+            "dur": dur, "args": {"Python id": 1}}
+
+
+def test_vllm_host_phase_map_innermost_wins(tmp_path: Path) -> None:
+    runner = "vllm/v1/worker/gpu_model_runner.py({}): {}"
+    ev = _graph_step(0.0, "decode_step[bs=4 graph]", 1)
+    # between the steps: the scheduler (10 us), then preprocess (30 us) holding _update_states (5) and
+    # _prepare_inputs (15), then an unmapped Python function (ignored once the map names something)
+    ev += [_pyfn("vllm/v1/core/sched/scheduler.py(300): schedule", 35.0, 10.0),
+           ann("gpu_model_runner: preprocess", 50.0, 30.0),
+           _pyfn(runner.format(1, "_update_states"), 52.0, 5.0),
+           _pyfn(runner.format(2, "_prepare_inputs"), 60.0, 15.0),
+           _pyfn("mylib.py(3): other", 85.0, 5.0)]
+    ev += _graph_step(100.0, "decode_step[bs=4 graph]", 2)
+    trace = load_trace(write(tmp_path, ev))
+    steps = find_steps(trace)
+    rs = assign_rows_to_steps(trace, steps)
+    hg = host_gaps(trace, rs, steps.cpu_start_ns, np.array([20_000, 120_000]), np.array([30_000, 130_000]),
+                   np.array([10.0, 10.0]), "vllm")
+    assert hg.source == "engine:vllm"
+    assert hg.gap_us.tolist() == [-1.0, 90.0]
+    assert hg.phases_us[1] == {"scheduler": 10.0, "preprocess": 10.0, "_update_states": 5.0, "_prepare_inputs": 15.0}
+    assert hg.hidden_us.tolist() == [0.0, 10.0]

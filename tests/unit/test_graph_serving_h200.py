@@ -1,0 +1,108 @@
+"""Graph-mode serving on the H200 session's own recordings (traces/h200-session-2026-12-01, PROVENANCE.md there):
+fallbacks, buckets and padded rows against what the harness ran, padding cost against the unprofiled FULL-graph
+step at every size, piecewise -> FULL against the unprofiled FULL-graph step."""
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+
+import numpy as np
+import pytest
+
+from analyzer.loaders import load_trace
+from analyzer.report import AnalysisOptions, TraceReport, analyze_trace
+from tests.conftest import TRACES
+
+SESSION = TRACES / "h200-session-2026-12-01"
+SERVE_SIZES = (1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64)
+
+
+def _timings(name: str) -> dict:
+    return json.loads((SESSION / name).read_text())
+
+
+@lru_cache(maxsize=4)
+def _serving(opts: AnalysisOptions = AnalysisOptions()) -> TraceReport:
+    return analyze_trace(load_trace(SESSION / "serving" / "1b_serving_serve.json.gz"), opts)
+
+
+def _truth() -> dict:
+    return next(s for s in _timings("timings_serving.json")["serving"] if s["model"] == "1b")
+
+
+@pytest.mark.parametrize("opts, source", [(AnalysisOptions(), "engine"),
+                                          (AnalysisOptions(capture_sizes=SERVE_SIZES), "flag")])
+def test_fallbacks_exact(opts: AnalysisOptions, source: str) -> None:
+    rep, truth = _serving(opts), _truth()
+    s = rep.summary
+    assert s.capture_sizes_source == source
+    assert s.fallback_steps == truth["fallback_steps"] == [3, 5, 10, 25]
+    assert s.uncaptured_steps == truth["uncaptured_steps"] == [17, 22, 40]
+    assert [st.index for st in rep.steps if st.fallback] == [3, 5, 10, 25]
+    assert s.verdict == "graphed, with eager fallbacks"
+
+
+def test_bucket_and_padded_rows_exact_for_every_graph_step() -> None:
+    rep, truth = _serving(), _truth()
+    by_index = {st.index: st for st in rep.steps}
+    graph = [t for t in truth["steps"] if t["mode"] == "graph"]
+    assert len(graph) == 41
+    for t in graph:
+        st = by_index[t["index"]]
+        assert (st.batch_size, st.bucket, st.padded_rows) == (t["batch_size"], t["bucket"],
+                                                                t["bucket"] - t["batch_size"])
+    assert sum(st.padded_rows or 0 for st in rep.steps) == truth["padded_rows"] == 189
+    assert rep.summary.padded_rows_fraction == pytest.approx(189 / sum(t["bucket"] for t in graph), abs=1e-3)
+
+
+def _fullrange() -> dict[int, float]:
+    return {r["batch_size"]: r["graph_us"] for r in _timings("timings_fullrange.json")["rows"]}
+
+
+def test_padding_cost_against_the_full_range_truth() -> None:
+    fr = _fullrange()
+    truth_total = sum(fr[t["bucket"]] - fr[t["batch_size"]] for t in _truth()["steps"] if t["mode"] == "graph")
+    assert truth_total == pytest.approx(115.21, abs=0.01)  # us over 48 steps: 2.40 us per step
+    with_timings = _serving(AnalysisOptions(graph_timings_us=tuple(fr.items())))
+    got = sum(st.padding_us for st in with_timings.steps if st.padding_us is not None)
+    assert got == pytest.approx(truth_total, rel=0.20)
+    assert with_timings.summary.padding_cost_source == "timings+trace"
+    # From the trace alone the curve knows each bucket's cost and each eager step's batch, and interpolates
+    # between them: it cannot see that sizes just below a multiple of 8 run the same or slower kernels on this
+    # GPU, so it overstates padding (pinned: 33.5 us per step against 2.4 true, see docs/graph-mode.md).
+    alone = _serving().summary
+    assert alone.padding_us_per_step == pytest.approx(33.529, abs=0.01)
+    assert alone.padding_cost_source == "trace"
+
+
+def test_fallback_time_lost_pinned() -> None:
+    rep = _serving()
+    lost = {st.index: st.fallback_lost_us for st in rep.steps if st.fallback}
+    assert lost == {3: pytest.approx(11714.974, abs=0.01), 5: pytest.approx(12885.209, abs=0.01),
+                    10: pytest.approx(10250.8, abs=0.01), 25: pytest.approx(10887.793, abs=0.01)}
+    # truth in isolation: the eager step of that batch less the replay of its bucket (timings 'kinds')
+    kinds = {(k["mode"], k["batch_size"]): k["us"] for k in _truth()["kinds"]}
+    bucket = {3: 24, 5: 32, 10: 48, 25: 32}
+    batch = {3: 19, 5: 26, 10: 48, 25: 25}
+    graph_of = {k["bucket"]: k["us"] for k in _truth()["kinds"] if k["mode"] == "graph"}
+    true_lost = {i: kinds[("eager", batch[i])] - graph_of[bucket[i]] for i in lost}
+    ratio = np.array([lost[i] / true_lost[i] for i in lost])
+    assert ratio.min() > 1.0 and ratio.max() < 2.0  # overstated, as the profiler-overhead estimate of the eager step
+
+
+def test_host_time_between_steps_pinned() -> None:
+    s = _serving().summary
+    assert s.inter_step_host_us_median == pytest.approx(5.632, abs=0.001)
+    assert s.async_hidden_us_per_step == pytest.approx(42.009, abs=0.001)
+    assert s.host_phases_source == "top-level"
+    assert next(iter(s.host_phases_us_per_step)) == "cudaGraphLaunch"
+
+
+@pytest.mark.parametrize("bs", [1, 8, 32, 64])
+@pytest.mark.parametrize("mode", ["piecewise", "graph"])
+def test_predicted_full_graph_within_3pct(bs: int, mode: str) -> None:
+    row = next(r for r in _timings("timings_piecewise.json")["rows"] if r["model"] == "1b" and r["batch_size"] == bs)
+    rep = analyze_trace(load_trace(SESSION / "piecewise" / f"1b_bs{bs}_{mode}.json.gz"))
+    assert {st.graph_coverage for st in rep.steps} == {"piecewise" if mode == "piecewise" else "full"}
+    pred = float(np.median([st.predicted_graph_us for st in rep.steps]))
+    assert pred == pytest.approx(row["graph_us"], rel=0.03)
