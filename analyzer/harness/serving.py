@@ -155,11 +155,18 @@ def run_serving(torch: Any, model: Decoder, lists: Sequence[tuple[str, list[int]
                 source: str, opts: ServingOptions, on_cuda: bool, out: Path, nvtx_range: NvtxRange,
                 progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
     """Capture every list, replay ``sequence`` on each, and return one ``serving`` entry per list."""
-    from analyzer.harness.graphs import REPLAY_TOLERANCE, PiecewiseStep, capture_list, replay_error
+    from analyzer.harness.graphs import REPLAY_TOLERANCE, PiecewiseStep, capture_list, replay_error, settle
 
     say = progress or (lambda _line: None)
     runs: list[_ListRun] = []
     stream = torch.cuda.Stream() if on_cuda else None
+    if on_cuda and lists:
+        # One throwaway capture first: the process's first capture pays one-time costs (capture
+        # and instantiate paths warming up) that would otherwise be charged to whichever list
+        # comes first and skew the lists' capture seconds against each other.
+        capture_list(torch, model, [min(min(sizes) for _, sizes in lists)], opts.graph_mode, "warm-up",
+                     stream, keep=False)
+        settle(torch, collect=True)
     for name, sizes in lists:
         steps = plan_steps(sequence, sizes, opts.fallbacks, opts.seed)
         if on_cuda:
