@@ -126,15 +126,13 @@ if caps:
             f"captured graph ({d['matched_by']}); {d['replay_kernels_named']} of {d['replay_kernels']} replay "
             f"kernels named, {d['named_share_of_replay_time']:.1%} of {d['replay_kernel_us']:,.0f} us of replay "
             "kernel time. Share = GPU time over all kernels replayed from graphs."))
-        g_col, k_col = st.columns([1, 2])
-        with g_col:
+        st.dataframe(pd.DataFrame(d["kernels"]), hide_index=True, key="lg_capture_kernels", column_config={
+            "op": st.column_config.TextColumn("op (at capture)"),
+            "name": st.column_config.TextColumn("kernel", width="large"),
+            "kernel_us": st.column_config.NumberColumn("GPU time (us)", format="%.1f"),
+            "share_of_replay_time": st.column_config.NumberColumn("share", format="percent")})
+        with st.expander(f"Per captured graph ({len(d['graphs'])} replayed)"):
             st.dataframe(pd.DataFrame(d["graphs"]), hide_index=True, key="lg_capture_graphs", column_config={
-                "kernel_us": st.column_config.NumberColumn("GPU time (us)", format="%.1f"),
-                "share_of_replay_time": st.column_config.NumberColumn("share", format="percent")})
-        with k_col:
-            st.dataframe(pd.DataFrame(d["kernels"]), hide_index=True, key="lg_capture_kernels", column_config={
-                "op": st.column_config.TextColumn("op (at capture)"),
-                "name": st.column_config.TextColumn("kernel", width="large"),
                 "kernel_us": st.column_config.NumberColumn("GPU time (us)", format="%.1f"),
                 "share_of_replay_time": st.column_config.NumberColumn("share", format="percent")})
 
