@@ -80,7 +80,11 @@ HOST_CAUSES = ("host", "launch", "sync")
 FINAL_ERROR_KINDS = ("input",)
 #: Per-step columns of a summary (besides ``idle_us_by_cause``), all copied from StepReport.
 STEP_COLUMNS = ("batch_size", "dur_us", "gpu_busy_us", "gpu_idle_us", "predicted_graph_us", "kernels",
-                "kernel_launches", "graph_launches", "host_events", "launch_api_us")
+                "kernel_launches", "graph_launches", "host_events", "launch_api_us", "phase", "graph_coverage")
+#: Keys of ``steps_by_phase`` (a trace's step counts per serving-engine phase; "unknown": the trace
+#: does not say). Only decode and unknown steps feed the batch histogram and the capture plan.
+PHASE_KEYS = ("decode", "prefill", "mixed", "unknown")
+_PLANNED_PHASES = ("decode", None)
 #: Outlier lists keep this many traces by default.
 DEFAULT_TOP = 5
 
@@ -99,13 +103,24 @@ def _cost_scale(summary: Mapping) -> float:
     return unprof / step if step > 0 and unprof > 0 else 1.0
 
 
+def steps_by_phase(phases: list) -> dict[str, int]:
+    """Step counts per phase (:data:`PHASE_KEYS`; ``None`` counts as ``unknown``)."""
+    out = dict.fromkeys(PHASE_KEYS, 0)
+    for k in PHASE_KEYS[:-1]:  # four keys
+        out[k] = sum(1 for p in phases if p == k)
+    out["unknown"] = len(phases) - sum(out[k] for k in PHASE_KEYS[:-1])
+    return out
+
+
 def summary_from_report(report: TraceReport) -> dict:
     """The fleet summary fields of one analysed trace (everything but identity, timing and error)."""
     d = report.to_dict()
     steps = d["steps"]
     cols: dict = {c: [s[c] for s in steps] for c in STEP_COLUMNS}
     cols["idle_us_by_cause"] = {c: [s["idle_us_by_cause"][c] for s in steps] for c in CAUSES}
-    bs = np.array([-1 if b is None else b for b in cols["batch_size"]], dtype=np.int64)
+    # The batch histogram and per-batch costs are of decode steps (and steps of unknown phase) only.
+    bs = np.array([-1 if b is None or p not in _PLANNED_PHASES else b
+                   for b, p in zip(cols["batch_size"], cols["phase"])], dtype=np.int64)
     dur = np.array(cols["dur_us"], dtype=float)
     pred = np.array(cols["predicted_graph_us"], dtype=float)
     busy = np.array(cols["gpu_busy_us"], dtype=float)
@@ -122,7 +137,8 @@ def summary_from_report(report: TraceReport) -> dict:
                           "gpu_busy_us_median": round(float(np.median(busy[sel])), 3)})
     return {"format": d["format"], "mode": d["mode"], "rank": d["rank"], "world_size": d["world_size"],
             "warnings": d["warnings"], "summary": d["summary"], "devices": d["devices"], "steps": cols,
-            "batch_histogram": hist, "per_batch": per_batch, "workload": d.get("workload")}
+            "batch_histogram": hist, "per_batch": per_batch, "workload": d.get("workload"),
+            "steps_by_phase": steps_by_phase(cols["phase"])}
 
 
 def analyze_file(path: str | Path, options: AnalysisOptions, max_bytes: int) -> TraceReport:
@@ -219,6 +235,9 @@ class TraceRow:
     verdict: str
     step_vs_peers: float
     workload_id: str | None = None
+    #: steps per phase (:data:`PHASE_KEYS`) and the serving engine that wrote the trace (``None``: none).
+    steps_by_phase: dict[str, int] = field(default_factory=dict)
+    engine: str | None = None
 
 
 @dataclass(frozen=True)
@@ -275,6 +294,9 @@ class FleetReport:
     analysis_options: dict | None = None
     warnings: list[str] = field(default_factory=list)
     workloads: list[WorkloadPlan] = field(default_factory=list)
+    #: steps per phase over the fleet (:data:`PHASE_KEYS`); traces per serving engine ("none": no engine)
+    phases: dict[str, int] = field(default_factory=dict)
+    engines: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {
@@ -290,6 +312,7 @@ class FleetReport:
             "rows": [asdict(r) for r in self.rows], "errors": [asdict(e) for e in self.errors],
             "analysis_options": self.analysis_options, "warnings": list(self.warnings),
             "workloads": [w.to_dict() for w in self.workloads],
+            "phases": dict(self.phases), "engines": dict(self.engines),
         }
 
 
@@ -298,6 +321,7 @@ class _CostStep:
     batch_size: int | None
     dur_us: float
     predicted_graph_us: float
+    phase: str | None = None
 
 
 @dataclass(frozen=True)
@@ -317,11 +341,12 @@ class _CostView:
     bs: np.ndarray
     dur_us: np.ndarray
     pred_us: np.ndarray
+    phase: list
 
     @property
     def steps(self) -> Iterator[_CostStep]:
-        for b, d, p in zip(self.bs.tolist(), self.dur_us.tolist(), self.pred_us.tolist()):  # report rows
-            yield _CostStep(b if b >= 0 else None, d, p)
+        for b, d, p, ph in zip(self.bs.tolist(), self.dur_us.tolist(), self.pred_us.tolist(), self.phase):  # rows
+            yield _CostStep(b if b >= 0 else None, d, p, ph)
 
 
 def _r(x: float, nd: int = 4) -> float:
@@ -355,16 +380,19 @@ class FleetAccumulator:
         # Read everything first, then update: a damaged record raises before changing any state.
         st, sm = s["steps"], s["summary"]
         bs = np.array([-1 if b is None else b for b in st["batch_size"]], dtype=np.int64)
+        # Results written before phases were recorded have none: every step of unknown phase.
+        phase = list(st.get("phase") or [None] * bs.size)
+        planned = np.array([p in _PLANNED_PHASES for p in phase], dtype=bool)
         dur = np.array(st["dur_us"], dtype=float)
         busy = np.array(st["gpu_busy_us"], dtype=float)
         pred = np.array(st["predicted_graph_us"], dtype=float)
         idle = {c: np.array(st["idle_us_by_cause"][c], dtype=float) for c in CAUSES}
-        if not all(a.shape == dur.shape for a in (bs, busy, pred, *idle.values())):
+        if not all(a.shape == dur.shape for a in (bs, busy, pred, planned, *idle.values())):
             raise ValueError("step columns differ in length")
         wl = Workload.from_dict(s["workload"]) if s.get("workload") else None
         win = float(dur.sum())
         host = float(sum(idle[c].sum() for c in HOST_CAUSES))
-        known = bs[bs >= 0]
+        known = bs[(bs >= 0) & planned]
         sizes, counts = np.unique(known, return_counts=True)
         row = {
             "path": str(s["path"]), "rank": s.get("rank"), "world_size": s.get("world_size"), "mode": str(s["mode"]),
@@ -376,10 +404,11 @@ class FleetAccumulator:
             "host_idle_fraction": _r(host / win) if win > 0 else 0.0,
             "predicted_speedup": float(sm["predicted_speedup"]), "verdict": str(sm["verdict"]),
             "workload_id": wl.id if wl is not None else None,
+            "steps_by_phase": steps_by_phase(phase), "engine": sm.get("engine"),
         }
         cost = _CostView(row["path"], row["mode"],
                          _CostSummary(row["step_us_median"], row["estimated_unprofiled_step_us_median"]),
-                         bs, dur, pred)
+                         np.where(planned, bs, -1), dur, pred, phase)
         self._rows.append(row)
         self._costs.append(cost)
         self._workloads.setdefault(row["workload_id"] or "unknown", wl)
@@ -387,7 +416,7 @@ class FleetAccumulator:
         self._busy_us += float(busy.sum())
         for c in CAUSES:
             self._idle_by[c] += float(idle[c].sum())
-        self._unknown_bs += int(bs.size - known.size)
+        self._unknown_bs += int(planned.sum() - known.size)
         for b, n in zip(sizes.tolist(), counts.tolist()):  # one per batch size
             self._hist[b] = self._hist.get(b, 0) + n
 
@@ -417,9 +446,14 @@ class FleetAccumulator:
         plan, note = self._pick_plan(plans, workload)
         modes: dict[str, int] = {}
         verdicts: dict[str, int] = {}
+        phases = dict.fromkeys(PHASE_KEYS, 0)
+        engines: dict[str, int] = {}
         for r in rows:  # one per trace
             modes[r.mode] = modes.get(r.mode, 0) + 1
             verdicts[r.verdict] = verdicts.get(r.verdict, 0) + 1
+            for k, n in r.steps_by_phase.items():
+                phases[k] = phases.get(k, 0) + n
+            engines[r.engine or "none"] = engines.get(r.engine or "none", 0) + 1
         w = self._win_us
         return FleetReport(
             traces=len(rows), failed=len(self._errors), steps=sum(r.steps for r in rows), modes=modes,
@@ -429,6 +463,7 @@ class FleetAccumulator:
             slowest=slowest, most_launch_bound=launch_bound, batch_histogram=dict(sorted(self._hist.items())),
             unknown_batch_steps=self._unknown_bs, plan=plan, plan_note=note, rows=rows, errors=list(self._errors),
             analysis_options=self.analysis_options, warnings=list(self.warnings), workloads=plans,
+            phases=phases, engines=engines,
         )
 
     def _pick_plan(self, plans: list[WorkloadPlan], workload: str | None) -> tuple[Plan | None, str]:

@@ -31,11 +31,14 @@ verdict. For engine steps the verdict speaks per group: one blend of prefill and
 says nothing.
 
 A capture trace (trace ``mode`` ``"capture"``, :func:`analyzer.graph_mode.detect_capture`)
-gets ``capture`` (graphs, sizes, nodes per graph) and no steps, gaps or speedup.
+gets ``capture`` (graphs, sizes, nodes per graph) and no steps, gaps or speedup. An execution
+trace analysed beside the capture trace of the same engine run (:func:`with_capture`) gets
+``capture_pairing`` (:class:`analyzer.graph_mode.CapturePairing`): the kernels inside its graph
+replays named by the ops that launched them at capture, per graph and per kernel.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 
 import numpy as np
 
@@ -44,8 +47,8 @@ from analyzer.gaps import CAUSES, DeviceBusy, Gaps, compute_gaps
 from analyzer.engines import engine as engine_module
 from analyzer.errors import InputError
 from analyzer.graph_mode import COVERAGES, CaptureReport, StepCoverage, classify_mode, detect_capture, \
-    fallback_causes, fit_cost_curve, marker_buckets, resolve_capture_sizes, serving_steps, smallest_size_at_least, \
-    step_coverage
+    fallback_causes, fit_cost_curve, marker_buckets, pair_capture, resolve_capture_sizes, serving_steps, \
+    smallest_size_at_least, step_coverage
 from analyzer.host_gaps import host_gaps
 from analyzer.launches import kernel_launch_table, launch_delays_ns
 from analyzer.overhead import OverheadEstimate, ProfilerSettings, detect_profiler_settings, estimate_overhead, \
@@ -214,6 +217,8 @@ class TraceReport:
     warnings: list[str]
     workload: Workload | None = None
     capture: CaptureReport | None = None
+    #: :meth:`analyzer.graph_mode.CapturePairing.to_dict` when a capture trace was given beside this one.
+    capture_pairing: dict | None = None
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -564,7 +569,6 @@ def _settings_words(ps: dict) -> str:
 
 
 def _with_verdict(s: Summary, mode: str) -> Summary:
-    from dataclasses import replace
 
     host_side = sum(s.idle_fraction_by_cause[c] for c in ("host", "launch", "sync"))
     peer = s.idle_fraction_by_cause["peer"]
@@ -616,7 +620,6 @@ def _with_step_groups(s: Summary, si: _SummaryInputs, opts: AnalysisOptions, eng
                       per_group_verdict: bool) -> Summary:
     """Add the engine, steps per coverage and per-(phase, coverage) groups; for engine steps the
     verdict is the first group's (decode first) and the detail names every group's."""
-    from dataclasses import replace
 
     steps = si.steps
     by_cov = {c: sum(st.graph_coverage == c for st in steps) for c in COVERAGES}
@@ -659,7 +662,6 @@ def _no_gaps() -> Gaps:
 def _capture_trace_report(trace: Trace, capture: CaptureReport, opts: AnalysisOptions,
                           warnings: list[str]) -> TraceReport:
     """A capture trace: what was captured, no steps, gaps or speedup (nothing of interest ran)."""
-    from dataclasses import replace
 
     empty = np.zeros(0)
     settings = detect_profiler_settings(trace)
@@ -689,12 +691,30 @@ def _capture_trace_report(trace: Trace, capture: CaptureReport, opts: AnalysisOp
                        capture=capture)
 
 
+def with_capture(report: TraceReport, trace: Trace, capture: Trace, options: AnalysisOptions | None = None,
+                 ) -> TraceReport:
+    """``report`` (of ``trace``) with ``capture_pairing`` from the capture trace ``capture``.
+
+    A capture trace's own report is returned unchanged (it has no replays); a pairing that names no
+    replay adds a warning.
+    """
+    if report.mode == "capture":
+        return report
+    opts = options or AnalysisOptions()
+    row_step = assign_rows_to_steps(trace, find_steps(trace, opts.steps))
+    pairing = pair_capture(trace, capture, row_step)
+    warnings = list(report.warnings)
+    if pairing.replays and not pairing.replays_matched:
+        warnings.append(f"capture trace {capture.path}: none of the {pairing.replays} graph replays matched a "
+                        f"captured graph (another engine run, or other sizes?)")
+    return replace(report, capture_pairing=pairing.to_dict(opts.top_kernels), warnings=warnings)
+
+
 def with_observed_step(report: TraceReport, observed_step_us: float | None,
                        graph_rel_err: float = DEFAULT_MODEL.overhead.graph_rel_err) -> TraceReport:
     """The report with a measured eager step (e.g. a server's inter-token latency, us) in place of the
     estimate: speedup, its range, inflation and verdict recomputed from the summary, nothing re-analysed.
     ``None`` or 0 gives the estimate back. ``graph_rel_err`` is the graph step's error band."""
-    from dataclasses import replace
 
     if report.mode == "capture":  # nothing to calibrate: a capture trace makes no speedup claim
         return report

@@ -80,7 +80,11 @@ _COLUMNS: dict[str, Any] = {
     "corr": np.int64,  # correlation id, -1 when absent
     "graph_id": np.int64,  # CUDA graph id of a kernel replayed from a graph, -1 when absent/unknown
     "dims_id": np.int32,  # interned "Input Dims" text of a CPU op, -1 when absent
+    # interned name of the kernel a launch call names itself (ROCm's `kernel` arg), -1 when absent;
+    # optional: a loader that never has it may leave it out
+    "kernel_name_id": np.int32,
 }
+_OPTIONAL_COLUMNS = ("kernel_name_id",)
 
 
 @dataclass(frozen=True, eq=False)
@@ -114,7 +118,9 @@ class Trace:
     """A parsed trace: one row per event, all columns the same length, sorted by ``start_ns``.
 
     Columns (numpy arrays): ``kind`` (:class:`Kind`), ``name_id``, ``device``, ``stream``,
-    ``pid``, ``tid``, ``start_ns``, ``dur_ns``, ``corr``, ``graph_id``, ``dims_id``; derived
+    ``pid``, ``tid``, ``start_ns``, ``dur_ns``, ``corr``, ``graph_id``, ``dims_id``,
+    ``kernel_name_id`` (on a launch call: the kernel it launched, as the call itself names it, which
+    ROCm traces do; a capture trace needs it, as its kernels never run); derived
     once at build time: ``end_ns``, ``api`` (:class:`Api` of runtime rows) and ``launch_idx``
     (for GPU ops: row index of the runtime call with the same correlation id, else -1).
     ``python_calls`` holds the Python function ranges of a ``with_stack`` trace, beside the table.
@@ -134,6 +140,7 @@ class Trace:
     corr: np.ndarray
     graph_id: np.ndarray
     dims_id: np.ndarray
+    kernel_name_id: np.ndarray
     end_ns: np.ndarray
     api: np.ndarray
     launch_idx: np.ndarray
@@ -182,11 +189,16 @@ def build_trace(
 ) -> Trace:
     """Validate raw columns from a loader, sort by start time and join launches to GPU work.
 
-    ``columns`` must hold every column of :data:`_COLUMNS`; a loader fills absent values with
+    ``columns`` must hold every column of :data:`_COLUMNS` but the optional ones (``kernel_name_id``,
+    -1 when left out); a loader fills absent values with
     -1. Sorting is stable, so equal start times keep the loader's order.
     """
     n = len(columns["kind"])
     warnings = list(warnings or ())
+    columns = dict(columns)
+    for key in _OPTIONAL_COLUMNS:
+        if key not in columns:
+            columns[key] = np.full(n, -1, dtype=_COLUMNS[key])
     # Device ids are int32 here: a larger one would alias another device, so such rows are corrupt.
     dev64 = np.asarray(columns["device"], dtype=np.int64)
     bad_dev = (dev64 > np.iinfo(np.int32).max) | (dev64 < -1)

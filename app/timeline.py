@@ -51,13 +51,15 @@ def _frame(lane: np.ndarray, category: np.ndarray, start_ns: np.ndarray, end_ns:
     })
 
 
-def step_events(trace: Trace, index: StepIndex, step: StepReport) -> tuple[pd.DataFrame, list[str]]:
+def step_events(trace: Trace, index: StepIndex, step: StepReport,
+                labels: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[pd.DataFrame, list[str]]:
     """Rows (one per event or gap segment) of one step, and the lanes top to bottom.
 
     Times are microseconds from the start of the step's span (the earlier of its CPU range
     and its GPU window). Lanes: the step's CPU range, one lane per host thread with launch
     or sync calls in the step, one per GPU stream of the step's device, and the device's
-    idle gaps split into their causes.
+    idle gaps split into their causes. ``labels`` (rows, op names; ``None`` entries skipped): GPU
+    rows shown as ``op: kernel`` (the kernels inside graph replays, named from a capture trace).
     """
     s = step.index
     dev = step.device
@@ -83,7 +85,18 @@ def step_events(trace: Trace, index: StepIndex, step: StepReport) -> tuple[pd.Da
     if gpu.size:
         lane, gpu_lanes = _lanes(trace.stream[gpu], f"GPU {dev} stream {{}}")
         cat = pd.Series(trace.kind[gpu]).map({int(k): v for k, v in _GPU_CATEGORY.items()}).to_numpy(dtype=object)
-        parts.append(_frame(lane, cat, trace.start_ns[gpu], trace.end_ns[gpu], trace.name_of(gpu), t0))
+        names = trace.name_of(gpu)
+        if labels is not None and labels[0].size:
+            lab_rows, lab_ops = labels
+            pos = np.searchsorted(lab_rows, gpu)  # lab_rows ascending (rows of the trace)
+            hit = pos < lab_rows.size
+            hit[hit] = lab_rows[pos[hit]] == gpu[hit]
+            op = np.full(gpu.size, None, dtype=object)
+            op[hit] = lab_ops[pos[hit]]
+            has = op != None  # noqa: E711 (object array)
+            names = names.copy()
+            names[has] = op[has] + ": " + names[has]
+        parts.append(_frame(lane, cat, trace.start_ns[gpu], trace.end_ns[gpu], names, t0))
 
     g = index.gaps
     sel = np.flatnonzero((g.device == dev) & (g.start_ns >= w0) & (g.end_ns <= w1))

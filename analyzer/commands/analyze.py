@@ -7,10 +7,11 @@ import sys
 from pathlib import Path
 
 from analyzer.commands._shared import Progress, add_analysis_arguments, analysis_options
-from analyzer.errors import AnalyzerError
+from analyzer.errors import AnalyzerError, InputError
+from analyzer.graph_mode import detect_capture
 from analyzer.loaders import expand_paths, load_trace
 from analyzer.ranks import JobReport, analyze_job, analyze_with_collectives, group_by_job, group_traces
-from analyzer.report import SCHEMA, AnalysisOptions, TraceReport
+from analyzer.report import SCHEMA, AnalysisOptions, TraceReport, with_capture
 from analyzer.trace import Trace
 
 NAME = "analyze"
@@ -21,10 +22,22 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", metavar="TRACE", help="trace files or directories of them")
     p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
     p.add_argument("--output", "-o", help="write the report to this file instead of stdout")
+    p.add_argument("--capture", metavar="CAPTURE_TRACE",
+                   help="the CUDA-graph capture trace of the same engine run (vLLM capture_torch_profiler_dir, "
+                        "SGLang --enable-profile-cuda-graph): names the kernels inside each graph replay")
     add_analysis_arguments(p)
 
 
+def load_capture(path: str, max_bytes: int) -> Trace:
+    """The capture trace given with ``--capture``; anything else is an error naming the file."""
+    trace = load_trace(Path(path), max_bytes)
+    if detect_capture(trace) is None:
+        raise InputError("not a CUDA-graph capture trace (no capture windows, or its launches ran kernels)", path)
+    return trace
+
+
 def analyze_paths(paths: list[str], opts: AnalysisOptions, max_bytes: int, progress: Progress | None = None,
+                  capture: Trace | None = None,
                   ) -> tuple[list[TraceReport], list[JobReport], list[AnalyzerError]]:
     """Analyse every trace under ``paths``; a bad file is collected as an error, the rest go on.
 
@@ -32,7 +45,8 @@ def analyze_paths(paths: list[str], opts: AnalysisOptions, max_bytes: int, progr
     one, the same folder and Kineto ``distributedInfo``) are analysed together
     (:func:`analyzer.ranks.analyze_job`): their reports come back in the job's rank order and
     the job itself in the second list. Every other trace gets its collectives' waits from
-    itself alone (:func:`analyzer.ranks.analyze_with_collectives`).
+    itself alone (:func:`analyzer.ranks.analyze_with_collectives`). With ``capture`` (a capture
+    trace), every execution trace's report gets its ``capture_pairing`` (:func:`analyzer.report.with_capture`).
     """
     files = expand_paths(paths)
     reports: list[TraceReport] = []
@@ -57,14 +71,20 @@ def analyze_paths(paths: list[str], opts: AnalysisOptions, max_bytes: int, progr
                                         str(f)))
         return None
 
+    def paired(got: list[TraceReport], group: list[Trace]) -> list[TraceReport]:
+        if capture is None:
+            return got
+        by_path = {t.path: t for t in group}
+        return [with_capture(r, by_path[r.path], capture, opts) if r.path in by_path else r for r in got]
+
     def analyse(group: list[Trace]) -> None:
         try:
             if len(group) > 1:
                 job = analyze_job(group, opts)
                 jobs.append(job)
-                reports.extend(job.reports)
+                reports.extend(paired(job.reports, group))
             else:
-                reports.append(analyze_with_collectives(group[0], opts))
+                reports.extend(paired([analyze_with_collectives(group[0], opts)], group))
         except AnalyzerError as exc:
             if exc.path is None:
                 exc.path = group[0].path
@@ -94,7 +114,8 @@ def report_json(reports: list[TraceReport], errors: list[AnalyzerError],
 
 def run(args: argparse.Namespace) -> int:
     opts = analysis_options(args)
-    reports, jobs, errors = analyze_paths(args.paths, opts, args.max_trace_bytes, Progress())
+    capture = load_capture(args.capture, args.max_trace_bytes) if args.capture else None
+    reports, jobs, errors = analyze_paths(args.paths, opts, args.max_trace_bytes, Progress(), capture)
     if len(errors) == 1 and not reports:
         raise errors[0]
     if args.format == "json":

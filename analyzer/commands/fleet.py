@@ -349,12 +349,22 @@ def _short_paths(paths: list[str]) -> dict[str, str]:
     return {p: os.path.relpath(p, root) for p in paths}
 
 
+def _phases(r) -> str:
+    """A trace's steps per phase, e.g. ``9 decode, 1 prefill`` (``-`` when no step says its phase)."""
+    known = [(k, n) for k, n in r.steps_by_phase.items() if n and k != "unknown"]
+    return ", ".join(f"{n} {k}" for k, n in known) or "-"
+
+
 def render_fleet(rep: FleetReport) -> str:
     """The fleet report as plain text."""
     lines = [f"Fleet: {rep.traces} traces analysed, {rep.failed} failed, {rep.steps} steps"]
     if rep.modes:
         lines.append("  modes: " + ", ".join(f"{k} {v}" for k, v in sorted(rep.modes.items())) +
                      "; verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(rep.verdicts.items())))
+    if any(rep.phases.get(k) for k in ("decode", "prefill", "mixed")):
+        lines.append("  steps by phase: " + ", ".join(f"{k} {n}" for k, n in rep.phases.items() if n)
+                     + "; engines: " + ", ".join(f"{k} {n}" for k, n in sorted(rep.engines.items()))
+                     + " (batch sizes and the capture plan: decode steps and steps of unknown phase only)")
     lines.append("")
     d = rep.distributions
     rows = [["step, profiled (us)", "step_us", ",.1f"],
@@ -372,14 +382,14 @@ def render_fleet(rep: FleetReport) -> str:
     rank = lambda r: "" if r.rank is None else str(r.rank)  # noqa: E731
     if rep.slowest:
         lines += ["", "Slowest traces against their peers (same workload, mode and main batch size)"]
-        lines += _table(["trace", "rank", "mode", "bs", "step us", "vs peers", "verdict"],
-                        [[names[r.path], rank(r), r.mode, r.main_batch_size or "?", f"{r.step_us_median:,.1f}",
-                          f"{r.step_vs_peers:.2f}x", r.verdict] for r in rep.slowest])
+        lines += _table(["trace", "rank", "mode", "phases", "bs", "step us", "vs peers", "verdict"],
+                        [[names[r.path], rank(r), r.mode, _phases(r), r.main_batch_size or "?",
+                          f"{r.step_us_median:,.1f}", f"{r.step_vs_peers:.2f}x", r.verdict] for r in rep.slowest])
     if rep.most_launch_bound:
         lines += ["", "Most launch-bound traces (GPU idle waiting for the CPU)"]
-        lines += _table(["trace", "rank", "mode", "bs", "host idle", "predicted speedup"],
-                        [[names[r.path], rank(r), r.mode, r.main_batch_size or "?", f"{r.host_idle_fraction:.1%}",
-                          f"{r.predicted_speedup:.2f}x"] for r in rep.most_launch_bound])
+        lines += _table(["trace", "rank", "mode", "phases", "bs", "host idle", "predicted speedup"],
+                        [[names[r.path], rank(r), r.mode, _phases(r), r.main_batch_size or "?",
+                          f"{r.host_idle_fraction:.1%}", f"{r.predicted_speedup:.2f}x"] for r in rep.most_launch_bound])
     total = sum(rep.batch_histogram.values())
     lines += ["", f"Batch sizes over the fleet ({total} steps with a known size, {rep.unknown_batch_steps} unknown)"]
     if total:

@@ -65,6 +65,7 @@ class _Args(msgspec.Struct, gc=False):
     device: _Scalar = None
     stream: _Scalar = None
     graph_id: _Scalar = msgspec.field(name="graph id", default=None)
+    kernel: Any = None  # ROCm: the kernel a launch call launched, named on the call itself
     input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=msgspec.Raw(b""))
     call_stack: msgspec.Raw = msgspec.field(name="Call stack", default=msgspec.Raw(b""))
 
@@ -111,6 +112,7 @@ class _FastArgs(msgspec.Struct, gc=False, frozen=True):
     device: int = -1
     stream: int = -1
     graph_id: int = msgspec.field(name="graph id", default=-1)
+    kernel: str = ""
     input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=msgspec.Raw(b""))
     call_stack: msgspec.Raw = msgspec.field(name="Call stack", default=msgspec.Raw(b""))
 
@@ -430,8 +432,10 @@ class _ColumnBuilder:
         self.strict = strict
         self.names: dict[str, int] = {}
         self.parts: dict[str, list[np.ndarray]] = {k: [] for k in (
-            "kind", "name_id", "ts_us", "dur_us", "pid", "tid", "corr", "device_arg", "stream_arg", "graph_id")}
+            "kind", "name_id", "ts_us", "dur_us", "pid", "tid", "corr", "device_arg", "stream_arg", "graph_id",
+            "kernel_name_id")}
         self.dims: list[tuple[np.ndarray, np.ndarray, list[str]]] = []  # (rows, local ids, local texts)
+        self.kernel_texts: list[str] = []  # kernel args in first appearance, one entry per piece and text
         self.flows: dict[str, list[np.ndarray]] = {"pid": [], "tid": [], "ts_us": [], "id": []}
         self.host = _HostIds()
         self.n_kept = 0
@@ -502,6 +506,7 @@ class _ColumnBuilder:
         p["pid"].append(self.host.column([e.pid for e in kept], n, "pid"))
         p["tid"].append(self.host.column([e.tid for e in kept], n, "tid"))
         p["name_id"].append(self._intern_names(names))
+        p["kernel_name_id"].append(self._launch_kernel_names(args, n))
         self._add_dims([bytes(a.input_dims) if a.input_dims else b"" for a in args])
 
     def _intern_names(self, names: list[str]) -> np.ndarray:
@@ -510,6 +515,20 @@ class _ColumnBuilder:
         for s in local:  # a loop over unique names, not events
             local[s] = table.setdefault(s, len(table))
         return np.fromiter(map(local.__getitem__, names), dtype=np.int32, count=len(names))
+
+    def _launch_kernel_names(self, args: list, n: int) -> np.ndarray:
+        """Local ids of the ``kernel`` arg of each event, -1 where absent (ROCm's launch calls name their
+        kernel; a capture trace needs it, since the kernels it records never run). Interned into the
+        name table in :meth:`finish`, after every event name, so the table does not depend on the pieces."""
+        texts = [a.kernel if isinstance(a.kernel, str) else "" for a in args]
+        if not any(texts):
+            return np.full(n, -1, dtype=np.int32)
+        local = dict.fromkeys(texts, -1)
+        uniq = [t for t in local if t]
+        for i, t in enumerate(uniq):  # unique texts, not events
+            local[t] = len(self.kernel_texts) + i
+        self.kernel_texts.extend(uniq)
+        return np.fromiter(map(local.__getitem__, texts), dtype=np.int32, count=n)
 
     def _add_dims(self, texts: list[bytes]) -> None:
         """Input Dims as the file's own text (b"" when absent); interned at the end, after every name."""
@@ -545,6 +564,9 @@ class _ColumnBuilder:
         ts_us, dur_us, pid, tid, corr = cat["ts_us"], cat["dur_us"], cat["pid"], cat["tid"], cat["corr"]
         dims_id = np.full(self.n_kept, -1, dtype=np.int32)
         table = self.names
+        k_local = cat["kernel_name_id"].astype(np.int64)
+        k_remap = np.array([table.setdefault(t, len(table)) for t in self.kernel_texts], dtype=np.int64)
+        kernel_name_id = np.where(k_local >= 0, k_remap[np.maximum(k_local, 0)] if k_remap.size else -1, -1)
         for rows, local, texts in self.dims:  # one entry per piece
             remap = np.array([table.setdefault(t, len(table)) for t in texts], dtype=np.int32)
             dims_id[rows] = remap[local]
@@ -585,6 +607,7 @@ class _ColumnBuilder:
             "corr": corr,
             "graph_id": cat["graph_id"],
             "dims_id": dims_id,
+            "kernel_name_id": kernel_name_id.astype(np.int32),
         }
         if not keep.all():
             columns = {k: v[keep] for k, v in columns.items()}

@@ -136,6 +136,8 @@ def render_trace(rep: TraceReport, markdown: bool = False, max_steps: int = 20) 
                         [(_short(k["name"]), k["count"], f"{k['kernel_us']:,.1f}", f"{k['launch_api_us']:,.1f}",
                           f"{k['launch_to_kernel_ratio']:.2f}" if k["launch_to_kernel_ratio"] is not None else "-", f"{k['launch_delay_us_median']:,.1f}")
                          for k in rep.top_kernels], markdown)
+    if rep.capture_pairing is not None:
+        lines += [""] + _pairing_lines(rep.capture_pairing, markdown)
     if rep.warnings:
         lines.append("")
         lines += [f"warning: {w}" for w in rep.warnings]
@@ -213,3 +215,25 @@ def _fallback_bucket(batch: int | None, sizes: list[int] | None) -> object:
         return "-"
     fit = [x for x in sizes if x >= batch]
     return min(fit) if fit else "-"
+
+def _pairing_lines(p: dict, markdown: bool) -> list[str]:
+    """Inside the graph replays, named from the capture trace: per graph, then per (op, kernel)."""
+    h = "## " if markdown else ""
+    lines = [f"{h}Inside graph replays (capture trace {p['capture_path']})" if markdown
+             else f"Inside graph replays (capture trace {p['capture_path']})",
+             f"  {p['replays_matched']} of {p['replays']} replays matched a captured graph ({p['matched_by']}; "
+             f"{p['graphs_captured']} graphs captured); {p['replay_kernels_named']} of {p['replay_kernels']} replay "
+             f"kernels named, {p['named_share_of_replay_time']:.1%} of {p['replay_kernel_us']:,.1f} us replay "
+             "kernel time"]
+    if p["graphs"]:
+        rows = [(g["graph"], _or_dash(g["size"]), _or_dash(g["mode"]), g["nodes"], g["replays"],
+                 f"{g['kernel_us']:,.1f}", f"{g['share_of_replay_time']:.1%}") for g in p["graphs"][:40]]
+        lines += _table(["graph", "size", "mode", "nodes", "replays", "kernel_us", "share"], rows, markdown)
+        if len(p["graphs"]) > 40:
+            lines.append(f"  ... {len(p['graphs']) - 40} more graphs (use --format json for all)")
+    if p["kernels"]:
+        lines += ["", f"{h}Kernels inside graph replays" if markdown else "Kernels inside graph replays"]
+        lines += _table(["op (at capture)", "kernel", "count", "kernel_us", "share"],
+                        [(_short(k["op"] or "-", 36), _short(k["name"], 50), k["count"], f"{k['kernel_us']:,.1f}",
+                          f"{k['share_of_replay_time']:.1%}") for k in p["kernels"]], markdown)
+    return lines

@@ -11,6 +11,7 @@ import streamlit as st
 from analyzer.engines import LABELS
 from analyzer.report import SCHEMA, with_observed_step
 from app import session
+from app.capture import auto_pick, capture_entries, pairing
 from app.charts import ZOOM_OPS, coverage_strip_figure, first_ops_end_us, gap_histogram_figure, host_phases_figure, \
     idle_by_cause_figure, timeline_figure
 from app.text import hover_escape, json_safe, md_escape
@@ -148,6 +149,44 @@ if rep.mode != "capture" and len(rep.steps) > 1 and (graph_steps or s.capture_si
                              f"(phases: {s.host_phases_source}). Overlapping the host work with the GPU (async "
                              f"scheduling) would hide up to {s.async_hidden_us_per_step:,.1f} us per step."))
 
+# --- a capture trace of the same engine run names the kernels inside the graph replays ----------
+pair = None
+caps = capture_entries(entries, entry)
+if caps:
+    opts_steps = session.options(state).steps
+    index = trace_cache().get_or_compute(("steps", entry.digest, opts_steps),
+                                         lambda: step_index(entry.trace, opts_steps))
+
+    def _pair_with(c):
+        return pairing(entry, c, index.row_step, opts_steps, trace_cache())
+
+    auto = auto_pick(caps, _pair_with)
+    by_key = {c.key: c for c in caps}
+    options = ["none"] + list(by_key)
+    cap_key = st.selectbox(
+        "Capture trace of this engine run", options, index=options.index(auto.key) if auto else 0,
+        key=f"lg_capture_{entry.key}", format_func=lambda k: "none" if k == "none" else by_key[k].name,
+        help="A CUDA-graph capture trace of the same engine run names the kernels inside each graph replay by "
+             "the op that launched them at capture. Picked automatically when one matches the replays.")
+    if cap_key != "none":
+        pair = _pair_with(by_key[cap_key])
+        d = pair.to_dict(session.options(state).top_kernels)
+        st.subheader("Inside the graph replays")
+        st.caption(md_escape(
+            f"Paired with {by_key[cap_key].name}: {d['replays_matched']} of {d['replays']} replays matched a "
+            f"captured graph ({d['matched_by']}); {d['replay_kernels_named']} of {d['replay_kernels']} replay "
+            f"kernels named, {d['named_share_of_replay_time']:.1%} of {d['replay_kernel_us']:,.0f} us of replay "
+            "kernel time. Share = GPU time over all kernels replayed from graphs."))
+        st.dataframe(pd.DataFrame(d["kernels"]), hide_index=True, key="lg_capture_kernels", column_config={
+            "op": st.column_config.TextColumn("op (at capture)"),
+            "name": st.column_config.TextColumn("kernel", width="large"),
+            "kernel_us": st.column_config.NumberColumn("GPU time (us)", format="%.1f"),
+            "share_of_replay_time": st.column_config.NumberColumn("share", format="percent")})
+        with st.expander(f"Per captured graph ({len(d['graphs'])} replayed)"):
+            st.dataframe(pd.DataFrame(d["graphs"]), hide_index=True, key="lg_capture_graphs", column_config={
+                "kernel_us": st.column_config.NumberColumn("GPU time (us)", format="%.1f"),
+                "share_of_replay_time": st.column_config.NumberColumn("share", format="percent")})
+
 # --- timeline of one step ---------------------------------------------------------------
 st.subheader("One step on the timeline")
 steps = rep.steps
@@ -162,7 +201,8 @@ if steps:
     step = steps[pos]
     index = trace_cache().get_or_compute(("steps", entry.digest, session.options(state).steps),
                                          lambda: step_index(entry.trace, session.options(state).steps))
-    events, lanes = step_events(entry.trace, index, step)
+    events, lanes = step_events(entry.trace, index, step,
+                                labels=(pair.rows, pair.op) if pair is not None else None)
     fig = timeline_figure(events, lanes, title=f"step {step.index}: {hover_escape([step.name], 80)[0]}")
     first_n = first_ops_end_us(events, ZOOM_OPS)
     view = st.radio("Show", ["start of the step", "whole step"], horizontal=True, key="lg_tl_view",
@@ -171,7 +211,9 @@ if steps:
     if view == "start of the step" and first_n is not None:
         fig.update_xaxes(range=[0.0, first_n])
     st.plotly_chart(fig, width="stretch", key="lg_timeline")
-    st.caption("Top: the step's CPU range and the launch/sync calls of each host thread. Then each GPU stream of "
+    st.caption(("Kernels inside graph replays are named `op: kernel` from the paired capture trace. "
+                if pair is not None else "")
+               + "Top: the step's CPU range and the launch/sync calls of each host thread. Then each GPU stream of "
                f"device {step.device}, and the device's idle gaps coloured by cause: red = the CPU was late, "
                "orange = inside the late launch call, purple = host blocked in a sync, brown = GPU-side wait, "
                "grey = no launch call matched, pink = waiting for peer ranks. Drag to zoom; double-click to reset.")

@@ -112,3 +112,84 @@ def test_cli_json_has_the_engine_fields(engines_dir: Path, capsys: pytest.Captur
     assert by_mode["graph"]["summary"]["engine"] == "vllm"
     assert by_mode["graph"]["summary"]["steps_by_coverage"] == {"full": 1, "piecewise": 0, "eager": 0}
     assert by_mode["capture"]["capture"]["nodes_per_graph"] == [421]
+
+
+# --- item 7: the capture trace beside its execution trace (analyze EXEC --capture CAPTURE) -------------
+
+CAPTURE_PAIRS = {
+    "vllm_full": (f"{VLLM_FULL}/graph_execution.json.gz",
+                  f"{VLLM_FULL}/capture_traces__graph_capture_rank_0.1773709742341309550.pt.trace.json.gz"),
+    "vllm_piecewise": (f"{VLLM_PIECEWISE}/graph_execution.json.gz",
+                       f"{VLLM_PIECEWISE}/capture_traces__graph_capture_rank_0.1773709679453551615.pt.trace.json.gz"),
+    "sglang": (f"{SGLANG}/sglang_Qwen3-8B_decode.json.gz", f"{SGLANG}/capture_traces__bs_32_rank0.json.gz"),
+}
+
+
+def _paired(engines_dir: Path, key: str) -> dict:
+    from analyzer.report import with_capture
+
+    ex, cap = (load_trace(engines_dir / rel) for rel in CAPTURE_PAIRS[key])
+    rep = with_capture(analyze_trace(ex), ex, cap)
+    assert rep.capture_pairing is not None
+    return rep.capture_pairing
+
+
+def test_capture_pairing_vllm_full(engines_dir: Path) -> None:
+    p = _paired(engines_dir, "vllm_full")
+    assert (p["matched_by"], p["graphs_captured"], p["replays"], p["replays_matched"], p["replay_kernels"],
+            p["replay_kernels_named"], p["replay_kernel_us"]) == ("kernel names", 1, 1, 1, 421, 421, 10388.482)
+    assert p["graphs"] == [{"graph": 0, "size": 32, "mode": "FULL", "nodes": 421, "replays": 1,
+                            "kernel_us": 10388.482, "share_of_replay_time": 1.0}]
+    assert p["kernels"][0] == {"op": "vllm::moe_forward", "name": "_matmul_ogs_NNT_bf16xbf16xmxfp4_16x128x256x1",
+                               "count": 24, "kernel_us": 3761.878, "share_of_replay_time": 0.3621}
+    assert p["kernels"][2]["op"] == "vllm::unified_attention_with_output"
+
+
+def test_capture_pairing_vllm_piecewise(engines_dir: Path) -> None:
+    p = _paired(engines_dir, "vllm_piecewise")
+    assert (p["matched_by"], p["graphs_captured"], p["replays"], p["replays_matched"], p["replay_kernels"],
+            p["replay_kernels_named"], p["replay_kernel_us"]) == ("kernel names", 25, 25, 25, 361, 361, 149919.755)
+    # One replay per piece, each matched to its own piece (equal layers: by place in the step).
+    assert [g["replays"] for g in p["graphs"]] == [1] * 25 and [g["graph"] for g in p["graphs"]] == list(range(25))
+    assert [g["nodes"] for g in p["graphs"]] == [4] + [15] * 23 + [12]
+    assert p["graphs"][1] == {"graph": 1, "size": 8192, "mode": "PIECEWISE", "nodes": 15, "replays": 1,
+                              "kernel_us": 6210.31, "share_of_replay_time": 0.0414}
+    assert p["kernels"][0] == {"op": "vllm::moe_forward",
+                               "name": "_matmul_ogs_NNT_bf16xbf16xmxfp4_128x128x128x1_swiglu", "count": 24,
+                               "kernel_us": 83288.347, "share_of_replay_time": 0.5556}
+
+
+def test_capture_pairing_sglang(engines_dir: Path) -> None:
+    p = _paired(engines_dir, "sglang")
+    assert (p["replays"], p["replays_matched"], p["replay_kernels_named"], p["replay_kernel_us"]) == (1, 1, 544,
+                                                                                                      9656.404)
+    assert p["graphs"][0]["mode"] == "DECODE" and p["graphs"][0]["size"] == 32
+    assert (p["kernels"][0]["op"], p["kernels"][0]["count"], p["kernels"][0]["kernel_us"],
+            p["kernels"][0]["share_of_replay_time"]) == ("aten::mm", 36, 2417.659, 0.2504)
+
+
+@pytest.mark.parametrize("key", sorted(CAPTURE_PAIRS))
+def test_capture_pairing_by_order_agrees_with_names(engines_dir: Path, key: str) -> None:
+    """A CUDA trace's launch calls do not name their kernel: node count and order give the same pairing."""
+    import dataclasses
+
+    import numpy as np
+
+    from analyzer.graph_mode import pair_capture
+    from analyzer.steps import StepOptions, assign_rows_to_steps, find_steps
+
+    ex, cap = (load_trace(engines_dir / rel) for rel in CAPTURE_PAIRS[key])
+    row_step = assign_rows_to_steps(ex, find_steps(ex, StepOptions()))
+    a = pair_capture(ex, cap, row_step)
+    b = pair_capture(ex, dataclasses.replace(cap, kernel_name_id=np.full(len(cap), -1, dtype=np.int32)), row_step)
+    assert (a.matched_by, b.matched_by) == ("kernel names", "node count and order")
+    assert a.replays_matched == b.replays_matched == a.replays
+    assert a.graph.tolist() == b.graph.tolist() and a.op.tolist() == b.op.tolist()
+
+
+def test_cli_capture_pairing_text(engines_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ex, cap = CAPTURE_PAIRS["vllm_piecewise"]
+    assert main(["analyze", str(engines_dir / ex), "--capture", str(engines_dir / cap)]) == 0
+    out = capsys.readouterr().out
+    assert "25 of 25 replays matched a captured graph (kernel names; 25 graphs captured); 361 of 361 replay " \
+           "kernels named, 100.0% of 149,919.8 us replay kernel time" in out

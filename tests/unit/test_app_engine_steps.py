@@ -45,3 +45,50 @@ def test_graph_mode_serving_section() -> None:
     assert pad["bucket"].tolist() == [8, 16, 24, 32, 40, 48, 56, 64]
     assert int(pad["padded_rows"].sum()) == 189
     assert any("async scheduling" in c.value for c in at.caption)
+
+PIECEWISE_CAPTURE = next(PIECEWISE.parent.glob("capture_traces__*.json.gz"))
+
+
+def test_execution_and_capture_uploads_pair_automatically() -> None:
+    """Upload a vLLM execution trace and its capture trace: the capture is picked for the execution trace
+    and names the kernels inside the 25 piecewise replays."""
+    at = goto(upload(new_app(), [("vllm_piecewise.json.gz", PIECEWISE.read_bytes()),
+                                 ("vllm_piecewise_capture.json.gz", PIECEWISE_CAPTURE.read_bytes())]), "diagnosis")
+    [trace] = [s for s in at.selectbox if s.label == "Trace"]
+    trace.select_index(trace.options.index("vllm_piecewise.json.gz")).run()
+    [pick] = [s for s in at.selectbox if s.label == "Capture trace of this engine run"]
+    assert pick.value != "none" and "vllm_piecewise_capture" in pick.value
+    assert "Inside the graph replays" in [h.value for h in at.subheader]
+    captions = [c.value.replace("\\", "") for c in at.caption]
+    assert any("25 of 25 replays matched a captured graph (kernel names); 361 of 361 replay kernels named, "
+               "100.0% of 149,920 us" in c for c in captions), captions
+    kernels = [d.value for d in at.dataframe if "op" in d.value.columns]
+    assert len(kernels) == 1
+    top = kernels[0].iloc[0].to_dict()
+    assert (top["op"], top["count"], top["kernel_us"]) == ("vllm::moe_forward", 24, 83288.347)
+    graphs = [d.value for d in at.dataframe if "nodes" in d.value.columns]
+    assert len(graphs) == 1 and graphs[0]["replays"].tolist() == [1] * 25
+    # "none" turns the pairing off
+    pick.set_value("none").run()
+    assert "Inside the graph replays" not in [h.value for h in at.subheader]
+
+
+def test_timeline_names_replayed_kernels_by_op() -> None:
+    import numpy as np
+
+    from analyzer.graph_mode import pair_capture
+    from analyzer.loaders import load_trace
+    from analyzer.report import analyze_trace
+    from analyzer.steps import StepOptions
+    from app.timeline import step_events, step_index
+
+    ex, cap = load_trace(PIECEWISE), load_trace(PIECEWISE_CAPTURE)
+    index = step_index(ex, StepOptions())
+    p = pair_capture(ex, cap, index.row_step)
+    [step] = analyze_trace(ex).steps
+    plain, _ = step_events(ex, index, step)
+    named, _ = step_events(ex, index, step, labels=(p.rows, p.op))
+    kern = named["category"] == "kernel"
+    changed = (plain["name"] != named["name"]).to_numpy()
+    assert int(changed.sum()) == 361 and bool(np.all(kern.to_numpy()[changed]))
+    assert int(named["name"].str.startswith("vllm::moe_forward: _matmul_ogs_").sum()) == 48

@@ -123,7 +123,7 @@ def test_distributions_outliers_and_idle() -> None:
     json.dumps(d, allow_nan=False)
     text = render_fleet(rep).splitlines()
     assert text[0] == "Fleet: 4 traces analysed, 1 failed, 6 steps"
-    assert any(ln.split() == ["b", "1", "eager", "8", "300.0", "1.50x", "launch-bound"] for ln in text)
+    assert any(ln.split() == ["b", "1", "eager", "-", "8", "300.0", "1.50x", "launch-bound"] for ln in text)
     assert "  8: 5 (100%)" in text
     assert "Failed traces (1)" in text and "  e: not a trace" in text
 

@@ -77,7 +77,7 @@ def _reference_trace(path: Path) -> Trace:
     kept = [e for e in events if e.get("ph") == "X" and isinstance(e.get("cat"), str) and e["cat"] in _CAT_KIND]
     flows = [e for e in events if e.get("cat") == "ac2g" and e.get("ph") == "f"]
     kind, name_id, ts, dur, dims = [], [], [], [], []
-    corr, dev_arg, stream_arg, graph_id = [], [], [], []
+    corr, dev_arg, stream_arg, graph_id, kernel_arg = [], [], [], [], []
     for e in kept:
         kind.append(_CAT_KIND[e["cat"]])
         nm = e.get("name")
@@ -90,8 +90,10 @@ def _reference_trace(path: Path) -> Trace:
         dev_arg.append(_as_int(args.get("device")))
         stream_arg.append(_as_int(args.get("stream")))
         graph_id.append(_as_int(args.get("graph id")))
+        kernel_arg.append(args.get("kernel") if isinstance(args.get("kernel"), str) and args.get("kernel") else None)
         dims.append(json.dumps(args["Input Dims"]) if "Input Dims" in args else None)
-    # Input Dims texts share the name table, interned after every name.
+    # Launch calls' kernel args (ROCm), then Input Dims texts share the name table, interned after every name.
+    kernel_name_id = [names.setdefault(k, len(names)) if k is not None else -1 for k in kernel_arg]
     dims_id = [names.setdefault(d, len(names)) if d is not None else -1 for d in dims]
     pid = np.array([str_id(e.get("pid")) for e in kept], dtype=np.int64)
     tid = np.array([str_id(e.get("tid")) for e in kept], dtype=np.int64)
@@ -128,6 +130,7 @@ def _reference_trace(path: Path) -> Trace:
         "start_ns": _start_ns_reference(ts_a, keep),
         "dur_ns": np.rint(np.where(keep, dur_a, 0.0) * 1000.0).astype(np.int64),
         "corr": corr_a, "graph_id": np.array(graph_id, dtype=np.int64), "dims_id": np.array(dims_id, dtype=np.int32),
+        "kernel_name_id": np.array(kernel_name_id, dtype=np.int32),
     }
     columns = {k: v[keep] for k, v in columns.items()}
     device_names = {}
@@ -164,7 +167,7 @@ def _settings_reference(doc: dict, events: list) -> dict:
 
 
 _FIELDS = ("kind", "name_id", "device", "stream", "pid", "tid", "start_ns", "dur_ns", "corr", "graph_id",
-           "dims_id", "end_ns", "api", "launch_idx")
+           "dims_id", "kernel_name_id", "end_ns", "api", "launch_idx")
 
 
 def _same_name_table(got: list[str], want: list[str]) -> bool:
