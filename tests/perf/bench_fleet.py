@@ -141,6 +141,7 @@ def bench_workers(files: list[Path], workers: int, repeats: int, batches: list[i
         idle_client = (c1 - c0) / idle_wall
         idle_workers = sum(w1[k] - w0[k] for k in w1) / idle_wall
         rss = client.run(_maxrss_mib)
+        env = client.run(_worker_env)
         # Dask's own round trip per task, on no-op tasks.
         n_noop = 1000
         t0 = time.perf_counter()
@@ -160,11 +161,21 @@ def bench_workers(files: list[Path], workers: int, repeats: int, batches: list[i
                 "idle_client_cpu_per_s": idle_client, "idle_workers_cpu_per_s": idle_workers,
                 "ingest_s_per_trace": med("ingest_s") / n, "finish_s": med("finish_s"),
                 "elapsed_s_per_trace": med("elapsed_s_mean"), "record_bytes_mean": med("record_bytes_mean"),
-                "worker_peak_rss_mib": max(rss.values()), "noop_task_ms": noop_ms})
+                "worker_peak_rss_mib": max(rss.values()), "noop_task_ms": noop_ms,
+                "worker_env": next(iter(env.values()))})
     finally:
         client.close()
         cluster.close()
     return out
+
+
+def _worker_env() -> dict:
+    """What a worker process runs with: its thread count and the environment that caps native threads."""
+    import threading
+
+    return {"threads": threading.active_count(),
+            **{k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                                              "MALLOC_TRIM_THRESHOLD_")}}
 
 
 def _cpu_model() -> str:
@@ -216,7 +227,8 @@ def main() -> None:
                 results["workers"].append(r)
                 print(f"  {w} workers, batch {r['batch']}: walls {', '.join(f'{x:.3f}' for x in r['walls_s'])} s; "
                       f"load {r['load_avg_1min']:.2f}", flush=True)
-        print(f"load average after: {os.getloadavg()[0]:.2f}\n")
+        print(f"load average after: {os.getloadavg()[0]:.2f}; a worker after its runs: "
+              f"{results['workers'][-1]['worker_env']}\n")
         base = {r["batch"]: r["traces_per_s"] for r in results["workers"] if r["workers"] == 1}
         print(f"| run | wall s (median of {args.repeats}) | traces/s | MB/s JSON | vs serial | efficiency vs 1 worker |")
         print("|---|---:|---:|---:|---:|---:|")
