@@ -53,7 +53,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -87,6 +87,12 @@ PHASE_KEYS = ("decode", "prefill", "mixed", "unknown")
 _PLANNED_PHASES = ("decode", None)
 #: Outlier lists keep this many traces by default.
 DEFAULT_TOP = 5
+#: Batching of the map (see :func:`plan_batches`): at most this many traces per task, ...
+BATCH_MAX_TRACES = 8
+#: ... at least this many tasks per worker while there are traces enough (balance at the end of a run), ...
+TASKS_PER_WORKER = 4
+#: ... and a batch closes before it passes this many bytes on disk (a trace this large is a task alone).
+BATCH_MAX_BYTES = 16 * 2**20
 
 
 # --- map: one trace -> one small summary ---------------------------------------------------------
@@ -181,6 +187,38 @@ def summarize_trace(path: str | Path, options: AnalysisOptions | None = None,
         rec.update(error=f"internal error: {type(exc).__name__}: {exc}", error_kind="internal")
     rec["elapsed_s"] = round(time.perf_counter() - t0, 4)
     return rec
+
+
+def summarize_traces(paths: Sequence[str | Path], options: AnalysisOptions | None = None,
+                     max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> list[dict]:
+    """:func:`summarize_trace` of each path, in order: one Dask task for a batch of small traces."""
+    return [summarize_trace(p, options, max_bytes) for p in paths]  # one per file
+
+
+def plan_batches(sizes_bytes: Sequence[int], workers: int) -> list[list[int]]:
+    """Indexes of the traces (in the given order) grouped into one batch per Dask task.
+
+    A task costs the scheduler and the client about a millisecond or more of one shared
+    process whatever it does, against tens of milliseconds of analysis for a small trace:
+    one task per small trace makes that process the bottleneck of a many-worker run. Batches
+    of ``k = len // (workers * TASKS_PER_WORKER)`` consecutive traces (1 to
+    ``BATCH_MAX_TRACES``) divide that cost by ``k`` while every worker still gets at least
+    ``TASKS_PER_WORKER`` tasks; a batch also closes before it passes ``BATCH_MAX_BYTES`` on
+    disk, so large traces stay one per task and stream back one by one.
+    """
+    k = max(1, min(BATCH_MAX_TRACES, len(sizes_bytes) // (max(workers, 1) * TASKS_PER_WORKER)))
+    batches: list[list[int]] = []
+    cur: list[int] = []
+    cur_bytes = 0
+    for i, size in enumerate(sizes_bytes):  # one per file
+        if cur and (len(cur) >= k or cur_bytes + size > BATCH_MAX_BYTES):
+            batches.append(cur)
+            cur, cur_bytes = [], 0
+        cur.append(i)
+        cur_bytes += size
+    if cur:
+        batches.append(cur)
+    return batches
 
 
 def worker_version() -> str:

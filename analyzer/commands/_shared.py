@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 
@@ -66,20 +68,67 @@ def analysis_options(args: argparse.Namespace) -> AnalysisOptions:
 
 
 class Progress:
-    """One status line on stderr while parsing, only when stderr is a terminal."""
+    """The commands' one progress printer, on stderr.
 
-    def __init__(self) -> None:
-        self.live = sys.stderr.isatty()
+    Two uses, one look: :meth:`show` puts a transient status line (``analyze``'s "parsing
+    FILE...") that is redrawn in place on a terminal and not written at all elsewhere (logs
+    stay clean); with ``total`` items, :meth:`advance` counts them (``fleet``): on a terminal
+    the count line (done, percent, items/s, MB/s, failures, ETA) is redrawn after every item,
+    elsewhere it is written as a line each tenth done. :meth:`note` writes a permanent line
+    (a failure) in either case; :meth:`done` ends: it clears the status line, or, when
+    counting on a terminal, leaves the final count line.
+    """
+
+    def __init__(self, total: int = 0, total_bytes: int = 0, *, label: str = "", unit: str = "traces",
+                 stream: TextIO | None = None) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.live = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.total, self.total_bytes = total, total_bytes
+        self.prefix = f"{label}: " if label else ""
+        self.unit = unit
+        self.count = self.failed = self.bytes = 0
+        self.t0 = time.perf_counter()
+        self._next_tenth = 1
 
     def show(self, text: str) -> None:
+        """A transient status line (terminal only)."""
         if self.live:
-            sys.stderr.write("\r\x1b[K" + text)
-            sys.stderr.flush()
+            self._write("\r\x1b[K" + text)
+
+    def note(self, text: str) -> None:
+        """A permanent line, on a terminal written above the status line."""
+        self._write(("\r\x1b[K" if self.live else "") + self.prefix + text + "\n")
+
+    def line(self) -> str:
+        """The count line: ``[done/total] pct  rate  MB/s  failed  ETA``."""
+        dt = max(time.perf_counter() - self.t0, 1e-9)
+        rate = self.count / dt
+        eta = (self.total - self.count) / rate if rate > 0 else 0.0
+        pct = self.count / self.total if self.total else 1.0
+        return (f"{self.prefix}[{self.count}/{self.total}] {pct:.0%}  {rate:.2f} {self.unit}/s  "
+                f"{self.bytes / 1e6 / dt:.1f} MB/s  {self.failed} failed  ETA {eta:.0f}s")
+
+    def advance(self, size_bytes: int = 0, failure: str | None = None) -> None:
+        """One item done (``failure``: why it failed, written as a permanent line)."""
+        self.count += 1
+        self.bytes += size_bytes
+        if failure is not None:
+            self.failed += 1
+            self.note(f"FAILED {failure}")
+        if self.live:
+            self.show(self.line())
+        elif self.count * 10 >= self._next_tenth * self.total or self.count == self.total:
+            self._next_tenth = self.count * 10 // max(self.total, 1) + 1
+            self._write(self.line() + "\n")
 
     def done(self) -> None:
+        """End: clear the status line; when counting on a terminal, leave the final count there."""
         if self.live:
-            sys.stderr.write("\r\x1b[K")
-            sys.stderr.flush()
+            self._write("\r\x1b[K" + (self.line() + "\n" if self.total else ""))
+
+    def _write(self, text: str) -> None:
+        self.stream.write(text)
+        self.stream.flush()
 
 
 def parse_capture_sizes(text: str | None) -> tuple[int, ...] | None:

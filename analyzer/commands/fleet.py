@@ -2,9 +2,13 @@
 
 Each trace is summarised by :func:`analyzer.fleet.summarize_trace` on a Dask worker (a local
 cluster of ``--workers`` processes, one thread each, or an existing cluster at
-``--scheduler``); summaries stream back as they finish, are appended to ``--out`` (JSON
-lines, one flushed line per trace) and folded into the report. A rerun with the same
-``--out`` skips every trace already there with the same size and mtime.
+``--scheduler``), small traces several to a task (:func:`analyzer.fleet.plan_batches`);
+summaries stream back as their task finishes, are appended to ``--out`` (JSON lines, one
+flushed line per trace) and folded into the report. A rerun with the same ``--out`` skips
+every trace already there with the same size and mtime.
+
+:func:`run_fleet` takes a :class:`FleetRequest` of plain values; only :func:`fleet_request`
+and :func:`run` see the argparse namespace.
 """
 from __future__ import annotations
 
@@ -14,19 +18,26 @@ import json
 import logging
 import os
 import sys
-import time
-from dataclasses import asdict
+import uuid
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from analyzer import __version__
-from analyzer.commands._shared import add_analysis_arguments, analysis_options
+from analyzer.commands._shared import Progress, add_analysis_arguments, analysis_options
 from analyzer.errors import AnalyzerError, InputError
 from analyzer.fleet import (
     DEFAULT_TOP, TRACE_SCHEMA, FleetAccumulator, FleetReport, add_records, file_identity, is_done, latest_records,
-    read_header, results_header, summarize_trace, worker_version,
+    plan_batches, read_header, results_header, summarize_traces, worker_version,
 )
 from analyzer.gaps import CAUSES
-from analyzer.loaders import expand_paths
+from analyzer.loaders import DEFAULT_MAX_TRACE_BYTES, expand_paths
+from analyzer.report import AnalysisOptions
+
+if TYPE_CHECKING:
+    from analyzer.planning.costs import CostTable
+    from analyzer.planning.planner import PlanOptions
 
 NAME = "fleet"
 HELP = "analyse many traces on Dask (local worker processes or a cluster): one fleet diagnosis and capture plan"
@@ -63,12 +74,56 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
                                                     "plan; default: one plan per workload")
 
 
-def _plan_options(args: argparse.Namespace):
+@dataclass(frozen=True)
+class FleetRequest:
+    """One fleet run, as plain values (the command's flags, checked by :func:`fleet_request`).
+
+    ``paths``: trace files, folders or glob patterns (empty: report on ``out`` as it is);
+    ``out``: the JSON-lines results file (None: keep nothing); ``workers``: local worker
+    processes (None: one per core) or ``scheduler``: an existing cluster's address;
+    ``options``/``max_trace_bytes``: how each trace is analysed; ``top``: outliers listed;
+    ``plan``/``costs``/``workload``: the capture plan's budgets, an unprofiled cost table
+    replacing the traces' costs, and the workload whose plan is the fleet's.
+    """
+
+    paths: tuple[str, ...] = ()
+    out: Path | None = None
+    workers: int | None = None
+    scheduler: str | None = None
+    options: AnalysisOptions = field(default_factory=AnalysisOptions)
+    max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES
+    top: int = DEFAULT_TOP
+    plan: PlanOptions | None = None
+    costs: CostTable | None = None
+    workload: str | None = None
+
+
+def fleet_request(args: argparse.Namespace) -> FleetRequest:
+    """The checked :class:`FleetRequest` of the command's flags (:class:`InputError` naming a bad one)."""
     from analyzer.planning.planner import PlanOptions
 
-    return PlanOptions(max_graphs=args.max_graphs, memory_budget_mib=args.memory_budget_mib,
+    opts = analysis_options(args)
+    if args.top < 0:
+        raise InputError("--top must be >= 0")
+    if args.workers is not None and args.workers < 1:
+        raise InputError("--workers must be >= 1")
+    if args.workers is not None and args.scheduler:
+        raise InputError("--workers sets up local workers; a --scheduler cluster has its own (drop one of the two)")
+    plan = PlanOptions(max_graphs=args.max_graphs, memory_budget_mib=args.memory_budget_mib,
                        graph_memory_mib=args.graph_memory_mib, max_batch_size=args.max_batch_size,
                        padding=args.padding, win_threshold=args.win_threshold)
+    costs = None
+    if args.timings:
+        from analyzer.planning.inputs import costs_from_timings
+
+        costs = costs_from_timings(args.timings, args.model)
+    elif args.model:
+        raise InputError("--model selects rows of a timings file; none was given (--timings)")
+    if not args.paths and not args.out:
+        raise InputError("give trace files, directories or globs, or --out FILE.jsonl to report on earlier results")
+    return FleetRequest(paths=tuple(args.paths), out=Path(args.out) if args.out else None, workers=args.workers,
+                        scheduler=args.scheduler, options=opts, max_trace_bytes=args.max_trace_bytes, top=args.top,
+                        plan=plan, costs=costs, workload=args.workload)
 
 
 def expand_inputs(patterns: list[str]) -> list[Path]:
@@ -90,48 +145,6 @@ def expand_inputs(patterns: list[str]) -> list[Path]:
             seen.add(a)
             out.append(a)
     return out
-
-
-class _Progress:
-    """Progress on stderr: a live line on a terminal, else a line per tenth done; failures always."""
-
-    def __init__(self, total: int, total_bytes: int) -> None:
-        self.total, self.total_bytes = total, total_bytes
-        self.done = self.failed = self.bytes = 0
-        self.t0 = time.perf_counter()
-        self.live = sys.stderr.isatty()
-        self._next_tenth = 1
-
-    def line(self) -> str:
-        dt = max(time.perf_counter() - self.t0, 1e-9)
-        rate = self.done / dt
-        eta = (self.total - self.done) / rate if rate > 0 else 0.0
-        return (f"fleet: [{self.done}/{self.total}] {self.done / self.total:.0%}  {rate:.2f} traces/s  "
-                f"{self.bytes / 1e6 / dt:.1f} MB/s  {self.failed} failed  ETA {eta:.0f}s")
-
-    def update(self, rec: dict, size: int) -> None:
-        self.done += 1
-        self.bytes += size
-        if rec.get("error"):
-            self.failed += 1
-            self._write(f"fleet: FAILED {rec['path']}: {rec['error']}", final=True)
-        if self.live:
-            self._write(self.line(), final=False)
-        elif self.done * 10 >= self._next_tenth * self.total or self.done == self.total:
-            self._next_tenth = self.done * 10 // self.total + 1
-            self._write(self.line(), final=True)
-
-    def _write(self, text: str, final: bool) -> None:
-        if self.live:
-            sys.stderr.write("\r\x1b[K" + text + ("\n" if final else ""))
-        else:
-            sys.stderr.write(text + "\n")
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.live:
-            sys.stderr.write("\r\x1b[K" + self.line() + "\n")
-            sys.stderr.flush()
 
 
 def _open_results(out: Path, header: dict) -> tuple[dict[str, dict], list[str]]:
@@ -188,19 +201,19 @@ def local_cluster(n_workers: int):
                             scheduler_kwargs={"dashboard_address": ":0"}, silence_logs=logging.CRITICAL)
 
 
-def _connect(args: argparse.Namespace, n_tasks: int):
-    """A Dask client (and the local cluster it owns, or None), checked to run launchgap."""
+def _connect(scheduler: str | None, workers: int | None, n_tasks: int):
+    """A Dask client, the local cluster it owns (or None) and the number of workers, checked to run launchgap."""
     Client, _, _ = _dask()
     cluster = None
-    if args.scheduler:
+    if scheduler:
         try:
             # Connect timeout: Dask's distributed.comm.timeouts.connect (30 s unless configured).
-            client = Client(args.scheduler)
+            client = Client(scheduler)
         except (OSError, TimeoutError) as exc:
-            raise AnalyzerError(f"cannot reach the Dask scheduler at {args.scheduler}: {exc}") from None
+            raise AnalyzerError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
     else:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        cluster = local_cluster(max(1, min(args.workers or cores, n_tasks)))
+        cluster = local_cluster(max(1, min(workers or cores, n_tasks)))
         client = Client(cluster)
     try:
         versions = client.run(worker_version)
@@ -210,12 +223,12 @@ def _connect(args: argparse.Namespace, n_tasks: int):
                             f"launchgap on every worker") from None
     if not versions:
         _shutdown(client, cluster)
-        raise AnalyzerError(f"the Dask cluster at {args.scheduler} has no workers")
+        raise AnalyzerError(f"the Dask cluster at {scheduler} has no workers")
     odd = sorted(w for w, v in versions.items() if v != __version__)
     if odd:
         print(f"launchgap: warning: {len(odd)} Dask worker(s) run launchgap {versions[odd[0]]}, this client "
               f"{__version__}; their numbers may differ", file=sys.stderr)
-    return client, cluster
+    return client, cluster, len(versions)
 
 
 def _worker_failure(ident: dict, exc: BaseException) -> dict:
@@ -224,40 +237,23 @@ def _worker_failure(ident: dict, exc: BaseException) -> dict:
     return {"schema": TRACE_SCHEMA, **ident, "error": why, "error_kind": "worker", "elapsed_s": None}
 
 
-def run_fleet(args: argparse.Namespace) -> FleetReport:
-    """Analyse what is not done yet, stream it to ``--out``, and reduce everything asked for."""
-    opts = analysis_options(args)
-    if args.top < 0:
-        raise InputError("--top must be >= 0")
-    if args.workers is not None and args.workers < 1:
-        raise InputError("--workers must be >= 1")
-    if args.workers is not None and args.scheduler:
-        raise InputError("--workers sets up local workers; a --scheduler cluster has its own (drop one of the two)")
-    plan_opts = _plan_options(args)
-    costs = None
-    if args.timings:
-        from analyzer.planning.inputs import costs_from_timings
-
-        costs = costs_from_timings(args.timings, args.model)
-    elif args.model:
-        raise InputError("--model selects rows of a timings file; none was given (--timings)")
-    if not args.paths and not args.out:
-        raise InputError("give trace files, directories or globs, or --out FILE.jsonl to report on earlier results")
-    out = Path(args.out) if args.out else None
+def run_fleet(req: FleetRequest) -> FleetReport:
+    """Analyse what is not done yet, stream it to ``req.out``, and reduce everything asked for."""
+    out = req.out
     acc = FleetAccumulator()
-    if out is not None and not args.paths:  # report on the results file as it is
+    if out is not None and not req.paths:  # report on the results file as it is
         acc.analysis_options = read_header(out).get("analysis_options")
         latest, warnings = latest_records(out)
         acc.warnings.extend(warnings)
         add_records(acc, out, (e["line"] for e in latest.values()))
-        return acc.finish(plan_opts, args.top, costs, args.workload)
+        return acc.finish(req.plan, req.top, req.costs, req.workload)
 
-    acc.analysis_options = json.loads(json.dumps(asdict(opts)))
+    acc.analysis_options = json.loads(json.dumps(asdict(req.options)))
     latest: dict[str, dict] = {}
     if out is not None:
-        latest, warnings = _open_results(out, results_header(opts, args.max_trace_bytes))
+        latest, warnings = _open_results(out, results_header(req.options, req.max_trace_bytes))
         acc.warnings.extend(warnings)
-    files = expand_inputs(args.paths)
+    files = expand_inputs(list(req.paths))
     idents = {str(f): file_identity(f) for f in files}
     done = [p for p in idents if is_done(latest.get(p), idents[p])]
     if out is not None:
@@ -269,47 +265,67 @@ def run_fleet(args: argparse.Namespace) -> FleetReport:
         print(f"fleet: {len(done)} of {len(files)} traces already in {out}; analysing {len(pending)}",
               file=sys.stderr)
     if pending:
-        _run_pending(args, pending, idents, opts, out, acc)
-    return acc.finish(plan_opts, args.top, costs, args.workload)
+        _run_pending(req, pending, idents, acc)
+    return acc.finish(req.plan, req.top, req.costs, req.workload)
 
 
-def _run_pending(args: argparse.Namespace, pending: list[str], idents: dict[str, dict], opts, out: Path | None,
-                 acc: FleetAccumulator) -> None:
+def stream_records(client, pending: list[str], idents: dict[str, dict], options: AnalysisOptions,
+                   max_bytes: int, workers: int, batch: int | None = None) -> Iterator[dict]:
+    """Each pending trace's summary record, as the Dask task that holds it finishes.
+
+    Traces go to tasks in batches (:func:`analyzer.fleet.plan_batches` for ``workers``
+    workers; ``batch`` forces that many per task). Records carry the identity the client saw
+    (what a rerun compares against). A task that fails as a whole (its worker died) gives
+    each of its traces a ``worker`` failure record, which a rerun retries.
+    """
     _, _, as_completed = _dask()
+    if batch is None:
+        batches = plan_batches([idents[p]["size_bytes"] for p in pending], workers)
+    else:
+        batches = [list(range(i, min(i + batch, len(pending)))) for i in range(0, len(pending), batch)]
+    run_id = uuid.uuid4().hex[:8]  # task keys unique on a shared scheduler
+    futures = client.map(summarize_traces, [[pending[i] for i in b] for b in batches], options=options,
+                         max_bytes=max_bytes, pure=False,
+                         key=[f"launchgap-summarize-{run_id}-{i}" for i in range(len(batches))])
+    members = {f.key: [pending[i] for i in b] for f, b in zip(futures, batches)}
+    for fut in as_completed(futures):
+        paths = members.pop(fut.key)
+        if fut.status == "finished":
+            recs = fut.result()
+            for p, rec in zip(paths, recs):  # one per trace of the batch
+                rec.update(size_bytes=idents[p]["size_bytes"], mtime_ns=idents[p]["mtime_ns"])
+        else:
+            try:
+                exc = fut.exception()
+            except Exception as cancelled:  # noqa: BLE001 - a cancelled future raises instead
+                exc = cancelled
+            recs = [_worker_failure(idents[p], exc) for p in paths]
+        fut.release()
+        yield from recs
+
+
+def _run_pending(req: FleetRequest, pending: list[str], idents: dict[str, dict], acc: FleetAccumulator) -> None:
+    out = req.out
     try:
         fh = open(out, "a", encoding="utf-8") if out is not None else None
     except OSError as exc:
         raise InputError(f"cannot append to the results file: {exc.strerror or exc}", str(out)) from None
     try:
-        client, cluster = _connect(args, len(pending))
+        client, cluster, workers = _connect(req.scheduler, req.workers, len(pending))
     except BaseException:
         if fh is not None:
             fh.close()
         raise
-    progress = _Progress(len(pending), sum(idents[p]["size_bytes"] for p in pending))
+    progress = Progress(len(pending), sum(idents[p]["size_bytes"] for p in pending), label="fleet")
     try:
-        futures = client.map(summarize_trace, pending, options=opts, max_bytes=args.max_trace_bytes, pure=False,
-                             key=[f"launchgap-summarize-{i}" for i in range(len(pending))])
-        path_of = {f.key: p for f, p in zip(futures, pending)}
-        for fut in as_completed(futures):
-            p = path_of[fut.key]
-            if fut.status == "finished":
-                rec = fut.result()
-                # Identity as the client saw it: that is what a rerun compares against.
-                rec.update(size_bytes=idents[p]["size_bytes"], mtime_ns=idents[p]["mtime_ns"])
-            else:
-                try:
-                    exc = fut.exception()
-                except Exception as cancelled:  # noqa: BLE001 - a cancelled future raises instead
-                    exc = cancelled
-                rec = _worker_failure(idents[p], exc)
-            fut.release()
+        for rec in stream_records(client, pending, idents, req.options, req.max_trace_bytes, workers):
             if fh is not None:
                 fh.write(json.dumps(rec, separators=(",", ":"), allow_nan=False) + "\n")
                 fh.flush()
             acc.add(rec)
-            progress.update(rec, idents[p]["size_bytes"])
-        progress.close()
+            progress.advance(idents[rec["path"]]["size_bytes"], f"{rec['path']}: {rec['error']}" if rec.get("error")
+                             else None)
+        progress.done()
     finally:
         if fh is not None:
             fh.close()
@@ -418,7 +434,7 @@ def render_fleet(rep: FleetReport) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    rep = run_fleet(args)
+    rep = run_fleet(fleet_request(args))
     if args.format == "json":
         text = json.dumps(rep.to_dict(), indent=1, allow_nan=False)
     else:

@@ -206,3 +206,32 @@ def test_is_done() -> None:
     assert not is_done({"size_bytes": 10, "mtime_ns": 6, "error_kind": None, "line": 2}, ident)  # file changed
     assert not is_done({"size_bytes": 11, "mtime_ns": 5, "error_kind": None, "line": 2}, ident)
     assert not is_done(None, ident)
+
+
+def test_plan_batches_groups_small_traces_and_keeps_large_ones_alone() -> None:
+    from analyzer.fleet import BATCH_MAX_BYTES, plan_batches
+
+    # 10 traces, 2 workers: 10 // (2 workers x 4 tasks each) = 1 per task (small fleets are unchanged).
+    assert plan_batches([100] * 10, 2) == [[i] for i in range(10)]
+    # 40 traces, 2 workers: 5 per task, 8 tasks.
+    assert plan_batches([100] * 40, 2) == [list(range(i, i + 5)) for i in range(0, 40, 5)]
+    # 1000 traces, 1 worker: capped at 8 per task.
+    b = plan_batches([1] * 1000, 1)
+    assert len(b) == 125 and {len(x) for x in b} == {8}
+    # A batch closes before it passes BATCH_MAX_BYTES: a large trace is a task alone, the small ones after it batch.
+    big = BATCH_MAX_BYTES
+    assert plan_batches([big, big // 2, big // 2, 1, 1] + [1] * 35, 1) == \
+        [[0], [1, 2], [3, 4, 5, 6, 7, 8, 9, 10]] + [list(range(i, min(i + 8, 40))) for i in range(11, 40, 8)]
+    assert plan_batches([], 4) == []
+
+
+def test_summarize_traces_is_summarize_trace_in_order(tmp_path) -> None:
+    from analyzer.fleet import summarize_traces
+
+    p = write(tmp_path, EVENTS)
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b"{")
+    recs = summarize_traces([p, bad, p], OPTS)
+    assert [r["path"] for r in recs] == [str(p), str(bad), str(p)]
+    assert [r["error_kind"] for r in recs] == [None, "input", None]
+    assert recs[0]["steps"] == summarize_trace(p, OPTS)["steps"]
