@@ -291,6 +291,7 @@ class Recording:
 
     ``graph_us`` is the measured unprofiled graph step (None when not timed: then only the eager
     estimate is scored, not the speedup). ``host_ref_us``: the trace's host reference.
+    ``group``: the workload (model) the recording belongs to, for leave-one-group-out scoring.
     """
 
     name: str
@@ -304,6 +305,7 @@ class Recording:
     graph_us: float | None = None
     memory: bool = False
     host_ref_us: float | None = None
+    group: str = ""
 
     @property
     def implied_us_per_event(self) -> float:
@@ -419,6 +421,15 @@ def evaluate_leave_one_out(recs: Sequence[Recording], base: OverheadTable = DEFA
     when it is the only recording of its tier): the honest error of refitting."""
     return _summarise(name or f"refit ({unit}), leave-one-out",
                       [score(r, fit_overhead([q for q in recs if q is not r], base, coverage, unit)) for r in recs])
+
+
+def evaluate_leave_group_out(recs: Sequence[Recording], base: OverheadTable = DEFAULT_OVERHEAD,
+                             coverage: float = 0.8, unit: str = "us", name: str | None = None) -> Evaluation:
+    """Every recording scored under a table fitted on the recordings of the other groups (models): the
+    error on a workload the table never saw. A tier no other group recorded falls back to ``base``."""
+    return _summarise(name or f"refit ({unit}), leave-one-model-out",
+                      [score(r, fit_overhead([q for q in recs if q.group != r.group], base, coverage, unit))
+                       for r in recs])
 
 
 def constant_table(us_per_event: float, graph_rel_err: float = 0.0) -> OverheadTable:

@@ -221,4 +221,4 @@ def test_fit_command_on_a_same_process_recording(tmp_path, capsys) -> None:
 
 def test_fit_command_refuses_a_folder_without_timings(tmp_path, capsys) -> None:
     assert fit_main(["fit", str(tmp_path)]) == 2
-    assert "no timings.json or truth.json" in capsys.readouterr().err
+    assert "no timings.json, truth.json, timings_overhead.json in this folder" in capsys.readouterr().err
