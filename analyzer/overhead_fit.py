@@ -31,7 +31,6 @@ refitted table as Python to paste into :mod:`analyzer.overhead`.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from collections.abc import Iterator
