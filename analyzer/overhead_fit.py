@@ -13,9 +13,11 @@ the eager traces it names. Two layouts are read:
        "unprofiled_graph_us": 1884.7,                          # optional; else rows[model, batch_size]
        "trace": "1b_bs8_eager_shapes.json.gz"}                 # beside the JSON or in a folder below it
 
-  The eager step is the mean of the before and after timings. Records without a trace are
-  skipped. (Also read: ``unprofiled_us``/``eager_us`` for one timing, ``graph_us``,
-  ``file``/``path`` for the trace.)
+  The file is read through :func:`analyzer.timings.load_timings` (the one schema). The eager
+  step is :func:`analyzer.timings.pvu_eager_us` (the pooled median the harness writes, else
+  the mean of before and after). Records without a trace are skipped; records whose eager
+  step drifted by more than ``--max-drift`` across the trace, or whose trace is not in the
+  folder, are left out and listed under the table.
 * **a timings file beside traces** (``traces/h200``, ``traces/h200-1b``): every
   ``<model>_bs<N>_eager*.json.gz`` in the folder against the file's ``rows`` (``eager_us``,
   ``graph_us``; ``bs`` or ``batch_size``). These timings were not taken around the trace, so
