@@ -200,23 +200,23 @@ class OverheadTable:
         return replace(self, rates=tuple(new if r.tier == new.tier else r for r in self.rates))
 
 
-#: Shipped rates. ``plain``/``shapes+stack`` (us per recorded host event): the overheads issue
-#: 17's 14 same-process H200 recordings imply (small, 1b, 8b, 70b-slice; point = middle of each
-#: reported range: 1.1-1.4 and 2.1-2.8 us; the harness records shapes, so its with_stack runs
-#: are taken as shapes+stack). ``shapes`` (multiples of the host reference): 2.8 x 0.65 us (the
-#: H200 harness host's reference) = 1.82 us, the issue's 1.7-1.8 us; the range 2.2-3.5 spans
-#: what traces/h200 and traces/h200-1b imply against their timings (2.1-3.8 x the reference,
-#: host-bound recordings; those timings were not taken in the same process). ``stack`` (stacks
-#: without shapes): plain plus the with_stack increment. ``cupti``: assumed (no recording
-#: without cpu_ops was timed): CUPTI's callback per runtime call, with a wide range.
-#: Refit with ``python -m analyzer.overhead_fit fit``.
+#: Shipped rates. ``plain``, ``shapes``, ``stack`` (multiples of the trace's host reference):
+#: ``python -m analyzer.overhead_fit fit traces/h200-session-2026-12-01b`` on the FIT set, 24
+#: same-process H200 recordings by ``launchgap record`` with drift control (tiny, 1b, 3b, 8b x
+#: bs 1, 8, 64 x plain/shapes/stack; the 12 of 36 whose unprofiled eager step drifted over 5%
+#: across the trace left out): point = median implied overhead, range = the central 80%, graph
+#: band = the 80% quantile of |predicted / measured graph step - 1|. Held out (never fitted
+#: on): two other same-process H200 sessions (see docs/overhead.md for the error table).
+#: ``shapes+stack`` (us per host event): issue 17's same-process recordings (no ``full``
+#: recording yet). ``cupti``: assumed (no recording without cpu_ops was timed): CUPTI's
+#: callback per runtime call, with a wide range. Refit with ``python -m analyzer.overhead_fit fit``.
 DEFAULT_OVERHEAD = OverheadTable(rates=(
     OverheadRate("cupti", 0.8, 0.4, 1.4, "assumed: CUPTI runtime-call tracing, not measured"),
-    OverheadRate("plain", 1.25, 1.1, 1.4, "issue 17: same-process H200 recordings"),
-    OverheadRate("shapes", 2.8, 2.2, 3.5, "issue 17 same-process recordings and traces/h200, traces/h200-1b", "ref"),
-    OverheadRate("stack", 1.95, 1.6, 2.45, "derived: plain + the with_stack increment of issue 17"),
+    OverheadRate("plain", 2.2185, 1.9289, 2.4956, "fitted: 5 same-process H200 recordings (2026-12-01b)", "ref"),
+    OverheadRate("shapes", 3.2916, 2.3742, 4.152, "fitted: 9 same-process H200 recordings (2026-12-01b)", "ref"),
+    OverheadRate("stack", 2.7761, 1.6696, 3.0755, "fitted: 10 same-process H200 recordings (2026-12-01b)", "ref"),
     OverheadRate("shapes+stack", 2.45, 2.1, 2.8, "issue 17: same-process H200 recordings"),
-))
+), graph_rel_err=0.031)
 
 
 @dataclass(frozen=True)
@@ -291,6 +291,7 @@ class Recording:
 
     ``graph_us`` is the measured unprofiled graph step (None when not timed: then only the eager
     estimate is scored, not the speedup). ``host_ref_us``: the trace's host reference.
+    ``group``: the workload (model) the recording belongs to, for leave-one-group-out scoring.
     """
 
     name: str
@@ -304,6 +305,7 @@ class Recording:
     graph_us: float | None = None
     memory: bool = False
     host_ref_us: float | None = None
+    group: str = ""
 
     @property
     def implied_us_per_event(self) -> float:
@@ -419,6 +421,15 @@ def evaluate_leave_one_out(recs: Sequence[Recording], base: OverheadTable = DEFA
     when it is the only recording of its tier): the honest error of refitting."""
     return _summarise(name or f"refit ({unit}), leave-one-out",
                       [score(r, fit_overhead([q for q in recs if q is not r], base, coverage, unit)) for r in recs])
+
+
+def evaluate_leave_group_out(recs: Sequence[Recording], base: OverheadTable = DEFAULT_OVERHEAD,
+                             coverage: float = 0.8, unit: str = "us", name: str | None = None) -> Evaluation:
+    """Every recording scored under a table fitted on the recordings of the other groups (models): the
+    error on a workload the table never saw. A tier no other group recorded falls back to ``base``."""
+    return _summarise(name or f"refit ({unit}), leave-one-model-out",
+                      [score(r, fit_overhead([q for q in recs if q.group != r.group], base, coverage, unit))
+                       for r in recs])
 
 
 def constant_table(us_per_event: float, graph_rel_err: float = 0.0) -> OverheadTable:

@@ -13,9 +13,11 @@ the eager traces it names. Two layouts are read:
        "unprofiled_graph_us": 1884.7,                          # optional; else rows[model, batch_size]
        "trace": "1b_bs8_eager_shapes.json.gz"}                 # beside the JSON or in a folder below it
 
-  The eager step is the mean of the before and after timings. Records without a trace are
-  skipped. (Also read: ``unprofiled_us``/``eager_us`` for one timing, ``graph_us``,
-  ``file``/``path`` for the trace.)
+  The file is read through :func:`analyzer.timings.load_timings` (the one schema). The eager
+  step is :func:`analyzer.timings.pvu_eager_us` (the pooled median the harness writes, else
+  the mean of before and after). Records without a trace are skipped; records whose eager
+  step drifted by more than ``--max-drift`` across the trace, or whose trace is not in the
+  folder, are left out and listed under the table.
 * **a timings file beside traces** (``traces/h200``, ``traces/h200-1b``): every
   ``<model>_bs<N>_eager*.json.gz`` in the folder against the file's ``rows`` (``eager_us``,
   ``graph_us``; ``bs`` or ``batch_size``). These timings were not taken around the trace, so
@@ -31,22 +33,22 @@ refitted table as Python to paste into :mod:`analyzer.overhead`.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from analyzer.errors import AnalyzerError, InputError
 from analyzer.overhead import (
-    DEFAULT_OVERHEAD, Evaluation, OverheadTable, Recording, constant_table, evaluate, evaluate_leave_one_out,
-    fit_overhead, table_as_python,
+    DEFAULT_OVERHEAD, Evaluation, OverheadTable, Recording, constant_table, evaluate, evaluate_leave_group_out,
+    evaluate_leave_one_out, fit_overhead, table_as_python,
 )
+from analyzer.timings import DRIFT_LIMIT, load_timings, pvu_drift, pvu_eager_us
 
-_TIMINGS_NAMES = ("timings.json", "truth.json")
+_TIMINGS_NAMES = ("timings.json", "truth.json", "timings_overhead.json")
 _TRACE_NAME = re.compile(r"^(?P<model>.+?)_bs(?P<bs>\d+)_eager.*\.json(?:\.gz)?$")
 FORMER_US_PER_EVENT = 1.8
 
@@ -54,96 +56,91 @@ FORMER_US_PER_EVENT = 1.8
 @dataclass(frozen=True)
 class _Source:
     trace: Path
+    model: str
     label: str
     profiler: str
     eager_us: float
     graph_us: float | None
 
 
-def _num(rec: dict, *keys: str) -> float | None:
-    for k in keys:
-        v = rec.get(k)
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) and v > 0:
-            return float(v)
-    return None
+@dataclass
+class Skipped:
+    """Records of the timings files that were not used, with the reason (shown under the table)."""
+
+    reasons: list[str] = field(default_factory=list)
 
 
-def _rows_by_key(doc: dict) -> dict[tuple[str, int], dict]:
-    out = {}
-    for r in doc.get("rows") or []:
-        if isinstance(r, dict) and r.get("model") is not None:
-            bs = r.get("batch_size", r.get("bs"))
-            if isinstance(bs, int):
-                out[(str(r["model"]), bs)] = r
-    return out
-
-
-def _sources(path: Path) -> Iterator[_Source]:
-    """The recordings one PATH names (see the module docstring)."""
+def _timings_path(path: Path) -> Path:
     if path.is_dir():
         found = [path / n for n in _TIMINGS_NAMES if (path / n).is_file()]
         if not found:
-            raise InputError("no timings.json or truth.json in this folder", str(path))
-        path = found[0]
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"cannot read the timings: {exc}", str(path)) from None
-    if not isinstance(doc, dict):
-        raise InputError("not a timings JSON object", str(path))
-    rows = _rows_by_key(doc)
+            raise InputError(f"no {', '.join(_TIMINGS_NAMES)} in this folder", str(path))
+        return found[0]
+    return path
+
+
+def _sources(path: Path, max_drift: float, skipped: Skipped) -> Iterator[_Source]:
+    """The recordings one PATH names (see the module docstring); drifted records and records whose
+    trace is not there are left out and noted in ``skipped``."""
+    path = _timings_path(path)
+    doc = load_timings(path)  # the one schema (analyzer/timings.py); one-line error naming the file
+    rows = {(r["model"], r["batch_size"]): r for r in doc["rows"]}
     pvu = doc.get("profiled_vs_unprofiled")
-    if isinstance(pvu, dict):  # {"records": [...]} or {label: record}
-        pvu = pvu.get("records", list(pvu.values()))
-    if isinstance(pvu, list):
-        for i, rec in enumerate(pvu):
-            if not isinstance(rec, dict):
-                raise InputError(f"profiled_vs_unprofiled[{i}] is not an object", str(path))
-            name = rec.get("trace") or rec.get("file") or rec.get("path")
-            if not name:
+    if pvu:
+        for rec in pvu:
+            label = f"{rec['model']} bs{rec['batch_size']} {rec['profiler']}"
+            if not rec["trace"]:
                 continue  # timed, but no trace was kept
-            before = _num(rec, "unprofiled_eager_us_before", "unprofiled_before_us", "before_us")
-            after = _num(rec, "unprofiled_eager_us_after", "unprofiled_after_us", "after_us")
-            eager = _num(rec, "unprofiled_us", "eager_us", "unprofiled_eager_us")
-            if eager is None and (before or after):
-                eager = float(np.mean([x for x in (before, after) if x]))
-            if eager is None:
-                raise InputError(f"profiled_vs_unprofiled[{i}] has no unprofiled eager step", str(path))
-            row = rows.get((str(rec.get("model")), rec.get("batch_size", rec.get("bs"))), {})
-            label = f"{rec.get('model', '?')} bs{rec.get('batch_size', rec.get('bs', '?'))}"
-            yield _Source(_find_trace(path.parent, str(name)), label, str(rec.get("profiler", rec.get("settings", ""))),
-                          eager, _num(rec, "unprofiled_graph_us", "graph_us") or _num(row, "graph_us"))
+            drift = pvu_drift(rec)
+            if abs(drift) > max_drift:
+                skipped.reasons.append(f"{path.name}: {label}: unprofiled eager step drifted {drift:+.1%} across "
+                                       f"the trace (limit {max_drift:.0%})")
+                continue
+            trace = _find_trace(path.parent, rec["trace"])
+            if trace is None:
+                skipped.reasons.append(f"{path.name}: {label}: trace {rec['trace']} not in the folder")
+                continue
+            graph = rec["unprofiled_graph_us"] or rows.get((rec["model"], rec["batch_size"]), {}).get("graph_us")
+            yield _Source(trace, rec["model"], f"{rec['model']} bs{rec['batch_size']}", rec["profiler"],
+                          pvu_eager_us(rec), graph)
         return
     for f in sorted(path.parent.iterdir()):  # legacy layout: traces named <model>_bs<N>_eager...
         m = _TRACE_NAME.match(f.name)
         row = rows.get((m.group("model"), int(m.group("bs")))) if m else None
-        if row is not None and _num(row, "eager_us"):
-            yield _Source(f, f"{m.group('model')} bs{m.group('bs')}", "", float(row["eager_us"]), _num(row, "graph_us"))
+        if row is not None and row.get("eager_us"):
+            yield _Source(f, m.group("model"), f"{m.group('model')} bs{m.group('bs')}", "", float(row["eager_us"]),
+                          row.get("graph_us"))
 
 
-def _find_trace(root: Path, name: str) -> Path:
+def _find_trace(root: Path, name: str) -> Path | None:
     """The trace a record names: beside the timings file, else the one file of that name below it."""
     direct = root / name
     if direct.is_file():
         return direct
     hits = sorted(root.rglob(Path(name).name))
-    if len(hits) == 1:
-        return hits[0]
-    raise InputError(f"trace {name!r} not found beside the timings file or, once, in a folder below it", str(root))
+    if len(hits) > 1:
+        raise InputError(f"trace {name!r} is in {len(hits)} folders below the timings file; keep one", str(root))
+    return hits[0] if hits else None
 
 
 #: The harness's profiler labels (``analyzer/timings.py``) as :data:`analyzer.overhead.TIERS`.
 LABEL_TIER = {"plain": "plain", "shapes": "shapes", "stack": "stack", "full": "shapes+stack"}
 
 
-def load_recordings(paths: list[str]) -> list[Recording]:
-    """Recordings (:class:`analyzer.overhead.Recording`) from timings files or folders, each trace analysed."""
+def load_recordings(paths: list[str], max_drift: float = DRIFT_LIMIT,
+                    skipped: Skipped | None = None) -> list[Recording]:
+    """Recordings (:class:`analyzer.overhead.Recording`) from timings files or folders, each trace analysed.
+
+    Records whose unprofiled eager step drifted by more than ``max_drift`` across the trace, or
+    whose trace is not in the folder, are left out (and listed in ``skipped``).
+    """
     from analyzer.loaders import load_trace
     from analyzer.report import analyze_trace
 
+    skipped = skipped if skipped is not None else Skipped()
     recs: list[Recording] = []
     for p in paths:
-        for src in _sources(Path(p)):
+        for src in _sources(Path(p), max_drift, skipped):
             try:
                 rep = analyze_trace(load_trace(src.trace))
             except AnalyzerError as exc:
@@ -163,7 +160,7 @@ def load_recordings(paths: list[str]) -> list[Recording]:
                 host_events=float(np.median([st.host_events for st in rep.steps])),
                 busy_us=s.gpu_busy_us_median, predicted_graph_us=s.predicted_graph_step_us_median,
                 eager_us=src.eager_us, graph_us=src.graph_us, memory=bool(ps.get("profile_memory")),
-                host_ref_us=ps.get("host_ref_us")))
+                host_ref_us=ps.get("host_ref_us"), group=src.model))
     if not recs:
         raise InputError("no recordings found: give timings files or folders with eager traces beside them")
     return recs
@@ -181,8 +178,9 @@ def _cell(s) -> str:
     return f"{s.speedup_pred:.2f}x ({err}; {s.speedup_low:.2f}-{s.speedup_high:.2f}x{held})"
 
 
-def render(recs: list[Recording], evals: list[Evaluation], fitted: OverheadTable, markdown: bool) -> str:
-    """The error table (one row per recording, a column per evaluation), summaries and the fitted table."""
+def render(recs: list[Recording], evals: list[Evaluation], fitted: OverheadTable | None, markdown: bool) -> str:
+    """The error table (one row per recording, a column per evaluation), summaries and (unless None) the
+    fitted table."""
     head = ["recording", "settings", "host events", "host ref us", "profiled us", "measured eager us",
             "implied us/event", "measured speedup"] + [ev.name for ev in evals]
     rows = []
@@ -203,6 +201,8 @@ def render(recs: list[Recording], evals: list[Evaluation], fitted: OverheadTable
         cov = f"; range holds the measured speedup for {ev.coverage:.0%}" if ev.coverage is not None else ""
         lines.append(f"{'- ' if markdown else ''}{ev.name}: {what} error median {ev.median_abs_err:.1%}, worst "
                      f"{ev.worst_abs_err:.1%} over {len(ev.scored)} recording(s){cov}")
+    if fitted is None:
+        return "\n".join(lines)
     units = sorted({r.unit for r in fitted.rates if r.source.startswith("fitted")}) or ["none fitted"]
     lines += ["", f"Refitted table (fitted rates in {', '.join(units)}: the unit with the smaller leave-one-out "
                   f"error; paste into analyzer/overhead.py):", "", table_as_python(fitted)]
@@ -215,25 +215,44 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     f = sub.add_parser("fit", help="fit on recordings with measured unprofiled steps")
     f.add_argument("paths", nargs="+", metavar="PATH", help="timings JSON files or folders holding one, with traces")
+    f.add_argument("--held-out", action="append", default=[], metavar="PATH",
+                   help="recordings scored under the table fitted on PATH... and never fitted on (repeatable)")
     f.add_argument("--coverage", type=float, default=0.8,
                    help="share of the recordings' implied overheads the fitted range spans (default 0.8)")
+    f.add_argument("--max-drift", type=float, default=DRIFT_LIMIT,
+                   help="leave out records whose unprofiled eager step moved by more than this across the trace "
+                        f"(after / before - 1; default {DRIFT_LIMIT})")
     f.add_argument("--format", choices=("text", "markdown"), default="text")
     args = p.parse_args(argv)
     try:
         if not 0 < args.coverage < 1:
             raise InputError("--coverage must be between 0 and 1")
-        recs = load_recordings(args.paths)
+        if not args.max_drift > 0:
+            raise InputError("--max-drift must be positive")
+        skipped = Skipped()
+        recs = load_recordings(args.paths, args.max_drift, skipped)
+        held = load_recordings(args.held_out, args.max_drift, skipped) if args.held_out else []
         loo = {u: evaluate_leave_one_out(recs, DEFAULT_OVERHEAD, args.coverage, u) for u in ("us", "ref")}
         # The unit whose refit predicts held-out recordings better is the one to ship.
         unit = min(loo, key=lambda u: (loo[u].median_abs_err, loo[u].worst_abs_err))
         fitted = fit_overhead(recs, DEFAULT_OVERHEAD, args.coverage, unit)
         evals = [evaluate(recs, constant_table(FORMER_US_PER_EVENT), f"former {FORMER_US_PER_EVENT} us/event"),
-                 evaluate(recs, DEFAULT_OVERHEAD, "shipped table"), loo["us"], loo["ref"],
-                 evaluate(recs, fitted, f"refit ({unit}), in-sample")]
+                 evaluate(recs, DEFAULT_OVERHEAD, "shipped table"), loo["us"], loo["ref"]]
+        if len({r.group for r in recs}) > 1:
+            evals.append(evaluate_leave_group_out(recs, DEFAULT_OVERHEAD, args.coverage, unit))
+        evals.append(evaluate(recs, fitted, f"refit ({unit}), in-sample"))
     except AnalyzerError as exc:
         print(f"launchgap: error: {exc}", file=sys.stderr)
         return 2
-    sys.stdout.write(render(recs, evals, fitted, args.format == "markdown") + "\n")
+    text = render(recs, evals, fitted, args.format == "markdown")
+    if held:
+        text += "\n\nHeld-out recordings (never fitted on), scored under the shipped and the refitted table:\n\n"
+        text += render(held, [evaluate(held, DEFAULT_OVERHEAD, "shipped table"),
+                              evaluate(held, fitted, f"refit ({unit}) on the fit set")], None,
+                       args.format == "markdown")
+    if skipped.reasons:
+        text += "\n\nLeft out:\n" + "\n".join(f"- {r}" for r in skipped.reasons)
+    sys.stdout.write(text + "\n")
     return 0
 
 

@@ -20,7 +20,11 @@ version still accept newer files):
   one mode.
 * ``profiled_vs_unprofiled``: the unprofiled eager step timed in the same process just
   before and after a trace recorded under one profiler setting
-  (:data:`PROFILER_SETTINGS`).
+  (:data:`PROFILER_SETTINGS`). Required keys :data:`PVU_KEYS`; optional
+  :data:`PVU_OPTIONAL_KEYS` (newer harness: ``unprofiled_eager_us``, the median of the
+  before and after steps pooled; ``drift``, ``after / before - 1``; ``drift_limit``, the
+  limit the harness re-recorded beyond; ``attempts``, traces recorded until the drift held).
+  Read a record through :func:`pvu_eager_us` and :func:`pvu_drift`.
 * ``graph_memory``: memory, capture time and node counts of capture lists
   (:data:`GRAPH_MEMORY_KEYS`, per-size entries :data:`GRAPH_MEMORY_SIZE_KEYS`).
 * ``serving``: replays of a sequence of batch sizes padded to captured sizes.
@@ -59,6 +63,12 @@ ROW_LIST_KEYS = ("eager_us_rounds", "graph_us_rounds", "piecewise_us_rounds")
 PROFILER_SETTINGS = ("plain", "shapes", "stack", "full")
 PVU_KEYS = ("model", "batch_size", "profiler", "unprofiled_eager_us_before", "unprofiled_eager_us_after",
             "unprofiled_graph_us", "trace")
+#: Optional keys of a ``profiled_vs_unprofiled`` record (numbers; ``attempts`` a positive integer).
+PVU_OPTIONAL_KEYS = ("unprofiled_eager_us", "drift", "drift_limit", "attempts", "unprofiled_graph_us_before",
+                     "unprofiled_graph_us_after")
+#: Largest ``|after / before - 1|`` of the unprofiled eager step around a trace for which the
+#: record counts as timed in one host phase (the harness re-records beyond it; the fit skips it).
+DRIFT_LIMIT = 0.05
 
 GRAPH_MODES = ("full", "piecewise")
 GRAPH_MEMORY_KEYS = ("model", "mode", "list_name", "capture_sizes", "graphs", "nodes_per_graph", "reserved_mib",
@@ -167,6 +177,26 @@ def _check_pvu(c: _Checker, r: Any, i: int) -> None:
     c.number(r["unprofiled_graph_us"], f"{where}.unprofiled_graph_us", positive=True)
     if r["trace"] is not None:
         c.string(r["trace"], f"{where}.trace")
+    for k in ("unprofiled_eager_us", "unprofiled_graph_us_before", "unprofiled_graph_us_after"):
+        c.number(r.get(k), f"{where}.{k}", positive=True)
+    c.number(r.get("drift"), f"{where}.drift", signed=True)
+    c.number(r.get("drift_limit"), f"{where}.drift_limit")
+    if r.get("attempts") is not None:
+        c.pos_int(r["attempts"], f"{where}.attempts")
+
+
+def pvu_eager_us(rec: dict[str, Any]) -> float:
+    """The unprofiled eager step (us) of a validated ``profiled_vs_unprofiled`` record: its pooled
+    median ``unprofiled_eager_us`` where the harness wrote one, else the mean of before and after."""
+    if rec.get("unprofiled_eager_us") is not None:
+        return float(rec["unprofiled_eager_us"])
+    return (float(rec["unprofiled_eager_us_before"]) + float(rec["unprofiled_eager_us_after"])) / 2
+
+
+def pvu_drift(rec: dict[str, Any]) -> float:
+    """Signed drift of a validated record's unprofiled eager step across its trace: ``after / before - 1``
+    (computed from the two timings, so older files without a ``drift`` key read alike)."""
+    return float(rec["unprofiled_eager_us_after"]) / float(rec["unprofiled_eager_us_before"]) - 1
 
 
 def _check_graph_memory(c: _Checker, r: Any, i: int) -> None:
@@ -323,5 +353,6 @@ def write_timings(path: str | Path, doc: dict[str, Any]) -> None:
     os.replace(tmp, p)
 
 
-__all__ = ["SCHEMA", "PROFILER_SETTINGS", "GRAPH_MODES", "GRAPH_MEMORY_KEYS", "GRAPH_MEMORY_SIZE_KEYS",
-           "validate_timings", "load_timings", "write_timings"]
+__all__ = ["SCHEMA", "PROFILER_SETTINGS", "PVU_KEYS", "PVU_OPTIONAL_KEYS", "DRIFT_LIMIT", "GRAPH_MODES",
+           "GRAPH_MEMORY_KEYS", "GRAPH_MEMORY_SIZE_KEYS", "pvu_eager_us", "pvu_drift", "validate_timings",
+           "load_timings", "write_timings"]

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from analyzer.errors import InputError
+from analyzer.timings import DRIFT_LIMIT
 
 HELP = "record decode steps eager, as CUDA graphs (full, piecewise), their graph memory and serving replays " \
        "(needs torch), or print a measured speedup curve"
@@ -62,8 +63,14 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
     prof = parser.add_argument_group("profiler overhead")
     prof.add_argument("--profiler-settings", metavar="LIST",
-                      help="for each traced size and setting (plain, shapes, stack, full): unprofiled eager step "
-                           "before and after an eager trace under that setting")
+                      help="for each traced size and setting (plain, shapes, stack, full): an eager trace under "
+                           "that setting between two unprofiled blocks (eager steps and graph replays)")
+    prof.add_argument("--max-drift", type=float, default=DRIFT_LIMIT, metavar="F",
+                      help="record a trace again when the unprofiled eager step moved by more than F "
+                           f"(after / before - 1) across it (default {DRIFT_LIMIT})")
+    prof.add_argument("--drift-retries", type=int, default=2, metavar="N",
+                      help="times a drifted trace is recorded again; the last attempt is kept, its drift noted "
+                           "(default 2)")
 
     mem = parser.add_argument_group("graph memory")
     mem.add_argument("--capture-lists", action="append", default=[], metavar="LISTS",
@@ -145,6 +152,7 @@ def build_options(args: argparse.Namespace):  # -> SweepOptions
         count_kernels=not args.no_kernel_count, micro=not args.no_micro, force=args.force, device=args.device,
         seed=args.seed,
         profiler_settings=parse_profiler_settings(args.profiler_settings) if args.profiler_settings else (),
+        max_drift=args.max_drift, drift_retries=args.drift_retries,
         capture_lists=tuple((n, tuple(s)) for n, s in lists), memory_modes=memory_modes,
         serving_lists=tuple((n, tuple(s)) for n, s in serving), serving_sequence=tuple(sequence),
         serving_source=source,
@@ -165,7 +173,9 @@ def _plan_text(opts: Any) -> str:
                      f"{_short(opts.batch_sizes)}; {opts.rounds} x {opts.repeats} timed steps; "
                      + (f"traces at {_short(opts.traced_sizes)}" if opts.trace else "no traces"))
     if opts.profiler_settings:
-        lines.append(f"profiled vs unprofiled: {', '.join(opts.profiler_settings)} at {_short(opts.traced_sizes)}")
+        lines.append(f"profiled vs unprofiled: {', '.join(opts.profiler_settings)} at {_short(opts.traced_sizes)}; "
+                     f"unprofiled blocks of {opts.repeats} steps between the traces; a trace recorded again when "
+                     f"the eager step drifts over {opts.max_drift:.0%} across it (at most {opts.drift_retries} times)")
     for name, sizes in opts.capture_lists:
         lines.append(f"graph memory {'+'.join(opts.memory_modes)} {name}: {len(sizes)} sizes {_short(sizes)}")
     for name, sizes in opts.serving_lists:
@@ -189,12 +199,13 @@ def _summary_text(result: Any) -> str:
     """Profiled-vs-unprofiled, graph-memory and serving results of this run, as text tables."""
     lines: list[str] = []
     if result.profiled:
-        lines += ["", f"{'model':<14} {'bs':>4} {'profiler':<8} {'eager before':>13} {'eager after':>12} {'graph':>9}"]
+        lines += ["", f"{'model':<14} {'bs':>4} {'profiler':<8} {'eager before':>13} {'eager after':>12} "
+                      f"{'drift':>7} {'tries':>5} {'graph':>9}"]
         for r in result.profiled:
             g = r["unprofiled_graph_us"]
             lines.append(f"{r['model']:<14} {r['batch_size']:>4} {r['profiler']:<8} "
                          f"{r['unprofiled_eager_us_before']:>13,.1f} {r['unprofiled_eager_us_after']:>12,.1f} "
-                         f"{'-' if g is None else format(g, ',.1f'):>9}")
+                         f"{r['drift']:>+7.1%} {r['attempts']:>5} {'-' if g is None else format(g, ',.1f'):>9}")
     if result.graph_memory:
         lines += ["", f"{'model':<14} {'mode':<9} {'list':<16} {'graphs':>6} {'device MiB':>11} {'reserved MiB':>13} "
                       f"{'capture s':>10}"]

@@ -15,10 +15,10 @@
    one eager step (a CUDA-only profile). Traces (CPU+CUDA, ``record_shapes=True``, schedule
    wait=1 warmup=2 active=``steps``, each step in ``decode_step[bs=N]``) are saved as
    ``<model>_bs<N>_<mode>.json.gz``.
-2. **Profiled vs unprofiled** (``profiled_vs_unprofiled``): per traced size and profiler
-   setting, the unprofiled eager step timed just before and just after recording an eager
-   trace under that setting (``<model>_bs<N>_eager_<setting>.json.gz``), with the
-   unprofiled FULL-graph step of the same process.
+2. **Profiled vs unprofiled** (``profiled_vs_unprofiled``): per traced size, unprofiled
+   blocks (eager steps and FULL-graph replays, alternating) interleaved with an eager trace
+   under each profiler setting (``<model>_bs<N>_eager_<setting>.json.gz``); a trace across
+   which the eager step drifted beyond ``max_drift`` is recorded again (see :func:`_profiled`).
 3. **Graph memory** (``graph_memory``): per capture list and mode (full, piecewise), the
    list captured largest first into one shared pool (:func:`analyzer.harness.graphs.capture_list`).
 4. **Serving** (``serving``): a sequence of batch sizes replayed on capture lists
@@ -57,7 +57,7 @@ from analyzer.harness.profiling import (
     record_trace,
 )
 from analyzer.harness.serving import ServingOptions
-from analyzer.timings import GRAPH_MODES, SCHEMA, load_timings, write_timings
+from analyzer.timings import DRIFT_LIMIT, GRAPH_MODES, SCHEMA, load_timings, write_timings
 
 MODES = ("eager", "graph", "piecewise")
 GRAPH_NEEDS_CUDA = "graph mode needs a CUDA GPU (torch.cuda.is_available() is False)"
@@ -93,6 +93,8 @@ class SweepOptions:
     device: str = "auto"
     seed: int = 0
     profiler_settings: tuple[str, ...] = ()
+    max_drift: float = DRIFT_LIMIT
+    drift_retries: int = 2
     capture_lists: tuple[tuple[str, tuple[int, ...]], ...] = ()
     memory_modes: tuple[str, ...] = GRAPH_MODES
     serving_lists: tuple[tuple[str, tuple[int, ...]], ...] = ()
@@ -117,6 +119,8 @@ class SweepOptions:
             raise InputError("--steps, --repeats and --rounds must be at least 1 and --warmup at least 0")
         if self.device not in ("auto", "cuda", "cpu"):
             raise InputError(f"unknown device {self.device!r}; choose auto, cuda or cpu")
+        if not 0 < self.max_drift < 1 or self.drift_retries < 0:
+            raise InputError("--max-drift must lie in (0, 1) and --drift-retries be at least 0")
         if self.profiler_settings and not self.batch_sizes:
             raise InputError("--profiler-settings needs batch sizes to trace (--batch-sizes)")
         if self.serving_lists and not self.serving_sequence:
@@ -490,8 +494,8 @@ def run_sweep(opts: SweepOptions, progress: Callable[[int, int, str], None] | No
                         start_pos=opts.start_pos, device="cuda" if on_cuda else "cpu", seed=opts.seed)
         say(f"{cfg.name}: {cfg.param_count() / 1e9:.2f} B params, weights {model.weight_bytes() / 2**30:.2f} GiB, "
             f"KV cache {model.kv_cache_bytes() / 2**30:.2f} GiB")
-        graph_us = _sweep_model(ctx, model, [t for t in todo if t.what == "timing" or t.what.startswith("trace")])
-        _profiled(ctx, model, [t for t in todo if t.what.startswith("profiled")], graph_us)
+        _sweep_model(ctx, model, [t for t in todo if t.what == "timing" or t.what.startswith("trace")])
+        _profiled(ctx, model, [t for t in todo if t.what.startswith("profiled")])
         _memory(ctx, model, [t for t in todo if t.what.startswith("memory")])
         if any(t.what == "serving" for t in todo):
             _serving(ctx, model)
@@ -573,16 +577,13 @@ def _capture_own_pool(ctx: _Ctx, model: Decoder, bs: int, mode: str, stream: Any
     return _SizeCapture(cap.run, cap.capture_s, pool_bytes, cap.nodes, len(cap.graphs), err <= REPLAY_TOLERANCE)
 
 
-def _sweep_model(ctx: _Ctx, model: Decoder, tasks: list[_Task]) -> dict[int, float]:
-    """Capture, time (in interleaved rounds), count and trace every batch size of one model.
-
-    Returns the FULL-graph step time per size measured here (for the profiler rows).
-    """
+def _sweep_model(ctx: _Ctx, model: Decoder, tasks: list[_Task]) -> None:
+    """Capture, time (in interleaved rounds), count and trace every batch size of one model."""
     torch, opts, cfg = ctx.torch, ctx.opts, model.cfg
     timed = sorted({t.bs for t in tasks if t.what == "timing"})
     traced = {(t.bs, t.what.split()[1]) for t in tasks if t.what.startswith("trace")}
     if not tasks:
-        return {}
+        return
     graph_modes = [m for m in ctx.modes if m != "eager"]
     caps: dict[tuple[int, str], _SizeCapture] = {}
     if graph_modes:
@@ -605,7 +606,6 @@ def _sweep_model(ctx: _Ctx, model: Decoder, tasks: list[_Task]) -> dict[int, flo
         for bs in timed:
             for mode in ctx.modes:
                 series[(bs, mode)].append(time_steps(torch, fn_of(bs, mode), opts.repeats, opts.warmup, ctx.on_cuda))
-    graph_us: dict[int, float] = {}
     for bs in timed:
         count = ctx.on_cuda and opts.count_kernels and "eager" in ctx.modes
         kernels = count_kernels_per_step(torch, fn_of(bs, "eager")) if count else None
@@ -615,8 +615,6 @@ def _sweep_model(ctx: _Ctx, model: Decoder, tasks: list[_Task]) -> dict[int, flo
         ctx.doc.put_row(row.to_dict())
         ctx.doc.save()
         ctx.result.rows.append(row)
-        if row.graph_us is not None:
-            graph_us[bs] = row.graph_us
         ctx.step(f"{cfg.name} bs={bs}: " + ", ".join(
             f"{m} {getattr(row, TIME_KEY[m]):,.1f} us" for m in ctx.modes if getattr(row, TIME_KEY[m]) is not None))
 
@@ -632,7 +630,6 @@ def _sweep_model(ctx: _Ctx, model: Decoder, tasks: list[_Task]) -> dict[int, flo
     if caps:
         caps.clear()
         _release(torch)
-    return graph_us
 
 
 def _median_or_none(values: list[float]) -> float | None:
@@ -683,46 +680,120 @@ def _make_row(model: str, bs: int, eager: list[Timed], graph: list[Timed], captu
 # 2. profiled vs unprofiled
 
 
-def _profiled(ctx: _Ctx, model: Decoder, tasks: list[_Task], graph_us: dict[int, float]) -> None:
-    """Per size and profiler setting: unprofiled eager, an eager trace, unprofiled eager again.
+#: Seconds of untimed eager steps before the first unprofiled block of a size (at least
+#: ``--warmup`` steps): the host and GPU reach their steady clocks before anything is timed.
+WARM_S = 0.5
 
-    The FULL-graph step comes from this process's sweep, or is captured and timed here.
+
+@dataclass
+class _Block:
+    """One unprofiled block: eager steps and, on CUDA, FULL-graph replays, timed in alternating halves."""
+
+    eager: list[float]
+    graph: list[float]
+
+    @property
+    def eager_us(self) -> float:
+        return statistics.median(self.eager)
+
+    @property
+    def graph_us(self) -> float | None:
+        return statistics.median(self.graph) if self.graph else None
+
+
+def _warm(fn: Callable[[], Any], steps: int, seconds: float, sync: Callable[[], None]) -> None:
+    """Run ``fn`` for at least ``steps`` calls and ``seconds`` of wall time."""
+    t0, n = time.perf_counter(), 0
+    while n < steps or time.perf_counter() - t0 < seconds:
+        fn()
+        n += 1
+        if n % 8 == 0:
+            sync()
+    sync()
+
+
+def _block(ctx: _Ctx, eager: Callable[[], Any], graph: Callable[[], Any] | None) -> _Block:
+    """``--repeats`` eager steps in two halves, each followed by as many graph replays (CUDA), so a
+    slow phase of the host or GPU lands in both modes alike."""
+    torch, opts = ctx.torch, ctx.opts
+    halves = (opts.repeats - opts.repeats // 2, opts.repeats // 2)
+    e: list[float] = []
+    g: list[float] = []
+    for n in halves:
+        if n == 0:
+            continue
+        e += time_steps(torch, eager, n, opts.warmup, ctx.on_cuda).device_us
+        if graph is not None:
+            g += time_steps(torch, graph, n, opts.warmup, True).device_us
+    return _Block(e, g)
+
+
+def _profiled(ctx: _Ctx, model: Decoder, tasks: list[_Task]) -> None:
+    """Per traced size: unprofiled blocks interleaved with the traces of each profiler setting.
+
+    After a warm-up (:data:`WARM_S`), block U0, trace of the first setting, U1, trace of the
+    second, U2, ...: block U(i) is the "after" of trace i and the "before" of trace i + 1, so
+    each trace sits between two blocks timed seconds apart. A block times ``--repeats`` eager
+    steps and, on CUDA, as many replays of the size's FULL graph (captured here, in its own
+    pool), in alternating halves, so the measured speedup pairs steps of one moment. When the
+    eager step drifts by more than ``--max-drift`` across a trace (``after / before - 1``: the
+    host changed speed), the trace is recorded again between the last block and a new one, up
+    to ``--drift-retries`` times; the record keeps the last attempt, its drift and the number of
+    attempts. Record fields: see ``profiled_vs_unprofiled`` in :mod:`analyzer.timings`.
     """
     if not tasks:
         return
     torch, opts, cfg = ctx.torch, ctx.opts, model.cfg
-    sizes = sorted({t.bs for t in tasks})
-    if ctx.on_cuda:
-        missing = [bs for bs in sizes if bs not in graph_us]
-        if missing:
-            stream = torch.cuda.Stream()
-            for bs in missing:
-                cap = _capture_own_pool(ctx, model, bs, "full", stream)
-                graph_us[bs] = round(time_steps(torch, cap.run, opts.repeats, opts.warmup, True).median_us, 2)
-                del cap
-                _release(torch)
-    for t in tasks:
-        bs, setting = t.bs, t.what.split()[1]
+    sync = torch.cuda.synchronize if ctx.on_cuda else (lambda: None)
+    stream = torch.cuda.Stream() if ctx.on_cuda else None
+    for bs in sorted({t.bs for t in tasks}):
+        settings = [t.what.split()[1] for t in tasks if t.bs == bs]
+        cap = _capture_own_pool(ctx, model, bs, "full", stream) if ctx.on_cuda else None
+        graph = cap.run if cap is not None else None
 
         def eager(bs: int = bs) -> Any:
             return model.step(bs)
 
-        before = time_steps(torch, eager, opts.repeats, opts.warmup, ctx.on_cuda)
-        dst = ctx.out / trace_name(cfg.name, bs, f"eager_{setting}")
-        record_trace(torch, eager, f"decode_step[bs={bs}]", dst, opts.steps, ctx.on_cuda, ctx.nvtx_range,
-                     setting=setting)
-        after = time_steps(torch, eager, opts.repeats, opts.warmup, ctx.on_cuda)
-        item = {"model": cfg.name, "batch_size": bs, "profiler": setting,
-                "unprofiled_eager_us_before": round(before.median_us, 2),
-                "unprofiled_eager_us_after": round(after.median_us, 2),
-                "unprofiled_graph_us": graph_us.get(bs), "trace": dst.name,
-                "repeats": opts.repeats, "profiled_steps": opts.steps}
-        ctx.doc.put_profiled(item)
-        ctx.doc.save()
-        ctx.result.profiled.append(item)
-        ctx.result.traces.append(dst)
-        ctx.step(f"{cfg.name} bs={bs} {setting}: eager {item['unprofiled_eager_us_before']:,.1f} / "
-                 f"{item['unprofiled_eager_us_after']:,.1f} us around {dst.name} ({dst.stat().st_size / 1e3:,.0f} kB)")
+        _warm(eager, opts.warmup, WARM_S, sync)
+        prev = _block(ctx, eager, graph)
+        for setting in settings:
+            dst = ctx.out / trace_name(cfg.name, bs, f"eager_{setting}")
+            for attempt in range(1, opts.drift_retries + 2):
+                record_trace(torch, eager, f"decode_step[bs={bs}]", dst, opts.steps, ctx.on_cuda, ctx.nvtx_range,
+                             setting=setting)
+                after = _block(ctx, eager, graph)
+                before, prev = prev, after
+                drift = after.eager_us / before.eager_us - 1
+                if abs(drift) <= opts.max_drift or attempt > opts.drift_retries:
+                    break
+                ctx.say(f"{cfg.name} bs={bs} {setting}: unprofiled eager step drifted {drift:+.1%} across the "
+                        f"trace (limit {opts.max_drift:.0%}); recording it again")
+            pooled_g = before.graph + after.graph
+            item = {"model": cfg.name, "batch_size": bs, "profiler": setting,
+                    "unprofiled_eager_us_before": round(before.eager_us, 2),
+                    "unprofiled_eager_us_after": round(after.eager_us, 2),
+                    "unprofiled_eager_us": round(statistics.median(before.eager + after.eager), 2),
+                    "unprofiled_graph_us": round(statistics.median(pooled_g), 2) if pooled_g else None,
+                    "unprofiled_graph_us_before": None if before.graph_us is None else round(before.graph_us, 2),
+                    "unprofiled_graph_us_after": None if after.graph_us is None else round(after.graph_us, 2),
+                    "drift": round(drift, 4), "drift_limit": opts.max_drift, "attempts": attempt,
+                    "trace": dst.name, "repeats": opts.repeats, "profiled_steps": opts.steps}
+            if abs(drift) > opts.max_drift:
+                ctx.result.warnings.append(f"{cfg.name} bs={bs} {setting}: drift {drift:+.1%} after {attempt} "
+                                           f"attempts (limit {opts.max_drift:.0%})")
+                ctx.say(f"warning: {ctx.result.warnings[-1]}")
+            ctx.doc.put_profiled(item)
+            ctx.doc.save()
+            ctx.result.profiled.append(item)
+            ctx.result.traces.append(dst)
+            g = item["unprofiled_graph_us"]
+            ctx.step(f"{cfg.name} bs={bs} {setting}: eager {item['unprofiled_eager_us_before']:,.1f} / "
+                     f"{item['unprofiled_eager_us_after']:,.1f} us around {dst.name} "
+                     f"({dst.stat().st_size / 1e3:,.0f} kB), drift {drift:+.1%}"
+                     + ("" if g is None else f", graph {g:,.1f} us"))
+        if cap is not None:
+            del cap, graph
+            _release(torch)
 
 
 # --------------------------------------------------------------------------------------------

@@ -112,7 +112,12 @@ def test_sweep_profiler_rows_and_graph_memory(tmp_path: Path, fake_cuda: dict[st
         assert r["capture_s"] == 0.01 and r["piecewise_capture_s"] == 0.03
         assert r["graph_replay_ok"] is True and r["piecewise_replay_ok"] is True
     (pvu,) = doc["profiled_vs_unprofiled"]
-    assert (pvu["batch_size"], pvu["profiler"], pvu["unprofiled_graph_us"]) == (2, "plain", rows[2]["graph_us"])
+    assert (pvu["batch_size"], pvu["profiler"], pvu["repeats"]) == (2, "plain", 2)
+    # The graph step is timed in the blocks around the trace (a capture of its own), not taken from the sweep.
+    g_before, g_after = pvu["unprofiled_graph_us_before"], pvu["unprofiled_graph_us_after"]
+    assert min(g_before, g_after) <= pvu["unprofiled_graph_us"] <= max(g_before, g_after)
+    assert 1 <= pvu["attempts"] <= 3 and pvu["drift_limit"] == 0.05
+    assert pvu["drift"] == round(pvu["unprofiled_eager_us_after"] / pvu["unprofiled_eager_us_before"] - 1, 4)
     assert (out / pvu["trace"]).exists()
     mem = {(g["mode"], g["list_name"]): g for g in doc["graph_memory"]}
     full, pw = mem[("full", "pow2-4")], mem[("piecewise", "pow2-4")]
@@ -125,8 +130,9 @@ def test_sweep_profiler_rows_and_graph_memory(tmp_path: Path, fake_cuda: dict[st
                                  "nodes": 126}
     assert mem[("full", "single-4")]["graphs"] == 1 and mem[("piecewise", "single-4")]["graphs"] == 3
     assert "weak aliases" in doc["graph_memory_method"]["piecewise_outputs"]
-    # Sweep graphs: one pool per size (and per mode); each list: one pool for all its captures.
-    assert len(fake_cuda["pools"]) == 2 * 2 + 4
+    # Sweep graphs: one pool per size (and per mode); the profiled size's graph: one; each list: one pool
+    # for all its captures.
+    assert len(fake_cuda["pools"]) == 2 * 2 + 1 + 4
     # A rerun finds the rows, profiler rows and lists done.
     n = len(fake_cuda["captures"])
     assert main(["record", *SMALL, "--batch-sizes", "1,2", "--modes", "eager,graph,piecewise", "--no-trace",

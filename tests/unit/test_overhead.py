@@ -84,7 +84,7 @@ def test_memory_events_raise_the_high_end(tmp_path) -> None:
     s = settings_of(tmp_path, events() + [memory_event(24)])
     assert s.profile_memory is True and s.tier == "shapes"
     est = estimate_overhead(s)
-    assert (est.us_per_event, est.low, est.high) == (5.6, 4.4, pytest.approx(7.0 * 1.3))
+    assert (est.us_per_event, est.low, est.high) == (6.5832, 4.7484, pytest.approx(8.304 * 1.3))
 
 
 def test_runtime_calls_only_is_cupti(tmp_path) -> None:
@@ -99,25 +99,25 @@ def test_runtime_calls_only_is_cupti(tmp_path) -> None:
 
 def test_shapes_rate_scales_with_the_host_reference(tmp_path) -> None:
     est = estimate_overhead(settings_of(tmp_path, events()))
-    # shapes: 2.8 (2.2-3.5) x the 2 us host reference
-    assert (est.us_per_event, est.low, est.high) == (5.6, 4.4, 7.0)
+    # shapes: 3.2916 (2.3742-4.152) x the 2 us host reference
+    assert (est.us_per_event, est.low, est.high) == (6.5832, 4.7484, 8.304)
 
 
 def test_report_summary_numbers(tmp_path) -> None:
     s = analyze_trace(load_trace(write(tmp_path, events()))).summary
     assert s.profiler_settings["tier"] == "shapes" and s.profiler_settings["host_ref_us"] == 2.0
     assert (s.profiler_overhead_us_per_event, s.profiler_overhead_us_per_event_low,
-            s.profiler_overhead_us_per_event_high) == (5.6, 4.4, 7.0)
+            s.profiler_overhead_us_per_event_high) == (6.583, 4.748, 8.304)
     assert s.step_us_median == 150.0 and s.gpu_busy_us_median == 20.0
     assert s.predicted_graph_step_us_median == pytest.approx(23.68)
-    assert s.estimated_unprofiled_step_us_median == pytest.approx(116.4)  # 150 - 5.6 x 6
-    assert s.estimated_unprofiled_step_us_low == pytest.approx(108.0)  # 150 - 7.0 x 6
-    assert s.estimated_unprofiled_step_us_high == pytest.approx(123.6)  # 150 - 4.4 x 6
-    assert s.predicted_speedup == pytest.approx(116.4 / 23.68, abs=1e-3)
-    assert s.predicted_speedup_low == pytest.approx(108.0 / (23.68 * 1.04), abs=1e-3)
-    assert s.predicted_speedup_high == pytest.approx(123.6 / (23.68 * 0.96), abs=1e-3)
+    assert s.estimated_unprofiled_step_us_median == pytest.approx(110.501, abs=1e-3)  # 150 - 6.5832 x 6
+    assert s.estimated_unprofiled_step_us_low == pytest.approx(100.176, abs=1e-3)  # 150 - 8.304 x 6
+    assert s.estimated_unprofiled_step_us_high == pytest.approx(121.51, abs=1e-3)  # 150 - 4.7484 x 6
+    assert s.predicted_speedup == pytest.approx(110.5008 / 23.68, abs=1e-3)
+    assert s.predicted_speedup_low == pytest.approx(100.176 / (23.68 * 1.031), abs=1e-3)
+    assert s.predicted_speedup_high == pytest.approx(121.5096 / (23.68 * 0.969), abs=1e-3)
     assert s.eager_step_source == "estimated"
-    assert "150 us profiled less 5.6 us (4.4-7) per recorded host event for the profiler (record_shapes)" \
+    assert "150 us profiled less 6.58 us (4.75-8.3) per recorded host event for the profiler (record_shapes)" \
         in s.verdict_detail
 
 
@@ -145,9 +145,9 @@ def test_measured_step_replaces_the_estimate(tmp_path) -> None:
     m = with_observed_step(rep, 100.0).summary
     assert m.eager_step_source == "measured" and m.observed_step_us == 100.0
     assert m.predicted_speedup == pytest.approx(100 / 23.68, abs=1e-3)
-    # the range is the graph step's band alone: +-4%
-    assert m.predicted_speedup_low == pytest.approx(100 / (23.68 * 1.04), abs=1e-3)
-    assert m.predicted_speedup_high == pytest.approx(100 / (23.68 * 0.96), abs=1e-3)
+    # the range is the graph step's band alone: +-3.1%
+    assert m.predicted_speedup_low == pytest.approx(100 / (23.68 * 1.031), abs=1e-3)
+    assert m.predicted_speedup_high == pytest.approx(100 / (23.68 * 0.969), abs=1e-3)
     assert m.estimated_profiler_inflation == 1.5
     assert "eager step measured: 100 us observed (150 us profiled)" in m.verdict_detail
     back = with_observed_step(with_observed_step(rep, 100.0), None).summary
@@ -221,4 +221,4 @@ def test_fit_command_on_a_same_process_recording(tmp_path, capsys) -> None:
 
 def test_fit_command_refuses_a_folder_without_timings(tmp_path, capsys) -> None:
     assert fit_main(["fit", str(tmp_path)]) == 2
-    assert "no timings.json or truth.json" in capsys.readouterr().err
+    assert "no timings.json, truth.json, timings_overhead.json in this folder" in capsys.readouterr().err

@@ -57,9 +57,9 @@ def test_summary_and_devices(report) -> None:
     assert s.estimated_unprofiled_step_us_median == 81.0  # 85 - 0.8 us x 5 host events
     assert (s.estimated_unprofiled_step_us_low, s.estimated_unprofiled_step_us_high) == (78.0, 83.0)  # 1.4 / 0.4 us
     assert s.predicted_speedup == pytest.approx(81.0 / 54.02, abs=1e-3)
-    # Low end: 78 us over the graph step 4% slow; high end: 83 us over it 4% fast.
-    assert s.predicted_speedup_low == pytest.approx(78.0 / (54.02 * 1.04), abs=1e-3)
-    assert s.predicted_speedup_high == pytest.approx(83.0 / (54.02 * 0.96), abs=1e-3)
+    # Low end: 78 us over the graph step 3.1% slow; high end: 83 us over it 3.1% fast.
+    assert s.predicted_speedup_low == pytest.approx(78.0 / (54.02 * 1.031), abs=1e-3)
+    assert s.predicted_speedup_high == pytest.approx(83.0 / (54.02 * 0.969), abs=1e-3)
     assert s.eager_step_source == "estimated"
     assert "eager step estimated: 85 us profiled less 0.8 us (0.4-1.4)" in s.verdict_detail
     assert s.predicted_speedup_profiled == pytest.approx(85 / 54.02, abs=1e-3)
@@ -76,8 +76,8 @@ def test_observed_step_calibrates_speedup(tmp_path) -> None:
     assert rep.summary.estimated_profiler_inflation == pytest.approx(85 / 112.34, abs=1e-3)
     assert rep.summary.eager_step_source == "measured"
     # Measured eager step: the range is the graph step's band alone.
-    assert rep.summary.predicted_speedup_low == pytest.approx(112.34 / (54.02 * 1.04), abs=1e-3)
-    assert rep.summary.predicted_speedup_high == pytest.approx(112.34 / (54.02 * 0.96), abs=1e-3)
+    assert rep.summary.predicted_speedup_low == pytest.approx(112.34 / (54.02 * 1.031), abs=1e-3)
+    assert rep.summary.predicted_speedup_high == pytest.approx(112.34 / (54.02 * 0.969), abs=1e-3)
     assert "eager step measured: 112 us observed" in rep.summary.verdict_detail
 
 

@@ -1,0 +1,56 @@
+"""The overhead fit on the committed same-process H200 sessions (traces/h200-session-*): it runs on what
+is committed (drifted records and records whose trace was not committed are left out, and listed),
+and its error summary is pinned (numbers from ``python -m analyzer.overhead_fit fit <folder>``)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from analyzer.overhead import DEFAULT_OVERHEAD
+from analyzer.overhead_fit import main as fit_main
+
+TRACES = Path(__file__).resolve().parents[2] / "traces"
+
+
+def _summary(capsys, *args: str) -> tuple[list[str], str]:
+    assert fit_main(["fit", *args]) == 0
+    out = capsys.readouterr().out
+    return [line for line in out.splitlines() if "error median" in line], out
+
+
+def test_fit_on_the_committed_drift_controlled_session(capsys) -> None:
+    lines, out = _summary(capsys, str(TRACES / "h200-session-2026-12-01b"))
+    assert lines == [
+        "former 1.8 us/event: speedup error median 7.3%, worst 69.8% over 13 recording(s); "
+        "range holds the measured speedup for 0%",
+        "shipped table: speedup error median 8.1%, worst 26.3% over 13 recording(s); "
+        "range holds the measured speedup for 85%",
+        "refit (us), leave-one-out: speedup error median 6.5%, worst 51.0% over 13 recording(s); "
+        "range holds the measured speedup for 69%",
+        "refit (ref), leave-one-out: speedup error median 6.8%, worst 33.7% over 13 recording(s); "
+        "range holds the measured speedup for 54%",
+        "refit (us), leave-one-model-out: speedup error median 6.2%, worst 49.0% over 13 recording(s); "
+        "range holds the measured speedup for 69%",
+        "refit (us), in-sample: speedup error median 2.6%, worst 38.1% over 13 recording(s); "
+        "range holds the measured speedup for 85%",
+    ]
+    # 36 records: 12 drifted over 5% across their trace, 11 traces not committed, 13 used.
+    assert out.count("drifted") == 12 and out.count("not in the folder") == 11
+    assert "- timings_overhead.json: 1b bs1 plain: unprofiled eager step drifted -24.0% across the trace" in out
+
+
+def test_fit_on_the_earlier_session_leaves_out_drift_and_missing_8b_traces(capsys) -> None:
+    lines, out = _summary(capsys, str(TRACES / "h200-session-2026-12-01"))
+    assert lines[1] == ("shipped table: speedup error median 3.9%, worst 19.4% over 13 recording(s); "
+                        "range holds the measured speedup for 54%")
+    assert lines[4] == ("refit (ref), leave-one-model-out: speedup error median 5.2%, worst 16.3% over 13 "
+                        "recording(s); range holds the measured speedup for 54%")
+    assert "1b bs64 plain: unprofiled eager step drifted -37.4%" in out
+    assert out.count("drifted") == 6 and out.count("not in the folder") == 8
+
+
+def test_shipped_rates_are_the_fit_of_the_drift_controlled_session() -> None:
+    got = {r.tier: (r.value, r.low, r.high, r.unit) for r in DEFAULT_OVERHEAD.rates}
+    assert got["plain"] == (2.2185, 1.9289, 2.4956, "ref")
+    assert got["shapes"] == (3.2916, 2.3742, 4.152, "ref")
+    assert got["stack"] == (2.7761, 1.6696, 3.0755, "ref")
+    assert DEFAULT_OVERHEAD.graph_rel_err == 0.031
