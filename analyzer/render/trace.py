@@ -4,7 +4,7 @@ from __future__ import annotations
 from analyzer.engines import LABELS
 from analyzer.gaps import CAUSES
 from analyzer.render.table import table as _table
-from analyzer.report import TraceReport
+from analyzer.report import TraceReport, padding_basis
 
 
 def _short(name: str, n: int = 60) -> str:
@@ -164,7 +164,7 @@ def _serving_lines(rep: TraceReport, markdown: bool) -> list[str]:
                                               f"(steps {', '.join(map(str, s.uncaptured_steps))})"))
     if padded:
         facts.append(("padding", f"{s.padded_rows_fraction:.1%} of graph rows are padding; "
-                                 f"{s.padding_us_per_step:,.1f} us per step (cost curve: {s.padding_cost_source})"))
+                                 f"{s.padding_us_per_step:,.1f} us per step ({padding_basis(s)})"))
     pc = s.planner_comparison
     if pc and "error" not in pc:
         facts.append(("planner's list", f"{pc['graphs']} graphs {_sizes_text(pc['capture_sizes'])}: padded rows "
@@ -198,9 +198,11 @@ def _serving_lines(rep: TraceReport, markdown: bool) -> list[str]:
         for st in padded:  # report rows
             by.setdefault(st.bucket, []).append(st)
         lines += ["", f"{h}Padding by bucket" if markdown else "Padding by bucket"]
-        lines += _table(["bucket", "steps", "padded_rows", "padding_us"],
+        lines += _table(["bucket", "steps", "padded_rows", "padding_us", "padding_us_band"],
                         [(b, len(v), sum(x.padded_rows for x in v),
-                          f"{sum(x.padding_us or 0.0 for x in v):,.1f}") for b, v in sorted(by.items())], markdown)
+                          f"{sum(x.padding_us or 0.0 for x in v):,.1f}",
+                          f"{sum(x.padding_us_low or 0.0 for x in v):,.1f}-{sum(x.padding_us_high or 0.0 for x in v):,.1f}")
+                         for b, v in sorted(by.items())], markdown)
     return lines
 
 
