@@ -186,7 +186,7 @@ class Summary:
     planner_comparison: dict | None = None
     inter_step_host_us_median: float = 0.0
     host_phases_us_per_step: dict[str, float] = field(default_factory=dict)
-    host_phases_source: str = "top-level"
+    host_phases_source: str = "none"
     async_hidden_us_per_step: float = 0.0
 
 

@@ -176,8 +176,10 @@ def _serving_lines(rep: TraceReport, markdown: bool) -> list[str]:
     if len(rep.steps) > 1:
         top = list(s.host_phases_us_per_step.items())[:6]
         phases = ", ".join(f"{k} {v:,.1f}" for k, v in top) or "none named"
-        facts.append(("host between steps", f"{s.inter_step_host_us_median:,.1f} us median GPU idle between steps; "
-                                            f"host phases per step ({s.host_phases_source}): {phases} us"))
+        facts.append(("host between steps", "no GPU idle between steps (each step's GPU work follows the previous "
+                                            "one's)" if s.host_phases_source == "none" else
+                      f"{s.inter_step_host_us_median:,.1f} us median GPU idle between steps; "
+                      f"host phases per step ({s.host_phases_source}): {phases} us"))
         facts.append(("async scheduling", f"overlapping the host work with the GPU (async scheduling) would hide up "
                                           f"to {s.async_hidden_us_per_step:,.1f} us per step"))
     lines = ["", f"{h}Graph-mode serving" if markdown else "Graph-mode serving"]
