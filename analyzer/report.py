@@ -561,6 +561,13 @@ def eager_basis(s: Summary) -> str:
             f"host event for the profiler ({_settings_words(s.profiler_settings)}); {graph}")
 
 
+def fallback_basis(s: Summary) -> str:
+    """Which part of a fallback's lost time is estimated, in a few words."""
+    return (f"estimated: each eager step's profiled host time less {s.profiler_overhead_us_per_event:.3g} us per "
+            f"recorded host event, less the graph cost of its bucket; --profiler-us-per-event sets the rate, "
+            f"--observed-step-us does not apply to fallbacks")
+
+
 def padding_basis(s: Summary) -> str:
     """Where the padding cost comes from and how sure it is, in a few words."""
     src = s.padding_cost_source

@@ -4,7 +4,7 @@ from __future__ import annotations
 from analyzer.engines import LABELS
 from analyzer.gaps import CAUSES
 from analyzer.render.table import table as _table
-from analyzer.report import TraceReport, padding_basis
+from analyzer.report import TraceReport, fallback_basis, padding_basis
 
 
 def _short(name: str, n: int = 60) -> str:
@@ -156,7 +156,8 @@ def _serving_lines(rep: TraceReport, markdown: bool) -> list[str]:
         if s.fallback_steps:
             facts.append(("eager fallbacks", f"{len(s.fallback_steps)} of {n} steps ran eager although a captured size "
                                              f"fits them (steps {', '.join(map(str, s.fallback_steps))}): "
-                                             f"{s.fallback_lost_us_per_step:,.1f} us lost per step of the trace"))
+                                             f"{s.fallback_lost_us_per_step:,.1f} us lost per step of the trace "
+                                             f"({fallback_basis(s)})"))
         else:
             facts.append(("eager fallbacks", "none"))
         if s.uncaptured_steps:

@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from analyzer.engines import LABELS
-from analyzer.report import SCHEMA, padding_basis, with_observed_step
+from analyzer.report import SCHEMA, fallback_basis, padding_basis, with_observed_step
 from app import session
 from app.charts import ZOOM_OPS, coverage_strip_figure, first_ops_end_us, gap_histogram_figure, host_phases_figure, \
     idle_by_cause_figure, timeline_figure
@@ -106,7 +106,8 @@ if rep.mode != "capture" and len(rep.steps) > 1 and (graph_steps or s.capture_si
     g1.metric("Eager fallbacks", f"{len(s.fallback_steps)} of {s.steps}", border=True,
               help="Decode steps that ran eager although a captured size at or above their batch exists.")
     g2.metric("Fallback time lost", f"{s.fallback_lost_us_per_step:,.0f} us/step", border=True,
-              help="Per fallback: its eager step less the graph step of its bucket; summed, over all steps.")
+              help=md_escape(f"Per fallback: its eager step less the graph step of its bucket; summed, over all "
+                             f"steps; {fallback_basis(s)}."))
     g3.metric("Padded rows", f"{s.padded_rows_fraction:.1%}", border=True,
               help="Padding rows over all rows the graph steps computed (bucket minus batch).")
     estimated = s.padding_cost_source.endswith("-estimate")
