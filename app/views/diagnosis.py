@@ -138,6 +138,9 @@ if rep.mode != "capture" and len(rep.steps) > 1 and (graph_steps or s.capture_si
                                for x in padded]).groupby("bucket", as_index=False).agg(
                 steps=("padded rows", "size"), padded_rows=("padded rows", "sum"), padding_us=("padding (us)", "sum"),
                 padding_us_low=("low", "sum"), padding_us_high=("high", "sum"))
+            by["padding_us"] = by["padding_us"].round(1)
+            by["band_us"] = [f"{lo:,.0f} to {hi:,.0f}" for lo, hi in zip(by.pop("padding_us_low"),
+                                                                      by.pop("padding_us_high"))]
             st.dataframe(by, hide_index=True, key="lg_padding")
             st.caption(md_escape(f"Padding cost {s.padding_us_per_step:,.1f} us/step, {padding_basis(s)}."))
             pc = s.planner_comparison
