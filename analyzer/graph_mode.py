@@ -274,7 +274,9 @@ class CostCurve:
     each as its predicted FULL-graph step (``predicted_graph_us``: GPU busy plus replay cost, which
     the profiler does not inflate as it inflates a profiled replay's own gaps).
 
-    :meth:`at` interpolates linearly between points and holds the end values outside them.
+    :meth:`at` interpolates linearly between points and holds the end values outside them;
+    :meth:`at_next` / :meth:`at_prev` give the step values (flat up to the next point / from the
+    previous one) that bound a size between two points when the cost rises with batch size.
     """
 
     sizes: np.ndarray
@@ -286,6 +288,28 @@ class CostCurve:
         if self.sizes.size == 0:
             return np.full(b.shape, np.nan)
         return np.interp(b, self.sizes.astype(float), self.us)
+
+    def measured(self, batch: np.ndarray) -> np.ndarray:
+        """Whether each batch size is one of the curve's points (its cost was measured, not bounded)."""
+        return np.isin(np.asarray(batch, dtype=np.int64), self.sizes)
+
+    def at_next(self, batch: np.ndarray) -> np.ndarray:
+        """Per batch the cost at the smallest point ``>= batch`` (the largest point's above them all): the
+        batch's cost when the kernels' cost is flat from the batch up to the next measured size (GPU tiles)."""
+        return self._step(batch, "left")
+
+    def at_prev(self, batch: np.ndarray) -> np.ndarray:
+        """Per batch the cost at the largest point ``<= batch`` (the smallest point's below them all): the
+        batch's cost when the cost rises only after it, just below the next measured size."""
+        return self._step(batch, "right")
+
+    def _step(self, batch: np.ndarray, side: str) -> np.ndarray:
+        b = np.asarray(batch, dtype=float)
+        if self.sizes.size == 0:
+            return np.full(b.shape, np.nan)
+        j = np.searchsorted(self.sizes.astype(float), b, side=side)
+        j = j if side == "left" else j - 1
+        return self.us[np.clip(j, 0, self.sizes.size - 1)]
 
     @property
     def source(self) -> str:
@@ -321,6 +345,44 @@ def fit_cost_curve(graph_size: np.ndarray, graph_us: np.ndarray, eager_size: np.
     keys = sorted(pts)
     return CostCurve(sizes=np.array(keys, dtype=np.int64), us=np.array([pts[k][0] for k in keys], dtype=float),
                      sources=tuple(pts[k][1] for k in keys))
+
+
+@dataclass(frozen=True, eq=False)
+class PaddingCost:
+    """Per step (arrays of length n_steps, NaN where the step is not padded) the padding cost in us,
+    cost(bucket) - cost(batch) on a :class:`CostCurve`:
+
+    * ``us``: the estimate. Where the batch is a point of the curve it is measured; between two points
+      ``a < batch < c`` the batch is costed as ``c`` (:meth:`CostCurve.at_next`): GPU kernels run whole
+      tiles of rows, so a batch costs what the next measured size costs as long as no tile boundary lies
+      between them, and capture sizes (the measured points of a trace: its graph steps' buckets) are
+      multiples of the tile steps;
+    * ``low`` / ``high``: the band when the cost only rises with batch size: the batch costs at least
+      cost(a) and at most cost(c), so the padding lies between ``cost(bucket) - cost(c)`` and
+      ``cost(bucket) - cost(a)`` (equal to ``us`` where measured; below the smallest point there is no
+      ``a`` and the band is the estimate alone);
+    * ``measured``: the batch's own cost is a point (a harness timing, or an eager step of that batch).
+    """
+
+    us: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    measured: np.ndarray
+
+
+def padding_cost(curve: CostCurve, bucket: np.ndarray, batch: np.ndarray) -> PaddingCost:
+    """Padding cost of every step with ``bucket > 0`` and ``batch > 0`` (see :class:`PaddingCost`)."""
+    bucket = np.asarray(bucket, dtype=np.int64)
+    batch = np.asarray(batch, dtype=np.int64)
+    padded = (bucket > 0) & (batch > 0)
+    b, k = np.where(padded, batch, 1), np.where(padded, bucket, 1)
+    cost_bucket = curve.at(k)
+    measured = curve.measured(b) & padded
+    est = np.where(measured, cost_bucket - curve.at(b), cost_bucket - curve.at_next(b))
+    other = np.where(measured, est, cost_bucket - curve.at_prev(b))
+    nan = np.full(b.shape, np.nan)
+    return PaddingCost(us=np.where(padded, est, nan), low=np.where(padded, np.minimum(est, other), nan),
+                       high=np.where(padded, np.maximum(est, other), nan), measured=measured)
 
 
 def fallback_causes(trace: Trace, row_step: np.ndarray, names: list[str], fallback: np.ndarray) -> list[str | None]:

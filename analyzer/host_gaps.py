@@ -12,7 +12,9 @@ waits, unless the engine overlaps it with the previous step's GPU work ("async s
   gap, by name, in us of the gap each covers. With a serving engine's map (``HOST_PHASES`` of its
   module in :mod:`analyzer.engines`, e.g. vLLM's ``_update_states``, ``_prepare_inputs``, sampler,
   scheduler) only ranges the map names count, under the map's name; where they nest, the innermost
-  takes the time. Without a map (or when no range matches it), the top-level host ranges count
+  takes the time. Phases never overlap: each instant of a gap counts for at most one phase — the
+  innermost range holding it (of two ranges that cross instead of nesting, the later-started) — so a
+  gap's phases sum to at most the gap; host time that no range covers is in no phase. Without a map (or when no range matches it), the top-level host ranges count
   under their own names: CPU ops, annotations, runtime calls and Python functions that are not
   inside another one, leaving out the step markers and whatever holds a step's start (a
   ``ProfilerStep#``, an engine's ``execute_model``). Python function names lose their line number
@@ -44,7 +46,8 @@ _API_SUFFIX = re.compile(r"(?:_v\d+|_ptsz|_ptds|_spt)+$")
 class HostGaps:
     """Per kept step (same order as the inputs): ``gap_us`` (-1 for the first step), ``phases_us``
     ({name: us} per step), ``hidden_us`` (async what-if per step, 0 for the first); ``source``:
-    ``"engine:<name>"`` when an engine's map named the phases, ``"top-level"`` otherwise."""
+    ``"engine:<name>"`` when an engine's map named the phases, ``"top-level"`` otherwise, ``"none"`` when
+    there is no gap with host time (a one-step trace, or every step's GPU work overlapped the previous one's)."""
 
     gap_us: np.ndarray
     phases_us: list[dict[str, float]]
@@ -76,7 +79,7 @@ def host_gaps(trace: Trace, row_step: np.ndarray, step_cpu_start_ns: np.ndarray,
     gap = np.full(n, -1.0)
     hidden = np.zeros(n)
     if n == 0:
-        return HostGaps(gap, [], hidden, "top-level")
+        return HostGaps(gap, [], hidden, "none")
     gap_ns = np.maximum(w0_ns[1:] - w1_ns[:-1], 0)
     gap[1:] = gap_ns / 1e3
     hidden[1:] = np.minimum(gap_ns / 1e3, busy_us[:-1])
@@ -119,6 +122,8 @@ def host_gaps(trace: Trace, row_step: np.ndarray, step_cpu_start_ns: np.ndarray,
         innermost = False
     s, e = starts[keep], ends[keep]
     phases = _paint(s, e, lab_idx, labels, g0, g1, innermost)
+    if open_gap.size == 0:  # one step, or every step's GPU work overlapped the previous one's: no host gap
+        source = "none"
     per_step: list[dict[str, float]] = [{} for _ in range(n)]
     for gi, ph in zip(open_gap.tolist(), phases):  # one per gap (a report row)
         per_step[gi + 1] = ph

@@ -47,7 +47,8 @@ from analyzer.gaps import CAUSES, DeviceBusy, Gaps, compute_gaps
 from analyzer.engines import engine as engine_module
 from analyzer.errors import InputError
 from analyzer.graph_mode import COVERAGES, CaptureReport, StepCoverage, classify_mode, detect_capture, \
-    fallback_causes, fit_cost_curve, marker_buckets, pair_capture, resolve_capture_sizes, serving_steps, \
+    fallback_causes, fit_cost_curve, marker_buckets, padding_cost, pair_capture, resolve_capture_sizes, \
+    serving_steps, \
     smallest_size_at_least, step_coverage
 from analyzer.host_gaps import host_gaps
 from analyzer.launches import kernel_launch_table, launch_delays_ns
@@ -123,6 +124,8 @@ class StepReport:
     bucket: int | None = None
     padded_rows: int | None = None
     padding_us: float | None = None
+    padding_us_low: float | None = None
+    padding_us_high: float | None = None
     fallback: bool = False
     fallback_lost_us: float | None = None
     fallback_cause: str | None = None
@@ -181,10 +184,13 @@ class Summary:
     padded_rows_fraction: float = 0.0
     padding_us_per_step: float = 0.0
     padding_cost_source: str = "none"
+    padding_us_per_step_low: float = 0.0
+    padding_us_per_step_high: float = 0.0
+    padding_estimated_steps: int = 0
     planner_comparison: dict | None = None
     inter_step_host_us_median: float = 0.0
     host_phases_us_per_step: dict[str, float] = field(default_factory=dict)
-    host_phases_source: str = "top-level"
+    host_phases_source: str = "none"
     async_hidden_us_per_step: float = 0.0
 
 
@@ -561,6 +567,27 @@ def eager_basis(s: Summary) -> str:
             f"host event for the profiler ({_settings_words(s.profiler_settings)}); {graph}")
 
 
+def fallback_basis(s: Summary) -> str:
+    """Which part of a fallback's lost time is estimated, in a few words."""
+    return (f"estimated: each eager step's profiled host time less {s.profiler_overhead_us_per_event:.3g} us per "
+            f"recorded host event, less the graph cost of its bucket; --profiler-us-per-event sets the rate, "
+            f"--observed-step-us does not apply to fallbacks")
+
+
+def padding_basis(s: Summary) -> str:
+    """Where the padding cost comes from and how sure it is, in a few words."""
+    src = s.padding_cost_source
+    if src == "none":
+        return "no padded graph steps"
+    points = src.removesuffix("-estimate").replace("+", " and ")
+    if not src.endswith("-estimate"):
+        return f"measured: every padded batch and bucket has its own cost, from {points}"
+    return (f"estimated from {points}: {s.padding_estimated_steps} padded batches lie between measured sizes and are "
+            f"costed as the next one (GPU tiles); {s.padding_us_per_step_low:,.1f}-{s.padding_us_per_step_high:,.1f} "
+            f"us if the cost rises in between. Harness FULL-graph timings at every size (launchgap record --modes "
+            f"graph --batch-sizes 1..N, then analyze --graph-timings) make it exact")
+
+
 def _settings_words(ps: dict) -> str:
     if ps.get("tier") == "cupti":
         return "runtime calls only"
@@ -797,7 +824,9 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
     curve = fit_cost_curve(np.where(is_graph, ss.bucket, -1), pred, np.where(~is_graph & decode, batch, -1), pred,
                            dict(opts.graph_timings_us) if opts.graph_timings_us else None)
     padded = ss.padded_rows >= 0
-    pad_us = np.where(padded, curve.at(np.where(padded, ss.bucket, 1)) - curve.at(np.where(padded, batch, 1)), np.nan)
+    pc = padding_cost(curve, np.where(padded, ss.bucket, -1), np.where(padded, batch, -1))
+    pad_us = pc.us
+    estimated = padded & ~pc.measured
     lost = np.where(ss.fallback, unprof - curve.at(np.where(ss.fallback, ss.fallback_bucket, 1)), np.nan)
     k_all = np.flatnonzero(win.step_ok)
     causes = fallback_causes(trace, row_step, [steps.names[i] for i in range(len(steps))],
@@ -810,6 +839,8 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
             r, bucket=int(ss.bucket[i]) if ss.bucket[i] > 0 else None,
             padded_rows=int(ss.padded_rows[i]) if padded[i] else None,
             padding_us=_f(pad_us[i]) if padded[i] and np.isfinite(pad_us[i]) else None,
+            padding_us_low=_f(pc.low[i]) if padded[i] and np.isfinite(pc.low[i]) else None,
+            padding_us_high=_f(pc.high[i]) if padded[i] and np.isfinite(pc.high[i]) else None,
             fallback=bool(ss.fallback[i]),
             fallback_lost_us=_f(lost[i]) if ss.fallback[i] and np.isfinite(lost[i]) else None,
             fallback_cause=causes[int(k_all[i])],
@@ -829,7 +860,10 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
         fallback_lost_us_per_step=_f(np.nansum(lost) / n) if ss.fallback.any() else 0.0,
         padded_rows_fraction=_f(ss.padded_rows[padded].sum() / rows) if rows > 0 else 0.0,
         padding_us_per_step=_f(np.nansum(pad_us) / n) if padded.any() else 0.0,
-        padding_cost_source=curve.source if padded.any() else "none",
+        padding_us_per_step_low=_f(np.nansum(pc.low) / n) if padded.any() else 0.0,
+        padding_us_per_step_high=_f(np.nansum(pc.high) / n) if padded.any() else 0.0,
+        padding_estimated_steps=int(estimated.sum()),
+        padding_cost_source=(curve.source + ("-estimate" if estimated.any() else "")) if padded.any() else "none",
         planner_comparison=_planner_comparison(batch[decode], unprof[decode & ~is_graph],
                                                batch[decode & ~is_graph], curve, sizes),
         inter_step_host_us_median=_f(_median(gaps)) if gaps.size else 0.0,

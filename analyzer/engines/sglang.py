@@ -147,12 +147,17 @@ def config_snippet(buckets: list[int], padding: str) -> str:
 #: functions of a ``with_stack`` trace: the scheduler's ``get_next_batch_to_run`` and
 #: ``process_batch_result*`` (python/sglang/srt/managers/scheduler.py and its output-processor mixin),
 #: ``ScheduleBatch.prepare_for_decode`` (schedule_batch.py), ``ForwardBatch.init_new``
-#: (forward_batch_info.py: the model's inputs) and the sampler (layers/sampler.py ``forward``).
+#: (forward_batch_info.py: the model's inputs), the sampler (layers/sampler.py ``forward``, inside
+#: model_runner.py ``sample``) and ``CudaGraphRunner.replay_prepare`` (copying the batch into the
+#: graph's input buffers before a replay; seen in the TraceLens Qwen3-8B decode sample).
 HOST_PHASES = (
     (re.compile(r"(?:^|/)sglang/srt/managers/scheduler\.py\(\d+\): (?:get_next_batch_to_run|recv_requests)$"),
      "scheduler"),
     (re.compile(r"(?:^|/)sglang/srt/managers/\w+\.py\(\d+\): process_batch_result\w*$"), "process_batch_result"),
     (re.compile(r"(?:^|/)sglang/srt/managers/schedule_batch\.py\(\d+\): prepare_for_decode$"), "prepare_for_decode"),
     (re.compile(r"(?:^|/)sglang/srt/model_executor/forward_batch_info\.py\(\d+\): init_new$"), "prepare_inputs"),
-    (re.compile(r"(?:^|/)sglang/srt/layers/sampler\.py\(\d+\): forward$"), "sampler"),
+    (re.compile(r"(?:^|/)sglang/srt/layers/sampler\.py\(\d+\): forward$|"
+                r"(?:^|/)sglang/srt/model_executor/model_runner\.py\(\d+\): sample$"), "sampler"),
+    (re.compile(r"(?:^|/)sglang/srt/model_executor/cuda_graph_runner\.py\(\d+\): replay_prepare$"),
+     "replay_prepare"),
 )

@@ -139,11 +139,15 @@ def config_snippet(buckets: list[int], padding: str) -> str:
 #: vllm/v1/worker/gpu_model_runner.py (``record_function_or_nullcontext("gpu_model_runner: preprocess")``
 #: around ``_update_states`` and ``_prepare_inputs``; ``"gpu_model_runner: sample"`` around ``_sample``;
 #: ``postprocess``, ``bookkeep``, ``draft``) and vllm/v1/core/sched/scheduler.py (``schedule``,
-#: ``update_from_output``) as Python functions of a ``with_stack`` trace.
+#: ``update_from_output``) as Python functions of a ``with_stack`` trace. Versions without the
+#: ``preprocess`` range (the TraceLens gpt-oss samples in traces/engines) run the rest of the input
+#: preparation in ``execute_model`` itself: ``_determine_batch_execution_and_padding`` and
+#: ``_build_attention_metadata`` count as ``preprocess`` there.
 HOST_PHASES = (
     (re.compile(r"(?:^|/)gpu_model_runner\.py\(\d+\): _update_states$"), "_update_states"),
     (re.compile(r"(?:^|/)gpu_model_runner\.py\(\d+\): _prepare_inputs$"), "_prepare_inputs"),
-    (re.compile(r"^gpu_model_runner: preprocess$"), "preprocess"),
+    (re.compile(r"^gpu_model_runner: preprocess$|(?:^|/)gpu_model_runner\.py\(\d+\): "
+                r"(?:_determine_batch_execution_and_padding|_build_attention_metadata)$"), "preprocess"),
     (re.compile(r"^gpu_model_runner: sample$|(?:^|/)vllm/v1/sample/sampler\.py\(\d+\): forward$|"
                 r"(?:^|/)gpu_model_runner\.py\(\d+\): (?:_sample|sample_tokens)$"), "sampler"),
     (re.compile(r"^gpu_model_runner: (?:postprocess|bookkeep)$"), "postprocess"),

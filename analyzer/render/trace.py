@@ -4,7 +4,7 @@ from __future__ import annotations
 from analyzer.engines import LABELS
 from analyzer.gaps import CAUSES
 from analyzer.render.table import table as _table
-from analyzer.report import TraceReport
+from analyzer.report import TraceReport, fallback_basis, padding_basis
 
 
 def _short(name: str, n: int = 60) -> str:
@@ -158,7 +158,8 @@ def _serving_lines(rep: TraceReport, markdown: bool) -> list[str]:
         if s.fallback_steps:
             facts.append(("eager fallbacks", f"{len(s.fallback_steps)} of {n} steps ran eager although a captured size "
                                              f"fits them (steps {', '.join(map(str, s.fallback_steps))}): "
-                                             f"{s.fallback_lost_us_per_step:,.1f} us lost per step of the trace"))
+                                             f"{s.fallback_lost_us_per_step:,.1f} us lost per step of the trace "
+                                             f"({fallback_basis(s)})"))
         else:
             facts.append(("eager fallbacks", "none"))
         if s.uncaptured_steps:
@@ -166,7 +167,7 @@ def _serving_lines(rep: TraceReport, markdown: bool) -> list[str]:
                                               f"(steps {', '.join(map(str, s.uncaptured_steps))})"))
     if padded:
         facts.append(("padding", f"{s.padded_rows_fraction:.1%} of graph rows are padding; "
-                                 f"{s.padding_us_per_step:,.1f} us per step (cost curve: {s.padding_cost_source})"))
+                                 f"{s.padding_us_per_step:,.1f} us per step ({padding_basis(s)})"))
     pc = s.planner_comparison
     if pc and "error" not in pc:
         facts.append(("planner's list", f"{pc['graphs']} graphs {_sizes_text(pc['capture_sizes'])}: padded rows "
@@ -178,8 +179,10 @@ def _serving_lines(rep: TraceReport, markdown: bool) -> list[str]:
     if len(rep.steps) > 1:
         top = list(s.host_phases_us_per_step.items())[:6]
         phases = ", ".join(f"{k} {v:,.1f}" for k, v in top) or "none named"
-        facts.append(("host between steps", f"{s.inter_step_host_us_median:,.1f} us median GPU idle between steps; "
-                                            f"host phases per step ({s.host_phases_source}): {phases} us"))
+        facts.append(("host between steps", "no GPU idle between steps (each step's GPU work follows the previous "
+                                            "one's)" if s.host_phases_source == "none" else
+                      f"{s.inter_step_host_us_median:,.1f} us median GPU idle between steps; "
+                      f"host phases per step ({s.host_phases_source}): {phases} us"))
         facts.append(("async scheduling", f"overlapping the host work with the GPU (async scheduling) would hide up "
                                           f"to {s.async_hidden_us_per_step:,.1f} us per step"))
     lines = ["", f"{h}Graph-mode serving" if markdown else "Graph-mode serving"]
@@ -200,9 +203,11 @@ def _serving_lines(rep: TraceReport, markdown: bool) -> list[str]:
         for st in padded:  # report rows
             by.setdefault(st.bucket, []).append(st)
         lines += ["", f"{h}Padding by bucket" if markdown else "Padding by bucket"]
-        lines += _table(["bucket", "steps", "padded_rows", "padding_us"],
+        lines += _table(["bucket", "steps", "padded_rows", "padding_us", "padding_us_band"],
                         [(b, len(v), sum(x.padded_rows for x in v),
-                          f"{sum(x.padding_us or 0.0 for x in v):,.1f}") for b, v in sorted(by.items())], markdown)
+                          f"{sum(x.padding_us or 0.0 for x in v):,.1f}",
+                          f"{sum(x.padding_us_low or 0.0 for x in v):,.1f}-{sum(x.padding_us_high or 0.0 for x in v):,.1f}")
+                         for b, v in sorted(by.items())], markdown)
     return lines
 
 

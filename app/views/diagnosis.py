@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from analyzer.engines import LABELS
-from analyzer.report import SCHEMA, with_observed_step
+from analyzer.report import SCHEMA, fallback_basis, padding_basis, with_observed_step
 from app import session
 from app.capture import auto_pick, capture_entries, pairing
 from app.charts import ZOOM_OPS, coverage_strip_figure, first_ops_end_us, gap_histogram_figure, host_phases_figure, \
@@ -107,11 +107,14 @@ if rep.mode != "capture" and len(rep.steps) > 1 and (graph_steps or s.capture_si
     g1.metric("Eager fallbacks", f"{len(s.fallback_steps)} of {s.steps}", border=True,
               help="Decode steps that ran eager although a captured size at or above their batch exists.")
     g2.metric("Fallback time lost", f"{s.fallback_lost_us_per_step:,.0f} us/step", border=True,
-              help="Per fallback: its eager step less the graph step of its bucket; summed, over all steps.")
+              help=md_escape(f"Per fallback: its eager step less the graph step of its bucket; summed, over all "
+                             f"steps; {fallback_basis(s)}."))
     g3.metric("Padded rows", f"{s.padded_rows_fraction:.1%}", border=True,
               help="Padding rows over all rows the graph steps computed (bucket minus batch).")
-    g4.metric("Padding cost", f"{s.padding_us_per_step:,.1f} us/step", border=True,
-              help=f"cost(bucket) - cost(batch) per graph step, over all steps; cost curve: {s.padding_cost_source}.")
+    estimated = s.padding_cost_source.endswith("-estimate")
+    g4.metric("Padding cost" + (" (estimate)" if estimated else ""), f"{s.padding_us_per_step:,.1f} us/step",
+              border=True, help=md_escape(f"cost(bucket) - cost(batch) per graph step, over all steps; "
+                                          f"{padding_basis(s)}."))
     if s.capture_sizes is not None:
         st.caption(md_escape(f"Capture sizes ({s.capture_sizes_source}): "
                              + ", ".join(str(x) for x in s.capture_sizes[:40])
@@ -131,10 +134,16 @@ if rep.mode != "capture" and len(rep.steps) > 1 and (graph_steps or s.capture_si
     with pad_col:
         if padded:
             st.markdown("**Padding by bucket**")
-            by = pd.DataFrame([{"bucket": x.bucket, "padded rows": x.padded_rows, "padding (us)": x.padding_us or 0.0}
+            by = pd.DataFrame([{"bucket": x.bucket, "padded rows": x.padded_rows, "padding (us)": x.padding_us or 0.0,
+                                "low": x.padding_us_low or 0.0, "high": x.padding_us_high or 0.0}
                                for x in padded]).groupby("bucket", as_index=False).agg(
-                steps=("padded rows", "size"), padded_rows=("padded rows", "sum"), padding_us=("padding (us)", "sum"))
+                steps=("padded rows", "size"), padded_rows=("padded rows", "sum"), padding_us=("padding (us)", "sum"),
+                padding_us_low=("low", "sum"), padding_us_high=("high", "sum"))
+            by["padding_us"] = by["padding_us"].round(1)
+            by["band_us"] = [f"{lo:,.0f} to {hi:,.0f}" for lo, hi in zip(by.pop("padding_us_low"),
+                                                                      by.pop("padding_us_high"))]
             st.dataframe(by, hide_index=True, key="lg_padding")
+            st.caption(md_escape(f"Padding cost {s.padding_us_per_step:,.1f} us/step, {padding_basis(s)}."))
             pc = s.planner_comparison
             if pc and "error" not in pc:
                 st.caption(md_escape(f"The planner's {pc['graphs']} graphs on the same steps: padded rows "

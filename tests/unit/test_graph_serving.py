@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analyzer.graph_mode import fit_cost_curve, marker_buckets, resolve_capture_sizes, serving_steps
+from analyzer.graph_mode import fit_cost_curve, marker_buckets, padding_cost, resolve_capture_sizes, serving_steps
 from analyzer.host_gaps import host_gaps
 from analyzer.loaders import load_trace
 from analyzer.predict import PredictionModel
@@ -55,11 +55,16 @@ def test_fallbacks_buckets_padding_exact(serving_trace: Path) -> None:
     assert [st.bucket for st in rep.steps] == [4, 4, None, None]
     assert [st.padded_rows for st in rep.steps] == [1, 0, None, None]
     # predicted FULL-graph steps: graph steps 10 + 0.34*10 + 3 = 16.4 at bucket 4; eager steps at their batch:
-    # bs 2: 4 + 0.34*4 + 3 = 8.36, bs 6: 8 + 1.36 + 3 = 12.36. cost(3) = (8.36 + 16.4) / 2 = 12.38
-    assert [st.padding_us for st in rep.steps] == [pytest.approx(4.02), 0.0, None, None]
+    # bs 2: 4 + 0.34*4 + 3 = 8.36, bs 6: 8 + 1.36 + 3 = 12.36. bs 3 lies between the points 2 and 4: costed as 4
+    # (flat up to the next measured size), so 0 us, in a band up to cost(4) - cost(2) = 8.04 us
+    assert [st.padding_us for st in rep.steps] == [0.0, 0.0, None, None]
+    assert [st.padding_us_high for st in rep.steps] == [pytest.approx(8.04), 0.0, None, None]
+    assert [st.padding_us_low for st in rep.steps] == [0.0, 0.0, None, None]
     assert s.padded_rows_fraction == pytest.approx(1 / 8)
-    assert s.padding_us_per_step == pytest.approx(4.02 / 4)
-    assert s.padding_cost_source == "trace"
+    assert s.padding_us_per_step == 0.0
+    assert (s.padding_us_per_step_low, s.padding_us_per_step_high) == (0.0, pytest.approx(8.04 / 4))
+    assert s.padding_estimated_steps == 1  # bs 3: its own cost is bounded, not measured
+    assert s.padding_cost_source == "trace-estimate"
     # the fallback's own cost: its 50 us CPU range (no profiler cost) less cost(4) = 16.4
     assert rep.steps[2].fallback_lost_us == pytest.approx(50.0 - 16.4)
     assert s.fallback_lost_us_per_step == pytest.approx((50.0 - 16.4) / 4)
@@ -106,6 +111,8 @@ def test_harness_timings_drive_the_cost_curve(serving_trace: Path) -> None:
     opts = AnalysisOptions(model=NO_PROFILER_COST, graph_timings_us=((3, 15.0), (4, 16.0)))
     rep = analyze_trace(load_trace(serving_trace), opts)
     assert rep.steps[0].padding_us == 1.0  # 16 - 15: timings win over the trace's points at 3 and 4
+    assert (rep.steps[0].padding_us_low, rep.steps[0].padding_us_high) == (1.0, 1.0)  # measured: no band
+    assert rep.summary.padding_estimated_steps == 0
     assert rep.steps[2].fallback_lost_us == 34.0  # 50 - 16
     assert rep.summary.padding_cost_source == "timings+trace"
 
@@ -125,6 +132,47 @@ def test_pieces() -> None:
     assert c.sizes.tolist() == [2, 4, 8] and c.us.tolist() == [5.0, 11.0, 18.0]
     assert c.sources == ("eager steps", "graph steps", "timings")
     assert c.at(np.array([3, 6, 100])).tolist() == [8.0, 14.5, 18.0]
+
+
+def _tiles(b: np.ndarray) -> np.ndarray:
+    """A GPU whose kernels run whole tiles of 16 rows: 100 us + 40 us per tile (cost(17) = cost(32) = 180 us)."""
+    return 100.0 + 40.0 * np.ceil(np.asarray(b) / 16)
+
+
+def _ramp(b: np.ndarray) -> np.ndarray:
+    """A GPU whose cost rises by 2 us per row (memory-bound attention over the rows' KV cache)."""
+    return 100.0 + 2.0 * np.asarray(b, dtype=float)
+
+
+def test_padding_cost_tiles_exact_ramp_in_band() -> None:
+    # capture sizes 8, 16, 24, ..., 64 (the trace's graph steps measure them); eager steps at 19 and 37
+    points = np.array([8, 16, 24, 32, 40, 48, 56, 64])
+    batch = np.array([9, 17, 18, 20, 25, 33, 37, 41, 57])
+    bucket = np.array([16, 24, 24, 24, 32, 40, 40, 48, 64])
+    for truth, est_total, high_total, true_total in (
+            # tiles of 16: every batch costs what the next measured size costs: the estimate is exact (0); the
+            # band reaches 40 us where a tile boundary may lie between the batch and the point below it (16 < 17, 18;
+            # 32 < 33)
+            (_tiles, 0.0, 3 * 40.0, 0.0),
+            # a ramp of 2 us per row: the estimate keeps only the rise the eager points show (17, 18 -> 19..24: 10
+            # each; 33 -> 37..40: 6; bs 37 itself measured: 6); the band holds the truth (110 us)
+            (_ramp, 10.0 + 10 + 6 + 6, 16.0 * 7 + 10 + 6, 110.0)):
+        c = fit_cost_curve(points, truth(points), np.array([19, 37]), truth(np.array([19, 37])))
+        pc = padding_cost(c, bucket, batch)
+        assert pc.measured.tolist() == [False] * 6 + [True] + [False] * 2  # bs 37: an eager step measured it
+        assert float(pc.us.sum()) == pytest.approx(est_total)
+        assert float(pc.low.sum()) == pytest.approx(est_total)  # cost rises with batch: the estimate is the low end
+        assert float(pc.high.sum()) == pytest.approx(high_total)
+        true = truth(bucket) - truth(batch)
+        assert float(true.sum()) == pytest.approx(true_total)
+        assert (pc.low <= true + 1e-9).all() and (true <= pc.high + 1e-9).all()
+    # tiles: the estimate is exact step by step
+    c = fit_cost_curve(points, _tiles(points), np.array([19, 37]), _tiles(np.array([19, 37])))
+    assert padding_cost(c, bucket, batch).us.tolist() == (_tiles(bucket) - _tiles(batch)).tolist()
+    # a batch that is a point is measured: no band; a step without a bucket is not padded
+    pc = padding_cost(c, np.array([24, -1]), np.array([19, 5]))
+    assert pc.measured.tolist() == [True, False]
+    assert pc.us[0] == pc.low[0] == pc.high[0] == 0.0 and np.isnan(pc.us[1])
 
 
 def _pyfn(name: str, ts: float, dur: float) -> dict:
