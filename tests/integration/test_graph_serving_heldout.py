@@ -1,0 +1,73 @@
+"""Graph-mode serving on a held-out model: 3b recordings made after the analysis was written
+(traces/h200-heldout-3b-2026-12-02, PROVENANCE.md there; a different capture list, seed and
+fallback count than the 1b session the analysis was developed on). Nothing here was tuned to them."""
+from __future__ import annotations
+
+import json
+import statistics
+from functools import lru_cache
+
+import pytest
+
+from analyzer.loaders import load_trace
+from analyzer.report import AnalysisOptions, TraceReport, analyze_trace
+from tests.conftest import TRACES
+
+HELD = TRACES / "h200-heldout-3b-2026-12-02"
+SERVE_SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
+
+
+def _doc(name: str) -> dict:
+    return json.loads((HELD / name).read_text())
+
+
+def _graph_cost() -> dict[int, float]:
+    by: dict[int, list[float]] = {}
+    for r in _doc("timings_fullrange.json")["rows"]:
+        if r.get("graph_us") is not None:
+            by.setdefault(r["batch_size"], []).append(r["graph_us"])
+    return {b: statistics.median(v) for b, v in by.items()}
+
+
+@lru_cache(maxsize=4)
+def _serving(opts: AnalysisOptions = AnalysisOptions()) -> TraceReport:
+    return analyze_trace(load_trace(HELD / "serving" / "3b_serving_serve.json.gz"), opts)
+
+
+@pytest.mark.parametrize("opts, source", [(AnalysisOptions(), "engine"),
+                                          (AnalysisOptions(capture_sizes=SERVE_SIZES), "flag")])
+def test_fallbacks_and_uncaptured_exact(opts: AnalysisOptions, source: str) -> None:
+    truth = _doc("timings_serving.json")["serving"][0]
+    s = _serving(opts).summary
+    assert s.capture_sizes_source == source
+    assert s.fallback_steps == truth["fallback_steps"] == [10, 19, 27, 35, 39]
+    assert s.uncaptured_steps == truth["uncaptured_steps"] == [0, 1, 15, 16, 33]
+
+
+def test_bucket_and_padded_rows_exact() -> None:
+    truth = {st["index"]: st for st in _doc("timings_serving.json")["serving"][0]["steps"]}
+    rep = _serving(AnalysisOptions(capture_sizes=SERVE_SIZES))
+    graph = [st for st in rep.steps if st.padded_rows is not None]
+    assert len(graph) == sum(1 for t in truth.values() if t["mode"] == "graph") == 30
+    for st in graph:
+        assert (st.batch_size, st.bucket) == (truth[st.index]["batch_size"], truth[st.index]["bucket"])
+        assert st.padded_rows == st.bucket - st.batch_size
+    assert sum(st.padded_rows for st in graph) == 126
+
+
+def test_padding_cost_with_timings_matches_the_full_range_truth() -> None:
+    cost = _graph_cost()
+    rep = _serving(AnalysisOptions(capture_sizes=SERVE_SIZES, graph_timings_us=tuple(sorted(cost.items()))))
+    steps = [st for st in rep.steps if st.padded_rows is not None and st.bucket <= max(cost)]
+    truth = sum(cost[st.bucket] - cost[st.batch_size] for st in steps)
+    assert len(steps) == 28 and truth == pytest.approx(1060.5, abs=0.1)
+    assert sum(st.padding_us for st in steps) == pytest.approx(truth, rel=0.01)
+
+
+@pytest.mark.parametrize("bs", [4, 16, 48])
+def test_piecewise_to_full_within_3pct(bs: int) -> None:
+    truth = next(r["graph_us"] for r in _doc("timings_piecewise.json")["rows"] if r["batch_size"] == bs)
+    rep = analyze_trace(load_trace(HELD / "piecewise" / f"3b_bs{bs}_piecewise.json.gz"), AnalysisOptions())
+    assert {st.graph_coverage for st in rep.steps} == {"piecewise"}
+    predicted = statistics.median(st.predicted_graph_us for st in rep.steps)
+    assert abs(predicted / truth - 1) <= 0.03
