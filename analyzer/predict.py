@@ -9,7 +9,7 @@ device still pays a fraction of a microsecond between kernel nodes; a kernel tha
 longer than ``long_kernel_us`` hides that cost behind its own execution, so only kernels
 shorter than it are charged ``node_us``. ``graph_launch_us`` is the one launch of the graph.
 
-Defaults were fitted on two H200 data sets (see README "Prediction"): the reference traces
+Defaults were fitted on two H200 data sets (docs/prediction.md): the reference traces
 traces/h200-1b (1B-class decoder, batch 1/8/64/256) and the harness's own traces
 under traces/h200 (tiny, 1b, 8b, 70b-slice presets). Weighted least squares of (unprofiled
 graph_us - eager busy - graph_launch_us) over the short-kernel count gives 0.33-0.35 us per
