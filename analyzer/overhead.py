@@ -206,7 +206,7 @@ class OverheadTable:
 #: bs 1, 8, 64 x plain/shapes/stack; the 12 of 36 whose unprofiled eager step drifted over 5%
 #: across the trace left out): point = median implied overhead, range = the central 80%, graph
 #: band = the 80% quantile of |predicted / measured graph step - 1|. Held out (never fitted
-#: on): two other same-process H200 sessions (see docs/overhead.md for the error table).
+#: on): two other same-process H200 sessions (see docs/profiler-overhead.md for the error table).
 #: ``shapes+stack`` (us per host event): issue 17's same-process recordings (no ``full``
 #: recording yet). ``cupti``: assumed (no recording without cpu_ops was timed): CUPTI's
 #: callback per runtime call, with a wide range. Refit with ``python -m analyzer.overhead_fit fit``.
