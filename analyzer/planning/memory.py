@@ -7,6 +7,7 @@ has a part that follows the largest size (the pool) and a part per graph (execut
 
     used_mib(S)  = base_mib + pool_per_act * pool_row_mib(mode) * max(S)
                    + graph_mib * graphs(S) + node_kib * nodes(S) / 1024
+                   + weight_mib_per_gib * gemm_weights_gib * |S|
     capture_s(S) = capture_base_s + capture_graph_s * graphs(S) + capture_node_ms * nodes(S) / 1000
 
 for a non-empty list ``S`` of batch sizes (both are 0 for the empty list), where
@@ -40,9 +41,21 @@ for a non-empty list ``S`` of batch sizes (both are 0 for the empty list), where
 * ``base_mib``, ``graph_mib``, ``node_kib``: once per list (workspaces, pool bookkeeping), per
   graph, and per node (the executable that lives outside PyTorch's allocator, in device
   memory the driver counts).
+* ``weight_mib_per_gib``: per size, per GiB of the step's matrix-multiply weights
+  (:attr:`ModelDims.gemm_weights_gib`). Measured per size, executables cost 3.3 KiB a node
+  (1b), 2.8 (3b) and 4.0 (8b) in full mode with the same kernels per layer: the cost per node
+  grows with the model, for a reason not established; this empirical term carries it (see
+  docs/planner.md for the held-out check that justifies it, and where it misses).
+
+**Reused executables.** The driver keeps the memory of freed graph executables and hands it
+to later graphs of the same kind: in the harness's recordings the first sizes of a list that
+follows another list of the same mode cost nothing beyond the allocator
+(:attr:`GraphMemoryMeasurement.reused_sizes`). The fit compares a list with the model's
+prediction for the sizes that took new memory; :meth:`MemoryModel.predict` (what the planner
+uses) is for a process that captures the list once, every size paying.
 
 **Fit.** :func:`fit_memory_model`: non-negative least squares (exact, over every subset of
-active parameters: there are at most four), relative (each list's residual divided by its
+active parameters: at most five), relative (each list's residual divided by its
 measurement, so a 50 MiB list counts as much as a 700 MiB one), on the harness's
 ``graph_memory`` entries (``device_used_mib``: ``cudaMemGetInfo``'s view, executables
 included; ``capture_s``). Its error is stated on lists it did not see: **leave one list
