@@ -344,13 +344,31 @@ def _dims_section(doc: dict, path: str) -> dict[str, ModelDims]:
     return out
 
 
+def _reused_sizes(per_size: object) -> int:
+    """Leading sizes (capture order) whose ``device_used_mib`` exceeds their ``reserved_mib`` by nothing: their
+    executables went into device memory the driver kept from graphs freed earlier in the process."""
+    if not isinstance(per_size, list) or not per_size:
+        return 0
+    used = np.array([p.get("device_used_mib") if isinstance(p, dict) else None for p in per_size], dtype=object)
+    resv = np.array([p.get("reserved_mib") if isinstance(p, dict) else None for p in per_size], dtype=object)
+    ok = np.array([isinstance(u, (int, float)) and isinstance(r, (int, float)) and not isinstance(u, bool)
+                   and not isinstance(r, bool) for u, r in zip(used, resv)])
+    if not ok.all():
+        return 0
+    extra = used.astype(float) - resv.astype(float)
+    nonzero = np.flatnonzero(extra > 0)
+    return int(nonzero[0]) if nonzero.size else len(per_size)
+
+
 def graph_memory_from_timings(path: str | Path) -> tuple[dict[str, ModelDims], list[GraphMemoryMeasurement]]:
     """The ``models`` dimensions and ``graph_memory`` capture lists of a ``launchgap.timings/1`` file.
 
     Entries: ``model``, ``mode`` (``full``/``piecewise``), ``list_name``, ``capture_sizes``,
     ``graphs``, ``nodes_per_graph`` (size -> kernel nodes of that size's graphs, null when not
     counted), ``device_used_mib``, ``capture_s``, ``reserved_mib``. Nodes of sizes not counted
-    are the median of those counted; with none counted the list's nodes are ``None``.
+    are the median of those counted; with none counted the list's nodes are ``None``. With
+    ``per_size`` (capture order, each with ``device_used_mib`` and ``reserved_mib``), the list's
+    ``reused_sizes`` are its leading sizes whose device increment beyond the allocator's is 0.
     """
     p = str(path)
     doc = _timings_doc(path)
@@ -384,7 +402,8 @@ def graph_memory_from_timings(path: str | Path) -> tuple[dict[str, ModelDims], l
         if counted and len(counted) == n_sizes:
             nodes = float(sum(counted))
         out.append(GraphMemoryMeasurement(str(e.get("model", "")), mode, str(e.get("list_name", "")),
-                                          tuple(sorted(set(sizes))), graphs, nodes, used, cap, reserved))
+                                          tuple(sorted(set(sizes))), graphs, nodes, used, cap, reserved,
+                                          min(_reused_sizes(e.get("per_size")), n_sizes)))
     return dims, out
 
 

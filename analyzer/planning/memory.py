@@ -7,6 +7,7 @@ has a part that follows the largest size (the pool) and a part per graph (execut
 
     used_mib(S)  = base_mib + pool_per_act * pool_row_mib(mode) * max(S)
                    + graph_mib * graphs(S) + node_kib * nodes(S) / 1024
+                   + weight_mib_per_gib * gemm_weights_gib * |S|
     capture_s(S) = capture_base_s + capture_graph_s * graphs(S) + capture_node_ms * nodes(S) / 1000
 
 for a non-empty list ``S`` of batch sizes (both are 0 for the empty list), where
@@ -40,9 +41,21 @@ for a non-empty list ``S`` of batch sizes (both are 0 for the empty list), where
 * ``base_mib``, ``graph_mib``, ``node_kib``: once per list (workspaces, pool bookkeeping), per
   graph, and per node (the executable that lives outside PyTorch's allocator, in device
   memory the driver counts).
+* ``weight_mib_per_gib``: per size, per GiB of the step's matrix-multiply weights
+  (:attr:`ModelDims.gemm_weights_gib`). Measured per size, executables cost 3.3 KiB a node
+  (1b), 2.8 (3b) and 4.0 (8b) in full mode with the same kernels per layer: the cost per node
+  grows with the model, for a reason not established; this empirical term carries it (see
+  docs/planner.md for the held-out check that justifies it, and where it misses).
+
+**Reused executables.** The driver keeps the memory of freed graph executables and hands it
+to later graphs of the same kind: in the harness's recordings the first sizes of a list that
+follows another list of the same mode cost nothing beyond the allocator
+(:attr:`GraphMemoryMeasurement.reused_sizes`). The fit compares a list with the model's
+prediction for the sizes that took new memory; :meth:`MemoryModel.predict` (what the planner
+uses) is for a process that captures the list once, every size paying.
 
 **Fit.** :func:`fit_memory_model`: non-negative least squares (exact, over every subset of
-active parameters: there are at most four), relative (each list's residual divided by its
+active parameters: at most five), relative (each list's residual divided by its
 measurement, so a 50 MiB list counts as much as a 700 MiB one), on the harness's
 ``graph_memory`` entries (``device_used_mib``: ``cudaMemGetInfo``'s view, executables
 included; ``capture_s``). Its error is stated on lists it did not see: **leave one list
@@ -147,6 +160,14 @@ class ModelDims:
         return self.act_row_mib + (self.kept_row_mib if mode == "full" else 0.0)
 
     @property
+    def gemm_weights_gib(self) -> float:
+        """Weights the step's matrix multiplies read (GiB): per layer the fused q/k/v, output, gate/up and
+        down projections, plus the LM head, ``dtype_bytes * (layers * hidden * ((2 * heads + 2 * kv_heads)
+        * head_dim + 3 * mlp) + vocab * hidden) / 2**30``."""
+        per_layer = self.hidden * ((2 * self.heads + 2 * self.kv_heads) * self.head_dim + 3 * self.mlp)
+        return self.dtype_bytes * (self.layers * per_layer + self.vocab * self.hidden) / float(1 << 30)
+
+    @property
     def kv_bytes_per_token(self) -> int:
         """KV-cache bytes one token takes: ``2 * layers * kv_heads * head_dim * dtype_bytes`` (K and V)."""
         return 2 * self.layers * self.kv_heads * self.head_dim * self.dtype_bytes
@@ -165,7 +186,10 @@ class GraphMemoryMeasurement:
     """One ``graph_memory`` entry: a capture list measured whole (totals over its sizes).
 
     ``nodes``: kernel nodes over all its graphs (``None`` when the harness could not count
-    them); ``capture_s`` / ``reserved_mib`` ``None`` when not measured.
+    them); ``capture_s`` / ``reserved_mib`` ``None`` when not measured. ``reused_sizes``: the
+    sizes captured first whose executables cost no new device memory (their increment beyond the
+    allocator's is 0: the driver handed them memory it kept from graphs freed earlier in the same
+    process), counted from the harness's ``per_size`` readings; 0 when not known.
     """
 
     model: str
@@ -177,6 +201,7 @@ class GraphMemoryMeasurement:
     device_used_mib: float
     capture_s: float | None
     reserved_mib: float | None = None
+    reused_sizes: int = 0
 
     @property
     def nodes_per_size(self) -> float | None:
@@ -225,7 +250,8 @@ class MemoryModel:
 
     Memory: ``base_mib`` (MiB per list), ``pool_per_act`` (MiB of pool per MiB of the largest
     size's pool activations, ``ModelDims.pool_row_mib``), ``graph_mib`` (MiB per graph),
-    ``node_kib`` (KiB per kernel node).
+    ``node_kib`` (KiB per kernel node), ``weight_mib_per_gib`` (MiB per size per GiB of the
+    step's matrix-multiply weights, ``ModelDims.gemm_weights_gib``).
     Capture: ``capture_base_s``, ``capture_graph_s`` (per graph), ``capture_node_ms`` (per
     node). Nodes when not measured: ``nodes_per_layer * layers + nodes_base`` per size.
     ``fitted_on`` names the data; ``errors`` holds the per-list table and the summary that
@@ -239,6 +265,7 @@ class MemoryModel:
     capture_base_s: float
     capture_graph_s: float
     capture_node_ms: float
+    weight_mib_per_gib: float = 0.0
     nodes_per_layer: float = NODES_PER_LAYER
     nodes_base: float = NODES_BASE
     fitted_on: str = ""
@@ -258,7 +285,8 @@ class MemoryModel:
             raise InputError(f"pieces must be >= 1, got {g}")
         nodes = nodes_per_size if nodes_per_size is not None else self.nodes_per_size(dims)
         return ListCost(fixed_mib=self.base_mib, pool_mib_per_row=self.pool_per_act * dims.pool_row_mib(mode),
-                        per_size_mib=self.graph_mib * g + self.node_kib * nodes / 1024.0,
+                        per_size_mib=self.graph_mib * g + self.node_kib * nodes / 1024.0
+                        + self.weight_mib_per_gib * dims.gemm_weights_gib,
                         fixed_s=self.capture_base_s, per_size_s=self.capture_graph_s * g
                         + self.capture_node_ms * nodes / 1000.0, graphs_per_size=g,
                         source=f"memory model ({self.fitted_on or 'hand-set'}) for {dims.name}, {mode}")
@@ -341,7 +369,11 @@ def _nodes_of(m: GraphMemoryMeasurement, dims: ModelDims, per_layer: float, base
 
 
 def _mem_features(m: GraphMemoryMeasurement, d: ModelDims, nodes: float) -> list[float]:
-    return [1.0, d.pool_row_mib(m.mode) * max(m.sizes), float(m.graphs), nodes / 1024.0]
+    """Per list: once, the pool, and the executables of the sizes that took new memory (``reused_sizes``
+    left out: what the harness measured; a server capturing once pays for every size)."""
+    new = (len(m.sizes) - m.reused_sizes) / len(m.sizes)
+    return [1.0, d.pool_row_mib(m.mode) * max(m.sizes), new * m.graphs, new * nodes / 1024.0,
+            new * len(m.sizes) * d.gemm_weights_gib]
 
 
 def _cap_features(m: GraphMemoryMeasurement, nodes: float) -> list[float]:
@@ -361,14 +393,21 @@ def _fit_params(meas: Sequence[GraphMemoryMeasurement], dims: Mapping[str, Model
         yc = np.array([m.capture_s for m, _ in cap_rows])
         cap = _nnls(ac / yc[:, None], np.ones_like(yc))
     return {"base_mib": float(mem[0]), "pool_per_act": float(mem[1]), "graph_mib": float(mem[2]),
-            "node_kib": float(mem[3]), "capture_base_s": float(cap[0]), "capture_graph_s": float(cap[1]),
+            "node_kib": float(mem[3]), "weight_mib_per_gib": float(mem[4]), "capture_base_s": float(cap[0]), "capture_graph_s": float(cap[1]),
             "capture_node_ms": float(cap[2]), "nodes_per_layer": per_layer, "nodes_base": base}
 
 
-def _predict_measured(params: Mapping, m: GraphMemoryMeasurement, d: ModelDims) -> tuple[float, float]:
+def _predict_measured(params: Mapping, m: GraphMemoryMeasurement, d: ModelDims,
+                      fresh: bool = False) -> tuple[float, float]:
+    """Memory and capture time of ``m``'s list as the harness measured it (its ``reused_sizes`` took no
+    new executable memory), or, with ``fresh``, as a process capturing only this list would see it."""
     model = MemoryModel(**params)
     pieces = m.graphs // len(m.sizes) if m.mode == "piecewise" else None
-    return model.predict(d, m.sizes, m.mode, pieces, m.nodes_per_size)
+    cost = model.list_cost(d, m.mode, pieces, m.nodes_per_size)
+    mib, s = cost.of(m.sizes)
+    if not fresh:
+        mib -= m.reused_sizes * cost.per_size_mib
+    return mib, float(s) if s is not None else 0.0
 
 
 def _rel(pred: float | None, meas: float | None) -> float | None:
@@ -411,7 +450,8 @@ def fit_memory_model(meas: Sequence[GraphMemoryMeasurement], dims: Mapping[str, 
         cap_known = m.capture_s is not None
         rows.append({
             "model": m.model, "mode": m.mode, "list_name": m.list_name, "graphs": m.graphs,
-            "max_size": max(m.sizes), "measured_mib": m.device_used_mib, "fitted_mib": round(fit_mib, 1),
+            "max_size": max(m.sizes), "reused_sizes": m.reused_sizes, "measured_mib": m.device_used_mib,
+            "fitted_mib": round(fit_mib, 1), "fresh_mib": round(_predict_measured(params, m, d, fresh=True)[0], 1),
             "fitted_err": _rel(fit_mib, m.device_used_mib),
             "leave_list_out_mib": _round(lolo[0]), "leave_list_out_err": _rel(lolo[0], m.device_used_mib),
             "leave_model_out_mib": _round(lomo[0]), "leave_model_out_err": _rel(lomo[0], m.device_used_mib),
@@ -451,21 +491,23 @@ def render_fit(model: MemoryModel) -> str:
     """The fitted parameters and the error table, as text."""
     p = model.to_dict()
     lines = [f"memory model fitted on {model.fitted_on}", ""]
-    lines += [f"  {k:<16} {p[k]:.6g}" for k in ("base_mib", "pool_per_act", "graph_mib", "node_kib",
+    lines += [f"  {k:<18} {p[k]:.6g}" for k in ("base_mib", "pool_per_act", "graph_mib", "node_kib",
+                                                 "weight_mib_per_gib",
                                                  "capture_base_s", "capture_graph_s", "capture_node_ms",
                                                  "nodes_per_layer", "nodes_base")]
     rows = model.errors.get("lists", [])
     w = max([len("model / mode / list")] + [len(f"{r['model']} / {r['mode']} / {r['list_name']}") for r in rows])
-    lines += ["", f"  {'model / mode / list':<{w}} graphs  measured MiB  fitted  leave-list-out  leave-model-out  "
-                  "capture s  fitted"]
+    lines += ["", f"  {'model / mode / list':<{w}} graphs  reused  measured MiB  fitted  leave-list-out  "
+                  "leave-model-out  fresh MiB  capture s  fitted"]
 
     def pct(v: float | None) -> str:
         return f"{v:+.1%}" if v is not None else "-"
 
     for r in rows:
         name = f"{r['model']} / {r['mode']} / {r['list_name']}"
-        lines.append(f"  {name:<{w}} {r['graphs']:>6}  {r['measured_mib']:>12,.0f}  {pct(r['fitted_err']):>6}  "
-                     f"{pct(r['leave_list_out_err']):>14}  {pct(r['leave_model_out_err']):>15}  "
+        lines.append(f"  {name:<{w}} {r['graphs']:>6}  {r['reused_sizes']:>6}  {r['measured_mib']:>12,.0f}  "
+                     f"{pct(r['fitted_err']):>6}  {pct(r['leave_list_out_err']):>14}  {pct(r['leave_model_out_err']):>15}  "
+                     f"{r['fresh_mib']:>9,.0f}  "
                      f"{r['measured_s'] if r['measured_s'] is not None else '-':>9}  {pct(r['fitted_s_err']):>6}")
     s = model.errors.get("summary", {})
     lines += ["", "  largest |error|: " + ", ".join(f"{k} {pct(v)}" for k, v in s.items()
