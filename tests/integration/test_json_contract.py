@@ -221,6 +221,8 @@ def bad_trace(tmp_path_factory) -> Path:
 
 
 def _analyze_outputs(traces: Path, bad_trace: Path, capsys) -> list[dict]:
+    SERVING = traces / "h200-session-2026-12-01"
+    PAIR = traces / "engines" / "tracelens-vllm-decode-fullgraph-mi300x"
     return [
         # vLLM / SGLang / TensorRT-LLM-era traces, engine steps and three capture traces
         _run(["analyze", str(traces / "engines"), "--format", "json"], capsys),
@@ -228,6 +230,13 @@ def _analyze_outputs(traces: Path, bad_trace: Path, capsys) -> list[dict]:
         _run(["analyze", *map(str, sorted((traces / "h200x2-tp2-1b").glob("tp1b_bs1_eager_rank*.json.gz"))),
               str(traces / "nsys" / "healthy_1pct.sqlite"), str(traces / "h200-1b" / "1b_bs8_eager.json.gz"),
               str(bad_trace), "--observed-step-us", "16000", "--format", "json"], capsys, expect_rc=2),
+        # graph-mode serving: capture sizes from the flag, padding from harness timings, fallbacks, planner comparison
+        _run(["analyze", str(SERVING / "serving" / "1b_serving_serve.json.gz"), "--capture-sizes",
+              "1,2,4,8,16,24,32,40,48,56,64", "--graph-timings", str(SERVING / "timings_fullrange.json"),
+              "--format", "json"], capsys),
+        # an execution trace with the capture trace of the same engine run (capture_pairing)
+        _run(["analyze", str(PAIR / "graph_execution.json.gz"), "--capture",
+              str(next(PAIR.glob("capture_traces__*.json.gz"))), "--format", "json"], capsys),
     ]
 
 
@@ -252,12 +261,22 @@ def _plan_outputs(traces: Path, tmp_path: Path, capsys) -> list[tuple[dict, str]
 
 def test_analyze_json_matches_the_doc(samples, bad_trace, capsys):
     c = Checker(CONTRACT)
-    for i, doc in enumerate(_analyze_outputs(samples, bad_trace, capsys)):
+    outputs = _analyze_outputs(samples, bad_trace, capsys)
+    for i, doc in enumerate(outputs):
         c.document(doc, "launchgap.report/1", f"analyze run {i}")
     assert not c.problems, c.summary()
     for name in ("launchgap.report/1", "launchgap.job/1", "causes", "workload"):
         never = set(CONTRACT[name]) - c.seen[name]
         assert not never, f"documented in {name} but in no analyze run (add a run that shows them): {sorted(never)}"
+    # the runs above show the graph-mode serving fields with values, not only as null
+    traces = [t for doc in outputs for t in doc["traces"]]
+    steps = [s for t in traces for s in t["steps"]]
+    assert any(t["summary"]["capture_sizes_source"] == "flag" for t in traces)
+    assert any(t["capture_pairing"] is not None and t["capture_pairing"]["kernels"] for t in traces)
+    for key in ("bucket", "padded_rows", "padding_us", "padding_us_low", "padding_us_high", "fallback_cause",
+                "fallback_lost_us", "inter_step_host_us"):
+        assert any(s[key] is not None for s in steps), key
+    assert any(s["host_phases_us"] for s in steps) and any(t["summary"]["host_phases_us_per_step"] for t in traces)
 
 
 def test_plan_json_matches_the_doc(samples, tmp_path, capsys):
@@ -280,8 +299,11 @@ def test_fleet_json_matches_the_doc(samples, bad_trace, tmp_path, capsys):
     h1b = sorted(map(str, (samples / "h200-1b").glob("*.json.gz")))
     tiny = sorted(map(str, (samples / "h200").glob("tiny_*.json.gz")))
     wl = _run(["analyze", h1b[0], "--format", "json"], capsys)["traces"][0]["workload"]["id"]
+    # with the analysis options that show up in analysis_options (capture sizes, graph timings)
     doc = _run(["fleet", *h1b, *tiny, str(bad_trace), "--workers", "1", "--out", str(tmp_path / "fleet.jsonl"),
-                "--workload", wl, "--format", "json"], capsys, expect_rc=2)
+                "--workload", wl, "--capture-sizes", "1,8,64,256", "--graph-timings",
+                str(samples / "h200-session-2026-12-01" / "timings_fullrange.json"), "--format", "json"],
+               capsys, expect_rc=2)
     c = Checker(CONTRACT)
     c.document(doc, "launchgap.fleet/1", "fleet run")
     assert not c.problems, c.summary()
@@ -289,6 +311,7 @@ def test_fleet_json_matches_the_doc(samples, bad_trace, tmp_path, capsys):
         never = set(CONTRACT[name]) - c.seen[name]
         assert not never, f"documented in {name} but in no fleet run: {sorted(never)}"
     assert doc["plan"] is not None and doc["errors"] and len(doc["workloads"]) == 2
+    assert doc["analysis_options"]["capture_sizes"] and doc["analysis_options"]["graph_timings_us"]
 
 
 def test_checker_catches_drift():
