@@ -885,7 +885,8 @@ def _planner_comparison(batches: np.ndarray, eager_us: np.ndarray, eager_bs: np.
     """What :func:`analyzer.planning.planner.plan_capture` makes of the same decode steps with as many
     graphs as the capture list has up to the largest batch: its buckets, expected step, padded-rows
     fraction and padding waste per step, beside the current list's on the same costs. Needs eager
-    costs (eager steps of known batch) and the cost curve; ``None`` without them."""
+    costs (eager steps of known batch) and the cost curve; ``None`` without them or when the planner
+    cannot plan on them."""
     b = batches[batches > 0]
     ok = (eager_bs > 0) & np.isfinite(eager_us)
     if not sizes or b.size == 0 or not ok.any() or curve.sizes.size == 0:
@@ -902,8 +903,8 @@ def _planner_comparison(batches: np.ndarray, eager_us: np.ndarray, eager_bs: np.
             "this trace's steps", [])
         plan = plan_capture(costs, dist, PlanOptions(max_graphs=len(used)), baselines=[])
         cur = score_buckets(costs, dist, used)
-    except InputError as exc:
-        return {"error": exc.message}
+    except InputError:  # the trace's costs do not support a plan (e.g. no eager cost up to a bucket)
+        return None
     return {"graphs": len(plan.buckets), "capture_sizes": list(plan.buckets),
             "expected_step_us": _f(plan.expected_step_us), "padded_rows_fraction": _f(plan.score.padded_rows_fraction),
             "padding_waste_us": _f(plan.score.padding_waste_us),

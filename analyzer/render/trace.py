@@ -169,7 +169,7 @@ def _serving_lines(rep: TraceReport, markdown: bool) -> list[str]:
         facts.append(("padding", f"{s.padded_rows_fraction:.1%} of graph rows are padding; "
                                  f"{s.padding_us_per_step:,.1f} us per step ({padding_basis(s)})"))
     pc = s.planner_comparison
-    if pc and "error" not in pc:
+    if pc:
         facts.append(("planner's list", f"{pc['graphs']} graphs {_sizes_text(pc['capture_sizes'])}: padded rows "
                                         f"{pc['padded_rows_fraction']:.1%}, padding {pc['padding_waste_us']:,.1f} us/step, "
                                         f"expected step {pc['expected_step_us']:,.1f} us (current list "

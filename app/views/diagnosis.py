@@ -145,7 +145,7 @@ if rep.mode != "capture" and len(rep.steps) > 1 and (graph_steps or s.capture_si
             st.dataframe(by, hide_index=True, key="lg_padding")
             st.caption(md_escape(f"Padding cost {s.padding_us_per_step:,.1f} us/step, {padding_basis(s)}."))
             pc = s.planner_comparison
-            if pc and "error" not in pc:
+            if pc:
                 st.caption(md_escape(f"The planner's {pc['graphs']} graphs on the same steps: padded rows "
                                      f"{pc['padded_rows_fraction']:.1%}, padding {pc['padding_waste_us']:,.1f} us/step "
                                      f"(current list {pc['current_padded_rows_fraction']:.1%}, "
