@@ -28,6 +28,7 @@ from analyzer.report import AnalysisOptions, TraceReport
 from analyzer.trace import Trace
 from app.cache import BoundedCache
 from app.settings import Settings
+from app.timing import stage
 
 log = logging.getLogger("launchgap.app")
 
@@ -87,7 +88,8 @@ def _parse_path(path: Path, digest: str, settings: Settings, cache: BoundedCache
     key = ("trace", digest, settings.max_trace_bytes)
 
     def compute() -> Trace:
-        trace = load_trace(path, settings.max_trace_bytes)
+        with stage("load_trace", file=path.name):
+            trace = load_trace(path, settings.max_trace_bytes)
         return dataclasses.replace(trace, path=f"sha256:{digest[:16]}")
 
     return cache.get_or_compute(key, compute)
@@ -105,7 +107,7 @@ def parse_upload(data: bytes | memoryview, digest: str, name: str, settings: Set
         return hit
     fd, tmp = tempfile.mkstemp(prefix="launchgap-upload-", suffix=_suffix_of(name))
     try:
-        with os.fdopen(fd, "wb") as fh:
+        with stage("upload.tempfile_write", file=name), os.fdopen(fd, "wb") as fh:
             fh.write(data)
         return _parse_path(Path(tmp), digest, settings, cache)
     finally:
@@ -122,7 +124,11 @@ def analyze_cached(trace: Trace, digest: str, options: AnalysisOptions, cache: B
     as ``launchgap analyze`` does for a lone file, so a tensor-parallel rank spinning in NCCL
     is not called GPU-bound; a trace without collectives gets the plain report.
     """
-    return cache.get_or_compute(("report", digest, options), lambda: analyze_with_collectives(trace, options))
+    def compute() -> TraceReport:
+        with stage("analyze", digest=digest[:12]):
+            return analyze_with_collectives(trace, options)
+
+    return cache.get_or_compute(("report", digest, options), compute)
 
 
 def traces(state: MutableMapping) -> dict[str, LoadedTrace]:
@@ -173,7 +179,8 @@ def _finish(state: MutableMapping, key: str, name: str, source: str, digest: str
 def add_upload(state: MutableMapping, name: str, data: bytes | memoryview, settings: Settings,
                cache: BoundedCache) -> LoadedTrace:
     """Parse and analyse an uploaded file into the session (a repeat of the same bytes and name is kept once)."""
-    digest = content_digest(data)
+    with stage("upload.digest", file=name):
+        digest = content_digest(data)
     key = f"upload:{digest[:16]}:{name}"
     have = traces(state).get(key)
     if have is not None:

@@ -14,6 +14,7 @@ from app import session
 from app.charts import ZOOM_OPS, first_ops_end_us, gap_histogram_figure, idle_by_cause_figure, timeline_figure
 from app.text import hover_escape, json_safe, md_escape
 from app.timeline import step_events, step_index
+from app.timing import stage
 from app.ui import loaded_traces_or_stop, pick_trace, trace_cache
 
 state = st.session_state
@@ -109,17 +110,21 @@ if steps:
     pos = st.selectbox("Step", list(labels), index=median_pos, format_func=labels.get, key=pick_key,
                        help="The median-length step is selected first.")
     step = steps[pos]
-    index = trace_cache().get_or_compute(("steps", entry.digest, session.options(state).steps),
-                                         lambda: step_index(entry.trace, session.options(state).steps))
-    events, lanes = step_events(entry.trace, index, step)
-    fig = timeline_figure(events, lanes, title=f"step {step.index}: {hover_escape([step.name], 80)[0]}")
+    with stage("diagnosis.step_index"):
+        index = trace_cache().get_or_compute(("steps", entry.digest, session.options(state).steps),
+                                             lambda: step_index(entry.trace, session.options(state).steps))
+    with stage("diagnosis.step_events"):
+        events, lanes = step_events(entry.trace, index, step)
+    with stage("diagnosis.timeline_figure", events=len(events)):
+        fig = timeline_figure(events, lanes, title=f"step {step.index}: {hover_escape([step.name], 80)[0]}")
     first_n = first_ops_end_us(events, ZOOM_OPS)
     view = st.radio("Show", ["start of the step", "whole step"], horizontal=True, key="lg_tl_view",
                     help=f"A decode step repeats the same layers: its first {ZOOM_OPS} GPU ops show each kernel, "
                          "launch and gap at a readable width. Double-click the chart to see the whole step.")
     if view == "start of the step" and first_n is not None:
         fig.update_xaxes(range=[0.0, first_n])
-    st.plotly_chart(fig, width="stretch", key="lg_timeline")
+    with stage("diagnosis.timeline_chart"):
+        st.plotly_chart(fig, width="stretch", key="lg_timeline")
     st.caption("Top: the step's CPU range and the launch/sync calls of each host thread. Then each GPU stream of "
                f"device {step.device}, and the device's idle gaps coloured by cause: red = the CPU was late, "
                "orange = inside the late launch call, purple = host blocked in a sync, brown = GPU-side wait, "

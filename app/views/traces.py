@@ -11,6 +11,7 @@ from analyzer.steps import StepOptions
 from app import session
 from app.session import LoadedTrace
 from app.text import md_escape
+from app.timing import stage
 from app.ui import (SAMPLES_KEY, SAMPLES_WIDGET, human_bytes, run_with_progress, sample_paths, settings,
                     show_load_errors, sync_samples, trace_cache)
 
@@ -43,8 +44,12 @@ jobs = []
 for f in new_files:
     seen.add(f.file_id)
     # getbuffer(): a view of the upload, not a second copy of up to a gigabyte.
-    jobs.append((f.name, f.size, lambda f=f: session.add_upload(state, f.name, f.getbuffer(), settings(),
-                                                              trace_cache())))
+    def job(f=f):
+        with stage("upload.getbuffer", file=f.name):
+            data = f.getbuffer()
+        with stage("upload.add", file=f.name):
+            return session.add_upload(state, f.name, data, settings(), trace_cache())
+    jobs.append((f.name, f.size, job))
 fresh = [e for e in run_with_progress(jobs) if e.ok]
 if fresh:  # the Diagnosis page opens on the file the user just uploaded
     state["lg_diag_choice"] = fresh[-1].key
