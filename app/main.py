@@ -37,5 +37,5 @@ nav = st.navigation(pages)
 start_session()
 with st.sidebar:
     st.caption("launchgap: GPU launch gaps in decode traces. Traces you load stay in this browser session.")
-with stage("page", page=nav.title):
+with stage("page", page=getattr(nav, "_title", None) or getattr(nav, "url_path", "?")):
     nav.run()

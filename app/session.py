@@ -7,8 +7,11 @@ re-parses; when the session ends they go with it, and only the bounded server ca
 (:mod:`app.cache`) may still hold the parsed data, keyed by content hash.
 
 Uploads are written to a private temporary file only for the duration of the parse
-(the loaders take paths) and deleted right after; the cached trace carries the content
-hash as its path, never the uploader's file name.
+(the loaders take paths; in RAM-backed ``/dev/shm`` when the machine has it, hashed while
+it is written) and deleted right after; the cached trace carries the content hash as its
+path, never the uploader's file name. An upload is parsed and analysed in a child process
+with a memory and a time limit (:mod:`app.worker`), so a huge file or a decompression bomb
+costs its own session a one-line error and leaves the server and the other sessions alone.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import hashlib
 import logging
 import os
 import tempfile
+import threading
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +33,7 @@ from analyzer.trace import Trace
 from app.cache import BoundedCache
 from app.settings import Settings
 from app.timing import stage
+from app.worker import Limits, WorkerError, parse_in_worker
 
 log = logging.getLogger("launchgap.app")
 
@@ -100,21 +105,53 @@ def _suffix_of(name: str) -> str:
     return next((s for s in _UPLOAD_SUFFIXES if low.endswith(s)), "")
 
 
+def upload_tmp_dir() -> str | None:
+    """Where an upload's temporary copy goes: RAM-backed ``/dev/shm`` when writable (writing 400 MB
+    there takes a fraction of what a disk-backed /tmp takes), else the system default."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
+
+
+def stage_upload(data: bytes | memoryview, name: str) -> tuple[Path, str]:
+    """Write the upload to a private temporary file and hash it at the same time (hashlib releases
+    the GIL, so on two cores the SHA-256 runs beside the write). Returns (path, hex digest); the
+    caller deletes the file."""
+    view = memoryview(data).cast("B")
+    h = hashlib.sha256()
+    hasher = threading.Thread(target=h.update, args=(view,), name="launchgap-upload-hash", daemon=True)
+    with stage("upload.hash_and_write", file=name):
+        hasher.start()
+        fd, tmp = tempfile.mkstemp(prefix="launchgap-upload-", suffix=_suffix_of(name), dir=upload_tmp_dir())
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(view)
+        except BaseException:
+            _unlink(tmp)
+            raise
+        finally:
+            hasher.join()
+    return Path(tmp), h.hexdigest()
+
+
+def _unlink(path: str | Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 def parse_upload(data: bytes | memoryview, digest: str, name: str, settings: Settings, cache: BoundedCache) -> Trace:
-    """Parse uploaded bytes (through the cache). The bytes live on disk only during the parse."""
+    """Parse uploaded bytes in this process (through the cache). The bytes live on disk only during the parse."""
     hit = cache.get(("trace", digest, settings.max_trace_bytes))
     if hit is not None:
         return hit
-    fd, tmp = tempfile.mkstemp(prefix="launchgap-upload-", suffix=_suffix_of(name))
+    fd, tmp = tempfile.mkstemp(prefix="launchgap-upload-", suffix=_suffix_of(name), dir=upload_tmp_dir())
     try:
         with stage("upload.tempfile_write", file=name), os.fdopen(fd, "wb") as fh:
             fh.write(data)
         return _parse_path(Path(tmp), digest, settings, cache)
     finally:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        _unlink(tmp)
 
 
 def analyze_cached(trace: Trace, digest: str, options: AnalysisOptions, cache: BoundedCache) -> TraceReport:
@@ -178,15 +215,59 @@ def _finish(state: MutableMapping, key: str, name: str, source: str, digest: str
 
 def add_upload(state: MutableMapping, name: str, data: bytes | memoryview, settings: Settings,
                cache: BoundedCache) -> LoadedTrace:
-    """Parse and analyse an uploaded file into the session (a repeat of the same bytes and name is kept once)."""
-    with stage("upload.digest", file=name):
-        digest = content_digest(data)
-    key = f"upload:{digest[:16]}:{name}"
-    have = traces(state).get(key)
-    if have is not None:
-        return have
-    return _finish(state, key, name, "upload", digest, memoryview(data).nbytes,
-                   lambda: parse_upload(data, digest, name, settings, cache), settings, cache)
+    """Parse and analyse an uploaded file into the session (a repeat of the same bytes and name is kept once).
+
+    With ``settings.parse_in_worker`` (the default) the parse and the analysis run in a child
+    process under ``settings.worker_max_rss_bytes`` and ``settings.worker_timeout_s``; a file
+    that passes either gets a one-line error. Otherwise they run in this thread.
+    """
+    if not settings.parse_in_worker:
+        with stage("upload.digest", file=name):
+            digest = content_digest(data)
+        key = f"upload:{digest[:16]}:{name}"
+        have = traces(state).get(key)
+        if have is not None:
+            return have
+        return _finish(state, key, name, "upload", digest, memoryview(data).nbytes,
+                       lambda: parse_upload(data, digest, name, settings, cache), settings, cache)
+    size = memoryview(data).nbytes
+    try:
+        tmp, digest = stage_upload(data, name)
+    except OSError as exc:  # the temporary copy could not be written (disk or /dev/shm full)
+        entry = LoadedTrace(key=f"upload:?:{name}", name=name, source="upload", digest="", size_bytes=size,
+                            error=f"cannot store the upload for parsing: {exc.strerror or exc}")
+        traces(state)[entry.key] = entry
+        return entry
+    try:
+        key = f"upload:{digest[:16]}:{name}"
+        have = traces(state).get(key)
+        if have is not None:
+            return have
+        limit = _limit_error(state, settings)
+        opts = options(state)
+        tkey, rkey = ("trace", digest, settings.max_trace_bytes), ("report", digest, opts)
+        trace, report = cache.get(tkey), cache.get(rkey)
+        error = limit
+        if error is None and (trace is None or report is None):
+            try:
+                with stage("upload.worker", file=name):
+                    trace, report = parse_in_worker(
+                        tmp, settings.max_trace_bytes, opts,
+                        Limits(settings.worker_max_rss_bytes, settings.worker_timeout_s),
+                        label=f"sha256:{digest[:16]}")
+                cache.put(tkey, trace)
+                cache.put(rkey, report)
+            except WorkerError as exc:
+                error = exc.message
+        if error is not None:
+            entry = LoadedTrace(key=key, name=name, source="upload", digest=digest, size_bytes=size, error=error)
+        else:
+            entry = LoadedTrace(key=key, name=name, source="upload", digest=digest, size_bytes=size,
+                                trace=trace, report=report)
+        traces(state)[key] = entry
+        return entry
+    finally:
+        _unlink(tmp)
 
 
 def sample_key(rel: str) -> str:

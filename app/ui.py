@@ -5,6 +5,7 @@ Server-wide objects (settings, the bounded trace cache) are created once per ser
 """
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,6 +24,28 @@ SAMPLES_WIDGET = "lg_samples_widget"
 @st.cache_resource
 def settings() -> Settings:
     return Settings.from_env()
+
+
+@st.cache_resource
+def parse_worker_started() -> bool:
+    """Start the fork server of upload parses once per server, in the background (it imports the analyzer)."""
+    if settings().parse_in_worker:
+        from app.worker import warm_up
+
+        threading.Thread(target=warm_up, name="launchgap-forkserver-start", daemon=True).start()
+    return True
+
+
+def release_upload(file) -> None:
+    """Drop Streamlit's own copy of an uploaded file's bytes once it is parsed (a 400 MB upload would
+    otherwise stay in the server's memory for the session's life). The uploader still lists the
+    file; its bytes are gone, which is what Streamlit does itself for chat uploads."""
+    from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    if ctx is not None and isinstance(ctx.uploaded_file_mgr, MemoryUploadedFileManager):
+        ctx.uploaded_file_mgr.remove_file(session_id=ctx.session_id, file_id=file.file_id)
 
 
 @st.cache_resource
@@ -85,6 +108,7 @@ def sync_samples(selected: list[str], quiet: bool = False) -> None:
 
 def start_session() -> None:
     """On a session's first run: select and load the default samples, so every page has data."""
+    parse_worker_started()
     state = st.session_state
     if state.get(session.STARTED_KEY):
         return

@@ -12,8 +12,8 @@ from app import session
 from app.session import LoadedTrace
 from app.text import md_escape
 from app.timing import stage
-from app.ui import (SAMPLES_KEY, SAMPLES_WIDGET, human_bytes, run_with_progress, sample_paths, settings,
-                    show_load_errors, sync_samples, trace_cache)
+from app.ui import (SAMPLES_KEY, SAMPLES_WIDGET, human_bytes, release_upload, run_with_progress, sample_paths,
+                    settings, show_load_errors, sync_samples, trace_cache)
 
 state = st.session_state
 st.title("Traces")
@@ -43,12 +43,14 @@ new_files = [f for f in (uploads or []) if f.file_id not in seen]
 jobs = []
 for f in new_files:
     seen.add(f.file_id)
-    # getbuffer(): a view of the upload, not a second copy of up to a gigabyte.
     def job(f=f):
-        with stage("upload.getbuffer", file=f.name):
-            data = f.getbuffer()
         with stage("upload.add", file=f.name):
-            return session.add_upload(state, f.name, data, settings(), trace_cache())
+            # getvalue(): the bytes Streamlit holds, not a copy (getbuffer() would copy them out of
+            # the BytesIO they share); once parsed, Streamlit's copy is dropped too.
+            entry = session.add_upload(state, f.name, f.getvalue(), settings(), trace_cache())
+        release_upload(f)
+        f.close()
+        return entry
     jobs.append((f.name, f.size, job))
 fresh = [e for e in run_with_progress(jobs) if e.ok]
 if fresh:  # the Diagnosis page opens on the file the user just uploaded
