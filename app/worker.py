@@ -6,22 +6,32 @@ inflates to gigabytes (a decompression bomb) would grow the server itself until 
 kernel kills it, and every session with it. A child parses the upload instead: the
 server keeps its GIL and its memory; the child runs in its own process group, and a
 watchdog in the calling (script) thread kills that group when the tree's resident memory
-passes ``max_rss_bytes`` or the wall time passes ``timeout_s``. Nothing here takes a lock
-shared between sessions; each upload gets its own child.
+passes ``max_rss_bytes`` or the wall time passes ``timeout_s``. Nothing here holds a lock
+shared between sessions while a file parses; each upload gets its own child.
 
-Children come from a ``forkserver`` started once per server with the analyzer already
-imported, so a child starts in milliseconds and without the server's threads. The result
-(the parsed :class:`~analyzer.trace.Trace` and its :class:`~analyzer.report.TraceReport`)
-comes back pickled through a pipe.
+Children are forked by a small *zygote*: ``python -m app.worker``, started once per server
+(:func:`warm_up`), which imports the analyzer once and then forks one child per request
+(single-threaded, so forking it is safe; the server itself, with its threads, never
+forks). A child starts in milliseconds with the analyzer loaded, instead of the seconds
+a fresh interpreter takes to import it on a busy two-core box. (``multiprocessing``'s
+forkserver would re-run the Streamlit script in each child: Streamlit makes the page
+script the ``__main__`` module while it runs.) The child writes its result, the pickled
+:class:`~analyzer.trace.Trace` and :class:`~analyzer.report.TraceReport` or a one-line
+error, to a file in the request's folder and exits.
+
+Protocol on the zygote's stdin/stdout: 8-byte big-endian length + pickle, both ways; a
+request is ``(path, max_bytes, options, label, result_path)``, the reply the child's pid.
 """
 from __future__ import annotations
 
 import dataclasses
 import logging
-import multiprocessing
 import os
 import pickle
 import signal
+import struct
+import subprocess
+import sys
 import threading
 import time
 import traceback
@@ -34,14 +44,11 @@ from analyzer.trace import Trace
 
 log = logging.getLogger("launchgap.app")
 
-#: Modules the fork server imports once, so each child starts with them loaded.
-PRELOAD = ["analyzer.loaders", "analyzer.loaders.kineto", "analyzer.loaders.nsys", "analyzer.ranks",
-           "analyzer.report", "app.worker"]
-#: How often the watchdog looks at the child's memory, seconds.
+#: How often the watchdog looks at the child's memory and result, seconds.
 POLL_S = 0.05
-
-_ctx_lock = threading.Lock()
-_ctx: multiprocessing.context.BaseContext | None = None
+#: Exit code of a child that wrote its result.
+_DONE = 0
+_REPO = Path(__file__).resolve().parents[1]
 
 
 class WorkerError(Exception):
@@ -60,37 +67,14 @@ class Limits:
     timeout_s: float
 
 
-def _context() -> multiprocessing.context.BaseContext:
-    global _ctx
-    with _ctx_lock:
-        if _ctx is None:
-            methods = multiprocessing.get_all_start_methods()
-            ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-            if ctx.get_start_method() == "forkserver":
-                ctx.set_forkserver_preload(PRELOAD)
-            _ctx = ctx
-        return _ctx
-
-
-def warm_up() -> None:
-    """Start the fork server now (it imports the analyzer once), so the first upload does not wait for it."""
-    ctx = _context()
-    if ctx.get_start_method() == "forkserver":
-        from multiprocessing import forkserver
-
-        forkserver.ensure_running()
-
-
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
-def _child(path: str, max_bytes: int, options: AnalysisOptions, label: str | None, conn) -> None:
-    """Runs in the child: its own process group, then load + analyse; sends ("ok", pickled) or ("error", line)."""
-    try:
-        os.setsid()
-    except OSError:
-        pass
+# --- in the child ------------------------------------------------------------------------------
+
+def _result(path: str, max_bytes: int, options: AnalysisOptions, label: str | None) -> bytes:
+    """b"ok" + pickle of (trace, report), or b"er" + one line."""
     try:
         from analyzer.loaders import load_trace
         from analyzer.ranks import analyze_with_collectives
@@ -99,19 +83,121 @@ def _child(path: str, max_bytes: int, options: AnalysisOptions, label: str | Non
         if label is not None:  # the name the result is known by (not the temporary file's)
             trace = dataclasses.replace(trace, path=label)
         report = analyze_with_collectives(trace, options)
-        payload = pickle.dumps((trace, report), protocol=pickle.HIGHEST_PROTOCOL)
-        del trace, report
-        conn.send_bytes(b"ok" + payload)
+        return b"ok" + pickle.dumps((trace, report), protocol=pickle.HIGHEST_PROTOCOL)
     except AnalyzerError as exc:
-        conn.send_bytes(b"er" + _one_line(exc.message).encode())
+        return b"er" + _one_line(exc.message).encode()
     except MemoryError:
-        conn.send_bytes(b"er" + b"out of memory while parsing; split the trace or lower the trace size cap")
-    except Exception as exc:  # noqa: BLE001 - reported to the parent as one line, traceback logged here
+        return b"er" + b"out of memory while parsing; split the trace or lower the trace size cap"
+    except Exception as exc:  # noqa: BLE001 - one line to the user, the traceback to the server's log
         traceback.print_exc()
-        conn.send_bytes(b"er" + f"internal error while analysing this file ({type(exc).__name__}); "
-                                f"please report it".encode())
-    finally:
-        conn.close()
+        return b"er" + f"internal error while analysing this file ({type(exc).__name__}); please report it".encode()
+
+
+def _child(request: tuple) -> None:
+    path, max_bytes, options, label, result_path = request
+    os.setsid()  # its own process group: the watchdog kills the group, helpers included
+    # stdin/stdout are the zygote's protocol pipes: keep them clean of anything the child prints.
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)
+    body = _result(path, max_bytes, options, label)
+    tmp = result_path + ".part"
+    with open(tmp, "wb") as fh:
+        fh.write(body)
+    os.rename(tmp, result_path)  # appears whole or not at all
+
+
+def _read_msg(fh) -> object | None:
+    head = fh.read(8)
+    if len(head) < 8:
+        return None
+    (n,) = struct.unpack(">Q", head)
+    return pickle.loads(fh.read(n))
+
+
+def _write_msg(fh, obj: object) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    fh.write(struct.pack(">Q", len(data)) + data)
+    fh.flush()
+
+
+def zygote_main() -> int:
+    """The zygote's loop: import the analyzer once, fork one child per request, reply its pid."""
+    import analyzer.loaders  # noqa: F401 - loaded once here, inherited by every child
+    import analyzer.loaders.kineto  # noqa: F401
+    import analyzer.loaders.nsys  # noqa: F401
+    import analyzer.ranks  # noqa: F401
+
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    rfh, wfh = sys.stdin.buffer, sys.stdout.buffer
+    while True:
+        req = _read_msg(rfh)
+        if req is None:  # the server went away
+            return 0
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                _child(req)
+                code = _DONE
+            except BaseException:  # noqa: BLE001 - a child never returns into the zygote's loop
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        _write_msg(wfh, pid)
+
+
+# --- in the server -----------------------------------------------------------------------------
+
+_lock = threading.Lock()  # held only to send one request and read its pid, never during a parse
+_zygote: subprocess.Popen | None = None
+
+
+def _zygote_proc() -> subprocess.Popen:
+    global _zygote
+    if _zygote is None or _zygote.poll() is not None:
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        env["PYTHONPATH"] = str(_REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        _zygote = subprocess.Popen([sys.executable, "-m", "app.worker"], stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, cwd=str(_REPO), env=env)
+    return _zygote
+
+
+def warm_up() -> None:
+    """Start the zygote now (it imports the analyzer once), so the first upload does not wait for it."""
+    with _lock:
+        _zygote_proc()
+
+
+def _start_child(request: tuple) -> int:
+    with _lock:
+        for attempt in (1, 2):  # a zygote that died is restarted once
+            z = _zygote_proc()
+            try:
+                _write_msg(z.stdin, request)
+                pid = _read_msg(z.stdout)
+            except (BrokenPipeError, OSError):
+                pid = None
+            if isinstance(pid, int):
+                return pid
+            z.kill()
+            z.wait(timeout=10)
+        raise WorkerError("could not start the parsing process")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
 
 
 def tree_rss_bytes(pid: int) -> int:
@@ -139,77 +225,60 @@ def tree_rss_bytes(pid: int) -> int:
     return total
 
 
-def _kill_group(proc) -> None:
-    """SIGKILL the child's process group (it called setsid), else the child alone."""
-    if proc.pid is None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
+def _kill_group(pid: int) -> None:
+    """SIGKILL the child's process group (it called setsid first), else the child alone."""
+    for kill in (os.killpg, os.kill):
         try:
-            proc.kill()
-        except (ProcessLookupError, AttributeError):
-            pass
-    proc.join(timeout=10)
+            kill(pid, signal.SIGKILL)
+            return
+        except (ProcessLookupError, PermissionError):
+            continue
 
 
-def _gib(n: int) -> str:
+def _gib(n: float) -> str:
     return f"{n / 1024**3:.2g} GiB" if n >= 1024**3 else f"{n / 1024**2:.0f} MiB"
 
 
 def parse_in_worker(path: Path, max_bytes: int, options: AnalysisOptions, limits: Limits,
-                    label: str | None = None, cancel: threading.Event | None = None) -> tuple[Trace, TraceReport]:
+                    label: str | None = None) -> tuple[Trace, TraceReport]:
     """``load_trace`` + ``analyze_with_collectives`` of ``path`` in a child process (``label``: the
     trace's ``path`` in the result, instead of the temporary file's).
 
-    Raises :class:`WorkerError` (one line, no file name) when the child reports an
-    analyzer error, passes a limit, dies, or ``cancel`` is set (the child is killed).
+    The result file goes beside ``path`` and is deleted here. Raises :class:`WorkerError` (one
+    line, no file name) when the child reports an analyzer error, passes a limit, or dies.
     """
-    ctx = _context()
-    recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(str(path), max_bytes, options, label, send), daemon=True,
-                       name="launchgap-parse")
-    proc.start()
-    send.close()
+    result = Path(f"{path}.result")
     t0 = time.monotonic()
-    peak = 0
+    pid = _start_child((str(path), max_bytes, options, label, str(result)))
     try:
-        while True:
-            if recv.poll(POLL_S):
-                try:
-                    msg = recv.recv_bytes()
-                except EOFError:
-                    msg = None
-                break
-            rss = tree_rss_bytes(proc.pid)
-            peak = max(peak, rss)
-            if rss > limits.max_rss_bytes:
-                _kill_group(proc)
+        while not result.exists():
+            if not _alive(pid):
+                if result.exists():
+                    break
+                raise WorkerError("the parsing process died; it may have run out of memory")
+            if tree_rss_bytes(pid) > limits.max_rss_bytes:
+                _kill_group(pid)
                 raise WorkerError(f"refused: parsing it took more than {_gib(limits.max_rss_bytes)} of memory "
-                                  f"(the dashboard's per-upload limit); analyse it with `launchgap analyze`")
+                                  "(the dashboard's per-upload limit); analyse it with `launchgap analyze`")
             if time.monotonic() - t0 > limits.timeout_s:
-                _kill_group(proc)
+                _kill_group(pid)
                 raise WorkerError(f"refused: parsing it took longer than {limits.timeout_s:g} s (the dashboard's "
                                   "per-upload limit); analyse it with `launchgap analyze`")
-            if cancel is not None and cancel.is_set():
-                _kill_group(proc)
-                raise WorkerError("cancelled")
-            if not proc.is_alive() and not recv.poll(0):
-                msg = None
-                break
-        if msg is None:
-            proc.join(timeout=10)
-            code = proc.exitcode
-            how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-            raise WorkerError(f"the parsing process died ({how}); it may have run out of memory")
-        kind, body = msg[:2], msg[2:]
-        if kind == b"er":
-            raise WorkerError(body.decode(errors="replace"))
-        return pickle.loads(body)
+            time.sleep(POLL_S)
+        body = result.read_bytes()
     finally:
-        recv.close()
-        if proc.is_alive():
-            _kill_group(proc)
-        else:
-            proc.join(timeout=10)
-        log.debug("parse worker for %s: peak tree RSS %d bytes", path.name, peak)
+        if _alive(pid) and not result.exists():
+            _kill_group(pid)
+        for p in (result, Path(f"{result}.part")):
+            try:
+                p.unlink()
+            except FileNotFoundError:
+                pass
+    kind, data = body[:2], body[2:]
+    if kind == b"er":
+        raise WorkerError(data.decode(errors="replace"))
+    return pickle.loads(data)
+
+
+if __name__ == "__main__":
+    sys.exit(zygote_main())

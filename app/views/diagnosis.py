@@ -13,7 +13,7 @@ from analyzer.report import SCHEMA, with_observed_step
 from app import session
 from app.charts import ZOOM_OPS, first_ops_end_us, gap_histogram_figure, idle_by_cause_figure, timeline_figure
 from app.text import hover_escape, json_safe, md_escape
-from app.timeline import step_events, step_index
+from app.timeline import downsample_events, step_events, step_index
 from app.timing import stage
 from app.ui import loaded_traces_or_stop, pick_trace, trace_cache
 
@@ -115,8 +115,9 @@ if steps:
                                              lambda: step_index(entry.trace, session.options(state).steps))
     with stage("diagnosis.step_events"):
         events, lanes = step_events(entry.trace, index, step)
-    with stage("diagnosis.timeline_figure", events=len(events)):
-        fig = timeline_figure(events, lanes, title=f"step {step.index}: {hover_escape([step.name], 80)[0]}")
+        drawn, merge_us = downsample_events(events)
+    with stage("diagnosis.timeline_figure", events=len(drawn)):
+        fig = timeline_figure(drawn, lanes, title=f"step {step.index}: {hover_escape([step.name], 80)[0]}")
     first_n = first_ops_end_us(events, ZOOM_OPS)
     view = st.radio("Show", ["start of the step", "whole step"], horizontal=True, key="lg_tl_view",
                     help=f"A decode step repeats the same layers: its first {ZOOM_OPS} GPU ops show each kernel, "
@@ -125,6 +126,9 @@ if steps:
         fig.update_xaxes(range=[0.0, first_n])
     with stage("diagnosis.timeline_chart"):
         st.plotly_chart(fig, width="stretch", key="lg_timeline")
+    if merge_us:
+        st.caption(f"This step has {len(events):,} events: bars closer than {merge_us:,.2f} us in one lane are "
+                   f"drawn as one ({len(drawn):,} bars; hover says how many each holds).")
     st.caption("Top: the step's CPU range and the launch/sync calls of each host thread. Then each GPU stream of "
                f"device {step.device}, and the device's idle gaps coloured by cause: red = the CPU was late, "
                "orange = inside the late launch call, purple = host blocked in a sync, brown = GPU-side wait, "
