@@ -92,15 +92,15 @@ def load_avg() -> float:
 class Server:
     """``python -m analyzer app`` on a free port with stage timing on; log in a file."""
 
-    def __init__(self, log: Path, extra_env: dict[str, str] | None = None) -> None:
+    def __init__(self, log: Path, extra_env: dict[str, str] | None = None, root: Path = REPO) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
         self.log = log
         env = dict(os.environ, PYTHONUNBUFFERED="1", **{ENV_TIMING: "1"}, **(extra_env or {}))
-        env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+        env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
         with open(log, "wb") as out:
             self.proc = subprocess.Popen([sys.executable, "-m", "analyzer", "app", "--port", str(self.port)],
-                                         cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                         cwd=root, stdout=out, stderr=subprocess.STDOUT, env=env,
                                          start_new_session=True)
         deadline = time.monotonic() + 120
         while not self._healthy():
@@ -157,9 +157,11 @@ def expected_metrics(cli_json: Path) -> dict[str, str]:
     return {"GPU idle": f"{s['gpu_idle_fraction']:.1%}", "Steps": str(s["steps"])}
 
 
-def dashboard_run(browser, trace: Path, log: Path, expect: dict[str, str]) -> tuple[float, dict[str, float]]:
-    """(seconds from set_input_files to the Diagnosis metrics, stage breakdown) on a fresh server."""
-    server = Server(log)
+def dashboard_run(browser, trace: Path, log: Path, expect: dict[str, str], root: Path = REPO
+                  ) -> tuple[float, dict[str, float]]:
+    """(seconds from set_input_files to the Diagnosis metrics, stage breakdown) on a fresh server
+    running the dashboard of the checkout at ``root``."""
+    server = Server(log, root=root)
     try:
         ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
         page = ctx.new_page()
@@ -180,7 +182,10 @@ def dashboard_run(browser, trace: Path, log: Path, expect: dict[str, str]) -> tu
         open_page(page, "Diagnosis")
         shown = {label: metric_value(page, label) for label in expect}
         t1 = time.perf_counter()
-        page.wait_for_timeout(300)  # the page run's own timing line is written when it ends
+        # Let the page's run end (its own timing line is written then) before reading the log.
+        page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')",
+                               timeout=UI_TIMEOUT_MS)
+        page.wait_for_timeout(500)
         ctx.close()
         if shown != expect:
             raise RuntimeError(f"Diagnosis shows {shown}, the CLI says {expect}")
@@ -295,6 +300,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--bomb-gib", type=float, default=0, help="also run the two-session bomb check (GiB inflated)")
     ap.add_argument("--switches", type=int, default=6, help="page switches of session B per phase")
+    ap.add_argument("--baseline-root", type=Path,
+                    help="also time the dashboard of this checkout in each round (e.g. an export of an older "
+                         "commit: git archive COMMIT | tar -x -C DIR)")
     ap.add_argument("--out", type=Path, default=REPO / "bench-out")
     ap.add_argument("--json", type=Path, help="write every number as JSON here")
     args = ap.parse_args(argv)
@@ -314,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
                 meta = trace_meta(trace)
                 print(f"trace: {trace.name}: {meta['file_bytes'] / 1e6:.0f} MB file, "
                       f"{meta['json_bytes'] / 1e6:.0f} MB JSON, {meta['events']:,} events")
-                cli, dash, stages, loads = [], [], [], []
+                cli, dash, stages, loads, base, base_stages = [], [], [], [], [], []
                 for i in range(args.repeat):
                     cli_out = args.out / "dashboard_upload_cli.json"
                     cli.append(cli_run(trace, cli_out))
@@ -322,9 +330,15 @@ def main(argv: list[str] | None = None) -> int:
                     d, st = dashboard_run(browser, trace, args.out / f"dashboard_upload_server_{i}.log", expect)
                     dash.append(d)
                     stages.append(st)
+                    line = f"round {i + 1}: CLI {cli[-1]:.2f} s, dashboard {d:.2f} s"
+                    if args.baseline_root:
+                        b, bst = dashboard_run(browser, trace, args.out / f"dashboard_upload_baseline_{i}.log", expect,
+                                               root=args.baseline_root.resolve())
+                        base.append(b)
+                        base_stages.append(bst)
+                        line += f", baseline dashboard {b:.2f} s"
                     loads.append(load_avg())
-                    print(f"round {i + 1}: CLI {cli[-1]:.2f} s, dashboard {d:.2f} s (load avg {loads[-1]:.1f})",
-                          flush=True)
+                    print(f"{line} (load avg {loads[-1]:.1f})", flush=True)
                 names = sorted({k for s in stages for k in s})
                 breakdown = {k: median([s.get(k, 0.0) for s in stages]) for k in names}
                 doc.update(trace=trace.name, file_bytes=meta["file_bytes"], events=meta["events"],
@@ -332,6 +346,15 @@ def main(argv: list[str] | None = None) -> int:
                            ratio=median(dash) / median(cli))
                 print(f"\nCLI median {median(cli):.2f} s, dashboard median {median(dash):.2f} s, "
                       f"ratio {median(dash) / median(cli):.2f}x")
+                if base:
+                    bnames = sorted({k for s in base_stages for k in s})
+                    bbreak = {k: median([s.get(k, 0.0) for s in base_stages]) for k in bnames}
+                    doc.update(baseline_root=str(args.baseline_root), baseline_s=base, baseline_stages=base_stages,
+                               baseline_breakdown_median_s=bbreak, baseline_ratio=median(base) / median(cli))
+                    print(f"baseline dashboard median {median(base):.2f} s, ratio {median(base) / median(cli):.2f}x")
+                    print("\nbaseline stage (median s over rounds):")
+                    for k in bnames:
+                        print(f"  {k:45s} {bbreak[k]:7.3f}")
                 print("\nstage (median s over rounds):")
                 for k in names:
                     print(f"  {k:45s} {breakdown[k]:7.3f}")
