@@ -33,7 +33,7 @@ from analyzer.trace import Trace
 from app.cache import BoundedCache
 from app.settings import Settings
 from app.timing import stage
-from app.worker import Limits, WorkerError, parse_in_worker
+from app.worker import Limits, ParseJob, WorkerError
 
 log = logging.getLogger("launchgap.app")
 
@@ -112,25 +112,38 @@ def upload_tmp_dir() -> str | None:
     return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
 
 
-def stage_upload(data: bytes | memoryview, name: str) -> tuple[Path, str]:
-    """Write the upload to a private temporary file and hash it at the same time (hashlib releases
-    the GIL, so on two cores the SHA-256 runs beside the write). Returns (path, hex digest); the
-    caller deletes the file."""
+class PendingDigest:
+    """A SHA-256 being computed in a thread (hashlib releases the GIL, so it runs beside other work)."""
+
+    def __init__(self, data: memoryview) -> None:
+        self._h = hashlib.sha256()
+        self._thread = threading.Thread(target=self._h.update, args=(data,), name="launchgap-upload-hash",
+                                        daemon=True)
+        self._thread.start()
+
+    def result(self) -> str:
+        self._thread.join()
+        return self._h.hexdigest()
+
+
+def stage_upload(data: bytes | memoryview, name: str) -> tuple[Path, PendingDigest]:
+    """Write the upload to a private temporary file while its SHA-256 is computed in a thread.
+
+    Returns (path, pending digest): the hash may still be running, so the caller can start the
+    parse at once; the caller deletes the file.
+    """
     view = memoryview(data).cast("B")
-    h = hashlib.sha256()
-    hasher = threading.Thread(target=h.update, args=(view,), name="launchgap-upload-hash", daemon=True)
-    with stage("upload.hash_and_write", file=name):
-        hasher.start()
+    pending = PendingDigest(view)
+    with stage("upload.write", file=name):
         fd, tmp = tempfile.mkstemp(prefix="launchgap-upload-", suffix=_suffix_of(name), dir=upload_tmp_dir())
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(view)
         except BaseException:
             _unlink(tmp)
+            pending.result()
             raise
-        finally:
-            hasher.join()
-    return Path(tmp), h.hexdigest()
+    return Path(tmp), pending
 
 
 def _unlink(path: str | Path) -> None:
@@ -231,30 +244,50 @@ def add_upload(state: MutableMapping, name: str, data: bytes | memoryview, setti
         return _finish(state, key, name, "upload", digest, memoryview(data).nbytes,
                        lambda: parse_upload(data, digest, name, settings, cache), settings, cache)
     size = memoryview(data).nbytes
+    limit = _limit_error(state, settings)
+    if limit is not None:
+        entry = LoadedTrace(key=f"upload:?:{name}", name=name, source="upload", digest="", size_bytes=size,
+                            error=limit)
+        traces(state)[entry.key] = entry
+        return entry
     try:
-        tmp, digest = stage_upload(data, name)
+        tmp, pending = stage_upload(data, name)
     except OSError as exc:  # the temporary copy could not be written (disk or /dev/shm full)
         entry = LoadedTrace(key=f"upload:?:{name}", name=name, source="upload", digest="", size_bytes=size,
                             error=f"cannot store the upload for parsing: {exc.strerror or exc}")
         traces(state)[entry.key] = entry
         return entry
+    job = None
     try:
+        opts = options(state)
+        # The parse starts before the hash is done: on two cores they run side by side. A hash
+        # that finds the bytes already loaded (this session) or parsed (the server's cache)
+        # cancels it.
+        try:
+            job = ParseJob(tmp, settings.max_trace_bytes, opts, label="upload")  # never the temp file's name
+        except WorkerError as exc:
+            job_error = exc.message
+        else:
+            job_error = None
+        with stage("upload.hash_wait", file=name):
+            digest = pending.result()
         key = f"upload:{digest[:16]}:{name}"
+        label = f"sha256:{digest[:16]}"
         have = traces(state).get(key)
         if have is not None:
             return have
-        limit = _limit_error(state, settings)
-        opts = options(state)
         tkey, rkey = ("trace", digest, settings.max_trace_bytes), ("report", digest, opts)
         trace, report = cache.get(tkey), cache.get(rkey)
-        error = limit
-        if error is None and (trace is None or report is None):
+        error = job_error
+        if trace is not None and report is not None:
+            error = None
+        elif job is not None:
             try:
                 with stage("upload.worker", file=name):
-                    trace, report = parse_in_worker(
-                        tmp, settings.max_trace_bytes, opts,
-                        Limits(settings.worker_max_rss_bytes, settings.worker_timeout_s),
-                        label=f"sha256:{digest[:16]}")
+                    trace, report = job.result(Limits(settings.worker_max_rss_bytes, settings.worker_timeout_s))
+                # The child saw the temporary file's name; the trace is known by its content hash.
+                trace = dataclasses.replace(trace, path=label)
+                report = dataclasses.replace(report, path=label)
                 cache.put(tkey, trace)
                 cache.put(rkey, report)
             except WorkerError as exc:
@@ -267,6 +300,8 @@ def add_upload(state: MutableMapping, name: str, data: bytes | memoryview, setti
         traces(state)[key] = entry
         return entry
     finally:
+        if job is not None:
+            job.cancel()  # no-op after result(); kills a child whose result was not needed
         _unlink(tmp)
 
 

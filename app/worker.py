@@ -41,6 +41,7 @@ from pathlib import Path
 from analyzer.errors import AnalyzerError
 from analyzer.report import AnalysisOptions, TraceReport
 from analyzer.trace import Trace
+from app.timing import stage
 
 log = logging.getLogger("launchgap.app")
 
@@ -73,24 +74,35 @@ def _one_line(text: str) -> str:
 
 # --- in the child ------------------------------------------------------------------------------
 
-def _result(path: str, max_bytes: int, options: AnalysisOptions, label: str | None) -> bytes:
-    """b"ok" + pickle of (trace, report), or b"er" + one line."""
+def _write_result(result_path: str, path: str, max_bytes: int, options: AnalysisOptions, label: str | None) -> None:
+    """Write b"ok" + pickle of (trace, report), or b"er" + one line, to ``result_path`` (whole or not at all)."""
+    tmp = result_path + ".part"
     try:
         from analyzer.loaders import load_trace
         from analyzer.ranks import analyze_with_collectives
 
-        trace = load_trace(path, max_bytes)
+        with stage("worker.load_trace"):
+            trace = load_trace(path, max_bytes)
         if label is not None:  # the name the result is known by (not the temporary file's)
             trace = dataclasses.replace(trace, path=label)
-        report = analyze_with_collectives(trace, options)
-        return b"ok" + pickle.dumps((trace, report), protocol=pickle.HIGHEST_PROTOCOL)
+        with stage("worker.analyze"):
+            report = analyze_with_collectives(trace, options)
+        with stage("worker.write_result"), open(tmp, "wb") as fh:
+            fh.write(b"ok")
+            pickle.dump((trace, report), fh, protocol=pickle.HIGHEST_PROTOCOL)
     except AnalyzerError as exc:
-        return b"er" + _one_line(exc.message).encode()
+        body = b"er" + _one_line(exc.message).encode()
     except MemoryError:
-        return b"er" + b"out of memory while parsing; split the trace or lower the trace size cap"
+        body = b"er" + b"out of memory while parsing; split the trace or lower the trace size cap"
     except Exception as exc:  # noqa: BLE001 - one line to the user, the traceback to the server's log
         traceback.print_exc()
-        return b"er" + f"internal error while analysing this file ({type(exc).__name__}); please report it".encode()
+        body = b"er" + f"internal error while analysing this file ({type(exc).__name__}); please report it".encode()
+    else:
+        body = None
+    if body is not None:
+        with open(tmp, "wb") as fh:
+            fh.write(body)
+    os.rename(tmp, result_path)
 
 
 def _child(request: tuple) -> None:
@@ -100,11 +112,7 @@ def _child(request: tuple) -> None:
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(2, 1)
-    body = _result(path, max_bytes, options, label)
-    tmp = result_path + ".part"
-    with open(tmp, "wb") as fh:
-        fh.write(body)
-    os.rename(tmp, result_path)  # appears whole or not at all
+    _write_result(result_path, path, max_bytes, options, label)
 
 
 def _read_msg(fh) -> object | None:
@@ -239,45 +247,65 @@ def _gib(n: float) -> str:
     return f"{n / 1024**3:.2g} GiB" if n >= 1024**3 else f"{n / 1024**2:.0f} MiB"
 
 
-def parse_in_worker(path: Path, max_bytes: int, options: AnalysisOptions, limits: Limits,
-                    label: str | None = None) -> tuple[Trace, TraceReport]:
-    """``load_trace`` + ``analyze_with_collectives`` of ``path`` in a child process (``label``: the
-    trace's ``path`` in the result, instead of the temporary file's).
+class ParseJob:
+    """One upload's parse in a child process, started at once; :meth:`result` watches and collects it.
 
-    The result file goes beside ``path`` and is deleted here. Raises :class:`WorkerError` (one
-    line, no file name) when the child reports an analyzer error, passes a limit, or dies.
+    ``label``: the trace's ``path`` in the result, instead of the temporary file's. The result
+    file goes beside ``path``; it is deleted by :meth:`result` and :meth:`cancel`.
     """
-    result = Path(f"{path}.result")
-    t0 = time.monotonic()
-    pid = _start_child((str(path), max_bytes, options, label, str(result)))
-    try:
-        while not result.exists():
-            if not _alive(pid):
-                if result.exists():
-                    break
-                raise WorkerError("the parsing process died; it may have run out of memory")
-            if tree_rss_bytes(pid) > limits.max_rss_bytes:
-                _kill_group(pid)
-                raise WorkerError(f"refused: parsing it took more than {_gib(limits.max_rss_bytes)} of memory "
-                                  "(the dashboard's per-upload limit); analyse it with `launchgap analyze`")
-            if time.monotonic() - t0 > limits.timeout_s:
-                _kill_group(pid)
-                raise WorkerError(f"refused: parsing it took longer than {limits.timeout_s:g} s (the dashboard's "
-                                  "per-upload limit); analyse it with `launchgap analyze`")
-            time.sleep(POLL_S)
-        body = result.read_bytes()
-    finally:
-        if _alive(pid) and not result.exists():
-            _kill_group(pid)
-        for p in (result, Path(f"{result}.part")):
+
+    def __init__(self, path: Path, max_bytes: int, options: AnalysisOptions, label: str | None = None) -> None:
+        self.result_path = Path(f"{path}.result")
+        self.t0 = time.monotonic()
+        self.pid = _start_child((str(path), max_bytes, options, label, str(self.result_path)))
+
+    def _cleanup(self) -> None:
+        if _alive(self.pid) and not self.result_path.exists():
+            _kill_group(self.pid)
+        for p in (self.result_path, Path(f"{self.result_path}.part")):
             try:
                 p.unlink()
             except FileNotFoundError:
                 pass
-    kind, data = body[:2], body[2:]
-    if kind == b"er":
-        raise WorkerError(data.decode(errors="replace"))
-    return pickle.loads(data)
+
+    def cancel(self) -> None:
+        """Kill the child (if still running) and delete what it wrote."""
+        _kill_group(self.pid)
+        self._cleanup()
+
+    def result(self, limits: Limits) -> tuple[Trace, TraceReport]:
+        """Wait for the child under ``limits`` (counted from the start). Raises :class:`WorkerError`
+        (one line, no file name) when the child reports an analyzer error, passes a limit, or dies."""
+        result = self.result_path
+        try:
+            while not result.exists():
+                if not _alive(self.pid):
+                    if result.exists():
+                        break
+                    raise WorkerError("the parsing process died; it may have run out of memory")
+                if tree_rss_bytes(self.pid) > limits.max_rss_bytes:
+                    _kill_group(self.pid)
+                    raise WorkerError(f"refused: parsing it took more than {_gib(limits.max_rss_bytes)} of memory "
+                                      "(the dashboard's per-upload limit); analyse it with `launchgap analyze`")
+                if time.monotonic() - self.t0 > limits.timeout_s:
+                    _kill_group(self.pid)
+                    raise WorkerError(f"refused: parsing it took longer than {limits.timeout_s:g} s (the "
+                                      "dashboard's per-upload limit); analyse it with `launchgap analyze`")
+                time.sleep(POLL_S)
+            with stage("worker.read_result"), open(result, "rb") as fh:
+                kind = fh.read(2)
+                value = pickle.load(fh) if kind == b"ok" else fh.read().decode(errors="replace")
+        finally:
+            self._cleanup()
+        if kind != b"ok":
+            raise WorkerError(value)
+        return value
+
+
+def parse_in_worker(path: Path, max_bytes: int, options: AnalysisOptions, limits: Limits,
+                    label: str | None = None) -> tuple[Trace, TraceReport]:
+    """``load_trace`` + ``analyze_with_collectives`` of ``path`` in a child process (:class:`ParseJob`)."""
+    return ParseJob(path, max_bytes, options, label).result(limits)
 
 
 if __name__ == "__main__":
