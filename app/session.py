@@ -264,7 +264,8 @@ def add_upload(state: MutableMapping, name: str, data: bytes | memoryview, setti
         # that finds the bytes already loaded (this session) or parsed (the server's cache)
         # cancels it.
         try:
-            job = ParseJob(tmp, settings.max_trace_bytes, opts, label="upload")  # never the temp file's name
+            job = ParseJob(tmp, settings.max_trace_bytes, opts, label="upload",  # never the temp file's name
+                           timeout_s=settings.worker_timeout_s)
         except WorkerError as exc:
             job_error = exc.message
         else:

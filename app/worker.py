@@ -20,7 +20,9 @@ script the ``__main__`` module while it runs.) The child writes its result, the 
 error, to a file in the request's folder and exits.
 
 Protocol on the zygote's stdin/stdout: 8-byte big-endian length + pickle, both ways; a
-request is ``(path, max_bytes, options, label, result_path)``, the reply the child's pid.
+request is ``(path, max_bytes, options, label, result_path, timeout_s)``, the reply the child's
+pid. A child dies with the zygote (``PR_SET_PDEATHSIG``) and by ``SIGALRM`` 5 s after its
+time limit, should the server's watchdog be gone.
 """
 from __future__ import annotations
 
@@ -105,9 +107,23 @@ def _write_result(result_path: str, path: str, max_bytes: int, options: Analysis
     os.rename(tmp, result_path)
 
 
+def _die_with_parent() -> None:
+    """Linux: SIGKILL this process when the zygote goes (the server stopped), so no parse outlives it."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _child(request: tuple) -> None:
-    path, max_bytes, options, label, result_path = request
+    path, max_bytes, options, label, result_path, timeout_s = request
     os.setsid()  # its own process group: the watchdog kills the group, helpers included
+    _die_with_parent()
+    if timeout_s:
+        signal.alarm(int(timeout_s) + 5)  # a backstop should the watchdog's thread be gone
     # stdin/stdout are the zygote's protocol pipes: keep them clean of anything the child prints.
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -254,10 +270,11 @@ class ParseJob:
     file goes beside ``path``; it is deleted by :meth:`result` and :meth:`cancel`.
     """
 
-    def __init__(self, path: Path, max_bytes: int, options: AnalysisOptions, label: str | None = None) -> None:
+    def __init__(self, path: Path, max_bytes: int, options: AnalysisOptions, label: str | None = None,
+                 timeout_s: float | None = None) -> None:
         self.result_path = Path(f"{path}.result")
         self.t0 = time.monotonic()
-        self.pid = _start_child((str(path), max_bytes, options, label, str(self.result_path)))
+        self.pid = _start_child((str(path), max_bytes, options, label, str(self.result_path), timeout_s))
 
     def _cleanup(self) -> None:
         if _alive(self.pid) and not self.result_path.exists():
@@ -305,7 +322,7 @@ class ParseJob:
 def parse_in_worker(path: Path, max_bytes: int, options: AnalysisOptions, limits: Limits,
                     label: str | None = None) -> tuple[Trace, TraceReport]:
     """``load_trace`` + ``analyze_with_collectives`` of ``path`` in a child process (:class:`ParseJob`)."""
-    return ParseJob(path, max_bytes, options, label).result(limits)
+    return ParseJob(path, max_bytes, options, label, limits.timeout_s).result(limits)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@ The server runs with ``LAUNCHGAP_APP_TIMING=1``, so each stage it passes (upload
 temp file, trace load, analysis, page runs, ...) logs a line; the breakdown printed is the
 median of each stage over the rounds. ``browser.upload`` is the time from
 ``set_input_files`` to the first server stage of that upload (Chromium reading the file,
-the HTTP upload, Streamlit's own multipart parse and the rerun that follows).
+the HTTP upload, Streamlit's own multipart parse and the rerun that follows), split into
+``browser.upload_put`` (until the PUT request finished) and ``browser.put_to_script``.
 
 ``--bomb-gib N`` then checks that one session's decompression bomb (a gzip of N GiB of
 whitespace inside ``{"traceEvents": [...]}``) does not stall another session: session B
@@ -174,6 +175,9 @@ def dashboard_run(browser, trace: Path, log: Path, expect: dict[str, str], root:
         page.get_by_text("Loaded traces").wait_for(timeout=UI_TIMEOUT_MS)
         page.wait_for_timeout(500)
         n_before = len(server.timings())
+        put_done: list[float] = []
+        page.on("requestfinished", lambda r: put_done.append(time.time()) if "/_stcore/upload_file/" in r.url
+                and r.method == "PUT" else None)
         t_wall0 = time.time()
         t0 = time.perf_counter()
         page.locator("input[type=file]").set_input_files(str(trace))
@@ -199,6 +203,11 @@ def dashboard_run(browser, trace: Path, log: Path, expect: dict[str, str], root:
     first = min((r["t"] - r["s"] for r in recs if r["stage"] != "page"), default=None)
     if first is not None:
         stages["browser.upload"] = first - t_wall0
+    if put_done:
+        # The HTTP PUT of the file: Chromium reading and sending it, Streamlit/Starlette receiving it.
+        stages["browser.upload_put"] = put_done[0] - t_wall0
+        if first is not None:
+            stages["browser.put_to_script"] = first - put_done[0]
     stages["browser.until_loaded"] = t_loaded - t0
     stages["browser.diagnosis_click_to_metrics"] = t1 - t_loaded
     return t1 - t0, stages
