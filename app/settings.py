@@ -73,7 +73,7 @@ class Settings:
     session_traces: int = 24
     parse_in_worker: bool = True
     worker_max_rss_bytes: int = 3 * 1024**3 // 2
-    worker_timeout_s: int = 120
+    worker_timeout_s: int = 60
     upload_memory_bytes: int = 512 * 1024**2
 
     @classmethod

@@ -53,6 +53,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from app.timing import ENV_TIMING, parse_lines  # noqa: E402
+from app.worker import tree_rss_bytes  # noqa: E402
 from tests.perf.synth import scaled_trace, trace_meta  # noqa: E402
 
 CHROMIUM = Path(os.environ.get("LAUNCHGAP_CHROMIUM", "/usr/bin/chromium"))
@@ -230,8 +231,9 @@ def make_bomb(path: Path, gib: float) -> Path:
     return path
 
 
-def bomb_check(browser, bomb: Path, log: Path, switches: int) -> dict:
-    server = Server(log)
+def bomb_check(browser, bomb: Path, log: Path, switches: int, root: Path = REPO, bomb_timeout_s: float = 900) -> dict:
+    server = Server(log, root=root)
+    peak_tree = [0]
     result: dict = {"bomb_file_bytes": bomb.stat().st_size}
     try:
         ctx_a = browser.new_context(viewport={"width": 1400, "height": 1000})
@@ -251,6 +253,7 @@ def bomb_check(browser, bomb: Path, log: Path, switches: int) -> dict:
                 pb.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')",
                                      timeout=UI_TIMEOUT_MS)
                 out.append(time.perf_counter() - t)
+                peak_tree[0] = max(peak_tree[0], tree_rss_bytes(server.proc.pid))
             return out
 
         result["b_switch_s_idle"] = switch_times(switches)
@@ -260,7 +263,7 @@ def bomb_check(browser, bomb: Path, log: Path, switches: int) -> dict:
         pa.locator("input[type=file]").set_input_files(str(bomb))
         during = []
         a_done = None
-        deadline = time.monotonic() + 600
+        deadline = time.monotonic() + bomb_timeout_s
         while time.monotonic() < deadline:
             during.extend(switch_times(2))
             if pa.get_by_text("Loaded 0 of 1 file(s); 1 failed").count():
@@ -269,7 +272,9 @@ def bomb_check(browser, bomb: Path, log: Path, switches: int) -> dict:
         result["b_switch_s_during_bomb"] = during
         result["a_seconds_to_error"] = a_done
         alert = pa.get_by_test_id("stAlertContentError").filter(has_text=bomb.name)
-        result["a_error_line"] = alert.first.inner_text().strip() if alert.count() else None
+        result["a_error_line"] = (alert.first.get_by_test_id("stMarkdownContainer").inner_text().strip()
+                                  if alert.count() else None)
+        result["server_tree_peak_rss_mib_sampled"] = peak_tree[0] / 1024**2
         ctx_a.close()
         ctx_b.close()
         result["server_peak_rss_mib"] = _tree_peak_rss_mib(server.proc.pid)
@@ -309,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--bomb-gib", type=float, default=0, help="also run the two-session bomb check (GiB inflated)")
     ap.add_argument("--switches", type=int, default=6, help="page switches of session B per phase")
+    ap.add_argument("--bomb-root", type=Path, help="run the bomb check against this checkout's dashboard")
+    ap.add_argument("--bomb-timeout", type=float, default=900, help="give up waiting for session A after this long")
     ap.add_argument("--baseline-root", type=Path,
                     help="also time the dashboard of this checkout in each round (e.g. an export of an older "
                          "commit: git archive COMMIT | tar -x -C DIR)")
@@ -369,7 +376,10 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"  {k:45s} {breakdown[k]:7.3f}")
             if args.bomb_gib > 0:
                 bomb = make_bomb(args.out / f"bomb_{args.bomb_gib:g}GiB.json.gz", args.bomb_gib)
-                res = bomb_check(browser, bomb, args.out / "dashboard_bomb_server.log", args.switches)
+                root = (args.bomb_root or REPO).resolve()
+                res = bomb_check(browser, bomb, args.out / "dashboard_bomb_server.log", args.switches, root=root,
+                                 bomb_timeout_s=args.bomb_timeout)
+                res["root"] = str(root)
                 doc["bomb"] = res
                 idle, during = res["b_switch_s_idle"], res["b_switch_s_during_bomb"]
                 print(f"\nbomb {bomb.name} ({res['bomb_file_bytes'] / 1e6:.1f} MB gz, {args.bomb_gib:g} GiB inflated)")
@@ -377,7 +387,9 @@ def main(argv: list[str] | None = None) -> int:
                       f"during the bomb median {median(during):.2f} s (max {max(during, default=float('nan')):.2f}, "
                       f"{len(during)} switches)")
                 print(f"  session A: error after {res['a_seconds_to_error']} s: {res['a_error_line']}")
-                print(f"  peak RSS (MiB): {res['server_peak_rss_mib']}")
+                print(f"  server process tree RSS, highest sampled during the bomb: "
+                      f"{res['server_tree_peak_rss_mib_sampled']:,.0f} MiB; peak RSS of the processes still "
+                      f"alive at the end (MiB): {res['server_peak_rss_mib']}")
         finally:
             browser.close()
     if args.json:
