@@ -105,7 +105,7 @@ def test_bomb_in_one_session_leaves_another_responsive(browser, tmp_path) -> Non
             pa.get_by_text("Loaded 0 of 1 file(s); 1 failed").wait_for(timeout=UI_TIMEOUT_MS)
             a_done = time.perf_counter() - t0
             alert = pa.get_by_test_id("stAlertContentError").filter(has_text="bomb.json.gz").first
-            text = alert.inner_text().strip()
+            text = alert.get_by_test_id("stMarkdownContainer").inner_text().strip()
         finally:
             ctx_a.close()
             ctx_b.close()
