@@ -191,6 +191,7 @@ def dashboard_run(browser, trace: Path, log: Path, expect: dict[str, str], root:
         page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')",
                                timeout=UI_TIMEOUT_MS)
         page.wait_for_timeout(500)
+        rss_after = tree_rss_bytes(server.proc.pid)  # the session still open: what the server holds for it
         ctx.close()
         if shown != expect:
             raise RuntimeError(f"Diagnosis shows {shown}, the CLI says {expect}")
@@ -210,6 +211,7 @@ def dashboard_run(browser, trace: Path, log: Path, expect: dict[str, str], root:
         if first is not None:
             stages["browser.put_to_script"] = first - put_done[0]
     stages["browser.until_loaded"] = t_loaded - t0
+    stages["server.tree_rss_mib_after"] = rss_after / 1024**2  # not seconds: resident memory, MiB
     stages["browser.diagnosis_click_to_metrics"] = t1 - t_loaded
     return t1 - t0, stages
 
