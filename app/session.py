@@ -244,12 +244,7 @@ def add_upload(state: MutableMapping, name: str, data: bytes | memoryview, setti
         return _finish(state, key, name, "upload", digest, memoryview(data).nbytes,
                        lambda: parse_upload(data, digest, name, settings, cache), settings, cache)
     size = memoryview(data).nbytes
-    limit = _limit_error(state, settings)
-    if limit is not None:
-        entry = LoadedTrace(key=f"upload:?:{name}", name=name, source="upload", digest="", size_bytes=size,
-                            error=limit)
-        traces(state)[entry.key] = entry
-        return entry
+    limit = _limit_error(state, settings)  # checked after the repeat check below, as for samples
     try:
         tmp, pending = stage_upload(data, name)
     except OSError as exc:  # the temporary copy could not be written (disk or /dev/shm full)
@@ -263,13 +258,13 @@ def add_upload(state: MutableMapping, name: str, data: bytes | memoryview, setti
         # The parse starts before the hash is done: on two cores they run side by side. A hash
         # that finds the bytes already loaded (this session) or parsed (the server's cache)
         # cancels it.
-        try:
-            job = ParseJob(tmp, settings.max_trace_bytes, opts, label="upload",  # never the temp file's name
-                           timeout_s=settings.worker_timeout_s)
-        except WorkerError as exc:
-            job_error = exc.message
-        else:
-            job_error = None
+        job_error = limit
+        if limit is None:
+            try:
+                job = ParseJob(tmp, settings.max_trace_bytes, opts, label="upload",  # never the temp file's name
+                               timeout_s=settings.worker_timeout_s)
+            except WorkerError as exc:
+                job_error = exc.message
         with stage("upload.hash_wait", file=name):
             digest = pending.result()
         key = f"upload:{digest[:16]}:{name}"
@@ -280,13 +275,13 @@ def add_upload(state: MutableMapping, name: str, data: bytes | memoryview, setti
         tkey, rkey = ("trace", digest, settings.max_trace_bytes), ("report", digest, opts)
         trace, report = cache.get(tkey), cache.get(rkey)
         error = job_error
-        if trace is not None and report is not None:
+        if limit is None and trace is not None and report is not None:
             error = None
         elif job is not None:
             try:
                 with stage("upload.worker", file=name):
                     trace, report = job.result(Limits(settings.worker_max_rss_bytes, settings.worker_timeout_s))
-                # The child saw the temporary file's name; the trace is known by its content hash.
+                # The child called it "upload"; the session and the cache know it by its content hash.
                 trace = dataclasses.replace(trace, path=label)
                 report = dataclasses.replace(report, path=label)
                 cache.put(tkey, trace)

@@ -275,6 +275,7 @@ class ParseJob:
         self.result_path = Path(f"{path}.result")
         self.t0 = time.monotonic()
         self.pid = _start_child((str(path), max_bytes, options, label, str(self.result_path), timeout_s))
+        self._finished = False  # after result(): the pid may be reused, never signal it again
 
     def _cleanup(self) -> None:
         if _alive(self.pid) and not self.result_path.exists():
@@ -286,7 +287,10 @@ class ParseJob:
                 pass
 
     def cancel(self) -> None:
-        """Kill the child (if still running) and delete what it wrote."""
+        """Kill the child (if still running) and delete what it wrote; a no-op after :meth:`result`."""
+        if self._finished:
+            return
+        self._finished = True
         _kill_group(self.pid)
         self._cleanup()
 
@@ -314,6 +318,7 @@ class ParseJob:
                 value = pickle.load(fh) if kind == b"ok" else fh.read().decode(errors="replace")
         finally:
             self._cleanup()
+            self._finished = True
         if kind != b"ok":
             raise WorkerError(value)
         return value
