@@ -127,24 +127,52 @@ def step_label(index: int, batch_size: int | None) -> str:
     return f"{index}" if batch_size is None else f"{index} (bs {batch_size})"
 
 
-def idle_by_cause_figure(report: TraceReport):
-    """Stacked bars per step: GPU busy, then idle time by cause (sums to the step's GPU window)."""
+#: Per-step bars drawn at most; a trace with more steps shows runs of consecutive steps, each
+#: bar the mean per step over its run (labelled by the run's first and last step).
+MAX_STEP_BARS = 400
+
+
+def step_runs(n_steps: int, max_bars: int = MAX_STEP_BARS) -> np.ndarray:
+    """First step position of each bar: every step up to ``max_bars`` steps, else runs of ceil(n / max_bars)."""
+    per = max(1, -(-n_steps // max_bars))
+    return np.arange(0, n_steps, per)
+
+
+def idle_by_cause_figure(report: TraceReport, max_bars: int = MAX_STEP_BARS):
+    """Stacked bars per step: GPU busy, then idle time by cause (sums to the step's GPU window).
+
+    More than ``max_bars`` steps: one bar per run of consecutive steps, the mean per step of the run.
+    """
     import plotly.graph_objects as go
 
     steps = report.steps
-    x = [step_label(s.index, s.batch_size) for s in steps]
+    first = step_runs(len(steps), max_bars)
+    count = np.diff(np.append(first, len(steps))) if len(steps) else np.array([], dtype=int)
+    runs = bool(count.size) and int(count.max()) > 1
+
+    def per_bar(values: list[float]) -> list[float]:
+        v = np.asarray(values, dtype=float)
+        return (np.add.reduceat(v, first) / count).tolist() if v.size else []
+
+    if runs:
+        last = first + count - 1
+        x = [f"{steps[a].index}–{steps[b].index}" for a, b in zip(first.tolist(), last.tolist())]
+    else:
+        x = [step_label(s.index, s.batch_size) for s in steps]
+    what = "steps" if runs else "step"
+    per = " per step (mean)" if runs else ""
     fig = go.Figure()
-    fig.add_trace(go.Bar(x=x, y=[s.gpu_busy_us for s in steps], name="GPU busy", marker_color=BUSY_COLOR,
-                         hovertemplate="step %{x}<br>busy %{y:,.1f} us<extra></extra>"))
+    fig.add_trace(go.Bar(x=x, y=per_bar([s.gpu_busy_us for s in steps]), name="GPU busy", marker_color=BUSY_COLOR,
+                         hovertemplate=f"{what} %{{x}}<br>busy %{{y:,.1f}} us{per}<extra></extra>"))
     for c in CAUSES:
-        y = [s.idle_us_by_cause[c] for s in steps]
+        y = per_bar([s.idle_us_by_cause[c] for s in steps])
         if not any(v > 0 for v in y):
             continue
         fig.add_trace(go.Bar(x=x, y=y, name=f"idle: {CAUSE_LABELS[c]}", marker_color=CAUSE_COLORS[c],
-                             hovertemplate="step %{x}<br>" + CAUSE_LABELS[c] + " %{y:,.1f} us<extra></extra>"))
-    fig.update_layout(**_LAYOUT, barmode="stack", height=340,
-                      title=dict(text="GPU window per step", font=dict(size=14)))
-    fig.update_xaxes(title="step", type="category")
+                             hovertemplate=f"{what} %{{x}}<br>" + CAUSE_LABELS[c] + f" %{{y:,.1f}} us{per}<extra></extra>"))
+    title = "GPU window per step" + (f" (mean over runs of {int(count.max())} steps)" if runs else "")
+    fig.update_layout(**_LAYOUT, barmode="stack", height=340, title=dict(text=title, font=dict(size=14)))
+    fig.update_xaxes(title=what, type="category")
     fig.update_yaxes(title="us")
     return fig
 

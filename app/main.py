@@ -18,6 +18,7 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 from app import APP_DIR  # noqa: E402
+from app.timing import stage  # noqa: E402
 from app.ui import start_session  # noqa: E402
 
 # A local favicon: Material icons as favicons would be fetched from Google.
@@ -36,4 +37,5 @@ nav = st.navigation(pages)
 start_session()
 with st.sidebar:
     st.caption("launchgap: GPU launch gaps in decode traces. Traces you load stay in this browser session.")
-nav.run()
+with stage("page", page=getattr(nav, "_title", None) or getattr(nav, "url_path", "?")):
+    nav.run()

@@ -7,8 +7,11 @@ re-parses; when the session ends they go with it, and only the bounded server ca
 (:mod:`app.cache`) may still hold the parsed data, keyed by content hash.
 
 Uploads are written to a private temporary file only for the duration of the parse
-(the loaders take paths) and deleted right after; the cached trace carries the content
-hash as its path, never the uploader's file name.
+(the loaders take paths; in RAM-backed ``/dev/shm`` when the machine has it, hashed while
+it is written) and deleted right after; the cached trace carries the content hash as its
+path, never the uploader's file name. An upload is parsed and analysed in a child process
+with a memory and a time limit (:mod:`app.worker`), so a huge file or a decompression bomb
+costs its own session a one-line error and leaves the server and the other sessions alone.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import hashlib
 import logging
 import os
 import tempfile
+import threading
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +32,8 @@ from analyzer.report import AnalysisOptions, TraceReport
 from analyzer.trace import Trace
 from app.cache import BoundedCache
 from app.settings import Settings
+from app.timing import stage
+from app.worker import Limits, ParseJob, WorkerError
 
 log = logging.getLogger("launchgap.app")
 
@@ -87,7 +93,8 @@ def _parse_path(path: Path, digest: str, settings: Settings, cache: BoundedCache
     key = ("trace", digest, settings.max_trace_bytes)
 
     def compute() -> Trace:
-        trace = load_trace(path, settings.max_trace_bytes)
+        with stage("load_trace", file=path.name):
+            trace = load_trace(path, settings.max_trace_bytes)
         return dataclasses.replace(trace, path=f"sha256:{digest[:16]}")
 
     return cache.get_or_compute(key, compute)
@@ -98,21 +105,66 @@ def _suffix_of(name: str) -> str:
     return next((s for s in _UPLOAD_SUFFIXES if low.endswith(s)), "")
 
 
+def upload_tmp_dir() -> str | None:
+    """Where an upload's temporary copy goes: RAM-backed ``/dev/shm`` when writable (writing 400 MB
+    there takes a fraction of what a disk-backed /tmp takes), else the system default."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
+
+
+class PendingDigest:
+    """A SHA-256 being computed in a thread (hashlib releases the GIL, so it runs beside other work)."""
+
+    def __init__(self, data: memoryview) -> None:
+        self._h = hashlib.sha256()
+        self._thread = threading.Thread(target=self._h.update, args=(data,), name="launchgap-upload-hash",
+                                        daemon=True)
+        self._thread.start()
+
+    def result(self) -> str:
+        self._thread.join()
+        return self._h.hexdigest()
+
+
+def stage_upload(data: bytes | memoryview, name: str) -> tuple[Path, PendingDigest]:
+    """Write the upload to a private temporary file while its SHA-256 is computed in a thread.
+
+    Returns (path, pending digest): the hash may still be running, so the caller can start the
+    parse at once; the caller deletes the file.
+    """
+    view = memoryview(data).cast("B")
+    pending = PendingDigest(view)
+    with stage("upload.write", file=name):
+        fd, tmp = tempfile.mkstemp(prefix="launchgap-upload-", suffix=_suffix_of(name), dir=upload_tmp_dir())
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(view)
+        except BaseException:
+            _unlink(tmp)
+            pending.result()
+            raise
+    return Path(tmp), pending
+
+
+def _unlink(path: str | Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 def parse_upload(data: bytes | memoryview, digest: str, name: str, settings: Settings, cache: BoundedCache) -> Trace:
-    """Parse uploaded bytes (through the cache). The bytes live on disk only during the parse."""
+    """Parse uploaded bytes in this process (through the cache). The bytes live on disk only during the parse."""
     hit = cache.get(("trace", digest, settings.max_trace_bytes))
     if hit is not None:
         return hit
-    fd, tmp = tempfile.mkstemp(prefix="launchgap-upload-", suffix=_suffix_of(name))
+    fd, tmp = tempfile.mkstemp(prefix="launchgap-upload-", suffix=_suffix_of(name), dir=upload_tmp_dir())
     try:
-        with os.fdopen(fd, "wb") as fh:
+        with stage("upload.tempfile_write", file=name), os.fdopen(fd, "wb") as fh:
             fh.write(data)
         return _parse_path(Path(tmp), digest, settings, cache)
     finally:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        _unlink(tmp)
 
 
 def analyze_cached(trace: Trace, digest: str, options: AnalysisOptions, cache: BoundedCache) -> TraceReport:
@@ -122,7 +174,11 @@ def analyze_cached(trace: Trace, digest: str, options: AnalysisOptions, cache: B
     as ``launchgap analyze`` does for a lone file, so a tensor-parallel rank spinning in NCCL
     is not called GPU-bound; a trace without collectives gets the plain report.
     """
-    return cache.get_or_compute(("report", digest, options), lambda: analyze_with_collectives(trace, options))
+    def compute() -> TraceReport:
+        with stage("analyze", digest=digest[:12]):
+            return analyze_with_collectives(trace, options)
+
+    return cache.get_or_compute(("report", digest, options), compute)
 
 
 def traces(state: MutableMapping) -> dict[str, LoadedTrace]:
@@ -172,14 +228,77 @@ def _finish(state: MutableMapping, key: str, name: str, source: str, digest: str
 
 def add_upload(state: MutableMapping, name: str, data: bytes | memoryview, settings: Settings,
                cache: BoundedCache) -> LoadedTrace:
-    """Parse and analyse an uploaded file into the session (a repeat of the same bytes and name is kept once)."""
-    digest = content_digest(data)
-    key = f"upload:{digest[:16]}:{name}"
-    have = traces(state).get(key)
-    if have is not None:
-        return have
-    return _finish(state, key, name, "upload", digest, memoryview(data).nbytes,
-                   lambda: parse_upload(data, digest, name, settings, cache), settings, cache)
+    """Parse and analyse an uploaded file into the session (a repeat of the same bytes and name is kept once).
+
+    With ``settings.parse_in_worker`` (the default) the parse and the analysis run in a child
+    process under ``settings.worker_max_rss_bytes`` and ``settings.worker_timeout_s``; a file
+    that passes either gets a one-line error. Otherwise they run in this thread.
+    """
+    if not settings.parse_in_worker:
+        with stage("upload.digest", file=name):
+            digest = content_digest(data)
+        key = f"upload:{digest[:16]}:{name}"
+        have = traces(state).get(key)
+        if have is not None:
+            return have
+        return _finish(state, key, name, "upload", digest, memoryview(data).nbytes,
+                       lambda: parse_upload(data, digest, name, settings, cache), settings, cache)
+    size = memoryview(data).nbytes
+    limit = _limit_error(state, settings)  # checked after the repeat check below, as for samples
+    try:
+        tmp, pending = stage_upload(data, name)
+    except OSError as exc:  # the temporary copy could not be written (disk or /dev/shm full)
+        entry = LoadedTrace(key=f"upload:?:{name}", name=name, source="upload", digest="", size_bytes=size,
+                            error=f"cannot store the upload for parsing: {exc.strerror or exc}")
+        traces(state)[entry.key] = entry
+        return entry
+    job = None
+    try:
+        opts = options(state)
+        # The parse starts before the hash is done: on two cores they run side by side. A hash
+        # that finds the bytes already loaded (this session) or parsed (the server's cache)
+        # cancels it.
+        job_error = limit
+        if limit is None:
+            try:
+                job = ParseJob(tmp, settings.max_trace_bytes, opts, label="upload",  # never the temp file's name
+                               timeout_s=settings.worker_timeout_s)
+            except WorkerError as exc:
+                job_error = exc.message
+        with stage("upload.hash_wait", file=name):
+            digest = pending.result()
+        key = f"upload:{digest[:16]}:{name}"
+        label = f"sha256:{digest[:16]}"
+        have = traces(state).get(key)
+        if have is not None:
+            return have
+        tkey, rkey = ("trace", digest, settings.max_trace_bytes), ("report", digest, opts)
+        trace, report = cache.get(tkey), cache.get(rkey)
+        error = job_error
+        if limit is None and trace is not None and report is not None:
+            error = None
+        elif job is not None:
+            try:
+                with stage("upload.worker", file=name):
+                    trace, report = job.result(Limits(settings.worker_max_rss_bytes, settings.worker_timeout_s))
+                # The child called it "upload"; the session and the cache know it by its content hash.
+                trace = dataclasses.replace(trace, path=label)
+                report = dataclasses.replace(report, path=label)
+                cache.put(tkey, trace)
+                cache.put(rkey, report)
+            except WorkerError as exc:
+                error = exc.message
+        if error is not None:
+            entry = LoadedTrace(key=key, name=name, source="upload", digest=digest, size_bytes=size, error=error)
+        else:
+            entry = LoadedTrace(key=key, name=name, source="upload", digest=digest, size_bytes=size,
+                                trace=trace, report=report)
+        traces(state)[key] = entry
+        return entry
+    finally:
+        if job is not None:
+            job.cancel()  # no-op after result(); kills a child whose result was not needed
+        _unlink(tmp)
 
 
 def sample_key(rel: str) -> str:

@@ -30,6 +30,10 @@ ENV_CACHE_ENTRIES = "LAUNCHGAP_CACHE_ENTRIES"
 ENV_CACHE_BYTES = "LAUNCHGAP_CACHE_BYTES"
 ENV_CACHE_TTL_S = "LAUNCHGAP_CACHE_TTL_S"
 ENV_SESSION_TRACES = "LAUNCHGAP_SESSION_TRACES"
+ENV_PARSE_IN_WORKER = "LAUNCHGAP_PARSE_IN_WORKER"
+ENV_WORKER_MAX_RSS_BYTES = "LAUNCHGAP_WORKER_MAX_RSS_BYTES"
+ENV_WORKER_TIMEOUT_S = "LAUNCHGAP_WORKER_TIMEOUT_S"
+ENV_UPLOAD_MEMORY_BYTES = "LAUNCHGAP_UPLOAD_MEMORY_BYTES"
 
 
 def _int_env(name: str, default: int) -> int:
@@ -52,6 +56,13 @@ class Settings:
       traces keeps at most this many entries and this many bytes of arrays, each for at
       most this long since its last use; least recently used entries go first.
     * ``session_traces``: traces one browser session may hold at once.
+    * ``parse_in_worker``: parse and analyse uploads in a child process (``LAUNCHGAP_PARSE_IN_WORKER=0``:
+      in the session's script thread, as bundled samples always are);
+      ``worker_max_rss_bytes`` / ``worker_timeout_s``: that child (and anything it starts) is
+      killed, and the upload refused with a one-line reason, past this resident memory or
+      this wall time.
+    * ``upload_memory_bytes``: an upload up to this size arrives in memory rather than through a
+      temporary file (Starlette spools past 1 MB by default, which is most of a big upload's time).
     """
 
     samples_dir: Path = DEFAULT_SAMPLES_DIR
@@ -60,6 +71,10 @@ class Settings:
     cache_bytes: int = 4 * 1024**3
     cache_ttl_s: int = 3600
     session_traces: int = 24
+    parse_in_worker: bool = True
+    worker_max_rss_bytes: int = 3 * 1024**3 // 2
+    worker_timeout_s: int = 60
+    upload_memory_bytes: int = 512 * 1024**2
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -71,6 +86,10 @@ class Settings:
             cache_bytes=_int_env(ENV_CACHE_BYTES, cls.cache_bytes),
             cache_ttl_s=_int_env(ENV_CACHE_TTL_S, cls.cache_ttl_s),
             session_traces=_int_env(ENV_SESSION_TRACES, cls.session_traces),
+            parse_in_worker=os.environ.get(ENV_PARSE_IN_WORKER, "").strip() not in ("0", "false", "no"),
+            worker_max_rss_bytes=_int_env(ENV_WORKER_MAX_RSS_BYTES, cls.worker_max_rss_bytes),
+            worker_timeout_s=_int_env(ENV_WORKER_TIMEOUT_S, cls.worker_timeout_s),
+            upload_memory_bytes=_int_env(ENV_UPLOAD_MEMORY_BYTES, cls.upload_memory_bytes),
         )
 
 

@@ -121,3 +121,53 @@ def _lanes(ids: np.ndarray, fmt: str) -> tuple[np.ndarray, list[str]]:
     uniq, inv = np.unique(ids, return_inverse=True)
     names = [fmt.format(u) for u in uniq.tolist()]
     return np.array(names, dtype=object)[inv], names
+
+
+#: A step's timeline draws at most this many rows. A step with more (a trace without step
+#: markers is one long step) has each lane's bars merged where they lie closer than a
+#: resolution, doubled from span / limit until the rows fit: what is busy stays drawn busy.
+MAX_TIMELINE_EVENTS = 20_000
+
+
+def downsample_events(events: pd.DataFrame, max_events: int = MAX_TIMELINE_EVENTS) -> tuple[pd.DataFrame, float]:
+    """The rows to draw and the merge resolution in us (0.0: nothing merged, the rows as given).
+
+    Within one lane and category, rows sorted by start are merged into one bar while the next
+    starts at most ``resolution`` after the end of the bar so far. A merged bar spans its rows
+    (first start to last end); its ``dur_us`` is the sum of their durations (busy time, not the
+    span) and its name says how many rows it holds and the first one's name.
+    """
+    if len(events) <= max_events:
+        return events, 0.0
+    start = events["start_us"].to_numpy(float)
+    end = events["end_us"].to_numpy(float)
+    span = float(end.max() - start.min()) or 1.0
+    group = pd.MultiIndex.from_arrays([events["lane"], events["category"]]).factorize()[0]
+    order = np.lexsort((start, group))
+    start, end, group = start[order], end[order], group[order]
+    dur = events["dur_us"].to_numpy(float)[order]
+    names = events["name"].to_numpy(object)[order]
+    lane = events["lane"].to_numpy(object)[order]
+    cat = events["category"].to_numpy(object)[order]
+    res = span / max_events
+    while True:
+        # Shift each group past the previous one so one running maximum serves all groups.
+        shift = group * (2.0 * span + 4.0 * res + 1.0) - float(start.min())
+        run_end = np.maximum.accumulate(end + shift)
+        new = np.ones(start.size, dtype=bool)
+        new[1:] = (group[1:] != group[:-1]) | (start[1:] + shift[1:] > run_end[:-1] + res)
+        first = np.flatnonzero(new)
+        if first.size <= max_events:
+            break
+        res *= 2.0
+    count = np.diff(np.append(first, start.size))
+    many = count > 1
+    bar_name = names[first].copy()
+    bar_name[many] = (pd.Series(count[many]).astype(str) + " ops merged, first: "
+                      + pd.Series(bar_name[many]).astype(str)).to_numpy(object)
+    out = pd.DataFrame({
+        "lane": lane[first], "category": cat[first],
+        "start_us": start[first], "end_us": np.maximum.reduceat(end, first),
+        "dur_us": np.add.reduceat(dur, first), "name": bar_name,
+    })
+    return out, res

@@ -15,7 +15,8 @@ from app.capture import auto_pick, capture_entries, pairing
 from app.charts import ZOOM_OPS, coverage_strip_figure, first_ops_end_us, gap_histogram_figure, host_phases_figure, \
     idle_by_cause_figure, timeline_figure
 from app.text import hover_escape, json_safe, md_escape
-from app.timeline import step_events, step_index
+from app.timeline import downsample_events, step_events, step_index
+from app.timing import stage
 from app.ui import loaded_traces_or_stop, pick_trace, trace_cache
 
 state = st.session_state
@@ -208,18 +209,26 @@ if steps:
     pos = st.selectbox("Step", list(labels), index=median_pos, format_func=labels.get, key=pick_key,
                        help="The median-length step is selected first.")
     step = steps[pos]
-    index = trace_cache().get_or_compute(("steps", entry.digest, session.options(state).steps),
-                                         lambda: step_index(entry.trace, session.options(state).steps))
-    events, lanes = step_events(entry.trace, index, step,
-                                labels=(pair.rows, pair.op) if pair is not None else None)
-    fig = timeline_figure(events, lanes, title=f"step {step.index}: {hover_escape([step.name], 80)[0]}")
+    with stage("diagnosis.step_index"):
+        index = trace_cache().get_or_compute(("steps", entry.digest, session.options(state).steps),
+                                             lambda: step_index(entry.trace, session.options(state).steps))
+    with stage("diagnosis.step_events"):
+        events, lanes = step_events(entry.trace, index, step,
+                                    labels=(pair.rows, pair.op) if pair is not None else None)
+        drawn, merge_us = downsample_events(events)
+    with stage("diagnosis.timeline_figure", events=len(drawn)):
+        fig = timeline_figure(drawn, lanes, title=f"step {step.index}: {hover_escape([step.name], 80)[0]}")
     first_n = first_ops_end_us(events, ZOOM_OPS)
     view = st.radio("Show", ["start of the step", "whole step"], horizontal=True, key="lg_tl_view",
                     help=f"A decode step repeats the same layers: its first {ZOOM_OPS} GPU ops show each kernel, "
                          "launch and gap at a readable width. Double-click the chart to see the whole step.")
     if view == "start of the step" and first_n is not None:
         fig.update_xaxes(range=[0.0, first_n])
-    st.plotly_chart(fig, width="stretch", key="lg_timeline")
+    with stage("diagnosis.timeline_chart"):
+        st.plotly_chart(fig, width="stretch", key="lg_timeline")
+    if merge_us:
+        st.caption(f"This step has {len(events):,} events: bars closer than {merge_us:,.2f} us in one lane are "
+                   f"drawn as one ({len(drawn):,} bars; hover says how many each holds).")
     st.caption(("Kernels inside graph replays are named `op: kernel` from the paired capture trace. "
                 if pair is not None else "")
                + "Top: the step's CPU range and the launch/sync calls of each host thread. Then each GPU stream of "

@@ -11,8 +11,9 @@ from analyzer.steps import StepOptions
 from app import session
 from app.session import LoadedTrace
 from app.text import md_escape
-from app.ui import (SAMPLES_KEY, SAMPLES_WIDGET, human_bytes, run_with_progress, sample_paths, settings,
-                    show_load_errors, sync_samples, trace_cache)
+from app.timing import stage
+from app.ui import (SAMPLES_KEY, SAMPLES_WIDGET, human_bytes, release_upload, run_with_progress, sample_paths,
+                    settings, show_load_errors, sync_samples, trace_cache)
 
 state = st.session_state
 st.title("Traces")
@@ -42,9 +43,15 @@ new_files = [f for f in (uploads or []) if f.file_id not in seen]
 jobs = []
 for f in new_files:
     seen.add(f.file_id)
-    # getbuffer(): a view of the upload, not a second copy of up to a gigabyte.
-    jobs.append((f.name, f.size, lambda f=f: session.add_upload(state, f.name, f.getbuffer(), settings(),
-                                                              trace_cache())))
+    def job(f=f):
+        with stage("upload.add", file=f.name):
+            # getvalue(): the bytes Streamlit holds, not a copy (getbuffer() would copy them out of
+            # the BytesIO they share); once parsed, Streamlit's copy is dropped too.
+            entry = session.add_upload(state, f.name, f.getvalue(), settings(), trace_cache())
+        release_upload(f)
+        f.close()
+        return entry
+    jobs.append((f.name, f.size, job))
 fresh = [e for e in run_with_progress(jobs) if e.ok]
 if fresh:  # the Diagnosis page opens on the file the user just uploaded
     state["lg_diag_choice"] = fresh[-1].key

@@ -6,6 +6,7 @@ which this fixture created).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -41,13 +42,11 @@ def _healthy(url: str) -> bool:
         return False
 
 
-@pytest.fixture(scope="module")
-def app_server(tmp_path_factory) -> Iterator[str]:
-    """``launchgap app --port <free port>`` on 127.0.0.1 (bundled samples as shipped); yields its URL."""
-    pytest.importorskip("streamlit")
+@contextlib.contextmanager
+def running_app(log: Path, extra_env: dict[str, str] | None = None) -> Iterator[str]:
+    """``launchgap app --port <free port>`` on 127.0.0.1 with ``extra_env``; yields its URL, then stops it."""
     port = free_port()
-    log = tmp_path_factory.mktemp("server") / "server.log"
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **(extra_env or {}))
     with open(log, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "analyzer", "app", "--port", str(port)], cwd=REPO,
                                 stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -72,6 +71,14 @@ def app_server(tmp_path_factory) -> Iterator[str]:
             proc.wait(timeout=15)
         except ProcessLookupError:
             pass
+
+
+@pytest.fixture(scope="module")
+def app_server(tmp_path_factory) -> Iterator[str]:
+    """``launchgap app --port <free port>`` on 127.0.0.1 (bundled samples as shipped); yields its URL."""
+    pytest.importorskip("streamlit")
+    with running_app(tmp_path_factory.mktemp("server") / "server.log") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,119 @@
+"""Uploads in a real browser: a scaled-up trace reaches the Diagnosis metrics; a decompression
+bomb in one session costs that session a one-line error and leaves another session responsive.
+
+The full-size timing (405 MB against the CLI) is ``bench/dashboard_upload.py``; this keeps to a
+few MB so it runs in seconds.
+"""
+from __future__ import annotations
+
+import time
+import zlib
+from pathlib import Path
+
+import pytest
+
+from analyzer.loaders import load_trace
+from analyzer.ranks import analyze_with_collectives
+from analyzer.report import AnalysisOptions
+from tests.e2e.conftest import UI_TIMEOUT_MS, running_app
+from tests.perf.synth import scaled_trace, trace_meta
+
+pytestmark = pytest.mark.browser
+
+VIEWPORT = {"width": 1400, "height": 1000}
+#: The bomb server's per-upload time limit: the bomb is refused after this long.
+BOMB_TIMEOUT_S = 20
+
+
+def open_page(page, name: str) -> None:
+    page.get_by_test_id("stSidebarNavLink").filter(has_text=name).click()
+
+
+def metric_value(page, label: str) -> str:
+    m = page.get_by_test_id("stMetric").filter(has_text=label).first
+    m.wait_for(timeout=UI_TIMEOUT_MS)
+    return m.get_by_test_id("stMetricValue").inner_text().strip()
+
+
+def test_scaled_trace_upload_reaches_the_diagnosis_metrics(app_server, browser, tmp_path) -> None:
+    trace = scaled_trace(8, tmp_path)  # the bundled bs-8 eager trace, repeated to ~8 MB of JSON
+    assert trace_meta(trace)["json_bytes"] > 7e6
+    s = analyze_with_collectives(load_trace(trace), AnalysisOptions()).summary
+    ctx = browser.new_context(viewport=VIEWPORT)
+    page = ctx.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(app_server, timeout=UI_TIMEOUT_MS)
+        page.get_by_text("Loaded traces").wait_for(timeout=UI_TIMEOUT_MS)
+        t0 = time.perf_counter()
+        page.locator("input[type=file]").set_input_files(str(trace))
+        page.get_by_text("Loaded 1 of 1 file(s)").wait_for(timeout=UI_TIMEOUT_MS)
+        open_page(page, "Diagnosis")
+        shown = {label: metric_value(page, label) for label in
+                 ("GPU idle", "Launch-to-kernel ratio", "Predicted CUDA-graph speedup", "Steps")}
+        elapsed = time.perf_counter() - t0
+        assert shown == {"GPU idle": f"{s.gpu_idle_fraction:.1%}",
+                         "Launch-to-kernel ratio": f"{s.launch_to_kernel_ratio:.2f}",
+                         "Predicted CUDA-graph speedup": f"{s.predicted_speedup:.1f}x",
+                         "Steps": str(s.steps)}
+        assert s.steps == 6 * trace_meta(trace)["copies"]  # 6 decode steps per copy of the source
+        print(f"{trace.name}: file input to Diagnosis metrics {elapsed:.2f} s")
+        assert not errors, errors
+    finally:
+        ctx.close()
+
+
+def whitespace_bomb(path: Path, inflated_bytes: int) -> Path:
+    co = zlib.compressobj(1, zlib.DEFLATED, 31)
+    block = b" " * (4 * 1024 * 1024)
+    with open(path, "wb") as fh:
+        fh.write(co.compress(b'{"traceEvents": ['))
+        for _ in range(inflated_bytes // len(block)):
+            fh.write(co.compress(block))
+        fh.write(co.compress(b"]}") + co.flush())
+    return path
+
+
+def test_bomb_in_one_session_leaves_another_responsive(browser, tmp_path) -> None:
+    """Session A uploads 1 GiB of whitespace gzipped (a few MB); session B keeps switching pages.
+
+    The parse runs in a child process, so B's page switches go on while A's child inflates; A's
+    child is stopped at the server's per-upload time limit and A gets one line naming the file.
+    """
+    pytest.importorskip("streamlit")
+    bomb = whitespace_bomb(tmp_path / "bomb.json.gz", 1024**3)
+    with running_app(tmp_path / "server.log", {"LAUNCHGAP_WORKER_TIMEOUT_S": str(BOMB_TIMEOUT_S)}) as url:
+        ctx_a, ctx_b = browser.new_context(viewport=VIEWPORT), browser.new_context(viewport=VIEWPORT)
+        try:
+            pa, pb = ctx_a.new_page(), ctx_b.new_page()
+            for p in (pa, pb):
+                p.goto(url, timeout=UI_TIMEOUT_MS)
+                p.get_by_text("Loaded traces").wait_for(timeout=UI_TIMEOUT_MS)
+            t0 = time.perf_counter()
+            pa.locator("input[type=file]").set_input_files(str(bomb))
+            pa.get_by_text("Parsing 1 trace file(s)").wait_for(timeout=UI_TIMEOUT_MS)  # A's parse has begun
+            switches: list[float] = []
+            for i in range(4):  # while A's child runs
+                name, heading = ("Compare", "Compare") if i % 2 == 0 else ("Traces", "Loaded traces")
+                t = time.perf_counter()
+                open_page(pb, name)
+                pb.get_by_role("heading", name=heading).first.wait_for(timeout=UI_TIMEOUT_MS)
+                switches.append(time.perf_counter() - t)
+            # All of B's switches were served while A's parse was still running.
+            a_still_parsing = pa.get_by_text("Loaded 0 of 1 file(s); 1 failed").count() == 0
+            pa.get_by_text("Loaded 0 of 1 file(s); 1 failed").wait_for(timeout=UI_TIMEOUT_MS)
+            a_done = time.perf_counter() - t0
+            alert = pa.get_by_test_id("stAlertContentError").filter(has_text="bomb.json.gz").first
+            text = alert.get_by_test_id("stMarkdownContainer").inner_text().strip()
+        finally:
+            ctx_a.close()
+            ctx_b.close()
+    print(f"B's page switches during A's bomb: {[round(x, 2) for x in switches]} s; A's error after {a_done:.1f} s")
+    assert a_still_parsing and max(switches) < 10.0
+    # Refused at the time limit, or (a loader that gets through a GiB of whitespace faster) by the
+    # loader itself: either way one line that names the file.
+    limit_line = (f"bomb.json.gz: refused: parsing it took longer than {BOMB_TIMEOUT_S} s (the dashboard's "
+                  "per-upload limit); analyse it with `launchgap analyze`")
+    assert text == limit_line or (text.startswith("bomb.json.gz: ") and "\n" not in text and a_done < BOMB_TIMEOUT_S)
+    assert a_done < BOMB_TIMEOUT_S + 30

@@ -1,0 +1,275 @@
+"""The dashboard's upload path: the parse worker (limits, errors), the temporary copy and its
+hash, the upload's bytes released, the timeline's merging of dense steps, per-step bar runs.
+
+Traces are the tiny hand-built Kineto files of test_app_pages (arithmetic there).
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("streamlit")
+pytest.importorskip("plotly")
+
+import streamlit as st  # noqa: E402
+
+from analyzer.errors import AnalyzerError  # noqa: E402
+from analyzer.loaders import load_trace  # noqa: E402
+from analyzer.ranks import analyze_with_collectives  # noqa: E402
+from analyzer.report import AnalysisOptions  # noqa: E402
+from app import session  # noqa: E402
+from app.cache import BoundedCache  # noqa: E402
+from app.charts import idle_by_cause_figure, step_runs  # noqa: E402
+from app.settings import Settings  # noqa: E402
+from app.timeline import downsample_events  # noqa: E402
+from app.timing import parse_lines  # noqa: E402
+from app.ui import keep_uploads_in_memory  # noqa: E402
+from app.worker import Limits, ParseJob, WorkerError, parse_in_worker, tree_rss_bytes  # noqa: E402
+from tests.unit.apptest_helpers import new_app, upload  # noqa: E402
+from tests.unit.kineto_tiny import doc  # noqa: E402
+from tests.unit.test_app_pages import BAD, EAGER, eager_events  # noqa: E402
+
+ROOMY = Limits(max_rss_bytes=4 * 1024**3, timeout_s=120)
+
+
+@pytest.fixture(autouse=True)
+def fresh_server(tmp_path, monkeypatch):
+    empty = tmp_path / "no-samples"
+    empty.mkdir()
+    monkeypatch.setenv("LAUNCHGAP_SAMPLES_DIR", str(empty))
+    st.cache_resource.clear()
+    yield
+    st.cache_resource.clear()
+
+
+def whitespace_bomb(path: Path, inflated_bytes: int) -> Path:
+    """``{"traceEvents": [`` + spaces + ``]}``, gzip level 1: a few kB per hundred MB."""
+    co = zlib.compressobj(1, zlib.DEFLATED, 31)
+    block = b" " * (4 * 1024 * 1024)
+    with open(path, "wb") as fh:
+        fh.write(co.compress(b'{"traceEvents": ['))
+        for _ in range(inflated_bytes // len(block)):
+            fh.write(co.compress(block))
+        fh.write(co.compress(b"]}") + co.flush())
+    return path
+
+
+# --- the worker --------------------------------------------------------------------------------
+
+def test_worker_result_equals_the_in_process_analysis(tmp_path) -> None:
+    p = tmp_path / "eager.json"
+    p.write_bytes(EAGER)
+    trace, report = parse_in_worker(p, 10**9, AnalysisOptions(), ROOMY, label="upload")
+    local = analyze_with_collectives(load_trace(p), AnalysisOptions())
+    assert trace.path == "upload" and report.path == "upload"
+    assert report.summary == local.summary  # steps 2, GPU idle 0.5, the same speedup to the last bit
+    assert report.summary.steps == 2 and report.summary.gpu_idle_fraction == 0.5
+    assert np.array_equal(trace.start_ns, load_trace(p).start_ns)
+    assert not Path(f"{p}.result").exists()
+
+
+def test_worker_error_is_the_analyzers_one_line(tmp_path) -> None:
+    p = tmp_path / "bad.json"
+    p.write_bytes(BAD)
+    with pytest.raises(AnalyzerError) as direct:
+        load_trace(p)
+    with pytest.raises(WorkerError) as exc:
+        parse_in_worker(p, 10**9, AnalysisOptions(), ROOMY)
+    assert exc.value.message == direct.value.message
+    assert "\n" not in exc.value.message and str(p) not in exc.value.message
+
+
+def test_worker_memory_limit_kills_and_refuses(tmp_path) -> None:
+    p = tmp_path / "eager.json"
+    p.write_bytes(EAGER)
+    # An interpreter with numpy loaded is past 16 MiB before it reads a byte.
+    with pytest.raises(WorkerError) as exc:
+        parse_in_worker(p, 10**9, AnalysisOptions(), Limits(max_rss_bytes=16 * 1024**2, timeout_s=120))
+    assert exc.value.message == ("refused: parsing it took more than 16 MiB of memory (the dashboard's per-upload "
+                                 "limit); analyse it with `launchgap analyze`")
+
+
+def test_worker_time_limit_kills_and_refuses(tmp_path) -> None:
+    bomb = whitespace_bomb(tmp_path / "bomb.json.gz", 1024 * 1024**2)  # 1 GiB of spaces: seconds to inflate
+    job = ParseJob(bomb, 2 * 1024**3, AnalysisOptions())
+    with pytest.raises(WorkerError) as exc:
+        job.result(Limits(max_rss_bytes=4 * 1024**3, timeout_s=0.3))
+    assert exc.value.message == ("refused: parsing it took longer than 0.3 s (the dashboard's per-upload limit); "
+                                 "analyse it with `launchgap analyze`")
+    with pytest.raises(ProcessLookupError):  # the child's process group is gone
+        for _ in range(100):
+            import os
+            import time
+
+            os.killpg(job.pid, 0)
+            time.sleep(0.05)
+
+
+def test_bomb_past_the_trace_cap_is_one_line(tmp_path) -> None:
+    bomb = whitespace_bomb(tmp_path / "bomb.json.gz", 96 * 1024**2)
+    with pytest.raises(AnalyzerError) as direct:
+        load_trace(bomb, 32 * 1024**2)
+    with pytest.raises(WorkerError) as exc:
+        parse_in_worker(bomb, 32 * 1024**2, AnalysisOptions(), ROOMY)
+    assert exc.value.message == direct.value.message and "\n" not in exc.value.message
+
+
+def test_tree_rss_counts_this_process() -> None:
+    import os
+
+    rss = tree_rss_bytes(os.getpid())
+    assert 10 * 1024**2 < rss < 64 * 1024**3
+    assert tree_rss_bytes(2**22 + 12345) == 0  # no such process
+
+
+# --- the session's upload path -----------------------------------------------------------------
+
+def test_stage_upload_writes_the_bytes_and_hashes_them() -> None:
+    data = EAGER * 3
+    tmp, pending = session.stage_upload(data, "x.json")
+    try:
+        assert tmp.read_bytes() == data and tmp.name.endswith(".json")
+        assert pending.result() == hashlib.sha256(data).hexdigest()
+    finally:
+        tmp.unlink()
+
+
+def test_add_upload_in_worker_and_in_process_agree(tmp_path) -> None:
+    cache = BoundedCache(8, 1024**3, 3600)
+    worker, local = {}, {}
+    a = session.add_upload(worker, "e.json", EAGER, Settings(samples_dir=tmp_path), cache)
+    b = session.add_upload(local, "e.json", EAGER, Settings(samples_dir=tmp_path, parse_in_worker=False),
+                           BoundedCache(8, 1024**3, 3600))
+    assert a.ok and b.ok and a.key == b.key and a.digest == hashlib.sha256(EAGER).hexdigest()
+    assert a.report.summary == b.report.summary
+    assert a.trace.path == b.trace.path == f"sha256:{a.digest[:16]}" == a.report.path
+    # A second session presenting the same bytes gets the cached parse (no second child).
+    c = session.add_upload({}, "other-name.json", EAGER, Settings(samples_dir=tmp_path), cache)
+    assert c.trace is a.trace and c.report is a.report
+    assert not [p for p in Path(session.upload_tmp_dir() or "/tmp").glob("launchgap-upload-*")]
+
+
+def test_add_upload_error_names_the_reason_in_one_line(tmp_path) -> None:
+    state: dict = {}
+    e = session.add_upload(state, "bad.json", BAD, Settings(samples_dir=tmp_path), BoundedCache(8, 1024**3, 3600))
+    p = tmp_path / "bad.json"
+    p.write_bytes(BAD)
+    with pytest.raises(AnalyzerError) as direct:
+        load_trace(p)
+    assert not e.ok and e.error == direct.value.message and e.name == "bad.json"
+
+
+def test_upload_bytes_are_released_after_parsing() -> None:
+    """Streamlit's own copy of an upload is dropped once the trace is parsed (it would otherwise stay
+    in the server's memory for the session's life)."""
+    import gc
+
+    from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
+
+    at = upload(new_app(), [("released.json", EAGER)])
+    assert list(at.dataframe[0].value["trace"]) == ["released.json"]
+    managers = [o for o in gc.get_objects() if isinstance(o, MemoryUploadedFileManager)]
+    assert managers, "the upload manager was not found"
+    held = [rec.name for m in managers for files in m.file_storage.values() for rec in files.values()]
+    assert "released.json" not in held
+    at.run()  # a rerun: the table keeps the trace, nothing is parsed again
+    assert list(at.dataframe[0].value["trace"]) == ["released.json"]
+
+
+def test_keep_uploads_in_memory_raises_starlettes_spool_limit() -> None:
+    from starlette.formparsers import MultiPartParser
+
+    old = MultiPartParser.spool_max_size
+    try:
+        keep_uploads_in_memory(512 * 1024**2)
+        assert MultiPartParser.spool_max_size == 512 * 1024**2
+        keep_uploads_in_memory(1024)  # never lowered
+        assert MultiPartParser.spool_max_size == 512 * 1024**2
+    finally:
+        MultiPartParser.spool_max_size = old
+
+
+def test_settings_from_env(monkeypatch) -> None:
+    monkeypatch.setenv("LAUNCHGAP_PARSE_IN_WORKER", "0")
+    monkeypatch.setenv("LAUNCHGAP_WORKER_MAX_RSS_BYTES", "123456789")
+    monkeypatch.setenv("LAUNCHGAP_WORKER_TIMEOUT_S", "7")
+    monkeypatch.setenv("LAUNCHGAP_UPLOAD_MEMORY_BYTES", "1000")
+    s = Settings.from_env()
+    assert (s.parse_in_worker, s.worker_max_rss_bytes, s.worker_timeout_s, s.upload_memory_bytes) == (
+        False, 123456789, 7, 1000)
+    monkeypatch.delenv("LAUNCHGAP_PARSE_IN_WORKER")
+    assert Settings.from_env().parse_in_worker is True
+
+
+def test_timing_lines_parse() -> None:
+    text = 'x\nlaunchgap-timing {"stage": "a", "s": 1.5}\nnoise launchgap-timing {"stage": "b", "s": 2}\nbad {'
+    assert parse_lines(text) == [{"stage": "a", "s": 1.5}, {"stage": "b", "s": 2}]
+
+
+# --- drawing dense steps -------------------------------------------------------------------------
+
+def _events(rows: list[tuple[str, str, float, float, str]]) -> pd.DataFrame:
+    lane, cat, s, e, name = zip(*rows)
+    s, e = np.array(s), np.array(e)
+    return pd.DataFrame({"lane": lane, "category": cat, "start_us": s, "end_us": e, "dur_us": e - s, "name": name})
+
+
+def test_downsample_keeps_small_steps_as_they_are() -> None:
+    ev = _events([("A", "kernel", 0.0, 1.0, "k1"), ("A", "kernel", 1.5, 2.0, "k2")])
+    out, res = downsample_events(ev, max_events=2)
+    assert res == 0.0 and out is ev
+
+
+def test_downsample_merges_close_bars_per_lane_exactly() -> None:
+    # Span 0..11 us, limit 3 rows: resolution 11/3 = 3.667 us. Lane A: k1 [0, 1] and k2 [1.5, 2] are
+    # 0.5 us apart -> one bar [0, 2], busy 1.0 + 0.5 = 1.5 us; k3 [10, 11] starts 8 us after -> its own.
+    # Lane B: one kernel. 3 rows.
+    ev = _events([("A", "kernel", 10.0, 11.0, "k3"), ("A", "kernel", 0.0, 1.0, "k1"),
+                  ("B", "kernel", 0.0, 5.0, "kb"), ("A", "kernel", 1.5, 2.0, "k2")])
+    out, res = downsample_events(ev, max_events=3)
+    assert res == pytest.approx(11 / 3)
+    rows = sorted(zip(out["lane"], out["start_us"], out["end_us"], out["dur_us"], out["name"]))
+    assert rows == [("A", 0.0, 2.0, 1.5, "2 ops merged, first: k1"), ("A", 10.0, 11.0, 1.0, "k3"),
+                    ("B", 0.0, 5.0, 5.0, "kb")]
+
+
+def test_downsample_doubles_the_resolution_until_it_fits() -> None:
+    # 1000 kernels of 1 us every 10 us (gaps 9 us) on one lane, limit 10 rows. Span 9991 us:
+    # resolution 999.1, which merges all 1000 into one bar (gaps 9 < 999.1): 1 row, busy 1000 us.
+    starts = np.arange(1000) * 10.0
+    ev = pd.DataFrame({"lane": "A", "category": "kernel", "start_us": starts, "end_us": starts + 1,
+                       "dur_us": 1.0, "name": "k"})
+    out, res = downsample_events(ev, max_events=10)
+    assert len(out) == 1 and out["dur_us"].iloc[0] == 1000.0 and out["end_us"].iloc[0] == 9991.0
+    # Two categories that interleave stay apart (one bar each).
+    ev2 = pd.concat([ev, ev.assign(category="launch call", start_us=starts + 2, end_us=starts + 3)])
+    out2, _ = downsample_events(ev2, max_events=10)
+    assert sorted(out2["category"]) == ["kernel", "launch call"] and list(out2["dur_us"]) == [1000.0, 1000.0]
+
+
+def test_step_runs_and_binned_bars(tmp_path) -> None:
+    assert step_runs(5, max_bars=400).tolist() == [0, 1, 2, 3, 4]
+    assert step_runs(1000, max_bars=400).tolist() == list(range(0, 1000, 3))  # ceil(1000/400) = 3 per bar
+    # Three identical eager steps (busy 20 us, idle 20 us: host 10, launch 10), two bars at most:
+    # runs of 2 -> bars "0–1" (mean of steps 0, 1) and "2–2".
+    p = tmp_path / "three.json"
+    p.write_text(json.dumps(doc(eager_events(0) + eager_events(1000) + eager_events(2000))))
+    rep = analyze_with_collectives(load_trace(p), AnalysisOptions())
+    fig = idle_by_cause_figure(rep, max_bars=2)
+    busy = fig.data[0]
+    assert list(busy.x) == ["0–1", "2–2"] and list(busy.y) == [20.0, 20.0]
+    assert {t.name: list(t.y) for t in fig.data[1:]} == {"idle: host (CPU late)": [10.0, 10.0],
+                                                         "idle: launch call": [10.0, 10.0]}
+
+
+def test_gzip_helper_is_a_valid_empty_trace_document(tmp_path) -> None:
+    p = whitespace_bomb(tmp_path / "small.json.gz", 8 * 1024**2)
+    text = gzip.decompress(p.read_bytes())
+    assert json.loads(text) == {"traceEvents": []} and len(text) == 17 + 8 * 1024**2 + 2
