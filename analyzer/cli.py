@@ -11,8 +11,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from analyzer import __version__
-from analyzer.errors import AnalyzerError
+from . import __version__
+from .errors import AnalyzerError
 
 #: Subcommand modules, in the order ``launchgap --help`` lists them.
 COMMANDS = ("analyze", "plan", "record", "app", "hta", "fleet")
@@ -29,9 +29,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS if only is None else (only,):
         try:
-            mod = importlib.import_module(f"analyzer.commands.{name}")
+            mod = importlib.import_module(f"{__package__}.commands.{name}")
         except ModuleNotFoundError as exc:
-            if exc.name == f"analyzer.commands.{name}":
+            if exc.name == f"{__package__}.commands.{name}":
                 continue  # command not part of this build
             raise
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)

@@ -6,20 +6,11 @@ A new session starts with the bundled samples loaded.
 """
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import streamlit as st
 
-# Streamlit puts this script's folder, not the project root, on sys.path; make `import app`
-# find this package (not a namespace left by an older editable install) when run from a checkout.
-_ROOT = str(Path(__file__).resolve().parents[1])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-from app import APP_DIR  # noqa: E402
-from app.timing import stage  # noqa: E402
-from app.ui import start_session  # noqa: E402
+from launchgap.dashboard import APP_DIR
+from launchgap.dashboard.timing import stage
+from launchgap.dashboard.ui import start_session
 
 # A local favicon: Material icons as favicons would be fetched from Google.
 st.set_page_config(page_title="launchgap", page_icon=str(APP_DIR / "favicon.png"), layout="wide")

@@ -9,7 +9,7 @@ watchdog in the calling (script) thread kills that group when the tree's residen
 passes ``max_rss_bytes`` or the wall time passes ``timeout_s``. Nothing here holds a lock
 shared between sessions while a file parses; each upload gets its own child.
 
-Children are forked by a small *zygote*: ``python -m app.worker``, started once per server
+Children are forked by a small *zygote*: ``python -m launchgap.dashboard.worker``, started once per server
 (:func:`warm_up`), which imports the analyzer once and then forks one child per request
 (single-threaded, so forking it is safe; the server itself, with its threads, never
 forks). A child starts in milliseconds with the analyzer loaded, instead of the seconds
@@ -40,10 +40,10 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from analyzer.errors import AnalyzerError
-from analyzer.report import AnalysisOptions, TraceReport
-from analyzer.trace import Trace
-from app.timing import stage
+from launchgap.errors import AnalyzerError
+from launchgap.report import AnalysisOptions, TraceReport
+from launchgap.trace import Trace
+from launchgap.dashboard.timing import stage
 
 log = logging.getLogger("launchgap.app")
 
@@ -80,8 +80,8 @@ def _write_result(result_path: str, path: str, max_bytes: int, options: Analysis
     """Write b"ok" + pickle of (trace, report), or b"er" + one line, to ``result_path`` (whole or not at all)."""
     tmp = result_path + ".part"
     try:
-        from analyzer.loaders import load_trace
-        from analyzer.ranks import analyze_with_collectives
+        from launchgap.loaders import load_trace
+        from launchgap.ranks import analyze_with_collectives
 
         with stage("worker.load_trace"):
             trace = load_trace(path, max_bytes)
@@ -183,7 +183,7 @@ def _zygote_proc() -> subprocess.Popen:
     if _zygote is None or _zygote.poll() is not None:
         env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
         env["PYTHONPATH"] = str(_REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        _zygote = subprocess.Popen([sys.executable, "-m", "app.worker"], stdin=subprocess.PIPE,
+        _zygote = subprocess.Popen([sys.executable, "-m", "launchgap.dashboard.worker"], stdin=subprocess.PIPE,
                                    stdout=subprocess.PIPE, cwd=str(_REPO), env=env)
     return _zygote
 

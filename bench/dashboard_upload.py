@@ -7,7 +7,7 @@ Not a test: run it by hand from the project root, e.g.
 
 For each of ``--repeat`` rounds, interleaved so both meet the same load on the box:
 
-* **CLI**: ``python -m analyzer analyze FILE --format json`` as a fresh process, wall time
+* **CLI**: ``python -m launchgap analyze FILE --format json`` as a fresh process, wall time
   around it;
 * **dashboard**: a fresh ``launchgap app`` server (so the server's parse cache is cold),
   Debian chromium through Playwright (never a downloaded browser); after the session has
@@ -52,8 +52,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from app.timing import ENV_TIMING, parse_lines  # noqa: E402
-from app.worker import tree_rss_bytes  # noqa: E402
+from launchgap.dashboard.timing import ENV_TIMING, parse_lines  # noqa: E402
+from launchgap.dashboard.worker import tree_rss_bytes  # noqa: E402
 from tests.perf.synth import scaled_trace, trace_meta  # noqa: E402
 
 CHROMIUM = Path(os.environ.get("LAUNCHGAP_CHROMIUM", "/usr/bin/chromium"))
@@ -92,7 +92,7 @@ def load_avg() -> float:
 
 
 class Server:
-    """``python -m analyzer app`` on a free port with stage timing on; log in a file."""
+    """``python -m launchgap app`` on a free port with stage timing on; log in a file."""
 
     def __init__(self, log: Path, extra_env: dict[str, str] | None = None, root: Path = REPO) -> None:
         self.port = free_port()
@@ -101,7 +101,7 @@ class Server:
         env = dict(os.environ, PYTHONUNBUFFERED="1", **{ENV_TIMING: "1"}, **(extra_env or {}))
         env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
         with open(log, "wb") as out:
-            self.proc = subprocess.Popen([sys.executable, "-m", "analyzer", "app", "--port", str(self.port)],
+            self.proc = subprocess.Popen([sys.executable, "-m", "launchgap", "app", "--port", str(self.port)],
                                          cwd=root, stdout=out, stderr=subprocess.STDOUT, env=env,
                                          start_new_session=True)
         deadline = time.monotonic() + 120
@@ -133,7 +133,7 @@ class Server:
 
 
 def cli_run(trace: Path, out_json: Path) -> float:
-    cmd = [sys.executable, "-m", "analyzer", "analyze", str(trace), "--format", "json"]
+    cmd = [sys.executable, "-m", "launchgap", "analyze", str(trace), "--format", "json"]
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     t0 = time.perf_counter()
     with open(out_json, "wb") as out:

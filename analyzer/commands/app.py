@@ -8,6 +8,7 @@ dashboard needs whatever the user's own Streamlit config says: uploads up to
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import ipaddress
 import os
 import socket
@@ -15,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from analyzer.errors import InputError
+from ..errors import InputError
 
 NAME = "app"
 HELP = "run the dashboard (Streamlit) in the browser: upload traces, see the diagnosis, plan capture"
@@ -23,8 +24,16 @@ HELP = "run the dashboard (Streamlit) in the browser: upload traces, see the dia
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8501
 DEFAULT_MAX_UPLOAD_MB = 1024
-#: The dashboard's entry script: the ``app`` package sits beside ``analyzer`` (checkout or install).
-MAIN_SCRIPT = Path(__file__).resolve().parents[2] / "app" / "main.py"
+#: The dashboard package (the ``app/`` folder, installed as ``launchgap.dashboard``).
+DASHBOARD = "launchgap.dashboard"
+
+
+def main_script() -> Path:
+    """The dashboard's entry script, wherever the package is installed (editable or not)."""
+    spec = importlib.util.find_spec(DASHBOARD)
+    if spec is None or not spec.submodule_search_locations:
+        raise InputError("launchgap app: the dashboard is not installed (pip install 'launchgap[app]')")
+    return Path(list(spec.submodule_search_locations)[0]) / "main.py"
 
 
 def prepare_parser(p: argparse.ArgumentParser) -> None:
@@ -69,7 +78,7 @@ def url_host(host: str) -> str:
 def streamlit_command(args: argparse.Namespace) -> list[str]:
     """The ``streamlit run`` command line for the dashboard (explicit flags win over any config file)."""
     return [
-        sys.executable, "-m", "streamlit", "run", str(MAIN_SCRIPT),
+        sys.executable, "-m", "streamlit", "run", str(main_script()),
         "--server.address", args.host.strip().strip("[]"),
         "--server.port", str(args.port),
         "--server.headless", "true",
@@ -108,8 +117,8 @@ def run(args: argparse.Namespace) -> int:
         import streamlit  # noqa: F401
     except ImportError:
         raise InputError("the dashboard needs streamlit and plotly: pip install 'launchgap[app]'") from None
-    if not MAIN_SCRIPT.is_file():
-        raise InputError(f"dashboard script not found at {MAIN_SCRIPT}; reinstall with pip install 'launchgap[app]'")
+    if not main_script().is_file():
+        raise InputError(f"dashboard script not found at {main_script()}; reinstall with pip install 'launchgap[app]'")
     env = dict(os.environ)
     if args.max_trace_bytes is not None:
         env["LAUNCHGAP_MAX_TRACE_BYTES"] = str(args.max_trace_bytes)

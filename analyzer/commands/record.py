@@ -1,11 +1,11 @@
 """``launchgap record``: the recording harness (:mod:`analyzer.harness.cli` holds its parser and runner).
 
-The harness owns its command line so that ``python -m analyzer.harness`` on a GPU machine
+The harness owns its command line so that ``python -m launchgap.harness`` on a GPU machine
 (stdlib + torch only) never imports the command layer.
 """
 from __future__ import annotations
 
-from analyzer.harness.cli import HELP, prepare_parser, run
+from ..harness.cli import HELP, prepare_parser, run
 
 NAME = "record"
 

@@ -28,8 +28,8 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from analyzer.engines._base import MARKER_SOURCES, PHASES, StepInfo, StepMarker
-from analyzer.errors import InputError
+from ._base import MARKER_SOURCES, PHASES, StepInfo, StepMarker
+from ..errors import InputError
 
 #: Engine modules, in the order reports and the planner list them.
 ENGINE_MODULES = ("vllm", "sglang", "tensorrt_llm")
@@ -38,7 +38,7 @@ REQUIRED = ("NAME", "LABEL", "VERSIONS_READ", "STEP_MARKERS", "CAPTURE_ANNOTATIO
             "COLLECTIVE_KERNELS", "CAPTURE_LISTS", "DEFAULT_MAX_SIZE", "default_sizes", "capture_config",
             "config_snippet", "SNIPPET_LANGUAGE", "HOST_PHASES")
 
-ENGINES: tuple[ModuleType, ...] = tuple(importlib.import_module(f"analyzer.engines.{m}") for m in ENGINE_MODULES)
+ENGINES: tuple[ModuleType, ...] = tuple(importlib.import_module(f"{__name__}.{m}") for m in ENGINE_MODULES)
 #: Engine names (JSON keys), in registry order.
 NAMES: tuple[str, ...] = tuple(e.NAME for e in ENGINES)
 #: Display label per engine name: the one place labels are defined.

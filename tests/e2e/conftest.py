@@ -48,7 +48,7 @@ def running_app(log: Path, extra_env: dict[str, str] | None = None) -> Iterator[
     port = free_port()
     env = dict(os.environ, PYTHONUNBUFFERED="1", **(extra_env or {}))
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "analyzer", "app", "--port", str(port)], cwd=REPO,
+        proc = subprocess.Popen([sys.executable, "-m", "launchgap", "app", "--port", str(port)], cwd=REPO,
                                 stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     url = f"http://127.0.0.1:{port}/"
     try:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.loaders import load_trace
-from analyzer.ranks import analyze_with_collectives
-from analyzer.report import AnalysisOptions
+from launchgap.loaders import load_trace
+from launchgap.ranks import analyze_with_collectives
+from launchgap.report import AnalysisOptions
 from tests.e2e.conftest import UI_TIMEOUT_MS, running_app
 from tests.perf.synth import scaled_trace, trace_meta
 

@@ -20,18 +20,18 @@ pytest.importorskip("plotly")
 
 import streamlit as st  # noqa: E402
 
-from analyzer.errors import AnalyzerError  # noqa: E402
-from analyzer.loaders import load_trace  # noqa: E402
-from analyzer.ranks import analyze_with_collectives  # noqa: E402
-from analyzer.report import AnalysisOptions  # noqa: E402
-from app import session  # noqa: E402
-from app.cache import BoundedCache  # noqa: E402
-from app.charts import idle_by_cause_figure, step_runs  # noqa: E402
-from app.settings import Settings  # noqa: E402
-from app.timeline import downsample_events  # noqa: E402
-from app.timing import parse_lines  # noqa: E402
-from app.ui import keep_uploads_in_memory  # noqa: E402
-from app.worker import Limits, ParseJob, WorkerError, parse_in_worker, tree_rss_bytes  # noqa: E402
+from launchgap.errors import AnalyzerError  # noqa: E402
+from launchgap.loaders import load_trace  # noqa: E402
+from launchgap.ranks import analyze_with_collectives  # noqa: E402
+from launchgap.report import AnalysisOptions  # noqa: E402
+from launchgap.dashboard import session  # noqa: E402
+from launchgap.dashboard.cache import BoundedCache  # noqa: E402
+from launchgap.dashboard.charts import idle_by_cause_figure, step_runs  # noqa: E402
+from launchgap.dashboard.settings import Settings  # noqa: E402
+from launchgap.dashboard.timeline import downsample_events  # noqa: E402
+from launchgap.dashboard.timing import parse_lines  # noqa: E402
+from launchgap.dashboard.ui import keep_uploads_in_memory  # noqa: E402
+from launchgap.dashboard.worker import Limits, ParseJob, WorkerError, parse_in_worker, tree_rss_bytes  # noqa: E402
 from tests.unit.apptest_helpers import new_app, upload  # noqa: E402
 from tests.unit.kineto_tiny import doc  # noqa: E402
 from tests.unit.test_app_pages import BAD, EAGER, eager_events  # noqa: E402

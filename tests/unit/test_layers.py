@@ -1,69 +1,126 @@
-"""The import layers stay as the docs draw them (checked on the source, no imports run).
+"""The import layers and installed names stay as the docs draw them (checked on the source, no imports run).
+
+The folders ``analyzer/`` and ``app/`` install as ``launchgap`` and ``launchgap.dashboard``
+(pyproject's ``package-dir``), so nothing generic such as ``app`` lands in site-packages.
+Inside ``analyzer/`` imports are relative (the package works under either name: installed as
+``launchgap``, or as ``analyzer`` from a bare checkout, where ``python3 -m analyzer.harness`` runs on
+a GPU box with only the standard library and torch); the dashboard's scripts and the tests import
+the installed names.
 
 Layers, lowest first; a module may import its own layer and the ones below, never above:
 
-0. ``analyzer.errors``, ``analyzer.trace``, ``analyzer.timings``, ``analyzer.distribution`` (data formats, stdlib only)
-1. ``analyzer.loaders`` (file -> Trace) and ``analyzer.engines`` (what each serving engine writes)
+0. ``launchgap.errors``, ``.trace``, ``.timings``, ``.distribution`` (data formats, stdlib only)
+1. ``launchgap.loaders`` (file -> Trace) and ``launchgap.engines`` (what each serving engine writes)
 2. the per-stage analyses: ``steps``, ``gaps``, ``launches``, ``predict``, ``collectives``, ``graph_mode``
    and the other flat analysis modules
-3. ``analyzer.report`` / ``ranks`` / ``fleet`` / ``planning`` / ``hta_bridge`` / ``workload``
-4. rendering (``analyzer.render``)
-5. ``analyzer.commands`` and ``analyzer.cli``
-6. ``app`` (the dashboard calls the analyzer; the analyzer never imports the dashboard)
+3. ``launchgap.report`` / ``ranks`` / ``fleet`` / ``planning`` / ``hta_bridge`` / ``workload`` / ``overhead_fit``
+4. rendering (``launchgap.render``)
+5. ``launchgap.commands`` and ``launchgap.cli``
+6. ``launchgap.dashboard`` (the dashboard calls the analyzer; the analyzer never imports the dashboard)
 
 Two further rules: commands do not import each other (shared flags live in one helper module), and
-the GPU harness (``analyzer.harness``) imports nothing of the analyzer but ``errors``, ``timings``, ``distribution``
-and itself, since it runs on GPU machines with only the standard library and torch.
+the GPU harness (``launchgap.harness``) imports nothing of the analyzer but ``errors``, ``timings``,
+``distribution`` and itself.
 """
 from __future__ import annotations
 
 import ast
+import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+#: Source folder -> installed package name (pyproject's package-dir).
+INSTALLED = {"analyzer": "launchgap", "app": "launchgap.dashboard"}
 
-LOW = {"analyzer.errors": 0, "analyzer.trace": 0, "analyzer.timings": 0, "analyzer.distribution": 0, "analyzer": 0,
-       "analyzer.loaders": 1, "analyzer.engines": 1}
-HIGH = {"analyzer.report": 3, "analyzer.ranks": 3, "analyzer.fleet": 3, "analyzer.planning": 3,
-        "analyzer.hta_bridge": 3, "analyzer.workload": 3, "analyzer.overhead_fit": 3, "analyzer.render": 4,
-        "analyzer.commands": 5, "analyzer.cli": 5, "analyzer.__main__": 5, "app": 6}
-HARNESS_MAY_IMPORT = ("analyzer.errors", "analyzer.timings", "analyzer.distribution", "analyzer.harness")
+LOW = {"launchgap.errors": 0, "launchgap.trace": 0, "launchgap.timings": 0, "launchgap.distribution": 0,
+       "launchgap.loaders": 1, "launchgap.engines": 1}
+HIGH = {"launchgap.report": 3, "launchgap.ranks": 3, "launchgap.fleet": 3, "launchgap.planning": 3,
+        "launchgap.hta_bridge": 3, "launchgap.workload": 3, "launchgap.overhead_fit": 3, "launchgap.render": 4,
+        "launchgap.commands": 5, "launchgap.cli": 5, "launchgap.__main__": 5, "launchgap.dashboard": 6}
+HARNESS_MAY_IMPORT = ("launchgap.errors", "launchgap.timings", "launchgap.distribution", "launchgap.harness")
 
 
 def layer(module: str) -> int | None:
-    """Layer of a dotted module name (longest matching prefix); None for the harness."""
-    if module == "analyzer.harness" or module.startswith("analyzer.harness."):
+    """Layer of an installed dotted module name (longest matching prefix); None for the harness."""
+    if module == "launchgap.harness" or module.startswith("launchgap.harness."):
         return None
     for table in (HIGH, LOW):
         for prefix in sorted(table, key=len, reverse=True):
-            if prefix != "analyzer" and (module == prefix or module.startswith(prefix + ".")):
+            if module == prefix or module.startswith(prefix + "."):
                 return table[prefix]
-    if module in ("analyzer", "analyzer.__init__"):
+    if module in ("launchgap", "launchgap.__init__"):
         return 0
     return 2  # a flat analysis module under analyzer/
 
 
 def module_name(path: Path) -> str:
-    parts = path.relative_to(REPO).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    """Installed dotted name of a source file (``analyzer/report.py`` -> ``launchgap.report``)."""
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(INSTALLED[parts[0]].split(".") + parts[1:])
 
 
-def project_imports(path: Path) -> set[str]:
-    """Dotted names of the analyzer/app modules a file imports (absolute imports only)."""
+def _package(path: Path) -> list[str]:
+    name = module_name(path).split(".")
+    return name if path.name == "__init__.py" else name[:-1]
+
+
+def project_imports(path: Path, installed_name: str | None = None) -> set[str]:
+    """Installed dotted names of the project's modules a file imports, relative imports resolved.
+
+    ``from . import x`` counts as importing ``pkg.x`` (a submodule or a name of ``pkg``; the layer
+    is the same either way for the flat packages checked here)."""
+    pkg = _package(path) if installed_name is None else installed_name.split(".")[:-1]
     out: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module]
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = pkg[:len(pkg) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+                names = [mod] if node.module else [f"{mod}.{a.name}" for a in node.names]
+            elif node.module:
+                names = [node.module]
+            else:
+                continue
         elif isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         else:
             continue
-        out.update(n for n in names if n.split(".")[0] in ("analyzer", "app"))
+        out.update(n for n in names if n.split(".")[0] in ("launchgap", "analyzer", "app"))
     return out
 
 
 def sources() -> list[Path]:
-    return sorted(p for top in ("analyzer", "app") for p in (REPO / top).rglob("*.py"))
+    return sorted(p for top in INSTALLED for p in (REPO / top).rglob("*.py"))
+
+
+def test_pyproject_installs_the_folders_under_launchgap() -> None:
+    conf = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    assert conf["package-dir"] == {"launchgap": "analyzer", "launchgap.dashboard": "app"}
+    packages = set(conf["packages"])
+    expected = {module_name(p) for p in sources() if p.name == "__init__.py"}
+    assert packages == expected, f"pyproject packages differ: missing {expected - packages}, extra {packages - expected}"
+    assert not any(p == "app" or p.startswith("app.") or p.startswith("analyzer") for p in packages)
+
+
+def test_no_generic_top_level_names_are_imported() -> None:
+    """Nothing imports ``analyzer.*`` or ``app.*`` by absolute name: those names are not installed."""
+    bad = [f"{p.relative_to(REPO)} -> {imp}"
+           for top in ("analyzer", "app", "tests", "bench") for p in (REPO / top).rglob("*.py")
+           for imp in project_imports(p, "launchgap.tests.x" if top in ("tests", "bench") else None)
+           if imp.split(".")[0] in ("analyzer", "app")]
+    assert not bad, "imports of uninstalled names:\n" + "\n".join(bad)
+
+
+def test_analyzer_imports_itself_relatively() -> None:
+    """Inside analyzer/, the package imports itself relatively (it must run under both names)."""
+    bad = [f"{p.relative_to(REPO)} -> {imp}" for p in (REPO / "analyzer").rglob("*.py")
+           for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+           if isinstance(node, (ast.Import, ast.ImportFrom)) and not getattr(node, "level", 0)
+           for imp in ([node.module] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names])
+           if imp and imp.split(".")[0] == "launchgap"]
+    assert not bad, "absolute self-imports in analyzer/:\n" + "\n".join(bad)
 
 
 def test_layer_table_knows_every_package() -> None:
@@ -81,7 +138,7 @@ def test_imports_only_go_down() -> None:
             continue
         for imp in project_imports(p):
             theirs = layer(imp)
-            if theirs is None and me != "analyzer.commands.record":
+            if theirs is None and me != "launchgap.commands.record":
                 bad.append(f"{me} -> {imp} (the harness is used only by its command)")
             elif theirs is not None and theirs > mine:
                 bad.append(f"{me} (layer {mine}) -> {imp} (layer {theirs})")
@@ -93,7 +150,7 @@ def test_commands_do_not_import_each_other() -> None:
     for p in (REPO / "analyzer" / "commands").glob("*.py"):
         me = module_name(p)
         for imp in project_imports(p):
-            if imp.startswith("analyzer.commands.") and not imp.split(".")[-1].startswith("_"):
+            if imp.startswith("launchgap.commands.") and not imp.split(".")[2].startswith("_"):
                 bad.append(f"{me} -> {imp}")
     assert not bad, "commands importing commands:\n" + "\n".join(bad)
 
@@ -104,13 +161,16 @@ def test_harness_needs_only_stdlib_torch_and_its_own() -> None:
         for imp in project_imports(p):
             if not imp.startswith(HARNESS_MAY_IMPORT):
                 bad.append(f"{module_name(p)} -> {imp}")
-    assert not bad, "harness imports beyond errors/timings/harness:\n" + "\n".join(bad)
+    assert not bad, "harness imports beyond errors/timings/distribution/harness:\n" + "\n".join(bad)
 
 
 def test_checker_catches_an_upward_import(tmp_path: Path) -> None:
     """The checker itself: a loader importing the report is flagged (a test that can fail)."""
     f = tmp_path / "x.py"
-    f.write_text("from analyzer.report import analyze_trace\nimport app.ui\n", encoding="utf-8")
-    assert project_imports(f) == {"analyzer.report", "app.ui"}
-    assert layer("analyzer.loaders.kineto") < layer("analyzer.report") < layer("app.ui")
-    assert layer("analyzer.harness.sweep") is None
+    f.write_text("from ..report import analyze_trace\nimport launchgap.dashboard.ui\nfrom . import kineto\n",
+                 encoding="utf-8")
+    imps = project_imports(f, "launchgap.loaders.x")
+    assert imps == {"launchgap.report", "launchgap.dashboard.ui", "launchgap.loaders.kineto"}
+    assert layer("launchgap.loaders.kineto") < layer("launchgap.report") < layer("launchgap.dashboard.ui")
+    assert layer("launchgap.harness.sweep") is None
+    assert module_name(REPO / "app" / "views" / "diagnosis.py") == "launchgap.dashboard.views.diagnosis"
