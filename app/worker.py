@@ -147,10 +147,10 @@ def _write_msg(fh, obj: object) -> None:
 
 def zygote_main() -> int:
     """The zygote's loop: import the analyzer once, fork one child per request, reply its pid."""
-    import analyzer.loaders  # noqa: F401 - loaded once here, inherited by every child
-    import analyzer.loaders.kineto  # noqa: F401
-    import analyzer.loaders.nsys  # noqa: F401
-    import analyzer.ranks  # noqa: F401
+    import launchgap.loaders  # noqa: F401 - loaded once here, inherited by every child
+    import launchgap.loaders.kineto  # noqa: F401
+    import launchgap.loaders.nsys  # noqa: F401
+    import launchgap.ranks  # noqa: F401
 
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     rfh, wfh = sys.stdin.buffer, sys.stdout.buffer

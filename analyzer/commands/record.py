@@ -1,6 +1,6 @@
 """``launchgap record``: the recording harness (:mod:`analyzer.harness.cli` holds its parser and runner).
 
-The harness owns its command line so that ``python -m launchgap.harness`` on a GPU machine
+The harness owns its command line so that ``python3 -m analyzer.harness`` on a GPU machine
 (stdlib + torch only) never imports the command layer.
 """
 from __future__ import annotations
