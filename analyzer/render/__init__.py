@@ -7,8 +7,9 @@ rule. Nothing else in ``analyzer`` formats tables for people.
 from __future__ import annotations
 
 from .fleet import render_fleet
+from .hta import render_hta
 from .job import render_job
 from .plan import render_plan
 from .trace import render_trace
 
-__all__ = ["render_fleet", "render_job", "render_plan", "render_trace"]
+__all__ = ["render_fleet", "render_hta", "render_job", "render_plan", "render_trace"]
