@@ -8,7 +8,7 @@ flushed line per trace) and folded into the report. A rerun with the same ``--ou
 every trace already there with the same size and mtime.
 
 :func:`run_fleet` takes a :class:`FleetRequest` of plain values; only :func:`fleet_request`
-and :func:`run` see the argparse namespace.
+and :func:`run` see the argparse namespace. The text report is :func:`analyzer.render.render_fleet`.
 """
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ from ..fleet import (
     DEFAULT_TOP, TRACE_SCHEMA, FleetAccumulator, FleetReport, add_records, file_identity, is_done, latest_records,
     plan_batches, read_header, results_header, summarize_traces, worker_version,
 )
-from ..gaps import CAUSES
 from ..loaders import DEFAULT_MAX_TRACE_BYTES, expand_paths
+from ..render import render_fleet
 from ..report import AnalysisOptions
 
 if TYPE_CHECKING:
@@ -344,93 +344,6 @@ def _shutdown(client, cluster) -> None:
             close(timeout=10)
         except Exception:  # noqa: BLE001, S110 - see the docstring
             pass
-
-
-# --- rendering ---------------------------------------------------------------------------------
-
-def _table(headers: list[str], rows: list[list[object]]) -> list[str]:
-    cells = [[str(c) for c in r] for r in rows]
-    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-    fmt = "  ".join(("{:<%d}" if i == 0 else "{:>%d}") % w for i, w in enumerate(widths))
-    return ["  " + fmt.format(*headers), "  " + fmt.format(*["-" * w for w in widths])] + \
-           ["  " + fmt.format(*r) for r in cells]
-
-
-def _short_paths(paths: list[str]) -> dict[str, str]:
-    """Paths shown relative to their common folder (the fleet's root)."""
-    if len(paths) < 2:
-        return {p: Path(p).name for p in paths}
-    root = os.path.commonpath(paths)
-    root = root if Path(root).is_dir() or root != paths[0] else str(Path(root).parent)
-    return {p: os.path.relpath(p, root) for p in paths}
-
-
-def _phases(r) -> str:
-    """A trace's steps per phase, e.g. ``9 decode, 1 prefill`` (``-`` when no step says its phase)."""
-    known = [(k, n) for k, n in r.steps_by_phase.items() if n and k != "unknown"]
-    return ", ".join(f"{n} {k}" for k, n in known) or "-"
-
-
-def render_fleet(rep: FleetReport) -> str:
-    """The fleet report as plain text."""
-    lines = [f"Fleet: {rep.traces} traces analysed, {rep.failed} failed, {rep.steps} steps"]
-    if rep.modes:
-        lines.append("  modes: " + ", ".join(f"{k} {v}" for k, v in sorted(rep.modes.items())) +
-                     "; verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(rep.verdicts.items())))
-    if any(rep.phases.get(k) for k in ("decode", "prefill", "mixed")):
-        lines.append("  steps by phase: " + ", ".join(f"{k} {n}" for k, n in rep.phases.items() if n)
-                     + "; engines: " + ", ".join(f"{k} {n}" for k, n in sorted(rep.engines.items()))
-                     + " (batch sizes and the capture plan: decode steps and steps of unknown phase only)")
-    lines.append("")
-    d = rep.distributions
-    rows = [["step, profiled (us)", "step_us", ",.1f"],
-            ["step, est. unprofiled (us)", "estimated_unprofiled_step_us", ",.1f"],
-            ["GPU idle fraction", "gpu_idle_fraction", ".1%"], ["host-side idle fraction", "host_idle_fraction", ".1%"],
-            ["predicted graph speedup (x)", "predicted_speedup", ".2f"]]
-    lines.append(f"Across traces (one value per trace: its median step; n = {d['step_us'].count})")
-    lines += _table(["metric", "p10", "p50", "p90", "max"],
-                    [[label] + [format(getattr(d[k], q), f) for q in ("p10", "p50", "p90", "max")]
-                     for label, k, f in rows])
-    lines.append("")
-    by = ", ".join(f"{c} {rep.idle_fraction_by_cause[c]:.1%}" for c in CAUSES if rep.idle_fraction_by_cause[c] > 0)
-    lines.append(f"Fleet GPU idle: {rep.gpu_idle_fraction:.1%} of all step windows" + (f" ({by})" if by else ""))
-    names = _short_paths([r.path for r in rep.rows] + [e.path for e in rep.errors])
-    rank = lambda r: "" if r.rank is None else str(r.rank)  # noqa: E731
-    if rep.slowest:
-        lines += ["", "Slowest traces against their peers (same workload, mode and main batch size)"]
-        lines += _table(["trace", "rank", "mode", "phases", "bs", "step us", "vs peers", "verdict"],
-                        [[names[r.path], rank(r), r.mode, _phases(r), r.main_batch_size or "?",
-                          f"{r.step_us_median:,.1f}", f"{r.step_vs_peers:.2f}x", r.verdict] for r in rep.slowest])
-    if rep.most_launch_bound:
-        lines += ["", "Most launch-bound traces (GPU idle waiting for the CPU)"]
-        lines += _table(["trace", "rank", "mode", "phases", "bs", "host idle", "predicted speedup"],
-                        [[names[r.path], rank(r), r.mode, _phases(r), r.main_batch_size or "?",
-                          f"{r.host_idle_fraction:.1%}", f"{r.predicted_speedup:.2f}x"] for r in rep.most_launch_bound])
-    total = sum(rep.batch_histogram.values())
-    lines += ["", f"Batch sizes over the fleet ({total} steps with a known size, {rep.unknown_batch_steps} unknown)"]
-    if total:
-        lines.append("  " + ", ".join(f"{b}: {n} ({n / total:.0%})" for b, n in rep.batch_histogram.items()))
-    from ..render import render_plan
-
-    lines += ["", "Capture plan for the fleet"]
-    if rep.plan is None:
-        lines.append(f"  none: {rep.plan_note}")
-    else:
-        from ..render import render_plan
-
-        lines += ["  " + ln if ln else ln for ln in render_plan(rep.plan).splitlines()]
-    if rep.plan is None and len(rep.workloads) > 1:
-        for w in rep.workloads:  # one plan per workload
-            label = w.workload.label if w.workload is not None else "unknown workload (no kernel signature)"
-            lines += ["", f"Capture plan for workload {w.id}: {label} ({w.traces} traces)"]
-            lines += (["  " + ln if ln else ln for ln in render_plan(w.plan).splitlines()] if w.plan is not None
-                      else [f"  none: {w.plan_note}"])
-    if rep.errors:
-        lines += ["", f"Failed traces ({len(rep.errors)})"]
-        lines += [f"  {names[e.path]}: {e.error}" for e in rep.errors]
-    if rep.warnings:
-        lines += [""] + [f"warning: {w}" for w in rep.warnings]
-    return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:

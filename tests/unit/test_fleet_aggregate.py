@@ -5,7 +5,6 @@ import json
 
 import pytest
 
-from launchgap.commands.fleet import render_fleet
 from launchgap.errors import InputError
 from launchgap.fleet import (
     RUN_SCHEMA, TRACE_SCHEMA, Distribution, FleetAccumulator, is_done, latest_records, load_fleet_results,
@@ -14,6 +13,7 @@ from launchgap.fleet import (
 from launchgap.gaps import CAUSES
 from launchgap.planning.planner import PlanOptions
 from launchgap.predict import PredictionModel
+from launchgap.render import render_fleet
 from launchgap.report import AnalysisOptions
 from tests.unit.kineto_tiny import write
 from tests.unit.test_report_tiny import EVENTS
