@@ -65,7 +65,15 @@ PVU_KEYS = ("model", "batch_size", "profiler", "unprofiled_eager_us_before", "un
             "unprofiled_graph_us", "trace")
 #: Optional keys of a ``profiled_vs_unprofiled`` record (numbers; ``attempts`` a positive integer).
 PVU_OPTIONAL_KEYS = ("unprofiled_eager_us", "drift", "drift_limit", "attempts", "unprofiled_graph_us_before",
-                     "unprofiled_graph_us_after")
+                     "unprofiled_graph_us_after", "truth", "interleaved_cycles", "profiled_eager_us",
+                     "block_eager_us_before", "block_eager_us_after")
+#: ``profiled_vs_unprofiled[].truth``: where the unprofiled eager step was timed. ``blocks``
+#: (the default when absent): blocks of steps just before and after the trace; ``interleaved``:
+#: wait-phase steps of the trace's own profiler schedule (``interleaved_cycles`` cycles of
+#: unprofiled and profiled steps), ``_before``/``_after`` the first and second half of them,
+#: ``profiled_eager_us`` the median active-phase step of the same window, ``block_eager_us_*``
+#: the blocks around it.
+PVU_TRUTHS = ("blocks", "interleaved")
 #: Largest ``|after / before - 1|`` of the unprofiled eager step around a trace for which the
 #: record counts as timed in one host phase (the harness re-records beyond it; the fit skips it).
 DRIFT_LIMIT = 0.05
@@ -177,8 +185,13 @@ def _check_pvu(c: _Checker, r: Any, i: int) -> None:
     c.number(r["unprofiled_graph_us"], f"{where}.unprofiled_graph_us", positive=True)
     if r["trace"] is not None:
         c.string(r["trace"], f"{where}.trace")
-    for k in ("unprofiled_eager_us", "unprofiled_graph_us_before", "unprofiled_graph_us_after"):
+    for k in ("unprofiled_eager_us", "unprofiled_graph_us_before", "unprofiled_graph_us_after", "profiled_eager_us",
+              "block_eager_us_before", "block_eager_us_after"):
         c.number(r.get(k), f"{where}.{k}", positive=True)
+    if r.get("truth") is not None and r["truth"] not in PVU_TRUTHS:
+        raise c.fail(f"{where}.truth", f"is {r['truth']!r}, expected one of {', '.join(PVU_TRUTHS)}")
+    if r.get("interleaved_cycles") is not None:
+        c.pos_int(r["interleaved_cycles"], f"{where}.interleaved_cycles")
     c.number(r.get("drift"), f"{where}.drift", signed=True)
     c.number(r.get("drift_limit"), f"{where}.drift_limit")
     if r.get("attempts") is not None:
@@ -353,6 +366,6 @@ def write_timings(path: str | Path, doc: dict[str, Any]) -> None:
     os.replace(tmp, p)
 
 
-__all__ = ["SCHEMA", "PROFILER_SETTINGS", "PVU_KEYS", "PVU_OPTIONAL_KEYS", "DRIFT_LIMIT", "GRAPH_MODES",
+__all__ = ["SCHEMA", "PROFILER_SETTINGS", "PVU_KEYS", "PVU_OPTIONAL_KEYS", "PVU_TRUTHS", "DRIFT_LIMIT", "GRAPH_MODES",
            "GRAPH_MEMORY_KEYS", "GRAPH_MEMORY_SIZE_KEYS", "pvu_eager_us", "pvu_drift", "validate_timings",
            "load_timings", "write_timings"]

@@ -68,6 +68,10 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     prof.add_argument("--max-drift", type=float, default=DRIFT_LIMIT, metavar="F",
                       help="record a trace again when the unprofiled eager step moved by more than F "
                            f"(after / before - 1) across it (default {DRIFT_LIMIT})")
+    prof.add_argument("--interleave", type=int, default=0, metavar="N",
+                      help="time the unprofiled eager step inside each trace's window: N profiler cycles of "
+                           "wait (unprofiled) and active (profiled) steps; the last cycle's trace is kept "
+                           "(default 0: blocks before and after the trace)")
     prof.add_argument("--drift-retries", type=int, default=2, metavar="N",
                       help="times a drifted trace is recorded again; the last attempt is kept, its drift noted "
                            "(default 2)")
@@ -152,7 +156,7 @@ def build_options(args: argparse.Namespace):  # -> SweepOptions
         count_kernels=not args.no_kernel_count, micro=not args.no_micro, force=args.force, device=args.device,
         seed=args.seed,
         profiler_settings=parse_profiler_settings(args.profiler_settings) if args.profiler_settings else (),
-        max_drift=args.max_drift, drift_retries=args.drift_retries,
+        max_drift=args.max_drift, drift_retries=args.drift_retries, interleave=args.interleave,
         capture_lists=tuple((n, tuple(s)) for n, s in lists), memory_modes=memory_modes,
         serving_lists=tuple((n, tuple(s)) for n, s in serving), serving_sequence=tuple(sequence),
         serving_source=source,
