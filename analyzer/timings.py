@@ -206,6 +206,15 @@ def pvu_eager_us(rec: dict[str, Any]) -> float:
     return (float(rec["unprofiled_eager_us_before"]) + float(rec["unprofiled_eager_us_after"])) / 2
 
 
+def pvu_window_ratio(rec: dict[str, Any]) -> float | None:
+    """Unprofiled over profiled eager step of one interleaved window (``unprofiled_eager_us /
+    profiled_eager_us``: wait-phase and active-phase steps of the same profiler cycles), or None
+    for a record without a host-timed profiled step (blocks truth, older harness)."""
+    if rec.get("profiled_eager_us") is None or rec.get("unprofiled_eager_us") is None:
+        return None
+    return float(rec["unprofiled_eager_us"]) / float(rec["profiled_eager_us"])
+
+
 def pvu_drift(rec: dict[str, Any]) -> float:
     """Signed drift of a validated record's unprofiled eager step across its trace: ``after / before - 1``
     (computed from the two timings, so older files without a ``drift`` key read alike)."""
@@ -366,6 +375,6 @@ def write_timings(path: str | Path, doc: dict[str, Any]) -> None:
     os.replace(tmp, p)
 
 
-__all__ = ["SCHEMA", "PROFILER_SETTINGS", "PVU_KEYS", "PVU_OPTIONAL_KEYS", "PVU_TRUTHS", "DRIFT_LIMIT", "GRAPH_MODES",
+__all__ = ["SCHEMA", "PROFILER_SETTINGS", "PVU_KEYS", "PVU_OPTIONAL_KEYS", "PVU_TRUTHS", "pvu_window_ratio", "DRIFT_LIMIT", "GRAPH_MODES",
            "GRAPH_MEMORY_KEYS", "GRAPH_MEMORY_SIZE_KEYS", "pvu_eager_us", "pvu_drift", "validate_timings",
            "load_timings", "write_timings"]

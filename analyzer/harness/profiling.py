@@ -102,8 +102,9 @@ class Interleaved:
 
 
 #: Wait-phase steps per cycle of :func:`record_interleaved`; the first of them is not counted
-#: (:data:`SETTLE_STEPS`): on CPU (torch 2.13, tiny decoder) the step right after an active
-#: phase still ran 23-53% slower than steps with no profiler, the second within the noise.
+#: (:data:`SETTLE_STEPS`), a precaution: on CPU (torch 2.13, tiny decoder, a shared 2-core host)
+#: one run of 12 x 4 cycles showed the step right after an active phase 23-53% slower than steps
+#: with no profiler, the second within the noise; a run of 30 x 4 cycles showed both within 5%.
 INTERLEAVE_WAIT = 2
 SETTLE_STEPS = 1
 
