@@ -822,8 +822,9 @@ def _profiled(ctx: _Ctx, model: Decoder, tasks: list[_Task]) -> None:
             ctx.result.profiled.append(item)
             ctx.result.traces.append(dst)
             g = item["unprofiled_graph_us"]
+            where = "around" if inter is None else f"in {inter.cycles} cycles of"
             ctx.step(f"{cfg.name} bs={bs} {setting}: eager {item['unprofiled_eager_us_before']:,.1f} / "
-                     f"{item['unprofiled_eager_us_after']:,.1f} us around {dst.name} "
+                     f"{item['unprofiled_eager_us_after']:,.1f} us {where} {dst.name} "
                      f"({dst.stat().st_size / 1e3:,.0f} kB), drift {drift:+.1%}"
                      + ("" if g is None else f", graph {g:,.1f} us"))
         if cap is not None:
