@@ -66,13 +66,14 @@ PVU_KEYS = ("model", "batch_size", "profiler", "unprofiled_eager_us_before", "un
 #: Optional keys of a ``profiled_vs_unprofiled`` record (numbers; ``attempts`` a positive integer).
 PVU_OPTIONAL_KEYS = ("unprofiled_eager_us", "drift", "drift_limit", "attempts", "unprofiled_graph_us_before",
                      "unprofiled_graph_us_after", "truth", "interleaved_cycles", "profiled_eager_us",
-                     "block_eager_us_before", "block_eager_us_after")
+                     "block_eager_us_before", "block_eager_us_after", "unprofiled_steps_us", "profiled_steps_us")
 #: ``profiled_vs_unprofiled[].truth``: where the unprofiled eager step was timed. ``blocks``
 #: (the default when absent): blocks of steps just before and after the trace; ``interleaved``:
 #: wait-phase steps of the trace's own profiler schedule (``interleaved_cycles`` cycles of
 #: unprofiled and profiled steps), ``_before``/``_after`` the first and second half of them,
 #: ``profiled_eager_us`` the median active-phase step of the same window, ``block_eager_us_*``
-#: the blocks around it.
+#: the blocks around it, ``unprofiled_steps_us``/``profiled_steps_us`` every counted step (us) in
+#: cycle order (``active`` profiled steps per cycle; the last cycle's are the kept trace's).
 PVU_TRUTHS = ("blocks", "interleaved")
 #: Largest ``|after / before - 1|`` of the unprofiled eager step around a trace for which the
 #: record counts as timed in one host phase (the harness re-records beyond it; the fit skips it).
@@ -190,6 +191,10 @@ def _check_pvu(c: _Checker, r: Any, i: int) -> None:
         c.number(r.get(k), f"{where}.{k}", positive=True)
     if r.get("truth") is not None and r["truth"] not in PVU_TRUTHS:
         raise c.fail(f"{where}.truth", f"is {r['truth']!r}, expected one of {', '.join(PVU_TRUTHS)}")
+    for k in ("unprofiled_steps_us", "profiled_steps_us"):
+        if r.get(k) is not None:
+            for j, x in enumerate(c.lst(r[k], f"{where}.{k}")):
+                c.number(x, f"{where}.{k}[{j}]", nullable=False, positive=True)
     if r.get("interleaved_cycles") is not None:
         c.pos_int(r["interleaved_cycles"], f"{where}.interleaved_cycles")
     c.number(r.get("drift"), f"{where}.drift", signed=True)

@@ -758,7 +758,8 @@ def _profiled(ctx: _Ctx, model: Decoder, tasks: list[_Task]) -> None:
     With ``--interleave N`` the truth comes from inside the trace's own window instead
     (:func:`record_interleaved`): N cycles of unprofiled (wait-phase) and profiled (active)
     steps; ``unprofiled_eager_us`` is the median of the counted wait steps, ``_before``/``_after``
-    the medians of their first and second halves (the drift is the window's own), the blocks
+    the medians of their first and second halves (the drift is the window's own),
+    ``unprofiled_steps_us``/``profiled_steps_us`` every counted step in cycle order, the blocks
     around (still timed, for the graph step) are kept as ``block_eager_us_before``/``_after``.
     """
     if not tasks:
@@ -811,6 +812,8 @@ def _profiled(ctx: _Ctx, model: Decoder, tasks: list[_Task]) -> None:
                              "unprofiled_eager_us_after": round(statistics.median(u[half:]), 2),
                              "unprofiled_eager_us": round(statistics.median(u), 2),
                              "profiled_eager_us": round(statistics.median(inter.profiled_us), 2),
+                             "unprofiled_steps_us": [round(x, 1) for x in u],
+                             "profiled_steps_us": [round(x, 1) for x in inter.profiled_us],
                              "block_eager_us_before": round(before.eager_us, 2),
                              "block_eager_us_after": round(after.eager_us, 2)})
             if abs(drift) > opts.max_drift:

@@ -92,6 +92,7 @@ def test_interleaved_record_takes_its_truth_from_the_window(monkeypatch: pytest.
                    "unprofiled_graph_us_before": None, "unprofiled_graph_us_after": None, "drift": 0.0123,
                    "drift_limit": 0.05, "attempts": 2, "trace": "m_bs2_eager_shapes.json.gz", "repeats": 4,
                    "profiled_steps": 3, "truth": "interleaved", "interleaved_cycles": 4, "profiled_eager_us": 120.0,
+                   "unprofiled_steps_us": [80.0, 82.0, 81.0, 83.0], "profiled_steps_us": [120.0] * 11 + [125.0],
                    "block_eager_us_before": 200.0, "block_eager_us_after": 300.0}
     assert pvu_eager_us(rec) == 81.5 and pvu_drift(rec) == pytest.approx(82 / 81 - 1)
     assert pvu_window_ratio(rec) == pytest.approx(81.5 / 120.0)
@@ -109,6 +110,9 @@ def test_schema_checks_the_interleaved_keys() -> None:
         validate_timings({"rows": rows, "profiled_vs_unprofiled": [{**base, "truth": "guess"}]}, "t.json")
     with pytest.raises(InputError, match=r"profiled_vs_unprofiled\[0\]\.profiled_eager_us"):
         validate_timings({"rows": rows, "profiled_vs_unprofiled": [{**base, "profiled_eager_us": -1.0}]}, "t.json")
+    with pytest.raises(InputError, match=r"profiled_vs_unprofiled\[0\]\.profiled_steps_us\[1\]"):
+        validate_timings({"rows": rows, "profiled_vs_unprofiled": [{**base, "profiled_steps_us": [1.0, "x"]}]},
+                         "t.json")
     with pytest.raises(InputError, match=r"profiled_vs_unprofiled\[0\]\.interleaved_cycles"):
         validate_timings({"rows": rows, "profiled_vs_unprofiled": [{**base, "interleaved_cycles": 0}]}, "t.json")
 
