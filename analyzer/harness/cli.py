@@ -177,9 +177,14 @@ def _plan_text(opts: Any) -> str:
                      f"{_short(opts.batch_sizes)}; {opts.rounds} x {opts.repeats} timed steps; "
                      + (f"traces at {_short(opts.traced_sizes)}" if opts.trace else "no traces"))
     if opts.profiler_settings:
+        truth = (f"the unprofiled step timed inside each trace's window ({opts.interleave} profiler cycles of "
+                 f"unprofiled and {opts.steps} profiled steps), graph replays in blocks of {opts.repeats} around it; "
+                 f"a trace recorded again when the eager step drifts over {opts.max_drift:.0%} across its window"
+                 if opts.interleave else
+                 f"unprofiled blocks of {opts.repeats} steps between the traces; a trace recorded again when "
+                 f"the eager step drifts over {opts.max_drift:.0%} across it")
         lines.append(f"profiled vs unprofiled: {', '.join(opts.profiler_settings)} at {_short(opts.traced_sizes)}; "
-                     f"unprofiled blocks of {opts.repeats} steps between the traces; a trace recorded again when "
-                     f"the eager step drifts over {opts.max_drift:.0%} across it (at most {opts.drift_retries} times)")
+                     f"{truth} (at most {opts.drift_retries} times)")
     for name, sizes in opts.capture_lists:
         lines.append(f"graph memory {'+'.join(opts.memory_modes)} {name}: {len(sizes)} sizes {_short(sizes)}")
     for name, sizes in opts.serving_lists:

@@ -124,3 +124,19 @@ def test_interleave_option_is_checked(tmp_path: Path) -> None:
                               interleave=-1)
     with pytest.raises(InputError, match="--interleave must be at least 0"):
         opts.validate()
+
+
+def test_dry_run_says_where_the_truth_is_timed(capsys: pytest.CaptureFixture[str]) -> None:
+    from analyzer.harness.__main__ import main
+
+    base = ["--model", "tiny", "--batch-sizes", "1,8", "--profiler-settings", "plain,shapes", "--out", "/nonexistent",
+            "--repeats", "16", "--dry-run"]
+    assert main([*base, "--interleave", "8"]) == 0
+    assert ("profiled vs unprofiled: plain, shapes at [1, 8]; the unprofiled step timed inside each trace's window "
+            "(8 profiler cycles of unprofiled and 3 profiled steps), graph replays in blocks of 16 around it; a trace "
+            "recorded again when the eager step drifts over 5% across its window (at most 2 times)"
+            ) in capsys.readouterr().out
+    assert main(base) == 0
+    assert ("profiled vs unprofiled: plain, shapes at [1, 8]; unprofiled blocks of 16 steps between the traces; a "
+            "trace recorded again when the eager step drifts over 5% across it (at most 2 times)"
+            ) in capsys.readouterr().out
