@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analyzer.engines import ENGINES
-from analyzer.trace import Api, Kind, Trace
+from .engines import ENGINES
+from .trace import Api, Kind, Trace
 
 #: Nesting depths painted at most (deeper host ranges are counted under the range at this depth).
 MAX_DEPTH = 64

@@ -32,7 +32,7 @@ band for its low end, the low overhead and the fast end for its high end.
 
 :func:`fit_overhead` refits the table from recordings whose unprofiled eager step was timed
 (ideally in the same process, just before and after the profiled steps), and
-:func:`evaluate` gives the error table; ``python -m analyzer.overhead_fit fit`` runs both.
+:func:`evaluate` gives the error table; ``python -m launchgap.overhead_fit fit`` runs both.
 """
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from analyzer.trace import Kind, Trace
+from .trace import Kind, Trace
 
 TIERS = ("cupti", "plain", "shapes", "stack", "shapes+stack")
 #: Share of cpu_ops with recorded ``Input Dims`` from which shapes count as recorded (old traces
@@ -201,7 +201,7 @@ class OverheadTable:
 
 
 #: Shipped rates. ``plain``, ``shapes``, ``stack`` (multiples of the trace's host reference):
-#: ``python -m analyzer.overhead_fit fit traces/h200-session-2026-12-01b`` on the FIT set, 24
+#: ``python -m launchgap.overhead_fit fit traces/h200-session-2026-12-01b`` on the FIT set, 24
 #: same-process H200 recordings by ``launchgap record`` with drift control (tiny, 1b, 3b, 8b x
 #: bs 1, 8, 64 x plain/shapes/stack; the 12 of 36 whose unprofiled eager step drifted over 5%
 #: across the trace left out): point = median implied overhead, range = the central 80%, graph
@@ -209,7 +209,7 @@ class OverheadTable:
 #: on): two other same-process H200 sessions (see docs/profiler-overhead.md for the error table).
 #: ``shapes+stack`` (us per host event): issue 17's same-process recordings (no ``full``
 #: recording yet). ``cupti``: assumed (no recording without cpu_ops was timed): CUPTI's
-#: callback per runtime call, with a wide range. Refit with ``python -m analyzer.overhead_fit fit``.
+#: callback per runtime call, with a wide range. Refit with ``python -m launchgap.overhead_fit fit``.
 DEFAULT_OVERHEAD = OverheadTable(rates=(
     OverheadRate("cupti", 0.8, 0.4, 1.4, "assumed: CUPTI runtime-call tracing, not measured"),
     OverheadRate("plain", 2.2185, 1.9289, 2.4956, "fitted: 5 same-process H200 recordings (2026-12-01b)", "ref"),

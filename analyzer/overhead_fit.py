@@ -1,4 +1,4 @@
-"""``python -m analyzer.overhead_fit fit PATH... [--coverage C] [--truth window|trace] [--format text|markdown]``: refit the profiler
+"""``python -m launchgap.overhead_fit fit PATH... [--coverage C] [--truth window|trace] [--format text|markdown]``: refit the profiler
 overhead table (:mod:`analyzer.overhead`) and print the error table of the predicted speedup.
 
 Each PATH is a timings JSON or a folder holding one (``timings.json``, ``truth.json``), with
@@ -41,12 +41,12 @@ from pathlib import Path
 
 import numpy as np
 
-from analyzer.errors import AnalyzerError, InputError
-from analyzer.overhead import (
+from .errors import AnalyzerError, InputError
+from .overhead import (
     DEFAULT_OVERHEAD, Evaluation, OverheadTable, Recording, constant_table, evaluate, evaluate_leave_group_out,
     evaluate_leave_one_out, fit_overhead, table_as_python,
 )
-from analyzer.timings import DRIFT_LIMIT, load_timings, pvu_drift, pvu_eager_us, pvu_window_ratio
+from .timings import DRIFT_LIMIT, load_timings, pvu_drift, pvu_eager_us, pvu_window_ratio
 
 _TIMINGS_NAMES = ("timings.json", "truth.json", "timings_overhead.json")
 _TRACE_NAME = re.compile(r"^(?P<model>.+?)_bs(?P<bs>\d+)_eager.*\.json(?:\.gz)?$")
@@ -146,8 +146,8 @@ def load_recordings(paths: list[str], max_drift: float = DRIFT_LIMIT,
     """
     if truth not in TRUTHS:
         raise InputError(f"unknown truth {truth!r}; choose {' or '.join(TRUTHS)}")
-    from analyzer.loaders import load_trace
-    from analyzer.report import analyze_trace
+    from .loaders import load_trace
+    from .report import analyze_trace
 
     skipped = skipped if skipped is not None else Skipped()
     recs: list[Recording] = []
@@ -223,7 +223,7 @@ def render(recs: list[Recording], evals: list[Evaluation], fitted: OverheadTable
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m analyzer.overhead_fit",
+    p = argparse.ArgumentParser(prog="python -m launchgap.overhead_fit",
                                 description="refit the profiler-overhead table and print the speedup error table")
     sub = p.add_subparsers(dest="cmd", required=True)
     f = sub.add_parser("fit", help="fit on recordings with measured unprofiled steps")

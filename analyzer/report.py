@@ -42,24 +42,24 @@ from dataclasses import asdict, dataclass, field, fields, replace
 
 import numpy as np
 
-from analyzer.engines import LABELS
-from analyzer.gaps import CAUSES, DeviceBusy, Gaps, compute_gaps
-from analyzer.engines import engine as engine_module
-from analyzer.errors import InputError
-from analyzer.graph_mode import COVERAGES, CaptureReport, StepCoverage, classify_mode, detect_capture, \
+from .engines import LABELS
+from .gaps import CAUSES, DeviceBusy, Gaps, compute_gaps
+from .engines import engine as engine_module
+from .errors import InputError
+from .graph_mode import COVERAGES, CaptureReport, StepCoverage, classify_mode, detect_capture, \
     fallback_causes, fit_cost_curve, marker_buckets, padding_cost, pair_capture, resolve_capture_sizes, \
     serving_steps, \
     smallest_size_at_least, step_coverage
-from analyzer.host_gaps import host_gaps
-from analyzer.launches import kernel_launch_table, launch_delays_ns
-from analyzer.overhead import OverheadEstimate, ProfilerSettings, detect_profiler_settings, estimate_overhead, \
+from .host_gaps import host_gaps
+from .launches import kernel_launch_table, launch_delays_ns
+from .overhead import OverheadEstimate, ProfilerSettings, detect_profiler_settings, estimate_overhead, \
     speedup_range
-from analyzer.planning.costs import CostSeries, table_from_series
-from analyzer.planning.planner import PlanOptions, plan_capture, score_buckets
-from analyzer.predict import DEFAULT_MODEL, PredictionModel
-from analyzer.steps import StepOptions, Steps, assign_rows_to_steps, detect_engine, find_steps
-from analyzer.trace import Api, Kind, Trace
-from analyzer.workload import Workload, workload_of
+from .planning.costs import CostSeries, table_from_series
+from .planning.planner import PlanOptions, plan_capture, score_buckets
+from .predict import DEFAULT_MODEL, PredictionModel
+from .steps import StepOptions, Steps, assign_rows_to_steps, detect_engine, find_steps
+from .trace import Api, Kind, Trace
+from .workload import Workload, workload_of
 
 SCHEMA = "launchgap.report/1"
 GAP_HIST_EDGES_US = (0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 5000.0, float("inf"))

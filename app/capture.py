@@ -6,9 +6,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from analyzer.graph_mode import CapturePairing, pair_capture
-from app.cache import BoundedCache
-from app.session import LoadedTrace
+from launchgap.graph_mode import CapturePairing, pair_capture
+from launchgap.dashboard.cache import BoundedCache
+from launchgap.dashboard.session import LoadedTrace
 
 
 def capture_entries(entries: list[LoadedTrace], entry: LoadedTrace) -> list[LoadedTrace]:

@@ -13,12 +13,12 @@ from typing import TextIO
 
 import numpy as np
 
-from analyzer.errors import InputError
-from analyzer.loaders import DEFAULT_MAX_TRACE_BYTES
-from analyzer.predict import DEFAULT_MODEL, PredictionModel
-from analyzer.report import AnalysisOptions
-from analyzer.steps import StepOptions
-from analyzer.timings import load_timings
+from ..errors import InputError
+from ..loaders import DEFAULT_MAX_TRACE_BYTES
+from ..predict import DEFAULT_MODEL, PredictionModel
+from ..report import AnalysisOptions
+from ..steps import StepOptions
+from ..timings import load_timings
 
 
 def add_analysis_arguments(p: argparse.ArgumentParser) -> None:

@@ -6,13 +6,13 @@ import json
 import sys
 from pathlib import Path
 
-from analyzer.commands._shared import Progress, add_analysis_arguments, analysis_options
-from analyzer.errors import AnalyzerError, InputError
-from analyzer.graph_mode import detect_capture
-from analyzer.loaders import expand_paths, load_trace
-from analyzer.ranks import JobReport, analyze_job, analyze_with_collectives, group_by_job, group_traces
-from analyzer.report import SCHEMA, AnalysisOptions, TraceReport, with_capture
-from analyzer.trace import Trace
+from ._shared import Progress, add_analysis_arguments, analysis_options
+from ..errors import AnalyzerError, InputError
+from ..graph_mode import detect_capture
+from ..loaders import expand_paths, load_trace
+from ..ranks import JobReport, analyze_job, analyze_with_collectives, group_by_job, group_traces
+from ..report import SCHEMA, AnalysisOptions, TraceReport, with_capture
+from ..trace import Trace
 
 NAME = "analyze"
 HELP = "diagnose launch gaps in Kineto JSON or Nsight Systems SQLite traces"
@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         text = json.dumps(report_json(reports, errors, jobs), indent=1, allow_nan=False)
     else:
-        from analyzer.render import render_job, render_trace
+        from ..render import render_job, render_trace
 
         md = args.format == "markdown"
         sep = "\n\n" + ("---\n\n" if md else "=" * 78 + "\n\n")

@@ -24,20 +24,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from analyzer import __version__
-from analyzer.commands._shared import Progress, add_analysis_arguments, analysis_options
-from analyzer.errors import AnalyzerError, InputError
-from analyzer.fleet import (
+from .. import __version__
+from ._shared import Progress, add_analysis_arguments, analysis_options
+from ..errors import AnalyzerError, InputError
+from ..fleet import (
     DEFAULT_TOP, TRACE_SCHEMA, FleetAccumulator, FleetReport, add_records, file_identity, is_done, latest_records,
     plan_batches, read_header, results_header, summarize_traces, worker_version,
 )
-from analyzer.gaps import CAUSES
-from analyzer.loaders import DEFAULT_MAX_TRACE_BYTES, expand_paths
-from analyzer.report import AnalysisOptions
+from ..gaps import CAUSES
+from ..loaders import DEFAULT_MAX_TRACE_BYTES, expand_paths
+from ..report import AnalysisOptions
 
 if TYPE_CHECKING:
-    from analyzer.planning.costs import CostTable
-    from analyzer.planning.planner import PlanOptions
+    from ..planning.costs import CostTable
+    from ..planning.planner import PlanOptions
 
 NAME = "fleet"
 HELP = "analyse many traces on Dask (local worker processes or a cluster): one fleet diagnosis and capture plan"
@@ -100,7 +100,7 @@ class FleetRequest:
 
 def fleet_request(args: argparse.Namespace) -> FleetRequest:
     """The checked :class:`FleetRequest` of the command's flags (:class:`InputError` naming a bad one)."""
-    from analyzer.planning.planner import PlanOptions
+    from ..planning.planner import PlanOptions
 
     opts = analysis_options(args)
     if args.top < 0:
@@ -114,7 +114,7 @@ def fleet_request(args: argparse.Namespace) -> FleetRequest:
                        padding=args.padding, win_threshold=args.win_threshold)
     costs = None
     if args.timings:
-        from analyzer.planning.inputs import costs_from_timings
+        from ..planning.inputs import costs_from_timings
 
         costs = costs_from_timings(args.timings, args.model)
     elif args.model:
@@ -410,13 +410,13 @@ def render_fleet(rep: FleetReport) -> str:
     lines += ["", f"Batch sizes over the fleet ({total} steps with a known size, {rep.unknown_batch_steps} unknown)"]
     if total:
         lines.append("  " + ", ".join(f"{b}: {n} ({n / total:.0%})" for b, n in rep.batch_histogram.items()))
-    from analyzer.render import render_plan
+    from ..render import render_plan
 
     lines += ["", "Capture plan for the fleet"]
     if rep.plan is None:
         lines.append(f"  none: {rep.plan_note}")
     else:
-        from analyzer.render import render_plan
+        from ..render import render_plan
 
         lines += ["  " + ln if ln else ln for ln in render_plan(rep.plan).splitlines()]
     if rep.plan is None and len(rep.workloads) > 1:

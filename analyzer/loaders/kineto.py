@@ -32,9 +32,9 @@ from typing import Any, Iterable, Iterator, Union
 import msgspec
 import numpy as np
 
-from analyzer.errors import NoGpuActivityError, TraceFormatError
-from analyzer.loaders._io import CHUNK_BYTES, DEFAULT_MAX_TRACE_BYTES, iter_content, read_ahead, read_text_bytes
-from analyzer.trace import Kind, PythonCalls, Trace, build_trace, no_python_calls
+from ..errors import NoGpuActivityError, TraceFormatError
+from ._io import CHUNK_BYTES, DEFAULT_MAX_TRACE_BYTES, iter_content, read_ahead, read_text_bytes
+from ..trace import Kind, PythonCalls, Trace, build_trace, no_python_calls
 
 _Scalar = Union[int, float, str, None]
 

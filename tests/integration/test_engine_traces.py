@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.cli import main
-from analyzer.planning.inputs import distribution_from_reports
-from analyzer.loaders import load_trace
-from analyzer.report import TraceReport, analyze_trace
+from launchgap.cli import main
+from launchgap.planning.inputs import distribution_from_reports
+from launchgap.loaders import load_trace
+from launchgap.report import TraceReport, analyze_trace
 
 VLLM_FULL = "tracelens-vllm-decode-fullgraph-mi300x"
 VLLM_PIECEWISE = "tracelens-vllm-prefilldecode-piecewise-mi300x"
@@ -126,7 +126,7 @@ CAPTURE_PAIRS = {
 
 
 def _paired(engines_dir: Path, key: str) -> dict:
-    from analyzer.report import with_capture
+    from launchgap.report import with_capture
 
     ex, cap = (load_trace(engines_dir / rel) for rel in CAPTURE_PAIRS[key])
     rep = with_capture(analyze_trace(ex), ex, cap)
@@ -175,8 +175,8 @@ def test_capture_pairing_by_order_agrees_with_names(engines_dir: Path, key: str)
 
     import numpy as np
 
-    from analyzer.graph_mode import pair_capture
-    from analyzer.steps import StepOptions, assign_rows_to_steps, find_steps
+    from launchgap.graph_mode import pair_capture
+    from launchgap.steps import StepOptions, assign_rows_to_steps, find_steps
 
     ex, cap = (load_trace(engines_dir / rel) for rel in CAPTURE_PAIRS[key])
     row_step = assign_rows_to_steps(ex, find_steps(ex, StepOptions()))

@@ -4,8 +4,8 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-from analyzer.commands.fleet import render_fleet
-from analyzer.fleet import FleetAccumulator, summarize_trace
+from launchgap.commands.fleet import render_fleet
+from launchgap.fleet import FleetAccumulator, summarize_trace
 
 SGLANG = "tracelens-sglang-qwen3-8b-decode-mi300x"
 FILES = (f"{SGLANG}/sglang_Qwen3-8B_decode.json.gz",  # 1 decode step, bs 32

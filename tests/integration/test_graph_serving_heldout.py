@@ -9,8 +9,8 @@ from functools import lru_cache
 
 import pytest
 
-from analyzer.loaders import load_trace
-from analyzer.report import AnalysisOptions, TraceReport, analyze_trace
+from launchgap.loaders import load_trace
+from launchgap.report import AnalysisOptions, TraceReport, analyze_trace
 from tests.conftest import TRACES
 
 HELD = TRACES / "h200-heldout-3b-2026-12-02"

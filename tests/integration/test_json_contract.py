@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.cli import main
+from launchgap.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "json.md"

@@ -40,10 +40,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from analyzer.commands.fleet import local_cluster, stream_records  # noqa: E402
-from analyzer.fleet import FleetAccumulator, file_identity, summarize_trace  # noqa: E402
-from analyzer.report import AnalysisOptions  # noqa: E402
-from analyzer.loaders import DEFAULT_MAX_TRACE_BYTES  # noqa: E402
+from launchgap.commands.fleet import local_cluster, stream_records  # noqa: E402
+from launchgap.fleet import FleetAccumulator, file_identity, summarize_trace  # noqa: E402
+from launchgap.report import AnalysisOptions  # noqa: E402
+from launchgap.loaders import DEFAULT_MAX_TRACE_BYTES  # noqa: E402
 
 DEFAULT_SOURCE = ROOT / "traces" / "h200-1b"
 

@@ -17,10 +17,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import dask.distributed  # noqa: E402, F401
 
-from analyzer.commands.fleet import _connect, _shutdown, expand_inputs, stream_records  # noqa: E402
-from analyzer.fleet import FleetAccumulator, file_identity  # noqa: E402
-from analyzer.loaders import DEFAULT_MAX_TRACE_BYTES  # noqa: E402
-from analyzer.report import AnalysisOptions  # noqa: E402
+from launchgap.commands.fleet import _connect, _shutdown, expand_inputs, stream_records  # noqa: E402
+from launchgap.fleet import FleetAccumulator, file_identity  # noqa: E402
+from launchgap.loaders import DEFAULT_MAX_TRACE_BYTES  # noqa: E402
+from launchgap.report import AnalysisOptions  # noqa: E402
 
 
 def main() -> None:

@@ -76,11 +76,11 @@ def test_execution_and_capture_uploads_pair_automatically() -> None:
 def test_timeline_names_replayed_kernels_by_op() -> None:
     import numpy as np
 
-    from analyzer.graph_mode import pair_capture
-    from analyzer.loaders import load_trace
-    from analyzer.report import analyze_trace
-    from analyzer.steps import StepOptions
-    from app.timeline import step_events, step_index
+    from launchgap.graph_mode import pair_capture
+    from launchgap.loaders import load_trace
+    from launchgap.report import analyze_trace
+    from launchgap.steps import StepOptions
+    from launchgap.dashboard.timeline import step_events, step_index
 
     ex, cap = load_trace(PIECEWISE), load_trace(PIECEWISE_CAPTURE)
     index = step_index(ex, StepOptions())

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analyzer.cli import main
-from analyzer.graph_mode import captured_nodes, pair_capture
-from analyzer.loaders import load_trace
+from launchgap.cli import main
+from launchgap.graph_mode import captured_nodes, pair_capture
+from launchgap.loaders import load_trace
 from tests.builders import TraceSpec
 
 TID = 1

@@ -6,7 +6,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from analyzer.cli import COMMANDS
+from launchgap.cli import COMMANDS
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"

@@ -6,13 +6,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analyzer.graph_mode import fit_cost_curve, marker_buckets, padding_cost, resolve_capture_sizes, serving_steps
-from analyzer.host_gaps import host_gaps
-from analyzer.loaders import load_trace
-from analyzer.predict import PredictionModel
-from analyzer.render import render_trace
-from analyzer.report import AnalysisOptions, analyze_trace
-from analyzer.steps import assign_rows_to_steps, find_steps
+from launchgap.graph_mode import fit_cost_curve, marker_buckets, padding_cost, resolve_capture_sizes, serving_steps
+from launchgap.host_gaps import host_gaps
+from launchgap.loaders import load_trace
+from launchgap.predict import PredictionModel
+from launchgap.render import render_trace
+from launchgap.report import AnalysisOptions, analyze_trace
+from launchgap.steps import assign_rows_to_steps, find_steps
 from tests.unit.kineto_tiny import HOST_PID, HOST_TID, ann, cpu_op, kernel, launch, write
 
 NO_PROFILER_COST = PredictionModel(profiler_us_per_host_event=0.0)

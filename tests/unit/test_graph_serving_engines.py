@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analyzer.engines import engine
-from analyzer.host_gaps import host_gaps
-from analyzer.loaders import load_trace
-from analyzer.report import analyze_trace
-from analyzer.steps import assign_rows_to_steps, find_steps
+from launchgap.engines import engine
+from launchgap.host_gaps import host_gaps
+from launchgap.loaders import load_trace
+from launchgap.report import analyze_trace
+from launchgap.steps import assign_rows_to_steps, find_steps
 from tests.conftest import TRACES
 from tests.unit.kineto_tiny import HOST_PID, HOST_TID, ann, write
 

@@ -9,9 +9,9 @@ from functools import lru_cache
 import numpy as np
 import pytest
 
-from analyzer.loaders import load_trace
-from analyzer.predict import PredictionModel
-from analyzer.report import AnalysisOptions, TraceReport, analyze_trace
+from launchgap.loaders import load_trace
+from launchgap.predict import PredictionModel
+from launchgap.report import AnalysisOptions, TraceReport, analyze_trace
 from tests.conftest import TRACES
 
 SESSION = TRACES / "h200-session-2026-12-01"

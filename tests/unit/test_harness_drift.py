@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from analyzer.errors import InputError
-from analyzer.harness import sweep
-from analyzer.harness.clock import Timed
-from analyzer.timings import DRIFT_LIMIT, pvu_drift, pvu_eager_us, validate_timings
+from launchgap.errors import InputError
+from launchgap.harness import sweep
+from launchgap.harness.clock import Timed
+from launchgap.timings import DRIFT_LIMIT, pvu_drift, pvu_eager_us, validate_timings
 
 
 class _Doc:
@@ -106,7 +106,7 @@ def test_schema_reads_old_and_new_records() -> None:
 
 
 def test_drift_options_are_checked(tmp_path: Path) -> None:
-    from analyzer.harness.model import resolve_config
+    from launchgap.harness.model import resolve_config
 
     opts = sweep.SweepOptions(models=(resolve_config("tiny", None),), batch_sizes=(1,), out_dir=tmp_path,
                               max_drift=1.5)

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from analyzer.errors import InputError
-from analyzer.harness import profiling, sweep
-from analyzer.harness.clock import Timed
-from analyzer.harness.profiling import Interleaved
-from analyzer.timings import DRIFT_LIMIT, pvu_drift, pvu_eager_us, pvu_window_ratio, validate_timings
+from launchgap.errors import InputError
+from launchgap.harness import profiling, sweep
+from launchgap.harness.clock import Timed
+from launchgap.harness.profiling import Interleaved
+from launchgap.timings import DRIFT_LIMIT, pvu_drift, pvu_eager_us, pvu_window_ratio, validate_timings
 
 
 def test_wait_phase_steps_run_with_the_profiler_idle(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -118,7 +118,7 @@ def test_schema_checks_the_interleaved_keys() -> None:
 
 
 def test_interleave_option_is_checked(tmp_path: Path) -> None:
-    from analyzer.harness.model import resolve_config
+    from launchgap.harness.model import resolve_config
 
     opts = sweep.SweepOptions(models=(resolve_config("tiny", None),), batch_sizes=(1,), out_dir=tmp_path,
                               interleave=-1)
@@ -127,7 +127,7 @@ def test_interleave_option_is_checked(tmp_path: Path) -> None:
 
 
 def test_dry_run_says_where_the_truth_is_timed(capsys: pytest.CaptureFixture[str]) -> None:
-    from analyzer.harness.__main__ import main
+    from launchgap.harness.__main__ import main
 
     base = ["--model", "tiny", "--batch-sizes", "1,8", "--profiler-settings", "plain,shapes", "--out", "/nonexistent",
             "--repeats", "16", "--dry-run"]

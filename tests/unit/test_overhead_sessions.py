@@ -1,12 +1,12 @@
 """The overhead fit on the committed same-process H200 sessions (traces/h200-session-*): it runs on what
 is committed (drifted records and records whose trace was not committed are left out, and listed),
-and its error summary is pinned (numbers from ``python -m analyzer.overhead_fit fit <folder>``)."""
+and its error summary is pinned (numbers from ``python -m launchgap.overhead_fit fit <folder>``)."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from analyzer.overhead import DEFAULT_OVERHEAD
-from analyzer.overhead_fit import main as fit_main
+from launchgap.overhead import DEFAULT_OVERHEAD
+from launchgap.overhead_fit import main as fit_main
 
 TRACES = Path(__file__).resolve().parents[2] / "traces"
 

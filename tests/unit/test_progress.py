@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import io
 
-from analyzer.commands._shared import Progress
+from launchgap.commands._shared import Progress
 
 
 class _Tty(io.StringIO):
