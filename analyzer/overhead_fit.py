@@ -1,4 +1,4 @@
-"""``python -m launchgap.overhead_fit fit PATH... [--coverage C] [--format text|markdown]``: refit the profiler
+"""``python -m launchgap.overhead_fit fit PATH... [--coverage C] [--truth window|trace] [--format text|markdown]``: refit the profiler
 overhead table (:mod:`analyzer.overhead`) and print the error table of the predicted speedup.
 
 Each PATH is a timings JSON or a folder holding one (``timings.json``, ``truth.json``), with
@@ -46,7 +46,7 @@ from .overhead import (
     DEFAULT_OVERHEAD, Evaluation, OverheadTable, Recording, constant_table, evaluate, evaluate_leave_group_out,
     evaluate_leave_one_out, fit_overhead, table_as_python,
 )
-from .timings import DRIFT_LIMIT, load_timings, pvu_drift, pvu_eager_us
+from .timings import DRIFT_LIMIT, load_timings, pvu_drift, pvu_eager_us, pvu_window_ratio
 
 _TIMINGS_NAMES = ("timings.json", "truth.json", "timings_overhead.json")
 _TRACE_NAME = re.compile(r"^(?P<model>.+?)_bs(?P<bs>\d+)_eager.*\.json(?:\.gz)?$")
@@ -61,6 +61,8 @@ class _Source:
     profiler: str
     eager_us: float
     graph_us: float | None
+    #: unprofiled / profiled eager step of the record's interleaved window (None: not interleaved)
+    window_ratio: float | None = None
 
 
 @dataclass
@@ -102,7 +104,7 @@ def _sources(path: Path, max_drift: float, skipped: Skipped) -> Iterator[_Source
                 continue
             graph = rec["unprofiled_graph_us"] or rows.get((rec["model"], rec["batch_size"]), {}).get("graph_us")
             yield _Source(trace, rec["model"], f"{rec['model']} bs{rec['batch_size']}", rec["profiler"],
-                          pvu_eager_us(rec), graph)
+                          pvu_eager_us(rec), graph, pvu_window_ratio(rec))
         return
     for f in sorted(path.parent.iterdir()):  # legacy layout: traces named <model>_bs<N>_eager...
         m = _TRACE_NAME.match(f.name)
@@ -127,13 +129,23 @@ def _find_trace(root: Path, name: str) -> Path | None:
 LABEL_TIER = {"plain": "plain", "shapes": "shapes", "stack": "stack", "full": "shapes+stack"}
 
 
+#: ``--truth``: ``window``, the measured unprofiled eager step as recorded (blocks around the
+#: trace, or the wait-phase median of an interleaved window); ``trace``, for interleaved records,
+#: the trace's own profiled step times the window's unprofiled/profiled ratio (the unprofiled step
+#: at the host speed of the kept trace's cycle; records without the ratio keep ``window``).
+TRUTHS = ("window", "trace")
+
+
 def load_recordings(paths: list[str], max_drift: float = DRIFT_LIMIT,
-                    skipped: Skipped | None = None) -> list[Recording]:
+                    skipped: Skipped | None = None, truth: str = "window") -> list[Recording]:
     """Recordings (:class:`analyzer.overhead.Recording`) from timings files or folders, each trace analysed.
 
     Records whose unprofiled eager step drifted by more than ``max_drift`` across the trace, or
-    whose trace is not in the folder, are left out (and listed in ``skipped``).
+    whose trace is not in the folder, are left out (and listed in ``skipped``). ``truth``: see
+    :data:`TRUTHS`.
     """
+    if truth not in TRUTHS:
+        raise InputError(f"unknown truth {truth!r}; choose {' or '.join(TRUTHS)}")
     from .loaders import load_trace
     from .report import analyze_trace
 
@@ -159,7 +171,8 @@ def load_recordings(paths: list[str], max_drift: float = DRIFT_LIMIT,
                 profiled_step_us=s.step_us_median,
                 host_events=float(np.median([st.host_events for st in rep.steps])),
                 busy_us=s.gpu_busy_us_median, predicted_graph_us=s.predicted_graph_step_us_median,
-                eager_us=src.eager_us, graph_us=src.graph_us, memory=bool(ps.get("profile_memory")),
+                eager_us=(s.step_us_median * src.window_ratio if truth == "trace" and src.window_ratio is not None
+                          else src.eager_us), graph_us=src.graph_us, memory=bool(ps.get("profile_memory")),
                 host_ref_us=ps.get("host_ref_us"), group=src.model))
     if not recs:
         raise InputError("no recordings found: give timings files or folders with eager traces beside them")
@@ -222,6 +235,9 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--max-drift", type=float, default=DRIFT_LIMIT,
                    help="leave out records whose unprofiled eager step moved by more than this across the trace "
                         f"(after / before - 1; default {DRIFT_LIMIT})")
+    f.add_argument("--truth", choices=TRUTHS, default="window",
+                   help="measured unprofiled step: window (as recorded; default) or trace (interleaved records: the "
+                        "trace's profiled step times its window's unprofiled/profiled ratio)")
     f.add_argument("--format", choices=("text", "markdown"), default="text")
     args = p.parse_args(argv)
     try:
@@ -230,8 +246,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.max_drift > 0:
             raise InputError("--max-drift must be positive")
         skipped = Skipped()
-        recs = load_recordings(args.paths, args.max_drift, skipped)
-        held = load_recordings(args.held_out, args.max_drift, skipped) if args.held_out else []
+        recs = load_recordings(args.paths, args.max_drift, skipped, args.truth)
+        held = load_recordings(args.held_out, args.max_drift, skipped, args.truth) if args.held_out else []
         loo = {u: evaluate_leave_one_out(recs, DEFAULT_OVERHEAD, args.coverage, u) for u in ("us", "ref")}
         # The unit whose refit predicts held-out recordings better is the one to ship.
         unit = min(loo, key=lambda u: (loo[u].median_abs_err, loo[u].worst_abs_err))

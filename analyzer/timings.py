@@ -65,7 +65,16 @@ PVU_KEYS = ("model", "batch_size", "profiler", "unprofiled_eager_us_before", "un
             "unprofiled_graph_us", "trace")
 #: Optional keys of a ``profiled_vs_unprofiled`` record (numbers; ``attempts`` a positive integer).
 PVU_OPTIONAL_KEYS = ("unprofiled_eager_us", "drift", "drift_limit", "attempts", "unprofiled_graph_us_before",
-                     "unprofiled_graph_us_after")
+                     "unprofiled_graph_us_after", "truth", "interleaved_cycles", "profiled_eager_us",
+                     "block_eager_us_before", "block_eager_us_after", "unprofiled_steps_us", "profiled_steps_us")
+#: ``profiled_vs_unprofiled[].truth``: where the unprofiled eager step was timed. ``blocks``
+#: (the default when absent): blocks of steps just before and after the trace; ``interleaved``:
+#: wait-phase steps of the trace's own profiler schedule (``interleaved_cycles`` cycles of
+#: unprofiled and profiled steps), ``_before``/``_after`` the first and second half of them,
+#: ``profiled_eager_us`` the median active-phase step of the same window, ``block_eager_us_*``
+#: the blocks around it, ``unprofiled_steps_us``/``profiled_steps_us`` every counted step (us) in
+#: cycle order (``active`` profiled steps per cycle; the last cycle's are the kept trace's).
+PVU_TRUTHS = ("blocks", "interleaved")
 #: Largest ``|after / before - 1|`` of the unprofiled eager step around a trace for which the
 #: record counts as timed in one host phase (the harness re-records beyond it; the fit skips it).
 DRIFT_LIMIT = 0.05
@@ -177,8 +186,17 @@ def _check_pvu(c: _Checker, r: Any, i: int) -> None:
     c.number(r["unprofiled_graph_us"], f"{where}.unprofiled_graph_us", positive=True)
     if r["trace"] is not None:
         c.string(r["trace"], f"{where}.trace")
-    for k in ("unprofiled_eager_us", "unprofiled_graph_us_before", "unprofiled_graph_us_after"):
+    for k in ("unprofiled_eager_us", "unprofiled_graph_us_before", "unprofiled_graph_us_after", "profiled_eager_us",
+              "block_eager_us_before", "block_eager_us_after"):
         c.number(r.get(k), f"{where}.{k}", positive=True)
+    if r.get("truth") is not None and r["truth"] not in PVU_TRUTHS:
+        raise c.fail(f"{where}.truth", f"is {r['truth']!r}, expected one of {', '.join(PVU_TRUTHS)}")
+    for k in ("unprofiled_steps_us", "profiled_steps_us"):
+        if r.get(k) is not None:
+            for j, x in enumerate(c.lst(r[k], f"{where}.{k}")):
+                c.number(x, f"{where}.{k}[{j}]", nullable=False, positive=True)
+    if r.get("interleaved_cycles") is not None:
+        c.pos_int(r["interleaved_cycles"], f"{where}.interleaved_cycles")
     c.number(r.get("drift"), f"{where}.drift", signed=True)
     c.number(r.get("drift_limit"), f"{where}.drift_limit")
     if r.get("attempts") is not None:
@@ -191,6 +209,15 @@ def pvu_eager_us(rec: dict[str, Any]) -> float:
     if rec.get("unprofiled_eager_us") is not None:
         return float(rec["unprofiled_eager_us"])
     return (float(rec["unprofiled_eager_us_before"]) + float(rec["unprofiled_eager_us_after"])) / 2
+
+
+def pvu_window_ratio(rec: dict[str, Any]) -> float | None:
+    """Unprofiled over profiled eager step of one interleaved window (``unprofiled_eager_us /
+    profiled_eager_us``: wait-phase and active-phase steps of the same profiler cycles), or None
+    for a record without a host-timed profiled step (blocks truth, older harness)."""
+    if rec.get("profiled_eager_us") is None or rec.get("unprofiled_eager_us") is None:
+        return None
+    return float(rec["unprofiled_eager_us"]) / float(rec["profiled_eager_us"])
 
 
 def pvu_drift(rec: dict[str, Any]) -> float:
@@ -353,6 +380,6 @@ def write_timings(path: str | Path, doc: dict[str, Any]) -> None:
     os.replace(tmp, p)
 
 
-__all__ = ["SCHEMA", "PROFILER_SETTINGS", "PVU_KEYS", "PVU_OPTIONAL_KEYS", "DRIFT_LIMIT", "GRAPH_MODES",
+__all__ = ["SCHEMA", "PROFILER_SETTINGS", "PVU_KEYS", "PVU_OPTIONAL_KEYS", "PVU_TRUTHS", "pvu_window_ratio", "DRIFT_LIMIT", "GRAPH_MODES",
            "GRAPH_MEMORY_KEYS", "GRAPH_MEMORY_SIZE_KEYS", "pvu_eager_us", "pvu_drift", "validate_timings",
            "load_timings", "write_timings"]

@@ -68,6 +68,10 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     prof.add_argument("--max-drift", type=float, default=DRIFT_LIMIT, metavar="F",
                       help="record a trace again when the unprofiled eager step moved by more than F "
                            f"(after / before - 1) across it (default {DRIFT_LIMIT})")
+    prof.add_argument("--interleave", type=int, default=0, metavar="N",
+                      help="time the unprofiled eager step inside each trace's window: N profiler cycles of "
+                           "wait (unprofiled) and active (profiled) steps; the last cycle's trace is kept "
+                           "(default 0: blocks before and after the trace)")
     prof.add_argument("--drift-retries", type=int, default=2, metavar="N",
                       help="times a drifted trace is recorded again; the last attempt is kept, its drift noted "
                            "(default 2)")
@@ -152,7 +156,7 @@ def build_options(args: argparse.Namespace):  # -> SweepOptions
         count_kernels=not args.no_kernel_count, micro=not args.no_micro, force=args.force, device=args.device,
         seed=args.seed,
         profiler_settings=parse_profiler_settings(args.profiler_settings) if args.profiler_settings else (),
-        max_drift=args.max_drift, drift_retries=args.drift_retries,
+        max_drift=args.max_drift, drift_retries=args.drift_retries, interleave=args.interleave,
         capture_lists=tuple((n, tuple(s)) for n, s in lists), memory_modes=memory_modes,
         serving_lists=tuple((n, tuple(s)) for n, s in serving), serving_sequence=tuple(sequence),
         serving_source=source,
@@ -173,9 +177,14 @@ def _plan_text(opts: Any) -> str:
                      f"{_short(opts.batch_sizes)}; {opts.rounds} x {opts.repeats} timed steps; "
                      + (f"traces at {_short(opts.traced_sizes)}" if opts.trace else "no traces"))
     if opts.profiler_settings:
+        truth = (f"the unprofiled step timed inside each trace's window ({opts.interleave} profiler cycles of "
+                 f"unprofiled and {opts.steps} profiled steps), graph replays in blocks of {opts.repeats} around it; "
+                 f"a trace recorded again when the eager step drifts over {opts.max_drift:.0%} across its window"
+                 if opts.interleave else
+                 f"unprofiled blocks of {opts.repeats} steps between the traces; a trace recorded again when "
+                 f"the eager step drifts over {opts.max_drift:.0%} across it")
         lines.append(f"profiled vs unprofiled: {', '.join(opts.profiler_settings)} at {_short(opts.traced_sizes)}; "
-                     f"unprofiled blocks of {opts.repeats} steps between the traces; a trace recorded again when "
-                     f"the eager step drifts over {opts.max_drift:.0%} across it (at most {opts.drift_retries} times)")
+                     f"{truth} (at most {opts.drift_retries} times)")
     for name, sizes in opts.capture_lists:
         lines.append(f"graph memory {'+'.join(opts.memory_modes)} {name}: {len(sizes)} sizes {_short(sizes)}")
     for name, sizes in opts.serving_lists:

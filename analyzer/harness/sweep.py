@@ -50,10 +50,13 @@ from .clock import Timed, pct, time_steps
 from .lists import parse_batch_sizes
 from .model import Decoder, ModelConfig
 from .profiling import (
+    Interleaved,
     NvtxRange,
+    annotated,
     count_kernel_events,
     count_kernels_per_step,
     nvtx_range_factory,
+    record_interleaved,
     record_trace,
 )
 from .serving import ServingOptions
@@ -95,6 +98,7 @@ class SweepOptions:
     profiler_settings: tuple[str, ...] = ()
     max_drift: float = DRIFT_LIMIT
     drift_retries: int = 2
+    interleave: int = 0
     capture_lists: tuple[tuple[str, tuple[int, ...]], ...] = ()
     memory_modes: tuple[str, ...] = GRAPH_MODES
     serving_lists: tuple[tuple[str, tuple[int, ...]], ...] = ()
@@ -119,6 +123,8 @@ class SweepOptions:
             raise InputError("--steps, --repeats and --rounds must be at least 1 and --warmup at least 0")
         if self.device not in ("auto", "cuda", "cpu"):
             raise InputError(f"unknown device {self.device!r}; choose auto, cuda or cpu")
+        if self.interleave < 0:
+            raise InputError("--interleave must be at least 0")
         if not 0 < self.max_drift < 1 or self.drift_retries < 0:
             raise InputError("--max-drift must lie in (0, 1) and --drift-retries be at least 0")
         if self.profiler_settings and not self.batch_sizes:
@@ -728,6 +734,14 @@ def _block(ctx: _Ctx, eager: Callable[[], Any], graph: Callable[[], Any] | None)
     return _Block(e, g)
 
 
+def _halves_ratio(values: Sequence[float]) -> float:
+    """Median of the second half of ``values`` over the median of the first (a window's drift + 1)."""
+    half = len(values) // 2
+    if half == 0:
+        return 1.0
+    return statistics.median(values[half:]) / statistics.median(values[:half])
+
+
 def _profiled(ctx: _Ctx, model: Decoder, tasks: list[_Task]) -> None:
     """Per traced size: unprofiled blocks interleaved with the traces of each profiler setting.
 
@@ -740,6 +754,13 @@ def _profiled(ctx: _Ctx, model: Decoder, tasks: list[_Task]) -> None:
     host changed speed), the trace is recorded again between the last block and a new one, up
     to ``--drift-retries`` times; the record keeps the last attempt, its drift and the number of
     attempts. Record fields: see ``profiled_vs_unprofiled`` in :mod:`analyzer.timings`.
+
+    With ``--interleave N`` the truth comes from inside the trace's own window instead
+    (:func:`record_interleaved`): N cycles of unprofiled (wait-phase) and profiled (active)
+    steps; ``unprofiled_eager_us`` is the median of the counted wait steps, ``_before``/``_after``
+    the medians of their first and second halves (the drift is the window's own),
+    ``unprofiled_steps_us``/``profiled_steps_us`` every counted step in cycle order, the blocks
+    around (still timed, for the graph step) are kept as ``block_eager_us_before``/``_after``.
     """
     if not tasks:
         return
@@ -758,12 +779,17 @@ def _profiled(ctx: _Ctx, model: Decoder, tasks: list[_Task]) -> None:
         prev = _block(ctx, eager, graph)
         for setting in settings:
             dst = ctx.out / trace_name(cfg.name, bs, f"eager_{setting}")
+            label = f"decode_step[bs={bs}]"
+            inter: Interleaved | None = None
             for attempt in range(1, opts.drift_retries + 2):
-                record_trace(torch, eager, f"decode_step[bs={bs}]", dst, opts.steps, ctx.on_cuda, ctx.nvtx_range,
-                             setting=setting)
+                if opts.interleave:
+                    inter = record_interleaved(torch, lambda: annotated(label, eager, ctx.nvtx_range), dst,
+                                               ctx.on_cuda, active=opts.steps, cycles=opts.interleave, setting=setting)
+                else:
+                    record_trace(torch, eager, label, dst, opts.steps, ctx.on_cuda, ctx.nvtx_range, setting=setting)
                 after = _block(ctx, eager, graph)
                 before, prev = prev, after
-                drift = after.eager_us / before.eager_us - 1
+                drift = (after.eager_us / before.eager_us if inter is None else _halves_ratio(inter.unprofiled_us)) - 1
                 if abs(drift) <= opts.max_drift or attempt > opts.drift_retries:
                     break
                 ctx.say(f"{cfg.name} bs={bs} {setting}: unprofiled eager step drifted {drift:+.1%} across the "
@@ -778,6 +804,18 @@ def _profiled(ctx: _Ctx, model: Decoder, tasks: list[_Task]) -> None:
                     "unprofiled_graph_us_after": None if after.graph_us is None else round(after.graph_us, 2),
                     "drift": round(drift, 4), "drift_limit": opts.max_drift, "attempts": attempt,
                     "trace": dst.name, "repeats": opts.repeats, "profiled_steps": opts.steps}
+            if inter is not None:
+                u = inter.unprofiled_us
+                half = len(u) // 2
+                item.update({"truth": "interleaved", "interleaved_cycles": inter.cycles,
+                             "unprofiled_eager_us_before": round(statistics.median(u[:half]), 2),
+                             "unprofiled_eager_us_after": round(statistics.median(u[half:]), 2),
+                             "unprofiled_eager_us": round(statistics.median(u), 2),
+                             "profiled_eager_us": round(statistics.median(inter.profiled_us), 2),
+                             "unprofiled_steps_us": [round(x, 1) for x in u],
+                             "profiled_steps_us": [round(x, 1) for x in inter.profiled_us],
+                             "block_eager_us_before": round(before.eager_us, 2),
+                             "block_eager_us_after": round(after.eager_us, 2)})
             if abs(drift) > opts.max_drift:
                 ctx.result.warnings.append(f"{cfg.name} bs={bs} {setting}: drift {drift:+.1%} after {attempt} "
                                            f"attempts (limit {opts.max_drift:.0%})")
@@ -787,8 +825,9 @@ def _profiled(ctx: _Ctx, model: Decoder, tasks: list[_Task]) -> None:
             ctx.result.profiled.append(item)
             ctx.result.traces.append(dst)
             g = item["unprofiled_graph_us"]
+            where = "around" if inter is None else f"in {inter.cycles} cycles of"
             ctx.step(f"{cfg.name} bs={bs} {setting}: eager {item['unprofiled_eager_us_before']:,.1f} / "
-                     f"{item['unprofiled_eager_us_after']:,.1f} us around {dst.name} "
+                     f"{item['unprofiled_eager_us_after']:,.1f} us {where} {dst.name} "
                      f"({dst.stat().st_size / 1e3:,.0f} kB), drift {drift:+.1%}"
                      + ("" if g is None else f", graph {g:,.1f} us"))
         if cap is not None:

@@ -53,7 +53,7 @@ def _run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, block_us: list[float],
     monkeypatch.setattr(sweep, "time_steps", time_steps)
     monkeypatch.setattr(sweep, "record_trace", record_trace)
     monkeypatch.setattr(sweep, "WARM_S", 0.0)
-    opts = SimpleNamespace(repeats=4, warmup=0, steps=3, max_drift=DRIFT_LIMIT, drift_retries=retries)
+    opts = SimpleNamespace(repeats=4, warmup=0, steps=3, max_drift=DRIFT_LIMIT, drift_retries=retries, interleave=0)
     result = sweep.SweepResult(timings_path=tmp_path / "timings.json")
     said: list[str] = []
     doc = _Doc()

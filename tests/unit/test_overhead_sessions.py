@@ -54,3 +54,25 @@ def test_shipped_rates_are_the_fit_of_the_drift_controlled_session() -> None:
     assert got["shapes"] == (3.2916, 2.3742, 4.152, "ref")
     assert got["stack"] == (2.7761, 1.6696, 3.0755, "ref")
     assert DEFAULT_OVERHEAD.graph_rel_err == 0.031
+
+
+def test_fit_on_the_committed_interleaved_session_under_both_truths(capsys) -> None:
+    """traces/h200-session-2026-12-02-interleaved: 27 records with the truth timed inside each trace's own
+    profiler schedule (``--interleave 8``), 12 of the 23 drift-free traces committed."""
+    folder = str(TRACES / "h200-session-2026-12-02-interleaved")
+    window, out = _summary(capsys, folder)
+    assert out.count("drifted") == 4 and out.count("not in the folder") == 11
+    assert "- timings.json: 8b bs1 shapes: unprofiled eager step drifted +21.8% across the trace" in out
+    assert window[1] == ("shipped table: speedup error median 10.3%, worst 38.3% over 12 recording(s); "
+                         "range holds the measured speedup for 50%")
+    assert window[4] == ("refit (us), leave-one-model-out: speedup error median 11.5%, worst 43.8% over 12 "
+                         "recording(s); range holds the measured speedup for 0%")
+    trace, out = _summary(capsys, folder, "--truth", "trace")
+    assert trace[1] == ("shipped table: speedup error median 5.7%, worst 24.4% over 12 recording(s); "
+                        "range holds the measured speedup for 75%")
+    assert trace[4] == ("refit (us), leave-one-model-out: speedup error median 10.2%, worst 23.8% over 12 "
+                        "recording(s); range holds the measured speedup for 33%")
+    # The 8b bs1 stack trace was kept from a fast cycle: its profiled step (39,148 us) is below the
+    # window's unprofiled median (45,141 us); scaled by the window's ratio (0.701) it reads 27,440 us.
+    assert "| 39,148 | 45,141 | -1.03 |" in _summary(capsys, folder, "--format", "markdown")[1]
+    assert "| 39,148 | 27,440 | 2.02 |" in _summary(capsys, folder, "--truth", "trace", "--format", "markdown")[1]
