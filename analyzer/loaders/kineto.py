@@ -294,7 +294,6 @@ class _WorkerFailed(Exception):
 
 
 _WS = frozenset(b" \t\r\n")
-_WS_BYTES = b" \t\r\n"
 _KEY = b'"traceEvents"'
 # Look this far for the start of traceEvents; past it the file is decoded whole.
 _HEADER_LIMIT = 64 * 1024 * 1024
@@ -416,6 +415,12 @@ class _StringState:
         return not self.in_string
 
 
+def _all_whitespace(data: bytes) -> bool:
+    """Whether ``data`` is only JSON whitespace (space, tab, CR, LF). ``lstrip()`` also strips
+    vertical tab and form feed, which JSON does not allow, so those are looked for apart."""
+    return not data.lstrip() and b"\x0b" not in data and b"\x0c" not in data
+
+
 def _event_texts(pieces: Iterable[bytes], first: bytes) -> Iterator[tuple[bool, bytes]]:
     """The traceEvents text cut at event boundaries: ``(False, "[" events "]")`` pieces in file order,
     then ``(True, '{"traceEvents":[' rest)``, the text after the last cut, which closes the array
@@ -432,7 +437,7 @@ def _event_texts(pieces: Iterable[bytes], first: bytes) -> Iterator[tuple[bool, 
     for data in pieces:
         cut = _last_cut(data, 0)
         if cut is None:
-            if not data.strip(_WS_BYTES) and state.ends_outside(carry):
+            if _all_whitespace(data) and state.ends_outside(carry):
                 if carry[-1] is not _GAP:
                     carry.append(_GAP)
                     size += 1
