@@ -421,18 +421,25 @@ def _all_whitespace(data: bytes) -> bool:
     return not data.lstrip() and b"\x0b" not in data and b"\x0c" not in data
 
 
-def _event_texts(pieces: Iterable[bytes], first: bytes) -> Iterator[tuple[bool, bytes]]:
-    """The traceEvents text cut at event boundaries: ``(False, "[" events "]")`` pieces in file order,
-    then ``(True, '{"traceEvents":[' rest)``, the text after the last cut, which closes the array
-    and the document.
+def _event_texts(pieces: Iterable[bytes], first: bytes, first_at: int, plain: bool,
+                 ) -> Iterator[tuple[bool, list, int]]:
+    """The traceEvents text cut at event boundaries, as ``(is_tail, parts, offset)``.
 
-    ``first`` is the text just after the array's ``[``. A piece without a cut joins the text carried
-    to the next one, except when it is all whitespace outside any string: then it is dropped (one
-    space stands for the run), so whitespace, however much, costs no memory. More than
-    :data:`MAX_UNCUT_BYTES` carried raises :class:`_NotStreamable`.
+    Event texts come first, in file order: ``parts`` joined are whole events (``[`` + it + ``]``
+    decodes as a list). Last comes the tail (``is_tail``): the text after the last cut, which
+    closes the array and the document. ``offset`` is where the parts lie in the file, when they
+    are one stretch of a plain (not gzip) file, else -1: a worker can then read them itself.
+
+    ``first`` is the text just after the array's ``[`` (at ``first_at`` in the content). A piece
+    without a cut joins the text carried to the next one, except when it is all whitespace
+    outside any string: then it is dropped (one space stands for the run), so whitespace,
+    however much, costs no memory. More than :data:`MAX_UNCUT_BYTES` carried raises
+    :class:`_NotStreamable`.
     """
-    carry = [first]
+    carry: list = [first]
     size = len(first)
+    at = first_at if plain else -1  # where carry starts in the file; -1: not one stretch of it
+    pos = first_at + len(first)  # content offset of the next piece
     state = _StringState()
     for data in pieces:
         cut = _last_cut(data, 0)
@@ -441,19 +448,25 @@ def _event_texts(pieces: Iterable[bytes], first: bytes) -> Iterator[tuple[bool, 
                 if carry[-1] is not _GAP:
                     carry.append(_GAP)
                     size += 1
+                at = -1
+                pos += len(data)
                 continue
             carry.append(data)
             size += len(data)
+            pos += len(data)
             if size > MAX_UNCUT_BYTES:
                 raise _NotStreamable(f"more than {mb_text(MAX_UNCUT_BYTES)} of traceEvents without a place "
                                      "to cut between two events")
             continue
         end, nxt = cut
-        yield False, b"".join((b"[", *carry, memoryview(data)[: end + 1], b"]"))
-        carry = [data[nxt:]]
-        size = len(carry[0])
+        carry.append(memoryview(data)[: end + 1])
+        yield False, carry, at
+        carry = [memoryview(data)[nxt:]]
+        size = len(data) - nxt
+        at = pos + nxt if plain else -1
+        pos += len(data)
         state = _StringState()
-    yield True, b"".join((b'{"traceEvents":[', *carry))
+    yield True, carry, -1
 
 
 def _decode_piece(decoder: msgspec.json.Decoder, text: bytes) -> Any:
@@ -466,11 +479,12 @@ def _decode_piece(decoder: msgspec.json.Decoder, text: bytes) -> Any:
 
 
 def _load_streaming(path: Path, max_bytes: int, chunk_bytes: int, strict: bool, decoders: int) -> Trace:
-    workers = _start_workers(strict, decoders - 1)  # before any thread of ours starts (fork)
+    plain = read_head(path, 2) != GZIP_MAGIC
+    workers = _start_workers(path if plain else None, strict, decoders - 1)  # before our threads start (fork)
     try:
         pieces = read_ahead(iter_content(path, max_bytes, chunk_bytes))
         try:
-            return _decode_stream(pieces, str(path), strict, workers)
+            return _decode_stream(pieces, str(path), strict, workers, plain)
         finally:
             pieces.close()
     finally:
@@ -478,7 +492,8 @@ def _load_streaming(path: Path, max_bytes: int, chunk_bytes: int, strict: bool, 
             w.close()
 
 
-def _decode_stream(pieces: Iterator[bytes], path: str, strict: bool, workers: list[_Worker]) -> Trace:
+def _decode_stream(pieces: Iterator[bytes], path: str, strict: bool, workers: list[_Worker], plain: bool = False,
+                   ) -> Trace:
     buf = b""
     start = None
     for data in pieces:
@@ -495,14 +510,14 @@ def _decode_stream(pieces: Iterator[bytes], path: str, strict: bool, workers: li
     first = buf[start:]
     del buf
     jobs = _Jobs(strict, workers)
-    for is_tail, text in _event_texts(pieces, first):
+    for is_tail, parts, offset in _event_texts(pieces, first, start, plain):
         if is_tail:
-            tail = _decode_piece(_FILE_DECODERS[strict], text)
-            del text
+            tail = _decode_piece(_FILE_DECODERS[strict], b"".join((b'{"traceEvents":[', *parts)))
+            del parts
             cols = jobs.finish(tail.traceEvents)
             break
-        jobs.submit(text)
-        del text
+        jobs.submit(parts, offset)
+        del parts
     devices = tail.deviceProperties if tail.deviceProperties is not None else head.deviceProperties
     dist = tail.distributedInfo if tail.distributedInfo is not None else head.distributedInfo
     flags = {k: v if v is not None else _flags_of(head)[k] for k, v in _flags_of(tail).items()}
@@ -548,14 +563,14 @@ def _mp_context() -> Any:
     return mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
 
 
-def _start_workers(strict: bool, n: int) -> list[_Worker]:
+def _start_workers(path: Path | None, strict: bool, n: int) -> list[_Worker]:
     if n <= 0:
         return []
     workers: list[_Worker] = []
     try:
         ctx = _mp_context()
         for _ in range(n):
-            workers.append(_Worker(ctx, strict))
+            workers.append(_Worker(ctx, path, strict))
     except (OSError, ValueError, RuntimeError):  # no processes here (sandbox, limits): decode alone
         for w in workers:
             w.close()
@@ -565,19 +580,49 @@ def _start_workers(strict: bool, n: int) -> list[_Worker]:
     return workers
 
 
-class _Worker:
-    """One decode worker process: texts go to it through a pipe (a thread of ours writes them, so
-    the decoding here never waits on it), a short acknowledgement comes back per text, and its
-    columns, pickled, once at the end (:meth:`collect`)."""
+_JOB_HEAD = struct.Struct("<qqqq")  # order number, events to sample, file offset (-1: text follows), length
+_F_SETPIPE_SZ = 1031  # Linux fcntl
 
-    def __init__(self, ctx: Any, strict: bool) -> None:
+
+def _write_all(fd: int, data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    while view.nbytes:
+        view = view[os.write(fd, view):]
+
+
+def _read_into(fd: int, view: memoryview) -> None:
+    while view.nbytes:
+        n = os.readv(fd, [view])
+        if n == 0:
+            raise EOFError
+        view = view[n:]
+
+
+class _Worker:
+    """One decode worker process.
+
+    Texts go to it through a pipe, written by a thread of ours (so the decoding here never waits
+    on the pipe) straight from the pieces, without joining them first; a text that is one
+    stretch of a plain file goes as its offset and length, and the worker reads it from the file
+    itself. A short acknowledgement comes back per text, and the columns, pickled per text, at the
+    end (:meth:`collect`).
+    """
+
+    def __init__(self, ctx: Any, path: Path | None, strict: bool) -> None:
         jobs_r, self.jobs = ctx.Pipe(duplex=False)
         self.results, results_w = ctx.Pipe(duplex=False)
-        self.proc = ctx.Process(target=_worker_main, args=(jobs_r, results_w, strict), daemon=True,
-                                name="launchgap-decode")
+        self.proc = ctx.Process(target=_worker_main, args=(jobs_r, results_w, None if path is None else str(path),
+                                                           strict), daemon=True, name="launchgap-decode")
         self.proc.start()
         jobs_r.close()
         results_w.close()
+        for conn in (self.jobs, self.results):
+            try:  # bigger pipes: fewer wake-ups per text (Linux; elsewhere the default size)
+                import fcntl
+
+                fcntl.fcntl(conn.fileno(), _F_SETPIPE_SZ, 1 << 20)
+            except (ImportError, OSError):
+                pass
         self.outstanding = 0
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
         self.sender: threading.Thread | None = None
@@ -587,23 +632,27 @@ class _Worker:
         self.sender.start()
 
     def _send_loop(self) -> None:
+        fd = self.jobs.fileno()
         try:
             while True:
                 item = self.queue.get()
                 if item is None:
-                    self.jobs.send_bytes(b"")
+                    _write_all(fd, _JOB_HEAD.pack(-1, 0, 0, 0))
                     return
-                head, text = item
+                seq, limit, parts, offset = item
                 del item
-                self.jobs.send_bytes(head)
-                self.jobs.send_bytes(text)
-                del text
+                length = sum(len(p) for p in parts)
+                _write_all(fd, _JOB_HEAD.pack(seq, limit, offset, length))
+                if offset < 0:
+                    for part in parts:
+                        _write_all(fd, part)
+                del parts
         except (OSError, ValueError):  # the worker is gone: poll/collect report it
             return
 
-    def submit(self, seq: int, sample_limit: int, text: bytes) -> None:
+    def submit(self, seq: int, sample_limit: int, parts: list, offset: int) -> None:
         self.outstanding += 1
-        self.queue.put((struct.pack("<qq", seq, sample_limit), text))
+        self.queue.put((seq, sample_limit, parts, offset))
 
     def poll(self, counts: dict[int, int]) -> None:
         """Read the acknowledgements that have come (never waits): event counts into ``counts``."""
@@ -628,12 +677,16 @@ class _Worker:
     def collect(self, counts: dict[int, int]) -> list[tuple[int, _ColumnBuilder]]:
         """Tell the worker that no more text comes; its columns, per text, with their order numbers."""
         self.queue.put(None)
+        out = []
         try:
             while True:
                 msg = self.results.recv_bytes()
-                if msg[:1] == b"R":
-                    return pickle.loads(memoryview(msg)[1:])
-                self._ack(msg, counts)
+                if msg[:1] == b"P":
+                    out.append(pickle.loads(memoryview(msg)[1:]))
+                elif msg[:1] == b"R":
+                    return out
+                else:
+                    self._ack(msg, counts)
         except (EOFError, OSError):
             raise _WorkerFailed("decode worker exited") from None
 
@@ -648,30 +701,50 @@ class _Worker:
             self.sender.join(5)
 
 
-def _worker_main(jobs: Any, results: Any, strict: bool) -> None:
-    """A worker process: decode each text it is sent into columns of its own, keep them, and send
-    them all back when told that no more text comes (an empty message)."""
+def _worker_main(jobs: Any, results: Any, path: str | None, strict: bool) -> None:
+    """A worker process: decode each text it is sent into columns of its own, pickle them, and send
+    them all back when told that no more text comes."""
     decoder = _EVENTS_DECODERS[strict]
-    done: list[tuple[int, _ColumnBuilder]] = []
+    done: list[bytes] = []
+    fd = jobs.fileno()
+    head = bytearray(_JOB_HEAD.size)
+    src = os.open(path, os.O_RDONLY) if path is not None else -1
     try:
         while True:
-            head = jobs.recv_bytes()
-            if not head:
+            _read_into(fd, memoryview(head))
+            seq, sample_limit, offset, length = _JOB_HEAD.unpack(head)
+            if seq < 0:
                 break
-            seq, sample_limit = struct.unpack("<qq", head)
-            text = jobs.recv_bytes()
+            text = bytearray(length + 2)
+            text[0], text[-1] = 0x5B, 0x5D  # "[" ... "]"
+            view = memoryview(text)[1:-1]
+            if offset < 0:
+                _read_into(fd, view)
+            else:
+                while view.nbytes:
+                    n = os.preadv(src, [view], offset)
+                    if n == 0:
+                        raise _WorkerFailed("the file changed while it was read")
+                    view, offset = view[n:], offset + n
+            del view
             cols = _ColumnBuilder(strict, sample_limit=sample_limit)
             cols.add(_decode_piece(decoder, text))
             del text
-            done.append((seq, cols))
+            done.append(pickle.dumps((seq, cols), protocol=pickle.HIGHEST_PROTOCOL))
             results.send_bytes(b"A" + struct.pack("<qq", seq, cols.n_events))
-        results.send_bytes(b"R" + pickle.dumps(done, protocol=pickle.HIGHEST_PROTOCOL))
+            del cols
+        for blob in done:
+            results.send_bytes(b"P" + blob)
+        results.send_bytes(b"R")
     except _NotStrict:
         results.send_bytes(b"E\x01")
     except _NotStreamable as exc:
         results.send_bytes(b"E\x02" + str(exc).encode())
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which reads the file without workers
         results.send_bytes(b"E\x03" + repr(exc).encode()[:500])
+    finally:
+        if src >= 0:
+            os.close(src)
 
 
 class _Jobs:
@@ -696,9 +769,9 @@ class _Jobs:
         before = sum(n for s, n in self.counts.items() if s < seq)
         return SETTINGS_SAMPLE_EVENTS if before < SETTINGS_SAMPLE_EVENTS else 0
 
-    def submit(self, text: bytes) -> None:
+    def submit(self, parts: list, offset: int) -> None:
         if not self.workers:
-            self.acc.add(_decode_piece(self.decoder, text))
+            self.acc.add(_decode_piece(self.decoder, b"".join((b"[", *parts, b"]"))))
             return
         seq = self.seq
         self.seq += 1
@@ -707,10 +780,10 @@ class _Jobs:
         limit = self._sample_limit(seq)
         free = min(self.workers, key=lambda w: w.outstanding)
         if free.outstanding < 2:  # one being decoded, one waiting: the worker never idles
-            free.submit(seq, limit, text)
+            free.submit(seq, limit, parts, offset)
             return
         cols = _ColumnBuilder(self.strict, sample_limit=limit)
-        cols.add(_decode_piece(self.decoder, text))
+        cols.add(_decode_piece(self.decoder, b"".join((b"[", *parts, b"]"))))
         self.parts[seq] = cols
         self.counts[seq] = cols.n_events
 

@@ -86,8 +86,8 @@ def test_parallel_decode_matches_reference(tmp_path: Path, events: list[dict], n
 def test_parallel_on_the_hand_built_layouts(tmp_path: Path, decoders: int, monkeypatch) -> None:
     sent: list[int] = []
     submit = kineto._Worker.submit
-    monkeypatch.setattr(kineto._Worker, "submit", lambda self, seq, limit, text: (sent.append(seq),
-                                                                                   submit(self, seq, limit, text)))
+    monkeypatch.setattr(kineto._Worker, "submit", lambda self, seq, limit, parts, offset: (sent.append(seq),
+                                                                                   submit(self, seq, limit, parts, offset)))
     evs = _events(20)
     evs.insert(3, {"ph": "X", "cat": "python_function", "name": '}, {"ph": "X"}, {', "pid": 1, "tid": 1,
                    "ts": 1001.5, "dur": 0.5, "args": {"nested": [{"a": 1}, {"b": "},{"}], "s": "{{{"}})
