@@ -553,14 +553,12 @@ def _decoders_for(path: Path, decoders: int | None) -> int:
     return max(1, min(int(decoders), 8))
 
 
-def _mp_context() -> Any:
-    """``fork`` where it is safe and cheap (Linux, a process with one thread: the CLI); else a fork
-    server (a long-running process with threads, such as the dashboard), or spawn."""
-    import multiprocessing as mp
-
-    if sys.platform.startswith("linux") and threading.active_count() == 1:
-        return mp.get_context("fork")
-    return mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
+def _can_fork() -> bool:
+    """Whether a worker may be a fork of this process: on Linux, from a process with one thread (the
+    CLI). A process with threads (the dashboard) starts a fresh interpreter instead, as a plain
+    subprocess: never a fork of threads, and never a re-run of the caller's main module (which
+    multiprocessing's spawn and forkserver methods do)."""
+    return sys.platform.startswith("linux") and threading.active_count() == 1 and hasattr(os, "fork")
 
 
 def _start_workers(path: Path | None, strict: bool, n: int) -> list[_Worker]:
@@ -568,9 +566,9 @@ def _start_workers(path: Path | None, strict: bool, n: int) -> list[_Worker]:
         return []
     workers: list[_Worker] = []
     try:
-        ctx = _mp_context()
+        fork = _can_fork()
         for _ in range(n):
-            workers.append(_Worker(ctx, path, strict))
+            workers.append(_Worker(path, strict, fork, [fd for w in workers for fd in w.own_fds()]))
     except (OSError, ValueError, RuntimeError):  # no processes here (sandbox, limits): decode alone
         for w in workers:
             w.close()
@@ -578,6 +576,11 @@ def _start_workers(path: Path | None, strict: bool, n: int) -> list[_Worker]:
     for w in workers:  # the sender threads start after every fork
         w.start_sender()
     return workers
+
+
+# A fresh interpreter's worker: python -c _BOOT jobs_fd results_fd path strict
+_BOOT = ("import sys; from analyzer.loaders.kineto import _worker_main; "
+         "_worker_main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] or None, sys.argv[4] == '1', [])")
 
 
 _JOB_HEAD = struct.Struct("<qqqq")  # order number, events to sample, file offset (-1: text follows), length
@@ -608,31 +611,58 @@ class _Worker:
     end (:meth:`collect`).
     """
 
-    def __init__(self, ctx: Any, path: Path | None, strict: bool) -> None:
-        jobs_r, self.jobs = ctx.Pipe(duplex=False)
-        self.results, results_w = ctx.Pipe(duplex=False)
-        self.proc = ctx.Process(target=_worker_main, args=(jobs_r, results_w, None if path is None else str(path),
-                                                           strict), daemon=True, name="launchgap-decode")
-        self.proc.start()
-        jobs_r.close()
-        results_w.close()
-        for conn in (self.jobs, self.results):
-            try:  # bigger pipes: fewer wake-ups per text (Linux; elsewhere the default size)
-                import fcntl
+    def __init__(self, path: Path | None, strict: bool, fork: bool, close_in_child: list[int]) -> None:
+        from multiprocessing.connection import Connection
 
-                fcntl.fcntl(conn.fileno(), _F_SETPIPE_SZ, 1 << 20)
-            except (ImportError, OSError):
-                pass
+        jobs_r, self.jobs_fd = os.pipe()
+        results_r, results_w = os.pipe()
+        try:
+            for fd in (self.jobs_fd, results_w):
+                try:  # bigger pipes: fewer wake-ups per text (Linux; elsewhere the default size)
+                    import fcntl
+
+                    fcntl.fcntl(fd, _F_SETPIPE_SZ, 1 << 20)
+                except (ImportError, OSError):
+                    pass
+            spath = "" if path is None else str(path)
+            if fork:
+                import multiprocessing as mp
+
+                # The child closes the parent's ends (and earlier workers'), so it sees EOF if we die.
+                self.proc: Any = mp.get_context("fork").Process(
+                    target=_worker_main, args=(jobs_r, results_w, spath or None, strict,
+                                               [self.jobs_fd, results_r, *close_in_child]),
+                    daemon=True, name="launchgap-decode")
+                self.proc.start()
+            else:
+                import subprocess
+
+                root = str(Path(__file__).resolve().parents[2])  # the directory holding the analyzer package
+                env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-c", _BOOT, str(jobs_r), str(results_w), spath, "1" if strict else "0"],
+                    pass_fds=(jobs_r, results_w), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        except BaseException:
+            for fd in (jobs_r, self.jobs_fd, results_r, results_w):
+                os.close(fd)
+            raise
+        os.close(jobs_r)
+        os.close(results_w)
+        self.results = Connection(results_r)
         self.outstanding = 0
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
         self.sender: threading.Thread | None = None
+        self.closed = False
+
+    def own_fds(self) -> list[int]:
+        return [self.jobs_fd, self.results.fileno()]
 
     def start_sender(self) -> None:
         self.sender = threading.Thread(target=self._send_loop, name="launchgap-decode-feed", daemon=True)
         self.sender.start()
 
     def _send_loop(self) -> None:
-        fd = self.jobs.fileno()
+        fd = self.jobs_fd
         try:
             while True:
                 item = self.queue.get()
@@ -691,22 +721,40 @@ class _Worker:
             raise _WorkerFailed("decode worker exited") from None
 
     def close(self) -> None:
-        if self.proc.is_alive():
-            self.proc.terminate()
-        self.proc.join(5)
-        self.jobs.close()
-        self.results.close()
+        if self.closed:
+            return
+        self.closed = True
+        if hasattr(self.proc, "is_alive"):  # a fork (multiprocessing.Process)
+            if self.proc.is_alive():
+                self.proc.terminate()
+            self.proc.join(5)
+        else:  # a subprocess.Popen
+            if self.proc.poll() is None:
+                self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except Exception:  # noqa: BLE001 - it is killed below
+                self.proc.kill()
         if self.sender is not None:
             self.queue.put(None)
             self.sender.join(5)
+        os.close(self.jobs_fd)
+        self.results.close()
 
 
-def _worker_main(jobs: Any, results: Any, path: str | None, strict: bool) -> None:
+def _worker_main(jobs_fd: int, results_fd: int, path: str | None, strict: bool, close: list[int]) -> None:
     """A worker process: decode each text it is sent into columns of its own, pickle them, and send
     them all back when told that no more text comes."""
+    import signal
+    from multiprocessing.connection import Connection
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle; it ends us
+    for fd in close:
+        os.close(fd)
+    results = Connection(results_fd)
     decoder = _EVENTS_DECODERS[strict]
     done: list[bytes] = []
-    fd = jobs.fileno()
+    fd = jobs_fd
     head = bytearray(_JOB_HEAD.size)
     src = os.open(path, os.O_RDONLY) if path is not None else -1
     try:
@@ -736,15 +784,20 @@ def _worker_main(jobs: Any, results: Any, path: str | None, strict: bool) -> Non
         for blob in done:
             results.send_bytes(b"P" + blob)
         results.send_bytes(b"R")
+        return
     except _NotStrict:
-        results.send_bytes(b"E\x01")
+        reply = b"E\x01"
     except _NotStreamable as exc:
-        results.send_bytes(b"E\x02" + str(exc).encode())
+        reply = b"E\x02" + str(exc).encode()
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which reads the file without workers
-        results.send_bytes(b"E\x03" + repr(exc).encode()[:500])
+        reply = b"E\x03" + repr(exc).encode()[:500]
     finally:
         if src >= 0:
             os.close(src)
+    try:
+        results.send_bytes(reply)
+    except OSError:  # the parent is gone (or gave up on us): nothing to tell
+        pass
 
 
 class _Jobs:

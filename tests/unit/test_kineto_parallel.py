@@ -125,3 +125,19 @@ def test_parallel_on_real_traces(reference_traces: Path) -> None:
         _same(path, max(1 << 12, path.stat().st_size // 40), 2)
         compared += 1
     assert compared >= 8
+
+
+def test_parallel_with_a_fresh_interpreter_worker(tmp_path: Path, monkeypatch) -> None:
+    # What a process with threads (the dashboard) gets: a subprocess worker, not a fork.
+    monkeypatch.setattr(kineto, "_can_fork", lambda: False)
+    evs = _events(30)
+    for kw in ({}, {"gz": True}):
+        p = _write(tmp_path, "fresh", {"traceEvents": evs, "deviceProperties": [{"id": 0, "name": "GPU"}]}, **kw)
+        _same(p, 500, 2)
+
+
+def test_a_worker_that_dies_is_replaced_by_a_decode_here(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(kineto, "_BOOT", "import os; os._exit(3)")
+    monkeypatch.setattr(kineto, "_can_fork", lambda: False)
+    p = _write(tmp_path, "dies", {"traceEvents": _events(30)})
+    _same(p, 500, 2)
