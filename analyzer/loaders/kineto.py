@@ -540,7 +540,8 @@ def _cpus() -> int:
 def _decoders_for(path: Path, decoders: int | None) -> int:
     """Processes that decode ``path``: ``decoders`` if given, else ``$LAUNCHGAP_LOAD_WORKERS``, else
     2 on a machine with two or more cores for a file of :data:`PARALLEL_MIN_BYTES` or more
-    (gzip: :data:`PARALLEL_MIN_GZIP_BYTES` compressed), else 1. At most 8."""
+    (gzip: :data:`PARALLEL_MIN_GZIP_BYTES` compressed; four times that where the worker cannot
+    be a fork, see :func:`_can_fork`), else 1. At most 8."""
     if decoders is None:
         env = os.environ.get(WORKERS_ENV, "").strip()
         if env.isdigit() and int(env) >= 1:
@@ -548,8 +549,9 @@ def _decoders_for(path: Path, decoders: int | None) -> int:
         else:
             size = path.stat().st_size
             gz = read_head(path, 2) == GZIP_MAGIC
-            big = size >= (PARALLEL_MIN_GZIP_BYTES if gz else PARALLEL_MIN_BYTES)
-            decoders = min(2, _cpus()) if big else 1
+            # A fresh interpreter (no fork) costs a few tenths of a second to start: only for more text.
+            least = (PARALLEL_MIN_GZIP_BYTES if gz else PARALLEL_MIN_BYTES) * (1 if _can_fork() else 4)
+            decoders = min(2, _cpus()) if size >= least else 1
     return max(1, min(int(decoders), 8))
 
 
