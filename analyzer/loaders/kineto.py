@@ -32,7 +32,7 @@ import struct
 import sys
 import threading
 from array import array
-from itertools import repeat
+from itertools import chain, repeat
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Union
 
@@ -252,6 +252,8 @@ def load_kineto(path: str | Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES, *,
         except _NotStreamable as exc:
             reason = str(exc)
             break
+        except _TooDense as exc:
+            raise TraceFormatError(str(exc), str(p)) from None
     # Not laid out as {..., "traceEvents": [...], ...} or not valid JSON: decode it whole,
     # which also gives the precise error for a broken file.
     doc = decode_kineto(_read_whole(p, max_bytes, reason), str(p))
@@ -263,7 +265,12 @@ def _read_whole(path: Path, max_bytes: int, reason: str) -> bytes | bytearray:
     decoding it whole takes a multiple of its size in memory."""
     limit = min(max_bytes, WHOLE_DECODE_MAX_BYTES)
     try:
-        return read_text_bytes(path, limit)
+        data = read_text_bytes(path, limit)
+        try:
+            _check_density(data.count(b"{"), len(data))  # every event has a "{"
+        except _TooDense as exc:
+            raise TraceFormatError(str(exc), str(path)) from None
+        return data
     except TraceTooLargeError:
         if limit == max_bytes:
             raise
@@ -436,16 +443,16 @@ def _event_texts(pieces: Iterable[bytes], first: bytes, first_at: int, plain: bo
     however much, costs no memory. More than :data:`MAX_UNCUT_BYTES` carried raises
     :class:`_NotStreamable`.
     """
-    carry: list = [first]
-    size = len(first)
+    carry: list = []
+    size = 0
     at = first_at if plain else -1  # where carry starts in the file; -1: not one stretch of it
-    pos = first_at + len(first)  # content offset of the next piece
+    pos = first_at  # content offset of the next piece
     state = _StringState()
-    for data in pieces:
+    for data in chain((first,), pieces):
         cut = _last_cut(data, 0)
         if cut is None:
             if _all_whitespace(data) and state.ends_outside(carry):
-                if carry[-1] is not _GAP:
+                if not carry or carry[-1] is not _GAP:
                     carry.append(_GAP)
                     size += 1
                 at = -1
@@ -469,13 +476,32 @@ def _event_texts(pieces: Iterable[bytes], first: bytes, first_at: int, plain: bo
     yield True, carry, -1
 
 
-def _decode_piece(decoder: msgspec.json.Decoder, text: bytes) -> Any:
+def _decode_piece(decoder: msgspec.json.Decoder, text: bytes | bytearray) -> Any:
     try:
-        return decoder.decode(text)
+        out = decoder.decode(text)
     except msgspec.ValidationError:
         raise _NotStrict from None
     except (msgspec.DecodeError, RecursionError) as exc:
         raise _NotStreamable(f"not valid JSON ({exc})") from None
+    events = out if isinstance(out, list) else out.traceEvents
+    _check_density(len(events), len(text))
+    return out
+
+
+class _TooDense(Exception):
+    """Events far smaller than any profiler writes: a pile of empty objects, not a trace."""
+
+
+#: Fewest bytes of text per event, on average over a piece of 1 MiB or more, that a trace may have.
+#: The smallest events Kineto writes (flow ends, instant events) take about 90 bytes; ``{},``
+#: takes 3, and a gzip of those makes a bomb whose decoded objects, not its text, fill memory.
+MIN_EVENT_BYTES = 24
+
+
+def _check_density(n_events: int, n_bytes: int) -> None:
+    if n_bytes >= 1 << 20 and n_events * MIN_EVENT_BYTES > n_bytes:
+        raise _TooDense(f"{n_events:,} events in {mb_text(n_bytes)} of text ({n_bytes / n_events:.1f} bytes each): "
+                        f"not a profiler trace (its events take {MIN_EVENT_BYTES} bytes or more)")
 
 
 def _load_streaming(path: Path, max_bytes: int, chunk_bytes: int, strict: bool, decoders: int) -> Trace:
@@ -704,6 +730,8 @@ class _Worker:
             raise _NotStrict
         if msg[:2] == b"E\x02":
             raise _NotStreamable(msg[2:].decode(errors="replace"))
+        if msg[:2] == b"E\x04":
+            raise _TooDense(msg[2:].decode(errors="replace"))
         raise _WorkerFailed(msg[2:].decode(errors="replace"))
 
     def collect(self, counts: dict[int, int]) -> list[tuple[int, _ColumnBuilder]]:
@@ -791,6 +819,8 @@ def _worker_main(jobs_fd: int, results_fd: int, path: str | None, strict: bool, 
         reply = b"E\x01"
     except _NotStreamable as exc:
         reply = b"E\x02" + str(exc).encode()
+    except _TooDense as exc:
+        reply = b"E\x04" + str(exc).encode()
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which reads the file without workers
         reply = b"E\x03" + repr(exc).encode()[:500]
     finally:

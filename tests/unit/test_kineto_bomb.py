@@ -128,3 +128,24 @@ def test_a_stretch_without_cuts_past_the_limit_is_refused(tmp_path: Path, monkey
     p = _gzip_bomb(tmp_path / "string.json.gz", 4 * MiB, head=b'{"traceEvents": [{"name": "', tail=b'"}]}')
     with pytest.raises(TraceFormatError, match="cannot be read piecewise .* without a place to cut"):
         load_kineto(p, chunk_bytes=256 * 1024)
+
+
+@pytest.mark.parametrize("decoders", [1, 2])
+def test_empty_object_bomb_is_refused_at_its_first_piece(tmp_path: Path, decoders: int) -> None:
+    # {},{},... : 3 bytes per "event", whose decoded objects (not the text) would fill memory.
+    from analyzer.errors import TraceFormatError
+
+    p = _gzip_bomb(tmp_path / "empty.json.gz", 64 * MiB, tail=b"{}]}", fill=b"{},")
+    t0 = time.perf_counter()
+    with pytest.raises(TraceFormatError, match=r"3\.0 bytes each\): not a profiler trace"):
+        load_kineto(p, decoders=decoders)
+    assert time.perf_counter() - t0 < 30
+
+
+def test_empty_object_pile_in_a_whole_document_decode_is_refused(tmp_path: Path) -> None:
+    from analyzer.errors import TraceFormatError
+
+    p = tmp_path / "dense.json"  # "traceEvents" not an array: read whole, where "{" are counted first
+    p.write_bytes(b'{"traceEvents": 5, "x": [' + b"{}," * MiB + b"{}]}")
+    with pytest.raises(TraceFormatError, match="not a profiler trace"):
+        load_kineto(p)
