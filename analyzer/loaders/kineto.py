@@ -612,6 +612,7 @@ _BOOT = ("import sys; from analyzer.loaders.kineto import _worker_main; "
 
 
 _JOB_HEAD = struct.Struct("<qqqq")  # order number, events to sample, file offset (-1: text follows), length
+_ACK = struct.Struct("<qq")  # order number, events; the pickled columns follow
 _F_SETPIPE_SZ = 1031  # Linux fcntl
 
 
@@ -635,8 +636,8 @@ class _Worker:
     Texts go to it through a pipe, written by a thread of ours (so the decoding here never waits
     on the pipe) straight from the pieces, without joining them first; a text that is one
     stretch of a plain file goes as its offset and length, and the worker reads it from the file
-    itself. A short acknowledgement comes back per text, and the columns, pickled per text, at the
-    end (:meth:`collect`).
+    itself. Each text's columns come back, pickled, as soon as they are done, read whenever the
+    main process looks (:meth:`poll`, :meth:`collect`).
     """
 
     def __init__(self, path: Path | None, strict: bool, fork: bool, close_in_child: list[int]) -> None:
@@ -678,6 +679,7 @@ class _Worker:
         os.close(results_w)
         self.results = Connection(results_r)
         self.outstanding = 0
+        self.done: list[tuple[int, _ColumnBuilder]] = []  # columns back from the worker, with order numbers
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
         self.sender: threading.Thread | None = None
         self.closed = False
@@ -722,9 +724,10 @@ class _Worker:
 
     def _ack(self, msg: bytes, counts: dict[int, int]) -> None:
         if msg[:1] == b"A":
-            seq, n = struct.unpack("<qq", msg[1:])
+            seq, n = _ACK.unpack_from(msg, 1)
             counts[seq] = n
             self.outstanding -= 1
+            self.done.append((seq, pickle.loads(memoryview(msg)[1 + _ACK.size:])))
             return
         if msg[:2] == b"E\x01":
             raise _NotStrict
@@ -737,16 +740,12 @@ class _Worker:
     def collect(self, counts: dict[int, int]) -> list[tuple[int, _ColumnBuilder]]:
         """Tell the worker that no more text comes; its columns, per text, with their order numbers."""
         self.queue.put(None)
-        out = []
         try:
             while True:
                 msg = self.results.recv_bytes()
-                if msg[:1] == b"P":
-                    out.append(pickle.loads(memoryview(msg)[1:]))
-                elif msg[:1] == b"R":
-                    return out
-                else:
-                    self._ack(msg, counts)
+                if msg[:1] == b"R":
+                    return self.done
+                self._ack(msg, counts)
         except (EOFError, OSError):
             raise _WorkerFailed("decode worker exited") from None
 
@@ -773,8 +772,8 @@ class _Worker:
 
 
 def _worker_main(jobs_fd: int, results_fd: int, path: str | None, strict: bool, close: list[int]) -> None:
-    """A worker process: decode each text it is sent into columns of its own, pickle them, and send
-    them all back when told that no more text comes."""
+    """A worker process: decode each text it is sent into columns of its own and send them back,
+    pickled, with its order number and event count; ``R`` when told that no more text comes."""
     import signal
     from multiprocessing.connection import Connection
 
@@ -782,11 +781,22 @@ def _worker_main(jobs_fd: int, results_fd: int, path: str | None, strict: bool, 
     for fd in close:
         os.close(fd)
     results = Connection(results_fd)
+    outbox: queue.SimpleQueue = queue.SimpleQueue()
+
+    def post() -> None:  # a thread: writing to the pipe never holds up the decoding
+        while (msg := outbox.get()) is not None:
+            try:
+                results.send_bytes(msg)
+            except OSError:  # the parent is gone (or gave up on us): nothing to tell
+                return
+
+    poster = threading.Thread(target=post, name="launchgap-decode-post", daemon=True)
+    poster.start()
     decoder = _EVENTS_DECODERS[strict]
-    done: list[bytes] = []
     fd = jobs_fd
     head = bytearray(_JOB_HEAD.size)
     src = os.open(path, os.O_RDONLY) if path is not None else -1
+    reply = b"R"
     try:
         while True:
             _read_into(fd, memoryview(head))
@@ -808,13 +818,9 @@ def _worker_main(jobs_fd: int, results_fd: int, path: str | None, strict: bool, 
             cols = _ColumnBuilder(strict, sample_limit=sample_limit)
             cols.add(_decode_piece(decoder, text))
             del text
-            done.append(pickle.dumps((seq, cols), protocol=pickle.HIGHEST_PROTOCOL))
-            results.send_bytes(b"A" + struct.pack("<qq", seq, cols.n_events))
+            # Sent as soon as done: the columns wait in the main process, not here as well.
+            outbox.put(b"A" + _ACK.pack(seq, cols.n_events) + pickle.dumps(cols, protocol=pickle.HIGHEST_PROTOCOL))
             del cols
-        for blob in done:
-            results.send_bytes(b"P" + blob)
-        results.send_bytes(b"R")
-        return
     except _NotStrict:
         reply = b"E\x01"
     except _NotStreamable as exc:
@@ -826,10 +832,9 @@ def _worker_main(jobs_fd: int, results_fd: int, path: str | None, strict: bool, 
     finally:
         if src >= 0:
             os.close(src)
-    try:
-        results.send_bytes(reply)
-    except OSError:  # the parent is gone (or gave up on us): nothing to tell
-        pass
+    outbox.put(reply)
+    outbox.put(None)
+    poster.join()
 
 
 class _Jobs:
