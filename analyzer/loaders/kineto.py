@@ -606,8 +606,9 @@ def _start_workers(path: Path | None, strict: bool, n: int) -> list[_Worker]:
     return workers
 
 
-# A fresh interpreter's worker: python -c _BOOT jobs_fd results_fd path strict
-_BOOT = ("import sys; from analyzer.loaders.kineto import _worker_main; "
+# A fresh interpreter's worker: python -c _BOOT jobs_fd results_fd path strict. This module by the
+# name it was imported under (the package may be installed under another name than its folder's).
+_BOOT = (f"import sys; from {__name__} import _worker_main; "
          "_worker_main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] or None, sys.argv[4] == '1', [])")
 
 
@@ -666,7 +667,9 @@ class _Worker:
             else:
                 import subprocess
 
-                root = str(Path(__file__).resolve().parents[2])  # the directory holding the analyzer package
+                # The folder holding this package's folder: lets a source checkout import it (an
+                # installed package imports anyway, through the same interpreter).
+                root = str(Path(__file__).resolve().parents[2])
                 env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
                 self.proc = subprocess.Popen(
                     [sys.executable, "-c", _BOOT, str(jobs_r), str(results_w), spath, "1" if strict else "0"],

@@ -141,3 +141,12 @@ def test_a_worker_that_dies_is_replaced_by_a_decode_here(tmp_path: Path, monkeyp
     monkeypatch.setattr(kineto, "_can_fork", lambda: False)
     p = _write(tmp_path, "dies", {"traceEvents": _events(30)})
     _same(p, 500, 2)
+
+
+def test_merge_knows_every_column() -> None:
+    # _ColumnBuilder.merge appends each column of a later builder, remapping name_id onto the
+    # merged name table. A column added later that holds ids local to a builder (into a text list of
+    # its own) must be remapped there too, or a parallel decode gives wrong ids without failing:
+    # extend merge() for it, then this set.
+    assert set(kineto._ColumnBuilder(True).parts) == {
+        "kind", "name_id", "ts_us", "dur_us", "pid", "tid", "corr", "device_arg", "stream_arg", "graph_id"}
