@@ -14,7 +14,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 import zlib
 from pathlib import Path
@@ -42,22 +41,22 @@ def _gzip_bomb(path: Path, inflated: int, head: bytes = b'{"traceEvents": [', ta
     return path
 
 
-def _cli(args: list[str], timeout: float = 120.0) -> tuple[int, str, float, int]:
-    """(exit code, stderr, wall s, peak RSS bytes) of ``launchgap`` in a fresh process (``wait4`` on it)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+# Runs the CLI and writes the process's peak resident set (VmHWM, kB) to the file named by LG_HWM.
+# Not ru_maxrss: a child forked from a large pytest process keeps that size as its maximum across exec.
+_PROBE = ("import os, sys\nfrom analyzer.cli import main\nrc = main(sys.argv[1:])\n"
+          "hwm = next(line for line in open('/proc/self/status') if line.startswith('VmHWM:')).split()[1]\n"
+          "open(os.environ['LG_HWM'], 'w').write(hwm)\nsys.exit(rc)\n")
+
+
+def _cli(args: list[str], tmp: Path, timeout: float = 120.0) -> tuple[int, str, float, int]:
+    """(exit code, stderr, wall s, peak RSS bytes) of the CLI in a fresh process."""
+    hwm = tmp / "hwm.txt"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "LG_HWM": str(hwm)}
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "analyzer", *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, cwd=REPO, env=env)
-    killer = threading.Timer(timeout, proc.kill)
-    killer.start()
-    try:
-        err = proc.stderr.read()
-        _, status, usage = os.wait4(proc.pid, 0)
-    finally:
-        killer.cancel()
-        proc.stderr.close()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, err.decode(errors="replace"), time.perf_counter() - t0, usage.ru_maxrss * 1024
+    proc = subprocess.run([sys.executable, "-c", _PROBE, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          cwd=REPO, env=env, timeout=timeout)
+    wall = time.perf_counter() - t0
+    return proc.returncode, proc.stderr.decode(errors="replace"), wall, int(hwm.read_text()) * 1024
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +67,8 @@ def bomb_512m(tmp_path_factory) -> Path:
 
 
 @pytest.mark.slow
-def test_whitespace_bomb_refused_at_the_cap(bomb_512m: Path) -> None:
-    rc, err, wall, rss = _cli(["analyze", str(bomb_512m), "--max-trace-bytes", str(256 * MiB)])
+def test_whitespace_bomb_refused_at_the_cap(bomb_512m: Path, tmp_path: Path) -> None:
+    rc, err, wall, rss = _cli(["analyze", str(bomb_512m), "--max-trace-bytes", str(256 * MiB)], tmp_path)
     lines = err.strip().splitlines()
     assert rc == 2 and len(lines) == 1, err
     assert str(bomb_512m) in lines[0] and "cap (--max-trace-bytes)" in lines[0] and "of gzip" in lines[0]
@@ -78,9 +77,9 @@ def test_whitespace_bomb_refused_at_the_cap(bomb_512m: Path) -> None:
 
 
 @pytest.mark.slow
-def test_whitespace_bomb_under_a_raised_cap_is_read_through_in_little_memory(bomb_512m: Path) -> None:
+def test_whitespace_bomb_under_a_raised_cap_is_read_through_in_little_memory(bomb_512m: Path, tmp_path: Path) -> None:
     # 512 MiB inflated, none of it kept: the run ends on "no events", not on memory.
-    rc, err, wall, rss = _cli(["analyze", str(bomb_512m), "--max-trace-bytes", str(1024 * MiB)])
+    rc, err, wall, rss = _cli(["analyze", str(bomb_512m), "--max-trace-bytes", str(1024 * MiB)], tmp_path)
     lines = err.strip().splitlines()
     assert rc == 2 and len(lines) == 1, err
     assert str(bomb_512m) in lines[0] and "no events at all" in lines[0]
