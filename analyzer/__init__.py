@@ -9,6 +9,6 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from analyzer.errors import AnalyzerError, TraceFormatError, TraceTooLargeError
+from .errors import AnalyzerError, TraceFormatError, TraceTooLargeError
 
 __all__ = ["AnalyzerError", "TraceFormatError", "TraceTooLargeError", "__version__"]

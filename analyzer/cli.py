@@ -11,8 +11,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from analyzer import __version__
-from analyzer.errors import AnalyzerError
+from . import __version__
+from .errors import AnalyzerError
 
 #: Subcommand modules, in the order ``launchgap --help`` lists them.
 COMMANDS = ("analyze", "plan", "record", "app", "hta", "fleet")

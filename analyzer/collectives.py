@@ -53,9 +53,9 @@ from enum import IntEnum
 
 import numpy as np
 
-from analyzer.engines import ENGINES
-from analyzer.steps import Steps
-from analyzer.trace import Kind, Trace
+from .engines import ENGINES
+from .steps import Steps
+from .trace import Kind, Trace
 
 #: Kernel names of communication: NCCL/RCCL/MSCCL device kernels and collectives by name (torch
 #: symmetric memory ``one_shot_all_reduce``/``two_shot_all_reduce``/``multimem_all_reduce``,

@@ -12,7 +12,7 @@ import json
 import math
 from pathlib import Path
 
-from analyzer.errors import InputError
+from .errors import InputError
 
 #: Refuse distribution files larger than this.
 MAX_DISTRIBUTION_BYTES = 64 << 20

@@ -60,16 +60,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from analyzer import __version__
-from analyzer.errors import AnalyzerError, InputError
-from analyzer.gaps import CAUSES
-from analyzer.loaders import DEFAULT_MAX_TRACE_BYTES, load_trace
-from analyzer.report import AnalysisOptions, TraceReport
-from analyzer.workload import Workload, pick_workload
+from . import __version__
+from .errors import AnalyzerError, InputError
+from .gaps import CAUSES
+from .loaders import DEFAULT_MAX_TRACE_BYTES, load_trace
+from .report import AnalysisOptions, TraceReport
+from .workload import Workload, pick_workload
 
 if TYPE_CHECKING:
-    from analyzer.planning.costs import CostTable
-    from analyzer.planning.planner import Plan, PlanOptions
+    from .planning.costs import CostTable
+    from .planning.planner import Plan, PlanOptions
 
 SCHEMA = "launchgap.fleet/1"
 TRACE_SCHEMA = "launchgap.fleet-trace/1"
@@ -132,7 +132,7 @@ def analyze_file(path: str | Path, options: AnalysisOptions, max_bytes: int) -> 
     Collectives' waits for peers are estimated from the trace alone (each rank is one task here),
     so a tensor-parallel rank that spins in NCCL does not look GPU-bound.
     """
-    from analyzer.ranks import analyze_with_collectives
+    from .ranks import analyze_with_collectives
 
     return analyze_with_collectives(load_trace(path, max_bytes), options)
 
@@ -436,7 +436,7 @@ class FleetAccumulator:
         if not plans:
             return self._plan({}, [], None, None)
         if workload:
-            from analyzer.workload import WorkloadGroup
+            from .workload import WorkloadGroup
 
             groups = [WorkloadGroup(p.workload, [p]) for p in plans]
             chosen = pick_workload(groups, workload).items[0]
@@ -464,8 +464,8 @@ class FleetAccumulator:
         if not hist:
             return None, "no step with a known batch size: nothing to plan (annotate steps with bs=N or use " \
                          "--batch-regex/--batch-op)"
-        from analyzer.planning.inputs import costs_from_reports
-        from analyzer.planning.planner import plan_capture
+        from .planning.inputs import costs_from_reports
+        from .planning.planner import plan_capture
 
         try:
             costs = costs if costs is not None else costs_from_reports(views)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analyzer.trace import Api, Trace
+from .trace import Api, Trace
 
 CAUSES = ("host", "launch", "sync", "gpu", "unattributed", "peer")
 

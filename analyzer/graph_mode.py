@@ -27,8 +27,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from analyzer.engines import ENGINES
-from analyzer.trace import Api, Kind, Trace
+from .engines import ENGINES
+from .trace import Api, Kind, Trace
 
 RESIDUAL_EAGER_FRACTION = 0.10
 COVERAGES = ("full", "piecewise", "eager")

@@ -65,8 +65,8 @@ from typing import Any
 
 import numpy as np
 
-from analyzer.errors import AnalyzerError
-from analyzer.trace import Kind, Trace
+from .errors import AnalyzerError
+from .trace import Kind, Trace
 
 SCHEMA = "launchgap.hta/1"
 INSTALL_HINT = "pip install 'launchgap[hta]'"
@@ -537,7 +537,7 @@ def _binned(lane: np.ndarray, n: int, uniq: np.ndarray, host_ns: np.ndarray, res
 
 def stream_idle_ours(trace: Trace) -> list[StreamIdle]:
     """launchgap's gaps per (device, stream), binned into HTA's idle categories (see :class:`OurNumbers`)."""
-    from analyzer.gaps import compute_gaps
+    from .gaps import compute_gaps
 
     gpu, inv, uniq = _lanes(trace)
     lane = np.full(len(trace), -1, dtype=np.int32)
@@ -574,9 +574,9 @@ def stream_idle_hta_rule(trace: Trace) -> list[StreamIdle]:
 
 def our_numbers(trace: Trace) -> OurNumbers:
     """launchgap's side of the comparison (see :class:`OurNumbers`)."""
-    from analyzer.launches import launch_delays_ns
-    from analyzer.report import analyze_trace
-    from analyzer.trace import Api
+    from .launches import launch_delays_ns
+    from .report import analyze_trace
+    from .trace import Api
 
     report = analyze_trace(trace)
     hta_api_ids = np.flatnonzero(np.isin(trace.names, HTA_LAUNCH_APIS))
@@ -690,7 +690,7 @@ def compare_with_hta(path: str | Path, trace: Trace | None = None) -> Comparison
     :data:`ALIGNED` and each of :data:`DEVIATIONS`. ``trace`` (launchgap's parse of the
     same file) is loaded from ``path`` when not given.
     """
-    from analyzer.loaders import load_trace
+    from .loaders import load_trace
 
     p = Path(path)
     tr = trace if trace is not None else load_trace(p)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analyzer.trace import Api, Kind, Trace
+from .trace import Api, Kind, Trace
 
 _LAUNCH_APIS = np.array([Api.KERNEL_LAUNCH, Api.GRAPH_LAUNCH], dtype=np.int8)
 

@@ -32,7 +32,7 @@ band for its low end, the low overhead and the fast end for its high end.
 
 :func:`fit_overhead` refits the table from recordings whose unprofiled eager step was timed
 (ideally in the same process, just before and after the profiled steps), and
-:func:`evaluate` gives the error table; ``python -m analyzer.overhead_fit fit`` runs both.
+:func:`evaluate` gives the error table; ``python -m launchgap.overhead_fit fit`` runs both.
 """
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from analyzer.trace import Kind, Trace
+from .trace import Kind, Trace
 
 TIERS = ("cupti", "plain", "shapes", "stack", "shapes+stack")
 #: Share of cpu_ops with recorded ``Input Dims`` from which shapes count as recorded (old traces
@@ -209,7 +209,7 @@ class OverheadTable:
 #: host-bound recordings; those timings were not taken in the same process). ``stack`` (stacks
 #: without shapes): plain plus the with_stack increment. ``cupti``: assumed (no recording
 #: without cpu_ops was timed): CUPTI's callback per runtime call, with a wide range.
-#: Refit with ``python -m analyzer.overhead_fit fit``.
+#: Refit with ``python -m launchgap.overhead_fit fit``.
 DEFAULT_OVERHEAD = OverheadTable(rates=(
     OverheadRate("cupti", 0.8, 0.4, 1.4, "assumed: CUPTI runtime-call tracing, not measured"),
     OverheadRate("plain", 1.25, 1.1, 1.4, "issue 17: same-process H200 recordings"),

@@ -1,4 +1,4 @@
-"""``python -m analyzer.overhead_fit fit PATH... [--coverage C] [--format text|markdown]``: refit the profiler
+"""``python -m launchgap.overhead_fit fit PATH... [--coverage C] [--format text|markdown]``: refit the profiler
 overhead table (:mod:`analyzer.overhead`) and print the error table of the predicted speedup.
 
 Each PATH is a timings JSON or a folder holding one (``timings.json``, ``truth.json``), with
@@ -40,8 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
-from analyzer.errors import AnalyzerError, InputError
-from analyzer.overhead import (
+from .errors import AnalyzerError, InputError
+from .overhead import (
     DEFAULT_OVERHEAD, Evaluation, OverheadTable, Recording, constant_table, evaluate, evaluate_leave_one_out,
     fit_overhead, table_as_python,
 )
@@ -138,8 +138,8 @@ LABEL_TIER = {"plain": "plain", "shapes": "shapes", "stack": "stack", "full": "s
 
 def load_recordings(paths: list[str]) -> list[Recording]:
     """Recordings (:class:`analyzer.overhead.Recording`) from timings files or folders, each trace analysed."""
-    from analyzer.loaders import load_trace
-    from analyzer.report import analyze_trace
+    from .loaders import load_trace
+    from .report import analyze_trace
 
     recs: list[Recording] = []
     for p in paths:
@@ -210,7 +210,7 @@ def render(recs: list[Recording], evals: list[Evaluation], fitted: OverheadTable
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m analyzer.overhead_fit",
+    p = argparse.ArgumentParser(prog="python -m launchgap.overhead_fit",
                                 description="refit the profiler-overhead table and print the speedup error table")
     sub = p.add_subparsers(dest="cmd", required=True)
     f = sub.add_parser("fit", help="fit on recordings with measured unprofiled steps")

@@ -27,7 +27,7 @@ host; 2.45 us with ``with_stack`` and shapes; each with a low/high range), never
 GPU busy time. ``profiler_us_per_host_event`` forces one figure instead. A real
 measurement (``observed_step_us``) always wins over the estimate.
 
-``python -m analyzer.overhead_fit fit PATH...`` refits the overhead table on recordings with
+``python -m launchgap.overhead_fit fit PATH...`` refits the overhead table on recordings with
 measured unprofiled steps and prints the error table (see :func:`main`).
 """
 from __future__ import annotations
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analyzer.overhead import DEFAULT_OVERHEAD, OverheadTable, unprofiled_step_us
+from .overhead import DEFAULT_OVERHEAD, OverheadTable, unprofiled_step_us
 
 
 @dataclass(frozen=True)

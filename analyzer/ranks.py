@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from analyzer.collectives import (
+from .collectives import (
     DEFAULT_COLLECTIVE_MODEL,
     CollectiveModel,
     CollectiveWait,
@@ -37,11 +37,11 @@ from analyzer.collectives import (
     align_waits,
     estimate_wait_single,
 )
-from analyzer.errors import InputError
-from analyzer.loaders import DEFAULT_MAX_TRACE_BYTES, load_trace
-from analyzer.report import LAUNCH_BOUND_IDLE_FRACTION, AnalysisOptions, TraceReport, analyze_trace
-from analyzer.steps import Steps, assign_rows_to_steps, find_steps
-from analyzer.trace import Trace
+from .errors import InputError
+from .loaders import DEFAULT_MAX_TRACE_BYTES, load_trace
+from .report import LAUNCH_BOUND_IDLE_FRACTION, AnalysisOptions, TraceReport, analyze_trace
+from .steps import Steps, assign_rows_to_steps, find_steps
+from .trace import Trace
 
 SCHEMA = "launchgap.job/1"
 #: A rank token in a file name: ``_rank0``, ``rank-1``, ``rank1.``, ``rank_3``, ``RANK2``.

@@ -39,16 +39,16 @@ from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
-from analyzer.engines import LABELS
-from analyzer.gaps import CAUSES, DeviceBusy, Gaps, compute_gaps
-from analyzer.graph_mode import COVERAGES, CaptureReport, StepCoverage, classify_mode, detect_capture, step_coverage
-from analyzer.launches import kernel_launch_table, launch_delays_ns
-from analyzer.overhead import OverheadEstimate, ProfilerSettings, detect_profiler_settings, estimate_overhead, \
+from .engines import LABELS
+from .gaps import CAUSES, DeviceBusy, Gaps, compute_gaps
+from .graph_mode import COVERAGES, CaptureReport, StepCoverage, classify_mode, detect_capture, step_coverage
+from .launches import kernel_launch_table, launch_delays_ns
+from .overhead import OverheadEstimate, ProfilerSettings, detect_profiler_settings, estimate_overhead, \
     speedup_range
-from analyzer.predict import DEFAULT_MODEL, PredictionModel
-from analyzer.steps import StepOptions, Steps, assign_rows_to_steps, detect_engine, find_steps
-from analyzer.trace import Api, Kind, Trace
-from analyzer.workload import Workload, workload_of
+from .predict import DEFAULT_MODEL, PredictionModel
+from .steps import StepOptions, Steps, assign_rows_to_steps, detect_engine, find_steps
+from .trace import Api, Kind, Trace
+from .workload import Workload, workload_of
 
 SCHEMA = "launchgap.report/1"
 GAP_HIST_EDGES_US = (0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 5000.0, float("inf"))

@@ -37,9 +37,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analyzer.engines import ENGINES, STEP_MARKERS, StepInfo
-from analyzer.errors import InputError
-from analyzer.trace import Api, Kind, Trace
+from .engines import ENGINES, STEP_MARKERS, StepInfo
+from .errors import InputError
+from .trace import Api, Kind, Trace
 
 DEFAULT_STEP_REGEX = r"(?i)(decode|model_step|generate_step|forward_step|^step\b|\bstep[\[#_ (]|iteration)"
 DEFAULT_BATCH_REGEX = r"(?i)(?:\bbs|\bbatch(?:[_ ]?size)?)\s*[=: ]\s*(\d+)"

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from analyzer.errors import InputError
+from .errors import InputError
 
 SCHEMA = "launchgap.timings/1"
 #: Refuse timings files larger than this (real ones are well under 1 MiB).

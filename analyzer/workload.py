@@ -44,8 +44,8 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
-from analyzer.errors import InputError
-from analyzer.trace import Kind, Trace
+from .errors import InputError
+from .trace import Kind, Trace
 
 #: Kernel families whose count per step follows the batch size (library tile and split choices).
 VARIABLE_FAMILIES = ("gemm", "attention")
@@ -177,7 +177,7 @@ def workload_of(trace: Trace, row_step: np.ndarray) -> Workload:
     # The device that ran most of the kernels names the workload's GPU.
     dev_n = np.bincount(trace.device[rows] + 1) if rows.size else np.zeros(1, dtype=np.int64)
     dev = int(np.argmax(dev_n)) - 1 if rows.size else -1
-    from analyzer.ranks import trace_rank  # ranks imports the report, which imports this module
+    from .ranks import trace_rank  # ranks imports the report, which imports this module
 
     rank = trace_rank(trace)
     return make_workload(device=trace.device_names.get(dev, ""),

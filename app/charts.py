@@ -9,9 +9,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from analyzer.gaps import CAUSES
-from analyzer.report import TraceReport
-from app.text import hover_escape
+from launchgap.gaps import CAUSES
+from launchgap.report import TraceReport
+from launchgap.dashboard.text import hover_escape
 
 #: Above this many events in one chart, draw with WebGL (Scattergl) instead of SVG.
 WEBGL_MIN_EVENTS = 1500

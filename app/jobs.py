@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from analyzer.ranks import JobReport, analyze_job, group_traces
-from analyzer.report import AnalysisOptions
-from app.cache import BoundedCache
-from app.session import LoadedTrace
+from launchgap.ranks import JobReport, analyze_job, group_traces
+from launchgap.report import AnalysisOptions
+from launchgap.dashboard.cache import BoundedCache
+from launchgap.dashboard.session import LoadedTrace
 
 
 def find_jobs(entries: list[LoadedTrace]) -> list[list[LoadedTrace]]:
@@ -27,7 +27,7 @@ def find_jobs(entries: list[LoadedTrace]) -> list[list[LoadedTrace]]:
 
 def job_label(group: list[LoadedTrace]) -> str:
     """A short name for a job: its first file's name with the rank replaced by ``rank*``."""
-    from analyzer.ranks import job_key
+    from launchgap.ranks import job_key
 
     first = group[0].name
     return f"{job_key(first) or first} ({len(group)} traces)"

@@ -17,8 +17,8 @@ _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
-from app import APP_DIR  # noqa: E402
-from app.ui import start_session  # noqa: E402
+from launchgap.dashboard import APP_DIR  # noqa: E402
+from launchgap.dashboard.ui import start_session  # noqa: E402
 
 # A local favicon: Material icons as favicons would be fetched from Google.
 st.set_page_config(page_title="launchgap", page_icon=str(APP_DIR / "favicon.png"), layout="wide")

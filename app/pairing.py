@@ -17,8 +17,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from analyzer.predict import PredictionModel
-from analyzer.report import TraceReport
+from launchgap.predict import PredictionModel
+from launchgap.report import TraceReport
 
 TABLE_COLUMNS = ("batch_size", "eager_traces", "eager_steps", "eager_step_profiled_us", "eager_step_us",
                  "eager_busy_us", "eager_idle_fraction", "predicted_graph_us", "predicted_speedup",

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
-from analyzer.engines import LABELS as SERVER_LABELS
-from analyzer.planning.planner import SERVERS, Plan
+from launchgap.engines import LABELS as SERVER_LABELS
+from launchgap.planning.planner import SERVERS, Plan
 
 
 def _cell(v: object) -> str:

@@ -21,13 +21,13 @@ from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from analyzer.errors import AnalyzerError
-from analyzer.loaders import load_trace
-from analyzer.ranks import analyze_with_collectives
-from analyzer.report import AnalysisOptions, TraceReport
-from analyzer.trace import Trace
-from app.cache import BoundedCache
-from app.settings import Settings
+from launchgap.errors import AnalyzerError
+from launchgap.loaders import load_trace
+from launchgap.ranks import analyze_with_collectives
+from launchgap.report import AnalysisOptions, TraceReport
+from launchgap.trace import Trace
+from launchgap.dashboard.cache import BoundedCache
+from launchgap.dashboard.settings import Settings
 
 log = logging.getLogger("launchgap.app")
 

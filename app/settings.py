@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from analyzer.loaders import DEFAULT_MAX_TRACE_BYTES
+from launchgap.loaders import DEFAULT_MAX_TRACE_BYTES
 
 #: Where the bundled sample traces live: ``traces/`` beside the ``app`` package.
 DEFAULT_SAMPLES_DIR = Path(__file__).resolve().parents[1] / "traces"

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analyzer.gaps import Gaps, compute_gaps
-from analyzer.report import StepReport
-from analyzer.steps import StepOptions, Steps, assign_rows_to_steps, find_steps
-from analyzer.trace import Api, Kind, Trace
+from launchgap.gaps import Gaps, compute_gaps
+from launchgap.report import StepReport
+from launchgap.steps import StepOptions, Steps, assign_rows_to_steps, find_steps
+from launchgap.trace import Api, Kind, Trace
 
 #: Order of the cause segments inside one gap, as they happen in time: the host part (the CPU
 #: was late; sync time lies somewhere inside it), then the late launch call, or the GPU-side

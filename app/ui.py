@@ -10,11 +10,11 @@ from pathlib import Path
 
 import streamlit as st
 
-from app import session
-from app.cache import BoundedCache
-from app.session import LoadedTrace
-from app.settings import Settings, default_samples, discover_samples
-from app.text import md_escape
+from launchgap.dashboard import session
+from launchgap.dashboard.cache import BoundedCache
+from launchgap.dashboard.session import LoadedTrace
+from launchgap.dashboard.settings import Settings, default_samples, discover_samples
+from launchgap.dashboard.text import md_escape
 
 SAMPLES_KEY = "lg_samples"  # persistent selection of bundled samples (relative paths)
 SAMPLES_WIDGET = "lg_samples_widget"
@@ -136,8 +136,8 @@ def loaded_traces_or_stop() -> list[LoadedTrace]:
 def show_buckets_and_charts(plan, key: str) -> None:
     """A plan's buckets to capture, then its expected step against the servers' lists and the
     distribution coloured by what runs as a graph (the Capture plan and Fleet pages)."""
-    from app.charts import distribution_figure, plan_comparison_figure
-    from app.plan_report import SERVER_LABELS
+    from launchgap.dashboard.charts import distribution_figure, plan_comparison_figure
+    from launchgap.dashboard.plan_report import SERVER_LABELS
 
     st.markdown("**Capture these batch sizes:**")
     st.code(", ".join(str(b) for b in plan.buckets) or "none: run eager", language=None)

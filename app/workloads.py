@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from analyzer.workload import WorkloadGroup, group_by_workload
-from app.session import LoadedTrace
-from app.text import md_escape
+from launchgap.workload import WorkloadGroup, group_by_workload
+from launchgap.dashboard.session import LoadedTrace
+from launchgap.dashboard.text import md_escape
 
 
 def workload_groups(entries: list[LoadedTrace]) -> list[WorkloadGroup[LoadedTrace]]:

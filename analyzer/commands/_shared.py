@@ -8,11 +8,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from analyzer.errors import InputError
-from analyzer.loaders import DEFAULT_MAX_TRACE_BYTES
-from analyzer.predict import DEFAULT_MODEL, PredictionModel
-from analyzer.report import AnalysisOptions
-from analyzer.steps import StepOptions
+from ..errors import InputError
+from ..loaders import DEFAULT_MAX_TRACE_BYTES
+from ..predict import DEFAULT_MODEL, PredictionModel
+from ..report import AnalysisOptions
+from ..steps import StepOptions
 
 
 def add_analysis_arguments(p: argparse.ArgumentParser) -> None:

@@ -6,12 +6,12 @@ import json
 import sys
 from pathlib import Path
 
-from analyzer.commands._shared import Progress, add_analysis_arguments, analysis_options
-from analyzer.errors import AnalyzerError
-from analyzer.loaders import expand_paths, load_trace
-from analyzer.ranks import JobReport, analyze_job, analyze_with_collectives, group_by_job, group_traces
-from analyzer.report import SCHEMA, AnalysisOptions, TraceReport
-from analyzer.trace import Trace
+from ._shared import Progress, add_analysis_arguments, analysis_options
+from ..errors import AnalyzerError
+from ..loaders import expand_paths, load_trace
+from ..ranks import JobReport, analyze_job, analyze_with_collectives, group_by_job, group_traces
+from ..report import SCHEMA, AnalysisOptions, TraceReport
+from ..trace import Trace
 
 NAME = "analyze"
 HELP = "diagnose launch gaps in Kineto JSON or Nsight Systems SQLite traces"
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         text = json.dumps(report_json(reports, errors, jobs), indent=1, allow_nan=False)
     else:
-        from analyzer.render import render_job, render_trace
+        from ..render import render_job, render_trace
 
         md = args.format == "markdown"
         sep = "\n\n" + ("---\n\n" if md else "=" * 78 + "\n\n")

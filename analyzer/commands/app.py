@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from analyzer.errors import InputError
+from ..errors import InputError
 
 NAME = "app"
 HELP = "run the dashboard (Streamlit) in the browser: upload traces, see the diagnosis, plan capture"

@@ -18,15 +18,15 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from analyzer import __version__
-from analyzer.commands._shared import add_analysis_arguments, analysis_options
-from analyzer.errors import AnalyzerError, InputError
-from analyzer.fleet import (
+from .. import __version__
+from ._shared import add_analysis_arguments, analysis_options
+from ..errors import AnalyzerError, InputError
+from ..fleet import (
     DEFAULT_TOP, TRACE_SCHEMA, FleetAccumulator, FleetReport, add_records, file_identity, is_done, latest_records,
     read_header, results_header, summarize_trace, worker_version,
 )
-from analyzer.gaps import CAUSES
-from analyzer.loaders import expand_paths
+from ..gaps import CAUSES
+from ..loaders import expand_paths
 
 NAME = "fleet"
 HELP = "analyse many traces on Dask (local worker processes or a cluster): one fleet diagnosis and capture plan"
@@ -64,7 +64,7 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
 
 
 def _plan_options(args: argparse.Namespace):
-    from analyzer.planning.planner import PlanOptions
+    from ..planning.planner import PlanOptions
 
     return PlanOptions(max_graphs=args.max_graphs, memory_budget_mib=args.memory_budget_mib,
                        graph_memory_mib=args.graph_memory_mib, max_batch_size=args.max_batch_size,
@@ -236,7 +236,7 @@ def run_fleet(args: argparse.Namespace) -> FleetReport:
     plan_opts = _plan_options(args)
     costs = None
     if args.timings:
-        from analyzer.planning.inputs import costs_from_timings
+        from ..planning.inputs import costs_from_timings
 
         costs = costs_from_timings(args.timings, args.model)
     elif args.model:
@@ -384,13 +384,13 @@ def render_fleet(rep: FleetReport) -> str:
     lines += ["", f"Batch sizes over the fleet ({total} steps with a known size, {rep.unknown_batch_steps} unknown)"]
     if total:
         lines.append("  " + ", ".join(f"{b}: {n} ({n / total:.0%})" for b, n in rep.batch_histogram.items()))
-    from analyzer.render import render_plan
+    from ..render import render_plan
 
     lines += ["", "Capture plan for the fleet"]
     if rep.plan is None:
         lines.append(f"  none: {rep.plan_note}")
     else:
-        from analyzer.render import render_plan
+        from ..render import render_plan
 
         lines += ["  " + ln if ln else ln for ln in render_plan(rep.plan).splitlines()]
     if rep.plan is None and len(rep.workloads) > 1:

@@ -13,8 +13,8 @@ import json
 import sys
 from importlib import metadata
 
-from analyzer.errors import AnalyzerError, InputError
-from analyzer.hta_bridge import (
+from ..errors import AnalyzerError, InputError
+from ..hta_bridge import (
     KERNEL_WAIT_THRESHOLD_US,
     SCHEMA,
     Comparison,
@@ -24,7 +24,7 @@ from analyzer.hta_bridge import (
     import_hta,
     run_hta,
 )
-from analyzer.loaders import expand_paths, sniff_format
+from ..loaders import expand_paths, sniff_format
 
 NAME = "hta"
 HELP = ("run Holistic Trace Analysis (HTA) breakdowns on Kineto traces; --compare lines them up with "

@@ -20,11 +20,11 @@ import json
 import sys
 from pathlib import Path
 
-from analyzer.commands._shared import add_analysis_arguments, analysis_options
-from analyzer.errors import AnalyzerError, InputError
-from analyzer.loaders import DEFAULT_MAX_TRACE_BYTES, expand_paths, load_trace
-from analyzer.planning.costs import CostTable
-from analyzer.planning.inputs import (
+from ._shared import add_analysis_arguments, analysis_options
+from ..errors import AnalyzerError, InputError
+from ..loaders import DEFAULT_MAX_TRACE_BYTES, expand_paths, load_trace
+from ..planning.costs import CostTable
+from ..planning.inputs import (
     costs_from_reports,
     costs_from_timings,
     distribution_from_reports,
@@ -34,11 +34,11 @@ from analyzer.planning.inputs import (
     looks_like_timings,
     model_dims_from_timings,
 )
-from analyzer.planning.memory import MemoryModel, ModelDims
-from analyzer.planning.planner import Plan, PlanOptions, plan_capture
-from analyzer.render import render_plan
-from analyzer.report import analyze_trace
-from analyzer.workload import Workload, group_by_workload, pick_workload
+from ..planning.memory import MemoryModel, ModelDims
+from ..planning.planner import Plan, PlanOptions, plan_capture
+from ..render import render_plan
+from ..report import analyze_trace
+from ..workload import Workload, group_by_workload, pick_workload
 
 NAME = "plan"
 HELP = "plan which batch sizes to capture as CUDA graphs for a batch-size distribution and budget"
@@ -65,7 +65,7 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
                    help="the model's dimensions: a Hugging Face config.json or the harness's layout (default: the "
                         "timings file's models section); switches graph memory to the fitted memory model")
     p.add_argument("--memory-model", metavar="FILE",
-                   help="a fitted memory model (python -m analyzer.planning.memory fit); default: the committed one")
+                   help="a fitted memory model (python -m launchgap.planning.memory fit); default: the committed one")
     p.add_argument("--graph-memory-mib", type=float, metavar="X",
                    help="a constant memory per graph (MiB) instead of the memory model; default without model "
                         "dimensions: measured by the harness, else an assumed figure")

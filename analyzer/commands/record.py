@@ -5,7 +5,7 @@ The harness owns its command line so that ``python -m analyzer.harness`` on a GP
 """
 from __future__ import annotations
 
-from analyzer.harness.cli import HELP, prepare_parser, run
+from ..harness.cli import HELP, prepare_parser, run
 
 NAME = "record"
 

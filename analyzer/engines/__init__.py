@@ -25,8 +25,8 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from analyzer.engines._base import MARKER_SOURCES, PHASES, StepInfo, StepMarker
-from analyzer.errors import InputError
+from ._base import MARKER_SOURCES, PHASES, StepInfo, StepMarker
+from ..errors import InputError
 
 #: Engine modules, in the order reports and the planner list them.
 ENGINE_MODULES = ("vllm", "sglang", "tensorrt_llm")

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 
-from analyzer.engines._base import StepInfo, StepMarker, capture_list, no_info
+from ._base import StepInfo, StepMarker, capture_list, no_info
 
 NAME = "sglang"
 LABEL = "SGLang"

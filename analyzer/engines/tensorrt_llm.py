@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import re
 
-from analyzer.engines._base import StepInfo, StepMarker, capture_list, no_info, phase_from_counts
+from ._base import StepInfo, StepMarker, capture_list, no_info, phase_from_counts
 
 NAME = "tensorrt_llm"
 LABEL = "TensorRT-LLM"

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import re
 
-from analyzer.engines._base import StepInfo, StepMarker, capture_list, no_info, phase_from_counts
+from ._base import StepInfo, StepMarker, capture_list, no_info, phase_from_counts
 
 NAME = "vllm"
 LABEL = "vLLM"

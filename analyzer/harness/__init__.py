@@ -16,7 +16,7 @@ the functions that need it, never at import time of this package.
 """
 from __future__ import annotations
 
-from analyzer.errors import AnalyzerError
+from ..errors import AnalyzerError
 
 TORCH_MISSING = "the recording harness needs PyTorch: pip install 'launchgap[record]'"
 

@@ -9,8 +9,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from analyzer.errors import AnalyzerError
-from analyzer.harness import cli
+from ..errors import AnalyzerError
+from . import cli
 
 
 def main(argv: Sequence[str] | None = None) -> int:

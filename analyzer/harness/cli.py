@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from analyzer.errors import InputError
+from ..errors import InputError
 
 HELP = "record decode steps eager, as CUDA graphs (full, piecewise), their graph memory and serving replays " \
        "(needs torch), or print a measured speedup curve"
@@ -24,9 +24,9 @@ DEFAULT_BATCH_SIZES = "1,2,4,8,16,32,64,128,256"
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
-    from analyzer.harness.lists import PRESET_EXAMPLES
-    from analyzer.harness.model import PRESETS
-    from analyzer.harness.serving import DEFAULT_SAMPLER, DEFAULT_STEPS
+    from .lists import PRESET_EXAMPLES
+    from .model import PRESETS
+    from .serving import DEFAULT_SAMPLER, DEFAULT_STEPS
 
     what = parser.add_argument_group("what to record")
     what.add_argument("--model", help=f"preset(s), comma-separated: {', '.join(PRESETS)}")
@@ -96,7 +96,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def _curve_text(doc: dict[str, Any], fmt: str, threshold: float) -> str:
-    from analyzer.harness.curve import build_curves, curves_to_dict, render_markdown, render_text
+    from .curve import build_curves, curves_to_dict, render_markdown, render_text
 
     curves = build_curves(doc, threshold)
     if fmt == "json":
@@ -106,13 +106,13 @@ def _curve_text(doc: dict[str, Any], fmt: str, threshold: float) -> str:
 
 def build_options(args: argparse.Namespace):  # -> SweepOptions
     """The :class:`~analyzer.harness.sweep.SweepOptions` of parsed arguments (no torch needed)."""
-    from analyzer.distribution import load_distribution
-    from analyzer.harness.lists import parse_batch_sizes, parse_capture_list, parse_capture_lists
-    from analyzer.harness.model import resolve_config
-    from analyzer.harness.profiling import parse_profiler_settings
-    from analyzer.harness.serving import ServingOptions, build_sequence, parse_sampler
-    from analyzer.harness.sweep import SweepOptions, parse_modes
-    from analyzer.timings import GRAPH_MODES
+    from ..distribution import load_distribution
+    from .lists import parse_batch_sizes, parse_capture_list, parse_capture_lists
+    from .model import resolve_config
+    from .profiling import parse_profiler_settings
+    from .serving import ServingOptions, build_sequence, parse_sampler
+    from .sweep import SweepOptions, parse_modes
+    from ..timings import GRAPH_MODES
 
     presets = [m.strip() for m in args.model.split(",") if m.strip()]
     if args.name and len(presets) != 1:
@@ -156,7 +156,7 @@ def build_options(args: argparse.Namespace):  # -> SweepOptions
 
 def _plan_text(opts: Any) -> str:
     """What a run of ``opts`` records, for ``--dry-run``."""
-    from analyzer.harness.serving import plan_steps, step_label
+    from .serving import plan_steps, step_label
 
     lines = [f"models: {', '.join(f'{c.name} ({c.layers} layers, hidden {c.hidden})' for c in opts.models)}",
              f"out: {opts.out_dir}"]
@@ -217,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.threshold < 1:
         raise InputError(f"--threshold {args.threshold} must lie in (0, 1)")
     if args.curve is not None:
-        from analyzer.timings import load_timings
+        from ..timings import load_timings
 
         sys.stdout.write(_curve_text(load_timings(args.curve), args.format, args.threshold))
         return 0
@@ -229,8 +229,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(_plan_text(opts))
         return 0
 
-    from analyzer.harness.sweep import Progress, run_sweep
-    from analyzer.timings import load_timings
+    from .sweep import Progress, run_sweep
+    from ..timings import load_timings
 
     def log(line: str) -> None:
         print(f"launchgap: {line}", file=sys.stderr, flush=True)

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from analyzer.harness.model import Decoder
+from .model import Decoder
 
 MIB = float(1 << 20)
 #: Driver API ``CU_GRAPH_NODE_TYPE_KERNEL``.

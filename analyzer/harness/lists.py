@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 
-from analyzer.errors import InputError
+from ..errors import InputError
 
 #: Named capture lists (``N`` is any positive integer):
 #: ``pow2-N`` 1, 2, 4, ... up to N; ``all-A-B`` every size A..B; ``single-N`` just N;

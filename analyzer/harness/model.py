@@ -24,8 +24,8 @@ import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from analyzer.errors import InputError
-from analyzer.harness import import_torch
+from ..errors import InputError
+from . import import_torch
 
 
 @dataclass(frozen=True)

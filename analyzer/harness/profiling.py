@@ -17,8 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from analyzer.errors import InputError
-from analyzer.timings import PROFILER_SETTINGS
+from ..errors import InputError
+from ..timings import PROFILER_SETTINGS
 
 #: (record_shapes, with_stack) per profiler setting, in the order of PROFILER_SETTINGS.
 PROFILER_OPTIONS: dict[str, tuple[bool, bool]] = {

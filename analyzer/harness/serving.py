@@ -40,11 +40,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analyzer.errors import InputError
-from analyzer.harness.clock import Timed, pct, time_sequence, time_steps
-from analyzer.harness.lists import file_tag
-from analyzer.harness.model import Decoder
-from analyzer.harness.profiling import NvtxRange, annotated, record_steps
+from ..errors import InputError
+from .clock import Timed, pct, time_sequence, time_steps
+from .lists import file_tag
+from .model import Decoder
+from .profiling import NvtxRange, annotated, record_steps
 
 DEFAULT_STEPS = 48
 DEFAULT_SAMPLER = "24,0.7,96"
@@ -155,7 +155,7 @@ def run_serving(torch: Any, model: Decoder, lists: Sequence[tuple[str, list[int]
                 source: str, opts: ServingOptions, on_cuda: bool, out: Path, nvtx_range: NvtxRange,
                 progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
     """Capture every list, replay ``sequence`` on each, and return one ``serving`` entry per list."""
-    from analyzer.harness.graphs import REPLAY_TOLERANCE, PiecewiseStep, capture_list, replay_error
+    from .graphs import REPLAY_TOLERANCE, PiecewiseStep, capture_list, replay_error
 
     say = progress or (lambda _line: None)
     runs: list[_ListRun] = []

@@ -44,20 +44,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analyzer.errors import InputError
-from analyzer.harness import import_torch
-from analyzer.harness.clock import Timed, pct, time_steps
-from analyzer.harness.lists import parse_batch_sizes
-from analyzer.harness.model import Decoder, ModelConfig
-from analyzer.harness.profiling import (
+from ..errors import InputError
+from . import import_torch
+from .clock import Timed, pct, time_steps
+from .lists import parse_batch_sizes
+from .model import Decoder, ModelConfig
+from .profiling import (
     NvtxRange,
     count_kernel_events,
     count_kernels_per_step,
     nvtx_range_factory,
     record_trace,
 )
-from analyzer.harness.serving import ServingOptions
-from analyzer.timings import GRAPH_MODES, SCHEMA, load_timings, write_timings
+from .serving import ServingOptions
+from ..timings import GRAPH_MODES, SCHEMA, load_timings, write_timings
 
 MODES = ("eager", "graph", "piecewise")
 GRAPH_NEEDS_CUDA = "graph mode needs a CUDA GPU (torch.cuda.is_available() is False)"
@@ -555,7 +555,7 @@ def _capture_own_pool(ctx: _Ctx, model: Decoder, bs: int, mode: str, stream: Any
 
     The replay is then checked against the eager step from the same state (``replay_ok``).
     """
-    from analyzer.harness.graphs import REPLAY_TOLERANCE, capture_full, capture_piecewise, prepare, replay_error, settle
+    from .graphs import REPLAY_TOLERANCE, capture_full, capture_piecewise, prepare, replay_error, settle
 
     torch = ctx.torch
     step = prepare(torch, model, bs, mode, stream, 3)
@@ -733,7 +733,7 @@ def _memory(ctx: _Ctx, model: Decoder, tasks: list[_Task]) -> None:
     """Capture each list in each mode into one shared pool, largest first; write its entry."""
     if not tasks:
         return
-    from analyzer.harness.graphs import REPLAY_TOLERANCE, capture_list, fill_missing_nodes, replay_error
+    from .graphs import REPLAY_TOLERANCE, capture_list, fill_missing_nodes, replay_error
 
     torch, cfg = ctx.torch, model.cfg
     lists = dict(ctx.opts.capture_lists)
@@ -775,7 +775,7 @@ def _memory(ctx: _Ctx, model: Decoder, tasks: list[_Task]) -> None:
 
 
 def _serving(ctx: _Ctx, model: Decoder) -> None:
-    from analyzer.harness.serving import run_serving
+    from .serving import run_serving
 
     opts = ctx.opts
     lists = [(name, list(sizes)) for name, sizes in opts.serving_lists]

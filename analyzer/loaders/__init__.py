@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analyzer.errors import InputError, TraceFormatError
-from analyzer.loaders._io import DEFAULT_MAX_TRACE_BYTES, GZIP_MAGIC, SQLITE_MAGIC, read_head
-from analyzer.trace import Trace
+from ..errors import InputError, TraceFormatError
+from ._io import DEFAULT_MAX_TRACE_BYTES, GZIP_MAGIC, SQLITE_MAGIC, read_head
+from ..trace import Trace
 
 __all__ = ["DEFAULT_MAX_TRACE_BYTES", "load_trace", "expand_paths", "sniff_format"]
 
@@ -45,10 +45,10 @@ def load_trace(path: str | Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> Tr
         raise InputError("is a directory; pass the files in it or use expand_paths", str(p))
     fmt = sniff_format(p)
     if fmt == "kineto":
-        from analyzer.loaders.kineto import load_kineto
+        from .kineto import load_kineto
 
         return load_kineto(p, max_bytes)
-    from analyzer.loaders.nsys import load_nsys, load_nsys_rep
+    from .nsys import load_nsys, load_nsys_rep
 
     if fmt == "nsys-rep":
         return load_nsys_rep(p, max_bytes)

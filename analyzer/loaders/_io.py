@@ -13,7 +13,7 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from analyzer.errors import TraceFormatError, TraceTooLargeError
+from ..errors import TraceFormatError, TraceTooLargeError
 
 #: Default cap on the decompressed bytes of one trace (``--max-trace-bytes``).
 DEFAULT_MAX_TRACE_BYTES = 2 * 1024**3

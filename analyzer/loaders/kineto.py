@@ -39,10 +39,10 @@ from typing import Any, Iterable, Iterator, Union
 import msgspec
 import numpy as np
 
-from analyzer.errors import NoGpuActivityError, TraceFormatError, TraceTooLargeError
-from analyzer.loaders._io import (CHUNK_BYTES, DEFAULT_MAX_TRACE_BYTES, GZIP_MAGIC, iter_content, mb_text, read_ahead,
+from ..errors import NoGpuActivityError, TraceFormatError, TraceTooLargeError
+from ._io import (CHUNK_BYTES, DEFAULT_MAX_TRACE_BYTES, GZIP_MAGIC, iter_content, mb_text, read_ahead,
                                  read_head, read_text_bytes)
-from analyzer.trace import Kind, PythonCalls, Trace, build_trace, no_python_calls
+from ..trace import Kind, PythonCalls, Trace, build_trace, no_python_calls
 
 _Scalar = Union[int, float, str, None]
 

@@ -33,9 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
-from analyzer.errors import NoGpuActivityError, TraceFormatError, TraceTooLargeError
-from analyzer.loaders._io import DEFAULT_MAX_TRACE_BYTES, mb_text
-from analyzer.trace import Kind, Trace, build_trace
+from ..errors import NoGpuActivityError, TraceFormatError, TraceTooLargeError
+from ._io import DEFAULT_MAX_TRACE_BYTES, mb_text
+from ..trace import Kind, Trace, build_trace
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY_TABLE = "CUPTI_ACTIVITY_KIND_MEMCPY"

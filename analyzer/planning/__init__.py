@@ -7,7 +7,7 @@ One module per concern, each a layer over the one before:
 * :mod:`~analyzer.planning.inputs`: readers that build its inputs from harness timings,
   distribution files, analysed traces, model dimensions and graph-memory recordings;
 * :mod:`~analyzer.planning.memory`: graph memory and capture time of a capture list (a model
-  fitted on the harness's recordings; ``python -m analyzer.planning.memory fit`` refits it);
+  fitted on the harness's recordings; ``python -m launchgap.planning.memory fit`` refits it);
 * :mod:`~analyzer.planning.planner`: the exact bucket-set optimisation under graph-count,
   memory and capture-time budgets, and the plan.
 

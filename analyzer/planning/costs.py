@@ -49,7 +49,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from analyzer.errors import InputError
+from ..errors import InputError
 
 SOURCES = ("measured", "predicted", "interpolated", "extrapolated")
 #: Observed sizes at or above this share of the largest one are the upper sizes whose growth

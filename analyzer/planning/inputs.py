@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from analyzer.errors import InputError
-from analyzer.planning.costs import CostSeries, CostTable, size_span, table_from_series
-from analyzer.planning.memory import GRAPH_MODES, GraphMemoryMeasurement, ModelDims
+from ..errors import InputError
+from .costs import CostSeries, CostTable, size_span, table_from_series
+from .memory import GRAPH_MODES, GraphMemoryMeasurement, ModelDims
 
 TIMINGS_SCHEMA = "launchgap.timings/1"
 #: Refuse auxiliary JSON/CSV files (timings, distributions) larger than this.

@@ -39,7 +39,7 @@ out** (refit without the list, predict it) and **leave one model out** (refit wi
 model's lists, predict them: the held-out check for a model not recorded).
 
 Refit in one command (writes :data:`DEFAULT_MODEL_PATH`, the defaults the planner uses):
-``python -m analyzer.planning.memory fit timings.json [more.json ...]``.
+``python -m launchgap.planning.memory fit timings.json [more.json ...]``.
 """
 from __future__ import annotations
 
@@ -53,11 +53,11 @@ from pathlib import Path
 
 import numpy as np
 
-from analyzer.errors import AnalyzerError, InputError
+from ..errors import AnalyzerError, InputError
 
 GRAPH_MODES = ("full", "piecewise")
 MIB = float(1 << 20)
-#: The fitted defaults: written by ``python -m analyzer.planning.memory fit``, read by :func:`default_memory_model`.
+#: The fitted defaults: written by ``python -m launchgap.planning.memory fit``, read by :func:`default_memory_model`.
 DEFAULT_MODEL_PATH = Path(__file__).with_name("memory_model.json")
 #: Kernel nodes per layer and per step of the harness's decoder (kernels per eager step on the
 #: H200: tiny 193 with 4 layers, 1b 737 with 16, 8b 1,489 with 32, 70b-slice 385 with 8: least
@@ -444,10 +444,10 @@ def render_fit(model: MemoryModel) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m analyzer.planning.memory fit FILE... [--out PATH]``: refit the defaults."""
-    from analyzer.planning.inputs import graph_memory_from_timings
+    """``python -m launchgap.planning.memory fit FILE... [--out PATH]``: refit the defaults."""
+    from .inputs import graph_memory_from_timings
 
-    ap = argparse.ArgumentParser(prog="python -m analyzer.planning.memory",
+    ap = argparse.ArgumentParser(prog="python -m launchgap.planning.memory",
                                  description="fit the graph memory and capture-time model on harness timings")
     sub = ap.add_subparsers(dest="cmd", required=True)
     f = sub.add_parser("fit", help="fit on the graph_memory sections of timings files and write the model")

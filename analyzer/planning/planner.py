@@ -77,18 +77,18 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from analyzer.engines import ENGINES
-from analyzer.engines import NAMES as SERVERS
-from analyzer.engines import default_sizes as server_default_sizes
-from analyzer.engines.sglang import DEFAULT_MAX_SIZE as SGLANG_DEFAULT_MAX_BS  # noqa: F401 (re-exported)
-from analyzer.engines.sglang import default_sizes as sglang_default_sizes  # noqa: F401
-from analyzer.engines.tensorrt_llm import DEFAULT_MAX_SIZE as TRTLLM_DEFAULT_MAX_BS  # noqa: F401
-from analyzer.engines.tensorrt_llm import default_sizes as tensorrt_llm_default_sizes  # noqa: F401
-from analyzer.engines.vllm import DEFAULT_MAX_SIZE as VLLM_MAX_CAPTURE  # noqa: F401
-from analyzer.engines.vllm import default_sizes as vllm_default_sizes  # noqa: F401
-from analyzer.errors import InputError
-from analyzer.planning.costs import CostTable
-from analyzer.planning.memory import (
+from ..engines import ENGINES
+from ..engines import NAMES as SERVERS
+from ..engines import default_sizes as server_default_sizes
+from ..engines.sglang import DEFAULT_MAX_SIZE as SGLANG_DEFAULT_MAX_BS  # noqa: F401 (re-exported)
+from ..engines.sglang import default_sizes as sglang_default_sizes  # noqa: F401
+from ..engines.tensorrt_llm import DEFAULT_MAX_SIZE as TRTLLM_DEFAULT_MAX_BS  # noqa: F401
+from ..engines.tensorrt_llm import default_sizes as tensorrt_llm_default_sizes  # noqa: F401
+from ..engines.vllm import DEFAULT_MAX_SIZE as VLLM_MAX_CAPTURE  # noqa: F401
+from ..engines.vllm import default_sizes as vllm_default_sizes  # noqa: F401
+from ..errors import InputError
+from .costs import CostTable
+from .memory import (
     ListCost,
     MemoryModel,
     ModelDims,

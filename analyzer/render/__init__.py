@@ -6,8 +6,8 @@ formats tables for people.
 """
 from __future__ import annotations
 
-from analyzer.render.job import render_job
-from analyzer.render.plan import render_plan
-from analyzer.render.trace import render_trace
+from .job import render_job
+from .plan import render_plan
+from .trace import render_trace
 
 __all__ = ["render_job", "render_plan", "render_trace"]

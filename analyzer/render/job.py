@@ -1,8 +1,8 @@
 """A tensor-parallel job's section (:class:`~analyzer.ranks.JobReport`) as text or Markdown."""
 from __future__ import annotations
 
-from analyzer.ranks import JobReport
-from analyzer.render.table import table as _table
+from ..ranks import JobReport
+from .table import table as _table
 
 
 def render_job(job: JobReport, markdown: bool = False) -> str:

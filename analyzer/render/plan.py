@@ -1,10 +1,10 @@
 """A capture plan (:class:`~analyzer.planning.planner.Plan`) as text or Markdown: verdict first."""
 from __future__ import annotations
 
-from analyzer.engines import LABELS as _SERVER_LABEL
-from analyzer.engines import engine
-from analyzer.planning.planner import SERVERS, Plan
-from analyzer.render.table import table
+from ..engines import LABELS as _SERVER_LABEL
+from ..engines import engine
+from ..planning.planner import SERVERS, Plan
+from .table import table
 
 
 def _list(b: tuple[int, ...] | list[int], limit: int = 24) -> str:

@@ -1,10 +1,10 @@
 """One trace's report as text or Markdown."""
 from __future__ import annotations
 
-from analyzer.engines import LABELS
-from analyzer.gaps import CAUSES
-from analyzer.render.table import table as _table
-from analyzer.report import TraceReport
+from ..engines import LABELS
+from ..gaps import CAUSES
+from .table import table as _table
+from ..report import TraceReport
 
 
 def _short(name: str, n: int = 60) -> str:

@@ -5,12 +5,12 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import session
-from app.charts import side_by_side_figure, speedup_figure, step_time_figure
-from app.pairing import crossover_batch_size, pair_by_batch_size
-from app.text import md_escape
-from app.ui import loaded_traces_or_stop, pick_trace
-from app.workloads import pick_workload_entries
+from launchgap.dashboard import session
+from launchgap.dashboard.charts import side_by_side_figure, speedup_figure, step_time_figure
+from launchgap.dashboard.pairing import crossover_batch_size, pair_by_batch_size
+from launchgap.dashboard.text import md_escape
+from launchgap.dashboard.ui import loaded_traces_or_stop, pick_trace
+from launchgap.dashboard.workloads import pick_workload_entries
 
 state = st.session_state
 st.title("Compare")

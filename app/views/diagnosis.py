@@ -8,13 +8,13 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from analyzer.engines import LABELS
-from analyzer.report import SCHEMA, with_observed_step
-from app import session
-from app.charts import ZOOM_OPS, first_ops_end_us, gap_histogram_figure, idle_by_cause_figure, timeline_figure
-from app.text import hover_escape, json_safe, md_escape
-from app.timeline import step_events, step_index
-from app.ui import loaded_traces_or_stop, pick_trace, trace_cache
+from launchgap.engines import LABELS
+from launchgap.report import SCHEMA, with_observed_step
+from launchgap.dashboard import session
+from launchgap.dashboard.charts import ZOOM_OPS, first_ops_end_us, gap_histogram_figure, idle_by_cause_figure, timeline_figure
+from launchgap.dashboard.text import hover_escape, json_safe, md_escape
+from launchgap.dashboard.timeline import step_events, step_index
+from launchgap.dashboard.ui import loaded_traces_or_stop, pick_trace, trace_cache
 
 state = st.session_state
 

@@ -8,14 +8,14 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from analyzer.errors import AnalyzerError
-from analyzer.fleet import FleetReport, load_fleet_results
-from app import session
-from app.charts import batch_histogram_figure, fleet_idle_figure
-from app.plan_report import SERVER_LABELS, plan_markdown
-from app.settings import MAX_FLEET_FILE_BYTES
-from app.text import json_safe, md_escape
-from app.ui import show_buckets_and_charts
+from launchgap.errors import AnalyzerError
+from launchgap.fleet import FleetReport, load_fleet_results
+from launchgap.dashboard import session
+from launchgap.dashboard.charts import batch_histogram_figure, fleet_idle_figure
+from launchgap.dashboard.plan_report import SERVER_LABELS, plan_markdown
+from launchgap.dashboard.settings import MAX_FLEET_FILE_BYTES
+from launchgap.dashboard.text import json_safe, md_escape
+from launchgap.dashboard.ui import show_buckets_and_charts
 
 state = st.session_state
 FLEET_KEY = "lg_fleet"  # (file name, FleetReport | None, error | None) of this session's results file

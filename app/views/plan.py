@@ -7,9 +7,9 @@ import json
 import pandas as pd
 import streamlit as st
 
-from analyzer.engines import engine
-from analyzer.errors import AnalyzerError
-from analyzer.planning.inputs import (
+from launchgap.engines import engine
+from launchgap.errors import AnalyzerError
+from launchgap.planning.inputs import (
     MAX_AUX_FILE_BYTES,
     costs_from_reports,
     costs_from_timings,
@@ -20,13 +20,13 @@ from analyzer.planning.inputs import (
     looks_like_timings,
     model_dims_from_timings,
 )
-from analyzer.planning.planner import SERVERS, PlanOptions, plan_capture
-from app import session
-from app.charts import pareto_figure, tradeoff_figure
-from app.plan_report import SERVER_LABELS, plan_markdown
-from app.text import json_safe, md_escape
-from app.ui import settings, show_buckets_and_charts, show_load_errors
-from app.workloads import pick_workload_entries
+from launchgap.planning.planner import SERVERS, PlanOptions, plan_capture
+from launchgap.dashboard import session
+from launchgap.dashboard.charts import pareto_figure, tradeoff_figure
+from launchgap.dashboard.plan_report import SERVER_LABELS, plan_markdown
+from launchgap.dashboard.text import json_safe, md_escape
+from launchgap.dashboard.ui import settings, show_buckets_and_charts, show_load_errors
+from launchgap.dashboard.workloads import pick_workload_entries
 
 state = st.session_state
 st.title("Capture plan")

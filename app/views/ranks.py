@@ -6,12 +6,12 @@ import logging
 import pandas as pd
 import streamlit as st
 
-from analyzer.errors import AnalyzerError
-from app import session
-from app.charts import rank_split_figure
-from app.jobs import analyze_job_cached, find_jobs, job_label
-from app.text import md_escape
-from app.ui import show_load_errors, trace_cache
+from launchgap.errors import AnalyzerError
+from launchgap.dashboard import session
+from launchgap.dashboard.charts import rank_split_figure
+from launchgap.dashboard.jobs import analyze_job_cached, find_jobs, job_label
+from launchgap.dashboard.text import md_escape
+from launchgap.dashboard.ui import show_load_errors, trace_cache
 
 log = logging.getLogger("launchgap.app")
 state = st.session_state

@@ -6,12 +6,12 @@ import dataclasses
 import pandas as pd
 import streamlit as st
 
-from analyzer.errors import AnalyzerError
-from analyzer.steps import StepOptions
-from app import session
-from app.session import LoadedTrace
-from app.text import md_escape
-from app.ui import (SAMPLES_KEY, SAMPLES_WIDGET, human_bytes, run_with_progress, sample_paths, settings,
+from launchgap.errors import AnalyzerError
+from launchgap.steps import StepOptions
+from launchgap.dashboard import session
+from launchgap.dashboard.session import LoadedTrace
+from launchgap.dashboard.text import md_escape
+from launchgap.dashboard.ui import (SAMPLES_KEY, SAMPLES_WIDGET, human_bytes, run_with_progress, sample_paths, settings,
                     show_load_errors, sync_samples, trace_cache)
 
 state = st.session_state

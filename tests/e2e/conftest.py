@@ -49,7 +49,7 @@ def app_server(tmp_path_factory) -> Iterator[str]:
     log = tmp_path_factory.mktemp("server") / "server.log"
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "analyzer", "app", "--port", str(port)], cwd=REPO,
+        proc = subprocess.Popen([sys.executable, "-m", "launchgap", "app", "--port", str(port)], cwd=REPO,
                                 stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     url = f"http://127.0.0.1:{port}/"
     try:

@@ -37,7 +37,7 @@ def main(out: Path) -> int:
     out.mkdir(parents=True, exist_ok=True)
     port = free_port()
     url = f"http://127.0.0.1:{port}/"
-    proc = subprocess.Popen([sys.executable, "-m", "analyzer", "app", "--port", str(port)], cwd=REPO,
+    proc = subprocess.Popen([sys.executable, "-m", "launchgap", "app", "--port", str(port)], cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 90

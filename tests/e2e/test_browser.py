@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.loaders import load_trace
-from analyzer.report import analyze_trace
+from launchgap.loaders import load_trace
+from launchgap.report import analyze_trace
 from tests.e2e.conftest import REPO, UI_TIMEOUT_MS
 
 pytestmark = pytest.mark.browser

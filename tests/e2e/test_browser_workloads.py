@@ -9,8 +9,8 @@ import shutil
 
 import pytest
 
-from analyzer.loaders import load_trace
-from analyzer.report import analyze_trace
+from launchgap.loaders import load_trace
+from launchgap.report import analyze_trace
 from tests.e2e.conftest import REPO, UI_TIMEOUT_MS
 from tests.e2e.test_browser import VIEWPORT, full_page_screenshot, open_page, wait_for_charts
 

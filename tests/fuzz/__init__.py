@@ -20,10 +20,10 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, currently_in_test_context, event, settings
 
-from analyzer.cli import main
-from analyzer.errors import AnalyzerError
-from analyzer.loaders import DEFAULT_MAX_TRACE_BYTES, load_trace
-from analyzer.report import TraceReport, analyze_trace
+from launchgap.cli import main
+from launchgap.errors import AnalyzerError
+from launchgap.loaders import DEFAULT_MAX_TRACE_BYTES, load_trace
+from launchgap.report import TraceReport, analyze_trace
 
 # The example count, seeds and database come from the loaded profile (tests/conftest.py).
 # Files are written under a per-module temporary folder, so a function-scoped fixture is not re-entered.

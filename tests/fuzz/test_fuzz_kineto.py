@@ -20,8 +20,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analyzer.errors import TraceTooLargeError
-from analyzer.loaders import load_trace
+from launchgap.errors import TraceTooLargeError
+from launchgap.loaders import load_trace
 from tests.fuzz import CORPUS, SETTINGS, check_cli, check_load_analyze, fresh_path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -403,8 +403,8 @@ def test_fuzz_gzip_bomb_refused_within_memory(bomb) -> None:
 
 _RSS_PROBE = """
 import resource, sys
-from analyzer.errors import TraceTooLargeError
-from analyzer.loaders import load_trace
+from launchgap.errors import TraceTooLargeError
+from launchgap.loaders import load_trace
 load_trace  # imports done: the baseline below includes numpy and msgspec
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 try:

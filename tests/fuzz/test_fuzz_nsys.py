@@ -20,10 +20,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analyzer.errors import TraceTooLargeError
-from analyzer.loaders import load_trace
-from analyzer.loaders._io import SQLITE_MAGIC
-from analyzer.loaders.nsys import RUNTIME_TABLES
+from launchgap.errors import TraceTooLargeError
+from launchgap.loaders import load_trace
+from launchgap.loaders._io import SQLITE_MAGIC
+from launchgap.loaders.nsys import RUNTIME_TABLES
 from tests.builders import NSYS_COLUMNS, GpuOp, GraphReplay, TraceSpec
 from tests.fuzz import CORPUS, SETTINGS, check_cli, check_load_analyze, fresh_path
 

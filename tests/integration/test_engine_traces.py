@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.cli import main
-from analyzer.planning.inputs import distribution_from_reports
-from analyzer.loaders import load_trace
-from analyzer.report import TraceReport, analyze_trace
+from launchgap.cli import main
+from launchgap.planning.inputs import distribution_from_reports
+from launchgap.loaders import load_trace
+from launchgap.report import TraceReport, analyze_trace
 
 VLLM_FULL = "tracelens-vllm-decode-fullgraph-mi300x"
 VLLM_PIECEWISE = "tracelens-vllm-prefilldecode-piecewise-mi300x"

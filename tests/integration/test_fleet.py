@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.cli import main
-from analyzer.commands.fleet import local_cluster
-from analyzer.fleet import STEP_COLUMNS, load_fleet_results
-from analyzer.gaps import CAUSES
-from analyzer.loaders import load_trace
-from analyzer.planning.inputs import costs_from_reports, distribution_from_reports
-from analyzer.planning.planner import plan_capture
-from analyzer.ranks import analyze_with_collectives
+from launchgap.cli import main
+from launchgap.commands.fleet import local_cluster
+from launchgap.fleet import STEP_COLUMNS, load_fleet_results
+from launchgap.gaps import CAUSES
+from launchgap.loaders import load_trace
+from launchgap.planning.inputs import costs_from_reports, distribution_from_reports
+from launchgap.planning.planner import plan_capture
+from launchgap.ranks import analyze_with_collectives
 
 pytest.importorskip("dask.distributed", reason="the fleet command needs dask[distributed]")
 
@@ -162,7 +162,7 @@ def test_interrupted_run_resumes(tmp_path: Path, reference_traces: Path, schedul
     for i in range(10):
         shutil.copy(src, d / f"rank{i:02d}.json.gz")
     out = tmp_path / "results.jsonl"
-    proc = subprocess.Popen([sys.executable, "-m", "analyzer", "fleet", str(d), "--workers", "2", "--out", str(out)],
+    proc = subprocess.Popen([sys.executable, "-m", "launchgap", "fleet", str(d), "--workers", "2", "--out", str(out)],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:

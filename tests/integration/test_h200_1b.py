@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from analyzer.cli import main
+from launchgap.cli import main
 
 SIZES = (1, 8, 64, 256)
 CONTRACT_TRACE = {"path", "format", "mode", "devices", "summary", "steps", "warnings"}

@@ -20,7 +20,7 @@ pytestmark = [
 
 def test_graph_replay_matches_eager_step() -> None:
     """From the same state, a replayed graph computes what the eager step computes."""
-    from analyzer.harness.model import PRESETS, Decoder
+    from launchgap.harness.model import PRESETS, Decoder
 
     m = Decoder(PRESETS["tiny"], max_batch_size=8, context_len=64, start_pos=8, device="cuda", seed=1)
     side = torch.cuda.Stream()
@@ -54,7 +54,7 @@ def test_graph_replay_matches_eager_step() -> None:
 
 def test_record_cuda_end_to_end(tmp_path: Path) -> None:
     """Timings for both modes, traces with kernels, and the analyzer finds the annotated steps."""
-    from analyzer.cli import main
+    from launchgap.cli import main
 
     out = tmp_path / "rec"
     rc = main(["record", "--model", "tiny", "--batch-sizes", "1,4", "--out", str(out), "--repeats", "10",
@@ -78,8 +78,8 @@ def test_record_cuda_end_to_end(tmp_path: Path) -> None:
     assert sum(1 for e in events if e.get("cat") == "kernel") == 3 * rows[4]["kernels_per_step"]
     assert sum(1 for e in events if e.get("cat") == "user_annotation" and e["name"] == "decode_step[bs=4]") == 3
     pytest.importorskip("msgspec", reason="the analyzer's loader needs msgspec")
-    from analyzer.loaders import load_trace
-    from analyzer.report import analyze_trace
+    from launchgap.loaders import load_trace
+    from launchgap.report import analyze_trace
 
     for mode in ("eager", "graph"):
         rep = analyze_trace(load_trace(out / f"tiny_bs4_{mode}.json.gz"))
@@ -110,10 +110,10 @@ def _restore(m, state) -> None:
 def test_list_in_one_shared_pool_replays_like_eager(mode: str) -> None:
     """Sizes captured largest first into one pool (piecewise: graph pieces with weak-aliased
     outputs) each replay what the eager step computes from the same state, in any order."""
-    from analyzer.harness.graphs import capture_list
-    from analyzer.harness.model import PRESETS, Decoder
-    from analyzer.harness.profiling import count_kernels_per_step
-    from analyzer.timings import validate_timings
+    from launchgap.harness.graphs import capture_list
+    from launchgap.harness.model import PRESETS, Decoder
+    from launchgap.harness.profiling import count_kernels_per_step
+    from launchgap.timings import validate_timings
 
     m = Decoder(PRESETS["tiny"], max_batch_size=8, context_len=64, start_pos=8, device="cuda", seed=1)
     cl = capture_list(torch, m, [2, 8, 4], mode, "t", torch.cuda.Stream())
@@ -145,7 +145,7 @@ def test_list_in_one_shared_pool_replays_like_eager(mode: str) -> None:
 
 def test_record_modes_memory_and_profiler_rows_end_to_end(tmp_path: Path) -> None:
     """One CLI run: eager/graph/piecewise rows and traces, profiler rows, two lists' graph memory."""
-    from analyzer.cli import main
+    from launchgap.cli import main
 
     out = tmp_path / "rec"
     rc = main(["record", "--model", "tiny", "--batch-sizes", "1,4", "--modes", "eager,graph,piecewise",
@@ -153,7 +153,7 @@ def test_record_modes_memory_and_profiler_rows_end_to_end(tmp_path: Path) -> Non
                "--no-micro", "--trace-batch-sizes", "4", "--profiler-settings", "plain,stack",
                "--capture-lists", "pow2-8,single-8", "--out", str(out)])
     assert rc == 0
-    from analyzer.timings import load_timings
+    from launchgap.timings import load_timings
 
     doc = load_timings(out / "timings.json")
     rows = {r["batch_size"]: r for r in doc["rows"]}
@@ -178,8 +178,8 @@ def test_record_modes_memory_and_profiler_rows_end_to_end(tmp_path: Path) -> Non
 def test_serving_on_cuda(tmp_path: Path) -> None:
     """Buckets replay their graphs (one cudaGraphLaunch inside each graph step's annotation,
     none inside eager steps); memory and capture time of the list are measured."""
-    from analyzer.cli import main
-    from analyzer.timings import load_timings
+    from launchgap.cli import main
+    from launchgap.timings import load_timings
 
     out = tmp_path / "srv"
     rc = main(["record", "--model", "tiny", "--capture-sizes", "1,2,4,8", "--serving-steps", "12",

@@ -1,8 +1,8 @@
 """A decode loop we did not write (HF transformers' generate): steps, batch size from shapes, modes."""
 from __future__ import annotations
 
-from analyzer.loaders import load_trace
-from analyzer.report import analyze_trace
+from launchgap.loaders import load_trace
+from launchgap.report import analyze_trace
 
 
 def test_eager_generate(reference_traces) -> None:

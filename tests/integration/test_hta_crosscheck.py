@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analyzer.hta_bridge import (
+from launchgap.hta_bridge import (
     HTA_LAUNCH_APIS,
     HtaError,
     HtaSettings,
@@ -30,9 +30,9 @@ from analyzer.hta_bridge import (
     import_hta,
     run_hta,
 )
-from analyzer.loaders import load_trace
-from analyzer.report import analyze_trace
-from analyzer.trace import Api, Kind
+from launchgap.loaders import load_trace
+from launchgap.report import analyze_trace
+from launchgap.trace import Api, Kind
 
 SLOW = pytest.mark.slow
 TRACES = [
@@ -287,7 +287,7 @@ def test_traces_hta_cannot_analyse(rel, message, reference_traces, hta_ok):
 
 
 def test_mtia_trace_hta_analyses_and_launchgap_refuses(reference_traces, hta_ok):
-    from analyzer.errors import NoGpuActivityError
+    from launchgap.errors import NoGpuActivityError
 
     p = reference_traces / "hta/mtia_inference_trace/mtia_inference_rank_0.json.gz"
     r = run_hta(p)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.cli import main
+from launchgap.cli import main
 
 #: Files expected to be refused, and the reason their one-line error must give.
 REFUSED = {

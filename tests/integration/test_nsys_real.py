@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analyzer.loaders import load_trace
-from analyzer.report import analyze_trace
-from analyzer.trace import Kind
+from launchgap.loaders import load_trace
+from launchgap.report import analyze_trace
+from launchgap.trace import Kind
 
 EXPORTS = ["h100_2gpu_1s.sqlite", "mfu_2gpu_before.sqlite", "mfu_2gpu_after.sqlite", "healthy_1pct.sqlite"]
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analyzer.planning.costs import CostPoint, CostTable
-from analyzer.planning.inputs import costs_from_timings
-from analyzer.planning.planner import PlanOptions, plan_capture, score_buckets
+from launchgap.planning.costs import CostPoint, CostTable
+from launchgap.planning.inputs import costs_from_timings
+from launchgap.planning.planner import PlanOptions, plan_capture, score_buckets
 
 MODELS = ("tiny", "1b", "8b", "70b-slice")
 _B = np.arange(4, 233)

@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from analyzer.cli import main
-from analyzer.loaders import expand_paths, load_trace
-from analyzer.planning.inputs import costs_from_reports, costs_from_timings
-from analyzer.planning.planner import PlanOptions, plan_capture, score_buckets
-from analyzer.report import analyze_trace
+from launchgap.cli import main
+from launchgap.loaders import expand_paths, load_trace
+from launchgap.planning.inputs import costs_from_reports, costs_from_timings
+from launchgap.planning.planner import PlanOptions, plan_capture, score_buckets
+from launchgap.report import analyze_trace
 
 #: A skewed decode distribution: most steps at small batches (the one in docs/planner.md).
 SKEWED = {1: 400, 2: 200, 3: 150, 4: 120, 6: 90, 8: 80, 12: 60, 16: 50, 24: 40, 32: 30, 48: 20, 64: 15, 96: 10,
@@ -128,7 +128,7 @@ def test_text_and_markdown(h200, dist_csv, capsys):
 def test_traces_only_distribution_and_subprocess(h200, tmp_path):
     files = [str(f) for f in sorted(h200.glob("*.json.gz"))]
     out = tmp_path / "plan.json"
-    r = subprocess.run([sys.executable, "-m", "analyzer", "plan", *files, "--format", "json", "--output", str(out)],
+    r = subprocess.run([sys.executable, "-m", "launchgap", "plan", *files, "--format", "json", "--output", str(out)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     d = json.loads(out.read_text())

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.loaders import expand_paths, load_trace
-from analyzer.ranks import analyze_job, analyze_with_collectives, group_by_job
+from launchgap.loaders import expand_paths, load_trace
+from launchgap.ranks import analyze_job, analyze_with_collectives, group_by_job
 
 TOLERANCE = 0.10
 BATCH_SIZES = (1, 64)

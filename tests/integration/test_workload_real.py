@@ -5,11 +5,11 @@ import json
 
 import pytest
 
-from analyzer.cli import main
-from analyzer.fleet import FleetAccumulator, summarize_trace
-from analyzer.loaders import load_trace
-from analyzer.overhead_fit import main as fit_main
-from analyzer.report import analyze_trace
+from launchgap.cli import main
+from launchgap.fleet import FleetAccumulator, summarize_trace
+from launchgap.loaders import load_trace
+from launchgap.overhead_fit import main as fit_main
+from launchgap.report import analyze_trace
 
 
 @pytest.fixture(scope="module")

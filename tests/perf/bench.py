@@ -6,7 +6,7 @@ Not a test (pytest does not collect it): run it by hand, e.g.
 
 Traces are built from a real trace (``traces/h200-1b/1b_bs8_eager.json.gz``) by
 :mod:`synth` and cached under ``bench-out/``. Every run is a whole fresh process, with this
-checkout first on ``PYTHONPATH``: ``python -m analyzer analyze FILE --format json --output ...``
+checkout first on ``PYTHONPATH``: ``python -m launchgap analyze FILE --format json --output ...``
 for launchgap (load, columns, analysis, JSON out); ``decode_ref.py FILE`` for the reference
 (one single-threaded typed msgspec decode of the whole file, gunzipped first for ``.json.gz``;
 nothing else), run alternately with launchgap so both meet the same load; ``hta_job.py FILE``
@@ -140,7 +140,7 @@ def timed(cmd: list[str], timeout_s: float, sample_pss: bool = False) -> tuple[f
 
 
 def launchgap_cmd(trace: Path, out_json: Path) -> list[str]:
-    return [sys.executable, "-m", "analyzer", "analyze", str(trace), "--format", "json", "--output", str(out_json)]
+    return [sys.executable, "-m", "launchgap", "analyze", str(trace), "--format", "json", "--output", str(out_json)]
 
 
 def reference_cmd(trace: Path) -> list[str]:

@@ -33,8 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from analyzer.commands.fleet import local_cluster  # noqa: E402
-from analyzer.fleet import FleetAccumulator, summarize_trace  # noqa: E402
+from launchgap.commands.fleet import local_cluster  # noqa: E402
+from launchgap.fleet import FleetAccumulator, summarize_trace  # noqa: E402
 
 DEFAULT_SOURCE = ROOT / "traces" / "h200-1b"
 

@@ -6,9 +6,9 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analyzer.gaps import CAUSES, compute_gaps
-from analyzer.report import analyze_trace
-from analyzer.trace import Kind, Trace, build_trace
+from launchgap.gaps import CAUSES, compute_gaps
+from launchgap.report import analyze_trace
+from launchgap.trace import Kind, Trace, build_trace
 
 
 NAMES = ["k0", "k1", "k2", "cudaLaunchKernel", "cudaGraphLaunch", "cudaStreamSynchronize", "decode_step[bs=4]",

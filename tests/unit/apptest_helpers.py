@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from streamlit.testing.v1 import AppTest
 
-from app import MAIN_SCRIPT
+from launchgap.dashboard import MAIN_SCRIPT
 
 TIMEOUT_S = 60
 

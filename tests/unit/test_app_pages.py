@@ -21,18 +21,18 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from tests.unit.apptest_helpers import TIMEOUT_S, goto, metrics, new_app, upload  # noqa: E402,F401
 
-from analyzer.cli import main as cli_main  # noqa: E402
-from analyzer.commands import app as app_cmd  # noqa: E402
-from analyzer.errors import AnalyzerError  # noqa: E402
-from analyzer.loaders import load_trace  # noqa: E402
-from analyzer.overhead import DEFAULT_OVERHEAD  # noqa: E402
-from analyzer.predict import DEFAULT_MODEL  # noqa: E402
-from analyzer.report import analyze_trace  # noqa: E402
-from app import MAIN_SCRIPT  # noqa: E402
-from app.cache import BoundedCache  # noqa: E402
-from app.pairing import crossover_batch_size, pair_by_batch_size  # noqa: E402
-from app.settings import default_samples, discover_samples  # noqa: E402
-from app.text import hover_escape, json_safe, md_escape  # noqa: E402
+from launchgap.cli import main as cli_main  # noqa: E402
+from launchgap.commands import app as app_cmd  # noqa: E402
+from launchgap.errors import AnalyzerError  # noqa: E402
+from launchgap.loaders import load_trace  # noqa: E402
+from launchgap.overhead import DEFAULT_OVERHEAD  # noqa: E402
+from launchgap.predict import DEFAULT_MODEL  # noqa: E402
+from launchgap.report import analyze_trace  # noqa: E402
+from launchgap.dashboard import MAIN_SCRIPT  # noqa: E402
+from launchgap.dashboard.cache import BoundedCache  # noqa: E402
+from launchgap.dashboard.pairing import crossover_batch_size, pair_by_batch_size  # noqa: E402
+from launchgap.dashboard.settings import default_samples, discover_samples  # noqa: E402
+from launchgap.dashboard.text import hover_escape, json_safe, md_escape  # noqa: E402
 from tests.unit.kineto_tiny import ann, doc, kernel, launch  # noqa: E402
 
 NASTY = "<script>alert(1)</script> **bold** [x](http://e.invalid) $x$ :red[y]"
@@ -393,9 +393,9 @@ def test_config_toml_matches_launcher() -> None:
 # --- Step timeline table -----------------------------------------------------------------------
 
 def test_step_events_exact() -> None:
-    from analyzer.steps import StepOptions
-    from app.charts import first_ops_end_us
-    from app.timeline import step_events, step_index
+    from launchgap.steps import StepOptions
+    from launchgap.dashboard.charts import first_ops_end_us
+    from launchgap.dashboard.timeline import step_events, step_index
 
     trace = _load(EAGER, "e.json")
     rep = analyze_trace(trace)

@@ -10,7 +10,7 @@ pytest.importorskip("plotly")
 
 import streamlit as st  # noqa: E402
 
-from app.text import md_escape  # noqa: E402
+from launchgap.dashboard.text import md_escape  # noqa: E402
 from tests.unit.apptest_helpers import goto, metrics, new_app  # noqa: E402
 
 # 2 * hidden + vocab = 2**18 elements of 2 bytes: 0.5 MiB per batch row (tests/unit/test_memory_model.py).

@@ -22,10 +22,10 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from tests.unit.apptest_helpers import TIMEOUT_S, goto, metrics, new_app, upload  # noqa: E402,F401
 
-from analyzer.fleet import load_fleet_results, results_header, summarize_trace  # noqa: E402
-from analyzer.loaders import DEFAULT_MAX_TRACE_BYTES, load_trace  # noqa: E402
-from analyzer.ranks import analyze_job, analyze_with_collectives  # noqa: E402
-from analyzer.report import AnalysisOptions  # noqa: E402
+from launchgap.fleet import load_fleet_results, results_header, summarize_trace  # noqa: E402
+from launchgap.loaders import DEFAULT_MAX_TRACE_BYTES, load_trace  # noqa: E402
+from launchgap.ranks import analyze_job, analyze_with_collectives  # noqa: E402
+from launchgap.report import AnalysisOptions  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 TP_DIR = ROOT / "traces" / "h200x2-tp2-1b"

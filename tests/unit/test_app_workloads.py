@@ -8,8 +8,8 @@ import pytest
 pytest.importorskip("streamlit")
 import streamlit as st  # noqa: E402
 
-from analyzer.loaders import load_trace  # noqa: E402
-from analyzer.report import analyze_trace  # noqa: E402
+from launchgap.loaders import load_trace  # noqa: E402
+from launchgap.report import analyze_trace  # noqa: E402
 from tests.conftest import TRACES  # noqa: E402
 from tests.unit.apptest_helpers import goto, metrics, new_app, upload  # noqa: E402
 
@@ -102,8 +102,8 @@ def test_diagnosis_measured_step_replaces_the_estimate() -> None:
 def test_fleet_page_shows_one_plan_per_workload(tmp_path) -> None:
     import json
 
-    from analyzer.fleet import load_fleet_results, results_header, summarize_trace
-    from analyzer.report import AnalysisOptions
+    from launchgap.fleet import load_fleet_results, results_header, summarize_trace
+    from launchgap.report import AnalysisOptions
 
     lines = [results_header(AnalysisOptions(), 1 << 31)] + [summarize_trace(H200 / f) for f in ONE_B[:2] + EIGHT_B]
     results = tmp_path / "fleet.jsonl"

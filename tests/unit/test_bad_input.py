@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.cli import main
+from launchgap.cli import main
 from tests.unit.kineto_tiny import kernel, launch, write
 
 
@@ -120,12 +120,12 @@ def test_good_and_bad_together(tmp_path, capsys) -> None:
 def test_subprocess_smoke(tmp_path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("[1, 2")
-    proc = subprocess.run([sys.executable, "-m", "analyzer", "analyze", str(bad)], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "launchgap", "analyze", str(bad)], capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.count("\n") == 1 and str(bad) in proc.stderr
     good = write(tmp_path, [launch(0, 1, 1), kernel(2, 1, 1)], name="good.json")
-    proc = subprocess.run([sys.executable, "-m", "analyzer", "analyze", str(good), "--format", "json"],
+    proc = subprocess.run([sys.executable, "-m", "launchgap", "analyze", str(good), "--format", "json"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["schema"] == "launchgap.report/1"

@@ -28,7 +28,7 @@ import json
 import numpy as np
 import pytest
 
-from analyzer.collectives import (
+from launchgap.collectives import (
     CollectiveModel,
     WaitSource,
     align_ranks,
@@ -41,10 +41,10 @@ from analyzer.collectives import (
     is_collective_name,
     message_elems,
 )
-from analyzer.errors import InputError
-from analyzer.loaders import load_trace
-from analyzer.predict import PredictionModel
-from analyzer.ranks import (
+from launchgap.errors import InputError
+from launchgap.loaders import load_trace
+from launchgap.predict import PredictionModel
+from launchgap.ranks import (
     analyze_job,
     analyze_with_collectives,
     group_by_job,
@@ -52,9 +52,9 @@ from analyzer.ranks import (
     job_key,
     rank_from_name,
 )
-from analyzer.render import render_job
-from analyzer.report import AnalysisOptions, analyze_trace
-from analyzer.steps import Steps, assign_rows_to_steps, find_steps
+from launchgap.render import render_job
+from launchgap.report import AnalysisOptions, analyze_trace
+from launchgap.steps import Steps, assign_rows_to_steps, find_steps
 from tests.unit.kineto_tiny import ann, cpu_op, kernel, launch, write
 
 AR = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"

@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from analyzer.errors import AnalyzerError, InputError
-from analyzer.planning.costs import CostPoint, CostTable
-from analyzer.planning.inputs import (
+from launchgap.errors import AnalyzerError, InputError
+from launchgap.planning.costs import CostPoint, CostTable
+from launchgap.planning.inputs import (
     costs_from_reports,
     costs_from_timings,
     distribution_from_reports,

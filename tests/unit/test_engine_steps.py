@@ -5,12 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.planning.inputs import distribution_from_reports
-from analyzer.graph_mode import step_coverage
-from analyzer.loaders import load_trace
-from analyzer.render import render_trace
-from analyzer.report import analyze_trace
-from analyzer.steps import StepOptions, assign_rows_to_steps, detect_engine, find_steps
+from launchgap.planning.inputs import distribution_from_reports
+from launchgap.graph_mode import step_coverage
+from launchgap.loaders import load_trace
+from launchgap.render import render_trace
+from launchgap.report import analyze_trace
+from launchgap.steps import StepOptions, assign_rows_to_steps, detect_engine, find_steps
 from tests.builders import GraphReplay, TraceSpec
 from tests.unit.kineto_tiny import HOST_PID, HOST_TID, ann, cpu_op, kernel, launch, runtime, write
 

@@ -6,9 +6,9 @@ from types import ModuleType
 
 import pytest
 
-from analyzer import engines
-from analyzer.engines import ENGINES, LABELS, NAMES, REQUIRED, STEP_MARKERS, StepInfo, engine
-from analyzer.errors import InputError
+from launchgap import engines
+from launchgap.engines import ENGINES, LABELS, NAMES, REQUIRED, STEP_MARKERS, StepInfo, engine
+from launchgap.errors import InputError
 
 
 @pytest.mark.parametrize("mod", ENGINES, ids=lambda m: m.NAME)

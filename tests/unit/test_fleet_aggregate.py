@@ -5,16 +5,16 @@ import json
 
 import pytest
 
-from analyzer.commands.fleet import render_fleet
-from analyzer.errors import InputError
-from analyzer.fleet import (
+from launchgap.commands.fleet import render_fleet
+from launchgap.errors import InputError
+from launchgap.fleet import (
     RUN_SCHEMA, TRACE_SCHEMA, Distribution, FleetAccumulator, is_done, latest_records, load_fleet_results,
     results_header, summarize_trace,
 )
-from analyzer.gaps import CAUSES
-from analyzer.planning.planner import PlanOptions
-from analyzer.predict import PredictionModel
-from analyzer.report import AnalysisOptions
+from launchgap.gaps import CAUSES
+from launchgap.planning.planner import PlanOptions
+from launchgap.predict import PredictionModel
+from launchgap.report import AnalysisOptions
 from tests.unit.kineto_tiny import write
 from tests.unit.test_report_tiny import EVENTS
 
@@ -64,7 +64,7 @@ def test_bad_files_become_error_summaries(tmp_path, monkeypatch) -> None:
     def boom(*a, **k):
         raise RuntimeError("bug")
 
-    monkeypatch.setattr("analyzer.fleet.analyze_file", boom)
+    monkeypatch.setattr("launchgap.fleet.analyze_file", boom)
     s = summarize_trace(write(tmp_path, EVENTS))
     assert s["error_kind"] == "internal" and s["error"] == "internal error: RuntimeError: bug"
 

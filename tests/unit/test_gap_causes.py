@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analyzer.gaps import CAUSES, compute_gaps
-from analyzer.loaders import load_trace
-from analyzer.report import analyze_trace
-from analyzer.trace import Api, Kind, Trace
+from launchgap.gaps import CAUSES, compute_gaps
+from launchgap.loaders import load_trace
+from launchgap.report import analyze_trace
+from launchgap.trace import Api, Kind, Trace
 from tests.builders import GpuOp, TraceSpec, write
 
 FORMATS = ["kineto", "nsys"]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.cli import main
-from analyzer.errors import AnalyzerError, InputError, NoGpuActivityError
+from launchgap.cli import main
+from launchgap.errors import AnalyzerError, InputError, NoGpuActivityError
 
 try:
     import torch
@@ -67,7 +67,7 @@ def _reference_step(m, bs: int) -> tuple[torch.Tensor, list[tuple[torch.Tensor, 
 
 @needs_torch
 def test_decoder_step_matches_float64_reference() -> None:
-    from analyzer.harness.model import Decoder, resolve_config
+    from launchgap.harness.model import Decoder, resolve_config
 
     cfg = resolve_config("tiny", layers=2, vocab=512)
     m = Decoder(cfg, max_batch_size=3, context_len=16, start_pos=5, device="cpu", seed=3)
@@ -83,7 +83,7 @@ def test_decoder_step_matches_float64_reference() -> None:
 
 @needs_torch
 def test_position_wraps_to_start_before_leaving_cache() -> None:
-    from analyzer.harness.model import Decoder, resolve_config
+    from launchgap.harness.model import Decoder, resolve_config
 
     m = Decoder(resolve_config("tiny", layers=1, vocab=64), max_batch_size=1, context_len=8, start_pos=5, device="cpu")
     seen = []
@@ -95,7 +95,7 @@ def test_position_wraps_to_start_before_leaving_cache() -> None:
 
 @needs_torch
 def test_presets_and_overrides() -> None:
-    from analyzer.harness.model import PRESETS, resolve_config
+    from launchgap.harness.model import PRESETS, resolve_config
 
     b1 = PRESETS["1b"]
     assert (b1.layers, b1.hidden, b1.heads, b1.kv_heads, b1.mlp, b1.vocab) == (16, 2048, 32, 8, 8192, 32000)
@@ -115,8 +115,8 @@ def test_presets_and_overrides() -> None:
 @needs_torch
 def test_row_pools_all_rounds() -> None:
     """Medians and percentiles over every timed step of every round; one median per round."""
-    from analyzer.harness.clock import Timed as _Timed
-    from analyzer.harness.sweep import _make_row
+    from launchgap.harness.clock import Timed as _Timed
+    from launchgap.harness.sweep import _make_row
 
     eager = [_Timed(device_us=[10.0, 30.0, 20.0], host_us=[9.0, 9.0, 9.0]),
              _Timed(device_us=[40.0, 50.0, 60.0], host_us=[1.0, 1.0, 100.0])]
@@ -134,7 +134,7 @@ def test_row_pools_all_rounds() -> None:
 
 
 def test_batch_size_and_mode_parsing() -> None:
-    from analyzer.harness.sweep import parse_batch_sizes, parse_modes
+    from launchgap.harness.sweep import parse_batch_sizes, parse_modes
 
     assert parse_batch_sizes("1-16") == (1, 2, 4, 8, 16)
     assert parse_batch_sizes("8,1, 3,8") == (1, 3, 8)
@@ -147,7 +147,7 @@ def test_batch_size_and_mode_parsing() -> None:
 
 
 def test_missing_torch_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    from analyzer.harness import import_torch
+    from launchgap.harness import import_torch
 
     monkeypatch.setitem(sys.modules, "torch", None)  # makes `import torch` raise ImportError
     with pytest.raises(AnalyzerError, match=r"pip install 'launchgap\[record\]'"):
@@ -198,7 +198,7 @@ def test_cpu_sweep_writes_annotated_traces(recorded: Path) -> None:
 
 
 def test_cpu_trace_has_no_gpu_work_for_the_analyzer(recorded: Path) -> None:
-    from analyzer.loaders import load_trace
+    from launchgap.loaders import load_trace
 
     with pytest.raises(NoGpuActivityError, match="no GPU kernels"):
         load_trace(recorded / "tiny-layers2_bs1_eager.json.gz")
@@ -244,7 +244,7 @@ def _doc(rows: list[tuple[str, int, float, float | None]]) -> dict:
 
 
 def test_win_gone_at_needs_every_larger_size_under_threshold() -> None:
-    from analyzer.harness.curve import win_gone_at
+    from launchgap.harness.curve import win_gone_at
 
     # 1.04 at 4 is noise: 8 wins again, so the win is gone only from 16 on.
     assert win_gone_at([1, 2, 4, 8, 16, 32], [2.0, 1.5, 1.04, 1.2, 1.03, 0.99]) == 16
@@ -300,9 +300,9 @@ def test_record_needs_model_and_out(capsys: pytest.CaptureFixture[str]) -> None:
 def test_h200_sample_prediction_matches_unprofiled_graph(model: str, bs: int) -> None:
     """Steps and batch size found; the graph step predicted from the eager trace lies within
     10% of the graph replay timed without a profiler in the same run (timings.json)."""
-    from analyzer.loaders import load_trace
-    from analyzer.report import analyze_trace
-    from analyzer.timings import load_timings
+    from launchgap.loaders import load_trace
+    from launchgap.report import analyze_trace
+    from launchgap.timings import load_timings
 
     rows = {(r["model"], r["batch_size"]): r for r in load_timings(SAMPLES / "timings.json")["rows"]}
     truth = rows[(model, bs)]
@@ -319,7 +319,7 @@ def test_h200_sample_prediction_matches_unprofiled_graph(model: str, bs: int) ->
 
 def test_h200_timings_file_is_complete() -> None:
     """The committed sweep: 4 presets x 9 batch sizes, both modes, every schema key filled."""
-    from analyzer.timings import load_timings
+    from launchgap.timings import load_timings
 
     doc = load_timings(SAMPLES / "timings.json")
     assert doc["device"] == "NVIDIA H200" and doc["cuda"] == "13.0"

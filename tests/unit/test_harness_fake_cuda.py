@@ -19,8 +19,8 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="torch not installed (pip install 'launchgap[record]')")
 
-from analyzer.cli import main  # noqa: E402
-from analyzer.timings import load_timings  # noqa: E402
+from launchgap.cli import main  # noqa: E402
+from launchgap.timings import load_timings  # noqa: E402
 
 MIB = 1 << 20
 
@@ -51,8 +51,8 @@ class _Graph:
 
 @pytest.fixture
 def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    from analyzer.harness import graphs, profiling, serving, sweep
-    from analyzer.harness.model import Decoder
+    from launchgap.harness import graphs, profiling, serving, sweep
+    from launchgap.harness.model import Decoder
 
     state: dict[str, Any] = {"reserved": 0, "used": 10 * 1024 * MIB, "captures": [], "pools": set()}
 

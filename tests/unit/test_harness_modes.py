@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.cli import main
-from analyzer.errors import InputError
-from analyzer.timings import load_timings
+from launchgap.cli import main
+from launchgap.errors import InputError
+from launchgap.timings import load_timings
 
 try:
     import torch
@@ -33,7 +33,7 @@ SMALL = ["--model", "tiny", "--layers", "2", "--context-len", "32", "--start-pos
 
 
 def test_capture_list_presets() -> None:
-    from analyzer.harness.lists import preset_sizes
+    from launchgap.harness.lists import preset_sizes
 
     assert preset_sizes("pow2-128") == [1, 2, 4, 8, 16, 32, 64, 128]
     vllm = preset_sizes("vllm-default")
@@ -48,7 +48,7 @@ def test_capture_list_presets() -> None:
 
 
 def test_capture_list_arguments() -> None:
-    from analyzer.harness.lists import file_tag, parse_capture_list, parse_capture_lists
+    from launchgap.harness.lists import file_tag, parse_capture_list, parse_capture_lists
 
     assert parse_capture_list("1,2,4,8") == ("1,2,4,8", [1, 2, 4, 8])
     assert parse_capture_list("planner=8,4,4,16") == ("planner", [4, 8, 16])
@@ -67,7 +67,7 @@ def test_capture_list_arguments() -> None:
 
 
 def test_batch_size_ranges() -> None:
-    from analyzer.harness.lists import parse_batch_sizes
+    from launchgap.harness.lists import parse_batch_sizes
 
     assert parse_batch_sizes("1..64") == tuple(range(1, 65))
     assert parse_batch_sizes("8..32:8,1") == (1, 8, 16, 24, 32)
@@ -82,7 +82,7 @@ def test_batch_size_ranges() -> None:
 
 
 def test_distribution_formats(tmp_path: Path) -> None:
-    from analyzer.distribution import load_distribution
+    from launchgap.distribution import load_distribution
 
     j = tmp_path / "d.json"
     j.write_text('{"8": 3, "2": 1.5, "8.0": 1}')
@@ -98,7 +98,7 @@ def test_distribution_formats(tmp_path: Path) -> None:
 
 
 def test_sequences_are_seeded() -> None:
-    from analyzer.harness.serving import Sampler, build_sequence, parse_sampler
+    from launchgap.harness.serving import Sampler, build_sequence, parse_sampler
 
     s = parse_sampler("24,0.7,96")
     a, src = build_sequence(None, 48, 7, s)
@@ -116,7 +116,7 @@ def test_sequences_are_seeded() -> None:
 
 
 def test_buckets_fallbacks_and_labels() -> None:
-    from analyzer.harness.serving import bucket_of, plan_steps, step_label
+    from launchgap.harness.serving import bucket_of, plan_steps, step_label
 
     assert [bucket_of(b, [1, 2, 4, 48, 64]) for b in (1, 3, 37, 64, 65)] == [1, 4, 48, 64, None]
     seq = [37, 65, 1, 48, 3, 64, 2]
@@ -182,8 +182,8 @@ def test_serving_end_to_end_on_cpu(tmp_path: Path, graphs: str, capsys: pytest.C
 def test_piecewise_direct_equals_eager_step() -> None:
     """Graph pieces and eager attention islands, called directly, compute exactly the eager step
     (logits, next tokens, cache writes, position), over enough steps to wrap the position."""
-    from analyzer.harness.graphs import PiecewiseStep, attention_buffer
-    from analyzer.harness.model import Decoder, resolve_config
+    from launchgap.harness.graphs import PiecewiseStep, attention_buffer
+    from launchgap.harness.model import Decoder, resolve_config
 
     cfg = resolve_config("tiny", layers=3, vocab=512)
     ref = Decoder(cfg, 5, context_len=12, start_pos=4, device="cpu", seed=2)
@@ -207,7 +207,7 @@ def test_piecewise_direct_equals_eager_step() -> None:
 
 @needs_torch
 def test_weak_alias_views_the_same_memory() -> None:
-    from analyzer.harness.graphs import weak_alias
+    from launchgap.harness.graphs import weak_alias
 
     t = torch.arange(24, dtype=torch.float32).view(2, 3, 4)[:, 1:]
     alias, weak = weak_alias(torch, t)
@@ -250,7 +250,7 @@ class _FakeDriver:
 
 
 def test_count_kernel_nodes_through_the_driver_interface() -> None:
-    from analyzer.harness.graphs import count_kernel_nodes
+    from launchgap.harness.graphs import count_kernel_nodes
 
     lib = _FakeDriver([0, 0, 2, 0, 1, 0])  # kernels, a memset (2), a memcpy (1)
     assert count_kernel_nodes(77, lib) == 4
@@ -293,8 +293,8 @@ def test_profiled_vs_unprofiled_rows_and_traces(tmp_path: Path) -> None:
 
 
 def test_profiler_settings_parse() -> None:
-    from analyzer.harness.profiling import PROFILER_OPTIONS, parse_profiler_settings
-    from analyzer.timings import PROFILER_SETTINGS
+    from launchgap.harness.profiling import PROFILER_OPTIONS, parse_profiler_settings
+    from launchgap.timings import PROFILER_SETTINGS
 
     assert tuple(PROFILER_OPTIONS) == PROFILER_SETTINGS
     assert parse_profiler_settings("stack, plain,stack") == ("stack", "plain")
@@ -356,8 +356,8 @@ def test_graph_memory_needs_cuda(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 @needs_torch
 def test_replay_error_compares_a_run_with_the_eager_step_from_the_same_state() -> None:
-    from analyzer.harness.graphs import REPLAY_TOLERANCE, PiecewiseStep, replay_error
-    from analyzer.harness.model import Decoder, resolve_config
+    from launchgap.harness.graphs import REPLAY_TOLERANCE, PiecewiseStep, replay_error
+    from launchgap.harness.model import Decoder, resolve_config
 
     m = Decoder(resolve_config("tiny", layers=2, vocab=256), 4, context_len=16, start_pos=4, device="cpu", seed=5)
 
@@ -386,7 +386,7 @@ def test_replay_error_compares_a_run_with_the_eager_step_from_the_same_state() -
 
 
 def test_held_out_3b_preset() -> None:
-    from analyzer.harness.model import PRESETS
+    from launchgap.harness.model import PRESETS
 
     c = PRESETS["3b"]
     assert (c.layers, c.hidden, c.heads, c.kv_heads, c.mlp, c.vocab, c.head_dim) == (28, 3072, 24, 8, 8192, 128256, 128)

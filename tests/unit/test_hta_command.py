@@ -26,9 +26,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analyzer.cli import main
-from analyzer.errors import AnalyzerError
-from analyzer.hta_bridge import (
+from launchgap.cli import main
+from launchgap.errors import AnalyzerError
+from launchgap.hta_bridge import (
     ALIGNED,
     INSTALL_HINT,
     SCHEMA,
@@ -42,7 +42,7 @@ from analyzer.hta_bridge import (
     stream_idle_hta_rule,
     stream_idle_ours,
 )
-from analyzer.loaders import load_trace
+from launchgap.loaders import load_trace
 from tests.unit.kineto_tiny import ann, kernel, launch, write
 
 REPO = Path(__file__).resolve().parents[2]
@@ -282,7 +282,7 @@ def test_garbage_is_an_analyzer_error(tmp_path, needs_hta):
 
 
 def test_subprocess_smoke(tmp_path, needs_hta):
-    out = subprocess.run([sys.executable, "-m", "analyzer", "hta", str(_tiny(tmp_path)), "--format", "json"],
+    out = subprocess.run([sys.executable, "-m", "launchgap", "hta", str(_tiny(tmp_path)), "--format", "json"],
                          capture_output=True, text=True, cwd=REPO, timeout=120)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["traces"][0]["temporal"]["window_us"] == 104.0

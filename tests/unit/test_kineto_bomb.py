@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.loaders.kineto import load_kineto
+from launchgap.loaders.kineto import load_kineto
 from tests.unit.test_kineto_loader_equivalence import _events, _reference_trace, assert_same_trace
 
 REPO = Path(__file__).resolve().parents[2]
@@ -118,8 +118,8 @@ def test_whitespace_inside_strings_is_kept(tmp_path: Path, decoders: int) -> Non
 
 
 def test_a_stretch_without_cuts_past_the_limit_is_refused(tmp_path: Path, monkeypatch) -> None:
-    from analyzer.errors import TraceFormatError
-    from analyzer.loaders import kineto
+    from launchgap.errors import TraceFormatError
+    from launchgap.loaders import kineto
 
     monkeypatch.setattr(kineto, "MAX_UNCUT_BYTES", 1 * MiB)
     monkeypatch.setattr(kineto, "WHOLE_DECODE_MAX_BYTES", 2 * MiB)
@@ -132,7 +132,7 @@ def test_a_stretch_without_cuts_past_the_limit_is_refused(tmp_path: Path, monkey
 @pytest.mark.parametrize("decoders", [1, 2])
 def test_empty_object_bomb_is_refused_at_its_first_piece(tmp_path: Path, decoders: int) -> None:
     # {},{},... : 3 bytes per "event", whose decoded objects (not the text) would fill memory.
-    from analyzer.errors import TraceFormatError
+    from launchgap.errors import TraceFormatError
 
     p = _gzip_bomb(tmp_path / "empty.json.gz", 64 * MiB, tail=b"{}]}", fill=b"{},")
     t0 = time.perf_counter()
@@ -142,7 +142,7 @@ def test_empty_object_bomb_is_refused_at_its_first_piece(tmp_path: Path, decoder
 
 
 def test_empty_object_pile_in_a_whole_document_decode_is_refused(tmp_path: Path) -> None:
-    from analyzer.errors import TraceFormatError
+    from launchgap.errors import TraceFormatError
 
     p = tmp_path / "dense.json"  # "traceEvents" not an array: read whole, where "{" are counted first
     p.write_bytes(b'{"traceEvents": 5, "x": [' + b"{}," * MiB + b"{}]}")

@@ -21,10 +21,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analyzer.errors import AnalyzerError, NoGpuActivityError, TraceFormatError
-from analyzer.loaders.kineto import load_kineto
-from analyzer.report import analyze_trace
-from analyzer.trace import Kind, Trace, build_trace
+from launchgap.errors import AnalyzerError, NoGpuActivityError, TraceFormatError
+from launchgap.loaders.kineto import load_kineto
+from launchgap.report import analyze_trace
+from launchgap.trace import Kind, Trace, build_trace
 
 _CAT_KIND = {
     "kernel": Kind.KERNEL, "gpu_memcpy": Kind.MEMCPY, "gpu_memset": Kind.MEMSET,

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from analyzer.loaders import kineto
-from analyzer.loaders.kineto import _scan_strings, load_kineto
-from analyzer.trace import Trace
+from launchgap.loaders import kineto
+from launchgap.loaders.kineto import _scan_strings, load_kineto
+from launchgap.trace import Trace
 from tests.unit.test_kineto_loader_equivalence import (
     _event, _events, _real_traces, _reference_trace_or_error, _write, assert_same_trace,
 )

@@ -22,23 +22,23 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 
-LOW = {"analyzer.errors": 0, "analyzer.trace": 0, "analyzer.timings": 0, "analyzer.distribution": 0, "analyzer": 0,
-       "analyzer.loaders": 1, "analyzer.engines": 1}
-HIGH = {"analyzer.report": 3, "analyzer.ranks": 3, "analyzer.fleet": 3, "analyzer.planning": 3,
-        "analyzer.hta_bridge": 3, "analyzer.workload": 3, "analyzer.overhead_fit": 3, "analyzer.render": 4,
-        "analyzer.commands": 5, "analyzer.cli": 5, "analyzer.__main__": 5, "app": 6}
-HARNESS_MAY_IMPORT = ("analyzer.errors", "analyzer.timings", "analyzer.distribution", "analyzer.harness")
+LOW = {"launchgap.errors": 0, "launchgap.trace": 0, "launchgap.timings": 0, "launchgap.distribution": 0, "analyzer": 0,
+       "launchgap.loaders": 1, "launchgap.engines": 1}
+HIGH = {"launchgap.report": 3, "launchgap.ranks": 3, "launchgap.fleet": 3, "launchgap.planning": 3,
+        "launchgap.hta_bridge": 3, "launchgap.workload": 3, "launchgap.overhead_fit": 3, "launchgap.render": 4,
+        "launchgap.commands": 5, "launchgap.cli": 5, "launchgap.__main__": 5, "app": 6}
+HARNESS_MAY_IMPORT = ("launchgap.errors", "launchgap.timings", "launchgap.distribution", "launchgap.harness")
 
 
 def layer(module: str) -> int | None:
     """Layer of a dotted module name (longest matching prefix); None for the harness."""
-    if module == "analyzer.harness" or module.startswith("analyzer.harness."):
+    if module == "launchgap.harness" or module.startswith("launchgap.harness."):
         return None
     for table in (HIGH, LOW):
         for prefix in sorted(table, key=len, reverse=True):
             if prefix != "analyzer" and (module == prefix or module.startswith(prefix + ".")):
                 return table[prefix]
-    if module in ("analyzer", "analyzer.__init__"):
+    if module in ("analyzer", "launchgap.__init__"):
         return 0
     return 2  # a flat analysis module under analyzer/
 
@@ -81,7 +81,7 @@ def test_imports_only_go_down() -> None:
             continue
         for imp in project_imports(p):
             theirs = layer(imp)
-            if theirs is None and me != "analyzer.commands.record":
+            if theirs is None and me != "launchgap.commands.record":
                 bad.append(f"{me} -> {imp} (the harness is used only by its command)")
             elif theirs is not None and theirs > mine:
                 bad.append(f"{me} (layer {mine}) -> {imp} (layer {theirs})")
@@ -93,7 +93,7 @@ def test_commands_do_not_import_each_other() -> None:
     for p in (REPO / "analyzer" / "commands").glob("*.py"):
         me = module_name(p)
         for imp in project_imports(p):
-            if imp.startswith("analyzer.commands.") and not imp.split(".")[-1].startswith("_"):
+            if imp.startswith("launchgap.commands.") and not imp.split(".")[-1].startswith("_"):
                 bad.append(f"{me} -> {imp}")
     assert not bad, "commands importing commands:\n" + "\n".join(bad)
 
@@ -111,6 +111,6 @@ def test_checker_catches_an_upward_import(tmp_path: Path) -> None:
     """The checker itself: a loader importing the report is flagged (a test that can fail)."""
     f = tmp_path / "x.py"
     f.write_text("from analyzer.report import analyze_trace\nimport app.ui\n", encoding="utf-8")
-    assert project_imports(f) == {"analyzer.report", "app.ui"}
-    assert layer("analyzer.loaders.kineto") < layer("analyzer.report") < layer("app.ui")
-    assert layer("analyzer.harness.sweep") is None
+    assert project_imports(f) == {"launchgap.report", "launchgap.dashboard.ui"}
+    assert layer("launchgap.loaders.kineto") < layer("launchgap.report") < layer("launchgap.dashboard.ui")
+    assert layer("launchgap.harness.sweep") is None

@@ -6,13 +6,13 @@ import json
 import numpy as np
 import pytest
 
-from analyzer.errors import InputError
-from analyzer.planning.inputs import (
+from launchgap.errors import InputError
+from launchgap.planning.inputs import (
     graph_memory_from_timings,
     load_model_dims,
     model_dims_from_timings,
 )
-from analyzer.planning.memory import (
+from launchgap.planning.memory import (
     GraphMemoryMeasurement,
     MemoryModel,
     ModelDims,
@@ -152,7 +152,7 @@ def test_load_model_dims_formats(tmp_path):
 
 
 def test_committed_defaults_are_the_fit_of_their_data(samples, tmp_path):
-    """The defaults are what ``python -m analyzer.planning.memory fit`` writes from the files they name."""
+    """The defaults are what ``python -m launchgap.planning.memory fit`` writes from the files they name."""
     committed = default_memory_model()
     files = [str(samples.parent / f.strip()) for f in committed.fitted_on.split(",")]
     out = tmp_path / "model.json"

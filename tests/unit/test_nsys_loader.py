@@ -16,14 +16,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analyzer.cli import main
-from analyzer.errors import NoGpuActivityError, TraceFormatError, TraceTooLargeError
-from analyzer.gaps import compute_gaps
-from analyzer.loaders import load_trace
-from analyzer.loaders.nsys import load_nsys
-from analyzer.report import AnalysisOptions, analyze_trace
-from analyzer.steps import StepOptions
-from analyzer.trace import Api, Kind
+from launchgap.cli import main
+from launchgap.errors import NoGpuActivityError, TraceFormatError, TraceTooLargeError
+from launchgap.gaps import compute_gaps
+from launchgap.loaders import load_trace
+from launchgap.loaders.nsys import load_nsys
+from launchgap.report import AnalysisOptions, analyze_trace
+from launchgap.steps import StepOptions
+from launchgap.trace import Api, Kind
 from tests.builders import GpuOp, GraphReplay, TraceSpec, global_tid, write
 from tests.unit.test_gap_causes import _no_cause, eager_spec, graph_spec, two_gpu_spec
 
@@ -332,7 +332,7 @@ def _one_line(capsys, argv: list[str], path: Path, reason: str) -> None:
 
 def _bad_sqlite(tmp_path: Path) -> dict[str, tuple[Path, str, type]]:
     out: dict[str, tuple[Path, str, type]] = {}
-    other = tmp_path / "app.sqlite"
+    other = tmp_path / "launchgap.dashboard.sqlite"
     _sql(other, "CREATE TABLE users (id INTEGER, name TEXT)", "INSERT INTO users VALUES (1, 'a')")
     out["not nsys"] = (other, "not an Nsight Systems export", TraceFormatError)
     garbage = tmp_path / "garbage.sqlite"

@@ -5,14 +5,14 @@ import json
 
 import pytest
 
-from analyzer.loaders import load_trace
-from analyzer.overhead import (
+from launchgap.loaders import load_trace
+from launchgap.overhead import (
     DEFAULT_OVERHEAD, OverheadRate, OverheadTable, Recording, detect_profiler_settings, estimate_overhead,
     evaluate, evaluate_leave_one_out, fit_overhead, score, speedup_range,
 )
-from analyzer.overhead_fit import main as fit_main
-from analyzer.predict import PredictionModel
-from analyzer.report import AnalysisOptions, analyze_trace, with_observed_step
+from launchgap.overhead_fit import main as fit_main
+from launchgap.predict import PredictionModel
+from launchgap.report import AnalysisOptions, analyze_trace, with_observed_step
 from tests.unit.kineto_tiny import HOST_PID, HOST_TID, ann, cpu_op, kernel, launch, write
 
 DIMS = [[2, 8]]

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from analyzer.errors import InputError
-from analyzer.planning.costs import CostPoint, CostTable
-from analyzer.planning.memory import ListCost, MemoryModel, ModelDims
-from analyzer.planning.planner import (
+from launchgap.errors import InputError
+from launchgap.planning.costs import CostPoint, CostTable
+from launchgap.planning.memory import ListCost, MemoryModel, ModelDims
+from launchgap.planning.planner import (
     SCHEMA,
     BaselineSpec,
     PlanOptions,
@@ -344,7 +344,7 @@ def test_tradeoff_curve_matches_plans(inst):
 @pytest.fixture(scope="module")
 def monkeypatch_module():
     """The Pareto table unthinned (every set of the front) for the brute-force comparison."""
-    from analyzer.planning import planner
+    from launchgap.planning import planner
 
     mp = pytest.MonkeyPatch()
     mp.setattr(planner, "PARETO_MIN_GAIN", 0.0)
@@ -365,7 +365,7 @@ def tiny_files(tmp_path):
 
 
 def test_cli_plan_json(tiny_files, capsys):
-    from analyzer.cli import main
+    from launchgap.cli import main
 
     timings, dist = tiny_files
     assert main(["plan", "--timings", str(timings), "--distribution", str(dist), "--max-graphs", "2",
@@ -376,7 +376,7 @@ def test_cli_plan_json(tiny_files, capsys):
 
 
 def test_cli_plan_text_verdict_first(tiny_files, capsys):
-    from analyzer.cli import main
+    from launchgap.cli import main
 
     timings, dist = tiny_files
     assert main(["plan", "--timings", str(timings), "--distribution", str(dist), "--max-graphs", "2"]) == 0
@@ -395,7 +395,7 @@ def test_cli_plan_text_verdict_first(tiny_files, capsys):
     (["{tmp}/missing.json.gz"], "no such file"),
 ])
 def test_cli_plan_errors_exit_2(tiny_files, tmp_path, capsys, extra, message):
-    from analyzer.cli import main
+    from launchgap.cli import main
 
     timings, dist = tiny_files
     bad = tmp_path / "bad.csv"
@@ -533,7 +533,7 @@ def test_budgets_equal_brute_force(monkeypatch_module, inst, padding):
 
 
 def test_cli_plan_budgets_with_model_config(tiny_files, tmp_path, capsys):
-    from analyzer.cli import main
+    from launchgap.cli import main
 
     timings, dist = tiny_files
     cfg = tmp_path / "config.json"
@@ -562,7 +562,7 @@ def test_cli_plan_budgets_with_model_config(tiny_files, tmp_path, capsys):
 
 
 def test_cli_capture_budget_without_dims_exit_2(tiny_files, capsys):
-    from analyzer.cli import main
+    from launchgap.cli import main
 
     timings, dist = tiny_files
     assert main(["plan", "--timings", str(timings), "--distribution", str(dist), "--capture-seconds", "1"]) == 2
@@ -570,7 +570,7 @@ def test_cli_capture_budget_without_dims_exit_2(tiny_files, capsys):
 
 
 def test_cli_bad_memory_model_file_exit_2(tiny_files, tmp_path, capsys):
-    from analyzer.cli import main
+    from launchgap.cli import main
 
     timings, dist = tiny_files
     bad = tmp_path / "model.json"

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from analyzer.loaders import load_trace
-from analyzer.predict import PredictionModel
-from analyzer.report import AnalysisOptions, analyze_trace
+from launchgap.loaders import load_trace
+from launchgap.predict import PredictionModel
+from launchgap.report import AnalysisOptions, analyze_trace
 from tests.unit.kineto_tiny import ann, kernel, launch, runtime, write
 
 # step [0, 100]; kernels k1 [10,20], k2 [40,45], k3 [50,80], k4 [90,95]
@@ -130,7 +130,7 @@ def test_zero_length_kernel_has_no_ratio_and_json_still_serialises(tmp_path) -> 
     assert rows["empty"]["launch_to_kernel_ratio"] is None
     assert rows["real"]["launch_to_kernel_ratio"] == 0.8
     json.dumps(rep.to_dict(), allow_nan=False)
-    from analyzer.render import render_trace
+    from launchgap.render import render_trace
 
     assert "empty" in render_trace(rep)
 

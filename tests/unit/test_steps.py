@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analyzer.errors import InputError
-from analyzer.loaders import load_trace
-from analyzer.steps import DEFAULT_BATCH_REGEX, StepOptions, _batch_from_text, find_steps
+from launchgap.errors import InputError
+from launchgap.loaders import load_trace
+from launchgap.steps import DEFAULT_BATCH_REGEX, StepOptions, _batch_from_text, find_steps
 from tests.unit.kineto_tiny import ann, cpu_op, kernel, launch, write
 import re
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.errors import InputError
-from analyzer.timings import SCHEMA, load_timings, validate_timings, write_timings
+from launchgap.errors import InputError
+from launchgap.timings import SCHEMA, load_timings, validate_timings, write_timings
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -151,9 +151,9 @@ def test_write_validates_then_replaces_atomically(tmp_path: Path) -> None:
 def test_timings_and_harness_entry_import_stdlib_only() -> None:
     """The GPU machine has torch and nothing else: neither module may pull in numpy or the commands."""
     code = ("import sys, analyzer.timings, analyzer.harness.__main__, analyzer.harness.sweep, "
-            "analyzer.harness.curve, analyzer.harness.model\n"
+            "launchgap.harness.curve, analyzer.harness.model\n"
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'msgspec', 'torch')"
-            " or m.startswith('analyzer.commands'))\n"
+            " or m.startswith('launchgap.commands'))\n"
             "print(','.join(bad))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.strip() == ""

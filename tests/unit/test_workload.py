@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from analyzer.errors import InputError
-from analyzer.loaders import load_trace
-from analyzer.report import analyze_trace
-from analyzer.workload import group_by_workload, kernel_family, make_workload, mix_warning, pick_workload
+from launchgap.errors import InputError
+from launchgap.loaders import load_trace
+from launchgap.report import analyze_trace
+from launchgap.workload import group_by_workload, kernel_family, make_workload, mix_warning, pick_workload
 from tests.unit.kineto_tiny import ann, kernel, launch, write
 
 ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul> >(int)"
@@ -118,6 +118,6 @@ def test_workload_in_the_report_json(tmp_path) -> None:
     rep = analyze_trace(load_trace(write(tmp_path, trace_events(4, 1))))
     d = rep.to_dict()["workload"]
     assert d["families"] == ["elementwise", "gemm", "reduce_kernel"] and d["id"] == rep.workload.id
-    from analyzer.workload import Workload
+    from launchgap.workload import Workload
 
     assert Workload.from_dict(d) == rep.workload
