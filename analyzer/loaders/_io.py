@@ -33,8 +33,12 @@ def read_head(path: Path, n: int = 64) -> bytes:
 
 
 def _too_large(path: Path, max_bytes: int) -> TraceTooLargeError:
+    try:
+        packed = f" (from {_mb(path.stat().st_size)} of gzip)"
+    except OSError:
+        packed = ""
     return TraceTooLargeError(
-        f"decompresses to more than {_mb(max_bytes)}, the cap (--max-trace-bytes)", str(path)
+        f"decompresses to more than {_mb(max_bytes)}{packed}, the cap (--max-trace-bytes)", str(path)
     )
 
 

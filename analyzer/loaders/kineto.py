@@ -25,15 +25,23 @@ How a large file is read (memory follows the events kept, not the JSON text):
 """
 from __future__ import annotations
 
+import os
+import pickle
+import queue
+import struct
+import sys
+import threading
 from array import array
+from itertools import chain, repeat
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Union
 
 import msgspec
 import numpy as np
 
-from ..errors import NoGpuActivityError, TraceFormatError
-from ._io import CHUNK_BYTES, DEFAULT_MAX_TRACE_BYTES, iter_content, read_ahead, read_text_bytes
+from ..errors import NoGpuActivityError, TraceFormatError, TraceTooLargeError
+from ._io import (CHUNK_BYTES, DEFAULT_MAX_TRACE_BYTES, GZIP_MAGIC, iter_content, mb_text, read_ahead, read_head,
+                  read_text_bytes)
 from ..trace import Kind, PythonCalls, Trace, build_trace, no_python_calls
 
 _Scalar = Union[int, float, str, None]
@@ -159,6 +167,8 @@ PROFILER_FLAGS = ("record_shapes", "with_stack", "with_flops", "with_modules", "
 #: Events (in file order) looked at for traces of the profiler's settings that are not top-level flags.
 SETTINGS_SAMPLE_EVENTS = 50_000
 _NO_STACK = frozenset((b"", b'""', b"null", b"[]"))
+# Codes of sampled events (see _ColumnBuilder._sample_settings); 4 is a cpu_op with a call stack.
+_SAMPLE_CODES = {"python_function": 1, "cpu_instant_event": 2, "cpu_op": 3}
 
 
 _DECODER = msgspec.json.Decoder(_KinetoFile)
@@ -218,24 +228,57 @@ def decode_kineto(data: bytes | bytearray, path: str) -> _KinetoFile:
 
 
 def load_kineto(path: str | Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES, *,
-                chunk_bytes: int = CHUNK_BYTES) -> Trace:
+                chunk_bytes: int = CHUNK_BYTES, decoders: int | None = None) -> Trace:
     """Load a Kineto trace file into the columnar :class:`Trace`.
 
     ``chunk_bytes`` is the size of the pieces the content is read and decoded in (tests
     make it small to cut files in many places); it changes memory use, never the result.
+    ``decoders`` is how many processes decode (None: :func:`_decoders_for` decides); it changes
+    the time taken, never the result.
     """
     p = Path(path)
-    for strict in (True, False):
+    n = _decoders_for(p, decoders)
+    reason = ""
+    strict = True
+    while True:
         try:
-            return _load_streaming(p, max_bytes, chunk_bytes, strict)
+            return _load_streaming(p, max_bytes, chunk_bytes, strict, n)
         except _NotStrict:
-            continue  # read again with the lenient schema
-        except _NotStreamable:
+            if not strict:
+                break
+            strict = False  # read again with the lenient schema
+        except _WorkerFailed:
+            if n == 1:
+                raise
+            n = 1  # read again in this process alone
+        except _NotStreamable as exc:
+            reason = str(exc)
             break
+        except _TooDense as exc:
+            raise TraceFormatError(str(exc), str(p)) from None
     # Not laid out as {..., "traceEvents": [...], ...} or not valid JSON: decode it whole,
     # which also gives the precise error for a broken file.
-    doc = decode_kineto(read_text_bytes(p, max_bytes), str(p))
+    doc = decode_kineto(_read_whole(p, max_bytes, reason), str(p))
     return kineto_to_trace(doc, str(p))
+
+
+def _read_whole(path: Path, max_bytes: int, reason: str) -> bytes | bytearray:
+    """The content for a whole-document decode: at most :data:`WHOLE_DECODE_MAX_BYTES` of it, since
+    decoding it whole takes a multiple of its size in memory."""
+    limit = min(max_bytes, WHOLE_DECODE_MAX_BYTES)
+    try:
+        data = read_text_bytes(path, limit)
+        try:
+            _check_density(data.count(b"{"), len(data))  # every event has a "{"
+        except _TooDense as exc:
+            raise TraceFormatError(str(exc), str(path)) from None
+        return data
+    except TraceTooLargeError:
+        if limit == max_bytes:
+            raise
+        raise TraceFormatError(
+            f"cannot be read piecewise ({reason or 'not laid out as a Kineto trace'}) and is over "
+            f"{mb_text(limit)}, too large to decode whole", str(path)) from None
 
 
 def kineto_to_trace(doc: _KinetoFile, path: str) -> Trace:
@@ -255,12 +298,31 @@ class _NotStrict(Exception):
     """An event breaks the strict schema's types; the lenient schema must read the file."""
 
 
+class _WorkerFailed(Exception):
+    """A decode worker process died or could not start; the file is read again without workers."""
+
+
 _WS = frozenset(b" \t\r\n")
 _KEY = b'"traceEvents"'
 # Look this far for the start of traceEvents; past it the file is decoded whole.
 _HEADER_LIMIT = 64 * 1024 * 1024
 # Candidate cuts tried per piece, so text full of "{" cannot make the search quadratic.
 _MAX_CUT_TRIES = 10_000
+#: Longest stretch of traceEvents text read on without a place to cut it (whitespace between
+#: values aside): one event or one non-event value this long is not a trace to read piecewise.
+MAX_UNCUT_BYTES = 128 * 1024 * 1024
+#: Largest content decoded whole when it cannot be read piecewise (the decode takes about 2.5x
+#: this in memory); past it the file is refused with the reason it could not be read piecewise.
+WHOLE_DECODE_MAX_BYTES = 384 * 1024 * 1024
+#: Files at least this large (plain JSON; gzip: compressed size) are decoded by worker processes
+#: beside the main one, when the machine has more than one core (see :func:`_decoders_for`).
+PARALLEL_MIN_BYTES = 48 * 1024 * 1024
+PARALLEL_MIN_GZIP_BYTES = 4 * 1024 * 1024
+#: Environment variable: how many processes decode (1: no workers). Unset: :func:`_decoders_for`.
+WORKERS_ENV = "LAUNCHGAP_LOAD_WORKERS"
+# A run of insignificant whitespace (between JSON values) dropped from the text kept in memory:
+# one space stands for it, so tokens on either side stay apart.
+_GAP = b" "
 
 
 def _array_start(buf: bytes) -> int | None:
@@ -273,16 +335,18 @@ def _array_start(buf: bytes) -> int | None:
     at = buf.find(_KEY)
     if at < 0:
         if len(buf) > _HEADER_LIMIT:
-            raise _NotStreamable
+            raise _NotStreamable(f"no 'traceEvents' array in the first {mb_text(_HEADER_LIMIT)}")
         return None
     i = at + len(_KEY)
     for want in (b":", b"["):
         while i < len(buf) and buf[i] in _WS:
             i += 1
         if i >= len(buf):
+            if len(buf) > _HEADER_LIMIT:
+                raise _NotStreamable(f"no 'traceEvents' array in the first {mb_text(_HEADER_LIMIT)}")
             return None
         if buf[i] != want[0]:
-            raise _NotStreamable
+            raise _NotStreamable("'traceEvents' is not followed by an array")
         i += 1
     return i
 
@@ -311,26 +375,153 @@ def _last_cut(buf: bytes | memoryview, lo: int) -> tuple[int, int] | None:
     return None  # a piece full of "{" that are not event starts: read on and cut later
 
 
-def _decode_piece(decoder: msgspec.json.Decoder, text: bytes) -> Any:
+def _scan_strings(text: bytes, in_string: bool, backslashes: int) -> tuple[bool, int]:
+    """JSON string state after ``text``: (inside a string, backslashes ending it), from the state before it.
+
+    Vectorised: a ``"`` toggles the state unless a run of an odd number of backslashes ends just
+    before it (``backslashes`` carries a run across pieces). Exact for valid JSON; in invalid JSON
+    it may say "inside" wrongly, which only keeps text that could have been dropped.
+    """
+    a = np.frombuffer(text, dtype=np.uint8)
+    if a.size == 0:
+        return in_string, backslashes
+    quotes = np.flatnonzero(a == 0x22)
+    bs = np.flatnonzero(a == 0x5C)
+    run_start = np.zeros(0, dtype=np.int64)
+    if bs.size:
+        starts = np.ones(bs.size, dtype=bool)
+        starts[1:] = bs[1:] != bs[:-1] + 1
+        run_start = bs[np.maximum.accumulate(np.where(starts, np.arange(bs.size), 0))]
+    escaped = np.zeros(quotes.size, dtype=bool)
+    if quotes.size:
+        length = np.zeros(quotes.size, dtype=np.int64)
+        if bs.size:  # the run of backslashes just before each quote, if any
+            j = np.minimum(np.searchsorted(bs, quotes - 1), bs.size - 1)
+            rs = run_start[j]
+            length = np.where(bs[j] == quotes - 1, quotes - rs + np.where(rs == 0, backslashes, 0), 0)
+        length = np.where(quotes == 0, backslashes, length)  # first in the text: only the carried run
+        escaped = length % 2 == 1
+    toggles = int(quotes.size - escaped.sum())
+    if a[-1] == 0x5C:
+        trailing = int(a.size - run_start[-1]) + (backslashes if run_start[-1] == 0 else 0)
+    else:
+        trailing = 0
+    return in_string ^ bool(toggles % 2), trailing
+
+
+class _StringState:
+    """Whether the carried text (a list of pieces, from an event's start) ends inside a JSON string."""
+
+    def __init__(self) -> None:
+        self.scanned = 0
+        self.in_string = False
+        self.backslashes = 0
+
+    def ends_outside(self, parts: list[bytes]) -> bool:
+        for part in parts[self.scanned:]:  # each piece is scanned once
+            self.in_string, self.backslashes = _scan_strings(part, self.in_string, self.backslashes)
+        self.scanned = len(parts)
+        return not self.in_string
+
+
+def _all_whitespace(data: bytes) -> bool:
+    """Whether ``data`` is only JSON whitespace (space, tab, CR, LF). ``lstrip()`` also strips
+    vertical tab and form feed, which JSON does not allow, so those are looked for apart."""
+    return not data.lstrip() and b"\x0b" not in data and b"\x0c" not in data
+
+
+def _event_texts(pieces: Iterable[bytes], first: bytes, first_at: int, plain: bool,
+                 ) -> Iterator[tuple[bool, list, int]]:
+    """The traceEvents text cut at event boundaries, as ``(is_tail, parts, offset)``.
+
+    Event texts come first, in file order: ``parts`` joined are whole events (``[`` + it + ``]``
+    decodes as a list). Last comes the tail (``is_tail``): the text after the last cut, which
+    closes the array and the document. ``offset`` is where the parts lie in the file, when they
+    are one stretch of a plain (not gzip) file, else -1: a worker can then read them itself.
+
+    ``first`` is the text just after the array's ``[`` (at ``first_at`` in the content). A piece
+    without a cut joins the text carried to the next one, except when it is all whitespace
+    outside any string: then it is dropped (one space stands for the run), so whitespace,
+    however much, costs no memory. More than :data:`MAX_UNCUT_BYTES` carried raises
+    :class:`_NotStreamable`.
+    """
+    carry: list = []
+    size = 0
+    at = first_at if plain else -1  # where carry starts in the file; -1: not one stretch of it
+    pos = first_at  # content offset of the next piece
+    state = _StringState()
+    for data in chain((first,), pieces):
+        cut = _last_cut(data, 0)
+        if cut is None:
+            if _all_whitespace(data) and state.ends_outside(carry):
+                if not carry or carry[-1] is not _GAP:
+                    carry.append(_GAP)
+                    size += 1
+                at = -1
+                pos += len(data)
+                continue
+            carry.append(data)
+            size += len(data)
+            pos += len(data)
+            if size > MAX_UNCUT_BYTES:
+                raise _NotStreamable(f"more than {mb_text(MAX_UNCUT_BYTES)} of traceEvents without a place "
+                                     "to cut between two events")
+            continue
+        end, nxt = cut
+        carry.append(memoryview(data)[: end + 1])
+        yield False, carry, at
+        carry = [memoryview(data)[nxt:]]
+        size = len(data) - nxt
+        at = pos + nxt if plain else -1
+        pos += len(data)
+        state = _StringState()
+    yield True, carry, -1
+
+
+def _decode_piece(decoder: msgspec.json.Decoder, text: bytes | bytearray) -> Any:
     try:
-        return decoder.decode(text)
+        out = decoder.decode(text)
     except msgspec.ValidationError:
         raise _NotStrict from None
-    except (msgspec.DecodeError, RecursionError):
-        raise _NotStreamable from None
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise _NotStreamable(f"not valid JSON ({exc})") from None
+    events = out if isinstance(out, list) else out.traceEvents
+    _check_density(len(events), len(text))
+    return out
 
 
-def _load_streaming(path: Path, max_bytes: int, chunk_bytes: int, strict: bool) -> Trace:
-    pieces = read_ahead(iter_content(path, max_bytes, chunk_bytes))
+class _TooDense(Exception):
+    """Events far smaller than any profiler writes: a pile of empty objects, not a trace."""
+
+
+#: Fewest bytes of text per event, on average over a piece of 1 MiB or more, that a trace may have.
+#: The smallest events Kineto writes (flow ends, instant events) take about 90 bytes; ``{},``
+#: takes 3, and a gzip of those makes a bomb whose decoded objects, not its text, fill memory.
+MIN_EVENT_BYTES = 24
+
+
+def _check_density(n_events: int, n_bytes: int) -> None:
+    if n_bytes >= 1 << 20 and n_events * MIN_EVENT_BYTES > n_bytes:
+        raise _TooDense(f"{n_events:,} events in {mb_text(n_bytes)} of text ({n_bytes / n_events:.1f} bytes each): "
+                        f"not a profiler trace (its events take {MIN_EVENT_BYTES} bytes or more)")
+
+
+def _load_streaming(path: Path, max_bytes: int, chunk_bytes: int, strict: bool, decoders: int) -> Trace:
+    plain = read_head(path, 2) != GZIP_MAGIC
+    workers = _start_workers(path if plain else None, strict, decoders - 1)  # before our threads start (fork)
     try:
-        return _decode_stream(pieces, str(path), strict)
+        pieces = read_ahead(iter_content(path, max_bytes, chunk_bytes))
+        try:
+            return _decode_stream(pieces, str(path), strict, workers, plain)
+        finally:
+            pieces.close()
     finally:
-        pieces.close()
+        for w in workers:
+            w.close()
 
 
-def _decode_stream(pieces: Iterator[bytes], path: str, strict: bool) -> Trace:
-    events_decoder = _EVENTS_DECODERS[strict]
-    cols = _ColumnBuilder(strict)
+def _decode_stream(pieces: Iterator[bytes], path: str, strict: bool, workers: list[_Worker], plain: bool = False,
+                   ) -> Trace:
     buf = b""
     start = None
     for data in pieces:
@@ -339,26 +530,22 @@ def _decode_stream(pieces: Iterator[bytes], path: str, strict: bool) -> Trace:
         if start is not None:
             break
     if start is None:
-        raise _NotStreamable  # no traceEvents array: let the whole-document decode say why
+        raise _NotStreamable("no 'traceEvents' array")  # let the whole-document decode say why
     try:
         head = _HEADER_DECODER.decode(buf[: buf.rfind(_KEY, 0, start)] + b'"traceEvents":[]}')
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-        raise _NotStreamable from None
-    # ``carry`` is text from the start of an event (or the array's start) not decoded yet.
-    carry = buf[start:]
+        raise _NotStreamable("the text before 'traceEvents' is not the start of a JSON object") from None
+    first = buf[start:]
     del buf
-    for data in pieces:
-        cut = _last_cut(data, 0)
-        if cut is None:
-            carry += data  # no event ends in this piece: keep reading
-            continue
-        end, nxt = cut
-        cols.add(_decode_piece(events_decoder, b"".join((b"[", carry, memoryview(data)[: end + 1], b"]"))))
-        carry = data[nxt:]
-    # The rest closes the array and the document: decode it as a document of its own.
-    tail = _decode_piece(_FILE_DECODERS[strict], b'{"traceEvents":[' + carry)
-    del carry
-    cols.add(tail.traceEvents)
+    jobs = _Jobs(strict, workers)
+    for is_tail, parts, offset in _event_texts(pieces, first, start, plain):
+        if is_tail:
+            tail = _decode_piece(_FILE_DECODERS[strict], b"".join((b'{"traceEvents":[', *parts)))
+            del parts
+            cols = jobs.finish(tail.traceEvents)
+            break
+        jobs.submit(parts, offset)
+        del parts
     devices = tail.deviceProperties if tail.deviceProperties is not None else head.deviceProperties
     dist = tail.distributedInfo if tail.distributedInfo is not None else head.distributedInfo
     flags = {k: v if v is not None else _flags_of(head)[k] for k, v in _flags_of(tail).items()}
@@ -367,6 +554,347 @@ def _decode_stream(pieces: Iterator[bytes], path: str, strict: bool) -> Trace:
 
 def _flags_of(doc: Any) -> dict[str, _Scalar]:
     return {k: getattr(doc, k) for k in PROFILER_FLAGS}
+
+
+# --- decoding in worker processes -------------------------------------------------------------
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _decoders_for(path: Path, decoders: int | None) -> int:
+    """Processes that decode ``path``: ``decoders`` if given, else ``$LAUNCHGAP_LOAD_WORKERS``, else
+    2 on a machine with two or more cores for a file of :data:`PARALLEL_MIN_BYTES` or more
+    (gzip: :data:`PARALLEL_MIN_GZIP_BYTES` compressed; four times that where the worker cannot
+    be a fork, see :func:`_can_fork`), else 1. At most 8."""
+    if decoders is None:
+        env = os.environ.get(WORKERS_ENV, "").strip()
+        if env.isdigit() and int(env) >= 1:
+            decoders = int(env)
+        else:
+            size = path.stat().st_size
+            gz = read_head(path, 2) == GZIP_MAGIC
+            # A fresh interpreter (no fork) costs a few tenths of a second to start: only for more text.
+            least = (PARALLEL_MIN_GZIP_BYTES if gz else PARALLEL_MIN_BYTES) * (1 if _can_fork() else 4)
+            decoders = min(2, _cpus()) if size >= least else 1
+    return max(1, min(int(decoders), 8))
+
+
+def _can_fork() -> bool:
+    """Whether a worker may be a fork of this process: on Linux, from a process with one thread (the
+    CLI). A process with threads (the dashboard) starts a fresh interpreter instead, as a plain
+    subprocess: never a fork of threads, and never a re-run of the caller's main module (which
+    multiprocessing's spawn and forkserver methods do)."""
+    return sys.platform.startswith("linux") and threading.active_count() == 1 and hasattr(os, "fork")
+
+
+def _start_workers(path: Path | None, strict: bool, n: int) -> list[_Worker]:
+    if n <= 0:
+        return []
+    workers: list[_Worker] = []
+    try:
+        fork = _can_fork()
+        for _ in range(n):
+            workers.append(_Worker(path, strict, fork, [fd for w in workers for fd in w.own_fds()]))
+    except (OSError, ValueError, RuntimeError):  # no processes here (sandbox, limits): decode alone
+        for w in workers:
+            w.close()
+        return []
+    for w in workers:  # the sender threads start after every fork
+        w.start_sender()
+    return workers
+
+
+# A fresh interpreter's worker: python -c _BOOT jobs_fd results_fd path strict. This module by the
+# name it was imported under (the package may be installed under another name than its folder's).
+_BOOT = (f"import sys; from {__name__} import _worker_main; "
+         "_worker_main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] or None, sys.argv[4] == '1', [])")
+
+
+_JOB_HEAD = struct.Struct("<qqqq")  # order number, events to sample, file offset (-1: text follows), length
+_ACK = struct.Struct("<qq")  # order number, events; the pickled columns follow
+_F_SETPIPE_SZ = 1031  # Linux fcntl
+
+
+def _write_all(fd: int, data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    while view.nbytes:
+        view = view[os.write(fd, view):]
+
+
+def _read_into(fd: int, view: memoryview) -> None:
+    while view.nbytes:
+        n = os.readv(fd, [view])
+        if n == 0:
+            raise EOFError
+        view = view[n:]
+
+
+class _Worker:
+    """One decode worker process.
+
+    Texts go to it through a pipe, written by a thread of ours (so the decoding here never waits
+    on the pipe) straight from the pieces, without joining them first; a text that is one
+    stretch of a plain file goes as its offset and length, and the worker reads it from the file
+    itself. Each text's columns come back, pickled, as soon as they are done, read whenever the
+    main process looks (:meth:`poll`, :meth:`collect`).
+    """
+
+    def __init__(self, path: Path | None, strict: bool, fork: bool, close_in_child: list[int]) -> None:
+        from multiprocessing.connection import Connection
+
+        jobs_r, self.jobs_fd = os.pipe()
+        results_r, results_w = os.pipe()
+        try:
+            for fd in (self.jobs_fd, results_w):
+                try:  # bigger pipes: fewer wake-ups per text (Linux; elsewhere the default size)
+                    import fcntl
+
+                    fcntl.fcntl(fd, _F_SETPIPE_SZ, 1 << 20)
+                except (ImportError, OSError):
+                    pass
+            spath = "" if path is None else str(path)
+            if fork:
+                import multiprocessing as mp
+
+                # The child closes the parent's ends (and earlier workers'), so it sees EOF if we die.
+                self.proc: Any = mp.get_context("fork").Process(
+                    target=_worker_main, args=(jobs_r, results_w, spath or None, strict,
+                                               [self.jobs_fd, results_r, *close_in_child]),
+                    daemon=True, name="launchgap-decode")
+                self.proc.start()
+            else:
+                import subprocess
+
+                # The folder holding this package's folder: lets a source checkout import it (an
+                # installed package imports anyway, through the same interpreter).
+                root = str(Path(__file__).resolve().parents[2])
+                env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-c", _BOOT, str(jobs_r), str(results_w), spath, "1" if strict else "0"],
+                    pass_fds=(jobs_r, results_w), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        except BaseException:
+            for fd in (jobs_r, self.jobs_fd, results_r, results_w):
+                os.close(fd)
+            raise
+        os.close(jobs_r)
+        os.close(results_w)
+        self.results = Connection(results_r)
+        self.outstanding = 0
+        self.done: list[tuple[int, _ColumnBuilder]] = []  # columns back from the worker, with order numbers
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.sender: threading.Thread | None = None
+        self.closed = False
+
+    def own_fds(self) -> list[int]:
+        return [self.jobs_fd, self.results.fileno()]
+
+    def start_sender(self) -> None:
+        self.sender = threading.Thread(target=self._send_loop, name="launchgap-decode-feed", daemon=True)
+        self.sender.start()
+
+    def _send_loop(self) -> None:
+        fd = self.jobs_fd
+        try:
+            while True:
+                item = self.queue.get()
+                if item is None:
+                    _write_all(fd, _JOB_HEAD.pack(-1, 0, 0, 0))
+                    return
+                seq, limit, parts, offset = item
+                del item
+                length = sum(len(p) for p in parts)
+                _write_all(fd, _JOB_HEAD.pack(seq, limit, offset, length))
+                if offset < 0:
+                    for part in parts:
+                        _write_all(fd, part)
+                del parts
+        except (OSError, ValueError):  # the worker is gone: poll/collect report it
+            return
+
+    def submit(self, seq: int, sample_limit: int, parts: list, offset: int) -> None:
+        self.outstanding += 1
+        self.queue.put((seq, sample_limit, parts, offset))
+
+    def poll(self, counts: dict[int, int]) -> None:
+        """Read the acknowledgements that have come (never waits): event counts into ``counts``."""
+        try:
+            while self.results.poll():
+                self._ack(self.results.recv_bytes(), counts)
+        except (EOFError, OSError):
+            raise _WorkerFailed("decode worker exited") from None
+
+    def _ack(self, msg: bytes, counts: dict[int, int]) -> None:
+        if msg[:1] == b"A":
+            seq, n = _ACK.unpack_from(msg, 1)
+            counts[seq] = n
+            self.outstanding -= 1
+            self.done.append((seq, pickle.loads(memoryview(msg)[1 + _ACK.size:])))
+            return
+        if msg[:2] == b"E\x01":
+            raise _NotStrict
+        if msg[:2] == b"E\x02":
+            raise _NotStreamable(msg[2:].decode(errors="replace"))
+        if msg[:2] == b"E\x04":
+            raise _TooDense(msg[2:].decode(errors="replace"))
+        raise _WorkerFailed(msg[2:].decode(errors="replace"))
+
+    def collect(self, counts: dict[int, int]) -> list[tuple[int, _ColumnBuilder]]:
+        """Tell the worker that no more text comes; its columns, per text, with their order numbers."""
+        self.queue.put(None)
+        try:
+            while True:
+                msg = self.results.recv_bytes()
+                if msg[:1] == b"R":
+                    return self.done
+                self._ack(msg, counts)
+        except (EOFError, OSError):
+            raise _WorkerFailed("decode worker exited") from None
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if hasattr(self.proc, "is_alive"):  # a fork (multiprocessing.Process)
+            if self.proc.is_alive():
+                self.proc.terminate()
+            self.proc.join(5)
+        else:  # a subprocess.Popen
+            if self.proc.poll() is None:
+                self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except Exception:  # noqa: BLE001 - it is killed below
+                self.proc.kill()
+        if self.sender is not None:
+            self.queue.put(None)
+            self.sender.join(5)
+        os.close(self.jobs_fd)
+        self.results.close()
+
+
+def _worker_main(jobs_fd: int, results_fd: int, path: str | None, strict: bool, close: list[int]) -> None:
+    """A worker process: decode each text it is sent into columns of its own and send them back,
+    pickled, with its order number and event count; ``R`` when told that no more text comes."""
+    import signal
+    from multiprocessing.connection import Connection
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle; it ends us
+    for fd in close:
+        os.close(fd)
+    results = Connection(results_fd)
+    outbox: queue.SimpleQueue = queue.SimpleQueue()
+
+    def post() -> None:  # a thread: writing to the pipe never holds up the decoding
+        while (msg := outbox.get()) is not None:
+            try:
+                results.send_bytes(msg)
+            except OSError:  # the parent is gone (or gave up on us): nothing to tell
+                return
+
+    poster = threading.Thread(target=post, name="launchgap-decode-post", daemon=True)
+    poster.start()
+    decoder = _EVENTS_DECODERS[strict]
+    fd = jobs_fd
+    head = bytearray(_JOB_HEAD.size)
+    src = os.open(path, os.O_RDONLY) if path is not None else -1
+    reply = b"R"
+    try:
+        while True:
+            _read_into(fd, memoryview(head))
+            seq, sample_limit, offset, length = _JOB_HEAD.unpack(head)
+            if seq < 0:
+                break
+            text = bytearray(length + 2)
+            text[0], text[-1] = 0x5B, 0x5D  # "[" ... "]"
+            view = memoryview(text)[1:-1]
+            if offset < 0:
+                _read_into(fd, view)
+            else:
+                while view.nbytes:
+                    n = os.preadv(src, [view], offset)
+                    if n == 0:
+                        raise _WorkerFailed("the file changed while it was read")
+                    view, offset = view[n:], offset + n
+            del view
+            cols = _ColumnBuilder(strict, sample_limit=sample_limit)
+            cols.add(_decode_piece(decoder, text))
+            del text
+            # Sent as soon as done: the columns wait in the main process, not here as well.
+            outbox.put(b"A" + _ACK.pack(seq, cols.n_events) + pickle.dumps(cols, protocol=pickle.HIGHEST_PROTOCOL))
+            del cols
+    except _NotStrict:
+        reply = b"E\x01"
+    except _NotStreamable as exc:
+        reply = b"E\x02" + str(exc).encode()
+    except _TooDense as exc:
+        reply = b"E\x04" + str(exc).encode()
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which reads the file without workers
+        reply = b"E\x03" + repr(exc).encode()[:500]
+    finally:
+        if src >= 0:
+            os.close(src)
+    outbox.put(reply)
+    outbox.put(None)
+    poster.join()
+
+
+class _Jobs:
+    """Event texts, in file order, to columns: decoded here, or by a worker that has room.
+
+    Without workers one builder takes every text as it comes. With workers each text gets a
+    builder of its own, and the builders are merged in file order at the end; each is told how
+    many of its events to sample for the profiler settings (none once the texts before it are
+    known to hold :data:`SETTINGS_SAMPLE_EVENTS`).
+    """
+
+    def __init__(self, strict: bool, workers: list[_Worker]) -> None:
+        self.strict = strict
+        self.workers = workers
+        self.decoder = _EVENTS_DECODERS[strict]
+        self.acc = _ColumnBuilder(strict)
+        self.parts: dict[int, _ColumnBuilder] = {}
+        self.counts: dict[int, int] = {}
+        self.seq = 0
+
+    def _sample_limit(self, seq: int) -> int:
+        before = sum(n for s, n in self.counts.items() if s < seq)
+        return SETTINGS_SAMPLE_EVENTS if before < SETTINGS_SAMPLE_EVENTS else 0
+
+    def submit(self, parts: list, offset: int) -> None:
+        if not self.workers:
+            self.acc.add(_decode_piece(self.decoder, b"".join((b"[", *parts, b"]"))))
+            return
+        seq = self.seq
+        self.seq += 1
+        for w in self.workers:
+            w.poll(self.counts)
+        limit = self._sample_limit(seq)
+        free = min(self.workers, key=lambda w: w.outstanding)
+        if free.outstanding < 2:  # one being decoded, one waiting: the worker never idles
+            free.submit(seq, limit, parts, offset)
+            return
+        cols = _ColumnBuilder(self.strict, sample_limit=limit)
+        cols.add(_decode_piece(self.decoder, b"".join((b"[", *parts, b"]"))))
+        self.parts[seq] = cols
+        self.counts[seq] = cols.n_events
+
+    def finish(self, tail_events: list) -> _ColumnBuilder:
+        """The columns of every text, the tail's events last."""
+        if not self.workers:
+            self.acc.add(tail_events)
+            return self.acc
+        tail = _ColumnBuilder(self.strict, sample_limit=self._sample_limit(self.seq))
+        tail.add(tail_events)
+        self.parts[self.seq] = tail
+        for w in self.workers:
+            self.parts.update(w.collect(self.counts))
+        for seq in sorted(self.parts):
+            self.acc.merge(self.parts.pop(seq))
+        return self.acc
 
 
 # --- events -> columns ----------------------------------------------------------------------
@@ -428,7 +956,7 @@ class _ColumnBuilder:
     text (they share one table), whatever the pieces were.
     """
 
-    def __init__(self, strict: bool) -> None:
+    def __init__(self, strict: bool, sample_limit: int = SETTINGS_SAMPLE_EVENTS) -> None:
         self.strict = strict
         self.names: dict[str, int] = {}
         self.parts: dict[str, list[np.ndarray]] = {k: [] for k in (
@@ -443,8 +971,9 @@ class _ColumnBuilder:
         self.mtia_events = False  # MTIA device/runtime categories seen: say so when there is no GPU work
         self.python = _PythonCallColumns(strict)
         self.gpu_seen = False
+        self.sample_limit = sample_limit
         self.sampled = 0
-        self.settings_sample = {"python_function": 0, "cpu_instant_event": 0, "cpu_op": 0, "call_stack": 0}
+        self.sample_codes: list[np.ndarray] = []  # per sampled event: a code of _SAMPLE_CODES (4: cpu_op with a stack)
 
     def add(self, events: list) -> None:
         self.n_events += len(events)
@@ -465,18 +994,61 @@ class _ColumnBuilder:
             self.gpu_seen = self.gpu_seen or bool((self.parts["kind"][-1] <= Kind.GRAPH).any())
         if not self.gpu_seen and not self.mtia_events:  # only traces without GPU work pay for this scan
             self.mtia_events = any(isinstance(e.cat, str) and e.cat.startswith("mtia") for e in events)
-        if self.sampled < SETTINGS_SAMPLE_EVENTS:  # the profiler's settings show in any stretch of events
-            self._sample_settings(events[: SETTINGS_SAMPLE_EVENTS - self.sampled])
+        if self.sampled < self.sample_limit:  # the profiler's settings show in any stretch of events
+            self._sample_settings(events[: self.sample_limit - self.sampled])
 
     def _sample_settings(self, sample: list) -> None:
-        """Counts, over the first events of the file, of what only some profiler settings record."""
-        self.sampled += len(sample)
-        s = self.settings_sample
-        s["python_function"] += sum(1 for e in sample if e.cat == "python_function")
-        s["cpu_instant_event"] += sum(1 for e in sample if e.cat == "cpu_instant_event")
-        ops = [e for e in sample if e.cat == "cpu_op"]
-        s["cpu_op"] += len(ops)
-        s["call_stack"] += sum(1 for e in ops if e.args is not None and bytes(e.args.call_stack) not in _NO_STACK)
+        """A code per event, over the first events of the file, of what only some profiler settings record."""
+        n = len(sample)
+        self.sampled += n
+        cats = [e.cat for e in sample] if self.strict else [e.cat if isinstance(e.cat, str) else "" for e in sample]
+        codes = np.fromiter(map(_SAMPLE_CODES.get, cats, repeat(0)), dtype=np.int8, count=n)
+        ops = np.flatnonzero(codes == 3)
+        if ops.size:
+            stack = np.fromiter([e.args is not None and bytes(e.args.call_stack) not in _NO_STACK
+                                 for e in map(sample.__getitem__, ops.tolist())], dtype=bool, count=ops.size)
+            codes[ops[stack]] = 4
+        self.sample_codes.append(codes)
+
+    def settings_sample(self) -> tuple[dict[str, int], int]:
+        """Counts over the sampled events (see :func:`_settings_of`), and how many were sampled."""
+        codes = np.concatenate(self.sample_codes) if self.sample_codes else np.zeros(0, dtype=np.int8)
+        codes = codes[:SETTINGS_SAMPLE_EVENTS]
+        counts = np.bincount(codes, minlength=5)
+        return ({"python_function": int(counts[1]), "cpu_instant_event": int(counts[2]),
+                 "cpu_op": int(counts[3] + counts[4]), "call_stack": int(counts[4])}, int(codes.size))
+
+    def merge(self, other: _ColumnBuilder) -> None:
+        """Append ``other``'s columns, as if its events had been added here after this builder's.
+
+        Its name ids are remapped onto this table (first appearance order is kept: its own table
+        is in first-appearance order); its Input Dims rows shift by the rows kept here; its
+        pid/tid texts, sampled events and Python calls follow this builder's.
+        """
+        remap = np.fromiter((self.names.setdefault(s, len(self.names)) for s in other.names), dtype=np.int32,
+                            count=len(other.names))
+        for key, arrays in other.parts.items():
+            if key == "name_id":
+                arrays = [remap[a] for a in arrays]
+            elif key == "kernel_name_id":  # local ids index kernel_texts: shift past this builder's
+                arrays = [np.where(a >= 0, a + len(self.kernel_texts), -1).astype(np.int32) for a in arrays]
+            self.parts[key].extend(arrays)
+        self.kernel_texts.extend(other.kernel_texts)
+        self.dims.extend((rows + self.n_kept, local, texts) for rows, local, texts in other.dims)
+        for key, arrays in other.flows.items():
+            self.flows[key].extend(arrays)
+        for group, pending in other.host.pending.items():
+            self.host.pending[group].extend(pending)
+        self.mtia_events = self.mtia_events or (not self.gpu_seen and other.mtia_events)
+        self.gpu_seen = self.gpu_seen or other.gpu_seen
+        self.n_kept += other.n_kept
+        self.n_events += other.n_events
+        wanted = SETTINGS_SAMPLE_EVENTS - self.sampled
+        if wanted > 0 and other.sample_codes:
+            codes = np.concatenate(other.sample_codes)[:wanted]
+            self.sample_codes.append(codes)
+            self.sampled += codes.size
+        self.python.merge(other.python)
 
     def _add_kept(self, kept: list) -> None:
         n = len(kept)
@@ -634,7 +1206,7 @@ class _ColumnBuilder:
             world_size=world,
             warnings=warnings,
             python_calls=self.python.finish(base_us),
-            profiler_settings=_settings_of(flags or {}, self.settings_sample, self.sampled),
+            profiler_settings=_settings_of(flags or {}, *self.settings_sample()),
         )
         if not trace.gpu_mask.any():
             cats = ("MTIA trace: launchgap reads CUDA and ROCm GPU events only" if self.mtia_events
@@ -724,6 +1296,13 @@ class _PythonCallColumns:
         self.parts["ts_us"].append(ts)
         self.parts["dur_us"].append(dur)
         self.parts["tid"].append(np.fromiter([_as_int(e.tid) for e in events], dtype=np.int64, count=n))
+
+    def merge(self, other: _PythonCallColumns) -> None:
+        """Append ``other``'s calls after these (its name ids remapped onto this table)."""
+        remap = np.fromiter((self.names.setdefault(s, len(self.names)) for s in other.names), dtype=np.int32,
+                            count=len(other.names))
+        for key, arrays in other.parts.items():
+            self.parts[key].extend([remap[a] for a in arrays] if key == "name_id" else arrays)
 
     def finish(self, base_us: float) -> PythonCalls:
         """The table, times in ns on the event table's base (``base_us``), sorted by start."""

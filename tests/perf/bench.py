@@ -1,16 +1,23 @@
-"""End-to-end benchmark: ``launchgap analyze`` (and, with ``--vs-hta``, HTA) on scaled-up traces.
+"""End-to-end benchmark: ``launchgap analyze``, a decode-only reference, and (``--vs-hta``) HTA on scaled-up traces.
 
 Not a test (pytest does not collect it): run it by hand, e.g.
 
     .venv/bin/python tests/perf/bench.py --sizes 50 100 200 400 --repeat 3 --vs-hta --hta-sizes 400
 
 Traces are built from a real trace (``traces/h200-1b/1b_bs8_eager.json.gz``) by
-:mod:`synth` and cached under ``bench-out/``. Every run is a whole fresh process:
-``.venv/bin/launchgap analyze FILE --format json`` for launchgap, ``hta_job.py FILE`` (HTA's
-``TraceAnalysis`` load + temporal breakdown + idle-time breakdown + kernel launch stats)
+:mod:`synth` and cached under ``bench-out/``. Every run is a whole fresh process, with this
+checkout first on ``PYTHONPATH``: ``python -m launchgap analyze FILE --format json --output ...``
+for launchgap (load, columns, analysis, JSON out); ``decode_ref.py FILE`` for the reference
+(one single-threaded typed msgspec decode of the whole file, gunzipped first for ``.json.gz``;
+nothing else), run alternately with launchgap so both meet the same load; ``hta_job.py FILE``
+(HTA's ``TraceAnalysis`` load + temporal breakdown + idle-time breakdown + kernel launch stats)
 for HTA. Wall time is measured around the process; peak RSS is the process's own
-``ru_maxrss`` from ``wait4``. events/s counts the file's traceEvents entries, MB/s its JSON
-text (1 MB = 1e6 bytes), also for gzipped files. Medians over ``--repeat`` runs.
+``ru_maxrss`` from ``wait4`` (launchgap's decode workers are separate processes: one more run
+samples the proportional set size, PSS, of the process and its children every 20 ms and
+reports the peak of their sum). events/s counts the file's traceEvents entries, MB/s its JSON
+text (1 MB = 1e6 bytes), also for gzipped files. Medians over ``--repeat`` runs. The ratios
+printed at the end: launchgap's median wall time over the reference's, for the same file and
+for the plain JSON of the same size.
 """
 from __future__ import annotations
 
@@ -56,13 +63,49 @@ class Run:
         return self.json_bytes / 1e6 / self.wall_s
 
 
-def timed(cmd: list[str], timeout_s: float) -> tuple[float, int, float, int, str]:
-    """(wall s, peak RSS bytes, CPU s, exit code, last output line) of one child process.
+def _children(pid: int) -> list[int]:
+    out = []
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            out += [int(c) for c in (task / "children").read_text().split()]
+    except OSError:
+        pass
+    return out
 
-    Peak RSS and CPU come from ``wait4`` on that child, not RUSAGE_CHILDREN (a max over all).
+
+def tree_pss(pid: int) -> int:
+    """Proportional set size of ``pid`` and its descendants, bytes (0 where /proc cannot tell)."""
+    total = 0
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1]) * 1024
+                    break
+        except (OSError, ValueError):
+            continue
+        todo += _children(p)
+    return total
+
+
+def child_env() -> dict[str, str]:
+    """This checkout first on the path, so the runs measure its code (not an installed copy)."""
+    path = os.environ.get("PYTHONPATH", "")
+    return {**os.environ, "PYTHONPATH": str(REPO) + (os.pathsep + path if path else "")}
+
+
+def timed(cmd: list[str], timeout_s: float, sample_pss: bool = False) -> tuple[float, int, float, int, str]:
+    """(wall s, peak memory bytes, CPU s, exit code, last output line) of one child process.
+
+    Peak memory is the child's ``ru_maxrss`` from ``wait4`` (not RUSAGE_CHILDREN, a max over
+    all), or, with ``sample_pss``, the peak over 20 ms samples of the PSS of the child and its
+    descendants. CPU includes the child's own waited-for children.
     """
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=child_env())
+    peak_pss = 0
     deadline = t0 + timeout_s
     out_chunks: list[bytes] = []
     err_chunks: list[bytes] = []
@@ -75,7 +118,9 @@ def timed(cmd: list[str], timeout_s: float) -> tuple[float, int, float, int, str
         if left <= 0:
             proc.kill()
             break
-        for key, _ in sel.select(timeout=min(left, 1.0)):
+        if sample_pss:
+            peak_pss = max(peak_pss, tree_pss(proc.pid))
+        for key, _ in sel.select(timeout=min(left, 0.02 if sample_pss else 1.0)):
             data = os.read(key.fileobj.fileno(), 1 << 16)
             if data:
                 key.data.append(data)
@@ -85,7 +130,7 @@ def timed(cmd: list[str], timeout_s: float) -> tuple[float, int, float, int, str
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
-    rss = int(usage.ru_maxrss) * 1024  # Linux reports KiB
+    rss = peak_pss if sample_pss else int(usage.ru_maxrss) * 1024  # Linux reports KiB
     cpu = usage.ru_utime + usage.ru_stime
     out = b"".join(out_chunks).decode(errors="replace").strip().splitlines()
     err = b"".join(err_chunks).decode(errors="replace").strip().splitlines()
@@ -95,33 +140,46 @@ def timed(cmd: list[str], timeout_s: float) -> tuple[float, int, float, int, str
 
 
 def launchgap_cmd(trace: Path, out_json: Path) -> list[str]:
-    exe = REPO / ".venv" / "bin" / "launchgap"
-    return [str(exe), "analyze", str(trace), "--format", "json", "--output", str(out_json)]
+    return [sys.executable, "-m", "launchgap", "analyze", str(trace), "--format", "json", "--output", str(out_json)]
+
+
+def reference_cmd(trace: Path) -> list[str]:
+    return [sys.executable, str(HERE / "decode_ref.py"), str(trace)]
 
 
 def hta_cmd(trace: Path) -> list[str]:
     return [sys.executable, str(HERE / "hta_job.py"), str(trace)]
 
 
-def measure(tool: str, trace: Path, size_mb: float, gz: bool, repeat: int, timeout_s: float,
-            out_dir: Path) -> list[Run]:
+def _cmd(tool: str, trace: Path, out_dir: Path) -> list[str]:
+    if tool == "launchgap":
+        return launchgap_cmd(trace, out_dir / f"report_{trace.name}.json")
+    return reference_cmd(trace) if tool == "reference" else hta_cmd(trace)
+
+
+def measure(tools: list[str], trace: Path, size_mb: float, gz: bool, repeat: int, timeout_s: float,
+            out_dir: Path) -> dict[str, list[Run]]:
+    """``repeat`` runs of each tool, taken in turns (a, b, a, b, ...) so that all meet the same load."""
     meta = trace_meta(trace)
-    runs = []
+    runs: dict[str, list[Run]] = {t: [] for t in tools}
     for i in range(repeat):
-        if tool == "launchgap":
-            cmd = launchgap_cmd(trace, out_dir / f"report_{trace.name}.json")
-        else:
-            cmd = hta_cmd(trace)
-        wall, rss, cpu, rc, note = timed(cmd, timeout_s)
-        run = Run(tool=tool, size_mb=size_mb, gzip=gz, wall_s=wall, peak_rss_bytes=rss, events=meta["events"],
-                  json_bytes=meta["json_bytes"], ok=rc == 0, note="" if rc == 0 else f"exit {rc}: {note}",
-                  cpu_s=cpu, load_avg=os.getloadavg()[0])
-        runs.append(run)
-        print(f"  {tool:9s} {trace.name:32s} run {i + 1}/{repeat}: {wall:7.2f} s wall {cpu:7.2f} s CPU "
-              f"{rss / 2**20:7.0f} MiB  load {run.load_avg:4.1f}  {'ok' if run.ok else run.note}", flush=True)
-        if not run.ok:
-            break
+        for tool in tools:
+            if runs[tool] and not runs[tool][-1].ok:
+                continue
+            wall, rss, cpu, rc, note = timed(_cmd(tool, trace, out_dir), timeout_s)
+            run = Run(tool=tool, size_mb=size_mb, gzip=gz, wall_s=wall, peak_rss_bytes=rss, events=meta["events"],
+                      json_bytes=meta["json_bytes"], ok=rc == 0, note="" if rc == 0 else f"exit {rc}: {note}",
+                      cpu_s=cpu, load_avg=os.getloadavg()[0])
+            runs[tool].append(run)
+            print(f"  {tool:9s} {trace.name:32s} run {i + 1}/{repeat}: {wall:7.2f} s wall {cpu:7.2f} s CPU "
+                  f"{rss / 2**20:7.0f} MiB  load {run.load_avg:4.1f}  {'ok' if run.ok else run.note}", flush=True)
     return runs
+
+
+def peak_pss(trace: Path, out_dir: Path) -> int:
+    """Peak PSS of launchgap's process tree (main process and decode workers) over one more run."""
+    _, pss, _, rc, _ = timed(launchgap_cmd(trace, out_dir / f"report_{trace.name}.json"), 600.0, sample_pss=True)
+    return pss if rc == 0 else 0
 
 
 def median_run(runs: list[Run]) -> Run:
@@ -171,6 +229,25 @@ def table(rows: list[Run], hta: dict[tuple[float, bool], Run]) -> str:
     return "\n".join(lines)
 
 
+def ratio_table(rows: list[Run], refs: dict[tuple[float, bool], Run], pss: dict[tuple[float, bool], int]) -> str:
+    """launchgap against the decode-only reference, medians of the same runs (taken in turns)."""
+    head = ("| JSON | file | launchgap wall s | reference wall s | ratio | ratio to the plain-JSON reference "
+            "| launchgap CPU s | reference CPU s | launchgap peak RSS MiB (main process) "
+            "| launchgap peak PSS MiB (process tree) | reference peak RSS MiB | load avg |")
+    lines = [head, "|" + "|".join(["---"] * (head.count("|") - 1)) + "|"]
+    for r in rows:
+        ref = refs[(r.size_mb, r.gzip)]
+        plain = refs.get((r.size_mb, False))
+        to_plain = f"{r.wall_s / plain.wall_s:.2f}x" if plain is not None else ""
+        tree = pss.get((r.size_mb, r.gzip), 0)
+        lines.append(
+            f"| {r.json_bytes / 1e6:,.0f} MB | {'.json.gz' if r.gzip else '.json'} | {r.wall_s:.2f} | {ref.wall_s:.2f} "
+            f"| {r.wall_s / ref.wall_s:.2f}x | {to_plain} | {r.cpu_s:.2f} | {ref.cpu_s:.2f} "
+            f"| {r.peak_rss_bytes / 2**20:,.0f} | {tree / 2**20:,.0f} | {ref.peak_rss_bytes / 2**20:,.0f} "
+            f"| {(r.load_avg + ref.load_avg) / 2:.1f} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=float, nargs="+", default=[50, 100, 200, 400], help="JSON MB of each trace")
@@ -184,28 +261,47 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="the real trace to scale up")
     ap.add_argument("--out", type=Path, default=REPO / "bench-out", help="cache folder (gitignored)")
     ap.add_argument("--json", type=Path, help="also write every run as JSON here")
+    ap.add_argument("--no-pss", action="store_true", help="skip the extra run that samples the process tree's PSS")
     args = ap.parse_args(argv)
     if not args.source.exists():
         print(f"bench: source trace {args.source} not found", file=sys.stderr)
         return 2
     hta_sizes = set(args.sizes if args.hta_sizes is None else args.hta_sizes)
     print(f"machine: {machine()}", flush=True)
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     all_runs: list[Run] = []
     medians: list[Run] = []
+    refs: dict[tuple[float, bool], Run] = {}
+    pss: dict[tuple[float, bool], int] = {}
     hta_medians: dict[tuple[float, bool], Run] = {}
     for fmt in args.formats:
         gz = fmt == "gz"
         for size in args.sizes:
             trace = scaled_trace(size, args.out, source=args.source, gz=gz)
-            runs = measure("launchgap", trace, size, gz, args.repeat, 600.0, args.out)
-            all_runs += runs
-            medians.append(median_run(runs))
+            runs = measure(["reference", "launchgap"], trace, size, gz, args.repeat, 600.0, args.out)
+            all_runs += runs["launchgap"] + runs["reference"]
+            medians.append(median_run(runs["launchgap"]))
+            refs[(size, gz)] = median_run(runs["reference"])
+            if not args.no_pss:
+                pss[(size, gz)] = peak_pss(trace, args.out)
             if args.vs_hta and size in hta_sizes:
-                hruns = measure("hta", trace, size, gz, args.hta_repeat or args.repeat, args.hta_timeout, args.out)
+                hruns = measure(["hta"], trace, size, gz, args.hta_repeat or args.repeat, args.hta_timeout,
+                                args.out)["hta"]
                 all_runs += hruns
                 hta_medians[(size, gz)] = median_run(hruns)
     print()
     print(table(medians, hta_medians))
+    print()
+    print(ratio_table(medians, refs, pss))
+    print()
+    for r in medians:
+        ref = refs[(r.size_mb, r.gzip)]
+        plain = refs.get((r.size_mb, False))
+        line = (f"{r.size_mb:g} MB {'gz' if r.gzip else 'json'}: launchgap {r.wall_s:.2f} s = "
+                f"{r.wall_s / ref.wall_s:.2f}x the decode-only reference of the same file ({ref.wall_s:.2f} s)")
+        if r.gzip and plain is not None:
+            line += f", {r.wall_s / plain.wall_s:.2f}x the reference on the plain JSON ({plain.wall_s:.2f} s)"
+        print(line)
     for (size, gz), h in hta_medians.items():
         lg = next(r for r in medians if (r.size_mb, r.gzip) == (size, gz))
         if h.ok:
