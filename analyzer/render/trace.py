@@ -185,7 +185,8 @@ def _serving_lines(rep: TraceReport, markdown: bool) -> list[str]:
                       f"host phases per step ({s.host_phases_source}): {phases} us"))
         facts.append(("async scheduling", f"overlapping the host work with the GPU (async scheduling) would hide up "
                                           f"to {s.async_hidden_us_per_step:,.1f} us per step"))
-    lines = ["", f"{h}Graph-mode serving" if markdown else "Graph-mode serving"]
+    title = "Graph-mode serving" if s.capture_sizes is not None or padded else "Host time between steps"
+    lines = ["", f"{h}{title}"]
     if markdown:
         lines += _table(["metric", "value"], facts, True)
     else:

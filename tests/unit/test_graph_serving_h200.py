@@ -125,3 +125,15 @@ def test_predicted_full_graph_within_3pct(bs: int, mode: str) -> None:
     assert {st.graph_coverage for st in rep.steps} == {"piecewise" if mode == "piecewise" else "full"}
     pred = float(np.median([st.predicted_graph_us for st in rep.steps]))
     assert pred == pytest.approx(row["graph_us"], rel=0.03)
+
+
+def test_text_report_names_the_section_by_what_it_holds() -> None:
+    """A serving trace gets "Graph-mode serving"; an eager trace without capture sizes only its host
+    time between steps, under that name."""
+    from launchgap.render.trace import render_trace
+
+    serving = render_trace(_serving())
+    assert "\nGraph-mode serving\n" in serving and "\nHost time between steps\n" not in serving
+    eager = render_trace(analyze_trace(load_trace(TRACES / "h200-1b" / "1b_bs8_eager.json.gz"), AnalysisOptions()))
+    assert "\nHost time between steps\n" in eager and "Graph-mode serving" not in eager
+    assert "async scheduling" in eager
