@@ -40,7 +40,7 @@ browser-deps:
 CI_HYPOTHESIS = LAUNCHGAP_HYPOTHESIS_PROFILE=ci LAUNCHGAP_HYPOTHESIS_EXAMPLES=
 
 lint: $(VENV)/.installed-test
-	$(BIN)/ruff check analyzer app tests
+	$(BIN)/ruff check analyzer app tests bench
 
 test: $(VENV)/.installed-test browser-deps lint
 	$(CI_HYPOTHESIS) $(BIN)/python -m pytest -q
@@ -57,13 +57,13 @@ fuzz: $(VENV)/.installed-test
 	  $(BIN)/python -m pytest -q -m hypothesis tests
 
 bench: $(VENV)/.installed-test
-	$(BIN)/python tests/perf/bench.py --sizes 50 100 200 400 --formats json gz --vs-hta
+	$(BIN)/python bench/bench.py --sizes 50 100 200 400 --formats json gz --vs-hta
 
 clean:
 	rm -rf $(VENV) .pytest_cache test-artifacts bench-out
 
 bench-fleet: $(VENV)/.installed-test
-	$(BIN)/python tests/perf/bench_fleet.py
+	$(BIN)/python bench/bench_fleet.py
 
 screenshots: $(VENV)/.installed-test browser-deps
 	$(BIN)/python -m tests.e2e.screenshots docs/screenshots

@@ -54,7 +54,7 @@ sys.path.insert(0, str(REPO))
 
 from launchgap.dashboard.timing import ENV_TIMING, parse_lines  # noqa: E402
 from launchgap.dashboard.worker import tree_rss_bytes  # noqa: E402
-from tests.perf.synth import scaled_trace, trace_meta  # noqa: E402
+from tests.synth import scaled_trace, trace_meta  # noqa: E402
 
 CHROMIUM = Path(os.environ.get("LAUNCHGAP_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -16,7 +16,7 @@ from launchgap.loaders import load_trace
 from launchgap.ranks import analyze_with_collectives
 from launchgap.report import AnalysisOptions
 from tests.e2e.conftest import UI_TIMEOUT_MS, running_app
-from tests.perf.synth import scaled_trace, trace_meta
+from tests.synth import scaled_trace, trace_meta
 
 pytestmark = pytest.mark.browser
 

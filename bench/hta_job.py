@@ -3,7 +3,7 @@
 TraceAnalysis load, temporal breakdown, idle-time breakdown and CUDA kernel launch stats,
 HTA 0.5.0 defaults (its json backend), no plots.
 
-Run as a script in its own process (``python tests/perf/hta_job.py TRACE``) so its wall
+Run as a script in its own process (``python bench/hta_job.py TRACE``) so its wall
 time and peak RSS are measured alone. Prints one JSON line with HTA's own load time.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Where the fixed seconds of one ``launchgap fleet`` run go, by phase (not a test).
 
-Run from the project root: ``python tests/perf/fleet_phases.py DIR WORKERS [shutdown]``. It does what
+Run from the project root: ``python bench/fleet_phases.py DIR WORKERS [shutdown]``. It does what
 :func:`analyzer.commands.fleet.run_fleet` does, in this order, and prints the wall seconds of
 each phase: importing Dask and launchgap, starting the local cluster and checking the workers'
 version (``_connect``), the map (streaming every trace's record, the workers' first task
@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 T0 = time.perf_counter()
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import dask.distributed  # noqa: E402, F401
 

@@ -24,7 +24,7 @@ import re
 from pathlib import Path
 
 #: The real trace the benchmark scales up (relative to the project root).
-DEFAULT_SOURCE = Path(__file__).resolve().parents[2] / "traces" / "h200-1b" / "1b_bs8_eager.json.gz"
+DEFAULT_SOURCE = Path(__file__).resolve().parents[1] / "traces" / "h200-1b" / "1b_bs8_eager.json.gz"
 
 _FIELD = re.compile(r'(?:"(ts|correlation|External id|id)": |(ProfilerStep)#)(\d+)')
 _ARRAY_OPEN = '"traceEvents": ['

@@ -2,7 +2,7 @@
 
 Not a test (pytest does not collect it): run it by hand, e.g.
 
-    .venv/bin/python tests/perf/bench.py --sizes 50 100 200 400 --repeat 3 --vs-hta --hta-sizes 400
+    .venv/bin/python bench/bench.py --sizes 50 100 200 400 --repeat 3 --vs-hta --hta-sizes 400
 
 Traces are built from a real trace (``traces/h200-1b/1b_bs8_eager.json.gz``) by
 :mod:`synth` and cached under ``bench-out/``. Every run is a whole fresh process, with this
@@ -34,10 +34,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-sys.path.insert(0, str(HERE))
+REPO = HERE.parent
+sys.path.insert(0, str(REPO))
 
-from synth import DEFAULT_SOURCE, scaled_trace, trace_meta  # noqa: E402
+from tests.synth import DEFAULT_SOURCE, scaled_trace, trace_meta  # noqa: E402
 
 
 @dataclass(frozen=True)

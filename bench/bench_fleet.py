@@ -2,7 +2,7 @@
 
 Not a test (pytest does not collect ``bench_*.py``). Run from the project root::
 
-    .venv/bin/python tests/perf/bench_fleet.py --source traces/h200 --copies 14 --workers 1,2,4,8 --repeats 3
+    .venv/bin/python bench/bench_fleet.py --source traces/h200 --copies 14 --workers 1,2,4,8 --repeats 3
 
 It copies every ``*.json.gz`` of ``--source`` ``--copies`` times into a temporary folder (a
 "fleet" of identical servers), then measures:
@@ -37,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from launchgap.commands.fleet import local_cluster, stream_records  # noqa: E402
