@@ -278,7 +278,8 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
         source=steps.source, steps=step_reports, win_us=lm.win_us[keep], busy_us=lm.busy_us[keep],
         pred_us=lm.pred_us[keep], host_events=lm.host_events[keep], delays_ns=lm.delays_ns,
         launch_api_ns=lm.launch_api_ns[keep], launched_gpu_ns=lm.launched_gpu_ns[keep], settings=settings,
-        overhead=estimate_overhead(settings, opts.model.overhead, opts.model.profiler_us_per_host_event))
+        overhead=estimate_overhead(settings, opts.model.overhead, opts.model.profiler_us_per_host_event,
+                                   _median(lm.win_us[keep]), _median(lm.host_events[keep])))
     summary = _summary(inputs, opts)
     mode = classify_mode(summary.kernel_launches_per_step_median, summary.graph_launches_per_step_median,
                          summary.kernels_per_step_median)
