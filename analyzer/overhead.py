@@ -287,13 +287,14 @@ def estimate_overhead(settings: ProfilerSettings, table: OverheadTable = DEFAULT
     notes: list[str] = []
     sh = table.share(settings.tier)
     if sh is not None and step_us and host_events:
-        notes.append(f"ratio model: unprofiled step = {1 - sh.value:.3g} x the profiled step ({step_us:,.0f} us, "
-                     f"{host_events:,.0f} host events); range with the host-reference model "
-                     f"({r.value:g}x {settings.host_ref_us or table.typical_ref_us:.3g} us per host event)")
-        return OverheadEstimate(r.tier, round(point, 4), round(low, 4),
-                                round(high * (table.profile_memory_high_factor if settings.profile_memory else 1), 4),
-                                f"ratio model: {sh.source}; range with {r.source}", tuple(notes + _memory_note(
-                                    settings, table)))
+        ref = settings.host_ref_us or table.typical_ref_us
+        notes.append(f"ratio model: unprofiled step = {1 - sh.value:.4g} x the profiled step ({step_us:,.0f} us over "
+                     f"{host_events:,.0f} host events: {point:.3g} us per host event); the range spans it and the "
+                     f"host-reference model ({r.value:g}x the {ref:.3g} us host reference)")
+        high *= table.profile_memory_high_factor if settings.profile_memory else 1.0
+        return OverheadEstimate(r.tier, round(point, 4), round(low, 4), round(high, 4),
+                                f"ratio model, {sh.source}; range with the host-reference rate, {r.source}",
+                                tuple(notes + _memory_note(settings, table)))
     if r.unit == "ref":
         ref = settings.host_ref_us
         notes.append(f"{r.value:g}x the host reference ({ref:.3g} us per leaf CPU op)" if ref else
