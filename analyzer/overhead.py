@@ -28,7 +28,11 @@ profiler's bookkeeping is CPU work, so it is slower on a slower host, or in a sl
 one; the leaf ops, profiled alike, show that speed. The estimated unprofiled eager step is
 ``max(profiled step - us_per_event x host_events, GPU busy)`` (the profiler does not slow the
 GPU's own work); the speedup range takes the high overhead and the slow end of the graph
-band for its low end, the low overhead and the fast end for its high end.
+band for its low end, the low overhead and the fast end for its high end. A rate can also be a
+``share`` of the profiled step (the **ratio model**: unprofiled = (1 - share) x profiled, the
+profiler's cost and the unprofiled host work both scaling with the host's speed);
+``OverheadTable.shares`` layers it over the rates: its point, both models' range
+(:meth:`OverheadTable.per_event_us`; shipped for ``plain``, ``shapes``, ``stack``).
 
 :func:`fit_overhead` refits the table from recordings whose unprofiled eager step was timed
 (ideally in the same process, just before and after the profiled steps), and

@@ -26,9 +26,10 @@ the eager traces it names. Two layouts are read:
 The profiler settings of every recording are detected from its trace, as ``analyze`` does;
 the label in the record is shown next to the detection, never used. The output: one row per
 recording (measured speedup; the analyzer's former constant of 1.8 us per host event; the
-shipped table; the table refitted leaving that recording out), the summary of each (median
-and worst absolute error of the speedup, share of measured speedups inside the range), and the
-refitted table as Python to paste into :mod:`analyzer.overhead`.
+shipped table; the table refitted leaving that recording out, or its model; the ratio model
+alone and ``ratio+ref``, its point with both models' range), the summary of each (median and
+worst absolute error of the speedup, share of measured speedups inside the range), and the
+refitted tables as Python to paste into :mod:`analyzer.overhead`.
 """
 from __future__ import annotations
 
