@@ -28,7 +28,11 @@ profiler's bookkeeping is CPU work, so it is slower on a slower host, or in a sl
 one; the leaf ops, profiled alike, show that speed. The estimated unprofiled eager step is
 ``max(profiled step - us_per_event x host_events, GPU busy)`` (the profiler does not slow the
 GPU's own work); the speedup range takes the high overhead and the slow end of the graph
-band for its low end, the low overhead and the fast end for its high end.
+band for its low end, the low overhead and the fast end for its high end. A rate can also be a
+``share`` of the profiled step (the **ratio model**: unprofiled = (1 - share) x profiled, the
+profiler's cost and the unprofiled host work both scaling with the host's speed);
+``OverheadTable.shares`` layers it over the rates: its point, both models' range
+(:meth:`OverheadTable.per_event_us`; shipped for ``plain``, ``shapes``, ``stack``).
 
 :func:`fit_overhead` refits the table from recordings whose unprofiled eager step was timed
 (ideally in the same process, just before and after the profiled steps), and
@@ -158,7 +162,9 @@ def host_ref_us(trace: Trace) -> float | None:
 @dataclass(frozen=True)
 class OverheadRate:
     """Profiler overhead per recorded host event for one tier: point value and range, in us
-    (``unit="us"``) or in multiples of the trace's host reference (``unit="ref"``)."""
+    (``unit="us"``), in multiples of the trace's host reference (``unit="ref"``), or as a share of
+    the profiled step (``unit="share"``: the ratio model, unprofiled step = (1 - share) x profiled
+    step; per host event that is ``share x profiled step / host events``)."""
 
     tier: str
     value: float
@@ -167,10 +173,15 @@ class OverheadRate:
     source: str
     unit: str = "us"
 
-    def in_us(self, host_ref: float | None, typical_ref_us: float) -> tuple[float, float, float]:
-        """(point, low, high) in us for a trace with this host reference (the typical one when None)."""
+    def in_us(self, host_ref: float | None, typical_ref_us: float, step_us: float | None = None,
+              host_events: float | None = None) -> tuple[float, float, float]:
+        """(point, low, high) in us for a trace with this host reference (the typical one when None); a
+        ``share`` rate needs the profiled step and its host events (0 without them)."""
         if self.unit == "us":
             return self.value, self.low, self.high
+        if self.unit == "share":
+            per = step_us / host_events if step_us and host_events else 0.0
+            return self.value * per, self.low * per, self.high * per
         ref = host_ref if host_ref is not None and host_ref > 0 else typical_ref_us
         return self.value * ref, self.low * ref, self.high * ref
 
@@ -189,6 +200,10 @@ class OverheadTable:
     graph_rel_err: float = 0.04
     profile_memory_high_factor: float = 1.3
     typical_ref_us: float = 0.65
+    #: The ratio model layered over ``rates`` (unit ``share``): for a tier listed here the point
+    #: value is the share's, and the range spans both the share's range and the rate's (the two
+    #: models' uncertainty together); see :meth:`per_event_us`.
+    shares: tuple[OverheadRate, ...] = ()
 
     def rate(self, tier: str) -> OverheadRate:
         for r in self.rates:
@@ -196,8 +211,28 @@ class OverheadTable:
                 return r
         raise KeyError(tier)
 
+    def share(self, tier: str) -> OverheadRate | None:
+        """The ratio-model rate of a tier (None: the tier uses its rate alone)."""
+        return next((r for r in self.shares if r.tier == tier), None)
+
     def with_rate(self, new: OverheadRate) -> OverheadTable:
         return replace(self, rates=tuple(new if r.tier == new.tier else r for r in self.rates))
+
+    def with_share(self, new: OverheadRate) -> OverheadTable:
+        return replace(self, shares=tuple(r for r in self.shares if r.tier != new.tier) + (new,))
+
+    def per_event_us(self, tier: str, host_ref: float | None, step_us: float | None = None,
+                     host_events: float | None = None) -> tuple[float, float, float]:
+        """(point, low, high) overhead in us per host event for a trace of this tier, host reference,
+        profiled step and host events per step. With a share for the tier: the share's point, the
+        range from the lower to the higher of the two models' ends (a share needs a step and its
+        host events; without them the rate alone applies)."""
+        point, low, high = self.rate(tier).in_us(host_ref, self.typical_ref_us, step_us, host_events)
+        sh = self.share(tier)
+        if sh is None or not (step_us and host_events):
+            return point, low, high
+        s_point, s_low, s_high = sh.in_us(host_ref, self.typical_ref_us, step_us, host_events)
+        return s_point, min(low, s_low), max(high, s_high)
 
 
 #: Shipped rates. ``plain``, ``shapes``, ``stack`` (multiples of the trace's host reference):
@@ -209,14 +244,24 @@ class OverheadTable:
 #: on): two other same-process H200 sessions (see docs/profiler-overhead.md for the error table).
 #: ``shapes+stack`` (us per host event): issue 17's same-process recordings (no ``full``
 #: recording yet). ``cupti``: assumed (no recording without cpu_ops was timed): CUPTI's
-#: callback per runtime call, with a wide range. Refit with ``python -m launchgap.overhead_fit fit``.
+#: callback per runtime call, with a wide range. ``shares`` (the ratio model, point value of
+#: ``plain``, ``shapes``, ``stack``): the unprofiled step is (1 - share) x the profiled step; same
+#: FIT set, same fit (median share, central 80%); the range spans the share's and the rate's
+#: (``ratio+ref``). Chosen on the 23 interleaved H200 recordings (2026-12-02) scored
+#: leave-one-model-out against the trace truth: median 4.9%, worst 10.9%, 83% inside the range
+#: (the ref rates alone: 5.8%, 17.3%, 74%). Refit with ``python -m launchgap.overhead_fit fit``
+#: (its ``ratio+ref`` table).
 DEFAULT_OVERHEAD = OverheadTable(rates=(
     OverheadRate("cupti", 0.8, 0.4, 1.4, "assumed: CUPTI runtime-call tracing, not measured"),
     OverheadRate("plain", 2.2185, 1.9289, 2.4956, "fitted: 5 same-process H200 recordings (2026-12-01b)", "ref"),
     OverheadRate("shapes", 3.2916, 2.3742, 4.152, "fitted: 9 same-process H200 recordings (2026-12-01b)", "ref"),
     OverheadRate("stack", 2.7761, 1.6696, 3.0755, "fitted: 10 same-process H200 recordings (2026-12-01b)", "ref"),
     OverheadRate("shapes+stack", 2.45, 2.1, 2.8, "issue 17: same-process H200 recordings"),
-), graph_rel_err=0.031)
+), graph_rel_err=0.031, shares=(
+    OverheadRate("plain", 0.235, 0.2162, 0.2584, "fitted: 5 same-process H200 recordings (2026-12-01b)", "share"),
+    OverheadRate("shapes", 0.3339, 0.3101, 0.5272, "fitted: 9 same-process H200 recordings (2026-12-01b)", "share"),
+    OverheadRate("stack", 0.2773, 0.1933, 0.3105, "fitted: 10 same-process H200 recordings (2026-12-01b)", "share"),
+))
 
 
 @dataclass(frozen=True)
@@ -232,22 +277,41 @@ class OverheadEstimate:
 
 
 def estimate_overhead(settings: ProfilerSettings, table: OverheadTable = DEFAULT_OVERHEAD,
-                      override_us: float | None = None) -> OverheadEstimate:
-    """The per-event overhead for a trace's settings; ``override_us`` (a user's figure) replaces it."""
+                      override_us: float | None = None, step_us: float | None = None,
+                      host_events: float | None = None) -> OverheadEstimate:
+    """The per-event overhead for a trace's settings; ``override_us`` (a user's figure) replaces it.
+
+    ``step_us`` / ``host_events``: the trace's median profiled step and host events per step, which
+    a ratio-model tier (``table.shares``) needs: its per-event figure is the implied one, ``share x
+    step_us / host_events``; without them the tier's rate applies."""
     if override_us is not None:
         return OverheadEstimate(settings.tier, override_us, override_us, override_us, "given by the user")
     r = table.rate(settings.tier)
-    point, low, high = r.in_us(settings.host_ref_us, table.typical_ref_us)
+    point, low, high = table.per_event_us(settings.tier, settings.host_ref_us, step_us, host_events)
     notes: list[str] = []
+    sh = table.share(settings.tier)
+    if sh is not None and step_us and host_events:
+        ref = settings.host_ref_us or table.typical_ref_us
+        notes.append(f"ratio model: unprofiled step = {1 - sh.value:.4g} x the profiled step ({step_us:,.0f} us over "
+                     f"{host_events:,.0f} host events: {point:.3g} us per host event); the range spans it and the "
+                     f"host-reference model ({r.value:g}x the {ref:.3g} us host reference)")
+        high *= table.profile_memory_high_factor if settings.profile_memory else 1.0
+        return OverheadEstimate(r.tier, round(point, 4), round(low, 4), round(high, 4),
+                                f"ratio model, {sh.source}; range with the host-reference rate, {r.source}",
+                                tuple(notes + _memory_note(settings, table)))
     if r.unit == "ref":
         ref = settings.host_ref_us
         notes.append(f"{r.value:g}x the host reference ({ref:.3g} us per leaf CPU op)" if ref else
                      f"{r.value:g}x a typical host reference ({table.typical_ref_us:g} us): no leaf CPU ops")
     if settings.profile_memory:
         high *= table.profile_memory_high_factor
-        notes.append(f"profile_memory on: its cost was not measured; the range's high end is raised "
-                     f"{table.profile_memory_high_factor:g}x")
-    return OverheadEstimate(r.tier, round(point, 4), round(low, 4), round(high, 4), r.source, tuple(notes))
+    return OverheadEstimate(r.tier, round(point, 4), round(low, 4), round(high, 4), r.source,
+                            tuple(notes + _memory_note(settings, table)))
+
+
+def _memory_note(settings: ProfilerSettings, table: OverheadTable) -> list[str]:
+    return ([f"profile_memory on: its cost was not measured; the range's high end is raised "
+             f"{table.profile_memory_high_factor:g}x"] if settings.profile_memory else [])
 
 
 def unprofiled_step_us(step_us: np.ndarray, host_events: np.ndarray, gpu_busy_us: np.ndarray,
@@ -313,9 +377,11 @@ class Recording:
         return (self.profiled_step_us - self.eager_us) / self.host_events if self.host_events > 0 else float("nan")
 
     def implied(self, unit: str, typical_ref_us: float) -> float:
-        """The implied overhead in ``unit`` (``us``, or multiples of the host reference)."""
+        """The implied overhead in ``unit`` (``us``, multiples of the host reference, or ``share`` of the profiled step)."""
         if unit == "us":
             return self.implied_us_per_event
+        if unit == "share":
+            return (self.profiled_step_us - self.eager_us) / self.profiled_step_us
         ref = self.host_ref_us if self.host_ref_us else typical_ref_us
         return self.implied_us_per_event / ref
 
@@ -328,19 +394,25 @@ def _band(values: np.ndarray, coverage: float) -> tuple[float, float, float]:
 
 
 def fit_overhead(recs: Sequence[Recording], base: OverheadTable = DEFAULT_OVERHEAD, coverage: float = 0.8,
-                 unit: str = "us") -> OverheadTable:
+                 unit: str = "us", graph_coverage: float | None = None) -> OverheadTable:
     """Refit the per-tier rates on recordings; tiers without recordings keep ``base``'s rates.
 
-    Per tier: point = median implied overhead per event (in ``unit``: us, or multiples of the
-    host reference); range = the central ``coverage`` share of them. Only host-bound
+    Per tier: point = median implied overhead per event (in ``unit``: us, multiples of the host
+    reference, or ``share`` of the profiled step: the ratio model); range = the central
+    ``coverage`` share of them. ``unit="ratio+ref"``: the rates in ``ref`` and, over them, the
+    shares (:attr:`OverheadTable.shares`: the ratio model's point, both models' range). Only host-bound
     recordings count (measured eager step at least 1.2x the GPU busy time: a GPU-bound step
     hides the profiler's host cost and implies nothing), and only those whose measured step is
     below the profiled one (else the two were not timed alike). ``cupti`` stays in us (no
     leaf ops).
-    The graph band is the ``coverage`` quantile of ``|predicted / measured graph step - 1|`` over
+    The graph band is the ``graph_coverage`` (default ``coverage``) quantile of ``|predicted / measured graph step - 1|`` over
     recordings with a measured graph step.
     """
-    table = base
+    if unit == "ratio+ref":  # the combination: rates in ref, the ratio model's shares over them
+        ref = fit_overhead(recs, base, coverage, "ref", graph_coverage)
+        shares = fit_overhead(recs, replace(ref, shares=()), coverage, "share", graph_coverage)
+        return replace(ref, shares=tuple(r for r in shares.rates if r.unit == "share" and r.tier != "cupti"))
+    table = replace(base, shares=())  # one model alone
     for tier in TIERS:
         u = "us" if tier == "cupti" else unit
         imp = np.array([r.implied(u, base.typical_ref_us) for r in recs
@@ -353,7 +425,8 @@ def fit_overhead(recs: Sequence[Recording], base: OverheadTable = DEFAULT_OVERHE
                                              f"fitted on {imp.size} recording(s)", u))
     g = np.array([abs(r.predicted_graph_us / r.graph_us - 1) for r in recs if r.graph_us])
     if g.size:
-        table = replace(table, graph_rel_err=round(float(np.quantile(g, coverage)), 4))
+        gc = coverage if graph_coverage is None else graph_coverage
+        table = replace(table, graph_rel_err=round(float(np.quantile(g, gc)), 4))
     return table
 
 
@@ -375,7 +448,7 @@ class Scored:
 
 def score(rec: Recording, table: OverheadTable) -> Scored:
     """The estimate of one recording under ``table`` against its measurements."""
-    point, low, high = table.rate(rec.tier).in_us(rec.host_ref_us, table.typical_ref_us)
+    point, low, high = table.per_event_us(rec.tier, rec.host_ref_us, rec.profiled_step_us, rec.host_events)
     high *= table.profile_memory_high_factor if rec.memory else 1.0
     est, e_lo, e_hi = (float(unprofiled_step_us(rec.profiled_step_us, rec.host_events, rec.busy_us, k))
                        for k in (point, high, low))
@@ -416,19 +489,22 @@ def evaluate(recs: Sequence[Recording], table: OverheadTable, name: str) -> Eval
 
 
 def evaluate_leave_one_out(recs: Sequence[Recording], base: OverheadTable = DEFAULT_OVERHEAD,
-                           coverage: float = 0.8, unit: str = "us", name: str | None = None) -> Evaluation:
+                           coverage: float = 0.8, unit: str = "us", name: str | None = None,
+                           graph_coverage: float | None = None) -> Evaluation:
     """Every recording scored under a table fitted on the others (its tier falls back to ``base``
     when it is the only recording of its tier): the honest error of refitting."""
     return _summarise(name or f"refit ({unit}), leave-one-out",
-                      [score(r, fit_overhead([q for q in recs if q is not r], base, coverage, unit)) for r in recs])
+                      [score(r, fit_overhead([q for q in recs if q is not r], base, coverage, unit, graph_coverage))
+                       for r in recs])
 
 
 def evaluate_leave_group_out(recs: Sequence[Recording], base: OverheadTable = DEFAULT_OVERHEAD,
-                             coverage: float = 0.8, unit: str = "us", name: str | None = None) -> Evaluation:
+                             coverage: float = 0.8, unit: str = "us", name: str | None = None,
+                             graph_coverage: float | None = None) -> Evaluation:
     """Every recording scored under a table fitted on the recordings of the other groups (models): the
     error on a workload the table never saw. A tier no other group recorded falls back to ``base``."""
     return _summarise(name or f"refit ({unit}), leave-one-model-out",
-                      [score(r, fit_overhead([q for q in recs if q.group != r.group], base, coverage, unit))
+                      [score(r, fit_overhead([q for q in recs if q.group != r.group], base, coverage, unit, graph_coverage))
                        for r in recs])
 
 
@@ -443,6 +519,13 @@ def table_as_python(table: OverheadTable) -> str:
     lines = ["DEFAULT_OVERHEAD = OverheadTable(rates=("]
     lines += [f"    OverheadRate({r.tier!r}, {r.value:g}, {r.low:g}, {r.high:g}, {r.source!r}, {r.unit!r}),"
               for r in table.rates]
-    lines.append(f"), graph_rel_err={table.graph_rel_err:g}, profile_memory_high_factor="
-                 f"{table.profile_memory_high_factor:g}, typical_ref_us={table.typical_ref_us:g})")
+    tail = f"), graph_rel_err={table.graph_rel_err:g}, profile_memory_high_factor=" \
+           f"{table.profile_memory_high_factor:g}, typical_ref_us={table.typical_ref_us:g}"
+    if table.shares:
+        lines.append(tail + ", shares=(")
+        lines += [f"    OverheadRate({r.tier!r}, {r.value:g}, {r.low:g}, {r.high:g}, {r.source!r}, {r.unit!r}),"
+                  for r in table.shares]
+        lines.append("))")
+    else:
+        lines.append(tail + ")")
     return "\n".join(lines)

@@ -26,9 +26,10 @@ the eager traces it names. Two layouts are read:
 The profiler settings of every recording are detected from its trace, as ``analyze`` does;
 the label in the record is shown next to the detection, never used. The output: one row per
 recording (measured speedup; the analyzer's former constant of 1.8 us per host event; the
-shipped table; the table refitted leaving that recording out), the summary of each (median
-and worst absolute error of the speedup, share of measured speedups inside the range), and the
-refitted table as Python to paste into :mod:`analyzer.overhead`.
+shipped table; the table refitted leaving that recording out, or its model; the ratio model
+alone and ``ratio+ref``, its point with both models' range), the summary of each (median and
+worst absolute error of the speedup, share of measured speedups inside the range), and the
+refitted tables as Python to paste into :mod:`analyzer.overhead`.
 """
 from __future__ import annotations
 
@@ -257,14 +258,29 @@ def main(argv: list[str] | None = None) -> int:
         if len({r.group for r in recs}) > 1:
             evals.append(evaluate_leave_group_out(recs, DEFAULT_OVERHEAD, args.coverage, unit))
         evals.append(evaluate(recs, fitted, f"refit ({unit}), in-sample"))
+        # The ratio model alone (unit "share": unprofiled = (1 - share) x profiled step; range over the
+        # fit set's central --coverage of shares), and the ratio model's point with both models' range.
+        multi = len({r.group for r in recs}) > 1
+        for u, nm in (("share", "ratio"), ("ratio+ref", "ratio+ref")):
+            if multi:
+                evals.append(evaluate_leave_group_out(recs, DEFAULT_OVERHEAD, args.coverage, u,
+                                                      name=f"{nm}, leave-one-model-out"))
+            evals.append(evaluate_leave_one_out(recs, DEFAULT_OVERHEAD, args.coverage, u, name=f"{nm}, leave-one-out"))
+        ratio = fit_overhead(recs, DEFAULT_OVERHEAD, args.coverage, "share")
+        combined = fit_overhead(recs, DEFAULT_OVERHEAD, args.coverage, "ratio+ref")
+        evals += [evaluate(recs, ratio, "ratio, in-sample"), evaluate(recs, combined, "ratio+ref, in-sample")]
     except AnalyzerError as exc:
         print(f"launchgap: error: {exc}", file=sys.stderr)
         return 2
     text = render(recs, evals, fitted, args.format == "markdown")
+    text += ("\n\nRatio model's point with both models' range (ratio+ref), fitted on these recordings (shares: "
+             "unprofiled = (1 - share) x profiled step):\n\n" + table_as_python(combined))
     if held:
-        text += "\n\nHeld-out recordings (never fitted on), scored under the shipped and the refitted table:\n\n"
+        text += "\n\nHeld-out recordings (never fitted on), scored under the shipped table and the tables fitted on the fit set:\n\n"
         text += render(held, [evaluate(held, DEFAULT_OVERHEAD, "shipped table"),
-                              evaluate(held, fitted, f"refit ({unit}) on the fit set")], None,
+                              evaluate(held, fitted, f"refit ({unit}) on the fit set"),
+                              evaluate(held, ratio, "ratio on the fit set"),
+                              evaluate(held, combined, "ratio+ref on the fit set")], None,
                        args.format == "markdown")
     if skipped.reasons:
         text += "\n\nLeft out:\n" + "\n".join(f"- {r}" for r in skipped.reasons)

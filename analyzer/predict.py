@@ -64,11 +64,17 @@ class PredictionModel:
 
         ``us_per_event`` (e.g. a report's ``profiler_overhead_us_per_event``) wins; else the
         forced ``profiler_us_per_host_event``; else the ``shapes`` tier (torch.profiler with
-        ``record_shapes``, the most common setting). Never below the GPU busy time.
+        ``record_shapes``, the most common setting): its ratio model (each step x (1 - share))
+        where the table has one, else its rate. Never below the GPU busy time.
         """
-        if us_per_event is None:
-            us_per_event = (self.profiler_us_per_host_event if self.profiler_us_per_host_event is not None
-                            else self.overhead.rate("shapes").in_us(None, self.overhead.typical_ref_us)[0])
+        if us_per_event is None and self.profiler_us_per_host_event is not None:
+            us_per_event = self.profiler_us_per_host_event
+        elif us_per_event is None:
+            sh = self.overhead.share("shapes")
+            if sh is not None:
+                step = np.asarray(step_us, dtype=float)
+                return np.maximum((1 - sh.value) * step, np.asarray(gpu_busy_us, dtype=float))
+            us_per_event = self.overhead.rate("shapes").in_us(None, self.overhead.typical_ref_us)[0]
         return unprofiled_step_us(step_us, host_events, gpu_busy_us, us_per_event)
 
 

@@ -243,6 +243,20 @@ def _median(a: np.ndarray) -> float:
     return float(np.median(a)) if a.size else 0.0
 
 
+def _overhead(settings: ProfilerSettings, opts: AnalysisOptions, lm: _LaunchMetrics, keep: np.ndarray,
+              cpu_us: np.ndarray) -> OverheadEstimate:
+    """The profiler's cost for a trace (``cpu_us``: the kept steps' CPU ranges). A ratio-model tier
+    takes its per-event figure from the eager steps (no graph launch: the profiled host work the
+    ratio was measured on): their GPU window, or in a trace with graph replays, where the host runs
+    ahead of the GPU, the longer of it and their CPU range (as the graph-serving estimate of an
+    eager step does); a trace without eager steps takes the tier's rate."""
+    graphs = lm.graph_launches[keep]
+    eager = graphs == 0
+    step = np.maximum(cpu_us, lm.win_us[keep]) if graphs.any() else lm.win_us[keep]
+    return estimate_overhead(settings, opts.model.overhead, opts.model.profiler_us_per_host_event,
+                             _median(step[eager]) or None, _median(lm.host_events[keep][eager]) or None)
+
+
 def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
                   wait_ns: np.ndarray | None = None) -> TraceReport:
     """Diagnose one parsed trace. Pure: the trace is not modified.
@@ -278,7 +292,7 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
         source=steps.source, steps=step_reports, win_us=lm.win_us[keep], busy_us=lm.busy_us[keep],
         pred_us=lm.pred_us[keep], host_events=lm.host_events[keep], delays_ns=lm.delays_ns,
         launch_api_ns=lm.launch_api_ns[keep], launched_gpu_ns=lm.launched_gpu_ns[keep], settings=settings,
-        overhead=estimate_overhead(settings, opts.model.overhead, opts.model.profiler_us_per_host_event))
+        overhead=_overhead(settings, opts, lm, keep, np.array([r.cpu_us for r in step_reports], dtype=float)))
     summary = _summary(inputs, opts)
     mode = classify_mode(summary.kernel_launches_per_step_median, summary.graph_launches_per_step_median,
                          summary.kernels_per_step_median)

@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from launchgap.loaders import load_trace
 from launchgap.overhead import (
     DEFAULT_OVERHEAD, OverheadRate, OverheadTable, Recording, detect_profiler_settings, estimate_overhead,
-    evaluate, evaluate_leave_one_out, fit_overhead, score, speedup_range,
+    evaluate, evaluate_leave_one_out, fit_overhead, score, speedup_range, table_as_python,
 )
 from launchgap.overhead_fit import main as fit_main
 from launchgap.predict import PredictionModel
@@ -106,19 +108,41 @@ def test_shapes_rate_scales_with_the_host_reference(tmp_path) -> None:
 def test_report_summary_numbers(tmp_path) -> None:
     s = analyze_trace(load_trace(write(tmp_path, events()))).summary
     assert s.profiler_settings["tier"] == "shapes" and s.profiler_settings["host_ref_us"] == 2.0
+    # the ratio model: share 0.3339 (0.3101-0.5272) of the 150 us step over its 6 host events = 8.3475 us
+    # (7.7525-13.18) per event; the range spans it and the host-reference rate's 4.7484-8.304 us
     assert (s.profiler_overhead_us_per_event, s.profiler_overhead_us_per_event_low,
-            s.profiler_overhead_us_per_event_high) == (6.583, 4.748, 8.304)
+            s.profiler_overhead_us_per_event_high) == (8.348, 4.748, 13.18)
     assert s.step_us_median == 150.0 and s.gpu_busy_us_median == 20.0
     assert s.predicted_graph_step_us_median == pytest.approx(23.68)
-    assert s.estimated_unprofiled_step_us_median == pytest.approx(110.501, abs=1e-3)  # 150 - 6.5832 x 6
-    assert s.estimated_unprofiled_step_us_low == pytest.approx(100.176, abs=1e-3)  # 150 - 8.304 x 6
+    assert s.estimated_unprofiled_step_us_median == pytest.approx(99.915, abs=1e-3)  # 0.6661 x 150
+    assert s.estimated_unprofiled_step_us_low == pytest.approx(70.92, abs=1e-3)  # 150 - 13.18 x 6
     assert s.estimated_unprofiled_step_us_high == pytest.approx(121.51, abs=1e-3)  # 150 - 4.7484 x 6
-    assert s.predicted_speedup == pytest.approx(110.5008 / 23.68, abs=1e-3)
-    assert s.predicted_speedup_low == pytest.approx(100.176 / (23.68 * 1.031), abs=1e-3)
+    assert s.predicted_speedup == pytest.approx(99.915 / 23.68, abs=1e-3)
+    assert s.predicted_speedup_low == pytest.approx(70.92 / (23.68 * 1.031), abs=1e-3)
     assert s.predicted_speedup_high == pytest.approx(121.5096 / (23.68 * 0.969), abs=1e-3)
     assert s.eager_step_source == "estimated"
-    assert "150 us profiled less 6.58 us (4.75-8.3) per recorded host event for the profiler (record_shapes)" \
+    assert "150 us profiled less 8.35 us (4.75-13.2) per recorded host event for the profiler (record_shapes)" \
         in s.verdict_detail
+    assert s.profiler_settings["overhead_source"].startswith("ratio model, fitted: 9 same-process H200")
+    assert s.profiler_settings["notes"][0].startswith("ratio model: unprofiled step = 0.6661 x the profiled step")
+
+
+def test_plain_ratio_model_numbers(tmp_path) -> None:
+    s = analyze_trace(load_trace(write(tmp_path, events(dims=None)))).summary
+    # plain: share 0.235 (0.2162-0.2584) x 25 us per event = 5.875 (5.405-6.46); ref rate 2.2185
+    # (1.9289-2.4956) x 2 us = 4.437 (3.8578-4.9912): range 3.8578-6.46
+    assert (s.profiler_overhead_us_per_event, s.profiler_overhead_us_per_event_low,
+            s.profiler_overhead_us_per_event_high) == (5.875, 3.858, 6.46)
+    assert s.estimated_unprofiled_step_us_median == pytest.approx(114.75)  # 0.765 x 150
+
+
+def test_ratio_model_point_and_union_range() -> None:
+    t = OverheadTable(rates=(OverheadRate("shapes", 2.0, 1.0, 3.0, "x", "ref"),),
+                      shares=(OverheadRate("shapes", 0.3, 0.2, 0.5, "y", "share"),))
+    # 1000 us over 100 events: share 0.3 -> 3 us (2-5); ref rate x 1.5 us: 3 (1.5-4.5)
+    assert t.per_event_us("shapes", 1.5, 1000.0, 100.0) == (3.0, 1.5, 5.0)
+    assert t.per_event_us("shapes", 1.5) == (3.0, 1.5, 4.5)  # no step: the rate alone
+    assert t.share("plain") is None and t.share("shapes").value == 0.3
 
 
 def test_stack_tier_in_us(tmp_path) -> None:
@@ -199,6 +223,33 @@ def test_ref_rate_without_leaf_ops_uses_the_typical_reference() -> None:
     assert t.rate("shapes").in_us(2.0, t.typical_ref_us) == (4.0, 2.0, 6.0)
 
 
+def test_fit_share_and_ratio_plus_ref() -> None:
+    # shares of the profiled 1000 us: 0.2, 0.3, 0.1 -> median 0.2, central 80% 0.12-0.28
+    r = fit_overhead(RECS, DEFAULT_OVERHEAD, unit="share").rate("shapes")
+    assert (r.value, r.low, r.high, r.unit) == (0.2, 0.12, 0.28, "share")
+    assert fit_overhead(RECS, DEFAULT_OVERHEAD, unit="ref").shares == ()  # one model alone
+    both = fit_overhead(RECS, DEFAULT_OVERHEAD, unit="ratio+ref")
+    assert both.rate("shapes").unit == "ref" and both.share("shapes") == r and both.share("plain") is None
+    s = score(RECS[1], both)  # share 0.2 -> 2 us per event (range: 1.2-2.8 share, 3 us ref -> 1.2-3.0)
+    assert (s.us_per_event, s.eager_est_us, s.speedup_pred) == (2.0, 800.0, 8.0)
+    assert (s.speedup_low, s.speedup_high, s.in_range) == (7.0, 8.8, True)
+    loo = evaluate_leave_one_out(RECS, DEFAULT_OVERHEAD, unit="share")
+    # a: on b, c (0.3, 0.1: 0.2) -> 800; b: on a, c (0.2, 0.1: 0.15) -> 850; c: on a, b (0.25) -> 750
+    assert [round(x.eager_est_us, 6) for x in loo.scored] == [800.0, 850.0, 750.0]
+    exec_ns: dict = {"OverheadTable": OverheadTable, "OverheadRate": OverheadRate}
+    exec(table_as_python(both), exec_ns)  # the pasteable table is the table
+    assert exec_ns["DEFAULT_OVERHEAD"] == both
+
+
+def test_ratio_model_never_below_gpu_busy() -> None:
+    gpu_bound = replace(RECS[0], busy_us=900.0)
+    s = score(gpu_bound, fit_overhead(RECS, DEFAULT_OVERHEAD, unit="ratio+ref"))
+    assert s.eager_est_us == 900.0  # 0.8 x 1000 = 800 -> busy 900
+    m = PredictionModel()  # default: the shapes tier's ratio model, each step x 0.6661, at least busy
+    assert m.unprofiled_step_us(np.array([150.0, 150.0]), np.array([6.0, 6.0]), np.array([20.0, 120.0])).tolist() \
+        == [pytest.approx(99.915), 120.0]
+
+
 def test_fit_command_on_a_same_process_recording(tmp_path, capsys) -> None:
     (tmp_path / "traces").mkdir()
     write(tmp_path / "traces", events(), name="tiny_bs2_eager_shapes.json")  # found in a folder below
@@ -217,6 +268,7 @@ def test_fit_command_on_a_same_process_recording(tmp_path, capsys) -> None:
     assert len(rows) == 1
     assert "shapes [shapes]" in rows[0] and "4.88x" in rows[0] and "4.67" in rows[0]
     assert "OverheadRate('shapes'" in out
+    assert "ratio+ref, leave-one-out: speedup error median" in out and "shares=(" in out
 
 
 def test_fit_command_refuses_a_folder_without_timings(tmp_path, capsys) -> None:
