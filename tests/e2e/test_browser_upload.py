@@ -125,6 +125,7 @@ def test_bomb_in_one_session_leaves_another_responsive(browser, tmp_path) -> Non
             ctx_a.close()
             ctx_b.close()
     print(f"B's page switches during A's bomb: {[round(x, 2) for x in switches]} s; A's error after {a_done:.1f} s")
+    print("A said:", text)
     assert a_still_parsing and max(switches) < 10.0
     # Refused at the time or memory limit, or by the loader itself: either way one line that names the file.
     limit_line = (f"bomb.json.gz: refused: parsing it took longer than {BOMB_TIMEOUT_S} s (the dashboard's "
