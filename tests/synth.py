@@ -21,6 +21,7 @@ import gzip
 import json
 import math
 import re
+import zlib
 from pathlib import Path
 
 #: The real trace the benchmark scales up (relative to the project root).
@@ -123,3 +124,18 @@ def scaled_trace(target_mb: float, out_dir: Path, *, source: Path = DEFAULT_SOUR
 def trace_meta(trace: Path) -> dict:
     """The sidecar facts :func:`scaled_trace` wrote for ``trace``."""
     return json.loads(meta_path(trace).read_text())
+
+
+def gzip_bomb(path: Path, inflated: int, head: bytes = b'{"traceEvents": [', tail: bytes = b"]}",
+              fill: bytes = b" ") -> Path:
+    """``head`` + about ``inflated`` bytes of ``fill`` repeated + ``tail``, gzip level 1 (as ``gzip -1``),
+    built in 1 MiB pieces: a few kB of gzip per hundred MB of whitespace (a decompression bomb)."""
+    comp = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    block = fill * ((1 << 20) // len(fill))
+    with open(path, "wb") as fh:
+        fh.write(comp.compress(head))
+        for _ in range(inflated // len(block)):
+            fh.write(comp.compress(block))
+        fh.write(comp.compress(tail))
+        fh.write(comp.flush())
+    return path

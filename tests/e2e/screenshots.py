@@ -8,17 +8,13 @@ docs/screenshots). Not a test: pytest does not collect it.
 """
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from playwright.sync_api import sync_playwright
 
-from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, REPO, UI_TIMEOUT_MS, _healthy, free_port
+from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, REPO, UI_TIMEOUT_MS, running_app
 from tests.e2e.test_browser import (DISTRIBUTION_CSV, VIEWPORT, full_page_screenshot, metric_value, open_page,
                                     wait_for_charts)
 
@@ -35,17 +31,7 @@ def _quantise(path: Path) -> None:
 
 def main(out: Path) -> int:
     out.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/"
-    proc = subprocess.Popen([sys.executable, "-m", "launchgap", "app", "--port", str(port)], cwd=REPO,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 90
-        while not _healthy(url):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                print("launchgap app did not start", file=sys.stderr)
-                return 1
-            time.sleep(0.3)
+    with tempfile.TemporaryDirectory() as logs, running_app(Path(logs) / "server.log") as url:
         with sync_playwright() as pw, tempfile.TemporaryDirectory() as tmp:
             browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
             page = browser.new_page(viewport=VIEWPORT)
@@ -91,9 +77,6 @@ def main(out: Path) -> int:
             _quantise(out / f"{name}.png")
             print(f"{out / name}.png: {(out / f'{name}.png').stat().st_size / 1e3:.0f} kB")
         return 0
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=15)
 
 
 if __name__ == "__main__":

@@ -7,8 +7,6 @@ few MB so it runs in seconds.
 from __future__ import annotations
 
 import time
-import zlib
-from pathlib import Path
 
 import pytest
 
@@ -16,7 +14,7 @@ from launchgap.loaders import load_trace
 from launchgap.ranks import analyze_with_collectives
 from launchgap.report import AnalysisOptions
 from tests.e2e.conftest import UI_TIMEOUT_MS, running_app
-from tests.synth import scaled_trace, trace_meta
+from tests.synth import gzip_bomb, scaled_trace, trace_meta
 
 pytestmark = pytest.mark.browser
 
@@ -64,30 +62,8 @@ def test_scaled_trace_upload_reaches_the_diagnosis_metrics(app_server, browser, 
         ctx.close()
 
 
-def whitespace_bomb(path: Path, inflated_bytes: int) -> Path:
-    co = zlib.compressobj(1, zlib.DEFLATED, 31)
-    block = b" " * (4 * 1024 * 1024)
-    with open(path, "wb") as fh:
-        fh.write(co.compress(b'{"traceEvents": ['))
-        for _ in range(inflated_bytes // len(block)):
-            fh.write(co.compress(block))
-        fh.write(co.compress(b"]}") + co.flush())
-    return path
 
 
-def event_bomb(path: Path, inflated_bytes: int) -> Path:
-    """A few MB of gzip that inflate to ``inflated_bytes`` of small, valid CPU-op events: unlike
-    whitespace (which the loader skips at memory speed) every event is decoded and kept, so the
-    parse runs until the dashboard's time or memory limit stops it."""
-    co = zlib.compressobj(1, zlib.DEFLATED, 31)
-    event = b'{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 1.0, "dur": 1.0},'
-    block = event * ((4 * 1024 * 1024) // len(event))
-    with open(path, "wb") as fh:
-        fh.write(co.compress(b'{"traceEvents": ['))
-        for _ in range(inflated_bytes // len(block)):
-            fh.write(co.compress(block))
-        fh.write(co.compress(event[:-1] + b"]}") + co.flush())
-    return path
 
 
 def test_bomb_in_one_session_leaves_another_responsive(browser, tmp_path) -> None:
@@ -97,7 +73,10 @@ def test_bomb_in_one_session_leaves_another_responsive(browser, tmp_path) -> Non
     child is stopped at the server's per-upload time limit and A gets one line naming the file.
     """
     pytest.importorskip("streamlit")
-    bomb = event_bomb(tmp_path / "bomb.json.gz", 1024**3)
+    # Small valid CPU-op events, not whitespace: the loader skips whitespace at memory speed, while
+    # every event is decoded and kept, so the parse runs until the dashboard's time or memory limit.
+    event = b'{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 1.0, "dur": 1.0},'
+    bomb = gzip_bomb(tmp_path / "bomb.json.gz", 1024**3, fill=event, tail=event[:-1] + b"]}")
     with running_app(tmp_path / "server.log", {"LAUNCHGAP_WORKER_TIMEOUT_S": str(BOMB_TIMEOUT_S)}) as url:
         ctx_a, ctx_b = browser.new_context(viewport=VIEWPORT), browser.new_context(viewport=VIEWPORT)
         try:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +31,7 @@ from launchgap.dashboard.timeline import downsample_events  # noqa: E402
 from launchgap.dashboard.timing import parse_lines  # noqa: E402
 from launchgap.dashboard.ui import keep_uploads_in_memory  # noqa: E402
 from launchgap.dashboard.worker import Limits, ParseJob, WorkerError, parse_in_worker, tree_rss_bytes  # noqa: E402
+from tests.synth import gzip_bomb  # noqa: E402
 from tests.unit.apptest_helpers import new_app, upload  # noqa: E402
 from tests.unit.kineto_tiny import doc  # noqa: E402
 from tests.unit.test_app_pages import BAD, EAGER, eager_events  # noqa: E402
@@ -49,16 +49,6 @@ def fresh_server(tmp_path, monkeypatch):
     st.cache_resource.clear()
 
 
-def whitespace_bomb(path: Path, inflated_bytes: int) -> Path:
-    """``{"traceEvents": [`` + spaces + ``]}``, gzip level 1: a few kB per hundred MB."""
-    co = zlib.compressobj(1, zlib.DEFLATED, 31)
-    block = b" " * (4 * 1024 * 1024)
-    with open(path, "wb") as fh:
-        fh.write(co.compress(b'{"traceEvents": ['))
-        for _ in range(inflated_bytes // len(block)):
-            fh.write(co.compress(block))
-        fh.write(co.compress(b"]}") + co.flush())
-    return path
 
 
 # --- the worker --------------------------------------------------------------------------------
@@ -97,7 +87,7 @@ def test_worker_memory_limit_kills_and_refuses(tmp_path) -> None:
 
 
 def test_worker_time_limit_kills_and_refuses(tmp_path) -> None:
-    bomb = whitespace_bomb(tmp_path / "bomb.json.gz", 1024 * 1024**2)  # 1 GiB of spaces: seconds to inflate
+    bomb = gzip_bomb(tmp_path / "bomb.json.gz", 1024 * 1024**2)  # 1 GiB of spaces: seconds to inflate
     job = ParseJob(bomb, 2 * 1024**3, AnalysisOptions())
     with pytest.raises(WorkerError) as exc:
         job.result(Limits(max_rss_bytes=4 * 1024**3, timeout_s=0.3))
@@ -113,7 +103,7 @@ def test_worker_time_limit_kills_and_refuses(tmp_path) -> None:
 
 
 def test_bomb_past_the_trace_cap_is_one_line(tmp_path) -> None:
-    bomb = whitespace_bomb(tmp_path / "bomb.json.gz", 96 * 1024**2)
+    bomb = gzip_bomb(tmp_path / "bomb.json.gz", 96 * 1024**2)
     with pytest.raises(AnalyzerError) as direct:
         load_trace(bomb, 32 * 1024**2)
     with pytest.raises(WorkerError) as exc:
@@ -270,6 +260,6 @@ def test_step_runs_and_binned_bars(tmp_path) -> None:
 
 
 def test_gzip_helper_is_a_valid_empty_trace_document(tmp_path) -> None:
-    p = whitespace_bomb(tmp_path / "small.json.gz", 8 * 1024**2)
+    p = gzip_bomb(tmp_path / "small.json.gz", 8 * 1024**2)
     text = gzip.decompress(p.read_bytes())
     assert json.loads(text) == {"traceEvents": []} and len(text) == 17 + 8 * 1024**2 + 2

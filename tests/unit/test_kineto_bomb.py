@@ -15,30 +15,18 @@ import os
 import subprocess
 import sys
 import time
-import zlib
 from pathlib import Path
 
 import pytest
 
 from launchgap.loaders.kineto import load_kineto
+from tests.synth import gzip_bomb
 from tests.unit.test_kineto_loader_equivalence import _events, _reference_trace, assert_same_trace
 
 REPO = Path(__file__).resolve().parents[2]
 MiB = 1 << 20
 
 
-def _gzip_bomb(path: Path, inflated: int, head: bytes = b'{"traceEvents": [', tail: bytes = b"]}",
-               fill: bytes = b" ") -> Path:
-    """``head`` + ``inflated`` bytes of ``fill`` + ``tail``, gzip level 1 (as ``gzip -1``), built in pieces."""
-    comp = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-    block = fill * (MiB // len(fill))
-    with open(path, "wb") as fh:
-        fh.write(comp.compress(head))
-        for _ in range(inflated // len(block)):
-            fh.write(comp.compress(block))
-        fh.write(comp.compress(tail))
-        fh.write(comp.flush())
-    return path
 
 
 # Runs the CLI and writes the process's peak resident set (VmHWM, kB) to the file named by LG_HWM.
@@ -61,7 +49,7 @@ def _cli(args: list[str], tmp: Path, timeout: float = 120.0) -> tuple[int, str, 
 
 @pytest.fixture(scope="module")
 def bomb_512m(tmp_path_factory) -> Path:
-    p = _gzip_bomb(tmp_path_factory.mktemp("bomb") / "bomb.json.gz", 512 * MiB)
+    p = gzip_bomb(tmp_path_factory.mktemp("bomb") / "bomb.json.gz", 512 * MiB)
     assert p.stat().st_size < 4 * MiB  # a real bomb: >200x
     return p
 
@@ -93,7 +81,7 @@ def test_whitespace_after_an_event_is_dropped_in_process(tmp_path: Path) -> None
     import tracemalloc
 
     events = json.dumps(_events())[1:-1].encode()
-    p = _gzip_bomb(tmp_path / "after.json.gz", 64 * MiB, head=b'{"traceEvents": [' + events, tail=b"\n]}")
+    p = gzip_bomb(tmp_path / "after.json.gz", 64 * MiB, head=b'{"traceEvents": [' + events, tail=b"\n]}")
     tracemalloc.start()
     try:
         got = load_kineto(p, chunk_bytes=MiB, decoders=1)
@@ -124,7 +112,7 @@ def test_a_stretch_without_cuts_past_the_limit_is_refused(tmp_path: Path, monkey
     monkeypatch.setattr(kineto, "MAX_UNCUT_BYTES", 1 * MiB)
     monkeypatch.setattr(kineto, "WHOLE_DECODE_MAX_BYTES", 2 * MiB)
     # A string of 4 MiB of spaces inside an event: content, not droppable whitespace.
-    p = _gzip_bomb(tmp_path / "string.json.gz", 4 * MiB, head=b'{"traceEvents": [{"name": "', tail=b'"}]}')
+    p = gzip_bomb(tmp_path / "string.json.gz", 4 * MiB, head=b'{"traceEvents": [{"name": "', tail=b'"}]}')
     with pytest.raises(TraceFormatError, match="cannot be read piecewise .* without a place to cut"):
         load_kineto(p, chunk_bytes=256 * 1024)
 
@@ -134,7 +122,7 @@ def test_empty_object_bomb_is_refused_at_its_first_piece(tmp_path: Path, decoder
     # {},{},... : 3 bytes per "event", whose decoded objects (not the text) would fill memory.
     from launchgap.errors import TraceFormatError
 
-    p = _gzip_bomb(tmp_path / "empty.json.gz", 64 * MiB, tail=b"{}]}", fill=b"{},")
+    p = gzip_bomb(tmp_path / "empty.json.gz", 64 * MiB, tail=b"{}]}", fill=b"{},")
     t0 = time.perf_counter()
     with pytest.raises(TraceFormatError, match=r"3\.0 bytes each\): not a profiler trace"):
         load_kineto(p, decoders=decoders)
