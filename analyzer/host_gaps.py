@@ -89,11 +89,13 @@ def host_gaps(trace: Trace, row_step: np.ndarray, step_cpu_start_ns: np.ndarray,
     g0, g1 = w1_ns[:-1][open_gap], w0_ns[1:][open_gap]
     disjoint = np.concatenate([[True], g0[1:] >= g1[:-1]]) if g0.size else np.zeros(0, bool)
     open_gap, g0, g1 = open_gap[disjoint], g0[disjoint], g1[disjoint]
-    names, starts, ends = _host_ranges(trace, row_step)
-    keep = np.ones(names.size, dtype=bool)
-    mapped = np.full(names.size, -1, dtype=np.int64)
+    name_ids, table, starts, ends = _host_ranges(trace, row_step)
+    keep = np.ones(name_ids.size, dtype=bool)
+    mapped = np.full(name_ids.size, -1, dtype=np.int64)
     pmap = _phase_map(engine)
-    uniq, inv = np.unique(names, return_inverse=True) if names.size else (np.zeros(0, dtype=object), names)
+    # unique over integer name ids (sorting the names' texts costs seconds on a large trace)
+    uniq_ids, inv = np.unique(name_ids, return_inverse=True)
+    uniq = table[uniq_ids]
     phase_names = sorted({n for _, n in pmap})
     code = np.full(uniq.size, -1, dtype=np.int64)
     for u, text in enumerate(uniq.tolist()):  # once per unique name
@@ -101,7 +103,7 @@ def host_gaps(trace: Trace, row_step: np.ndarray, step_cpu_start_ns: np.ndarray,
             if pat.search(text):
                 code[u] = phase_names.index(ph)
                 break
-    if names.size:
+    if name_ids.size:
         mapped = code[inv]
     if (mapped >= 0).any():
         keep = mapped >= 0
@@ -114,10 +116,12 @@ def host_gaps(trace: Trace, row_step: np.ndarray, step_cpu_start_ns: np.ndarray,
         j = np.searchsorted(np.sort(step_cpu_start_ns), starts, side="left")
         srt = np.sort(step_cpu_start_ns)
         holds = (j < srt.size) & (srt[np.minimum(j, max(srt.size - 1, 0))] < ends) if srt.size else \
-            np.zeros(names.size, bool)
+            np.zeros(name_ids.size, bool)
         keep = ~holds
-        labels = np.array([_API_SUFFIX.sub("", _PY_LINE.sub(": ", t)) for t in uniq.tolist()], dtype=object)
-        lab_idx = inv[keep] if names.size else np.zeros(0, np.int64)
+        # names that differ only in a line number or an API version suffix share one label
+        texts = np.array([_API_SUFFIX.sub("", _PY_LINE.sub(": ", t)) for t in uniq.tolist()], dtype=object)
+        labels, label_of_uniq = np.unique(texts, return_inverse=True) if texts.size else (texts, inv)
+        lab_idx = label_of_uniq[inv[keep]] if name_ids.size else np.zeros(0, np.int64)
         source = "top-level"
         innermost = False
     s, e = starts[keep], ends[keep]
@@ -130,20 +134,25 @@ def host_gaps(trace: Trace, row_step: np.ndarray, step_cpu_start_ns: np.ndarray,
     return HostGaps(gap_us=gap, phases_us=per_step, hidden_us=hidden, source=source)
 
 
-def _host_ranges(trace: Trace, row_step: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Names, starts and ends of host ranges on the launching thread (event rows and Python calls)."""
+def _host_ranges(trace: Trace, row_step: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Host ranges on the launching thread (event rows and Python calls): name ids, the table they
+    index (the trace's names, then the Python calls' names), starts and ends."""
     tid = _launch_tid(trace, row_step)
     host = np.isin(trace.kind, (Kind.CPU_OP, Kind.ANNOTATION, Kind.RUNTIME))
     if tid is not None:
         host &= trace.tid == tid
     rows = np.flatnonzero(host)
     pc = trace.python_calls
+    table = np.concatenate([np.asarray(trace.names, dtype=object), np.asarray(pc.names, dtype=object)])
+    if len(pc) == 0:
+        return (trace.name_id[rows].astype(np.int64), table, trace.start_ns[rows].astype(np.int64),
+                trace.end_ns[rows].astype(np.int64))
     pmask = (pc.tid == tid) | (pc.tid < 0) if tid is not None else np.ones(len(pc), dtype=bool)
-    names = np.concatenate([trace.names[trace.name_id[rows]], pc.names[pc.name_id[pmask]]]) if len(pc) else \
-        trace.names[trace.name_id[rows]]
-    starts = np.concatenate([trace.start_ns[rows], pc.start_ns[pmask]]) if len(pc) else trace.start_ns[rows]
-    ends = np.concatenate([trace.end_ns[rows], pc.end_ns[pmask]]) if len(pc) else trace.end_ns[rows]
-    return names.astype(object), starts.astype(np.int64), ends.astype(np.int64)
+    name_ids = np.concatenate([trace.name_id[rows].astype(np.int64),
+                               len(trace.names) + pc.name_id[pmask].astype(np.int64)])
+    starts = np.concatenate([trace.start_ns[rows], pc.start_ns[pmask]])
+    ends = np.concatenate([trace.end_ns[rows], pc.end_ns[pmask]])
+    return name_ids, table, starts.astype(np.int64), ends.astype(np.int64)
 
 
 def _depth(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -166,10 +175,14 @@ def _paint(s: np.ndarray, e: np.ndarray, lab: np.ndarray, labels: np.ndarray, g0
     # only ranges that reach into some gap matter
     gi = np.searchsorted(g1, s, side="right")  # first gap ending after the range starts
     reach = (gi < n_gaps) & (g0[np.minimum(gi, n_gaps - 1)] < e)
+    # Ranges on one thread nest, and a range holding one that reaches into a gap reaches into it too:
+    # the depths among these ranges alone are their depths among all.
+    s, e, lab = s[reach], e[reach], lab[reach]
+    if s.size == 0:
+        return out
     order, depth = _depth(s, e)
     ss, ee, ll = s[order], e[order], lab[order]
-    relevant = reach[order]
-    bnd = np.unique(np.concatenate([ss[relevant], ee[relevant], g0, g1]))
+    bnd = np.unique(np.concatenate([ss, ee, g0, g1]))
     seg0, seg1 = bnd[:-1], bnd[1:]
     owner = np.full(seg0.size, -1, dtype=np.int64)
     top = int(min(depth.max(), MAX_DEPTH)) if innermost else 0

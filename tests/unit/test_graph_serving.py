@@ -200,3 +200,19 @@ def test_vllm_host_phase_map_innermost_wins(tmp_path: Path) -> None:
     assert hg.gap_us.tolist() == [-1.0, 90.0]
     assert hg.phases_us[1] == {"scheduler": 10.0, "preprocess": 10.0, "_update_states": 5.0, "_prepare_inputs": 15.0}
     assert hg.hidden_us.tolist() == [0.0, 10.0]
+
+
+def test_top_level_labels_merge_line_numbers(tmp_path: Path) -> None:
+    # two top-level Python calls of one function from different lines (12 us and 8 us) and a cpu op of the
+    # same text: the line numbers go, so both calls add up under one label; the op keeps its own
+    ev = _graph_step(0.0, "decode_step[bs=4 graph]", 1)
+    ev += [_pyfn("serve.py(12): schedule", 35.0, 12.0), _pyfn("serve.py(40): schedule", 50.0, 8.0),
+           cpu_op("aten::copy_", 70.0, 5.0)]
+    ev += _graph_step(100.0, "decode_step[bs=4 graph]", 2)
+    trace = load_trace(write(tmp_path, ev))
+    steps = find_steps(trace)
+    rs = assign_rows_to_steps(trace, steps)
+    hg = host_gaps(trace, rs, steps.cpu_start_ns, np.array([20_000, 120_000]), np.array([30_000, 130_000]),
+                   np.array([10.0, 10.0]), None)
+    assert hg.source == "top-level"
+    assert hg.phases_us[1] == {"serve.py: schedule": 20.0, "aten::copy_": 5.0, "cudaGraphLaunch": 3.0}
