@@ -15,6 +15,7 @@ import json
 import math
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -22,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from launchgap.errors import AnalyzerError, NoGpuActivityError, TraceFormatError
+from launchgap.loaders import kineto
 from launchgap.loaders.kineto import load_kineto
 from launchgap.report import analyze_trace
 from launchgap.trace import Kind, Trace, build_trace
@@ -256,9 +258,12 @@ def _reference_trace_or_error(path: Path) -> Trace | type:
         return type(exc)
 
 
-def _loaded_or_error(path: Path, chunk: int | None) -> Trace | type:
+def _loaded_or_error(path: Path, chunk: int | None, stretch: int | None = None) -> Trace | type:
+    """The loader's trace or error type; ``stretch``: decode each piece in stretches of this many
+    bytes instead of :data:`SUB_PIECE_BYTES` (so small files are cut there too)."""
     try:
-        return load_kineto(path) if chunk is None else load_kineto(path, chunk_bytes=chunk)
+        with mock.patch.object(kineto, "SUB_PIECE_BYTES", stretch or kineto.SUB_PIECE_BYTES):
+            return load_kineto(path) if chunk is None else load_kineto(path, chunk_bytes=chunk)
     except AnalyzerError as exc:
         return type(exc)
 
@@ -291,14 +296,16 @@ def _write(tmp: Path, name: str, doc: Any, *, indent: int | None = None, sep: tu
     return p
 
 
-def _check(path: Path, chunks: tuple[int, ...] = (1, 7, 64, 1 << 20)) -> None:
+def _check(path: Path, chunks: tuple[int, ...] = (1, 7, 64, 1 << 20), stretches: tuple[int, ...] = (1, 40, 300)
+           ) -> None:
     want = _reference_trace_or_error(path)
-    for chunk in chunks:
-        got = _loaded_or_error(path, chunk)
+    # pieces of every size, then the whole text in one piece decoded in stretches of every size
+    for chunk, stretch in [(c, None) for c in chunks] + [(1 << 20, s) for s in stretches]:
+        got = _loaded_or_error(path, chunk, stretch)
         if isinstance(want, type):
-            assert got is want, (path.name, chunk, got)
+            assert got is want, (path.name, chunk, stretch, got)
         else:
-            assert isinstance(got, Trace), (path.name, chunk, got)
+            assert isinstance(got, Trace), (path.name, chunk, stretch, got)
             assert_same_trace(got, want)
 
 
@@ -429,14 +436,14 @@ def _event(draw: Any) -> dict:
 
 @settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(events=st.lists(_event(), min_size=0, max_size=40), chunk=st.integers(1, 400),
-       indent=st.sampled_from([None, 1]), gz=st.booleans())
+       indent=st.sampled_from([None, 1]), gz=st.booleans(), stretch=st.sampled_from([None, 1, 30, 200]))
 def test_generated_traces_match_reference(tmp_path: Path, events: list[dict], chunk: int, indent: int | None,
-                                          gz: bool) -> None:
+                                          gz: bool, stretch: int | None) -> None:
     # A GPU op that always exists, so most examples get past "no GPU activity".
     events = events + [_ev("kernel", "k", 5.0, 1.0, pid=0, tid=7, device=0, stream=7, correlation=1)]
     path = _write(tmp_path, "gen", {"traceEvents": events}, indent=indent, gz=gz)
     want = _reference_trace_or_error(path)
-    got = _loaded_or_error(path, chunk)
+    got = _loaded_or_error(path, chunk if stretch is None else 1 << 20, stretch)
     if isinstance(want, type):
         assert got is want
     else:
