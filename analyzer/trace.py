@@ -159,7 +159,7 @@ class Trace:
     @property
     def gpu_mask(self) -> np.ndarray:
         """Rows that occupy a device (kernels, copies, sets, whole-graph replays)."""
-        return np.isin(self.kind, GPU_KINDS)
+        return self.kind <= Kind.GRAPH  # GPU_KINDS are the kinds 0-3: one compare, not a set lookup
 
     def name_of(self, rows: np.ndarray) -> np.ndarray:
         """Names (str objects) of the given row indices."""
@@ -212,6 +212,8 @@ def build_trace(
         if arr.shape != (n,):
             raise ValueError(f"column {key} has shape {arr.shape}, expected ({n},)")
         cols[key] = arr
+    if n and not (int(cols["kind"].min()) >= 0 and int(cols["kind"].max()) <= max(Kind)):
+        raise ValueError("column kind holds a value that is not a Kind")  # gpu_mask relies on it
     # Times beyond ±2^62 ns (146 years) are corrupt values; end = start + dur must not overflow.
     # (No np.abs: it overflows on int64's minimum and leaves it negative.)
     start, dur = cols["start_ns"], cols["dur_ns"]
@@ -263,7 +265,7 @@ def _join_launches(kind: np.ndarray, corr: np.ndarray, runtime: np.ndarray) -> n
     """
     launch_idx = np.full(kind.shape[0], -1, dtype=np.int64)
     rt_rows = np.flatnonzero(runtime & (corr >= 0))
-    gpu_rows = np.flatnonzero(np.isin(kind, GPU_KINDS) & (corr >= 0))
+    gpu_rows = np.flatnonzero((kind <= Kind.GRAPH) & (corr >= 0))
     if rt_rows.size == 0 or gpu_rows.size == 0:
         return launch_idx
     rt_corr = corr[rt_rows]

@@ -65,6 +65,11 @@ _CAT_KIND: dict[str, int] = {
 }
 #: Category of Python function ranges (traces taken ``with_stack``), kept beside the event table.
 _PYTHON_CAT = "python_function"
+# Codes of the strict schema's one pass over a piece's events: a kept event's kind + 1, a Python
+# function range, an ac2g flow end; 0 for anything else.
+_PYTHON_CODE = max(_CAT_KIND.values()) + 2
+_FLOW_CODE = _PYTHON_CODE + 1
+_X_CODES: dict[str, int] = {**{cat: int(kind) + 1 for cat, kind in _CAT_KIND.items()}, _PYTHON_CAT: _PYTHON_CODE}
 
 
 # --- lenient schema: any JSON scalar where Kineto writes one ------------------------------
@@ -951,7 +956,7 @@ class _Jobs:
 # --- events -> columns ----------------------------------------------------------------------
 
 # One kept event's numeric fields under the strict schema (see _ColumnBuilder._add_kept_strict).
-_KEPT_RECORD = np.dtype([("kind", np.int8), ("ts", np.float64), ("dur", np.float64), ("corr", np.int64),
+_KEPT_RECORD = np.dtype([("ts", np.float64), ("dur", np.float64), ("corr", np.int64),
                          ("device", np.int64), ("stream", np.int64), ("graph_id", np.int64)])
 
 def _int_column(values: list, n: int) -> np.ndarray:
@@ -1034,18 +1039,25 @@ class _ColumnBuilder:
         self.n_events += len(events)
         # List comprehensions, not map/attrgetter: CPython 3.11 specialises attribute
         # loads on Structs, which makes them the fastest way to read one field of each.
-        if self.strict:
-            kept = [e for e in events if e.ph == "X" and e.cat in _CAT_KIND]
+        kinds = None
+        if self.strict:  # one pass gives every event a code; the three lists are picked by it
+            codes = np.fromiter([_X_CODES.get(e.cat, 0) if e.ph == "X" else _FLOW_CODE if e.ph == "f" and
+                                 e.cat == "ac2g" else 0 for e in events], dtype=np.int8, count=len(events))
+            rows = np.flatnonzero((codes > 0) & (codes < _PYTHON_CODE))
+            kinds = codes[rows] - 1
+            kept = list(map(events.__getitem__, rows.tolist()))
+            flows = list(map(events.__getitem__, np.flatnonzero(codes == _FLOW_CODE).tolist()))
+            python = list(map(events.__getitem__, np.flatnonzero(codes == _PYTHON_CODE).tolist()))
         else:
             kept = [e for e in events if e.ph == "X" and isinstance(e.cat, str) and e.cat in _CAT_KIND]
-        flows = [e for e in events if e.cat == "ac2g" and e.ph == "f"]
+            flows = [e for e in events if e.cat == "ac2g" and e.ph == "f"]
+            python = [e for e in events if e.cat == _PYTHON_CAT and e.ph == "X"]
         if flows:
             self._add_flows(flows)
-        python = [e for e in events if e.cat == _PYTHON_CAT and e.ph == "X"]
         if python:
             self.python.add(python)
         if kept:
-            self._add_kept(kept)
+            self._add_kept(kept, kinds)
             self.gpu_seen = self.gpu_seen or bool((self.parts["kind"][-1] <= Kind.GRAPH).any())
         if not self.gpu_seen and not self.mtia_events:  # only traces without GPU work pay for this scan
             self.mtia_events = any(isinstance(e.cat, str) and e.cat.startswith("mtia") for e in events)
@@ -1105,11 +1117,11 @@ class _ColumnBuilder:
             self.sampled += codes.size
         self.python.merge(other.python)
 
-    def _add_kept(self, kept: list) -> None:
+    def _add_kept(self, kept: list, kinds: np.ndarray | None) -> None:
         n = len(kept)
         self.n_kept += n
-        if self.strict:
-            self._add_kept_strict(kept, n)
+        if kinds is not None:
+            self._add_kept_strict(kept, kinds)
             return
         p = self.parts  # the lenient schema: any JSON scalar, converted value by value
         p["kind"].append(np.fromiter([_CAT_KIND[e.cat] for e in kept], dtype=np.int8, count=n))
@@ -1129,20 +1141,20 @@ class _ColumnBuilder:
         p["kernel_name_id"].append(self._launch_kernel_names([a.kernel for a in args], n))
         self._add_dims([bytes(a.input_dims) if a.input_dims else b"" for a in args])
 
-    def _add_kept_strict(self, kept: list, n: int) -> None:
+    def _add_kept_strict(self, kept: list, kinds: np.ndarray) -> None:
         """The strict schema's events: every numeric field in one pass over the events, into one record
         per event (the values are already ints and floats: msgspec checked them). Each pass over a
         million Structs costs tens of milliseconds, most of it reaching the objects, so passes are few."""
         p = self.parts
+        n = len(kept)
         collecting = gc.isenabled()
         gc.disable()  # a tuple per event: the collector would run every 700 of them and find nothing
         try:
-            rec = np.fromiter([(_CAT_KIND[e.cat], e.ts, e.dur, a.correlation, a.device, a.stream, a.graph_id)
+            rec = np.fromiter([(e.ts, e.dur, a.correlation, a.device, a.stream, a.graph_id)
                                for e in kept for a in (e.args,)], dtype=_KEPT_RECORD, count=n)
         except OverflowError:  # an id past int64: those columns value by value (it reads as -1)
             args = [e.args for e in kept]
             rec = np.empty(n, dtype=_KEPT_RECORD)
-            rec["kind"] = [_CAT_KIND[e.cat] for e in kept]
             rec["ts"] = [e.ts for e in kept]
             rec["dur"] = [e.dur for e in kept]
             for field, attr in (("corr", "correlation"), ("device", "device"), ("stream", "stream"),
@@ -1151,7 +1163,7 @@ class _ColumnBuilder:
         finally:
             if collecting:
                 gc.enable()
-        p["kind"].append(rec["kind"].copy())
+        p["kind"].append(kinds)
         p["ts_us"].append(rec["ts"].copy())
         p["dur_us"].append(rec["dur"].copy())
         p["corr"].append(rec["corr"].copy())
@@ -1164,7 +1176,7 @@ class _ColumnBuilder:
         p["name_id"].append(self._intern_names([e.name for e in kept]))
         p["kernel_name_id"].append(self._launch_kernel_names([e.args.kernel for e in kept], n))
         dims = [e.args.input_dims for e in kept]
-        self._add_dims([bytes(d) if d else b"" for d in dims] if any(dims) else [])
+        self._add_dims(list(map(bytes, dims)) if any(dims) else [])  # bytes of an empty Raw: b""
 
     def _intern_names(self, names: list[str]) -> np.ndarray:
         local = dict.fromkeys(names)  # unique names, first appearance first
