@@ -11,12 +11,14 @@ How a large file is read (memory follows the events kept, not the JSON text):
 * The content is read (and gunzipped) in pieces of a few MB by a background thread
   (:func:`~analyzer.loaders._io.read_ahead`), so decompression overlaps decoding.
 * Each piece is cut after the last complete event of ``traceEvents`` and decoded on its
-  own as a JSON array; the events become numpy columns at once and the piece and its
-  Python objects are dropped. A cut that is not between two events cannot decode (a
-  string or object would be left open), so a wrong cut is never silently accepted: the
-  loader then decodes the whole document in one go instead.
+  own as a JSON array, in stretches of :data:`SUB_PIECE_BYTES` (:func:`_add_text`); each
+  stretch's events become numpy columns at once, while their Structs are still in the CPU's
+  cache, and are dropped. A cut that is not between two events cannot decode (a string or
+  object would be left open), so a wrong cut is never silently accepted: the loader then
+  decodes the rest of the piece, or the whole document, in one go instead.
 * Events decode into strict Structs first (``ts`` a number, ids integers...), which
-  turn into columns with C-level ``map``/``np.fromiter`` passes. A file that breaks
+  turn into columns in few passes: one codes every event, one puts every numeric field into
+  a numpy record, one per object field (name, pid, tid, Input Dims). A file that breaks
   those types (string ids on ROCm, ``null`` fields) is read again with lenient Structs
   and converted value by value. Both give the same columns (see
   ``tests/unit/test_kineto_loader_equivalence.py``).
@@ -958,6 +960,7 @@ class _Jobs:
 # One kept event's numeric fields under the strict schema (see _ColumnBuilder._add_kept_strict).
 _KEPT_RECORD = np.dtype([("ts", np.float64), ("dur", np.float64), ("corr", np.int64),
                          ("device", np.int64), ("stream", np.int64), ("graph_id", np.int64)])
+
 
 def _int_column(values: list, n: int) -> np.ndarray:
     """int64 column of ints; anything else (or an int past int64) goes through :func:`_as_int`.
