@@ -17,7 +17,8 @@ import numpy as np
 
 
 class Kind(IntEnum):
-    """What one row of the event table is."""
+    """What one row of the event table is. The kinds that occupy a device come first (KERNEL to
+    GRAPH; their union is the GPU busy time), so ``kind <= Kind.GRAPH`` selects them."""
 
     KERNEL = 0  # a GPU kernel
     MEMCPY = 1  # a GPU copy
@@ -27,10 +28,6 @@ class Kind(IntEnum):
     CPU_OP = 5  # a framework op on a host thread (aten::mm, ...)
     ANNOTATION = 6  # a host range: record_function, NVTX push/pop or start/end
     GPU_ANNOTATION = 7  # a range Kineto mirrors onto a GPU stream
-
-
-#: Kinds that occupy a device: their union is the GPU busy time.
-GPU_KINDS = np.array([Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.GRAPH], dtype=np.int8)
 
 
 class Api(IntEnum):
@@ -159,7 +156,7 @@ class Trace:
     @property
     def gpu_mask(self) -> np.ndarray:
         """Rows that occupy a device (kernels, copies, sets, whole-graph replays)."""
-        return self.kind <= Kind.GRAPH  # GPU_KINDS are the kinds 0-3: one compare, not a set lookup
+        return self.kind <= Kind.GRAPH  # the device kinds come first (see Kind)
 
     def name_of(self, rows: np.ndarray) -> np.ndarray:
         """Names (str objects) of the given row indices."""

@@ -196,7 +196,8 @@ def median_run(runs: list[Run]) -> Run:
 
 
 def machine() -> str:
-    cpu = ""
+    """The box a bench ran on: cores, CPU model, RAM, Python, OS (also ``dashboard_upload.py``'s)."""
+    cpu = "?"
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -205,7 +206,8 @@ def machine() -> str:
     except OSError:
         pass
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB RAM, Python {platform.python_version()}, {platform.system()}"
+    return (f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB RAM, Python {platform.python_version()}, "
+            f"{platform.system()} {platform.release()}")
 
 
 def table(rows: list[Run], hta: dict[tuple[float, bool], Run]) -> str:

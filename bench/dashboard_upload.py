@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import signal
 import socket
 import statistics
@@ -56,6 +55,8 @@ from launchgap.dashboard.timing import ENV_TIMING, parse_lines  # noqa: E402
 from launchgap.dashboard.worker import tree_rss_bytes  # noqa: E402
 from tests.synth import scaled_trace, trace_meta  # noqa: E402
 
+from bench import machine  # noqa: E402 - bench/bench.py, beside this script
+
 CHROMIUM = Path(os.environ.get("LAUNCHGAP_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -66,25 +67,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def machine() -> str:
-    cpu = "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem = "?"
-    try:
-        kb = int(Path("/proc/meminfo").read_text().split()[1])
-        mem = f"{kb / 1024**2:.0f} GiB"
-    except (OSError, ValueError, IndexError):
-        pass
-    return (f"{os.cpu_count()} cores ({cpu}), {mem} RAM, Python {platform.python_version()}, "
-            f"{platform.system()} {platform.release()}")
 
 
 def load_avg() -> float:

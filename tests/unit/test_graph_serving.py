@@ -180,6 +180,16 @@ def _pyfn(name: str, ts: float, dur: float) -> dict:
             "dur": dur, "args": {"Python id": 1}}
 
 
+def _gap_between_two_graph_steps(tmp_path: Path, ev: list[dict], engine: str | None):
+    """Host gaps of ``ev`` (a graph step at 0 and its host ranges) followed by a graph step at 100 us: GPU
+    windows [20, 30] and [120, 130] us, so one gap of 90 us."""
+    trace = load_trace(write(tmp_path, ev + _graph_step(100.0, "decode_step[bs=4 graph]", 2)))
+    steps = find_steps(trace)
+    rs = assign_rows_to_steps(trace, steps)
+    return host_gaps(trace, rs, steps.cpu_start_ns, np.array([20_000, 120_000]), np.array([30_000, 130_000]),
+                     np.array([10.0, 10.0]), engine)
+
+
 def test_vllm_host_phase_map_innermost_wins(tmp_path: Path) -> None:
     runner = "vllm/v1/worker/gpu_model_runner.py({}): {}"
     ev = _graph_step(0.0, "decode_step[bs=4 graph]", 1)
@@ -190,12 +200,7 @@ def test_vllm_host_phase_map_innermost_wins(tmp_path: Path) -> None:
            _pyfn(runner.format(1, "_update_states"), 52.0, 5.0),
            _pyfn(runner.format(2, "_prepare_inputs"), 60.0, 15.0),
            _pyfn("mylib.py(3): other", 85.0, 5.0)]
-    ev += _graph_step(100.0, "decode_step[bs=4 graph]", 2)
-    trace = load_trace(write(tmp_path, ev))
-    steps = find_steps(trace)
-    rs = assign_rows_to_steps(trace, steps)
-    hg = host_gaps(trace, rs, steps.cpu_start_ns, np.array([20_000, 120_000]), np.array([30_000, 130_000]),
-                   np.array([10.0, 10.0]), "vllm")
+    hg = _gap_between_two_graph_steps(tmp_path, ev, "vllm")
     assert hg.source == "engine:vllm"
     assert hg.gap_us.tolist() == [-1.0, 90.0]
     assert hg.phases_us[1] == {"scheduler": 10.0, "preprocess": 10.0, "_update_states": 5.0, "_prepare_inputs": 15.0}
@@ -208,11 +213,6 @@ def test_top_level_labels_merge_line_numbers(tmp_path: Path) -> None:
     ev = _graph_step(0.0, "decode_step[bs=4 graph]", 1)
     ev += [_pyfn("serve.py(12): schedule", 35.0, 12.0), _pyfn("serve.py(40): schedule", 50.0, 8.0),
            cpu_op("aten::copy_", 70.0, 5.0)]
-    ev += _graph_step(100.0, "decode_step[bs=4 graph]", 2)
-    trace = load_trace(write(tmp_path, ev))
-    steps = find_steps(trace)
-    rs = assign_rows_to_steps(trace, steps)
-    hg = host_gaps(trace, rs, steps.cpu_start_ns, np.array([20_000, 120_000]), np.array([30_000, 130_000]),
-                   np.array([10.0, 10.0]), None)
+    hg = _gap_between_two_graph_steps(tmp_path, ev, None)
     assert hg.source == "top-level"
     assert hg.phases_us[1] == {"serve.py: schedule": 20.0, "aten::copy_": 5.0, "cudaGraphLaunch": 3.0}
