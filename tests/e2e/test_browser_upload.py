@@ -106,8 +106,11 @@ def test_bomb_in_one_session_leaves_another_responsive(browser, tmp_path) -> Non
     print(f"B's page switches during A's bomb: {[round(x, 2) for x in switches]} s; A's error after {a_done:.1f} s")
     print("A said:", text)
     assert a_still_parsing and max(switches) < 10.0
-    # Refused at the time or memory limit, or by the loader itself: either way one line that names the file.
-    limit_line = (f"bomb.json.gz: refused: parsing it took longer than {BOMB_TIMEOUT_S} s (the dashboard's "
-                  "per-upload limit); analyse it with `launchgap analyze`")
-    assert text == limit_line or (text.startswith("bomb.json.gz: ") and "\n" not in text and a_done < BOMB_TIMEOUT_S)
+    # Refused at the time or the memory limit (whichever the child reaches first: a faster loader gets to
+    # 1.5 GiB of kept events near the 20 s mark), or by the loader itself: either way one line that names
+    # the file.
+    limit_lines = {f"bomb.json.gz: refused: parsing it took {what} (the dashboard's per-upload limit); "
+                   "analyse it with `launchgap analyze`"
+                   for what in (f"longer than {BOMB_TIMEOUT_S} s", "more than 1.5 GiB of memory")}
+    assert text in limit_lines or (text.startswith("bomb.json.gz: ") and "\n" not in text and a_done < BOMB_TIMEOUT_S)
     assert a_done < BOMB_TIMEOUT_S + 30
