@@ -18,12 +18,14 @@ $(BIN)/python:
 	  $(PYTHON) -m venv $(VENV); }
 	$(BIN)/python -m pip install -q --upgrade pip
 
-# Stamps re-run the install when pyproject.toml changes.
-$(VENV)/.installed-app: pyproject.toml | $(BIN)/python
+# Stamps re-run the install when pyproject.toml or the loader's C scan changes (it is compiled there).
+NATIVE := analyzer/loaders/_kineto_scan.c
+
+$(VENV)/.installed-app: pyproject.toml $(NATIVE) | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[app]'
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+$(VENV)/.installed-test: pyproject.toml $(NATIVE) | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $@
 

@@ -47,7 +47,23 @@ from ._io import (CHUNK_BYTES, DEFAULT_MAX_TRACE_BYTES, GZIP_MAGIC, iter_content
                   read_text_bytes)
 from ..trace import Kind, PythonCalls, Trace, build_trace, no_python_calls
 
+try:  # the fast path (_kineto_scan.c), where it was compiled at install
+    from . import _kineto_scan
+except ImportError:  # pragma: no cover - a platform without a C compiler: msgspec reads every text
+    _kineto_scan = None
+
 _Scalar = Union[int, float, str, None]
+
+#: ``LAUNCHGAP_NATIVE_SCAN=0`` turns the C scan off (every text is decoded by msgspec; same result).
+NATIVE_SCAN_ENV = "LAUNCHGAP_NATIVE_SCAN"
+#: The C scan of an event text (see :func:`_add_text`), or None where it is missing or turned off.
+_SCAN = (_kineto_scan.scan if _kineto_scan is not None and os.environ.get(NATIVE_SCAN_ENV, "1") != "0"
+         else None)
+#: One record per event, as the C scan lays it out (``EVENT_FIELDS``: name, byte offset, type).
+_SCAN_EVENT = (np.dtype({"names": [f[0] for f in _kineto_scan.EVENT_FIELDS],
+                         "formats": [f[2] for f in _kineto_scan.EVENT_FIELDS],
+                         "offsets": [f[1] for f in _kineto_scan.EVENT_FIELDS],
+                         "itemsize": _kineto_scan.EVENT_SIZE}) if _kineto_scan is not None else None)
 
 _CAT_KIND: dict[str, int] = {
     "kernel": Kind.KERNEL,
@@ -505,8 +521,9 @@ SUB_PIECE_BYTES = 512 * 1024
 
 
 def _add_text(cols: _ColumnBuilder, decoder: msgspec.json.Decoder, text: bytearray) -> None:
-    """Decode ``text`` (``[`` events ``]``, consumed: its separators are overwritten) into ``cols``, in
-    stretches of about :data:`SUB_PIECE_BYTES`.
+    """Decode ``text`` (``[`` events ``]``, consumed: its separators are overwritten) into ``cols``: by
+    the C scan when it is there and takes the text, else by msgspec in stretches of about
+    :data:`SUB_PIECE_BYTES`.
 
     A stretch ends at a candidate cut between two events: the separator after it becomes ``]`` for
     the decode (and is put back), the one before the next stretch becomes its ``[``, so nothing is
@@ -515,6 +532,16 @@ def _add_text(cols: _ColumnBuilder, decoder: msgspec.json.Decoder, text: bytearr
     text would have raised.
     """
     n = len(text)
+    if cols.strict and _SCAN is not None:
+        # The C scan reads the whole text to columns, or declines (None) wherever it cannot be sure to
+        # read it exactly as msgspec would; then msgspec decodes it, below. At most one event per
+        # MIN_EVENT_BYTES: a denser text is declined, and msgspec's path reports it.
+        scanned = _SCAN(text, n // MIN_EVENT_BYTES + 16)
+        if scanned is not None:
+            added = cols.add_scanned(*scanned)
+            if added is not None:
+                _check_density(added, n)
+                return
     with memoryview(text) as view:
         lo = 1  # first byte after the "[" that opens this stretch
         events = 0
@@ -975,6 +1002,20 @@ def _int_column(values: list, n: int) -> np.ndarray:
         return np.fromiter(map(_as_int, values), dtype=np.int64, count=n)
 
 
+def _first_appearance(ids: np.ndarray) -> np.ndarray:
+    """The distinct values of ``ids``, in the order they first appear."""
+    uniq, first = np.unique(ids, return_index=True)
+    return uniq[np.argsort(first)]
+
+
+def _intern_local(local: np.ndarray, table: list[str], names: dict[str, int]) -> np.ndarray:
+    """Ids in ``names`` (new texts added in first-appearance order) of indices into ``table``."""
+    uniq = _first_appearance(local)
+    remap = np.zeros(len(table), dtype=np.int32)
+    remap[uniq] = [names.setdefault(table[i], len(names)) for i in uniq.tolist()]
+    return remap[local]
+
+
 class _HostIds:
     """pid/tid values as int64: ints as they are, anything else interned to ids -2, -3, ...
 
@@ -1066,6 +1107,92 @@ class _ColumnBuilder:
             self.mtia_events = any(isinstance(e.cat, str) and e.cat.startswith("mtia") for e in events)
         if self.sampled < self.sample_limit:  # the profiler's settings show in any stretch of events
             self._sample_settings(events[: self.sample_limit - self.sampled])
+
+    def add_scanned(self, records: bytes, strings: list[str], raws: list[bytes]) -> int | None:
+        """The C scan's result for one text (see :func:`_add_text`), added exactly as :meth:`add` adds the
+        same events decoded by msgspec. Returns how many events were added, or None, having added
+        nothing, for a text left to msgspec (a flow whose id is not an integer: rare enough)."""
+        ev = np.frombuffer(records, dtype=_SCAN_EVENT)
+        n = ev.size
+        table = [*strings, "None", ""]  # what a missing name, and a missing ph/cat/kernel, read as
+        none_at, empty_at = len(strings), len(strings) + 1
+        ph = np.where(ev["ph"] < 0, empty_at, ev["ph"])
+        cat = np.where(ev["cat"] < 0, empty_at, ev["cat"])
+        x_code = np.array([_X_CODES.get(t, 0) for t in table], dtype=np.int8)
+        is_x = np.array([t == "X" for t in table])
+        is_f = np.array([t == "f" for t in table])
+        is_ac2g = np.array([t == "ac2g" for t in table])
+        codes = np.where(is_x[ph], x_code[cat], np.where(is_f[ph] & is_ac2g[cat], _FLOW_CODE, 0)).astype(np.int8)
+        flows = np.flatnonzero(codes == _FLOW_CODE)
+        if flows.size and (ev["id_kind"][flows] == 2).any():
+            return None
+        self.n_events += n
+        if flows.size:
+            self.flows["pid"].append(self._scanned_host(ev, flows, "pid", table, "flow"))
+            self.flows["tid"].append(self._scanned_host(ev, flows, "tid", table, "flow"))
+            self.flows["ts_us"].append(ev["ts"][flows])
+            self.flows["id"].append(np.where(ev["id_kind"][flows] == 1, ev["id"][flows], -1))
+        python = np.flatnonzero(codes == _PYTHON_CODE)
+        if python.size:
+            name = ev["name"][python]
+            self.python.add_scanned(np.where(name < 0, none_at, name), ev["ts"][python], ev["dur"][python],
+                                    ev["tid"][python], ev["tid_str"][python], table)
+        rows = np.flatnonzero((codes > 0) & (codes < _PYTHON_CODE))
+        if rows.size:
+            self._add_kept_scanned(ev, rows, codes[rows] - 1, table, raws)
+            self.gpu_seen = self.gpu_seen or bool((self.parts["kind"][-1] <= Kind.GRAPH).any())
+        if not self.gpu_seen and not self.mtia_events:
+            self.mtia_events = any(table[i].startswith("mtia") for i in np.unique(cat).tolist())
+        if self.sampled < self.sample_limit:
+            m = min(n, self.sample_limit - self.sampled)
+            sample = np.array([_SAMPLE_CODES.get(t, 0) for t in table], dtype=np.int8)[cat[:m]]
+            sample[(sample == 3) & (ev["has_stack"][:m] != 0)] = 4
+            self.sampled += m
+            self.sample_codes.append(sample)
+        return n
+
+    def _scanned_host(self, ev: np.ndarray, rows: np.ndarray, field: str, table: list[str], group: str) -> np.ndarray:
+        """pid or tid of the scanned events at ``rows``, as :meth:`_HostIds.column` makes them."""
+        values = ev[field][rows]
+        texts = ev[field + "_str"][rows]
+        if (texts == -1).all():  # the usual case: all ints
+            return values
+        listed = [v if t == -1 else "None" if t == -2 else table[t] for v, t in zip(values.tolist(), texts.tolist())]
+        return self.host.column(listed, rows.size, group)
+
+    def _add_kept_scanned(self, ev: np.ndarray, rows: np.ndarray, kinds: np.ndarray, table: list[str],
+                          raws: list[bytes]) -> None:
+        """:meth:`_add_kept_strict` for the scanned events at ``rows``."""
+        p = self.parts
+        n = rows.size
+        self.n_kept += n
+        p["kind"].append(kinds)
+        for key, field in (("ts_us", "ts"), ("dur_us", "dur"), ("corr", "corr"), ("device_arg", "device"),
+                           ("stream_arg", "stream"), ("graph_id", "graph_id")):
+            p[key].append(ev[field][rows])
+        p["pid"].append(self._scanned_host(ev, rows, "pid", table, "pid"))
+        p["tid"].append(self._scanned_host(ev, rows, "tid", table, "tid"))
+        name = ev["name"][rows]
+        p["name_id"].append(_intern_local(np.where(name < 0, len(table) - 2, name), table, self.names))
+        kernel = ev["kernel"][rows]
+        kernel = np.where(kernel < 0, len(table) - 1, kernel)
+        named = np.array([t != "" for t in table])[kernel]  # "" reads as no kernel named, as in add()
+        if not named.any():
+            p["kernel_name_id"].append(np.full(n, -1, dtype=np.int32))
+        else:
+            uniq = _first_appearance(kernel[named])
+            local = np.full(len(table), -1, dtype=np.int32)
+            local[uniq] = np.arange(len(self.kernel_texts), len(self.kernel_texts) + uniq.size, dtype=np.int32)
+            self.kernel_texts.extend(table[i] for i in uniq.tolist())
+            p["kernel_name_id"].append(local[kernel])
+        dims = ev["dims"][rows]
+        at = np.flatnonzero(dims >= 0)
+        if at.size:  # as _add_dims: texts keyed by their decoded text, in first appearance
+            by_text: dict[str, int] = {}
+            uniq = _first_appearance(dims[at])
+            local = np.zeros(len(raws), dtype=np.int32)
+            local[uniq] = [by_text.setdefault(raws[i].decode("utf-8", "replace"), len(by_text)) for i in uniq.tolist()]
+            self.dims.append((self.n_kept - n + at, local[dims[at]], list(by_text)))
 
     def _sample_settings(self, sample: list) -> None:
         """A code per event, over the first events of the file, of what only some profiler settings record."""
@@ -1399,6 +1526,19 @@ class _PythonCallColumns:
         self.parts["ts_us"].append(ts)
         self.parts["dur_us"].append(dur)
         self.parts["tid"].append(np.fromiter([_as_int(e.tid) for e in events], dtype=np.int64, count=n))
+
+    def add_scanned(self, name: np.ndarray, ts: np.ndarray, dur: np.ndarray, tid: np.ndarray, tid_text: np.ndarray,
+                    table: list[str]) -> None:
+        """:meth:`add` for scanned events: names as indices into ``table``, a tid given as text where
+        ``tid_text`` >= 0 (-2: no tid, which reads as "None")."""
+        self.parts["name_id"].append(_intern_local(name, table, self.names))
+        self.parts["ts_us"].append(ts)
+        self.parts["dur_us"].append(dur)
+        if (tid_text != -1).any():  # tids written as text: what _as_int makes of them
+            text = np.where(tid_text == -2, table.index("None"), tid_text)
+            as_int = np.array([_as_int(t) for t in table], dtype=np.int64)
+            tid = np.where(text == -1, tid, as_int[np.maximum(text, 0)])
+        self.parts["tid"].append(tid)
 
     def merge(self, other: _PythonCallColumns) -> None:
         """Append ``other``'s calls after these (its name ids remapped onto this table)."""
