@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -40,7 +41,14 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+#: numpy's OpenBLAS starts a thread per core that spins for a while at import; launchgap makes no BLAS
+#: calls worth threads, and on a small machine the spinning takes a core from the decode worker (about
+#: 0.1-0.3 s of a 400 MB trace's time on two cores). A user's own setting wins.
+BLAS_THREADS_ENV = "OPENBLAS_NUM_THREADS"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault(BLAS_THREADS_ENV, "1")  # before the commands import numpy
     args_list = list(sys.argv[1:] if argv is None else argv)
     first = args_list[0] if args_list else None
     parser = build_parser(first if first in COMMANDS else None)

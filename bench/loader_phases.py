@@ -1,13 +1,20 @@
 """Where the CPU seconds of reading one plain-JSON Kineto trace go, by stage (not a test).
 
 Run from the project root: ``python bench/loader_phases.py FILE [REPEAT]``. In one process, with
-the loader's own functions and sizes, it does what the loader does for each stretch of the
-``traceEvents`` text (:data:`SUB_PIECE_BYTES`): the typed msgspec decode, the columns
-(:meth:`_ColumnBuilder.add`), and freeing the decoded Structs; then the whole-file stage
-(:meth:`_ColumnBuilder.finish`: concatenation, cleaning, sorting, :func:`build_trace`) and
-:func:`analyze_trace`. It prints the CPU seconds (``time.process_time``) of each stage, medians
-over REPEAT runs (default 3), and their share. Cutting is done before the clock starts, so it
-counts stages, not the reading and cutting of the file (the same in every run).
+the loader's own functions and sizes, it does what the loader does, both ways:
+
+* **scan**: for each piece of the ``traceEvents`` text (:data:`~analyzer.loaders._io.CHUNK_BYTES`),
+  the C scan (``_kineto_scan.scan``) and the columns from its records
+  (:meth:`_ColumnBuilder.add_scanned`);
+* **msgspec** (the path of a text the scan declines, or of every text without it): for each
+  stretch (:data:`SUB_PIECE_BYTES`), the typed msgspec decode, the columns
+  (:meth:`_ColumnBuilder.add`), and freeing the decoded Structs;
+
+then, for each, the whole-file stage (:meth:`_ColumnBuilder.finish`: concatenation, cleaning,
+sorting, :func:`build_trace`) and :func:`analyze_trace`. It prints the CPU seconds
+(``time.process_time``) of each stage, medians over REPEAT runs (default 3), and their share.
+Cutting is done before the clock starts, so it counts stages, not the reading and cutting of the
+file (the same in every run).
 """
 from __future__ import annotations
 
@@ -18,17 +25,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from launchgap.loaders import kineto  # noqa: E402
+from launchgap.loaders import _io, kineto  # noqa: E402
 from launchgap.report import analyze_trace  # noqa: E402
 
 
-def stretches(data: bytes) -> list[bytearray]:
-    """The traceEvents text cut into ``[`` events ``]`` texts of about SUB_PIECE_BYTES each."""
+def stretches(data: bytes, size: int) -> list[bytearray]:
+    """The traceEvents text cut into ``[`` events ``]`` texts of about ``size`` bytes each."""
     start = kineto._array_start(data)
     assert start is not None, "no traceEvents array"
     out, lo = [], start
     while True:
-        cut = kineto._last_cut(data, lo, lo + kineto.SUB_PIECE_BYTES)
+        cut = kineto._last_cut(data, lo, lo + size)
         if cut is None:
             break
         end, nxt = cut
@@ -37,6 +44,31 @@ def stretches(data: bytes) -> list[bytearray]:
     tail = data[lo:data.rindex(b"]")]
     out.append(bytearray(b"[" + tail + b"]"))
     return out
+
+
+def one_run_scan(texts: list[bytearray], path: str) -> dict[str, float]:
+    cols = kineto._ColumnBuilder(True)
+    t = {"scan": 0.0, "columns": 0.0}
+    for text in texts:
+        a = time.process_time()
+        scanned = kineto._SCAN(text, len(text) // kineto.MIN_EVENT_BYTES + 16)
+        b = time.process_time()
+        assert scanned is not None, "the scan declined a piece: this file is read by msgspec"
+        cols.add_scanned(*scanned)
+        t["scan"] += b - a
+        t["columns"] += time.process_time() - b
+        del scanned
+    return _finish_and_analyse(cols, path, t)
+
+
+def _finish_and_analyse(cols: kineto._ColumnBuilder, path: str, t: dict[str, float]) -> dict[str, float]:
+    a = time.process_time()
+    trace = cols.finish(path, None, None)
+    b = time.process_time()
+    analyze_trace(trace)
+    t["finish"] = b - a
+    t["analysis"] = time.process_time() - b
+    return t
 
 
 def one_run(texts: list[bytearray], path: str) -> dict[str, float]:
@@ -54,29 +86,27 @@ def one_run(texts: list[bytearray], path: str) -> dict[str, float]:
         t["decode"] += b - a
         t["columns"] += c - b
         t["free"] += d - c
-    a = time.process_time()
-    trace = cols.finish(path, None, None)
-    b = time.process_time()
-    analyze_trace(trace)
-    t["finish"] = b - a
-    t["analysis"] = time.process_time() - b
-    return t
+    return _finish_and_analyse(cols, path, t)
 
 
 def main() -> None:
     path = sys.argv[1]
     repeat = int(sys.argv[2]) if len(sys.argv) > 2 else 3
     data = Path(path).read_bytes()
-    runs = []
-    for _ in range(repeat):
-        texts = stretches(data)  # decoding consumes nothing, but fresh buffers keep runs alike
-        runs.append(one_run(texts, path))
-    med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-    total = sum(med.values())
-    print(f"{path}: {len(texts)} stretches of about {kineto.SUB_PIECE_BYTES // 1024} KiB, medians of {repeat}")
-    for k, v in med.items():
-        print(f"  {k:9s} {v:6.2f} s CPU  {v / total:5.1%}")
-    print(f"  {'total':9s} {total:6.2f} s CPU")
+    ways = [("msgspec", one_run, kineto.SUB_PIECE_BYTES)]
+    if kineto._SCAN is not None:
+        ways.insert(0, ("scan", one_run_scan, _io.CHUNK_BYTES))
+    for way, run, size in ways:
+        runs = []
+        for _ in range(repeat):
+            texts = stretches(data, size)  # fresh buffers keep runs alike (the msgspec path writes to them)
+            runs.append(run(texts, path))
+        med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        total = sum(med.values())
+        print(f"{path}, {way}: {len(texts)} texts of about {size // 1024} KiB, medians of {repeat}")
+        for k, v in med.items():
+            print(f"  {k:9s} {v:6.2f} s CPU  {v / total:5.1%}")
+        print(f"  {'total':9s} {total:6.2f} s CPU")
 
 
 if __name__ == "__main__":

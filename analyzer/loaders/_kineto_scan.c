@@ -154,9 +154,11 @@ static int table_intern(Table *t, const char *p, Py_ssize_t n, int copy, int32_t
 
 /* --- the scanner ----------------------------------------------------------------------- */
 
+enum { SLOW_TS, SLOW_DUR, SLOW_CHECK_ONLY };
+
 typedef struct {
     Py_ssize_t event, offset, length;
-    int field; /* 0 ts, 1 dur */
+    int field; /* SLOW_TS, SLOW_DUR or SLOW_CHECK_ONLY */
 } SlowFloat;
 
 typedef struct {
@@ -519,6 +521,21 @@ static int int_value(Scanner *s, int64_t *out) {
     return OK;
 }
 
+/* A number left for CPython's correctly rounded conversion after the scan (field: SLOW_TS, SLOW_DUR,
+ * or SLOW_CHECK_ONLY for a value only checked to be in range). */
+static int slow_float(Scanner *s, const Number *num, int field) {
+    if (num->len > MAX_SLOW_FLOAT) return DECLINE;
+    if (s->nslow == s->slow_cap) {
+        Py_ssize_t cap = s->slow_cap ? s->slow_cap * 2 : 1024;
+        SlowFloat *b = realloc(s->slow, sizeof(SlowFloat) * (size_t)cap);
+        if (!b) return NOMEM;
+        s->slow = b;
+        s->slow_cap = cap;
+    }
+    s->slow[s->nslow++] = (SlowFloat){s->current, num->text - s->start, num->len, field};
+    return OK;
+}
+
 /* A float field (ts, dur): any JSON number; msgspec takes integers too. */
 static int float_value(Scanner *s, double *out, int field) {
     if (s->p >= s->end || !(*s->p == '-' || (*s->p >= '0' && *s->p <= '9'))) return DECLINE;
@@ -534,28 +551,24 @@ static int float_value(Scanner *s, double *out, int field) {
         *out = num.dval;
         return OK;
     }
-    if (num.len > MAX_SLOW_FLOAT) return DECLINE;
-    if (s->nslow == s->slow_cap) {
-        Py_ssize_t cap = s->slow_cap ? s->slow_cap * 2 : 1024;
-        SlowFloat *b = realloc(s->slow, sizeof(SlowFloat) * (size_t)cap);
-        if (!b) return NOMEM;
-        s->slow = b;
-        s->slow_cap = cap;
-    }
-    s->slow[s->nslow++] = (SlowFloat){s->current, num.text - s->start, num.len, field};
     *out = 0.0;
-    return OK;
+    return slow_float(s, &num, field);
 }
 
-/* A key at s->p, then the colon: [*k, *k + *n) is its text. Escaped or non-ASCII keys are declined
- * (msgspec matches field names on the decoded text). */
+/* A key at s->p, then the colon: [*k, *k + *n) is its text, unescaped (msgspec matches field names
+ * on the decoded text; it does not check the UTF-8 of keys, which match no field name anyway). */
 static int key(Scanner *s, const char **k, Py_ssize_t *n) {
     const char *b, *e;
     int escaped, high;
     if (s->p >= s->end || *s->p != '"') return DECLINE;
     int rc = scan_string(s, &b, &e, &escaped, &high);
     if (rc) return rc;
-    if (escaped || high) return DECLINE;
+    if (escaped) {
+        rc = unescape(s, b, e, n);
+        if (rc) return rc;
+        b = s->scratch;
+        e = b + *n;
+    }
     skip_ws(s);
     if (s->p >= s->end || *s->p != ':') return DECLINE;
     s->p++;
@@ -682,13 +695,13 @@ static int event_value(Scanner *s, Event *ev) {
             rc = host_value(s, &ev->tid, &ev->tid_str);
         } else if (KEY_IS(k, kn, "ts")) {
             ONCE(32);
-            rc = float_value(s, &ev->ts, 0);
+            rc = float_value(s, &ev->ts, SLOW_TS);
         } else if (KEY_IS(k, kn, "dur")) {
             ONCE(64);
-            rc = float_value(s, &ev->dur, 1);
+            rc = float_value(s, &ev->dur, SLOW_DUR);
         } else if (KEY_IS(k, kn, "id")) {
             ONCE(128);
-            /* any scalar (an object or array: not the strict schema) */
+            /* an int, float, str or null (kineto._Scalar); anything else: not the strict schema */
             if (s->p >= s->end || *s->p == '{' || *s->p == '[') return DECLINE;
             if (*s->p == 'n') {
                 rc = literal(s, "null", 4);
@@ -702,10 +715,15 @@ static int event_value(Scanner *s, Event *ev) {
                     ev->id_kind = 1;
                 } else {
                     ev->id_kind = 2;
+                    /* msgspec converts a float id and refuses one out of range: checked afterwards */
+                    if (!num.is_int && !num.exact) rc = slow_float(s, &num, SLOW_CHECK_ONLY);
                 }
-            } else {
-                rc = skip_value(s, 1);
+            } else if (*s->p == '"') {
+                int32_t text; /* decoded by msgspec, so its UTF-8 is checked: interned to be checked too */
+                rc = string_value(s, &text);
                 ev->id_kind = 2;
+            } else {
+                return DECLINE; /* true/false: the strict schema's id is an int, float, str or null */
             }
         } else if (KEY_IS(k, kn, "args")) {
             ONCE(256);
@@ -822,9 +840,9 @@ static int convert_slow_floats(Scanner *s, Event *ev) {
         }
         if (stop != buf + f->length || !isfinite(v)) return DECLINE; /* msgspec: "Number out of range" */
         if (v == 0.0) return DECLINE; /* an underflow (a zero would have been exact): leave it to msgspec */
-        if (f->field == 0)
+        if (f->field == SLOW_TS)
             ev[f->event].ts = v;
-        else
+        else if (f->field == SLOW_DUR)
             ev[f->event].dur = v;
     }
     return OK;

@@ -10,18 +10,23 @@ How a large file is read (memory follows the events kept, not the JSON text):
 
 * The content is read (and gunzipped) in pieces of a few MB by a background thread
   (:func:`~analyzer.loaders._io.read_ahead`), so decompression overlaps decoding.
-* Each piece is cut after the last complete event of ``traceEvents`` and decoded on its
-  own as a JSON array, in stretches of :data:`SUB_PIECE_BYTES` (:func:`_add_text`); each
-  stretch's events become numpy columns at once, while their Structs are still in the CPU's
-  cache, and are dropped. A cut that is not between two events cannot decode (a string or
-  object would be left open), so a wrong cut is never silently accepted: the loader then
-  decodes the rest of the piece, or the whole document, in one go instead.
-* Events decode into strict Structs first (``ts`` a number, ids integers...), which
+* Each piece is cut after the last complete event of ``traceEvents`` and read on its own as
+  a JSON array (:func:`_add_text`). The C scan (``_kineto_scan.c``, compiled at install) reads
+  it in one pass straight to one record per event (ts, dur, ids, and indices into the piece's
+  distinct strings), which :meth:`_ColumnBuilder.add_scanned` turns into columns with a few
+  numpy operations; it declines any text it cannot be sure to read exactly as msgspec's strict
+  schema does (invalid JSON, a value of another type, a number it cannot convert exactly...).
+  A declined text, or every text where the scan is missing, is decoded by msgspec in stretches
+  of :data:`SUB_PIECE_BYTES`; each stretch's events become numpy columns at once, while their
+  Structs are still in the CPU's cache. A cut that is not between two events cannot decode (a
+  string or object would be left open), so a wrong cut is never silently accepted: the loader
+  then decodes the rest of the piece, or the whole document, in one go instead.
+* Without the scan, events decode into strict Structs first (``ts`` a number, ids integers...), which
   turn into columns in few passes: one codes every event, one puts every numeric field into
   a numpy record, one per object field (name, pid, tid, Input Dims). A file that breaks
   those types (string ids on ROCm, ``null`` fields) is read again with lenient Structs
-  and converted value by value. Both give the same columns (see
-  ``tests/unit/test_kineto_loader_equivalence.py``).
+  and converted value by value. All three give the same columns (see
+  ``tests/unit/test_kineto_loader_equivalence.py`` and ``test_kineto_native_scan.py``).
 * Structs are created with ``gc=False``: decoded JSON cannot form reference cycles, and
   without it the cyclic GC re-scans millions of live events over and over.
 """
