@@ -21,7 +21,7 @@ st.caption("Decode-step traces from torch.profiler / Kineto (`.json`, `.json.gz`
            "exports (`.sqlite`). Uploads stay in this browser session; parsed traces are cached by content hash.")
 
 left, right = st.columns([3, 2], gap="large")
-with left:
+with left, stage("upload.widget"):
     uploads = st.file_uploader("Upload traces", type=["json", "gz", "sqlite"], accept_multiple_files=True,
                                key="lg_uploader",
                                help="Several files at once; up to the server's upload limit each.")
