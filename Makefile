@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8501
 
-.PHONY: app lint test test-fast browser-deps fuzz bench bench-fleet screenshots clean
+.PHONY: app lint test test-fast browser-deps build-deps fuzz bench bench-fleet screenshots clean
 
 # Debian packages through apt, as root or through sudo (a fresh machine has neither chromium nor,
 # often, python3-venv).
@@ -26,12 +26,20 @@ NATIVE := analyzer/loaders/_kineto_scan.c
 # PYTHONDONTWRITEBYTECODE (about 0.15 s of each CLI run on the bench VM).
 COMPILE = $(BIN)/python -m compileall -q analyzer app >/dev/null
 
-$(VENV)/.installed-app: pyproject.toml $(NATIVE) | $(BIN)/python
+# The loader's C scan is compiled at install: a C compiler and the interpreter's headers (Debian's
+# gcc and python3-dev when missing). Without them pip skips it and msgspec reads every trace.
+build-deps:
+	@command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || { \
+	  echo "installing Debian gcc to compile the loader's C scan"; $(APT_INSTALL) gcc >/dev/null; }
+	@$(PYTHON) -c "import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))" || { \
+	  echo "installing Debian python3-dev to compile the loader's C scan"; $(APT_INSTALL) python3-dev >/dev/null; }
+
+$(VENV)/.installed-app: pyproject.toml $(NATIVE) | $(BIN)/python build-deps
 	$(BIN)/python -m pip install -q -e '.[app]'
 	$(COMPILE)
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml $(NATIVE) | $(BIN)/python
+$(VENV)/.installed-test: pyproject.toml $(NATIVE) | $(BIN)/python build-deps
 	$(BIN)/python -m pip install -q -e '.[test]'
 	$(COMPILE)
 	touch $@
