@@ -78,7 +78,7 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python bench/bench.py --sizes 50 100 200 400 --formats json gz --vs-hta
 
 clean:
-	rm -rf $(VENV) .pytest_cache test-artifacts bench-out
+	rm -rf $(VENV) .pytest_cache test-artifacts bench-out build analyzer/loaders/*.so
 
 bench-fleet: $(VENV)/.installed-test
 	$(BIN)/python bench/bench_fleet.py
