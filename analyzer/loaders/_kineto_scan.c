@@ -315,6 +315,12 @@ static int string_value(Scanner *s, int32_t *id) {
     return table_intern(&s->strs, s->scratch, n, 1, id);
 }
 
+/* A field the strict schema types as str: a string, interned; anything else declines. */
+static int text_value(Scanner *s, int32_t *id) {
+    if (s->p >= s->end || *s->p != '"') return DECLINE;
+    return string_value(s, id);
+}
+
 static const double POW10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
                                  1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
@@ -447,6 +453,7 @@ static int skip_number(Scanner *s) {
 }
 
 static int skip_value(Scanner *s, int depth);
+static int key(Scanner *s, const char **k, Py_ssize_t *n);
 
 static int skip_container(Scanner *s, int depth, char close) {
     if (depth >= MAX_DEPTH) return DECLINE;
@@ -459,15 +466,11 @@ static int skip_container(Scanner *s, int depth, char close) {
     for (;;) {
         int rc;
         if (close == '}') {
-            const char *b, *e;
-            int escaped, high;
+            const char *k;
+            Py_ssize_t kn;
             skip_ws(s);
-            if (s->p >= s->end || *s->p != '"') return DECLINE;
-            rc = scan_string(s, &b, &e, &escaped, &high);
+            rc = key(s, &k, &kn);
             if (rc) return rc;
-            skip_ws(s);
-            if (s->p >= s->end || *s->p != ':') return DECLINE;
-            s->p++;
         }
         skip_ws(s);
         rc = skip_value(s, depth + 1);
@@ -643,8 +646,7 @@ static int args_value(Scanner *s, Event *ev) {
             rc = int_value(s, &ev->graph_id);
         } else if (KEY_IS(k, kn, "kernel")) {
             ONCE(16);
-            if (s->p >= s->end || *s->p != '"') return DECLINE;
-            rc = string_value(s, &ev->kernel);
+            rc = text_value(s, &ev->kernel);
         } else if (KEY_IS(k, kn, "Input Dims")) {
             ONCE(32);
             const char *v = s->p;
@@ -680,13 +682,13 @@ static int event_value(Scanner *s, Event *ev) {
     FOR_MEMBERS(s, {
         if (KEY_IS(k, kn, "ph")) {
             ONCE(1);
-            rc = (s->p < s->end && *s->p == '"') ? string_value(s, &ev->ph) : DECLINE;
+            rc = text_value(s, &ev->ph);
         } else if (KEY_IS(k, kn, "cat")) {
             ONCE(2);
-            rc = (s->p < s->end && *s->p == '"') ? string_value(s, &ev->cat) : DECLINE;
+            rc = text_value(s, &ev->cat);
         } else if (KEY_IS(k, kn, "name")) {
             ONCE(4);
-            rc = (s->p < s->end && *s->p == '"') ? string_value(s, &ev->name) : DECLINE;
+            rc = text_value(s, &ev->name);
         } else if (KEY_IS(k, kn, "pid")) {
             ONCE(8);
             rc = host_value(s, &ev->pid, &ev->pid_str);

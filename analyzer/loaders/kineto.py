@@ -1121,8 +1121,9 @@ class _ColumnBuilder:
         n = ev.size
         table = [*strings, "None", ""]  # what a missing name, and a missing ph/cat/kernel, read as
         none_at, empty_at = len(strings), len(strings) + 1
-        ph = np.where(ev["ph"] < 0, empty_at, ev["ph"])
-        cat = np.where(ev["cat"] < 0, empty_at, ev["cat"])
+        text = {field: np.where(ev[field] < 0, absent, ev[field])  # indices into table, missing ones included
+                for field, absent in (("ph", empty_at), ("cat", empty_at), ("name", none_at), ("kernel", empty_at))}
+        ph, cat = text["ph"], text["cat"]
         x_code = np.array([_X_CODES.get(t, 0) for t in table], dtype=np.int8)
         is_x = np.array([t == "X" for t in table])
         is_f = np.array([t == "f" for t in table])
@@ -1139,12 +1140,11 @@ class _ColumnBuilder:
             self.flows["id"].append(np.where(ev["id_kind"][flows] == 1, ev["id"][flows], -1))
         python = np.flatnonzero(codes == _PYTHON_CODE)
         if python.size:
-            name = ev["name"][python]
-            self.python.add_scanned(np.where(name < 0, none_at, name), ev["ts"][python], ev["dur"][python],
-                                    ev["tid"][python], ev["tid_str"][python], table)
+            self.python.add_scanned(text["name"][python], ev["ts"][python], ev["dur"][python], ev["tid"][python],
+                                    ev["tid_str"][python], table, none_at)
         rows = np.flatnonzero((codes > 0) & (codes < _PYTHON_CODE))
         if rows.size:
-            self._add_kept_scanned(ev, rows, codes[rows] - 1, table, raws)
+            self._add_kept_scanned(ev, rows, codes[rows] - 1, text["name"][rows], text["kernel"][rows], table, raws)
             self.gpu_seen = self.gpu_seen or bool((self.parts["kind"][-1] <= Kind.GRAPH).any())
         if not self.gpu_seen and not self.mtia_events:
             self.mtia_events = any(table[i].startswith("mtia") for i in np.unique(cat).tolist())
@@ -1165,9 +1165,10 @@ class _ColumnBuilder:
         listed = [v if t == -1 else "None" if t == -2 else table[t] for v, t in zip(values.tolist(), texts.tolist())]
         return self.host.column(listed, rows.size, group)
 
-    def _add_kept_scanned(self, ev: np.ndarray, rows: np.ndarray, kinds: np.ndarray, table: list[str],
-                          raws: list[bytes]) -> None:
-        """:meth:`_add_kept_strict` for the scanned events at ``rows``."""
+    def _add_kept_scanned(self, ev: np.ndarray, rows: np.ndarray, kinds: np.ndarray, name: np.ndarray,
+                          kernel: np.ndarray, table: list[str], raws: list[bytes]) -> None:
+        """:meth:`_add_kept_strict` for the scanned events at ``rows`` (``name``, ``kernel``: their indices
+        into ``table``)."""
         p = self.parts
         n = rows.size
         self.n_kept += n
@@ -1177,10 +1178,7 @@ class _ColumnBuilder:
             p[key].append(ev[field][rows])
         p["pid"].append(self._scanned_host(ev, rows, "pid", table, "pid"))
         p["tid"].append(self._scanned_host(ev, rows, "tid", table, "tid"))
-        name = ev["name"][rows]
-        p["name_id"].append(_intern_local(np.where(name < 0, len(table) - 2, name), table, self.names))
-        kernel = ev["kernel"][rows]
-        kernel = np.where(kernel < 0, len(table) - 1, kernel)
+        p["name_id"].append(_intern_local(name, table, self.names))
         named = np.array([t != "" for t in table])[kernel]  # "" reads as no kernel named, as in add()
         if not named.any():
             p["kernel_name_id"].append(np.full(n, -1, dtype=np.int32))
@@ -1533,14 +1531,14 @@ class _PythonCallColumns:
         self.parts["tid"].append(np.fromiter([_as_int(e.tid) for e in events], dtype=np.int64, count=n))
 
     def add_scanned(self, name: np.ndarray, ts: np.ndarray, dur: np.ndarray, tid: np.ndarray, tid_text: np.ndarray,
-                    table: list[str]) -> None:
+                    table: list[str], none_at: int) -> None:
         """:meth:`add` for scanned events: names as indices into ``table``, a tid given as text where
-        ``tid_text`` >= 0 (-2: no tid, which reads as "None")."""
+        ``tid_text`` >= 0 (-2: no tid, which reads as "None", ``table[none_at]``)."""
         self.parts["name_id"].append(_intern_local(name, table, self.names))
         self.parts["ts_us"].append(ts)
         self.parts["dur_us"].append(dur)
         if (tid_text != -1).any():  # tids written as text: what _as_int makes of them
-            text = np.where(tid_text == -2, table.index("None"), tid_text)
+            text = np.where(tid_text == -2, none_at, tid_text)
             as_int = np.array([_as_int(t) for t in table], dtype=np.int64)
             tid = np.where(text == -1, tid, as_int[np.maximum(text, 0)])
         self.parts["tid"].append(tid)
