@@ -244,7 +244,6 @@ def add_upload(state: MutableMapping, name: str, data: bytes | memoryview, setti
         return _finish(state, key, name, "upload", digest, memoryview(data).nbytes,
                        lambda: parse_upload(data, digest, name, settings, cache), settings, cache)
     size = memoryview(data).nbytes
-    limit = _limit_error(state, settings)  # checked after the repeat check below, as for samples
     try:
         tmp, pending = stage_upload(data, name)
     except OSError as exc:  # the temporary copy could not be written (disk or /dev/shm full)
@@ -252,6 +251,20 @@ def add_upload(state: MutableMapping, name: str, data: bytes | memoryview, setti
                             error=f"cannot store the upload for parsing: {exc.strerror or exc}")
         traces(state)[entry.key] = entry
         return entry
+    return _add_file(state, name, tmp, size, pending.result, settings, cache)
+
+
+def add_staged_upload(state: MutableMapping, name: str, path: Path, size: int, digest: str, settings: Settings,
+                      cache: BoundedCache) -> LoadedTrace:
+    """Parse and analyse an upload already whole in a private file (``app.uploads``), in place: no
+    copy, the hash already known. Like :func:`add_upload` otherwise; the file is deleted after."""
+    return _add_file(state, name, path, size, lambda: digest, settings, cache)
+
+
+def _add_file(state: MutableMapping, name: str, tmp: Path, size: int, digest_of: Callable[[], str],
+              settings: Settings, cache: BoundedCache) -> LoadedTrace:
+    """An upload's private file parsed in a child process (see :func:`add_upload`), then deleted."""
+    limit = _limit_error(state, settings)  # checked after the repeat check below, as for samples
     job = None
     try:
         opts = options(state)
@@ -266,7 +279,7 @@ def add_upload(state: MutableMapping, name: str, data: bytes | memoryview, setti
             except WorkerError as exc:
                 job_error = exc.message
         with stage("upload.hash_wait", file=name):
-            digest = pending.result()
+            digest = digest_of()
         key = f"upload:{digest[:16]}:{name}"
         label = f"sha256:{digest[:16]}"
         have = traces(state).get(key)

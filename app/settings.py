@@ -33,7 +33,6 @@ ENV_SESSION_TRACES = "LAUNCHGAP_SESSION_TRACES"
 ENV_PARSE_IN_WORKER = "LAUNCHGAP_PARSE_IN_WORKER"
 ENV_WORKER_MAX_RSS_BYTES = "LAUNCHGAP_WORKER_MAX_RSS_BYTES"
 ENV_WORKER_TIMEOUT_S = "LAUNCHGAP_WORKER_TIMEOUT_S"
-ENV_UPLOAD_MEMORY_BYTES = "LAUNCHGAP_UPLOAD_MEMORY_BYTES"
 
 
 def _int_env(name: str, default: int) -> int:
@@ -61,8 +60,6 @@ class Settings:
       ``worker_max_rss_bytes`` / ``worker_timeout_s``: that child (and anything it starts) is
       killed, and the upload refused with a one-line reason, past this resident memory or
       this wall time.
-    * ``upload_memory_bytes``: an upload up to this size arrives in memory rather than through a
-      temporary file (Starlette spools past 1 MB by default, which is most of a big upload's time).
     """
 
     samples_dir: Path = DEFAULT_SAMPLES_DIR
@@ -74,7 +71,6 @@ class Settings:
     parse_in_worker: bool = True
     worker_max_rss_bytes: int = 3 * 1024**3 // 2
     worker_timeout_s: int = 60
-    upload_memory_bytes: int = 512 * 1024**2
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -89,7 +85,6 @@ class Settings:
             parse_in_worker=os.environ.get(ENV_PARSE_IN_WORKER, "").strip() not in ("0", "false", "no"),
             worker_max_rss_bytes=_int_env(ENV_WORKER_MAX_RSS_BYTES, cls.worker_max_rss_bytes),
             worker_timeout_s=_int_env(ENV_WORKER_TIMEOUT_S, cls.worker_timeout_s),
-            upload_memory_bytes=_int_env(ENV_UPLOAD_MEMORY_BYTES, cls.upload_memory_bytes),
         )
 
 

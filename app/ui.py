@@ -28,44 +28,12 @@ def settings() -> Settings:
 
 @st.cache_resource
 def parse_worker_started() -> bool:
-    """Once per server: uploads up to ``upload_memory_bytes`` arrive in memory, and the parse
-    worker's zygote starts in the background (it imports the analyzer)."""
-    keep_uploads_in_memory(settings().upload_memory_bytes)
+    """Once per server: the parse worker's zygote starts in the background (it imports the analyzer)."""
     if settings().parse_in_worker:
         from launchgap.dashboard.worker import warm_up
 
         threading.Thread(target=warm_up, name="launchgap-forkserver-start", daemon=True).start()
     return True
-
-
-def keep_uploads_in_memory(max_bytes: int) -> None:
-    """Let Streamlit's upload handler (Starlette) keep an upload of up to ``max_bytes`` in memory
-    while it arrives, instead of spooling it to a temporary file past 1 MB.
-
-    Spooled, every 64 kB chunk of the request is written to disk through a thread-pool hop and
-    the whole file is read back afterwards: measured on the 2-core box, 4.1 s of a 405 MB
-    upload against 1.4 s in memory (docs/performance.md). The cost is memory while one upload
-    arrives (the chunks, then the bytes Streamlit keeps: about twice the file); larger uploads
-    keep Starlette's default. A no-op when the server is not Starlette's or the attribute moved.
-    """
-    try:
-        from starlette.formparsers import MultiPartParser
-    except ImportError:
-        return
-    if isinstance(getattr(MultiPartParser, "spool_max_size", None), int) and max_bytes > 0:
-        MultiPartParser.spool_max_size = max(MultiPartParser.spool_max_size, max_bytes)
-
-
-def release_upload(file) -> None:
-    """Drop Streamlit's own copy of an uploaded file's bytes once it is parsed (a 400 MB upload would
-    otherwise stay in the server's memory for the session's life). The uploader still lists the
-    file; its bytes are gone, which is what Streamlit does itself for chat uploads."""
-    from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
-
-    ctx = get_script_run_ctx()
-    if ctx is not None and isinstance(ctx.uploaded_file_mgr, MemoryUploadedFileManager):
-        ctx.uploaded_file_mgr.remove_file(session_id=ctx.session_id, file_id=file.file_id)
 
 
 @st.cache_resource

@@ -36,6 +36,11 @@ def main_script() -> Path:
     return Path(list(spec.submodule_search_locations)[0]) / "main.py"
 
 
+def server_script() -> Path:
+    """What ``streamlit run`` runs: the ``st.App`` around :func:`main_script` (``server.py`` beside it)."""
+    return main_script().with_name("server.py")
+
+
 def prepare_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT})")
     p.add_argument("--host", default=DEFAULT_HOST,
@@ -78,7 +83,7 @@ def url_host(host: str) -> str:
 def streamlit_command(args: argparse.Namespace) -> list[str]:
     """The ``streamlit run`` command line for the dashboard (explicit flags win over any config file)."""
     return [
-        sys.executable, "-m", "streamlit", "run", str(main_script()),
+        sys.executable, "-m", "streamlit", "run", str(server_script()),
         "--server.address", args.host.strip().strip("[]"),
         "--server.port", str(args.port),
         "--server.headless", "true",

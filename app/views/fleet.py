@@ -10,7 +10,7 @@ import streamlit as st
 
 from launchgap.errors import AnalyzerError
 from launchgap.fleet import FleetReport, load_fleet_results
-from launchgap.dashboard import session
+from launchgap.dashboard import session, uploads
 from launchgap.dashboard.charts import batch_histogram_figure, fleet_idle_figure
 from launchgap.dashboard.plan_report import SERVER_LABELS, plan_markdown
 from launchgap.dashboard.settings import MAX_FLEET_FILE_BYTES
@@ -33,17 +33,17 @@ def _load(path: Path, name: str) -> FleetReport:
 f = st.file_uploader("Upload a fleet results file (.jsonl)", type=["jsonl", "json"], key="lg_fleet_widget")
 if f is not None and state.get("lg_fleet_id") != f.file_id:
     state["lg_fleet_id"] = f.file_id
-    if f.size > MAX_FLEET_FILE_BYTES:
-        state[FLEET_KEY] = (f.name, None, f"file is {f.size / 1e6:.0f} MB, over the "
+    try:
+        data = uploads.read_bytes(f, MAX_FLEET_FILE_BYTES)
+        rep = session.parse_small_upload(f.name, data, lambda p, n=f.name: _load(p, n))
+        state[FLEET_KEY] = (f.name, rep, None)
+    except uploads.UploadTooLarge as exc:
+        state[FLEET_KEY] = (f.name, None, f"file is {exc.size_bytes / 1e6:.0f} MB, over the "
                                           f"{MAX_FLEET_FILE_BYTES / 1e6:.0f} MB cap")
-    else:
-        try:
-            rep = session.parse_small_upload(f.name, f.getvalue(), lambda p, n=f.name: _load(p, n))
-            state[FLEET_KEY] = (f.name, rep, None)
-        except AnalyzerError as exc:
-            state[FLEET_KEY] = (f.name, None, exc.message)
-        except Exception as exc:  # noqa: BLE001 - a damaged file must not show a traceback
-            state[FLEET_KEY] = (f.name, None, f"cannot read it as fleet results ({type(exc).__name__})")
+    except AnalyzerError as exc:
+        state[FLEET_KEY] = (f.name, None, exc.message)
+    except Exception as exc:  # noqa: BLE001 - a damaged file must not show a traceback
+        state[FLEET_KEY] = (f.name, None, f"cannot read it as fleet results ({type(exc).__name__})")
 
 got = state.get(FLEET_KEY)
 if got is None:

@@ -21,7 +21,7 @@ from launchgap.planning.inputs import (
     model_dims_from_timings,
 )
 from launchgap.planning.planner import SERVERS, PlanOptions, plan_capture
-from launchgap.dashboard import session
+from launchgap.dashboard import session, uploads
 from launchgap.dashboard.charts import pareto_figure, tradeoff_figure
 from launchgap.dashboard.plan_report import SERVER_LABELS, plan_markdown
 from launchgap.dashboard.text import json_safe, md_escape
@@ -42,14 +42,14 @@ def _upload_once(label: str, key: str, types: list[str], parse) -> tuple[str, ob
     f = st.file_uploader(label, type=types, key=f"{key}_widget")
     if f is not None and state.get(f"{key}_id") != f.file_id:
         state[f"{key}_id"] = f.file_id
-        if f.size > MAX_AUX_FILE_BYTES:
-            state[key] = (f.name, None, f"file is {f.size / 1e6:.0f} MB, over the "
+        try:
+            data = uploads.read_bytes(f, MAX_AUX_FILE_BYTES)
+            state[key] = (f.name, session.parse_small_upload(f.name, data, parse), None)
+        except uploads.UploadTooLarge as exc:
+            state[key] = (f.name, None, f"file is {exc.size_bytes / 1e6:.0f} MB, over the "
                                         f"{MAX_AUX_FILE_BYTES / 1e6:.0f} MB cap")
-        else:
-            try:
-                state[key] = (f.name, session.parse_small_upload(f.name, f.getvalue(), parse), None)
-            except AnalyzerError as exc:
-                state[key] = (f.name, None, exc.message)
+        except AnalyzerError as exc:
+            state[key] = (f.name, None, exc.message)
     got = state.get(key)
     if got is None:
         return None

@@ -8,11 +8,11 @@ import streamlit as st
 
 from launchgap.errors import AnalyzerError
 from launchgap.steps import StepOptions
-from launchgap.dashboard import session
+from launchgap.dashboard import session, uploads
 from launchgap.dashboard.session import LoadedTrace
 from launchgap.dashboard.text import md_escape
 from launchgap.dashboard.timing import stage
-from launchgap.dashboard.ui import (SAMPLES_KEY, SAMPLES_WIDGET, human_bytes, release_upload, run_with_progress, sample_paths,
+from launchgap.dashboard.ui import (SAMPLES_KEY, SAMPLES_WIDGET, human_bytes, run_with_progress, sample_paths,
                     settings, show_load_errors, sync_samples, trace_cache)
 
 state = st.session_state
@@ -22,7 +22,7 @@ st.caption("Decode-step traces from torch.profiler / Kineto (`.json`, `.json.gz`
 
 left, right = st.columns([3, 2], gap="large")
 with left, stage("upload.widget"):
-    uploads = st.file_uploader("Upload traces", type=["json", "gz", "sqlite"], accept_multiple_files=True,
+    picked = st.file_uploader("Upload traces", type=["json", "gz", "sqlite"], accept_multiple_files=True,
                                key="lg_uploader",
                                help="Several files at once; up to the server's upload limit each.")
 with right:
@@ -39,19 +39,25 @@ with right:
     state[SAMPLES_KEY] = chosen
 
 seen: set[str] = state.setdefault(session.SEEN_UPLOADS_KEY, set())
-new_files = [f for f in (uploads or []) if f.file_id not in seen]
+new_files = [f for f in (picked or []) if f.file_id not in seen]
 jobs = []
 for f in new_files:
     seen.add(f.file_id)
-    def job(f=f):
-        with stage("upload.add", file=f.name):
-            # getvalue(): the bytes Streamlit holds, not a copy (getbuffer() would copy them out of
-            # the BytesIO they share); once parsed, Streamlit's copy is dropped too.
-            entry = session.add_upload(state, f.name, f.getvalue(), settings(), trace_cache())
-        release_upload(f)
+    staged = uploads.take(f)  # streamed to a private file by the server (app.uploads), or None
+
+    def job(f=f, staged=staged):
+        with stage("upload.add", file=f.name, staged=staged is not None):
+            if staged is not None:  # parsed in place: no copy, hash known
+                entry = session.add_staged_upload(state, f.name, staged.path, staged.size_bytes, staged.sha256,
+                                                  settings(), trace_cache())
+            else:
+                # getvalue(): the bytes Streamlit holds, not a copy (getbuffer() would copy them out of
+                # the BytesIO they share); once parsed, Streamlit's copy is dropped too.
+                entry = session.add_upload(state, f.name, f.getvalue(), settings(), trace_cache())
+        uploads.release(f)
         f.close()
         return entry
-    jobs.append((f.name, f.size, job))
+    jobs.append((f.name, staged.size_bytes if staged is not None else f.size, job))
 fresh = [e for e in run_with_progress(jobs) if e.ok]
 if fresh:  # the Diagnosis page opens on the file the user just uploaded
     state["lg_diag_choice"] = fresh[-1].key

@@ -6,7 +6,10 @@ few MB so it runs in seconds.
 """
 from __future__ import annotations
 
+import os
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -64,6 +67,34 @@ def test_scaled_trace_upload_reaches_the_diagnosis_metrics(app_server, browser, 
 
 
 
+
+
+def test_upload_is_streamed_to_a_file_and_parsed_in_place(browser, tmp_path) -> None:
+    """Through the real server, an upload takes app.uploads' path: staged by the middleware (no
+    copy of Streamlit's bytes), parsed where it lies, and the staged file gone afterwards."""
+    from launchgap.dashboard.timing import ENV_TIMING, parse_lines
+
+    trace = scaled_trace(2, tmp_path)
+    s = analyze_with_collectives(load_trace(trace), AnalysisOptions()).summary
+    log = tmp_path / "server.log"
+    with running_app(log, {ENV_TIMING: "1"}) as url:
+        ctx = browser.new_context(viewport=VIEWPORT)
+        page = ctx.new_page()
+        try:
+            page.goto(url, timeout=UI_TIMEOUT_MS)
+            page.get_by_text("Loaded traces").wait_for(timeout=UI_TIMEOUT_MS)
+            page.locator("input[type=file]").set_input_files(str(trace))
+            page.get_by_text("Loaded 1 of 1 file(s)").wait_for(timeout=UI_TIMEOUT_MS)
+            open_page(page, "Diagnosis")
+            assert metric_value(page, "Steps") == str(s.steps)
+        finally:
+            ctx.close()
+        adds = [r for r in parse_lines(log.read_text(errors="replace")) if r["stage"].startswith("upload.")]
+        staged_dirs = [d for base in ("/dev/shm", tempfile.gettempdir()) if os.path.isdir(base)
+                       for d in Path(base).glob("launchgap-uploads-*") if any(d.iterdir())]
+    assert [r["staged"] for r in adds if r["stage"] == "upload.add"] == [True]
+    assert not [r for r in adds if r["stage"] == "upload.write"]  # the old copy out of Streamlit's bytes
+    assert not staged_dirs, staged_dirs  # parsed and deleted
 
 
 def test_bomb_in_one_session_leaves_another_responsive(browser, tmp_path) -> None:

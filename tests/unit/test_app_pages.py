@@ -366,7 +366,8 @@ def test_streamlit_command_settings() -> None:
     args = app_cmd_args(["--port", "8601"])
     cmd = app_cmd.streamlit_command(args)
     flags = dict(zip(cmd[5::2], cmd[6::2]))
-    assert cmd[1:5] == ["-m", "streamlit", "run", str(MAIN_SCRIPT)]
+    # The st.App beside the page script (uploads streamed to a file: app.uploads) is what runs.
+    assert cmd[1:5] == ["-m", "streamlit", "run", str(MAIN_SCRIPT.with_name("server.py"))]
     assert flags["--server.address"] == "127.0.0.1" and flags["--server.port"] == "8601"
     assert int(flags["--server.maxUploadSize"]) >= 1024
     assert flags["--browser.gatherUsageStats"] == "false"

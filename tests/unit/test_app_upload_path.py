@@ -29,7 +29,6 @@ from launchgap.dashboard.charts import idle_by_cause_figure, step_runs  # noqa: 
 from launchgap.dashboard.settings import Settings  # noqa: E402
 from launchgap.dashboard.timeline import downsample_events  # noqa: E402
 from launchgap.dashboard.timing import parse_lines  # noqa: E402
-from launchgap.dashboard.ui import keep_uploads_in_memory  # noqa: E402
 from launchgap.dashboard.worker import Limits, ParseJob, WorkerError, parse_in_worker, tree_rss_bytes  # noqa: E402
 from tests.synth import gzip_bomb  # noqa: E402
 from tests.unit.apptest_helpers import new_app, upload  # noqa: E402
@@ -146,6 +145,20 @@ def test_add_upload_in_worker_and_in_process_agree(tmp_path) -> None:
     assert not [p for p in Path(session.upload_tmp_dir() or "/tmp").glob("launchgap-upload-*")]
 
 
+def test_staged_upload_is_parsed_in_place_and_deleted(tmp_path) -> None:
+    """A file the server already holds whole (app.uploads) is parsed where it lies, under the hash
+    it arrived with, and deleted after; the result equals the in-memory upload's."""
+    staged = tmp_path / "launchgap-upload-x"
+    staged.write_bytes(EAGER)
+    digest = hashlib.sha256(EAGER).hexdigest()
+    cache = BoundedCache(8, 1024**3, 3600)
+    a = session.add_staged_upload({}, "e.json", staged, len(EAGER), digest, Settings(samples_dir=tmp_path), cache)
+    b = session.add_upload({}, "e.json", EAGER, Settings(samples_dir=tmp_path), BoundedCache(8, 1024**3, 3600))
+    assert a.ok and a.key == b.key and a.digest == digest and a.size_bytes == len(EAGER)
+    assert a.report.summary == b.report.summary and a.trace.path == f"sha256:{digest[:16]}"
+    assert not staged.exists() and not list(tmp_path.glob("launchgap-upload-x*"))
+
+
 def test_add_upload_error_names_the_reason_in_one_line(tmp_path) -> None:
     state: dict = {}
     e = session.add_upload(state, "bad.json", BAD, Settings(samples_dir=tmp_path), BoundedCache(8, 1024**3, 3600))
@@ -173,27 +186,12 @@ def test_upload_bytes_are_released_after_parsing() -> None:
     assert list(at.dataframe[0].value["trace"]) == ["released.json"]
 
 
-def test_keep_uploads_in_memory_raises_starlettes_spool_limit() -> None:
-    from starlette.formparsers import MultiPartParser
-
-    old = MultiPartParser.spool_max_size
-    try:
-        keep_uploads_in_memory(512 * 1024**2)
-        assert MultiPartParser.spool_max_size == 512 * 1024**2
-        keep_uploads_in_memory(1024)  # never lowered
-        assert MultiPartParser.spool_max_size == 512 * 1024**2
-    finally:
-        MultiPartParser.spool_max_size = old
-
-
 def test_settings_from_env(monkeypatch) -> None:
     monkeypatch.setenv("LAUNCHGAP_PARSE_IN_WORKER", "0")
     monkeypatch.setenv("LAUNCHGAP_WORKER_MAX_RSS_BYTES", "123456789")
     monkeypatch.setenv("LAUNCHGAP_WORKER_TIMEOUT_S", "7")
-    monkeypatch.setenv("LAUNCHGAP_UPLOAD_MEMORY_BYTES", "1000")
     s = Settings.from_env()
-    assert (s.parse_in_worker, s.worker_max_rss_bytes, s.worker_timeout_s, s.upload_memory_bytes) == (
-        False, 123456789, 7, 1000)
+    assert (s.parse_in_worker, s.worker_max_rss_bytes, s.worker_timeout_s) == (False, 123456789, 7)
     monkeypatch.delenv("LAUNCHGAP_PARSE_IN_WORKER")
     assert Settings.from_env().parse_in_worker is True
 

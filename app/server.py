@@ -1,0 +1,9 @@
+"""The dashboard's server: Streamlit's ``st.App`` around :mod:`app.main`, with uploads streamed to a
+private file (:class:`app.uploads.StagedUploadMiddleware`) instead of through Streamlit's memory.
+``launchgap app`` runs this file with ``streamlit run``."""
+import streamlit as st
+from starlette.middleware import Middleware
+
+from launchgap.dashboard.uploads import StagedUploadMiddleware
+
+app = st.App("main.py", middleware=[Middleware(StagedUploadMiddleware)])
