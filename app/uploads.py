@@ -239,6 +239,7 @@ class _PartWriter:
         self._field = bytearray()
         self._value = bytearray()
         self._writing = False
+        self.ended = False  # the closing boundary was read
         self.filename: str | None = None
         self.content_type = "application/octet-stream"
 
@@ -246,7 +247,7 @@ class _PartWriter:
         return {"on_part_begin": self._part_begin, "on_header_field": self._header_field,
                 "on_header_value": self._header_value, "on_header_end": self._header_end,
                 "on_headers_finished": self._headers_finished, "on_part_data": self._data,
-                "on_part_end": self._part_end}
+                "on_part_end": self._part_end, "on_end": self._end}
 
     def _part_begin(self) -> None:
         self.parts += 1
@@ -291,6 +292,9 @@ class _PartWriter:
 
     def _part_end(self) -> None:
         self._writing = False
+
+    def _end(self) -> None:
+        self.ended = True
 
 
 class StreamlitServer:
@@ -362,23 +366,28 @@ class StagedUploadMiddleware:
         staged = None
         try:
             writer = _PartWriter(fd, max_bytes)
-            parser = MultipartParser(boundary, writer.callbacks(), max_size=max_bytes + FRAMING_BYTES)
+            # No max_size here: past it python-multipart drops the rest silently; the cap is ours.
+            parser = MultipartParser(boundary, writer.callbacks())
+            received = 0
             while True:
                 msg = await receive()
                 if msg["type"] == "http.disconnect":
                     raise UploadRefused(400, "the browser closed the upload")
                 body = msg.get("body", b"")
+                received += len(body)
+                if received > max_bytes + FRAMING_BYTES:
+                    raise UploadRefused(413, "File too large")
                 if body:
                     try:
                         parser.write(body)
                     except UploadRefused:
                         raise
-                    except Exception as exc:  # noqa: BLE001 - python-multipart's parse errors and size cap
-                        status = 413 if "exceed" in str(exc).lower() else 400
-                        raise UploadRefused(status, f"bad upload body: {exc}") from None
+                    except Exception as exc:  # noqa: BLE001 - python-multipart's parse errors
+                        raise UploadRefused(400, f"bad upload body: {exc}") from None
                 if not msg.get("more_body", False):
                     break
-            parser.finalize()
+            if not writer.ended:  # finalize() does not check it
+                raise UploadRefused(400, "bad upload body: it ends before its closing boundary")
             if writer.filename is None:
                 raise UploadRefused(400, "Expected 1 file, but got 0")
             staged = StagedUpload(path=Path(tmp), name=writer.filename, size_bytes=writer.size,

@@ -21,8 +21,11 @@ The server runs with ``LAUNCHGAP_APP_TIMING=1``, so each stage it passes (upload
 temp file, trace load, analysis, page runs, ...) logs a line; the breakdown printed is the
 median of each stage over the rounds. ``browser.upload`` is the time from
 ``set_input_files`` to the first server stage of that upload (Chromium reading the file,
-the HTTP upload, Streamlit's own multipart parse and the rerun that follows), split into
+the HTTP upload, the server's multipart parse and the rerun that follows), split into
 ``browser.upload_put`` (until the PUT request finished) and ``browser.put_to_script``.
+``browser.send_floor``, timed in each round after the dashboard's: Chromium sending the same
+file the same way (a multipart ``FormData`` PUT) to a local server that only reads and
+discards it, the part of the upload no server can remove.
 
 ``--bomb-gib N`` then checks that one session's decompression bomb (a gzip of N GiB of
 whitespace inside ``{"traceEvents": [...]}``) does not stall another session: session B
@@ -35,6 +38,7 @@ Machine facts (CPU, cores, load average) are printed with the table.
 from __future__ import annotations
 
 import argparse
+import http.server
 import json
 import os
 import signal
@@ -287,6 +291,53 @@ def _tree_peak_rss_mib(pid: int) -> dict[str, float]:
     return out
 
 
+_SINK_PAGE = b"""<!doctype html><title>sink</title><input type=file id=f><script>
+window.sendFile = async () => { const fd = new FormData(); fd.append("file", document.getElementById("f").files[0]);
+  const t0 = performance.now(); const r = await fetch("/upload", {method: "PUT", body: fd}); await r.text();
+  return performance.now() - t0; };</script>"""
+
+
+class _Sink(http.server.BaseHTTPRequestHandler):
+    """Serves the page above and reads each PUT's body to the end, keeping nothing."""
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(_SINK_PAGE)))
+        self.end_headers()
+        self.wfile.write(_SINK_PAGE)
+
+    def do_PUT(self) -> None:  # noqa: N802
+        left = int(self.headers["Content-Length"])
+        while left > 0:
+            chunk = self.rfile.read(min(left, 1 << 20))
+            if not chunk:  # the browser went away
+                break
+            left -= len(chunk)
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def browser_send_floor(browser, trace: Path) -> float:
+    """Seconds Chromium takes to PUT ``trace`` as a multipart ``FormData`` (as Streamlit's uploader
+    sends it) to a local server that reads and discards it: what no server-side work can go below."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    ctx = browser.new_context()
+    try:
+        page = ctx.new_page()
+        page.goto(f"http://127.0.0.1:{server.server_address[1]}/")
+        page.locator("#f").set_input_files(str(trace))
+        return page.evaluate("sendFile()") / 1000.0
+    finally:
+        ctx.close()
+        server.shutdown()
+        server.server_close()
+
+
 def median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
@@ -329,8 +380,10 @@ def main(argv: list[str] | None = None) -> int:
                     expect = expected_metrics(cli_out)
                     d, st = dashboard_run(browser, trace, args.out / f"dashboard_upload_server_{i}.log", expect)
                     dash.append(d)
+                    st["browser.send_floor"] = browser_send_floor(browser, trace)
                     stages.append(st)
-                    line = f"round {i + 1}: CLI {cli[-1]:.2f} s, dashboard {d:.2f} s"
+                    line = (f"round {i + 1}: CLI {cli[-1]:.2f} s, dashboard {d:.2f} s "
+                            f"(Chromium's send alone {st['browser.send_floor']:.2f} s)")
                     if args.baseline_root:
                         b, bst = dashboard_run(browser, trace, args.out / f"dashboard_upload_baseline_{i}.log", expect,
                                                root=args.baseline_root.resolve())

@@ -189,7 +189,10 @@ def test_broken_body_and_disconnect_leave_nothing(staged_in) -> None:
     mw, inner, mgr, reg = setup()
     status, _, text = put(mw, b"--wrong-boundary\r\n\r\nxx", chunks=1)
     assert status == 400 and text.startswith(b"bad upload body")
-    status, _, text = put(mw, multipart([("t.json", b"y" * 5000)]), chunks=5, disconnect_after=2)
+    cut = multipart([("t.json", b"y" * 5000)])
+    status, _, text = put(mw, cut[:-len(BOUNDARY) - 8], chunks=2)  # complete per its length, no closing boundary
+    assert (status, text) == (400, b"bad upload body: it ends before its closing boundary")
+    status, _, text = put(mw, cut, chunks=5, disconnect_after=2)
     assert (status, text) == (400, b"the browser closed the upload")
     assert len(reg) == 0 and not list(staged_in.iterdir())
 
