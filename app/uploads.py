@@ -1,19 +1,19 @@
 """Uploads streamed straight into a private file, instead of through Streamlit's in-memory store.
 
 Why: Streamlit's own upload route (``PUT /_stcore/upload_file/{session}/{file}``) parses the
-multipart body into a spooled temporary file on disk, reads it back into one ``bytes``
-and keeps that in the server's memory; the Traces page then wrote those bytes out again
-for the parse child. For a 405 MB trace that was three copies and about 2.5 s on top of
-the browser's own send (measured in ``docs/performance.md``).
+multipart body into a spooled temporary file (on disk past 1 MB by default), reads it back
+into one ``bytes`` and keeps that in the server's memory; the Traces page then wrote those
+bytes out again for the parse child. For a 405 MB trace that cost about 2.5 s on top of the
+browser's own send (measured in ``docs/performance.md``).
 
 :class:`StagedUploadMiddleware` (an ASGI middleware the dashboard's ``st.App`` runs in
 front of Streamlit) takes that route's PUTs over, once Streamlit itself has accepted them:
 
 1. it first calls Streamlit's own handler with the same URL, headers and cookies but an
-   empty file, and holds its answer. Streamlit checks the XSRF token, the session and the
-   declared size exactly as for any upload and, when it accepts, registers an empty file
-   under that id. Anything but 204 is sent to the browser as Streamlit wrote it, and the
-   real body goes to Streamlit's handler as usual (so every refusal is Streamlit's own);
+   empty file. Streamlit checks the XSRF token and the session exactly as for any upload
+   and, when it accepts (204), registers an empty file under that id; its answer is held.
+   On any other answer, or a declared size over ``server.maxUploadSize``, the real request
+   goes to Streamlit's handler untouched, so every refusal is Streamlit's own;
 2. it streams the body through a multipart parser into a file in RAM-backed ``/dev/shm``
    (or the temporary folder when that lacks room), hashing it (SHA-256) as it goes,
    capped at ``server.maxUploadSize``;
@@ -23,10 +23,10 @@ front of Streamlit) takes that route's PUTs over, once Streamlit itself has acce
 
 The page that reads the upload asks :func:`take` for the staged file (its path, size and
 hash): with one, it parses the file in place; without one (the middleware is not running,
-e.g. under Streamlit's AppTest, or it passed the request on), it reads Streamlit's bytes as
-before. A staged file belongs to whoever took it; files never taken are deleted when the
-browser removes them from the uploader, when their session is gone, or after
-:data:`ORPHAN_TTL_S`.
+e.g. under Streamlit's AppTest or ``streamlit run app/main.py``), it reads Streamlit's bytes
+as before. A staged file belongs to whoever took it. One never taken is deleted when the
+browser removes it from the uploader; each new upload sweeps those whose session is gone or
+that waited past :data:`ORPHAN_TTL_S`; a killed server's go when the next server starts.
 """
 from __future__ import annotations
 
@@ -393,10 +393,12 @@ class StagedUploadMiddleware:
             staged = StagedUpload(path=Path(tmp), name=writer.filename, size_bytes=writer.size,
                                   sha256=writer.hash.hexdigest(), staged_at=time.time())
         except UploadRefused as exc:
+            log.warning("upload refused (%d): %s", exc.status, exc.reason)
             mgr.remove_file(session_id=session_id, file_id=file_id)
             await _send_text(send, exc.status, exc.reason)
             return
         except OSError as exc:  # the staging folder filled up
+            log.warning("upload not stored: %s", exc)
             mgr.remove_file(session_id=session_id, file_id=file_id)
             await _send_text(send, 507, f"cannot store the upload: {exc.strerror or exc}")
             return
