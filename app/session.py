@@ -7,8 +7,8 @@ re-parses; when the session ends they go with it, and only the bounded server ca
 (:mod:`app.cache`) may still hold the parsed data, keyed by content hash.
 
 Uploads are written to a private temporary file only for the duration of the parse
-(the loaders take paths; in RAM-backed ``/dev/shm`` when the machine has it, hashed while
-it is written) and deleted right after; the cached trace carries the content hash as its
+(the loaders take paths; in RAM-backed ``/dev/shm`` when it has room, see
+:func:`app.uploads.staging_dir`; hashed while it is written) and deleted right after; the cached trace carries the content hash as its
 path, never the uploader's file name. An upload is parsed and analysed in a child process
 with a memory and a time limit (:mod:`app.worker`), so a huge file or a decompression bomb
 costs its own session a one-line error and leaves the server and the other sessions alone.
@@ -33,6 +33,7 @@ from launchgap.trace import Trace
 from launchgap.dashboard.cache import BoundedCache
 from launchgap.dashboard.settings import Settings
 from launchgap.dashboard.timing import stage
+from launchgap.dashboard.uploads import discard_file, staging_dir
 from launchgap.dashboard.worker import Limits, ParseJob, WorkerError
 
 log = logging.getLogger("launchgap.app")
@@ -105,13 +106,6 @@ def _suffix_of(name: str) -> str:
     return next((s for s in _UPLOAD_SUFFIXES if low.endswith(s)), "")
 
 
-def upload_tmp_dir() -> str | None:
-    """Where an upload's temporary copy goes: RAM-backed ``/dev/shm`` when writable (writing 400 MB
-    there takes a fraction of what a disk-backed /tmp takes), else the system default."""
-    shm = "/dev/shm"
-    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
-
-
 class PendingDigest:
     """A SHA-256 being computed in a thread (hashlib releases the GIL, so it runs beside other work)."""
 
@@ -135,22 +129,15 @@ def stage_upload(data: bytes | memoryview, name: str) -> tuple[Path, PendingDige
     view = memoryview(data).cast("B")
     pending = PendingDigest(view)
     with stage("upload.write", file=name):
-        fd, tmp = tempfile.mkstemp(prefix="launchgap-upload-", suffix=_suffix_of(name), dir=upload_tmp_dir())
+        fd, tmp = tempfile.mkstemp(prefix="launchgap-upload-", suffix=_suffix_of(name), dir=staging_dir(len(view)))
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(view)
         except BaseException:
-            _unlink(tmp)
+            discard_file(tmp)
             pending.result()
             raise
     return Path(tmp), pending
-
-
-def _unlink(path: str | Path) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 def parse_upload(data: bytes | memoryview, digest: str, name: str, settings: Settings, cache: BoundedCache) -> Trace:
@@ -158,13 +145,14 @@ def parse_upload(data: bytes | memoryview, digest: str, name: str, settings: Set
     hit = cache.get(("trace", digest, settings.max_trace_bytes))
     if hit is not None:
         return hit
-    fd, tmp = tempfile.mkstemp(prefix="launchgap-upload-", suffix=_suffix_of(name), dir=upload_tmp_dir())
+    fd, tmp = tempfile.mkstemp(prefix="launchgap-upload-", suffix=_suffix_of(name),
+                               dir=staging_dir(memoryview(data).nbytes))
     try:
         with stage("upload.tempfile_write", file=name), os.fdopen(fd, "wb") as fh:
             fh.write(data)
         return _parse_path(Path(tmp), digest, settings, cache)
     finally:
-        _unlink(tmp)
+        discard_file(tmp)
 
 
 def analyze_cached(trace: Trace, digest: str, options: AnalysisOptions, cache: BoundedCache) -> TraceReport:
@@ -311,7 +299,7 @@ def _add_file(state: MutableMapping, name: str, tmp: Path, size: int, digest_of:
     finally:
         if job is not None:
             job.cancel()  # no-op after result(); kills a child whose result was not needed
-        _unlink(tmp)
+        discard_file(tmp)
 
 
 def sample_key(rel: str) -> str:

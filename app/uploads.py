@@ -42,6 +42,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from launchgap.dashboard.worker import process_alive
+
 log = logging.getLogger("launchgap.app")
 
 #: A staged file nobody took (its page never ran) is deleted after this many seconds.
@@ -78,7 +80,7 @@ class _Registry:
             old = self._items.pop((session_id, file_id), None)
             self._items[(session_id, file_id)] = staged
         if old is not None:
-            _unlink(old.path)
+            discard_file(old.path)
 
     def take(self, session_id: str, file_id: str) -> StagedUpload | None:
         with self._lock:
@@ -87,7 +89,7 @@ class _Registry:
     def discard(self, session_id: str, file_id: str) -> None:
         staged = self.take(session_id, file_id)
         if staged is not None:
-            _unlink(staged.path)
+            discard_file(staged.path)
 
     def sweep(self, is_active_session, now: float | None = None, ttl_s: float = ORPHAN_TTL_S) -> int:
         """Delete staged files whose session is gone or that waited past ``ttl_s``; returns how many."""
@@ -96,7 +98,7 @@ class _Registry:
             gone = [k for k, s in self._items.items() if now - s.staged_at > ttl_s or not is_active_session(k[0])]
             dropped = [self._items.pop(k) for k in gone]
         for s in dropped:
-            _unlink(s.path)
+            discard_file(s.path)
         return len(dropped)
 
     def __len__(self) -> int:
@@ -107,7 +109,8 @@ class _Registry:
 REGISTRY = _Registry()
 
 
-def _unlink(path: str | Path) -> None:
+def discard_file(path: str | Path) -> None:
+    """Delete a file that may already be gone."""
     try:
         os.unlink(path)
     except FileNotFoundError:
@@ -154,21 +157,11 @@ def remove_dead_servers_files(bases: tuple[str | None, ...] = ("/dev/shm", None)
             continue
         for name in names:
             pid = name[len(_SERVER_DIR_PREFIX):]
-            if not name.startswith(_SERVER_DIR_PREFIX) or not pid.isdigit() or _alive(int(pid)):
+            if not name.startswith(_SERVER_DIR_PREFIX) or not pid.isdigit() or process_alive(int(pid)):
                 continue
             shutil.rmtree(os.path.join(root, name), ignore_errors=True)
             removed += 1
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 def take(file) -> StagedUpload | None:
@@ -215,7 +208,7 @@ def read_bytes(file, max_bytes: int) -> bytes:
             raise UploadTooLarge(staged.size_bytes)
         return staged.path.read_bytes()
     finally:
-        _unlink(staged.path)
+        discard_file(staged.path)
 
 
 class UploadRefused(Exception):
@@ -233,7 +226,6 @@ class _PartWriter:
         self.max_bytes = max_bytes
         self.hash = hashlib.sha256()
         self.size = 0
-        self.parts = 0
         self.files = 0
         self.headers: dict[bytes, bytes] = {}
         self._field = bytearray()
@@ -250,7 +242,6 @@ class _PartWriter:
                 "on_part_end": self._part_end, "on_end": self._end}
 
     def _part_begin(self) -> None:
-        self.parts += 1
         self.headers = {}
 
     def _header_field(self, data: bytes, start: int, end: int) -> None:
@@ -405,7 +396,7 @@ class StagedUploadMiddleware:
         finally:
             os.close(fd)
             if staged is None:
-                _unlink(tmp)
+                discard_file(tmp)
         mgr.add_file(session_id=session_id, file=UploadedFileRec(
             file_id=file_id, name=staged.name, type=writer.content_type, data=b""))
         self.registry.put(session_id, file_id, staged)

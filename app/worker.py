@@ -210,7 +210,7 @@ def _start_child(request: tuple) -> int:
         raise WorkerError("could not start the parsing process")
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -278,7 +278,7 @@ class ParseJob:
         self._finished = False  # after result(): the pid may be reused, never signal it again
 
     def _cleanup(self) -> None:
-        if _alive(self.pid) and not self.result_path.exists():
+        if process_alive(self.pid) and not self.result_path.exists():
             _kill_group(self.pid)
         for p in (self.result_path, Path(f"{self.result_path}.part")):
             try:
@@ -300,7 +300,7 @@ class ParseJob:
         result = self.result_path
         try:
             while not result.exists():
-                if not _alive(self.pid):
+                if not process_alive(self.pid):
                     if result.exists():
                         break
                     raise WorkerError("the parsing process died; it may have run out of memory")

@@ -23,7 +23,7 @@ from launchgap.errors import AnalyzerError  # noqa: E402
 from launchgap.loaders import load_trace  # noqa: E402
 from launchgap.ranks import analyze_with_collectives  # noqa: E402
 from launchgap.report import AnalysisOptions  # noqa: E402
-from launchgap.dashboard import session  # noqa: E402
+from launchgap.dashboard import session, uploads  # noqa: E402
 from launchgap.dashboard.cache import BoundedCache  # noqa: E402
 from launchgap.dashboard.charts import idle_by_cause_figure, step_runs  # noqa: E402
 from launchgap.dashboard.settings import Settings  # noqa: E402
@@ -142,7 +142,7 @@ def test_add_upload_in_worker_and_in_process_agree(tmp_path) -> None:
     # A second session presenting the same bytes gets the cached parse (no second child).
     c = session.add_upload({}, "other-name.json", EAGER, Settings(samples_dir=tmp_path), cache)
     assert c.trace is a.trace and c.report is a.report
-    assert not [p for p in Path(session.upload_tmp_dir() or "/tmp").glob("launchgap-upload-*")]
+    assert not [p for p in Path(uploads.staging_dir(len(EAGER)) or "/tmp").glob("launchgap-upload-*")]
 
 
 def test_staged_upload_is_parsed_in_place_and_deleted(tmp_path) -> None:
