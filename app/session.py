@@ -8,8 +8,8 @@ re-parses; when the session ends they go with it, and only the bounded server ca
 
 Uploads are written to a private temporary file only for the duration of the parse
 (the loaders take paths; in RAM-backed ``/dev/shm`` when it has room, see
-:func:`app.uploads.staging_dir`; hashed while it is written) and deleted right after; the cached trace carries the content hash as its
-path, never the uploader's file name. An upload is parsed and analysed in a child process
+:func:`app.uploads.staging_dir`; hashed while it is written) and deleted right after; the
+cached trace carries the content hash as its path, never the uploader's file name. An upload is parsed and analysed in a child process
 with a memory and a time limit (:mod:`app.worker`), so a huge file or a decompression bomb
 costs its own session a one-line error and leaves the server and the other sessions alone.
 """
@@ -239,28 +239,33 @@ def add_upload(state: MutableMapping, name: str, data: bytes | memoryview, setti
                             error=f"cannot store the upload for parsing: {exc.strerror or exc}")
         traces(state)[entry.key] = entry
         return entry
-    return _add_file(state, name, tmp, size, pending.result, settings, cache)
+    return _add_file(state, name, tmp, size, pending.result, None, settings, cache)
 
 
 def add_staged_upload(state: MutableMapping, name: str, path: Path, size: int, digest: str, settings: Settings,
                       cache: BoundedCache) -> LoadedTrace:
     """Parse and analyse an upload already whole in a private file (``app.uploads``), in place: no
     copy, the hash already known. Like :func:`add_upload` otherwise; the file is deleted after."""
-    return _add_file(state, name, path, size, lambda: digest, settings, cache)
+    return _add_file(state, name, path, size, lambda: digest, digest, settings, cache)
 
 
 def _add_file(state: MutableMapping, name: str, tmp: Path, size: int, digest_of: Callable[[], str],
-              settings: Settings, cache: BoundedCache) -> LoadedTrace:
-    """An upload's private file parsed in a child process (see :func:`add_upload`), then deleted."""
+              known_digest: str | None, settings: Settings, cache: BoundedCache) -> LoadedTrace:
+    """An upload's private file parsed in a child process (see :func:`add_upload`), then deleted.
+    ``known_digest``: the hash when it is already known (a staged upload), else None."""
     limit = _limit_error(state, settings)  # checked after the repeat check below, as for samples
     job = None
     try:
         opts = options(state)
         # The parse starts before the hash is done: on two cores they run side by side. A hash
         # that finds the bytes already loaded (this session) or parsed (the server's cache)
-        # cancels it.
+        # cancels it. A hash known already says so before any child starts.
+        done = known_digest is not None and (
+            f"upload:{known_digest[:16]}:{name}" in traces(state)
+            or (cache.get(("trace", known_digest, settings.max_trace_bytes)) is not None
+                and cache.get(("report", known_digest, opts)) is not None))
         job_error = limit
-        if limit is None:
+        if limit is None and not done:
             try:
                 job = ParseJob(tmp, settings.max_trace_bytes, opts, label="upload",  # never the temp file's name
                                timeout_s=settings.worker_timeout_s)

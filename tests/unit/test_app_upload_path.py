@@ -159,6 +159,28 @@ def test_staged_upload_is_parsed_in_place_and_deleted(tmp_path) -> None:
     assert not staged.exists() and not list(tmp_path.glob("launchgap-upload-x*"))
 
 
+def test_staged_upload_already_parsed_starts_no_child(tmp_path, monkeypatch) -> None:
+    """A staged upload's hash is known before the parse: bytes the server's cache already holds
+    (another session's upload) or the session already has are not parsed again."""
+    cache = BoundedCache(8, 1024**3, 3600)
+    digest = hashlib.sha256(EAGER).hexdigest()
+    first = tmp_path / "first"
+    first.write_bytes(EAGER)
+    a = session.add_staged_upload({}, "e.json", first, len(EAGER), digest, Settings(samples_dir=tmp_path), cache)
+
+    def no_child(*args, **kwargs):
+        raise AssertionError("a parse child was started for bytes already parsed")
+
+    monkeypatch.setattr(session, "ParseJob", no_child)
+    state: dict = {}
+    for _ in range(2):  # the server's cache, then the session's own entry
+        again = tmp_path / "again"
+        again.write_bytes(EAGER)
+        b = session.add_staged_upload(state, "e.json", again, len(EAGER), digest, Settings(samples_dir=tmp_path),
+                                      cache)
+        assert b.ok and b.trace is a.trace and b.report is a.report and not again.exists()
+
+
 def test_add_upload_error_names_the_reason_in_one_line(tmp_path) -> None:
     state: dict = {}
     e = session.add_upload(state, "bad.json", BAD, Settings(samples_dir=tmp_path), BoundedCache(8, 1024**3, 3600))
