@@ -1,0 +1,284 @@
+"""Graph-mode serving: capture sizes, buckets, padded rows and their cost, fallbacks and why they ran eager.
+
+Definitions are in :mod:`launchgap.graph_mode` and docs/graph-mode.md.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..trace import Kind, Trace
+from .coverage import _BEGIN_CAPTURE_RE, _runtime_rows
+
+
+#: Where a step marker writes the padded size its graph replays (``decode_step[bs=37 bucket=48 graph]``,
+#: ``padded_bs=48``, ``graph_bs=48``): group 1 is the size.
+BUCKET_REGEX = re.compile(r"(?i)\b(?:bucket|padded_(?:bs|batch(?:_size)?)|graph_bs|cuda_graph_bs)\s*[=:]\s*(\d+)")
+#: A step marker that names its step eager (``decode_step[bs=19 eager]``, ``mode=eager``, ``cudagraph=NONE``).
+EAGER_MARKER_REGEX = re.compile(r"(?i)(?:\beager\b|cudagraph(?:_mode|_runtime_mode)?\s*[=:]\s*none\b)")
+#: Host work that shows a step was slowed by (re)compilation: torch.compile's frame conversion or Inductor's compile.
+_COMPILE_RE = re.compile(r"(?:^|/)torch/_(?:dynamo/convert_frame|inductor/compile_fx)\.py\(\d+\)|"
+                         r"^(?:TorchDynamo Cache Lookup miss|Torch-Compiled Region: compile)")
+#: Sources of a capture list (``summary.capture_sizes_source``).
+CAPTURE_SOURCES = ("flag", "engine", "inferred")
+
+
+def marker_buckets(names: list[str]) -> np.ndarray:
+    """Per step name the padded size its marker writes (:data:`BUCKET_REGEX`), -1 where none."""
+    out = np.full(len(names), -1, dtype=np.int64)
+    cache: dict[str, int] = {}
+    for i, n in enumerate(names):  # one regex per step name (a report row), not per event
+        if n not in cache:
+            m = BUCKET_REGEX.search(n)
+            cache[n] = int(m.group(1)) if m else -1
+        out[i] = cache[n]
+    return out
+
+
+def resolve_capture_sizes(flag: tuple[int, ...] | None, marker_sizes: np.ndarray, engine_sizes: list[int] | None,
+                          graph_batches: np.ndarray) -> tuple[list[int] | None, str | None]:
+    """The capture list and where it came from, in order of preference.
+
+    ``flag``: the user's ``--capture-sizes`` (``"flag"``); else the sizes the steps' markers write
+    (``marker_sizes``, -1 for none) or, when none does, ``engine_sizes`` (the serving engine's
+    default list for its version): ``"engine"``; else the batch sizes of the trace's own graph steps
+    (``graph_batches``): ``"inferred"`` (a lower bound of the real list: only sizes that ran are
+    seen); else ``(None, None)``.
+    """
+    if flag:
+        return sorted({int(x) for x in flag}), "flag"
+    known = marker_sizes[marker_sizes > 0]
+    if known.size:
+        return sorted({int(x) for x in known.tolist()}), "engine"
+    if engine_sizes:
+        return sorted(engine_sizes), "engine"
+    g = graph_batches[graph_batches > 0]
+    if g.size:
+        return sorted({int(x) for x in g.tolist()}), "inferred"
+    return None, None
+
+
+def smallest_size_at_least(batch: np.ndarray, sizes: list[int] | None) -> np.ndarray:
+    """Per batch the smallest captured size ``>= batch`` (-1 above the largest, unknown batch or no list)."""
+    batch = np.asarray(batch, dtype=np.int64)
+    if not sizes:
+        return np.full(batch.shape, -1, dtype=np.int64)
+    s = np.asarray(sorted(sizes), dtype=np.int64)
+    j = np.searchsorted(s, batch, side="left")
+    ok = (batch > 0) & (j < s.size)
+    return np.where(ok, s[np.minimum(j, s.size - 1)], -1)
+
+
+@dataclass(frozen=True, eq=False)
+class ServingSteps:
+    """Per step (arrays of length n_steps) what graph-mode serving made of it.
+
+    * ``bucket``: the captured size a graph step replays — the padded size its marker writes, else
+      the smallest captured size ``>= batch``; -1 for eager steps and unknown batches;
+    * ``padded_rows``: ``bucket - batch`` for graph steps (-1 where the bucket is unknown);
+    * ``fallback``: an eager decode step although a captured size ``>= batch`` exists;
+    * ``uncaptured``: an eager decode step whose batch is above every captured size;
+    * ``fallback_bucket``: the bucket a fallback step should have replayed (-1 otherwise).
+    """
+
+    bucket: np.ndarray
+    padded_rows: np.ndarray
+    fallback: np.ndarray
+    uncaptured: np.ndarray
+    fallback_bucket: np.ndarray
+
+
+def serving_steps(coverage: list[str], batch: np.ndarray, decode: np.ndarray, marker_bucket: np.ndarray,
+                  sizes: list[int] | None) -> ServingSteps:
+    """Buckets, padded rows and fallbacks of every step (see :class:`ServingSteps`).
+
+    ``coverage``: each step's graph coverage; ``batch``: its batch size (-1 unknown); ``decode``:
+    whether it is a decode step (or of unknown phase): prefill and mixed steps are neither padded nor
+    fallbacks; ``marker_bucket``: the padded size its marker writes (-1 none); ``sizes``: the capture list.
+    """
+    cov = np.asarray(coverage, dtype=object)
+    graph = (cov == "full") | (cov == "piecewise")
+    batch = np.asarray(batch, dtype=np.int64)
+    looked_up = smallest_size_at_least(batch, sizes)
+    bucket = np.where(graph & decode & (marker_bucket > 0), marker_bucket, np.where(graph & decode, looked_up, -1))
+    padded = np.where((bucket > 0) & (batch > 0), bucket - batch, -1)
+    eager = (cov == "eager") & decode & (batch > 0) & bool(sizes)
+    fallback = eager & (looked_up > 0)
+    return ServingSteps(bucket=bucket, padded_rows=padded, fallback=fallback, uncaptured=eager & (looked_up < 0),
+                        fallback_bucket=np.where(fallback, looked_up, -1))
+
+
+@dataclass(frozen=True)
+class CostCurve:
+    """A FULL-graph step's cost (us) against batch size: ``sizes`` ascending, ``us`` at each, and
+    where each point came from: ``"timings"`` (harness timings, unprofiled), ``"graph steps"`` (the
+    trace's graph steps of that bucket: their kernels ran at the bucket's size) or ``"eager steps"``
+    (the trace's eager steps of that batch: their kernels ran at the batch's size), the trace's steps
+    each as its predicted FULL-graph step (``predicted_graph_us``: GPU busy plus replay cost, which
+    the profiler does not inflate as it inflates a profiled replay's own gaps).
+
+    :meth:`at` interpolates linearly between points and holds the end values outside them;
+    :meth:`at_next` / :meth:`at_prev` give the step values (flat up to the next point / from the
+    previous one) that bound a size between two points when the cost rises with batch size.
+    """
+
+    sizes: np.ndarray
+    us: np.ndarray
+    sources: tuple[str, ...]
+
+    def at(self, batch: np.ndarray) -> np.ndarray:
+        b = np.asarray(batch, dtype=float)
+        if self.sizes.size == 0:
+            return np.full(b.shape, np.nan)
+        return np.interp(b, self.sizes.astype(float), self.us)
+
+    def measured(self, batch: np.ndarray) -> np.ndarray:
+        """Whether each batch size is one of the curve's points (its cost was measured, not bounded)."""
+        return np.isin(np.asarray(batch, dtype=np.int64), self.sizes)
+
+    def at_next(self, batch: np.ndarray) -> np.ndarray:
+        """Per batch the cost at the smallest point ``>= batch`` (the largest point's above them all): the
+        batch's cost when the kernels' cost is flat from the batch up to the next measured size (GPU tiles)."""
+        return self._step(batch, "left")
+
+    def at_prev(self, batch: np.ndarray) -> np.ndarray:
+        """Per batch the cost at the largest point ``<= batch`` (the smallest point's below them all): the
+        batch's cost when the cost rises only after it, just below the next measured size."""
+        return self._step(batch, "right")
+
+    def _step(self, batch: np.ndarray, side: str) -> np.ndarray:
+        b = np.asarray(batch, dtype=float)
+        if self.sizes.size == 0:
+            return np.full(b.shape, np.nan)
+        j = np.searchsorted(self.sizes.astype(float), b, side=side)
+        j = j if side == "left" else j - 1
+        return self.us[np.clip(j, 0, self.sizes.size - 1)]
+
+    @property
+    def source(self) -> str:
+        """Where the points came from: ``timings``, ``trace`` or ``timings+trace`` (``none`` without points)."""
+        kinds = {"timings" if s == "timings" else "trace" for s in self.sources}
+        return "+".join(sorted(kinds)) if kinds else "none"
+
+
+def fit_cost_curve(graph_size: np.ndarray, graph_us: np.ndarray, eager_size: np.ndarray, eager_us: np.ndarray,
+                   timings: dict[int, float] | None = None) -> CostCurve:
+    """The cost curve from the trace and, when given, harness timings ``{batch: graph_us}``.
+
+    ``graph_*``: per graph step its bucket and its predicted FULL-graph step; ``eager_*``: per eager
+    step its batch and its predicted FULL-graph step (sizes <= 0 are skipped). Per size the median;
+    timings win over graph steps, graph steps over eager steps.
+    """
+    pts: dict[int, tuple[float, str]] = {}
+    for sizes, us, src in ((eager_size, eager_us, "eager steps"), (graph_size, graph_us, "graph steps")):
+        sizes = np.asarray(sizes, dtype=np.int64)
+        us = np.asarray(us, dtype=float)
+        ok = (sizes > 0) & np.isfinite(us) & (us > 0)
+        if not ok.any():
+            continue
+        uniq, inv = np.unique(sizes[ok], return_inverse=True)
+        order = np.lexsort((us[ok], inv))
+        cnt = np.bincount(inv, minlength=uniq.size)
+        first = np.concatenate([[0], np.cumsum(cnt)[:-1]])
+        srt = us[ok][order]
+        med = (srt[first + (cnt - 1) // 2] + srt[first + cnt // 2]) / 2
+        pts.update({int(s): (float(m), src) for s, m in zip(uniq.tolist(), med.tolist())})
+    for s, v in (timings or {}).items():
+        pts[int(s)] = (float(v), "timings")
+    keys = sorted(pts)
+    return CostCurve(sizes=np.array(keys, dtype=np.int64), us=np.array([pts[k][0] for k in keys], dtype=float),
+                     sources=tuple(pts[k][1] for k in keys))
+
+
+@dataclass(frozen=True, eq=False)
+class PaddingCost:
+    """Per step (arrays of length n_steps, NaN where the step is not padded) the padding cost in us,
+    cost(bucket) - cost(batch) on a :class:`CostCurve`:
+
+    * ``us``: the estimate. Where the batch is a point of the curve it is measured; between two points
+      ``a < batch < c`` the batch is costed as ``c`` (:meth:`CostCurve.at_next`): GPU kernels run whole
+      tiles of rows, so a batch costs what the next measured size costs as long as no tile boundary lies
+      between them, and capture sizes (the measured points of a trace: its graph steps' buckets) are
+      multiples of the tile steps;
+    * ``low`` / ``high``: the band when the cost only rises with batch size: the batch costs at least
+      cost(a) and at most cost(c), so the padding lies between ``cost(bucket) - cost(c)`` and
+      ``cost(bucket) - cost(a)`` (equal to ``us`` where measured; below the smallest point there is no
+      ``a`` and the band is the estimate alone);
+    * ``measured``: the batch's own cost is a point (a harness timing, or an eager step of that batch).
+    """
+
+    us: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    measured: np.ndarray
+
+
+def padding_cost(curve: CostCurve, bucket: np.ndarray, batch: np.ndarray) -> PaddingCost:
+    """Padding cost of every step with ``bucket > 0`` and ``batch > 0`` (see :class:`PaddingCost`)."""
+    bucket = np.asarray(bucket, dtype=np.int64)
+    batch = np.asarray(batch, dtype=np.int64)
+    padded = (bucket > 0) & (batch > 0)
+    b, k = np.where(padded, batch, 1), np.where(padded, bucket, 1)
+    cost_bucket = curve.at(k)
+    measured = curve.measured(b) & padded
+    est = np.where(measured, cost_bucket - curve.at(b), cost_bucket - curve.at_next(b))
+    other = np.where(measured, est, cost_bucket - curve.at_prev(b))
+    nan = np.full(b.shape, np.nan)
+    return PaddingCost(us=np.where(padded, est, nan), low=np.where(padded, np.minimum(est, other), nan),
+                       high=np.where(padded, np.maximum(est, other), nan), measured=measured)
+
+
+def fallback_causes(trace: Trace, row_step: np.ndarray, names: list[str], fallback: np.ndarray) -> list[str | None]:
+    """Per step why it ran eager, where the trace shows it (``None`` elsewhere and for non-fallbacks).
+
+    In order: a stream capture began inside the step (``cudaStreamBeginCapture``: the size was
+    captured lazily, on first use); torch.compile (re)compiled inside it (Dynamo's frame conversion
+    or Inductor's compile in a ``with_stack`` trace, or a cache-lookup miss range); the step's own
+    marker names it eager (the engine chose eager; the marker does not say why).
+    """
+    n = len(names)
+    begins = _runtime_rows(trace, _BEGIN_CAPTURE_RE)
+    s = row_step[begins]
+    captured = np.bincount(s[s >= 0], minlength=n)[:n] > 0
+    compiled = np.zeros(n, dtype=bool)
+    ann = np.flatnonzero(trace.kind == Kind.ANNOTATION)
+    ids = [i for i in np.unique(trace.name_id[ann]).tolist() if _COMPILE_RE.search(trace.names[i])]
+    rows = ann[np.isin(trace.name_id[ann], ids)]
+    hit = row_step[rows]
+    compiled[hit[hit >= 0]] = True
+    pc = trace.python_calls
+    py_ids = [i for i, nm in enumerate(pc.names) if _COMPILE_RE.search(nm)]
+    if py_ids and len(pc):
+        starts = pc.start_ns[np.isin(pc.name_id, py_ids)]
+        compiled |= _steps_holding(trace, row_step, starts, n)
+    out: list[str | None] = []
+    for i in range(n):  # one per step (a report row)
+        if not fallback[i]:
+            out.append(None)
+        elif captured[i]:
+            out.append("a graph was captured in this step (size captured lazily, on first use)")
+        elif compiled[i]:
+            out.append("torch.compile (re)compiled in this step")
+        elif EAGER_MARKER_REGEX.search(names[i]):
+            out.append(f"the step marker names it eager ({names[i]})")
+        else:
+            out.append(None)
+    return out
+
+
+def _steps_holding(trace: Trace, row_step: np.ndarray, times_ns: np.ndarray, n: int) -> np.ndarray:
+    """Steps whose CPU range (first to last host row of the step) holds any of ``times_ns``."""
+    host = np.flatnonzero((row_step >= 0) & ~trace.gpu_mask)
+    first = np.full(n, np.iinfo(np.int64).max)
+    last = np.full(n, np.iinfo(np.int64).min)
+    np.minimum.at(first, row_step[host], trace.start_ns[host])
+    np.maximum.at(last, row_step[host], trace.end_ns[host])
+    order = np.argsort(first, kind="stable")
+    j = np.searchsorted(first[order], times_ns, side="right") - 1
+    ok = j >= 0
+    ok[ok] = times_ns[ok] <= last[order][j[ok]]
+    out = np.zeros(n, dtype=bool)
+    out[order[j[ok]]] = True
+    return out
