@@ -42,12 +42,13 @@ from dataclasses import asdict, dataclass, field, fields, replace
 
 import numpy as np
 
-from .engines import LABELS
+from .engines import LABELS, CaptureSettings, capture_sizes_of
 from .gaps import CAUSES, DeviceBusy, Gaps, compute_gaps
 from .engines import engine as engine_module
 from .errors import InputError
 from .graph_mode import COVERAGES, CaptureReport, StepCoverage, classify_mode, detect_capture, \
-    fallback_causes, fit_cost_curve, marker_buckets, padding_cost, pair_capture, resolve_capture_sizes, \
+    INFERRED_PADDING_REASON, fallback_causes, fit_cost_curve, marker_buckets, padding_cost, pair_capture, \
+    resolve_capture_sizes, \
     serving_steps, \
     smallest_size_at_least, step_coverage
 from .host_gaps import host_gaps
@@ -78,6 +79,9 @@ class AnalysisOptions:
     top_kernels: int = 15
     #: The capture list the server ran with (``--capture-sizes``); ``None``: from the engine or the trace.
     capture_sizes: tuple[int, ...] | None = None
+    #: The server's capture settings from a pasted config (``--capture-sizes`` / ``--server-config`` text, the
+    #: dashboard's "server config" field; :func:`analyzer.engines.parse_server_config`); wins over ``capture_sizes``.
+    server_config: CaptureSettings | None = None
     #: Unprofiled FULL-graph step times by batch size, ``((batch, us), ...)`` (harness timings), for the
     #: padding cost curve; ``None``: the trace's own steps only.
     graph_timings_us: tuple[tuple[int, float], ...] | None = None
@@ -178,14 +182,16 @@ class Summary:
     # Graph-mode serving (see the module docstring).
     capture_sizes: list[int] | None = None
     capture_sizes_source: str | None = None
+    capture_sizes_detail: str | None = None
+    padding_unknown_reason: str | None = None
     fallback_steps: list[int] = field(default_factory=list)
     uncaptured_steps: list[int] = field(default_factory=list)
     fallback_lost_us_per_step: float = 0.0
     padded_rows_fraction: float = 0.0
-    padding_us_per_step: float = 0.0
+    padding_us_per_step: float | None = 0.0
     padding_cost_source: str = "none"
-    padding_us_per_step_low: float = 0.0
-    padding_us_per_step_high: float = 0.0
+    padding_us_per_step_low: float | None = 0.0
+    padding_us_per_step_high: float | None = 0.0
     padding_estimated_steps: int = 0
     planner_comparison: dict | None = None
     inter_step_host_us_median: float = 0.0
@@ -824,9 +830,8 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
     names = [r.name for r in reports]
     mk = marker_buckets(names)
     is_graph = np.isin(np.array(cov, dtype=object), ("full", "piecewise"))
-    engine_sizes = engine_module(engine).default_sizes() if engine else None
-    sizes, source = resolve_capture_sizes(opts.capture_sizes, mk, engine_sizes,
-                                          np.where(is_graph & decode, np.where(mk > 0, mk, batch), -1))
+    sizes, source, detail = resolve_capture_sizes(_given_sizes(opts), mk, _engine_default(trace, engine),
+                                                  np.where(is_graph & decode, np.where(mk > 0, mk, batch), -1))
     ss = serving_steps(cov, batch, decode, mk, sizes)
     # an eager step's own cost: the host's issue time (its CPU range) less the profiler's cost per host
     # event, at least its GPU busy time; in a graph sequence its GPU window is no measure of it (the
@@ -837,7 +842,8 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
     pred = lm.pred_us[keep]
     curve = fit_cost_curve(np.where(is_graph, ss.bucket, -1), pred, np.where(~is_graph & decode, batch, -1), pred,
                            dict(opts.graph_timings_us) if opts.graph_timings_us else None)
-    padded = ss.padded_rows >= 0
+    unknown = source == "inferred"  # a batch's real bucket is unknown: padding is not costed
+    padded = (ss.padded_rows >= 0) & (not unknown)
     pc = padding_cost(curve, np.where(padded, ss.bucket, -1), np.where(padded, batch, -1))
     pad_us = pc.us
     estimated = padded & ~pc.measured
@@ -868,16 +874,18 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
             phase_tot[k] = phase_tot.get(k, 0.0) + v
     n_gaps = max(n - 1, 1)
     s = replace(
-        s, capture_sizes=sizes, capture_sizes_source=source,
+        s, capture_sizes=sizes, capture_sizes_source=source, capture_sizes_detail=detail,
+        padding_unknown_reason=INFERRED_PADDING_REASON if unknown else None,
         fallback_steps=[reports[i].index for i in np.flatnonzero(ss.fallback).tolist()],
         uncaptured_steps=[reports[i].index for i in np.flatnonzero(ss.uncaptured).tolist()],
         fallback_lost_us_per_step=_f(np.nansum(lost) / n) if ss.fallback.any() else 0.0,
         padded_rows_fraction=_f(ss.padded_rows[padded].sum() / rows) if rows > 0 else 0.0,
-        padding_us_per_step=_f(np.nansum(pad_us) / n) if padded.any() else 0.0,
-        padding_us_per_step_low=_f(np.nansum(pc.low) / n) if padded.any() else 0.0,
-        padding_us_per_step_high=_f(np.nansum(pc.high) / n) if padded.any() else 0.0,
+        padding_us_per_step=None if unknown else _f(np.nansum(pad_us) / n) if padded.any() else 0.0,
+        padding_us_per_step_low=None if unknown else _f(np.nansum(pc.low) / n) if padded.any() else 0.0,
+        padding_us_per_step_high=None if unknown else _f(np.nansum(pc.high) / n) if padded.any() else 0.0,
         padding_estimated_steps=int(estimated.sum()),
-        padding_cost_source=(curve.source + ("-estimate" if estimated.any() else "")) if padded.any() else "none",
+        padding_cost_source="unknown" if unknown else
+        (curve.source + ("-estimate" if estimated.any() else "")) if padded.any() else "none",
         planner_comparison=_planner_comparison(batch[decode], unprof[decode & ~is_graph],
                                                batch[decode & ~is_graph], curve, sizes),
         inter_step_host_us_median=_f(_median(gaps)) if gaps.size else 0.0,
@@ -892,6 +900,30 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
         verdict = "graphed, with eager fallbacks" if s.verdict == "already graphed" else s.verdict
         s = replace(s, verdict=verdict, verdict_detail=f"{words}; {s.verdict_detail}")
     return out, s
+
+
+def _given_sizes(opts: AnalysisOptions) -> tuple[list[int], str, str] | None:
+    """The capture list the user gave: a pasted server config (``"config"``; plain sizes count as
+    ``"flag"``), else ``--capture-sizes`` (``"flag"``); ``None`` when neither."""
+    cfg = opts.server_config
+    if cfg is not None:
+        label = LABELS.get(cfg.engine, "")
+        return capture_sizes_of(cfg), "config" if cfg.engine else "flag", \
+            (f"{label} server config: " if label else "") + cfg.describe()
+    if opts.capture_sizes:
+        return list(opts.capture_sizes), "flag", "--capture-sizes"
+    return None
+
+
+def _engine_default(trace: Trace, engine: str | None) -> tuple[list[int], str] | None:
+    """The engine's default capture list for the trace's GPU (name, memory) and TP size; ``None`` without an engine."""
+    if not engine:
+        return None
+    dev = trace.devices[0] if trace.devices else None
+    name = trace.device_names.get(dev) if dev is not None else None
+    props = getattr(trace, "device_properties", None) or {}
+    mem = props.get(dev, {}).get("total_memory_bytes") if isinstance(props, dict) and dev is not None else None
+    return engine_module(engine).trace_default(name, mem / 2**30 if mem else None, trace.world_size)
 
 
 def _planner_comparison(batches: np.ndarray, eager_us: np.ndarray, eager_bs: np.ndarray, curve,

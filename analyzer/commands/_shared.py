@@ -13,6 +13,7 @@ from typing import TextIO
 
 import numpy as np
 
+from ..engines import MAX_CONFIG_CHARS, CaptureSettings, parse_server_config
 from ..errors import InputError
 from ..loaders import DEFAULT_MAX_TRACE_BYTES
 from ..predict import DEFAULT_MODEL, PredictionModel
@@ -38,8 +39,14 @@ def add_analysis_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--graph-launch-us", type=float, default=DEFAULT_MODEL.graph_launch_us,
                    help="prediction model: cost of one graph launch, us")
     p.add_argument("--capture-sizes", metavar="LIST",
-                   help="the CUDA-graph capture sizes the server ran with, e.g. 1,2,4,8,16 (default: the sizes the "
-                        "step markers write, else the engine's default list, else inferred from the graph steps)")
+                   help="the CUDA-graph capture sizes the server ran with, e.g. 1,2,4,8,16, or its capture settings as "
+                        "the server takes them (vLLM --cudagraph-capture-sizes / compilation_config JSON, SGLang "
+                        "--cuda-graph-max-bs, a TensorRT-LLM cuda_graph_config YAML); default: the sizes the step "
+                        "markers write, else the engine's default list for the trace's GPU, else inferred from the "
+                        "graph steps (then padding is not costed)")
+    p.add_argument("--server-config", metavar="FILE",
+                   help="a file holding the server's config or launch command (same settings as --capture-sizes "
+                        "reads); wins over --capture-sizes")
     p.add_argument("--graph-timings", metavar="FILE[:MODEL]",
                    help="harness timings (launchgap.timings/1) whose graph_us per batch size feed the padding cost "
                         "curve; MODEL picks one model of several")
@@ -56,8 +63,10 @@ def analysis_options(args: argparse.Namespace) -> AnalysisOptions:
     per_event = getattr(args, "profiler_us_per_event", None)
     if per_event is not None and per_event < 0:
         raise InputError("--profiler-us-per-event must be >= 0")
+    cfg = server_config(getattr(args, "server_config", None), getattr(args, "capture_sizes", None))
+    plain = cfg is not None and not cfg.engine  # sizes alone: --capture-sizes 1,2,4
     return AnalysisOptions(
-        capture_sizes=parse_capture_sizes(getattr(args, "capture_sizes", None)),
+        capture_sizes=cfg.sizes if plain else None, server_config=None if plain else cfg,
         graph_timings_us=graph_timings(getattr(args, "graph_timings", None)),
         steps=StepOptions(step_regex=args.step_regex, batch_regex=args.batch_regex, batch_op=args.batch_op),
         model=PredictionModel(node_us=args.node_us, long_kernel_us=args.long_kernel_us,
@@ -131,17 +140,27 @@ class Progress:
         self.stream.flush()
 
 
-def parse_capture_sizes(text: str | None) -> tuple[int, ...] | None:
-    """``--capture-sizes 1,2,4,8``: positive integers, comma-separated (``None`` when not given)."""
+def server_config(path: str | None, text: str | None) -> CaptureSettings | None:
+    """``--server-config FILE`` (its text), else ``--capture-sizes TEXT`` (sizes like ``1,2,4,8`` or a server's
+    capture settings), read by :func:`analyzer.engines.parse_server_config`; ``None`` when neither is given."""
+    if path is not None:
+        p = Path(path)
+        try:
+            if p.stat().st_size > MAX_CONFIG_CHARS:
+                raise InputError(f"server config file is over the {MAX_CONFIG_CHARS:,}-byte cap", path)
+            body = p.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise InputError(f"cannot read the server config: {exc.strerror}", path) from None
+        try:
+            return parse_server_config(body)
+        except InputError as exc:
+            raise InputError(exc.message, path) from None
     if text is None:
         return None
     try:
-        sizes = tuple(int(x) for x in text.replace(" ", "").split(",") if x)
-    except ValueError:
-        raise InputError(f"--capture-sizes {text!r}: expected positive integers like 1,2,4,8,16") from None
-    if not sizes or min(sizes) < 1:
-        raise InputError(f"--capture-sizes {text!r}: expected positive integers like 1,2,4,8,16")
-    return tuple(sorted(set(sizes)))
+        return parse_server_config(text)
+    except InputError as exc:
+        raise InputError(f"--capture-sizes: {exc.message}") from None
 
 
 def graph_timings(spec: str | None) -> tuple[tuple[int, float], ...] | None:

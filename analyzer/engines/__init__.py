@@ -28,7 +28,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from ._base import MARKER_SOURCES, PHASES, StepInfo, StepMarker
+from ._base import MARKER_SOURCES, MAX_CONFIG_CHARS, PHASES, CaptureSettings, StepInfo, StepMarker
 from ..errors import InputError
 
 #: Engine modules, in the order reports and the planner list them.
@@ -36,7 +36,7 @@ ENGINE_MODULES = ("vllm", "sglang", "tensorrt_llm")
 #: Attributes every engine module defines (checked by tests/unit/test_engines.py).
 REQUIRED = ("NAME", "LABEL", "VERSIONS_READ", "STEP_MARKERS", "CAPTURE_ANNOTATION", "PYTHON_CUE", "OP_CUE",
             "COLLECTIVE_KERNELS", "CAPTURE_LISTS", "DEFAULT_MAX_SIZE", "default_sizes", "capture_config",
-            "config_snippet", "SNIPPET_LANGUAGE", "HOST_PHASES")
+            "config_snippet", "SNIPPET_LANGUAGE", "HOST_PHASES", "parse_config", "trace_default")
 
 ENGINES: tuple[ModuleType, ...] = tuple(importlib.import_module(f"{__name__}.{m}") for m in ENGINE_MODULES)
 #: Engine names (JSON keys), in registry order.
@@ -47,7 +47,8 @@ LABELS: dict[str, str] = {e.NAME: e.LABEL for e in ENGINES}
 STEP_MARKERS: tuple[StepMarker, ...] = tuple(m for e in ENGINES for m in e.STEP_MARKERS)
 
 __all__ = ["ENGINES", "ENGINE_MODULES", "LABELS", "MARKER_SOURCES", "NAMES", "PHASES", "REQUIRED", "STEP_MARKERS",
-           "StepInfo", "StepMarker", "default_sizes", "default_version", "engine"]
+           "CaptureSettings", "MAX_CONFIG_CHARS", "StepInfo", "StepMarker", "capture_sizes_of", "default_sizes", "default_version", "engine",
+           "parse_server_config"]
 
 
 def engine(name: str) -> ModuleType:
@@ -67,3 +68,50 @@ def default_version(name: str) -> str:
     """Which release the newest default capture list of engine ``name`` belongs to: the first key of its
     ``CAPTURE_LISTS`` (e.g. ``"V1 engine (0.11+, max_cudagraph_capture_size)"`` for vLLM)."""
     return next(iter(engine(name).CAPTURE_LISTS))
+
+
+def parse_server_config(text: str, engine_hint: str | None = None) -> CaptureSettings:
+    """The capture settings in a pasted server config, whichever engine wrote it: the one parser behind
+    ``--capture-sizes`` and the dashboard's "server config" field.
+
+    Plain sizes (``1,2,4,8``) are an explicit list of no engine (``engine`` ``""``). Otherwise every
+    engine's ``parse_config`` reads the text (vLLM ``compilation_config`` JSON or its flags, SGLang
+    ``--cuda-graph-bs`` / ``--cuda-graph-max-bs`` / a ``server_args`` dump, a TensorRT-LLM
+    ``cuda_graph_config`` YAML); of those that find settings, ``engine_hint`` (the trace's engine) wins,
+    else the one that read most. Raises :class:`InputError` (one line) when nothing is recognised or a
+    value is malformed. The text is only matched against patterns, never evaluated.
+    """
+    if len(text) > MAX_CONFIG_CHARS:
+        raise InputError(f"server config is {len(text):,} characters, over the {MAX_CONFIG_CHARS:,} cap")
+    plain = text.strip().strip("[]")
+    if plain and all(x.isdigit() for x in plain.replace(",", " ").split()):
+        sizes = tuple(sorted({int(x) for x in plain.replace(",", " ").split()}))
+        if sizes[0] < 1:
+            raise InputError(f"capture sizes {text.strip()[:40]!r}: expected positive integers like 1,2,4,8,16")
+        return CaptureSettings("", sizes, None, "pad", False, (f"sizes={list(sizes)}",))
+    found: list[CaptureSettings] = []
+    for e in ENGINES:
+        try:
+            got = e.parse_config(text)
+        except ValueError as exc:
+            raise InputError(f"server config ({e.LABEL}): {exc}") from None
+        if got is not None:
+            found.append(got)
+    if not found:
+        raise InputError("server config: no CUDA-graph capture setting recognised (expected capture sizes like "
+                         "1,2,4,8, a vLLM compilation_config / --cudagraph-capture-sizes / "
+                         "--max-cudagraph-capture-size, SGLang --cuda-graph-bs / --cuda-graph-max-bs or a "
+                         "server_args dump, or a TensorRT-LLM cuda_graph_config YAML)")
+    hinted = [f for f in found if f.engine == engine_hint]
+    return hinted[0] if hinted else max(found, key=lambda f: len(f.read))
+
+
+def capture_sizes_of(settings: CaptureSettings) -> list[int]:
+    """The capture list the settings give: the explicit list (cut at ``max_size`` when both are set), else the
+    engine's newest default list cut at ``max_size`` under its padding; ``[]`` when graphs are off."""
+    if settings.disabled:
+        return []
+    if settings.sizes:
+        top = settings.max_size
+        return [s for s in settings.sizes if top is None or s <= top] or list(settings.sizes)
+    return engine(settings.engine).default_sizes(settings.max_size, settings.padding or "pad")

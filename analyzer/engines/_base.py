@@ -83,3 +83,109 @@ def phase_from_counts(context_requests: int, generation_requests: int) -> str | 
 def capture_list(sizes: list[int], top: int) -> list[int]:
     """Sorted unique sizes up to ``top`` (a server's list cut at its maximum)."""
     return sorted({s for s in sizes if 0 < s <= top})
+
+
+# --- a server's capture settings, as pasted by the user (one grammar, each engine its keys) -------
+
+#: Refuse pasted server configs longer than this many characters (a launch log's server-args dump fits).
+MAX_CONFIG_CHARS = 1 << 20
+
+
+@dataclass(frozen=True)
+class CaptureSettings:
+    """The CUDA-graph capture settings a server config says (:func:`analyzer.engines.parse_server_config`).
+
+    ``engine``: whose settings; ``sizes``: the explicit capture list (``None`` when the config gives
+    none, then the engine's default list cut at ``max_size`` applies); ``max_size``: the largest size
+    (``None``: the engine's default); ``padding``: ``"pad"``, ``"exact"`` or ``None`` (the engine's
+    default); ``disabled``: graphs are off (``--enforce-eager``, ``--disable-cuda-graph``,
+    ``cudagraph_mode NONE``, ``cuda_graph_config: null``); ``read``: the settings read, as
+    ``key=value`` texts, for the report's "which input gave what".
+    """
+
+    engine: str
+    sizes: tuple[int, ...] | None = None
+    max_size: int | None = None
+    padding: str | None = None
+    disabled: bool = False
+    read: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        return ", ".join(self.read)
+
+
+def _key_re(key: str) -> str:
+    """A setting name as JSON/Python/YAML keys and CLI flags write it (``-`` and ``_`` alike, any prefix
+    such as ``--``, ``-cc.`` or ``server_args.``), followed by its separator."""
+    body = r"[-_]".join(re.escape(p) for p in key.split("_"))
+    return rf"(?:(?<=--)|(?<![\w-])){body}(?![\w-])[\"']?[ \t]*[:=]?[ \t]*"
+
+
+_INT_LIST = re.compile(r"\[\s*([^\]]*)\]|((?:\d+(?:\s*,\s*|[ \t]+)?)+)|\n((?:[ \t]*-[ \t]*\d+[ \t]*(?:\n|$))+)")
+
+
+def find_key(text: str, key: str) -> re.Match[str] | None:
+    """The first place ``key`` is set in ``text`` (the match ends where its value starts), or ``None``."""
+    return re.search(_key_re(key), text)
+
+
+def read_int_list(text: str, key: str) -> tuple[int, ...] | None:
+    """The integer list set for ``key``: ``[1, 2, 4]`` (JSON, Python, YAML flow), ``1 2 4`` / ``1,2,4``
+    (command-line flags) or a YAML block of ``- 1`` lines; ``None`` when the key is absent.
+
+    Raises :class:`ValueError` naming the key when the key is there but its value is no list of
+    positive integers (``null``/``None`` gives ``()``).
+    """
+    m = find_key(text, key)
+    if m is None:
+        return None
+    rest = text[m.end():].lstrip("'\"")
+    if re.match(r"(?:null|None|~)\b", rest):
+        return ()
+    v = _INT_LIST.match(rest) or _INT_LIST.match(text[m.end():])
+    if v is None:
+        raise ValueError(f"{key}: expected a list of positive integers")
+    body = v.group(1) if v.group(1) is not None else (v.group(2) or v.group(3) or "")
+    items = [x for x in re.split(r"[\s,\-]+", body) if x]
+    if not items or not all(x.isdigit() and int(x) > 0 for x in items):
+        raise ValueError(f"{key}: expected a list of positive integers, got {body.strip()[:40]!r}")
+    return tuple(sorted({int(x) for x in items}))
+
+
+def read_int(text: str, key: str) -> int | None:
+    """The positive integer set for ``key`` (``None`` when absent or null); :class:`ValueError` when not one."""
+    m = find_key(text, key)
+    if m is None:
+        return None
+    rest = text[m.end():].lstrip("'\"")
+    if re.match(r"(?:null|None|~)\b", rest):
+        return None
+    v = re.match(r"(\d+)\b", rest)
+    if v is None or int(v.group(1)) < 1:
+        raise ValueError(f"{key}: expected a positive integer, got {rest[:20].strip()!r}")
+    return int(v.group(1))
+
+
+def read_bool(text: str, key: str) -> bool | None:
+    """The boolean set for ``key``: ``true``/``false`` in any case, ``1``/``0``, or a bare command-line
+    flag (``--disable-cuda-graph-padding``: true); ``None`` when absent."""
+    m = find_key(text, key)
+    if m is None:
+        return None
+    rest = text[m.end():].lstrip("'\"")
+    v = re.match(r"(?i)(true|false|1|0)\b", rest)
+    if v is not None:
+        return v.group(1).lower() in ("true", "1")
+    if text[max(0, m.start() - 2):m.start()] == "--":
+        return True
+    raise ValueError(f"{key}: expected true or false, got {rest[:20].strip()!r}")
+
+
+def read_word(text: str, key: str) -> str | None:
+    """The word set for ``key`` (``cudagraph_mode: FULL``, ``<CUDAGraphMode.NONE: 0>``), upper-cased; ``None``
+    when absent."""
+    m = find_key(text, key)
+    if m is None:
+        return None
+    v = re.match(r"[\"'<]*(?:\w+\.)?([A-Za-z_]+)", text[m.end():])
+    return v.group(1).upper() if v else None

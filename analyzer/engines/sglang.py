@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 
-from ._base import StepInfo, StepMarker, capture_list, no_info
+from ._base import CaptureSettings, StepInfo, StepMarker, capture_list, no_info, read_bool, read_int, read_int_list
 
 NAME = "sglang"
 LABEL = "SGLang"
@@ -123,6 +123,41 @@ CAPTURE_LISTS = {"current (server_args._generate_cuda_graph_batch_sizes)": curre
 def default_sizes(max_size: int | None = None, padding: str = "pad") -> list[int]:
     """The newest default list cut at ``max_size`` (``padding="exact"``: every size up to it)."""
     return current_sizes(max_size, padding)
+
+
+def parse_config(text: str) -> CaptureSettings | None:
+    """SGLang's capture settings in pasted text (``--cuda-graph-bs 1 2 4``, ``--cuda-graph-max-bs 160``,
+    ``--disable-cuda-graph-padding``, ``--disable-cuda-graph``, or the launch log's
+    ``server_args=ServerArgs(cuda_graph_max_bs=..., cuda_graph_bs=[...], ...)`` dump; 0.5.14+'s per-phase
+    ``cuda_graph_bs_decode`` / ``cuda_graph_max_bs_decode``), ``None`` when there are none."""
+    sizes = read_int_list(text, "cuda_graph_bs")
+    if sizes is None:
+        sizes = read_int_list(text, "cuda_graph_bs_decode")
+    top = read_int(text, "cuda_graph_max_bs")
+    if top is None:
+        top = read_int(text, "cuda_graph_max_bs_decode")
+    no_pad = read_bool(text, "disable_cuda_graph_padding")
+    off = read_bool(text, "disable_cuda_graph")
+    read = []
+    if sizes:
+        read.append(f"cuda_graph_bs={list(sizes)}")
+    if top is not None:
+        read.append(f"cuda_graph_max_bs={top}")
+    if no_pad is not None:
+        read.append(f"disable_cuda_graph_padding={str(no_pad).lower()}")
+    if off:
+        read.append("disable_cuda_graph=true")
+    if not read:
+        return None
+    return CaptureSettings(NAME, sizes or None, top, "exact" if no_pad else "pad", bool(off), tuple(read))
+
+
+def trace_default(device_name: str | None, memory_gib: float | None, world_size: int | None) -> tuple[list[int], str]:
+    """The default list for the trace's GPU: ``cuda_graph_max_bs`` from its memory and TP size
+    (:func:`default_max_bs`; unknown memory: 160 as SGLang does)."""
+    top = default_max_bs(memory_gib, world_size or 1)
+    mem = f"{memory_gib:.0f} GiB" if memory_gib else "unknown memory"
+    return current_sizes(top), f"SGLang default, cuda_graph_max_bs {top} ({mem}, TP {world_size or 1})"
 
 
 def capture_config(buckets: list[int], padding: str) -> dict:

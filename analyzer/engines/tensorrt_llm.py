@@ -24,7 +24,8 @@ from __future__ import annotations
 import math
 import re
 
-from ._base import StepInfo, StepMarker, capture_list, no_info, phase_from_counts
+from ._base import CaptureSettings, StepInfo, StepMarker, capture_list, find_key, no_info, phase_from_counts, \
+    read_bool, read_int, read_int_list
 
 NAME = "tensorrt_llm"
 LABEL = "TensorRT-LLM"
@@ -99,6 +100,50 @@ CAPTURE_LISTS = {"1.x (CudaGraphConfig)": current_sizes,
 def default_sizes(max_size: int | None = None, padding: str = "pad") -> list[int]:
     """The newest default list cut at ``max_size`` under the padding policy."""
     return current_sizes(max_size, padding)
+
+
+def _block(rest: str) -> str:
+    """The value of a key: a ``{...}`` flow mapping up to its first ``}``, else the rest of the line and the
+    indented lines below it (a YAML block ends at the next line that starts at column 0)."""
+    if rest.lstrip().startswith("{"):
+        return rest[:rest.find("}") + 1] if "}" in rest else rest
+    m = re.search(r"\n(?=\S)", rest)
+    return rest[:m.start()] if m else rest
+
+
+def parse_config(text: str) -> CaptureSettings | None:
+    """TensorRT-LLM's capture settings in pasted text, ``None`` when there are none: the
+    ``cuda_graph_config`` block of an ``extra_llm_api_options`` YAML (or its JSON form) with
+    ``batch_sizes``, ``max_batch_size`` and ``enable_padding`` (``cuda_graph_config: null``: no graphs),
+    or the pre-1.0 ``cuda_graph_batch_sizes`` / ``cuda_graph_max_batch_size`` /
+    ``cuda_graph_padding_enabled``. Read as text by the same grammar as the other engines, never
+    evaluated. ``enable_padding`` defaults to false (exact sizes only)."""
+    block = find_key(text, "cuda_graph_config")
+    read: list[str] = []
+    if block is not None:
+        rest = _block(text[block.end():])
+        if re.match(r"(?:null|None|~)\b", rest):
+            return CaptureSettings(NAME, None, None, None, True, ("cuda_graph_config=null",))
+        sizes, top, pad = read_int_list(rest, "batch_sizes"), read_int(rest, "max_batch_size"), \
+            read_bool(rest, "enable_padding")
+        read.append("cuda_graph_config")
+    else:
+        sizes, top, pad = read_int_list(text, "cuda_graph_batch_sizes"), read_int(text, "cuda_graph_max_batch_size"), \
+            read_bool(text, "cuda_graph_padding_enabled")
+    if sizes:
+        read.append(f"batch_sizes={list(sizes)}")
+    if top is not None:
+        read.append(f"max_batch_size={top}")
+    if pad is not None:
+        read.append(f"enable_padding={str(pad).lower()}")
+    if not read:
+        return None
+    return CaptureSettings(NAME, sizes or None, top, "pad" if pad else "exact", False, tuple(read))
+
+
+def trace_default(device_name: str | None, memory_gib: float | None, world_size: int | None) -> tuple[list[int], str]:
+    """The default list (it does not depend on the GPU): ``max_batch_size`` 128, padding off."""
+    return current_sizes(None, "exact"), f"TensorRT-LLM default, max_batch_size {DEFAULT_MAX_SIZE}, padding off"
 
 
 def capture_config(buckets: list[int], padding: str) -> dict:

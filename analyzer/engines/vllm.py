@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import re
 
-from ._base import StepInfo, StepMarker, capture_list, no_info, phase_from_counts
+from ._base import CaptureSettings, StepInfo, StepMarker, capture_list, no_info, phase_from_counts, read_bool, \
+    read_int, read_int_list, read_word
 
 NAME = "vllm"
 LABEL = "vLLM"
@@ -118,6 +119,58 @@ CAPTURE_LISTS = {"V1 engine (0.11+, max_cudagraph_capture_size)": v1_sizes, "V0 
 def default_sizes(max_size: int | None = None, padding: str = "pad") -> list[int]:
     """The newest default capture list cut at ``max_size`` (vLLM always pads, so ``padding`` does not matter)."""
     return v1_sizes(max_size)
+
+
+#: Largest default capture size on data-centre Blackwell GPUs (``max_cudagraph_capture_size`` docs, late 2025).
+BLACKWELL_MAX_SIZE = 1024
+_BLACKWELL = re.compile(r"(?i)\b(?:GB|B)(?:100|200|300)\b")
+
+
+def parse_config(text: str) -> CaptureSettings | None:
+    """vLLM's capture settings in pasted text, ``None`` when there are none.
+
+    Read, as JSON (``--compilation-config '{...}'``), the Python dict the launch log prints, or
+    command-line flags (``--cudagraph-capture-sizes 1 2 4``, ``-cc.cudagraph_capture_sizes '[1,2]'``):
+    ``cudagraph_capture_sizes`` (the list), ``max_cudagraph_capture_size``, ``cuda_graph_sizes``
+    (0.10-0.11; one value is the maximum), ``max_num_seqs`` (the default maximum is
+    ``min(2 x max_num_seqs, 512)``), ``cudagraph_mode`` and ``enforce_eager`` (``NONE`` / true: no graphs).
+    """
+    sizes = read_int_list(text, "cudagraph_capture_sizes")
+    legacy = read_int_list(text, "cuda_graph_sizes")
+    top = read_int(text, "max_cudagraph_capture_size")
+    seqs = read_int(text, "max_num_seqs")
+    mode = read_word(text, "cudagraph_mode")
+    eager = read_bool(text, "enforce_eager")
+    read = []
+    if sizes:
+        read.append(f"cudagraph_capture_sizes={list(sizes)}")
+    if legacy and sizes is None:
+        if len(legacy) == 1:
+            top = top or legacy[0]
+        else:
+            sizes = legacy
+        read.append(f"cuda_graph_sizes={list(legacy)}")
+    if top is not None:
+        read.append(f"max_cudagraph_capture_size={top}")
+    elif seqs is not None and not sizes:
+        top = min(2 * seqs, DEFAULT_MAX_SIZE)
+        read.append(f"max_num_seqs={seqs} (default maximum min(2 x {seqs}, {DEFAULT_MAX_SIZE}) = {top})")
+    disabled = bool(eager) or mode == "NONE"
+    if mode is not None:
+        read.append(f"cudagraph_mode={mode}")
+    if eager:
+        read.append("enforce_eager=true")
+    if not read:
+        return None
+    return CaptureSettings(NAME, sizes or None, top, "pad", disabled, tuple(read))
+
+
+def trace_default(device_name: str | None, memory_gib: float | None, world_size: int | None) -> tuple[list[int], str]:
+    """The default list for the GPU the trace ran on: maximum 1024 on data-centre Blackwell, else 512
+    (``max_num_seqs`` is not in a trace; a server with another one should paste its config)."""
+    if device_name and _BLACKWELL.search(device_name):
+        return v1_sizes(BLACKWELL_MAX_SIZE), f"vLLM V1 default, maximum {BLACKWELL_MAX_SIZE} on {device_name}"
+    return v1_sizes(), f"vLLM V1 default, maximum {DEFAULT_MAX_SIZE}"
 
 
 def capture_config(buckets: list[int], padding: str) -> dict:

@@ -22,7 +22,10 @@ EAGER_MARKER_REGEX = re.compile(r"(?i)(?:\beager\b|cudagraph(?:_mode|_runtime_mo
 _COMPILE_RE = re.compile(r"(?:^|/)torch/_(?:dynamo/convert_frame|inductor/compile_fx)\.py\(\d+\)|"
                          r"^(?:TorchDynamo Cache Lookup miss|Torch-Compiled Region: compile)")
 #: Sources of a capture list (``summary.capture_sizes_source``).
-CAPTURE_SOURCES = ("flag", "engine", "inferred")
+CAPTURE_SOURCES = ("flag", "config", "markers", "default", "inferred")
+#: Why padding is not costed when the capture list is inferred (``summary.padding_unknown_reason``).
+INFERRED_PADDING_REASON = ("capture sizes inferred from the buckets the trace ran (a lower bound of the real "
+                           "list): a batch's real bucket is unknown; pass --capture-sizes or paste the server config")
 
 
 def marker_buckets(names: list[str]) -> np.ndarray:
@@ -37,27 +40,30 @@ def marker_buckets(names: list[str]) -> np.ndarray:
     return out
 
 
-def resolve_capture_sizes(flag: tuple[int, ...] | None, marker_sizes: np.ndarray, engine_sizes: list[int] | None,
-                          graph_batches: np.ndarray) -> tuple[list[int] | None, str | None]:
-    """The capture list and where it came from, in order of preference.
+def resolve_capture_sizes(given: tuple[list[int], str, str] | None, marker_sizes: np.ndarray,
+                          default: tuple[list[int], str] | None, graph_batches: np.ndarray
+                          ) -> tuple[list[int] | None, str | None, str | None]:
+    """The capture list, where it came from (:data:`CAPTURE_SOURCES`) and a one-line detail, first that applies:
 
-    ``flag``: the user's ``--capture-sizes`` (``"flag"``); else the sizes the steps' markers write
-    (``marker_sizes``, -1 for none) or, when none does, ``engine_sizes`` (the serving engine's
-    default list for its version): ``"engine"``; else the batch sizes of the trace's own graph steps
-    (``graph_batches``): ``"inferred"`` (a lower bound of the real list: only sizes that ran are
-    seen); else ``(None, None)``.
+    ``given``: ``(sizes, source, detail)`` from the user — ``"flag"`` (``--capture-sizes 1,2,4``) or
+    ``"config"`` (a pasted server config, :func:`analyzer.engines.parse_server_config`); else the sizes
+    the steps' markers write (``marker_sizes``, -1 for none): ``"markers"``; else ``default``, the trace's
+    engine's default list for its version with the settings the trace shows (GPU, memory, TP size):
+    ``"default"``; else the batch sizes of the trace's own graph steps (``graph_batches``):
+    ``"inferred"``, a lower bound of the real list (only sizes that ran are seen), on which padding
+    cannot be costed; else ``(None, None, None)``.
     """
-    if flag:
-        return sorted({int(x) for x in flag}), "flag"
+    if given is not None:
+        return sorted({int(x) for x in given[0]}), given[1], given[2]
     known = marker_sizes[marker_sizes > 0]
     if known.size:
-        return sorted({int(x) for x in known.tolist()}), "engine"
-    if engine_sizes:
-        return sorted(engine_sizes), "engine"
+        return sorted({int(x) for x in known.tolist()}), "markers", "the padded sizes the step markers write"
+    if default is not None and default[0]:
+        return sorted(default[0]), "default", default[1]
     g = graph_batches[graph_batches > 0]
     if g.size:
-        return sorted({int(x) for x in g.tolist()}), "inferred"
-    return None, None
+        return sorted({int(x) for x in g.tolist()}), "inferred", "the batch sizes the trace's graph steps ran"
+    return None, None, None
 
 
 def smallest_size_at_least(batch: np.ndarray, sizes: list[int] | None) -> np.ndarray:

@@ -153,7 +153,8 @@ def _serving_lines(rep: TraceReport, markdown: bool) -> list[str]:
         return []
     facts: list[tuple[str, str]] = []
     if s.capture_sizes is not None:
-        facts.append(("capture sizes", f"{_sizes_text(s.capture_sizes)} (from {s.capture_sizes_source})"))
+        facts.append(("capture sizes", f"{_sizes_text(s.capture_sizes)} (from {s.capture_sizes_source}: "
+                                       f"{s.capture_sizes_detail})"))
         n = len(rep.steps)
         if s.fallback_steps:
             facts.append(("eager fallbacks", f"{len(s.fallback_steps)} of {n} steps ran eager although a captured size "
@@ -165,7 +166,9 @@ def _serving_lines(rep: TraceReport, markdown: bool) -> list[str]:
         if s.uncaptured_steps:
             facts.append(("uncaptured sizes", f"{len(s.uncaptured_steps)} steps above the largest captured size "
                                               f"(steps {', '.join(map(str, s.uncaptured_steps))})"))
-    if padded:
+    if s.padding_unknown_reason:
+        facts.append(("padding", f"unknown: {s.padding_unknown_reason}"))
+    elif padded:
         facts.append(("padding", f"{s.padded_rows_fraction:.1%} of graph rows are padding; "
                                  f"{s.padding_us_per_step:,.1f} us per step ({padding_basis(s)})"))
     pc = s.planner_comparison

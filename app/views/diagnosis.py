@@ -113,11 +113,14 @@ if rep.mode != "capture" and len(rep.steps) > 1 and (graph_steps or s.capture_si
     g3.metric("Padded rows", f"{s.padded_rows_fraction:.1%}", border=True,
               help="Padding rows over all rows the graph steps computed (bucket minus batch).")
     estimated = s.padding_cost_source.endswith("-estimate")
-    g4.metric("Padding cost" + (" (estimate)" if estimated else ""), f"{s.padding_us_per_step:,.1f} us/step",
-              border=True, help=md_escape(f"cost(bucket) - cost(batch) per graph step, over all steps; "
-                                          f"{padding_basis(s)}."))
+    if s.padding_us_per_step is None:
+        g4.metric("Padding cost", "unknown", border=True, help=md_escape(s.padding_unknown_reason or ""))
+    else:
+        g4.metric("Padding cost" + (" (estimate)" if estimated else ""), f"{s.padding_us_per_step:,.1f} us/step",
+                  border=True, help=md_escape(f"cost(bucket) - cost(batch) per graph step, over all steps; "
+                                              f"{padding_basis(s)}."))
     if s.capture_sizes is not None:
-        st.caption(md_escape(f"Capture sizes ({s.capture_sizes_source}): "
+        st.caption(md_escape(f"Capture sizes ({s.capture_sizes_source}: {s.capture_sizes_detail}): "
                              + ", ".join(str(x) for x in s.capture_sizes[:40])
                              + (", ..." if len(s.capture_sizes) > 40 else "")
                              + (f"; uncaptured sizes at steps {', '.join(map(str, s.uncaptured_steps))}"

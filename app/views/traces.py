@@ -6,6 +6,7 @@ import dataclasses
 import pandas as pd
 import streamlit as st
 
+from launchgap.engines import parse_server_config
 from launchgap.errors import AnalyzerError
 from launchgap.steps import StepOptions
 from launchgap.dashboard import session, uploads
@@ -123,12 +124,25 @@ with st.expander("Analysis options"):
         observed = st.number_input("Observed step time (us)", min_value=0.0, value=float(cur.observed_step_us or 0.0),
                                    help="A real, unprofiled step time (e.g. measured inter-token latency) to "
                                         "calibrate the predicted speedup. 0: estimate it from the trace.")
+        shown = cur.server_config.describe() if cur.server_config else \
+            ",".join(map(str, cur.capture_sizes)) if cur.capture_sizes else ""
+        config_text = st.text_area(
+            "Server config (capture sizes)", state.get("lg_server_config_text", shown), height=80,
+            help="The CUDA-graph capture settings the server ran with, pasted as the server takes them: sizes "
+                 "(1,2,4,8), a vLLM compilation_config JSON or --cudagraph-capture-sizes / "
+                 "--max-cudagraph-capture-size, SGLang --cuda-graph-bs / --cuda-graph-max-bs or its server_args "
+                 "line, a TensorRT-LLM cuda_graph_config YAML. Empty: the step markers, else the engine's default "
+                 "for the trace's GPU, else inferred from the trace (padding then not costed).")
         if st.form_submit_button("Apply to all traces"):
-            new = dataclasses.replace(
-                cur, steps=StepOptions(step_regex=step_regex or None, batch_regex=batch_regex or None,
-                                       batch_op=cur.steps.batch_op),
-                observed_step_us=observed or None)
             try:
+                cfg = parse_server_config(config_text) if config_text.strip() else None
+                plain = cfg is not None and not cfg.engine
+                new = dataclasses.replace(
+                    cur, steps=StepOptions(step_regex=step_regex or None, batch_regex=batch_regex or None,
+                                           batch_op=cur.steps.batch_op),
+                    observed_step_us=observed or None, capture_sizes=cfg.sizes if plain else None,
+                    server_config=None if plain else cfg)
+                state["lg_server_config_text"] = config_text
                 errs = session.set_options(state, new, trace_cache())
             except AnalyzerError as exc:
                 errs = [exc.message]

@@ -34,7 +34,7 @@ def _serving(opts: AnalysisOptions = AnalysisOptions()) -> TraceReport:
     return analyze_trace(load_trace(HELD / "serving" / "3b_serving_serve.json.gz"), opts)
 
 
-@pytest.mark.parametrize("opts, source", [(AnalysisOptions(), "engine"),
+@pytest.mark.parametrize("opts, source", [(AnalysisOptions(), "markers"),
                                           (AnalysisOptions(capture_sizes=SERVE_SIZES), "flag")])
 def test_fallbacks_and_uncaptured_exact(opts: AnalysisOptions, source: str) -> None:
     truth = _doc("timings_serving.json")["serving"][0]
@@ -71,3 +71,28 @@ def test_piecewise_to_full_within_3pct(bs: int) -> None:
     assert {st.graph_coverage for st in rep.steps} == {"piecewise"}
     predicted = statistics.median(st.predicted_graph_us for st in rep.steps)
     assert abs(predicted / truth - 1) <= 0.03
+
+
+def test_capture_sizes_from_a_pasted_config_on_the_command_line(tmp_path, capsys) -> None:
+    """The same capture list pasted three ways (SGLang flags, a TensorRT-LLM YAML file, plain sizes) gives the same
+    fallbacks; a config the parser cannot read is one line and exit 2."""
+    from launchgap.cli import main
+
+    trace = str(HELD / "serving" / "3b_serving_serve.json.gz")
+    yaml_file = tmp_path / "extra_llm_api_options.yaml"
+    yaml_file.write_text("cuda_graph_config:\n  batch_sizes: [1, 2, 4, 8, 12, 16, 24, 32, 48, 64]\n"
+                         "  enable_padding: true\n")
+    for argv, source, detail in (
+            (["--capture-sizes", "--cuda-graph-bs 1 2 4 8 12 16 24 32 48 64"], "config",
+             "SGLang server config: cuda_graph_bs=[1, 2, 4, 8, 12, 16, 24, 32, 48, 64]"),
+            (["--server-config", str(yaml_file)], "config", "TensorRT-LLM server config: cuda_graph_config, "
+             "batch_sizes=[1, 2, 4, 8, 12, 16, 24, 32, 48, 64], enable_padding=true"),
+            (["--capture-sizes", "1,2,4,8,12,16,24,32,48,64"], "flag", "--capture-sizes")):
+        assert main(["analyze", trace, "--format", "json", *argv]) == 0
+        s = json.loads(capsys.readouterr().out)["traces"][0]["summary"]
+        assert (s["capture_sizes"], s["capture_sizes_source"], s["capture_sizes_detail"]) == (list(SERVE_SIZES),
+                                                                                              source, detail)
+        assert s["fallback_steps"] == [10, 19, 27, 35, 39] and s["uncaptured_steps"] == [0, 1, 15, 16, 33]
+    assert main(["analyze", trace, "--capture-sizes", "--cuda-graph-bs one two"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "launchgap: error: --capture-sizes: server config (SGLang): cuda_graph_bs: expected a list of positive integers"

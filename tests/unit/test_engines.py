@@ -128,3 +128,68 @@ def test_config_writers() -> None:
     assert trt.config_snippet([1, 8], "pad") == "cuda_graph_config:\n  batch_sizes: [1, 8]\n  enable_padding: true"
     assert [e.config_snippet([], "pad") for e in ENGINES] == ["--enforce-eager", "--disable-cuda-graph",
                                                                "cuda_graph_config: null"]
+
+
+# --- one parser for every engine's capture settings (--capture-sizes TEXT, --server-config, the dashboard) ----
+
+@pytest.mark.parametrize("text, eng, read, padding, sizes", [
+    ("1, 2,4 8", "", ("sizes=[1, 2, 4, 8]",), "pad", [1, 2, 4, 8]),
+    ('{"cudagraph_capture_sizes": [1, 2, 4, 8, 16], "cudagraph_mode": "FULL_AND_PIECEWISE"}', "vllm",
+     ("cudagraph_capture_sizes=[1, 2, 4, 8, 16]", "cudagraph_mode=FULL_AND_PIECEWISE"), "pad", [1, 2, 4, 8, 16]),
+    # the Python dict vLLM's launch log prints (single quotes, enum reprs)
+    ("{'cudagraph_capture_sizes': [1, 2, 4, 8, 16, 24, 32], 'cudagraph_copy_inputs': False, "
+     "'cudagraph_mode': <CUDAGraphMode.FULL_AND_PIECEWISE: (2, 1)>, 'max_cudagraph_capture_size': 24}", "vllm",
+     ("cudagraph_capture_sizes=[1, 2, 4, 8, 16, 24, 32]", "max_cudagraph_capture_size=24",
+      "cudagraph_mode=FULL_AND_PIECEWISE"), "pad", [1, 2, 4, 8, 16, 24]),
+    ("vllm serve m --max-num-seqs 12", "vllm", ("max_num_seqs=12 (default maximum min(2 x 12, 512) = 24)",), "pad",
+     [1, 2, 4, 8, 16, 24]),
+    ("-cc.cudagraph_capture_sizes '[1,2,4,8,16,24,32,48,64]' -cc.max_cudagraph_capture_size 64", "vllm",
+     ("cudagraph_capture_sizes=[1, 2, 4, 8, 16, 24, 32, 48, 64]", "max_cudagraph_capture_size=64"), "pad",
+     [1, 2, 4, 8, 16, 24, 32, 48, 64]),
+    ("--cudagraph-capture-sizes 1 2 4 8 --port 8000", "vllm", ("cudagraph_capture_sizes=[1, 2, 4, 8]",), "pad",
+     [1, 2, 4, 8]),
+    ("--enforce-eager", "vllm", ("enforce_eager=true",), "pad", []),
+    ("python -m sglang.launch_server --cuda-graph-max-bs 20 --disable-cuda-graph-padding", "sglang",
+     ("cuda_graph_max_bs=20", "disable_cuda_graph_padding=true"), "exact", list(range(1, 21))),
+    ("server_args=ServerArgs(model_path='x', cuda_graph_max_bs=40, cuda_graph_bs=None, disable_cuda_graph=False, "
+     "disable_cuda_graph_padding=False)", "sglang", ("cuda_graph_max_bs=40", "disable_cuda_graph_padding=false"),
+     "pad", [1, 2, 4, 8, 12, 16, 24, 32, 40]),
+    ("--cuda-graph-bs 1 2 4 8 16", "sglang", ("cuda_graph_bs=[1, 2, 4, 8, 16]",), "pad", [1, 2, 4, 8, 16]),
+    ("cuda_graph_config:\n  batch_sizes:\n    - 1\n    - 2\n    - 8\n  enable_padding: true\nmax_batch_size: 512\n",
+     "tensorrt_llm", ("cuda_graph_config", "batch_sizes=[1, 2, 8]", "enable_padding=true"), "pad", [1, 2, 8]),
+    ("cuda_graph_config:\n  max_batch_size: 24\n  enable_padding: true\n", "tensorrt_llm",
+     ("cuda_graph_config", "max_batch_size=24", "enable_padding=true"), "pad", [1, 2, 4, 8, 16, 24]),
+    ('{"cuda_graph_config": {"batch_sizes": [1, 4, 16]}, "max_batch_size": 9}', "tensorrt_llm",
+     ("cuda_graph_config", "batch_sizes=[1, 4, 16]"), "exact", [1, 4, 16]),
+    ("cuda_graph_config: null", "tensorrt_llm", ("cuda_graph_config=null",), None, []),
+])
+def test_parse_server_config(text: str, eng: str, read: tuple, padding: str | None, sizes: list[int]) -> None:
+    s = engines.parse_server_config(text)
+    assert (s.engine, s.read, s.padding) == (eng, read, padding)
+    assert engines.capture_sizes_of(s) == sizes
+
+
+@pytest.mark.parametrize("text, message", [
+    ("hello", "server config: no CUDA-graph capture setting recognised"),
+    ("--cuda-graph-bs x", "server config (SGLang): cuda_graph_bs: expected a list of positive integers"),
+    ("max_cudagraph_capture_size: -3", "server config (vLLM): max_cudagraph_capture_size: expected a positive integer"),
+    ("__import__('os').system('x')", "server config: no CUDA-graph capture setting recognised"),
+    ("0,2", "capture sizes '0,2': expected positive integers"),
+    ("x" * (engines.MAX_CONFIG_CHARS + 1), "over the 1,048,576 cap"),
+])
+def test_parse_server_config_refuses(text: str, message: str) -> None:
+    with pytest.raises(InputError, match=re.escape(message)):
+        engines.parse_server_config(text)
+
+
+def test_engine_hint_and_trace_defaults() -> None:
+    both = "--cuda-graph-max-bs 8 --max-cudagraph-capture-size 16"
+    assert engines.parse_server_config(both).engine == "vllm"  # a tie: registry order
+    assert engines.parse_server_config(both, "sglang").engine == "sglang"
+    assert engine("sglang").trace_default("NVIDIA H200", 139.8, 1) == (
+        engine("sglang").current_sizes(256), "SGLang default, cuda_graph_max_bs 256 (140 GiB, TP 1)")
+    assert engine("sglang").trace_default(None, None, 4)[1] == "SGLang default, cuda_graph_max_bs 160 (unknown memory, TP 4)"
+    assert engine("vllm").trace_default("NVIDIA B200", 180.0, 8)[0][-1] == 1024
+    assert engine("vllm").trace_default("NVIDIA H100 80GB HBM3", 80.0, 4) == (
+        engine("vllm").v1_sizes(), "vLLM V1 default, maximum 512")
+    assert engine("tensorrt_llm").trace_default(None, None, None)[0][-3:] == [32, 64, 128]

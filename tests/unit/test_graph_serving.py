@@ -10,6 +10,7 @@ from launchgap.graph_mode import fit_cost_curve, marker_buckets, padding_cost, r
 from launchgap.host_gaps import host_gaps
 from launchgap.loaders import load_trace
 from launchgap.predict import PredictionModel
+from launchgap.engines import parse_server_config
 from launchgap.render import render_trace
 from launchgap.report import AnalysisOptions, analyze_trace
 from launchgap.steps import assign_rows_to_steps, find_steps
@@ -49,7 +50,7 @@ def test_fallbacks_buckets_padding_exact(serving_trace: Path) -> None:
     rep = analyze_trace(load_trace(serving_trace), AnalysisOptions(model=NO_PROFILER_COST))
     s = rep.summary
     # the markers write bucket 4: the capture list is [4], from the engine's own markers
-    assert (s.capture_sizes, s.capture_sizes_source) == ([4], "engine")
+    assert (s.capture_sizes, s.capture_sizes_source) == ([4], "markers")
     assert [st.fallback for st in rep.steps] == [False, False, True, False]
     assert (s.fallback_steps, s.uncaptured_steps) == ([2], [3])
     assert [st.bucket for st in rep.steps] == [4, 4, None, None]
@@ -70,7 +71,7 @@ def test_fallbacks_buckets_padding_exact(serving_trace: Path) -> None:
     assert s.fallback_lost_us_per_step == pytest.approx((50.0 - 16.4) / 4)
     assert rep.steps[2].fallback_cause == "the step marker names it eager (decode_step[bs=2 eager])"
     assert s.verdict_detail.startswith("1 of 4 decode steps fell back to eager although a captured size fits them "
-                                       "(steps 2; capture sizes from engine): 8 us lost per step of the trace")
+                                       "(steps 2; capture sizes from markers): 8 us lost per step of the trace")
 
 
 def test_host_time_between_steps_exact(serving_trace: Path) -> None:
@@ -99,12 +100,25 @@ def test_capture_sizes_flag_and_inferred(tmp_path: Path) -> None:
     s = analyze_trace(trace, AnalysisOptions(model=NO_PROFILER_COST)).summary
     assert (s.capture_sizes, s.capture_sizes_source, s.fallback_steps, s.uncaptured_steps) == ([3, 4], "inferred",
                                                                                                  [2], [3])
+    # inferred sizes are a lower bound of the real list: padding is reported unknown, never 0 "measured"
+    assert (s.padding_us_per_step, s.padding_us_per_step_low, s.padding_cost_source) == (None, None, "unknown")
+    assert s.padding_unknown_reason.startswith("capture sizes inferred from the buckets the trace ran")
+    assert "unknown: capture sizes inferred from the buckets" in render_trace(analyze_trace(trace, AnalysisOptions(
+        model=NO_PROFILER_COST)))
     # the flag wins: with 8 captured, bs 6 is a fallback too, and bs 3 replays 8
     rep = analyze_trace(trace, AnalysisOptions(model=NO_PROFILER_COST, capture_sizes=(8,)))
     assert (rep.summary.capture_sizes, rep.summary.capture_sizes_source) == ([8], "flag")
     assert rep.summary.fallback_steps == [2, 3]
     assert [st.bucket for st in rep.steps] == [8, 8, None, None]
     assert [st.padded_rows for st in rep.steps] == [5, 4, None, None]
+    # a pasted server config is the same list by another road: source "config", the settings named
+    cfg = parse_server_config("vllm serve m --max-cudagraph-capture-size 8")
+    rep = analyze_trace(trace, AnalysisOptions(model=NO_PROFILER_COST, server_config=cfg))
+    s = rep.summary
+    assert (s.capture_sizes, s.capture_sizes_source) == ([1, 2, 4, 8], "config")
+    assert s.capture_sizes_detail == "vLLM server config: max_cudagraph_capture_size=8"
+    assert [st.bucket for st in rep.steps] == [4, 4, None, None] and s.fallback_steps == [2, 3]
+    assert s.padding_unknown_reason is None and s.padding_cost_source != "unknown"
 
 
 def test_harness_timings_drive_the_cost_curve(serving_trace: Path) -> None:
@@ -120,8 +134,15 @@ def test_harness_timings_drive_the_cost_curve(serving_trace: Path) -> None:
 def test_pieces() -> None:
     assert marker_buckets(["decode_step[bs=37 bucket=48 graph]", "x padded_bs=16", "decode_step[bs=3 eager]"]
                           ).tolist() == [48, 16, -1]
-    assert resolve_capture_sizes(None, np.array([-1]), [1, 2, 4], np.array([8])) == ([1, 2, 4], "engine")
-    assert resolve_capture_sizes(None, np.array([-1]), None, np.array([-1])) == (None, None)
+    given = ([8, 2], "config", "vLLM server config: cudagraph_capture_sizes=[2, 8]")
+    assert resolve_capture_sizes(given, np.array([16]), ([1], "d"), np.array([8])) == ([2, 8], *given[1:])
+    assert resolve_capture_sizes(None, np.array([16, -1, 8]), ([1], "d"), np.array([8])) == (
+        [8, 16], "markers", "the padded sizes the step markers write")
+    assert resolve_capture_sizes(None, np.array([-1]), ([1, 2, 4], "vLLM V1 default"), np.array([8])) == (
+        [1, 2, 4], "default", "vLLM V1 default")
+    assert resolve_capture_sizes(None, np.array([-1]), None, np.array([8, -1, 3])) == (
+        [3, 8], "inferred", "the batch sizes the trace's graph steps ran")
+    assert resolve_capture_sizes(None, np.array([-1]), None, np.array([-1])) == (None, None, None)
     ss = serving_steps(["full", "eager", "eager", "piecewise", "eager"], np.array([5, 7, 9, 3, 2]),
                        np.array([True, True, True, True, False]), np.array([-1, -1, -1, -1, -1]), [4, 8])
     assert ss.bucket.tolist() == [8, -1, -1, 4, -1]

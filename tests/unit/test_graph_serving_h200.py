@@ -31,7 +31,7 @@ def _truth() -> dict:
     return next(s for s in _timings("timings_serving.json")["serving"] if s["model"] == "1b")
 
 
-@pytest.mark.parametrize("opts, source", [(AnalysisOptions(), "engine"),
+@pytest.mark.parametrize("opts, source", [(AnalysisOptions(), "markers"),
                                           (AnalysisOptions(capture_sizes=SERVE_SIZES), "flag")])
 def test_fallbacks_exact(opts: AnalysisOptions, source: str) -> None:
     rep, truth = _serving(opts), _truth()
