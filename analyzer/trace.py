@@ -80,8 +80,42 @@ _COLUMNS: dict[str, Any] = {
     # interned name of the kernel a launch call names itself (ROCm's `kernel` arg), -1 when absent;
     # optional: a loader that never has it may leave it out
     "kernel_name_id": np.int32,
+    # launch configuration of a kernel (Kineto args "grid"/"block", nsys gridX.../blockX...), -1 where
+    # absent (every non-kernel row); optional. A grid dimension is below 2^31, a block one at most 1024.
+    "grid_x": np.int32,
+    "grid_y": np.int32,
+    "grid_z": np.int32,
+    "block_x": np.int16,
+    "block_y": np.int16,
+    "block_z": np.int16,
 }
-_OPTIONAL_COLUMNS = ("kernel_name_id",)
+_OPTIONAL_COLUMNS = ("kernel_name_id", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")
+#: The launch-configuration columns, in the order (grid x, y, z, block x, y, z).
+LAUNCH_CONFIG_COLUMNS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")
+
+#: The normalised keys of :attr:`Trace.device_properties`, each present only where the trace gives it
+#: (Kineto: top-level ``deviceProperties``; nsys: ``TARGET_INFO_GPU``), with the unit in the name:
+DEVICE_PROPERTY_KEYS: dict[str, str] = {
+    "name": "device name as the profiler wrote it (str; ROCm traces may leave it empty)",
+    "total_memory_bytes": "device memory (Kineto totalGlobalMem, nsys totalMemory)",
+    "sm_count": "streaming multiprocessors / compute units (Kineto numSms, nsys smCount)",
+    "compute_capability": 'major.minor as a str, e.g. "9.0" (Kineto computeMajor/Minor, nsys computeMajor/Minor)',
+    "memory_bandwidth_bytes_per_s": "peak memory bandwidth (nsys memoryBandwidth; Kineto does not write it)",
+    "clock_rate_hz": "SM clock (nsys clockRate, which its schema gives in Hz)",
+    "l2_cache_bytes": "L2 cache size (nsys l2CacheSize)",
+    "warp_size": "threads per warp/wavefront (Kineto warpSize, nsys threadsPerWarp)",
+    "max_threads_per_block": "(Kineto maxThreadsPerBlock, nsys maxThreadsPerBlock)",
+    "max_threads_per_sm": "(Kineto maxThreadsPerMultiprocessor)",
+    "registers_per_block": "32-bit registers per block (Kineto regsPerBlock, nsys maxRegistersPerBlock)",
+    "registers_per_sm": "32-bit registers per SM (Kineto regsPerMultiprocessor, nsys maxRegistersPerSm)",
+    "shared_memory_per_block_bytes": "(Kineto sharedMemPerBlock, nsys maxShmemPerBlock)",
+    "shared_memory_per_block_optin_bytes": "opt-in maximum (Kineto sharedMemPerBlockOptin, nsys maxShmemPerBlockOptin)",
+    "shared_memory_per_sm_bytes": "(Kineto sharedMemPerMultiprocessor, ROCm maxSharedMemoryPerMultiProcessor, "
+                                  "nsys maxShmemPerSm)",
+    "chip_name": "(nsys chipName)",
+    "bus_location": "PCI bus location (nsys busLocation)",
+    "uuid": "(nsys uuid)",
+}
 
 
 @dataclass(frozen=True, eq=False)
@@ -117,10 +151,13 @@ class Trace:
     Columns (numpy arrays): ``kind`` (:class:`Kind`), ``name_id``, ``device``, ``stream``,
     ``pid``, ``tid``, ``start_ns``, ``dur_ns``, ``corr``, ``graph_id``, ``dims_id``,
     ``kernel_name_id`` (on a launch call: the kernel it launched, as the call itself names it, which
-    ROCm traces do; a capture trace needs it, as its kernels never run); derived
+    ROCm traces do; a capture trace needs it, as its kernels never run), ``grid_x/y/z`` (int32) and
+    ``block_x/y/z`` (int16): a kernel's launch configuration, -1 where absent; derived
     once at build time: ``end_ns``, ``api`` (:class:`Api` of runtime rows) and ``launch_idx``
     (for GPU ops: row index of the runtime call with the same correlation id, else -1).
     ``python_calls`` holds the Python function ranges of a ``with_stack`` trace, beside the table.
+    ``device_properties`` maps a device id to what the trace says of it, under the normalised keys of
+    :data:`DEVICE_PROPERTY_KEYS` (only those the trace gives).
     """
 
     path: str
@@ -138,6 +175,12 @@ class Trace:
     graph_id: np.ndarray
     dims_id: np.ndarray
     kernel_name_id: np.ndarray
+    grid_x: np.ndarray
+    grid_y: np.ndarray
+    grid_z: np.ndarray
+    block_x: np.ndarray
+    block_y: np.ndarray
+    block_z: np.ndarray
     end_ns: np.ndarray
     api: np.ndarray
     launch_idx: np.ndarray
@@ -149,6 +192,7 @@ class Trace:
     #: What the loader saw of the profiler's settings (Kineto: top-level flags and event counts; see
     #: :func:`analyzer.loaders.kineto._settings_of`); empty when the format says nothing of them.
     profiler_settings: dict[str, Any] = field(default_factory=dict)
+    device_properties: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return int(self.kind.shape[0])
@@ -183,12 +227,13 @@ def build_trace(
     warnings: list[str] | None = None,
     python_calls: PythonCalls | None = None,
     profiler_settings: dict[str, Any] | None = None,
+    device_properties: dict[int, dict[str, Any]] | None = None,
 ) -> Trace:
     """Validate raw columns from a loader, sort by start time and join launches to GPU work.
 
-    ``columns`` must hold every column of :data:`_COLUMNS` but the optional ones (``kernel_name_id``,
-    -1 when left out); a loader fills absent values with
-    -1. Sorting is stable, so equal start times keep the loader's order.
+    ``columns`` must hold every column of :data:`_COLUMNS` but the optional ones (``kernel_name_id``
+    and the launch configuration, -1 when left out); a loader fills absent values with -1; a launch
+    dimension outside its column's range (negative, or a block dimension past int16) reads as -1. Sorting is stable, so equal start times keep the loader's order.
     """
     n = len(columns["kind"])
     warnings = list(warnings or ())
@@ -204,6 +249,10 @@ def build_trace(
         columns = {k: np.asarray(v)[~bad_dev] for k, v in columns.items()}
         n = int((~bad_dev).sum())
     cols: dict[str, np.ndarray] = {}
+    for key in LAUNCH_CONFIG_COLUMNS:
+        arr = np.asarray(columns[key])
+        top = np.iinfo(_COLUMNS[key]).max
+        columns[key] = np.where((arr >= 0) & (arr <= top), arr, -1).astype(_COLUMNS[key])
     for key, dtype in _COLUMNS.items():
         arr = np.asarray(columns[key], dtype=dtype)
         if arr.shape != (n,):
@@ -249,6 +298,7 @@ def build_trace(
         warnings=tuple(warnings),
         python_calls=python_calls if python_calls is not None else no_python_calls(),
         profiler_settings=dict(profiler_settings or {}),
+        device_properties={int(k): dict(v) for k, v in (device_properties or {}).items()},
         **cols,
     )
 

@@ -60,6 +60,8 @@ class GpuOp:
     graph_id: int = -1
     graph_node_id: int = -1
     pid: int = PID
+    grid: tuple[int, int, int] | None = None  # a kernel's launch configuration; None: not recorded
+    block: tuple[int, int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,8 @@ NSYS_COLUMNS: dict[str, tuple[str, ...]] = {
                                         "correlationId", "globalPid", "graphId", "graphExecId"),
     "NVTX_EVENTS": ("start", "end", "eventType", "rangeId", "category", "color", "text", "globalTid", "endGlobalTid",
                     "textId", "domainId"),
-    "TARGET_INFO_GPU": ("id", "name"),
+    "TARGET_INFO_GPU": ("id", "name", "totalMemory", "smCount", "memoryBandwidth", "clockRate", "computeMajor",
+                        "computeMinor", "threadsPerWarp", "chipName"),
     "TARGET_INFO_CUDA_DEVICE": ("gpuId", "cudaId", "pid"),
     "META_DATA_EXPORT": ("name", "value"),
 }
@@ -128,6 +131,10 @@ class TraceSpec:
     device_names: dict[int, str] = field(default_factory=lambda: {0: "NVIDIA H200"})
     #: (pid, CUDA ordinal, nsys GPU id) rows of TARGET_INFO_CUDA_DEVICE; empty = table omitted.
     cuda_devices: list[tuple[int, int, int]] = field(default_factory=list)
+    #: More of each device's properties as Kineto's deviceProperties spells them (totalGlobalMem, ...).
+    kineto_device_extra: dict[int, dict[str, Any]] = field(default_factory=dict)
+    #: More TARGET_INFO_GPU columns per nsys GPU id (totalMemory, smCount, ...; see NSYS_COLUMNS).
+    nsys_gpu_extra: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def launch(self, name: str, call_start_ns: int, call_dur_ns: int, op_start_ns: int, op_dur_ns: int, corr: int,
                **op: Any) -> None:
@@ -169,10 +176,15 @@ class TraceSpec:
             if o.graph_id >= 0:
                 args["graph id"] = o.graph_id
                 args["graph node id"] = o.graph_node_id
+            if o.grid is not None:
+                args["grid"] = list(o.grid)
+            if o.block is not None:
+                args["block"] = list(o.block)
             ev.append({"ph": "X", "cat": _GPU_CAT[o.kind], "name": o.name, "pid": o.device, "tid": o.stream,
                        "ts": o.start_ns / 1e3, "dur": o.dur_ns / 1e3, "args": args})
         return {"schemaVersion": 1,
-                "deviceProperties": [{"id": d, "name": n} for d, n in sorted(self.device_names.items())],
+                "deviceProperties": [{"id": d, "name": n, **self.kineto_device_extra.get(d, {})}
+                                     for d, n in sorted(self.device_names.items())],
                 "traceEvents": ev}
 
     def write_kineto(self, path: Path) -> Path:
@@ -209,7 +221,8 @@ class TraceSpec:
             if o.kind == "kernel":
                 rows["CUPTI_ACTIVITY_KIND_KERNEL"].append(dict(
                     common, demangledName=sid(o.name), shortName=sid(o.name.split("<")[0].split("(")[0]),
-                    gridX=1, gridY=1, gridZ=1, blockX=128, blockY=1, blockZ=1,
+                    **dict(zip(("gridX", "gridY", "gridZ"), o.grid or (None,) * 3)),
+                    **dict(zip(("blockX", "blockY", "blockZ"), o.block or (None,) * 3)),
                     graphId=o.graph_id if o.graph_id >= 0 else None))
             elif o.kind == "memcpy":
                 direction = o.name.removeprefix("Memcpy ")
@@ -236,7 +249,9 @@ class TraceSpec:
                 color=None, text=None if by_id else a.text, globalTid=gt,
                 endGlobalTid=gt if event_type == 60 else None, textId=sid(a.text) if by_id else None, domainId=0))
         for dev, name in self.device_names.items():
-            rows["TARGET_INFO_GPU"].append(dict(id=dev, name=name))
+            extra = self.nsys_gpu_extra.get(dev, {})
+            rows["TARGET_INFO_GPU"].append(dict(id=dev, name=name, **{c: extra.get(c) for c in
+                                                                     NSYS_COLUMNS["TARGET_INFO_GPU"][2:]}))
         for pid, cuda_id, gpu_id in self.cuda_devices:
             rows["TARGET_INFO_CUDA_DEVICE"].append(dict(gpuId=gpu_id, cudaId=cuda_id, pid=pid))
         if not self.cuda_devices:
@@ -251,7 +266,7 @@ class TraceSpec:
                 if table in omit:
                     continue
                 keep = [c for c in cols if c not in drop.get(table, set())]
-                decl = ", ".join(f'"{c}" {"TEXT" if c in ("value", "name", "text") else "INTEGER"}'
+                decl = ", ".join(f'"{c}" {"TEXT" if c in ("value", "name", "text", "chipName") else "INTEGER"}'
                                  + (" PRIMARY KEY" if table == "StringIds" and c == "id" else "") for c in keep)
                 db.execute(f'CREATE TABLE "{table}" ({decl})')
                 if rows[table]:

@@ -36,12 +36,15 @@ typedef struct {
     double ts, dur;
     int64_t pid, tid, corr, device, stream, graph_id, id;
     int32_t ph, cat, name, kernel, dims, pid_str, tid_str;
+    int32_t grid_x, grid_y, grid_z, block_x, block_y, block_z;
     int8_t id_kind, has_stack;
 } Event;
 
 /* pid_str / tid_str: -1 the value is an int (in pid/tid), -2 absent, >= 0 a string's index.
  * ph, cat, name, kernel: a string's index, -1 absent. dims: a raw text's index, -1 absent.
- * id_kind: 0 absent or null, 1 an int (in id), 2 any other scalar. */
+ * id_kind: 0 absent or null, 1 an int (in id), 2 any other scalar.
+ * grid_* / block_*: args "grid" / "block", an array of three integers (each -1 unless in [0, 2^31));
+ * -1 when absent or null. */
 
 enum { OK = 0, DECLINE = 1, NOMEM = 2 };
 
@@ -627,6 +630,32 @@ static inline int key_is(const char *k, Py_ssize_t n, const char *lit, Py_ssize_
         seen |= (bit);                 \
     } while (0)
 
+/* "grid" / "block": [x, y, z] of JSON integers gives the three values (-1 for one outside [0, 2^31));
+ * null reads as absent (-1). Any other value (another length, a float, a string...) is declined and
+ * msgspec reads it (kineto._dim3 makes -1s of it): such values are not what Kineto writes. */
+static int dim3_value(Scanner *s, int32_t *x, int32_t *y, int32_t *z) {
+    if (s->p < s->end && *s->p == 'n') return literal(s, "null", 4);
+    if (s->p >= s->end || *s->p != '[') return DECLINE;
+    int32_t *out[3] = {x, y, z};
+    s->p++;
+    for (int i = 0; i < 3; i++) {
+        skip_ws(s);
+        if (i > 0) {
+            if (s->p >= s->end || *s->p != ',') return DECLINE;
+            s->p++;
+            skip_ws(s);
+        }
+        int64_t v;
+        int rc = int_value(s, &v);
+        if (rc) return rc;
+        *out[i] = (v >= 0 && v <= INT32_MAX) ? (int32_t)v : -1;
+    }
+    skip_ws(s);
+    if (s->p >= s->end || *s->p != ']') return DECLINE;
+    s->p++;
+    return OK;
+}
+
 static int args_value(Scanner *s, Event *ev) {
     if (s->p >= s->end || *s->p != '{') return DECLINE; /* null args: not the strict schema */
     unsigned seen = 0;
@@ -660,6 +689,12 @@ static int args_value(Scanner *s, Event *ev) {
             /* what the loader counts as no stack: "", null, [] (kineto._NO_STACK) */
             ev->has_stack = !((n == 2 && (memcmp(v, "\"\"", 2) == 0 || memcmp(v, "[]", 2) == 0)) ||
                               (n == 4 && memcmp(v, "null", 4) == 0));
+        } else if (KEY_IS(k, kn, "grid")) {
+            ONCE(128);
+            rc = dim3_value(s, &ev->grid_x, &ev->grid_y, &ev->grid_z);
+        } else if (KEY_IS(k, kn, "block")) {
+            ONCE(256);
+            rc = dim3_value(s, &ev->block_x, &ev->block_y, &ev->block_z);
         } else {
             rc = skip_value(s, 2);
         }
@@ -741,7 +776,7 @@ static int event_value(Scanner *s, Event *ev) {
 static const Event EMPTY_EVENT = {
     .ts = NAN, .dur = 0.0, .pid = 0, .tid = 0, .corr = -1, .device = -1, .stream = -1, .graph_id = -1, .id = 0,
     .ph = -1, .cat = -1, .name = -1, .kernel = -1, .dims = -1, .pid_str = -2, .tid_str = -2,
-    .id_kind = 0, .has_stack = 0,
+    .grid_x = -1, .grid_y = -1, .grid_z = -1, .block_x = -1, .block_y = -1, .block_z = -1, .id_kind = 0, .has_stack = 0,
 };
 
 /* The whole text: "[" (event ("," event)*)? "]", whitespace around any of it. */
@@ -915,7 +950,8 @@ static const struct {
     FIELD(ts, "f8"),     FIELD(dur, "f8"),     FIELD(pid, "i8"),      FIELD(tid, "i8"),     FIELD(corr, "i8"),
     FIELD(device, "i8"), FIELD(stream, "i8"),  FIELD(graph_id, "i8"), FIELD(id, "i8"),      FIELD(ph, "i4"),
     FIELD(cat, "i4"),    FIELD(name, "i4"),    FIELD(kernel, "i4"),   FIELD(dims, "i4"),    FIELD(pid_str, "i4"),
-    FIELD(tid_str, "i4"), FIELD(id_kind, "i1"), FIELD(has_stack, "i1"),
+    FIELD(tid_str, "i4"), FIELD(grid_x, "i4"), FIELD(grid_y, "i4"), FIELD(grid_z, "i4"), FIELD(block_x, "i4"),
+    FIELD(block_y, "i4"), FIELD(block_z, "i4"), FIELD(id_kind, "i1"), FIELD(has_stack, "i1"),
 #undef FIELD
 };
 

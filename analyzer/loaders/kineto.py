@@ -50,7 +50,7 @@ import numpy as np
 from ..errors import NoGpuActivityError, TraceFormatError, TraceTooLargeError
 from ._io import (CHUNK_BYTES, DEFAULT_MAX_TRACE_BYTES, GZIP_MAGIC, iter_content, mb_text, read_ahead, read_head,
                   read_text_bytes)
-from ..trace import Kind, PythonCalls, Trace, build_trace, no_python_calls
+from ..trace import LAUNCH_CONFIG_COLUMNS, Kind, PythonCalls, Trace, build_trace, no_python_calls
 
 try:  # the fast path (_kineto_scan.c), where it was compiled at install
     from . import _kineto_scan
@@ -105,6 +105,8 @@ class _Args(msgspec.Struct, gc=False):
     kernel: Any = None  # ROCm: the kernel a launch call launched, named on the call itself
     input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=msgspec.Raw(b""))
     call_stack: msgspec.Raw = msgspec.field(name="Call stack", default=msgspec.Raw(b""))
+    grid: Any = None  # a kernel's launch configuration, [x, y, z] (see _dim3)
+    block: Any = None
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -120,8 +122,35 @@ class _Event(msgspec.Struct, gc=False):
 
 
 class _Device(msgspec.Struct, gc=False):
+    """One entry of Kineto's top-level ``deviceProperties`` (CUDA and ROCm write the same keys)."""
+
     id: _Scalar = None
     name: Any = None
+    totalGlobalMem: Any = None
+    computeMajor: Any = None
+    computeMinor: Any = None
+    numSms: Any = None
+    warpSize: Any = None
+    maxThreadsPerBlock: Any = None
+    maxThreadsPerMultiprocessor: Any = None
+    regsPerBlock: Any = None
+    regsPerMultiprocessor: Any = None
+    sharedMemPerBlock: Any = None
+    sharedMemPerBlockOptin: Any = None
+    sharedMemPerMultiprocessor: Any = None
+    maxSharedMemoryPerMultiProcessor: Any = None  # ROCm's spelling
+
+
+#: Kineto ``deviceProperties`` key -> normalised key of :data:`analyzer.trace.DEVICE_PROPERTY_KEYS` (ints).
+_DEVICE_INT_KEYS = {
+    "totalGlobalMem": "total_memory_bytes", "numSms": "sm_count", "warpSize": "warp_size",
+    "maxThreadsPerBlock": "max_threads_per_block", "maxThreadsPerMultiprocessor": "max_threads_per_sm",
+    "regsPerBlock": "registers_per_block", "regsPerMultiprocessor": "registers_per_sm",
+    "sharedMemPerBlock": "shared_memory_per_block_bytes",
+    "sharedMemPerBlockOptin": "shared_memory_per_block_optin_bytes",
+    "sharedMemPerMultiprocessor": "shared_memory_per_sm_bytes",
+    "maxSharedMemoryPerMultiProcessor": "shared_memory_per_sm_bytes",
+}
 
 
 class _DistInfo(msgspec.Struct, gc=False):
@@ -152,6 +181,8 @@ class _FastArgs(msgspec.Struct, gc=False, frozen=True):
     kernel: str = ""
     input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=msgspec.Raw(b""))
     call_stack: msgspec.Raw = msgspec.field(name="Call stack", default=msgspec.Raw(b""))
+    grid: Any = None  # any value: _dim3 reads [x, y, z] and makes -1s of anything else
+    block: Any = None
 
 
 _NO_ARGS = _FastArgs()
@@ -219,6 +250,51 @@ def _as_int(value: _Scalar, default: int = -1) -> int:
     except (TypeError, ValueError):
         return default
     return parsed if -(2**63) <= parsed < 2**63 else default
+
+
+_NO_DIM3 = (-1, -1, -1)
+
+
+def _dim3(value: Any) -> tuple[int, int, int]:
+    """A kernel's ``grid`` or ``block`` arg: ``[x, y, z]`` of ints, each -1 unless in [0, 2^31); -1s for
+    any other value (the C scan reads the same, or declines the text)."""
+    if type(value) is list and len(value) == 3 and all(type(v) is int for v in value):
+        return tuple(v if 0 <= v < 2**31 else -1 for v in value)  # type: ignore[return-value]
+    return _NO_DIM3
+
+
+def _launch_config(args: list, n: int) -> np.ndarray:
+    """(n, 6) int32: grid x, y, z, block x, y, z of each event's args, -1 where absent."""
+    out = np.full((n, 6), -1, dtype=np.int32)
+    grids = [a.grid for a in args]
+    blocks = [a.block for a in args]
+    for col, values in ((0, grids), (3, blocks)):
+        at = [i for i, v in enumerate(values) if v is not None]  # kernels only
+        if at:
+            out[at, col:col + 3] = [_dim3(values[i]) for i in at]
+    return out
+
+
+def _device_properties(devices: Iterable[_Device] | None) -> dict[int, dict[str, Any]]:
+    """``deviceProperties`` under the normalised keys of :data:`analyzer.trace.DEVICE_PROPERTY_KEYS`:
+    integers that are ints >= 0, the name when a str, ``compute_capability`` from both halves."""
+    out: dict[int, dict[str, Any]] = {}
+    for dev in devices or []:
+        dev_id = _as_int(dev.id)
+        if dev_id < 0:
+            continue
+        props: dict[str, Any] = {}
+        if isinstance(dev.name, str):
+            props["name"] = dev.name
+        for src, key in _DEVICE_INT_KEYS.items():
+            v = getattr(dev, src)
+            if type(v) is int and v >= 0 and key not in props:
+                props[key] = v
+        major, minor = dev.computeMajor, dev.computeMinor
+        if type(major) is int and type(minor) is int and major >= 0 and minor >= 0:
+            props["compute_capability"] = f"{major}.{minor}"
+        out[dev_id] = props
+    return out
 
 
 def _as_us(value: _Scalar) -> float:
@@ -1070,7 +1146,7 @@ class _ColumnBuilder:
         self.names: dict[str, int] = {}
         self.parts: dict[str, list[np.ndarray]] = {k: [] for k in (
             "kind", "name_id", "ts_us", "dur_us", "pid", "tid", "corr", "device_arg", "stream_arg", "graph_id",
-            "kernel_name_id")}
+            "kernel_name_id", "launch")}
         self.dims: list[tuple[np.ndarray, np.ndarray, list[str]]] = []  # (rows, local ids, local texts)
         self.kernel_texts: list[str] = []  # kernel args in first appearance, one entry per piece and text
         self.flows: dict[str, list[np.ndarray]] = {"pid": [], "tid": [], "ts_us": [], "id": []}
@@ -1176,6 +1252,10 @@ class _ColumnBuilder:
         for key, field in (("ts_us", "ts"), ("dur_us", "dur"), ("corr", "corr"), ("device_arg", "device"),
                            ("stream_arg", "stream"), ("graph_id", "graph_id")):
             p[key].append(ev[field][rows])
+        launch = np.empty((n, 6), dtype=np.int32)
+        for i, field in enumerate(LAUNCH_CONFIG_COLUMNS):
+            launch[:, i] = ev[field][rows]
+        p["launch"].append(launch)
         p["pid"].append(self._scanned_host(ev, rows, "pid", table, "pid"))
         p["tid"].append(self._scanned_host(ev, rows, "tid", table, "tid"))
         p["name_id"].append(_intern_local(name, table, self.names))
@@ -1272,6 +1352,7 @@ class _ColumnBuilder:
         p["tid"].append(self.host.column([e.tid for e in kept], n, "tid"))
         p["name_id"].append(self._intern_names(names))
         p["kernel_name_id"].append(self._launch_kernel_names([a.kernel for a in args], n))
+        p["launch"].append(_launch_config(args, n))
         self._add_dims([bytes(a.input_dims) if a.input_dims else b"" for a in args])
 
     def _add_kept_strict(self, kept: list, kinds: np.ndarray) -> None:
@@ -1308,6 +1389,7 @@ class _ColumnBuilder:
         p["tid"].append(self.host.column([e.tid for e in kept], n, "tid"))
         p["name_id"].append(self._intern_names([e.name for e in kept]))
         p["kernel_name_id"].append(self._launch_kernel_names([e.args.kernel for e in kept], n))
+        p["launch"].append(_launch_config([e.args for e in kept], n))
         dims = [e.args.input_dims for e in kept]
         self._add_dims(list(map(bytes, dims)) if any(dims) else [])  # bytes of an empty Raw: b""
 
@@ -1363,7 +1445,8 @@ class _ColumnBuilder:
         """All columns, the cleaning steps of the loader, and :func:`build_trace`."""
         self.host.resolve()
         cat = {k: (np.concatenate(v) if v else np.zeros(0, dtype=np.float64 if k.endswith("_us") else np.int64))
-               for k, v in self.parts.items()}
+               for k, v in self.parts.items() if k != "launch"}
+        launch = np.concatenate(self.parts["launch"]) if self.parts["launch"] else np.full((0, 6), -1, np.int32)
         kind = cat["kind"].astype(np.int8)
         name_id = cat["name_id"].astype(np.int32)
         ts_us, dur_us, pid, tid, corr = cat["ts_us"], cat["dur_us"], cat["pid"], cat["tid"], cat["corr"]
@@ -1413,15 +1496,13 @@ class _ColumnBuilder:
             "graph_id": cat["graph_id"],
             "dims_id": dims_id,
             "kernel_name_id": kernel_name_id.astype(np.int32),
+            **{key: launch[:, i] for i, key in enumerate(LAUNCH_CONFIG_COLUMNS)},
         }
         if not keep.all():
             columns = {k: v[keep] for k, v in columns.items()}
 
-        device_names: dict[int, str] = {}
-        for dev in device_props or []:
-            dev_id = _as_int(dev.id)
-            if dev_id >= 0 and isinstance(dev.name, str):
-                device_names[dev_id] = dev.name
+        device_properties = _device_properties(device_props)
+        device_names = {d: p["name"] for d, p in device_properties.items() if "name" in p}
         rank = world = None
         if dist is not None:
             r = _as_int(dist.rank)
@@ -1440,6 +1521,7 @@ class _ColumnBuilder:
             warnings=warnings,
             python_calls=self.python.finish(base_us),
             profiler_settings=_settings_of(flags or {}, *self.settings_sample()),
+            device_properties=device_properties,
         )
         if not trace.gpu_mask.any():
             cats = ("MTIA trace: launchgap reads CUDA and ROCm GPU events only" if self.mtia_events

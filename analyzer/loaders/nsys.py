@@ -5,7 +5,8 @@ a ``UNION ALL`` over the tables below with the names joined from ``StringIds``, 
 every kept event; its columns go straight into numpy arrays. Tables read (each optional):
 
 * ``CUPTI_ACTIVITY_KIND_KERNEL`` -> kernels (name: demangledName, else shortName, else
-  mangledName; ``graphId`` -> ``graph_id`` when kernels were traced per graph node).
+  mangledName; ``graphId`` -> ``graph_id`` when kernels were traced per graph node;
+  ``gridX/Y/Z``, ``blockX/Y/Z`` -> the launch configuration columns).
 * ``CUPTI_ACTIVITY_KIND_MEMCPY`` / ``_MEMSET`` -> copies and sets.
 * ``CUPTI_ACTIVITY_KIND_GRAPH_TRACE`` -> whole CUDA-graph replays (nsys'
   ``--cuda-graph-trace=graph``, the default): one :attr:`Kind.GRAPH` GPU op per replay,
@@ -14,7 +15,8 @@ every kept event; its columns go straight into numpy arrays. Tables read (each o
   suffix (``cudaLaunchKernel_v7000``); :func:`analyzer.trace.classify_api_name` ignores it.
 * ``NVTX_EVENTS`` -> :attr:`Kind.ANNOTATION` for push/pop (eventType 59) and start/end (60)
   ranges, text from ``text`` or ``textId``. Marks and ranges that never ended are skipped.
-* ``TARGET_INFO_GPU`` (+ ``TARGET_INFO_CUDA_DEVICE``) -> device names.
+* ``TARGET_INFO_GPU`` (+ ``TARGET_INFO_CUDA_DEVICE``) -> device names and
+  :attr:`~analyzer.trace.Trace.device_properties` (:data:`GPU_PROPERTY_COLUMNS`).
 
 Times are nanoseconds already. ``globalTid`` packs the process and thread ids
 (pid = ``(globalTid >> 24) & 0xFFFFFF``, tid = ``globalTid & 0xFFFFFF``; ``globalPid`` the
@@ -35,7 +37,7 @@ import numpy as np
 
 from ..errors import NoGpuActivityError, TraceFormatError, TraceTooLargeError
 from ._io import DEFAULT_MAX_TRACE_BYTES, mb_text
-from ..trace import Kind, Trace, build_trace
+from ..trace import LAUNCH_CONFIG_COLUMNS, Kind, Trace, build_trace
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY_TABLE = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -51,6 +53,19 @@ NSYS_EXPORT_TIMEOUT_S = 900
 # CUpti_ActivityMemcpyKind, spelled as Kineto spells copy directions.
 _COPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA", 8: "DtoD",
                9: "HtoH", 10: "PtoP", 11: "HtoD (unified)", 12: "DtoH (unified)", 13: "DtoD (unified)"}
+#: Launch configuration columns of CUPTI_ACTIVITY_KIND_KERNEL, in the order of the Trace's launch columns.
+LAUNCH_COLUMNS = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ")
+#: TARGET_INFO_GPU column -> normalised key of :data:`analyzer.trace.DEVICE_PROPERTY_KEYS` (integers;
+#: nsys' schema gives memoryBandwidth in bytes/s and clockRate in Hz).
+GPU_PROPERTY_COLUMNS = {
+    "totalMemory": "total_memory_bytes", "smCount": "sm_count", "memoryBandwidth": "memory_bandwidth_bytes_per_s",
+    "clockRate": "clock_rate_hz", "l2CacheSize": "l2_cache_bytes", "threadsPerWarp": "warp_size",
+    "maxThreadsPerBlock": "max_threads_per_block", "maxRegistersPerBlock": "registers_per_block",
+    "maxRegistersPerSm": "registers_per_sm", "maxShmemPerBlock": "shared_memory_per_block_bytes",
+    "maxShmemPerBlockOptin": "shared_memory_per_block_optin_bytes", "maxShmemPerSm": "shared_memory_per_sm_bytes",
+}
+#: TARGET_INFO_GPU text columns -> normalised key.
+GPU_TEXT_COLUMNS = {"name": "name", "chipName": "chip_name", "busLocation": "bus_location", "uuid": "uuid"}
 _MASK24 = 0xFFFFFF
 _CORR_BITS = 32  # CUPTI correlation ids are uint32
 
@@ -168,7 +183,8 @@ def _pid_tid(cols: set[str], col: str) -> tuple[str, str]:
 
 def _select(table: str, cols: set[str], kind: int, name: str, joins: str = "", gpu: bool = True,
             graph_col: str | None = None, where: tuple[str, ...] = ()) -> str:
-    """One branch of the UNION: kind, start, dur, device, stream, pid, tid, corr, graph_id, name."""
+    """One branch of the UNION: kind, start, dur, device, stream, pid, tid, corr, graph_id, name, then
+    the launch configuration (:data:`LAUNCH_COLUMNS`, -1 where absent: every table but the kernels')."""
     for need in ("start", "end"):
         if need not in cols:
             raise _SchemaError(f"table {table} has no '{need}' column: not an Nsight Systems export we can read")
@@ -177,8 +193,9 @@ def _select(table: str, cols: set[str], kind: int, name: str, joins: str = "", g
     stream = _int(cols, "streamId") if gpu else "-1"
     graph = _int(cols, graph_col) if graph_col else "-1"
     conds = ["t.start IS NOT NULL", 't."end" IS NOT NULL', *where]
+    launch = ", ".join(_int(cols, c) if table == KERNEL_TABLE else "-1" for c in LAUNCH_COLUMNS)
     return (f"SELECT {int(kind)}, CAST(t.start AS INTEGER), CAST(t.\"end\" AS INTEGER) - CAST(t.start AS INTEGER), "
-            f"{device}, {stream}, {pid}, {tid}, {_int(cols, 'correlationId')}, {graph}, CAST({name} AS TEXT) "
+            f"{device}, {stream}, {pid}, {tid}, {_int(cols, 'correlationId')}, {graph}, CAST({name} AS TEXT), {launch} "
             f'FROM "{table}" t {joins} WHERE {" AND ".join(conds)}')
 
 
@@ -273,7 +290,7 @@ def _load(con: sqlite3.Connection, path: str) -> Trace:
     if not rows:
         raise NoGpuActivityError("no GPU kernels, copies, sets or graph replays in the export; nothing to analyse",
                                  path)
-    kind_t, start_t, dur_t, dev_t, stream_t, pid_t, tid_t, corr_t, graph_t, name_t = zip(*rows)
+    kind_t, start_t, dur_t, dev_t, stream_t, pid_t, tid_t, corr_t, graph_t, name_t, *launch_t = zip(*rows)
     del rows
     try:
         kind = np.array(kind_t, dtype=np.int8)
@@ -285,6 +302,8 @@ def _load(con: sqlite3.Connection, path: str) -> Trace:
         tid = np.array(tid_t, dtype=np.int64)
         corr = np.array(corr_t, dtype=np.int64)
         graph_id = np.array(graph_t, dtype=np.int64)
+        # out of range (a damaged row): -1 in build_trace, like any launch dimension past its column's type
+        launch = {key: np.array(v, dtype=np.int64) for key, v in zip(LAUNCH_CONFIG_COLUMNS, launch_t)}
     except (OverflowError, TypeError, ValueError):
         raise TraceFormatError("a time, id or device column holds a value that is not a 64-bit integer: "
                                "not a valid nsys export", path) from None
@@ -298,7 +317,7 @@ def _load(con: sqlite3.Connection, path: str) -> Trace:
         raise NoGpuActivityError("no GPU kernels, copies, sets or graph replays in the export; nothing to analyse",
                                  path)
     corr = _process_scoped_corr(corr, pid, warnings)
-    device, device_names = _devices(con, schema, gpu, device, pid, warnings)
+    device, device_names, device_properties = _devices(con, schema, gpu, device, pid, warnings)
     _note_skipped(con, schema, kind, warnings)
 
     trace = build_trace(
@@ -307,8 +326,9 @@ def _load(con: sqlite3.Connection, path: str) -> Trace:
         names=list(names),
         columns={"kind": kind, "name_id": name_id, "device": device,
                  "stream": stream, "pid": pid, "tid": tid, "start_ns": start_ns, "dur_ns": dur_ns, "corr": corr,
-                 "graph_id": graph_id, "dims_id": np.full(kind.shape[0], -1, dtype=np.int32)},
+                 "graph_id": graph_id, "dims_id": np.full(kind.shape[0], -1, dtype=np.int32), **launch},
         device_names=device_names,
+        device_properties=device_properties,
         warnings=warnings,
     )
     return trace
@@ -331,15 +351,36 @@ def _process_scoped_corr(corr: np.ndarray, pid: np.ndarray, warnings: list[str])
     return np.where(has, (pid << _CORR_BITS) | (corr & ((1 << _CORR_BITS) - 1)), -1)
 
 
-def _devices(con: sqlite3.Connection, schema: _Schema, gpu: np.ndarray, device: np.ndarray, pid: np.ndarray,
-             warnings: list[str]) -> tuple[np.ndarray, dict[int, str]]:
-    """Device column and names. CUDA device ordinals are per process: if two processes both
-    call different GPUs "device 0" (CUDA_VISIBLE_DEVICES), renumber by nsys' GPU id."""
-    gpu_names: dict[int, str] = {}
+def _gpu_properties(con: sqlite3.Connection, schema: _Schema) -> dict[int, dict]:
+    """TARGET_INFO_GPU by nsys GPU id, under the normalised keys (:data:`GPU_PROPERTY_COLUMNS`,
+    :data:`GPU_TEXT_COLUMNS`, ``compute_capability`` from computeMajor/Minor); NULLs and negative
+    numbers left out."""
     gcols = schema.cols("TARGET_INFO_GPU")
-    if {"id", "name"} <= gcols:
-        gpu_names = {int(i): str(n) for i, n in con.execute(
-            "SELECT CAST(id AS INTEGER), name FROM TARGET_INFO_GPU WHERE id IS NOT NULL AND name IS NOT NULL")}
+    if "id" not in gcols:
+        return {}
+    ints = [c for c in (*GPU_PROPERTY_COLUMNS, "computeMajor", "computeMinor") if c in gcols]
+    texts = [c for c in GPU_TEXT_COLUMNS if c in gcols]
+    select = ", ".join(["CAST(id AS INTEGER)", *(f'CAST("{c}" AS INTEGER)' for c in ints),
+                        *(f'CAST("{c}" AS TEXT)' for c in texts)])
+    out: dict[int, dict] = {}
+    for row in con.execute(f"SELECT {select} FROM TARGET_INFO_GPU WHERE id IS NOT NULL"):
+        values = dict(zip(ints, row[1:1 + len(ints)]))
+        props: dict = {GPU_TEXT_COLUMNS[c]: v for c, v in zip(texts, row[1 + len(ints):]) if v is not None}
+        props.update({GPU_PROPERTY_COLUMNS[c]: v for c, v in values.items()
+                      if c in GPU_PROPERTY_COLUMNS and v is not None and v >= 0})
+        major, minor = values.get("computeMajor"), values.get("computeMinor")
+        if major is not None and minor is not None and major >= 0 and minor >= 0:
+            props["compute_capability"] = f"{major}.{minor}"
+        out[int(row[0])] = props
+    return out
+
+
+def _devices(con: sqlite3.Connection, schema: _Schema, gpu: np.ndarray, device: np.ndarray, pid: np.ndarray,
+             warnings: list[str]) -> tuple[np.ndarray, dict[int, str], dict[int, dict]]:
+    """Device column, names and properties. CUDA device ordinals are per process: if two processes both
+    call different GPUs "device 0" (CUDA_VISIBLE_DEVICES), renumber by nsys' GPU id."""
+    gpu_props = _gpu_properties(con, schema)
+    gpu_names = {g: str(p["name"]) for g, p in gpu_props.items() if "name" in p}
     cuda_map: list[tuple[int, int, int]] = []  # (pid, cudaId, gpuId)
     ccols = schema.cols("TARGET_INFO_CUDA_DEVICE")
     if {"gpuId", "cudaId"} <= ccols:
@@ -361,17 +402,21 @@ def _devices(con: sqlite3.Connection, schema: _Schema, gpu: np.ndarray, device: 
             warnings.append("processes use the same CUDA device ordinal for different GPUs (CUDA_VISIBLE_DEVICES); "
                             "devices are numbered by nsys GPU id (TARGET_INFO_CUDA_DEVICE.gpuId)")
             used = set(gpu_of_pair)
-            return out, {g: n for g, n in gpu_names.items() if g in used}
+            return (out, {g: n for g, n in gpu_names.items() if g in used},
+                    {g: p for g, p in gpu_props.items() if g in used})
         warnings.append("several processes report GPU work on the same CUDA device ordinal; if they ran on different "
                         "GPUs their busy time is merged (the export has no TARGET_INFO_CUDA_DEVICE mapping)")
     names: dict[int, str] = {}
+    props: dict[int, dict] = {}
     if cuda_map:
         for _p, cuda_id, gpu_id in cuda_map:
             if gpu_id in gpu_names:
                 names.setdefault(cuda_id, gpu_names[gpu_id])
+            if gpu_id in gpu_props:
+                props.setdefault(cuda_id, gpu_props[gpu_id])
     else:
-        names = dict(gpu_names)
-    return device, names
+        names, props = dict(gpu_names), dict(gpu_props)
+    return device, names, props
 
 
 def _note_skipped(con: sqlite3.Connection, schema: _Schema, kind: np.ndarray, warnings: list[str]) -> None:

@@ -157,7 +157,7 @@ JSON = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dict
 #: A field's new value: mostly scalars, which the typed decoder accepts, so the analysis sees them.
 FIELD = st.one_of(SCALARS, SCALARS, SCALARS, JSON)
 EVENT_KEYS = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "args", "bp", "s")
-ARG_KEYS = ("correlation", "device", "stream", "graph id", "Input Dims", "External id", "context")
+ARG_KEYS = ("correlation", "device", "stream", "graph id", "Input Dims", "External id", "context", "grid", "block")
 CATS = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver", "cpu_op", "user_annotation",
         "gpu_user_annotation", "ac2g", "Trace", "python_function", "KERNEL", "")
 PHASES = ("X", "f", "s", "M", "i", "B", "E", "x", "")

@@ -80,6 +80,7 @@ def _reference_trace(path: Path) -> Trace:
     flows = [e for e in events if e.get("cat") == "ac2g" and e.get("ph") == "f"]
     kind, name_id, ts, dur, dims = [], [], [], [], []
     corr, dev_arg, stream_arg, graph_id, kernel_arg = [], [], [], [], []
+    launch = []  # grid x, y, z, block x, y, z
     for e in kept:
         kind.append(_CAT_KIND[e["cat"]])
         nm = e.get("name")
@@ -94,6 +95,7 @@ def _reference_trace(path: Path) -> Trace:
         graph_id.append(_as_int(args.get("graph id")))
         kernel_arg.append(args.get("kernel") if isinstance(args.get("kernel"), str) and args.get("kernel") else None)
         dims.append(json.dumps(args["Input Dims"]) if "Input Dims" in args else None)
+        launch.append([*_dim3_reference(args.get("grid")), *_dim3_reference(args.get("block"))])
     # Launch calls' kernel args (ROCm), then Input Dims texts share the name table, interned after every name.
     kernel_name_id = [names.setdefault(k, len(names)) if k is not None else -1 for k in kernel_arg]
     dims_id = [names.setdefault(d, len(names)) if d is not None else -1 for d in dims]
@@ -133,20 +135,60 @@ def _reference_trace(path: Path) -> Trace:
         "dur_ns": np.rint(np.where(keep, dur_a, 0.0) * 1000.0).astype(np.int64),
         "corr": corr_a, "graph_id": np.array(graph_id, dtype=np.int64), "dims_id": np.array(dims_id, dtype=np.int32),
         "kernel_name_id": np.array(kernel_name_id, dtype=np.int32),
+        **dict(zip(("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"),
+                   np.array(launch, dtype=np.int64).reshape(-1, 6).T)),
     }
     columns = {k: v[keep] for k, v in columns.items()}
     device_names = {}
     for d in doc.get("deviceProperties") or []:
         if _as_int(d.get("id")) >= 0 and isinstance(d.get("name"), str):
             device_names[_as_int(d.get("id"))] = d["name"]
+    device_properties = _device_properties_reference(doc.get("deviceProperties") or [])
     dist = doc.get("distributedInfo") or {}
     r, w = _as_int(dist.get("rank")), _as_int(dist.get("world_size"))
     trace = build_trace(path=str(path), format="kineto", names=list(names), columns=columns,
                         device_names=device_names, rank=r if r >= 0 else None, world_size=w if w > 0 else None,
-                        warnings=warnings, profiler_settings=_settings_reference(doc, events))
+                        warnings=warnings, profiler_settings=_settings_reference(doc, events),
+                        device_properties=device_properties)
     if not trace.gpu_mask.any():
         raise NoGpuActivityError("no GPU kernels, copies or sets in the trace; nothing to analyse", str(path))
     return trace
+
+
+_DEVICE_KEYS = {"totalGlobalMem": "total_memory_bytes", "numSms": "sm_count", "warpSize": "warp_size",
+                "maxThreadsPerBlock": "max_threads_per_block", "maxThreadsPerMultiprocessor": "max_threads_per_sm",
+                "regsPerBlock": "registers_per_block", "regsPerMultiprocessor": "registers_per_sm",
+                "sharedMemPerBlock": "shared_memory_per_block_bytes",
+                "sharedMemPerBlockOptin": "shared_memory_per_block_optin_bytes",
+                "sharedMemPerMultiprocessor": "shared_memory_per_sm_bytes",
+                "maxSharedMemoryPerMultiProcessor": "shared_memory_per_sm_bytes"}
+
+
+def _device_properties_reference(devices: list) -> dict:
+    """deviceProperties under the normalised keys (launchgap.trace.DEVICE_PROPERTY_KEYS)."""
+    def is_count(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+    out: dict = {}
+    for d in devices:
+        dev = _as_int(d.get("id"))
+        if dev < 0:
+            continue
+        props: dict = {"name": d["name"]} if isinstance(d.get("name"), str) else {}
+        for src, key in _DEVICE_KEYS.items():
+            if is_count(d.get(src)) and key not in props:
+                props[key] = d[src]
+        if is_count(d.get("computeMajor")) and is_count(d.get("computeMinor")):
+            props["compute_capability"] = f"{d['computeMajor']}.{d['computeMinor']}"
+        out[dev] = props
+    return out
+
+
+def _dim3_reference(v: Any) -> list[int]:
+    """A kernel's grid/block: three ints, each -1 unless in [0, 2^31); anything else -1s."""
+    if isinstance(v, list) and len(v) == 3 and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        return [x if 0 <= x < 2**31 else -1 for x in v]
+    return [-1, -1, -1]
 
 
 def _settings_reference(doc: dict, events: list) -> dict:
@@ -169,7 +211,8 @@ def _settings_reference(doc: dict, events: list) -> dict:
 
 
 _FIELDS = ("kind", "name_id", "device", "stream", "pid", "tid", "start_ns", "dur_ns", "corr", "graph_id",
-           "dims_id", "kernel_name_id", "end_ns", "api", "launch_idx")
+           "dims_id", "kernel_name_id", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "end_ns",
+           "api", "launch_idx")
 
 
 def _same_name_table(got: list[str], want: list[str]) -> bool:
@@ -199,6 +242,7 @@ def assert_same_trace(got: Trace, want: Trace) -> None:
         assert a.dtype == b.dtype, f
         np.testing.assert_array_equal(a, b, err_msg=f)
     assert got.device_names == want.device_names
+    assert got.device_properties == want.device_properties
     assert (got.rank, got.world_size, got.warnings) == (want.rank, want.world_size, want.warnings)
     assert (got.path, got.format) == (want.path, want.format)
     assert got.profiler_settings == want.profiler_settings

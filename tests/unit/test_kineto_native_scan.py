@@ -128,9 +128,10 @@ def test_records_of_a_tiny_text() -> None:
     text = (b'[{"ph": "X", "cat": "kernel", "name": "gemm \\"a\\"\\u00e9", "pid": 0, "tid": "stream 7",'
             b' "ts": 1733084245123456.789, "dur": 2.5, "extra": {"x": [1, -2.5e3, true, null]},'
             b' "args": {"correlation": 41, "device": 0, "stream": 7, "graph id": 3, "kernel": "k",'
-            b' "Input Dims": [[8, 2048], []], "Call stack": "a.py(1): f", "Ev Idx": 9}},\n'
+            b' "Input Dims": [[8, 2048], []], "Call stack": "a.py(1): f", "Ev Idx": 9,'
+            b' "grid": [ 132, 2,3000000000 ], "block": [128,1,1]}},\n'
             b' {"ph": "f", "cat": "ac2g", "id": 41, "pid": 1, "tid": 2, "ts": 100},'
-            b' {"cat": "cpu_op", "args": {"Call stack": []}}]')
+            b' {"cat": "cpu_op", "args": {"Call stack": [], "grid": null}}]')
     ev, strings, raws = _records(text)
     assert strings == ["X", "kernel", 'gemm "a"\u00e9', "stream 7", "k", "f", "ac2g", "cpu_op"]
     assert raws == [b"[[8, 2048], []]"]
@@ -141,6 +142,8 @@ def test_records_of_a_tiny_text() -> None:
     assert (k["pid"], k["pid_str"], k["tid_str"]) == (0, -1, 3)
     assert (k["corr"], k["device"], k["stream"], k["graph_id"]) == (41, 0, 7, 3)
     assert (k["id_kind"], k["has_stack"]) == (0, 1)
+    assert [int(k[f]) for f in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")] == \
+        [132, 2, -1, 128, 1, 1]  # 3e9 is past 2^31: -1
     assert (f["ph"], f["cat"], f["id_kind"], f["id"], f["ts"], f["dur"]) == (5, 6, 1, 41, 100.0, 0.0)
     assert (f["pid"], f["tid"], f["pid_str"], f["tid_str"]) == (1, 2, -1, -1)
     # missing fields: the strict schema's defaults (NaN ts, -1 ids, no strings, pid/tid absent)
@@ -148,6 +151,7 @@ def test_records_of_a_tiny_text() -> None:
     assert (c["ph"], c["cat"], c["name"], c["kernel"], c["dims"]) == (-1, 7, -1, -1, -1)
     assert (c["corr"], c["device"], c["stream"], c["graph_id"]) == (-1, -1, -1, -1)
     assert (c["pid_str"], c["tid_str"], c["has_stack"]) == (-2, -2, 0)
+    assert [int(c[f]) for f in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")] == [-1] * 6
     assert_same_builder(_native(text), _msgspec(text))
 
 
@@ -186,6 +190,11 @@ _GOOD = b'{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1.
     b'[{"args": null}]', b'[{"args": []}]', b'[{"args": {"correlation": 1.0}}]',
     b'[{"args": {"correlation": "7"}}]', b'[{"args": {"device": null}}]', b'[{"args": {"kernel": 3}}]',
     b'[{"id": {"a": 1}}]', b'[{"id": [1]}]',
+    # launch configurations Kineto does not write: msgspec reads them (as -1s)
+    b'[{"args": {"grid": [1, 2]}}]', b'[{"args": {"grid": [1, 2, 3, 4]}}]', b'[{"args": {"grid": [1.0, 1, 1]}}]',
+    b'[{"args": {"block": "128"}}]', b'[{"args": {"block": {"x": 1}}}]', b'[{"args": {"grid": [[1], 1, 1]}}]',
+    b'[{"args": {"grid": [true, 1, 1]}}]', b'[{"args": {"grid": 5}}]', b'[{"args": {"grid": []}}]',
+    b'[{"args": {"grid": [1, 1, 1], "grid": [1, 1, 1]}}]',
     # what the scan cannot be sure to read as msgspec does
     b'[{"args": {"correlation": 1234567890123456789}}]',  # 19 digits: msgspec gives a Python int
     b'[{"pid": 99999999999999999999}]', b'[{"ts": 1e400}]', b'[{"ts": -1e400}]', b'[{"ts": 1e-400}]',
@@ -314,6 +323,10 @@ def _strict_event(draw: Any) -> dict:
             args["Call stack"] = draw(st.one_of(st.sampled_from(["", [], None, "a.py(3): f", [""]]), _json))
         if draw(st.booleans()):
             args["External id"] = draw(_json)
+        for key in ("grid", "block"):
+            if draw(st.booleans()):
+                args[key] = draw(st.one_of(st.none(), st.lists(st.one_of(st.integers(0, 2**31 + 5), _ints),
+                                                                min_size=3, max_size=3)))
         e["args"] = args
     return e
 

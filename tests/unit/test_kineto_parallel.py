@@ -149,7 +149,8 @@ def test_merge_knows_every_column() -> None:
     # its own) must be remapped there too, or a parallel decode gives wrong ids without failing:
     # extend merge() for it, then this set.
     assert set(kineto._ColumnBuilder(True).parts) == {
-        "kind", "name_id", "ts_us", "dur_us", "pid", "tid", "corr", "device_arg", "stream_arg", "graph_id", "kernel_name_id"}
+        "kind", "name_id", "ts_us", "dur_us", "pid", "tid", "corr", "device_arg", "stream_arg", "graph_id", "kernel_name_id",
+        "launch"}
 
 
 def test_parallel_keeps_launch_kernel_names(reference_traces: Path) -> None:
