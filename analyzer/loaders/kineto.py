@@ -56,6 +56,13 @@ try:  # the fast path (_kineto_scan.c), where it was compiled at install
     from . import _kineto_scan
 except ImportError:  # pragma: no cover - a platform without a C compiler: msgspec reads every text
     _kineto_scan = None
+#: Fields of the scan's records this module reads; a build from an older source lacks some of them and
+#: is not used (msgspec reads every text, with the same result) until the package is installed again.
+_SCAN_FIELDS_NEEDED = frozenset(("ts", "dur", "pid", "tid", "corr", "device", "stream", "graph_id", "id", "ph", "cat",
+                                 "name", "kernel", "dims", "pid_str", "tid_str", *LAUNCH_CONFIG_COLUMNS, "id_kind",
+                                 "has_stack"))
+if _kineto_scan is not None and not _SCAN_FIELDS_NEEDED <= {f[0] for f in _kineto_scan.EVENT_FIELDS}:
+    _kineto_scan = None  # pragma: no cover - a stale build in a source checkout
 
 _Scalar = Union[int, float, str, None]
 
