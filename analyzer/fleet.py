@@ -15,7 +15,7 @@ a small JSON-safe dict (schema ``launchgap.fleet-trace/1``), never the event tab
 * ``batch_histogram``: steps per batch size (keys are decimal strings, JSON objects need them);
 * ``per_batch``: per batch size, the median profiled step ``step_us_median``, the median step
   cost ``cost_us_median`` (profiled step scaled to an unprofiled one, the rule of
-  :func:`analyzer.planning.inputs.costs_from_reports`), ``predicted_graph_us_median`` and
+  :func:`analyzer.planning.inputs.costs_from_steps`), ``predicted_graph_us_median`` and
   ``gpu_busy_us_median``;
 * ``workload``: the trace's :class:`~analyzer.workload.Workload` (model signature, device,
   rank) as a dict;
@@ -38,9 +38,10 @@ per-step arrays per trace, not the dicts) and :meth:`FleetAccumulator.finish` bu
   the summed step windows;
 * the batch-size histogram (steps per size over the fleet) and a capture plan per workload
   (:mod:`analyzer.workload`: traces of different models, devices or ranks are never pooled):
-  :func:`analyzer.planning.planner.plan_capture` fed with costs built by
-  :func:`analyzer.planning.inputs.costs_from_reports` from that workload's steps (the same rules as
-  ``launchgap plan``) and its histogram. With one workload ``plan`` is its plan; with several
+  :func:`analyzer.planning.request.build_plan` given the fleet's plan request (the plan flags,
+  read as ``launchgap plan`` reads them: timings, distribution, model dimensions, memory model,
+  budgets) with that workload's steps as its traces (:func:`summary_steps`), exactly as
+  ``launchgap plan`` plans that workload. With one workload ``plan`` is its plan; with several
   ``plan`` is the one chosen (``workload``) or None, and ``workloads`` lists each one's plan.
   Peers (``step_vs_peers``) are traces of the same workload, mode and main batch size.
 
@@ -64,12 +65,13 @@ from . import __version__
 from .errors import AnalyzerError, InputError
 from .gaps import CAUSES
 from .loaders import DEFAULT_MAX_TRACE_BYTES, load_trace
+from .planning.inputs import TraceSteps, distribution_from_steps
 from .report import AnalysisOptions, TraceReport
 from .workload import Workload, pick_workload
 
 if TYPE_CHECKING:
-    from .planning.costs import CostTable
-    from .planning.planner import Plan, PlanOptions
+    from .planning.planner import Plan
+    from .planning.request import PlanRequest
 
 SCHEMA = "launchgap.fleet/1"
 TRACE_SCHEMA = "launchgap.fleet-trace/1"
@@ -104,9 +106,8 @@ def file_identity(path: str | Path) -> dict:
 
 
 def _cost_scale(summary: Mapping) -> float:
-    """Profiled -> unprofiled factor of a trace, as :func:`analyzer.planning.inputs.costs_from_reports` applies it."""
-    step, unprof = summary["step_us_median"], summary["estimated_unprofiled_step_us_median"]
-    return unprof / step if step > 0 and unprof > 0 else 1.0
+    """Profiled -> unprofiled factor of a trace, as :func:`analyzer.planning.inputs.costs_from_steps` applies it."""
+    return TraceSteps.scale_of(summary["step_us_median"], summary["estimated_unprofiled_step_us_median"])
 
 
 def steps_by_phase(phases: list) -> dict[str, int]:
@@ -354,37 +355,15 @@ class FleetReport:
         }
 
 
-@dataclass(frozen=True)
-class _CostStep:
-    batch_size: int | None
-    dur_us: float
-    predicted_graph_us: float
-    phase: str | None = None
-
-
-@dataclass(frozen=True)
-class _CostSummary:
-    step_us_median: float
-    estimated_unprofiled_step_us_median: float
-
-
-@dataclass(frozen=True)
-class _CostView:
-    """The part of a :class:`~analyzer.report.TraceReport` that :func:`analyzer.planning.inputs.costs_from_reports`
-    reads, rebuilt from a summary dict, so the fleet plan follows ``launchgap plan``'s cost rules exactly."""
-
-    path: str
-    mode: str
-    summary: _CostSummary
-    bs: np.ndarray
-    dur_us: np.ndarray
-    pred_us: np.ndarray
-    phase: list
-
-    @property
-    def steps(self) -> Iterator[_CostStep]:
-        for b, d, p, ph in zip(self.bs.tolist(), self.dur_us.tolist(), self.pred_us.tolist(), self.phase):  # rows
-            yield _CostStep(b if b >= 0 else None, d, p, ph)
+def summary_steps(path: str, mode: str, summary: Mapping, bs: np.ndarray, dur_us: np.ndarray,
+                  pred_us: np.ndarray, phase: Sequence[str | None]) -> TraceSteps:
+    """The planning view (:class:`~analyzer.planning.inputs.TraceSteps`) of one trace's summary: the
+    same columns :func:`analyzer.planning.request.trace_steps` takes from its report, so the fleet's
+    plan follows ``launchgap plan``'s cost rules exactly."""
+    return TraceSteps(name=path, mode=mode,
+                      unprofiled_scale=TraceSteps.scale_of(float(summary["step_us_median"]),
+                                                           float(summary["estimated_unprofiled_step_us_median"])),
+                      batch_size=bs, dur_us=dur_us, predicted_graph_us=pred_us, phase=tuple(phase))
 
 
 def _r(x: float, nd: int = 4) -> float:
@@ -396,7 +375,7 @@ class FleetAccumulator:
 
     def __init__(self) -> None:
         self._rows: list[dict] = []
-        self._costs: list[_CostView] = []
+        self._costs: list[TraceSteps] = []
         self._workloads: dict[str, Workload | None] = {}  # by id, in order of first appearance
         self._errors: list[TraceError] = []
         self._hist: dict[int, int] = {}
@@ -444,9 +423,7 @@ class FleetAccumulator:
             "workload_id": wl.id if wl is not None else None,
             "steps_by_phase": steps_by_phase(phase), "engine": sm.get("engine"),
         }
-        cost = _CostView(row["path"], row["mode"],
-                         _CostSummary(row["step_us_median"], row["estimated_unprofiled_step_us_median"]),
-                         np.where(planned, bs, -1), dur, pred, phase)
+        cost = summary_steps(row["path"], row["mode"], sm, bs, dur, pred, phase)
         self._rows.append(row)
         self._costs.append(cost)
         self._workloads.setdefault(row["workload_id"] or "unknown", wl)
@@ -458,12 +435,13 @@ class FleetAccumulator:
         for b, n in zip(sizes.tolist(), counts.tolist()):  # one per batch size
             self._hist[b] = self._hist.get(b, 0) + n
 
-    def finish(self, plan_options: PlanOptions | None = None, top: int = DEFAULT_TOP,
-               costs: CostTable | None = None, workload: str | None = None) -> FleetReport:
+    def finish(self, plan: PlanRequest | None = None, top: int = DEFAULT_TOP, workload: str | None = None,
+               ) -> FleetReport:
         """The fleet report.
 
-        ``plan_options`` sets the plan's budgets (default budgets if None); ``costs`` (e.g. from
-        :func:`analyzer.planning.inputs.costs_from_timings`) replaces the costs taken from the traces;
+        ``plan`` is the capture plan's request (inputs besides the traces, budgets, policy: the
+        same :class:`~analyzer.planning.request.PlanRequest` as ``launchgap plan`` builds from the
+        same flags; default budgets if None); each workload's traces are added to it.
         ``workload`` (an id) picks the workload whose plan is ``plan`` when there are several.
         """
         rows = _with_peer_ratio(self._rows)
@@ -479,9 +457,9 @@ class FleetAccumulator:
         slowest = sorted(with_steps, key=lambda r: (-r.step_vs_peers, -r.step_us_median, r.path))[:top]
         launch_bound = sorted(with_steps, key=lambda r: (-r.host_idle_fraction, r.path))[:top]
         # Most traces first, then by id: the order does not depend on which trace finished first.
-        plans = sorted((self._workload_plan(wid, plan_options, costs) for wid in self._workloads),
+        plans = sorted((self._workload_plan(wid, plan) for wid in self._workloads),
                        key=lambda p: (-p.traces, p.id))
-        plan, note = self._pick_plan(plans, workload)
+        chosen, note = self._pick_plan(plans, workload, plan)
         modes: dict[str, int] = {}
         verdicts: dict[str, int] = {}
         phases = dict.fromkeys(PHASE_KEYS, 0)
@@ -499,15 +477,16 @@ class FleetAccumulator:
             gpu_idle_fraction=_r((w - self._busy_us) / w) if w > 0 else 0.0,
             idle_fraction_by_cause={c: _r(v / w) if w > 0 else 0.0 for c, v in self._idle_by.items()},
             slowest=slowest, most_launch_bound=launch_bound, batch_histogram=dict(sorted(self._hist.items())),
-            unknown_batch_steps=self._unknown_bs, plan=plan, plan_note=note, rows=rows, errors=list(self._errors),
+            unknown_batch_steps=self._unknown_bs, plan=chosen, plan_note=note, rows=rows, errors=list(self._errors),
             analysis_options=self.analysis_options, warnings=list(self.warnings), workloads=plans,
             phases=phases, engines=engines,
         )
 
-    def _pick_plan(self, plans: list[WorkloadPlan], workload: str | None) -> tuple[Plan | None, str]:
+    def _pick_plan(self, plans: list[WorkloadPlan], workload: str | None,
+                   request: PlanRequest | None) -> tuple[Plan | None, str]:
         """The plan to show as the fleet's: the only workload's, or the chosen one's; else None and why."""
         if not plans:
-            return self._plan({}, [], None, None)
+            return _plan({}, [], "", request)
         if workload:
             from .workload import WorkloadGroup
 
@@ -519,32 +498,27 @@ class FleetAccumulator:
         return None, (f"the fleet runs {len(plans)} workloads (models, devices or ranks); their costs and batch "
                       f"sizes are not pooled: one plan per workload below, or --workload ID for one")
 
-    def _workload_plan(self, wid: str, plan_options: PlanOptions | None, costs: CostTable | None) -> WorkloadPlan:
-        mine = [i for i, r in enumerate(self._rows) if (r["workload_id"] or "unknown") == wid]
-        hist: dict[int, int] = {}
-        for i in mine:  # one per trace of this workload
-            bs = self._costs[i].bs
-            for b, n in zip(*np.unique(bs[bs >= 0], return_counts=True)):
-                hist[int(b)] = hist.get(int(b), 0) + int(n)
-        hist = dict(sorted(hist.items()))
-        plan, note = self._plan(hist, [self._costs[i] for i in mine], plan_options, costs)
+    def _workload_plan(self, wid: str, request: PlanRequest | None) -> WorkloadPlan:
+        mine = [self._costs[i] for i, r in enumerate(self._rows) if (r["workload_id"] or "unknown") == wid]
+        hist = {b: int(n) for b, n in distribution_from_steps(mine).items()}
+        plan, note = _plan(hist, mine, wid, request)
         return WorkloadPlan(self._workloads[wid], len(mine), hist, plan, note)
 
-    @staticmethod
-    def _plan(hist: dict[int, int], views: list[_CostView], plan_options: PlanOptions | None,
-              costs: CostTable | None) -> tuple[Plan | None, str]:
-        """A capture plan, or ``None`` and why not (a fleet report never fails for want of a plan)."""
-        if not hist:
-            return None, "no step with a known batch size: nothing to plan (annotate steps with bs=N or use " \
-                         "--batch-regex/--batch-op)"
-        from .planning.inputs import costs_from_reports
-        from .planning.planner import plan_capture
 
-        try:
-            costs = costs if costs is not None else costs_from_reports(views)
-            return plan_capture(costs, {b: float(n) for b, n in hist.items()}, plan_options), ""
-        except InputError as exc:
-            return None, exc.message
+def _plan(hist: dict[int, int], steps: list[TraceSteps], wid: str,
+          request: PlanRequest | None) -> tuple[Plan | None, str]:
+    """A workload's capture plan by :func:`analyzer.planning.request.build_plan`, or ``None`` and why
+    not (a fleet report never fails for want of a plan)."""
+    if not hist:
+        return None, "no step with a known batch size: nothing to plan (annotate steps with bs=N or use " \
+                     "--batch-regex/--batch-op)"
+    from .planning.request import PlanRequest, build_plan
+
+    try:
+        req = (request or PlanRequest()).with_traces(steps, wid)
+        return build_plan(req)[0], ""
+    except InputError as exc:
+        return None, exc.message
 
 
 def _with_peer_ratio(rows: list[dict]) -> list[TraceRow]:
@@ -644,13 +618,13 @@ def add_records(acc: FleetAccumulator, path: str | Path, lines: Iterable[int]) -
                                     f"({type(exc).__name__}: {exc}); skipped")
 
 
-def load_fleet_results(path: str | Path, plan_options: PlanOptions | None = None, top: int = DEFAULT_TOP,
-                       costs: CostTable | None = None, workload: str | None = None) -> FleetReport:
+def load_fleet_results(path: str | Path, plan: PlanRequest | None = None, top: int = DEFAULT_TOP,
+                       workload: str | None = None) -> FleetReport:
     """The fleet report of a results file written by ``launchgap fleet --out FILE.jsonl``.
 
-    Every trace's last record counts. ``plan_options`` (an :class:`analyzer.planning.planner.PlanOptions`)
-    sets the plan's budgets and ``costs`` replaces the traces' costs (see :meth:`FleetAccumulator.finish`):
-    the report can be re-planned from the same file at no analysis cost.
+    Every trace's last record counts. ``plan`` (a :class:`~analyzer.planning.request.PlanRequest`)
+    sets the plan's inputs and budgets (see :meth:`FleetAccumulator.finish`): the report can be
+    re-planned from the same file at no analysis cost.
     """
     head = read_header(path)
     latest, warnings = latest_records(path)
@@ -658,4 +632,4 @@ def load_fleet_results(path: str | Path, plan_options: PlanOptions | None = None
     acc.analysis_options = head.get("analysis_options")
     acc.warnings.extend(warnings)
     add_records(acc, path, (e["line"] for e in latest.values()))
-    return acc.finish(plan_options, top, costs, workload)
+    return acc.finish(plan, top, workload)

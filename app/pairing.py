@@ -8,7 +8,7 @@ the analyzer's unprofiled estimates per step
 profiler's cost per host event for the profiler settings each trace shows, its summary's
 ``profiler_overhead_us_per_event``, never below the GPU busy time), so eager and graph traces
 compare like for like. A helper like this could live in :mod:`analyzer` (the planner's
-``costs_from_reports`` covers the same ground); it stays here until then.
+``costs_from_steps`` covers the same ground); it stays here until then.
 """
 from __future__ import annotations
 

@@ -149,12 +149,12 @@ def show_buckets_and_charts(plan, key: str) -> None:
     """A plan's buckets to capture, then its expected step against the servers' lists and the
     distribution coloured by what runs as a graph (the Capture plan and Fleet pages)."""
     from launchgap.dashboard.charts import distribution_figure, plan_comparison_figure
-    from launchgap.dashboard.plan_report import SERVER_LABELS
+    from launchgap.planning.planner import BASELINE_LABELS
 
     st.markdown("**Capture these batch sizes:**")
     st.code(", ".join(str(b) for b in plan.buckets) or "none: run eager", language=None)
     left, right = st.columns(2)
     with left:
-        st.plotly_chart(plan_comparison_figure(plan, SERVER_LABELS), width="stretch", key=f"{key}_cmp")
+        st.plotly_chart(plan_comparison_figure(plan, BASELINE_LABELS), width="stretch", key=f"{key}_cmp")
     with right:
         st.plotly_chart(distribution_figure(plan), width="stretch", key=f"{key}_dist")

@@ -18,9 +18,10 @@ def workload_groups(entries: list[LoadedTrace]) -> list[WorkloadGroup[LoadedTrac
     return group_by_workload(entries, lambda e: e.report.workload if e.report is not None else None)
 
 
-def pick_workload_entries(entries: list[LoadedTrace], key: str) -> list[LoadedTrace]:
+def pick_workload_entries(entries: list[LoadedTrace], key: str, default: str | None = None) -> list[LoadedTrace]:
     """The entries of one workload: all of them when there is one, else the one picked in a selectbox
-    (its choice survives page switches, like :func:`app.ui.pick_trace`)."""
+    (its choice survives page switches, like :func:`app.ui.pick_trace`). ``default``: the workload id
+    the selectbox opens on until a choice is made (else the first group's)."""
     groups = workload_groups(entries)
     if len(groups) <= 1:
         return entries
@@ -28,7 +29,7 @@ def pick_workload_entries(entries: list[LoadedTrace], key: str) -> list[LoadedTr
     state = st.session_state
     store_key, widget_key = f"{key}_choice", f"{key}_widget"
     if state.get(store_key) not in by_id:
-        state[store_key] = groups[0].id
+        state[store_key] = default if default in by_id else groups[0].id
     if state.get(widget_key) not in by_id:
         state[widget_key] = state[store_key]
     st.warning(md_escape(f"The loaded traces hold {len(groups)} different workloads (models, devices or ranks). "

@@ -1,4 +1,5 @@
-"""What several commands share: the analysis flags, their options object, the progress line.
+"""What several commands share: the analysis flags and their options object, the plan flags and their
+:class:`~analyzer.planning.request.PlanRequest`, the progress line.
 
 Commands import this module, never each other; nothing below ``analyzer/commands`` sees an
 argparse ``Namespace``.
@@ -16,6 +17,8 @@ import numpy as np
 from ..engines import MAX_CONFIG_CHARS, CaptureSettings, parse_server_config
 from ..errors import InputError
 from ..loaders import DEFAULT_MAX_TRACE_BYTES
+from ..planning.planner import PADDING_POLICIES, PlanOptions
+from ..planning.request import PlanInput, PlanRequest
 from ..predict import DEFAULT_MODEL, PredictionModel
 from ..report import AnalysisOptions
 from ..steps import StepOptions
@@ -74,6 +77,81 @@ def analysis_options(args: argparse.Namespace) -> AnalysisOptions:
                               profiler_us_per_host_event=per_event),
         observed_step_us=args.observed_step_us,
     )
+
+
+def add_plan_flags(p: argparse.ArgumentParser) -> None:
+    """The capture plan's inputs, budgets and policy: the same flags for ``plan`` and ``fleet``."""
+    g = p.add_argument_group("capture plan")
+    g.add_argument("--timings", metavar="FILE", help="harness timings.json (or truth.json): unprofiled costs, "
+                                                     "preferred over trace-derived costs")
+    g.add_argument("--model", help="which model's rows to use when the timings file holds several")
+    g.add_argument("--distribution", metavar="FILE", help="batch-size histogram: CSV 'batch_size,count' or JSON "
+                                                          "{\"8\": 120, ...}; wins over the traces' steps")
+    g.add_argument("--max-graphs", type=int, metavar="K", help="capture at most K graphs (default: no limit)")
+    g.add_argument("--memory-mib", "--memory-budget-mib", dest="memory_budget_mib", type=float, metavar="M",
+                   help="graph memory allowed (MiB of device memory, as the driver counts it)")
+    g.add_argument("--capture-seconds", dest="capture_budget_s", type=float, metavar="T",
+                   help="capture (start-up) time allowed, seconds; needs the model's dimensions")
+    g.add_argument("--kv-bytes-per-token", type=float, metavar="B",
+                   help="KV-cache bytes per token, to state graph memory as KV-cache tokens lost (default from "
+                        "the model's dimensions: 2 x layers x kv_heads x head_dim x dtype bytes)")
+    g.add_argument("--model-config", metavar="FILE",
+                   help="the model's dimensions: a Hugging Face config.json or the harness's layout (default: the "
+                        "timings file's models section); switches graph memory to the fitted memory model")
+    g.add_argument("--memory-model", metavar="FILE",
+                   help="a fitted memory model (python -m launchgap.planning.memory fit); default: the committed one")
+    g.add_argument("--graph-memory-mib", type=float, metavar="X",
+                   help="a constant memory per graph (MiB) instead of the memory model; default without model "
+                        "dimensions: measured by the harness, else an assumed figure")
+    g.add_argument("--max-batch-size", type=int, metavar="N", help="capture no size above N (server lists are cut "
+                                                                   "there too)")
+    g.add_argument("--padding", choices=PADDING_POLICIES, default="pad",
+                   help="pad a batch up to the next captured size (default) or graph exact matches only")
+    g.add_argument("--win-threshold", type=float, default=0.05,
+                   help="crossover: the graph win (eager/graph - 1) under which graphs stop paying (default 0.05)")
+    g.add_argument("--workload", metavar="ID", help="plan for this workload only (an id such as wl-1a2b3c4d, as "
+                                                    "analyze reports it); default: one plan per workload")
+
+
+def request_from_args(args: argparse.Namespace, found_timings: list[Path] | None = None) -> PlanRequest:
+    """The :class:`PlanRequest` of the plan flags (no traces yet: callers add them per workload).
+
+    ``found_timings``: timings files found among the command's paths (``plan DIR``); one is used
+    as ``--timings`` when that flag is absent.
+    """
+    notes: list[str] = []
+    timings = args.timings
+    found = list(found_timings or [])
+    if found:
+        if timings is None:
+            if len(found) > 1:
+                raise InputError(f"several timings files among the inputs ({', '.join(str(f) for f in found)}); "
+                                 f"pass one with --timings")
+            timings = str(found[0])
+            notes.append(f"costs from the timings file found among the inputs: {timings}")
+        else:
+            notes.append(f"ignored timings file(s) among the inputs in favour of --timings: "
+                         f"{', '.join(str(f) for f in found)}")
+    if args.model and timings is None:
+        raise InputError("--model selects rows of a timings file; none was given (--timings)")
+    inputs: list[PlanInput] = []
+    if timings is not None:
+        inputs.append(PlanInput("timings", timings, ("costs", "model_dims"), path=timings, model=args.model))
+    if args.distribution:
+        inputs.append(PlanInput("distribution", args.distribution, ("distribution",), path=args.distribution))
+    if args.model_config:
+        inputs.append(PlanInput("model_config", args.model_config, ("model_dims",), path=args.model_config,
+                                model=args.model))
+    if args.memory_model:
+        inputs.append(PlanInput("memory_model", args.memory_model, ("memory_model",), path=args.memory_model))
+    sizes = parse_capture_sizes(getattr(args, "capture_sizes", None))
+    if sizes is not None:
+        inputs.append(PlanInput("capture_sizes", "--capture-sizes", ("capture_sizes",), value=sizes))
+    opts = PlanOptions(max_graphs=args.max_graphs, memory_budget_mib=args.memory_budget_mib,
+                       graph_memory_mib=args.graph_memory_mib, max_batch_size=args.max_batch_size,
+                       padding=args.padding, win_threshold=args.win_threshold,
+                       capture_budget_s=args.capture_budget_s, kv_bytes_per_token=args.kv_bytes_per_token)
+    return PlanRequest(tuple(inputs), opts, tuple(notes))
 
 
 class Progress:

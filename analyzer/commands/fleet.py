@@ -22,10 +22,9 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .. import __version__
-from ._shared import Progress, add_analysis_arguments, analysis_options
+from ._shared import Progress, add_analysis_arguments, add_plan_flags, analysis_options, request_from_args
 from ..errors import AnalyzerError, InputError
 from ..fleet import (
     DEFAULT_TOP, TRACE_SCHEMA, FleetAccumulator, FleetReport, add_records, file_identity, is_done, latest_records,
@@ -33,11 +32,8 @@ from ..fleet import (
 )
 from ..loaders import DEFAULT_MAX_TRACE_BYTES, expand_paths
 from ..render import render_fleet
+from ..planning.request import PlanRequest
 from ..report import AnalysisOptions
-
-if TYPE_CHECKING:
-    from ..planning.costs import CostTable
-    from ..planning.planner import PlanOptions
 
 NAME = "fleet"
 HELP = "analyse many traces on Dask (local worker processes or a cluster): one fleet diagnosis and capture plan"
@@ -57,21 +53,8 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
                    help="append one JSON line per trace here as it finishes; a rerun skips traces already in it")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--top", type=int, default=DEFAULT_TOP, help="outliers to list (default %(default)s)")
+    add_plan_flags(p)
     add_analysis_arguments(p)
-    g = p.add_argument_group("capture plan for the fleet")
-    g.add_argument("--timings", metavar="FILE", help="harness timings.json (or truth.json): unprofiled costs per batch "
-                                                     "size, used instead of the traces' costs")
-    g.add_argument("--model", help="which model's rows to use when the timings file holds several")
-    g.add_argument("--max-graphs", type=int, help="at most this many CUDA graphs (buckets)")
-    g.add_argument("--memory-budget-mib", type=float, help="total graph memory allowed, MiB")
-    g.add_argument("--graph-memory-mib", type=float, help="memory per captured graph, MiB")
-    g.add_argument("--max-batch-size", type=int, help="no bucket above this batch size")
-    g.add_argument("--padding", choices=("pad", "exact"), default="pad",
-                   help="pad a batch up to the next captured size (default) or use exact-match graphs only")
-    g.add_argument("--win-threshold", type=float, default=0.05,
-                   help="the crossover is where the predicted graph win falls under this (default %(default)s)")
-    g.add_argument("--workload", metavar="ID", help="the workload (model, device, rank) whose plan is the fleet's "
-                                                    "plan; default: one plan per workload")
 
 
 @dataclass(frozen=True)
@@ -82,8 +65,9 @@ class FleetRequest:
     ``out``: the JSON-lines results file (None: keep nothing); ``workers``: local worker
     processes (None: one per core) or ``scheduler``: an existing cluster's address;
     ``options``/``max_trace_bytes``: how each trace is analysed; ``top``: outliers listed;
-    ``plan``/``costs``/``workload``: the capture plan's budgets, an unprofiled cost table
-    replacing the traces' costs, and the workload whose plan is the fleet's.
+    ``plan``: the capture plan's request (the plan flags as ``launchgap plan`` reads them:
+    timings, distribution, model dimensions, memory model, budgets; each workload's traces are
+    added to it); ``workload``: the workload whose plan is the fleet's.
     """
 
     paths: tuple[str, ...] = ()
@@ -93,15 +77,12 @@ class FleetRequest:
     options: AnalysisOptions = field(default_factory=AnalysisOptions)
     max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES
     top: int = DEFAULT_TOP
-    plan: PlanOptions | None = None
-    costs: CostTable | None = None
+    plan: PlanRequest = field(default_factory=PlanRequest)
     workload: str | None = None
 
 
 def fleet_request(args: argparse.Namespace) -> FleetRequest:
     """The checked :class:`FleetRequest` of the command's flags (:class:`InputError` naming a bad one)."""
-    from ..planning.planner import PlanOptions
-
     opts = analysis_options(args)
     if args.top < 0:
         raise InputError("--top must be >= 0")
@@ -109,21 +90,12 @@ def fleet_request(args: argparse.Namespace) -> FleetRequest:
         raise InputError("--workers must be >= 1")
     if args.workers is not None and args.scheduler:
         raise InputError("--workers sets up local workers; a --scheduler cluster has its own (drop one of the two)")
-    plan = PlanOptions(max_graphs=args.max_graphs, memory_budget_mib=args.memory_budget_mib,
-                       graph_memory_mib=args.graph_memory_mib, max_batch_size=args.max_batch_size,
-                       padding=args.padding, win_threshold=args.win_threshold)
-    costs = None
-    if args.timings:
-        from ..planning.inputs import costs_from_timings
-
-        costs = costs_from_timings(args.timings, args.model)
-    elif args.model:
-        raise InputError("--model selects rows of a timings file; none was given (--timings)")
+    plan = request_from_args(args)
     if not args.paths and not args.out:
         raise InputError("give trace files, directories or globs, or --out FILE.jsonl to report on earlier results")
     return FleetRequest(paths=tuple(args.paths), out=Path(args.out) if args.out else None, workers=args.workers,
                         scheduler=args.scheduler, options=opts, max_trace_bytes=args.max_trace_bytes, top=args.top,
-                        plan=plan, costs=costs, workload=args.workload)
+                        plan=plan, workload=args.workload)
 
 
 def expand_inputs(patterns: list[str]) -> list[Path]:
@@ -246,7 +218,7 @@ def run_fleet(req: FleetRequest) -> FleetReport:
         latest, warnings = latest_records(out)
         acc.warnings.extend(warnings)
         add_records(acc, out, (e["line"] for e in latest.values()))
-        return acc.finish(req.plan, req.top, req.costs, req.workload)
+        return acc.finish(req.plan, req.top, req.workload)
 
     acc.analysis_options = json.loads(json.dumps(asdict(req.options)))
     latest: dict[str, dict] = {}
@@ -266,7 +238,7 @@ def run_fleet(req: FleetRequest) -> FleetReport:
               file=sys.stderr)
     if pending:
         _run_pending(req, pending, idents, acc)
-    return acc.finish(req.plan, req.top, req.costs, req.workload)
+    return acc.finish(req.plan, req.top, req.workload)
 
 
 def stream_records(client, pending: list[str], idents: dict[str, dict], options: AnalysisOptions,

@@ -9,7 +9,9 @@ One module per concern, each a layer over the one before:
 * :mod:`~analyzer.planning.memory`: graph memory and capture time of a capture list (a model
   fitted on the harness's recordings; ``python -m launchgap.planning.memory fit`` refits it);
 * :mod:`~analyzer.planning.planner`: the exact bucket-set optimisation under graph-count,
-  memory and capture-time budgets, and the plan.
+  memory and capture-time budgets, and the plan;
+* :mod:`~analyzer.planning.request`: the one way a plan is built (:class:`PlanRequest`, role-tagged
+  inputs, :func:`build_plan`), used by the ``plan`` and ``fleet`` commands and the dashboard.
 
 Nothing here prints; the ``plan`` command and the dashboard render plans.
 """

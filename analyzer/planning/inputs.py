@@ -4,13 +4,13 @@ Where the costs come from, best first:
 
 1. :func:`costs_from_timings`: the recording harness's ``timings.json`` (unprofiled CUDA-event
    timings; also ``truth.json``'s layout). Preferred: no profiler inflation.
-2. :func:`costs_from_reports`: traces. A profiled step is slower than the real one, so every
+2. :func:`costs_from_steps`: traces (their :class:`TraceSteps`). A profiled step is slower than the real one, so every
    step's ``dur_us`` is scaled by its trace's ``estimated_unprofiled_step_us_median /
    step_us_median``. Eager traces give eager costs and predicted graph costs, graph traces
    measured graph costs; where both exist at a size, both are measured.
 
 The distribution comes from :func:`load_distribution` (CSV or JSON histogram) or from the
-steps of analysed traces (:func:`distribution_from_reports`). Every reader returns the cost
+steps of analysed traces (:func:`distribution_from_steps`). Every reader returns the cost
 model's :class:`~analyzer.planning.costs.CostTable` or a plain ``{batch_size: count}``; bad
 files raise :class:`~analyzer.errors.InputError` naming the file and the reason.
 """
@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -33,97 +35,130 @@ MAX_AUX_FILE_BYTES = 64 * 1024 * 1024
 _DECODE_OR_UNKNOWN = ("decode", None)
 
 
-# --- from traces --------------------------------------------------------------------------------
+# --- from traces ---------------------------------------------------------------------------------
 
-def costs_from_reports(reports: list) -> CostTable:
-    """Costs per batch size from analysed traces (:class:`analyzer.report.TraceReport`).
+@dataclass(frozen=True)
+class TraceSteps:
+    """What planning reads of one analysed trace: its decode steps as columns (one entry per step).
 
-    Per step, the cost is ``dur_us`` times the trace's unprofiled/profiled ratio
-    (``summary.estimated_unprofiled_step_us_median / summary.step_us_median``); per batch
-    size, the median over all steps of that size. Eager traces give the eager cost (measured)
-    and the graph cost (predicted, ``StepReport.predicted_graph_us``); graph traces give the
-    graph cost (measured), and win over predictions at the same size. Mixed traces (graph
-    launches plus eager launches) count as graph measurements with a warning. Only decode steps
-    count: a serving engine's prefill or mixed step (``phase``) is not a decode bucket; steps of
+    ``name``: the trace, as messages name it. ``mode``: ``eager``, ``graph``, ``mixed`` or
+    ``capture`` (:mod:`analyzer.graph_mode`). ``unprofiled_scale``: the trace's estimated
+    unprofiled over profiled median step (``summary.estimated_unprofiled_step_us_median /
+    summary.step_us_median``; 1 when either is 0). Per step: ``batch_size`` (-1: unknown),
+    ``dur_us`` (profiled), ``predicted_graph_us`` and ``phase`` (``decode``, ``prefill``,
+    ``mixed``, or ``None`` when the trace does not say).
+
+    Built from an analysed trace by :func:`analyzer.planning.request.trace_steps` and from a
+    fleet summary by :func:`analyzer.fleet.summary_steps`: planning never reads a report itself.
+    """
+
+    name: str
+    mode: str
+    unprofiled_scale: float
+    batch_size: np.ndarray
+    dur_us: np.ndarray
+    predicted_graph_us: np.ndarray
+    phase: tuple[str | None, ...]
+
+    @staticmethod
+    def scale_of(step_us_median: float, unprofiled_step_us_median: float) -> float:
+        """The profiled -> unprofiled factor of a trace (see the class docstring)."""
+        return (unprofiled_step_us_median / step_us_median
+                if step_us_median > 0 and unprofiled_step_us_median > 0 else 1.0)
+
+    @property
+    def planned(self) -> np.ndarray:
+        """Steps that count for costs and the distribution: decode (or unknown phase) steps."""
+        return np.array([ph in _DECODE_OR_UNKNOWN for ph in self.phase], dtype=bool)
+
+
+def _medians(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct keys (ascending) and the median of the values of each."""
+    sizes, inv = np.unique(keys, return_inverse=True)
+    return sizes, np.array([np.median(values[inv == j]) for j in range(sizes.size)])  # per distinct size
+
+
+def costs_from_steps(traces: Sequence[TraceSteps]) -> CostTable:
+    """Costs per batch size from analysed traces' steps.
+
+    Per step, the cost is ``dur_us`` times the trace's ``unprofiled_scale``; per batch size,
+    the median over all steps of that size. Eager traces give the eager cost (measured) and
+    the graph cost (predicted, the steps' ``predicted_graph_us``); graph traces give the graph
+    cost (measured), and win over predictions at the same size. Mixed traces (graph launches
+    plus eager launches) count as graph measurements with a warning. Only decode steps count:
+    a serving engine's prefill or mixed step (``phase``) is not a decode bucket; steps of
     unknown phase count.
     """
-    eager: dict[int, list[float]] = {}
-    g_meas: dict[int, list[float]] = {}
-    g_pred: dict[int, list[float]] = {}
+    cols: dict[str, list[np.ndarray]] = {"eb": [], "eu": [], "pu": [], "gb": [], "gu": []}
     notes: list[str] = []
-    no_bs = not_decode = 0
-    n_eager = n_graph = 0
-    for rep in reports:  # one trace at a time; steps are report rows
-        s = rep.summary
-        scale = (s.estimated_unprofiled_step_us_median / s.step_us_median
-                 if s.step_us_median > 0 and s.estimated_unprofiled_step_us_median > 0 else 1.0)
-        is_eager = rep.mode == "eager"
-        if rep.mode == "mixed":
-            notes.append(f"{rep.path}: mixed eager/graph steps are taken as graph measurements "
+    no_bs = not_decode = n_eager = n_graph = 0
+    for t in traces:  # one trace at a time; the steps are columns
+        planned = t.planned
+        known = planned & (t.batch_size >= 0)
+        not_decode += int((~planned).sum())
+        no_bs += int((planned & (t.batch_size < 0)).sum())
+        if t.mode == "mixed":
+            notes.append(f"{t.name}: mixed eager/graph steps are taken as graph measurements "
                          f"(what capture achieved in that setup)")
-        used = False
-        for st in rep.steps:
-            if getattr(st, "phase", None) not in _DECODE_OR_UNKNOWN:
-                not_decode += 1
-                continue
-            if st.batch_size is None:
-                no_bs += 1
-                continue
-            used = True
-            if is_eager:
-                eager.setdefault(st.batch_size, []).append(st.dur_us * scale)
-                g_pred.setdefault(st.batch_size, []).append(st.predicted_graph_us)
-            else:
-                g_meas.setdefault(st.batch_size, []).append(st.dur_us * scale)
-        if used:
-            n_eager += is_eager
-            n_graph += not is_eager
+        if not known.any():
+            continue
+        cost = t.dur_us[known] * t.unprofiled_scale
+        if t.mode == "eager":
+            n_eager += 1
+            cols["eb"].append(t.batch_size[known])
+            cols["eu"].append(cost)
+            cols["pu"].append(t.predicted_graph_us[known])
+        else:
+            n_graph += 1
+            cols["gb"].append(t.batch_size[known])
+            cols["gu"].append(cost)
     if not_decode:
         notes.append(f"{not_decode} prefill or mixed steps were left out of the costs (decode steps only)")
     if no_bs:
         notes.append(f"{no_bs} steps without a known batch size were left out of the costs "
                      f"(name it in the step annotation, e.g. bs=8, or use --batch-regex/--batch-op)")
-    if not eager and not g_meas:
+    if not cols["eb"] and not cols["gb"]:
         raise InputError("no steps with a known batch size in the traces: cannot tell what a step costs at which "
                          "batch size (annotate steps with bs=N, use --batch-regex/--batch-op, or pass --timings)")
-    if not eager:
+    if not cols["eb"]:
         raise InputError("only graph-mode traces: they give no eager cost to compare with; add eager traces "
                          "of the same model or pass --timings")
-    e_sizes = np.array(sorted(eager), dtype=np.int64)
-    e_series = CostSeries("eager", e_sizes, np.array([np.median(eager[b]) for b in e_sizes.tolist()]),
-                       tuple("measured" for _ in e_sizes))
-    g_sizes = np.array(sorted(set(g_meas) | set(g_pred)), dtype=np.int64)
-    g_vals, g_srcs = [], []
-    for b in g_sizes.tolist():
-        if b in g_meas:
-            g_vals.append(float(np.median(g_meas[b])))
-            g_srcs.append("measured")
-        else:
-            g_vals.append(float(np.median(g_pred[b])))
-            g_srcs.append("predicted")
-    predicted = [b for b, src in zip(g_sizes.tolist(), g_srcs) if src == "predicted"]
-    if predicted:
-        notes.append(f"graph costs at bs {size_span(predicted)} are predicted from eager traces (no graph trace there)")
+    cat = {k: np.concatenate(v) if v else np.zeros(0) for k, v in cols.items()}
+    e_sizes, e_us = _medians(cat["eb"].astype(np.int64), cat["eu"])
+    p_sizes, p_us = _medians(cat["eb"].astype(np.int64), cat["pu"])
+    m_sizes, m_us = _medians(cat["gb"].astype(np.int64), cat["gu"])
+    g_sizes = np.union1d(m_sizes, p_sizes)
+    measured = np.isin(g_sizes, m_sizes)
+    g_us = np.where(measured, m_us[np.searchsorted(m_sizes, g_sizes).clip(0, max(m_sizes.size - 1, 0))]
+                    if m_sizes.size else 0.0,
+                    p_us[np.searchsorted(p_sizes, g_sizes).clip(0, max(p_sizes.size - 1, 0))])
+    g_srcs = tuple("measured" if m else "predicted" for m in measured.tolist())
+    if not measured.all():
+        notes.append(f"graph costs at bs {size_span(g_sizes[~measured].tolist())} are predicted from eager traces "
+                     f"(no graph trace there)")
     notes.append("trace costs are profiled step times scaled to estimated unprofiled ones; harness timings "
                  "(--timings) are more accurate")
     origin = f"{n_eager} eager and {n_graph} graph trace(s)"
-    return table_from_series(e_series, CostSeries("graph", g_sizes, np.array(g_vals), tuple(g_srcs)), origin, notes)
+    return table_from_series(CostSeries("eager", e_sizes, e_us, tuple("measured" for _ in e_sizes)),
+                             CostSeries("graph", g_sizes, g_us.astype(float), g_srcs), origin, notes)
 
 
-def distribution_from_reports(reports: list) -> dict[int, float]:
+def distribution_from_steps(traces: Sequence[TraceSteps]) -> dict[int, float]:
     """Decode steps per batch size over all traces (steps without a known batch size, and a serving
     engine's prefill or mixed steps, are not counted)."""
-    out: dict[int, float] = {}
-    for rep in reports:
-        for st in rep.steps:
-            if st.batch_size is not None and getattr(st, "phase", None) in _DECODE_OR_UNKNOWN:
-                out[st.batch_size] = out.get(st.batch_size, 0.0) + 1.0
-    return dict(sorted(out.items()))
+    known = [t.batch_size[t.planned & (t.batch_size >= 0)] for t in traces]
+    if not known or not sum(k.size for k in known):
+        return {}
+    sizes, counts = np.unique(np.concatenate(known), return_counts=True)
+    return {int(b): float(n) for b, n in zip(sizes.tolist(), counts.tolist())}
 
 
 # --- from files ---------------------------------------------------------------------------------
 
-def _read_aux(path: str | Path, what: str) -> bytes:
+def read_small_file(path: str | Path, what: str) -> bytes:
+    """The bytes of a small input file (timings, distribution, model config, memory model): at most
+    :data:`MAX_AUX_FILE_BYTES`; :class:`InputError` naming the file when missing, a folder, too
+    large or empty."""
     p = Path(path)
     if not p.exists():
         raise InputError("no such file", str(p))
@@ -187,7 +222,7 @@ def costs_from_timings(path: str | Path, model: str | None = None) -> CostTable:
     picks one. Repeated sizes take the median. All costs are measured (unprofiled).
     """
     p = str(path)
-    doc = _json_doc(_read_aux(path, "timings"), p, "timings")
+    doc = _json_doc(read_small_file(path, "timings"), p, "timings")
     if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
         raise InputError("not a timings file: expected a JSON object with a 'rows' list "
                          f"(schema {TIMINGS_SCHEMA})", p)
@@ -271,7 +306,7 @@ def load_distribution(path: str | Path) -> dict[int, float]:
     the line and the reason.
     """
     p = str(path)
-    data = _read_aux(path, "distribution")
+    data = read_small_file(path, "distribution")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -322,7 +357,7 @@ def _column(names: list[str], wanted: tuple[str, ...], path: str, lineno: int) -
 
 def _timings_doc(path: str | Path) -> dict:
     p = str(path)
-    doc = _json_doc(_read_aux(path, "timings"), p, "timings")
+    doc = _json_doc(read_small_file(path, "timings"), p, "timings")
     if not isinstance(doc, dict):
         raise InputError(f"not a timings file: expected a JSON object (schema {TIMINGS_SCHEMA})", p)
     schema = doc.get("schema")
@@ -429,7 +464,7 @@ def load_model_dims(path: str | Path, model: str | None = None) -> ModelDims:
     """Model dimensions from a JSON file: a Hugging Face ``config.json``, the harness's layout
     (``layers``, ``hidden``, ...), or a timings file's ``models`` section (``model`` picks one)."""
     p = str(path)
-    doc = _json_doc(_read_aux(path, "model config"), p, "model config")
+    doc = _json_doc(read_small_file(path, "model config"), p, "model config")
     if not isinstance(doc, dict):
         raise InputError("model config must be a JSON object", p)
     if isinstance(doc.get("models"), dict):

@@ -78,6 +78,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..engines import ENGINES
+from ..engines import LABELS as SERVER_LABELS
 from ..engines import NAMES as SERVERS
 from ..engines import default_sizes as server_default_sizes
 from ..engines import default_version as server_default_version
@@ -98,6 +99,12 @@ from .memory import (
 
 SCHEMA = "launchgap.plan/1"
 PADDING_POLICIES = ("pad", "exact")
+#: What a plan's inputs gave it, one entry each in ``sources`` (see :mod:`analyzer.planning.request`).
+SOURCE_ROLES = ("costs", "distribution", "capture_sizes", "model_dims", "memory_model")
+#: The baseline name of the server's current capture list (when an input gives it).
+CURRENT_LIST = "current"
+#: What the baselines are called for people: the servers' default lists and the current list.
+BASELINE_LABELS = {**SERVER_LABELS, CURRENT_LIST: "current list"}
 #: Per-graph memory assumed when neither the user, the model's dimensions nor the harness give one
 #: (MiB). An assumption, not a measurement: vLLM reports a few hundred MiB for ~50 graphs of a
 #: 7-8B model, i.e. single-digit MiB per graph; 32 leaves room for larger models.
@@ -269,6 +276,9 @@ class Plan:
     pareto: tuple[ParetoPoint, ...] = ()
     #: The model whose dimensions the memory model used (``None``: a constant per graph).
     model_dims: ModelDims | None = None
+    #: Per role of :data:`SOURCE_ROLES`, the input that gave it (``None``: none did); set by
+    #: :func:`analyzer.planning.request.build_plan`.
+    sources: Mapping[str, str | None] = field(default_factory=dict)
 
     @property
     def buckets(self) -> tuple[int, ...]:
@@ -367,6 +377,7 @@ class Plan:
             "costs": self.costs.to_dict(),
             "warnings": list(self.warnings),
             "extrapolation": dict(self.extrapolation) if self.extrapolation is not None else None,
+            "sources": {r: self.sources.get(r) for r in SOURCE_ROLES},
         }
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..engines import LABELS as _SERVER_LABEL
 from ..engines import engine
-from ..planning.planner import SERVERS, Plan
+from ..planning.planner import BASELINE_LABELS, SERVERS, Plan
 from .table import table
 
 
@@ -19,7 +19,7 @@ def _verdict(plan: Plan) -> str:
     if n == 0:
         return (f"Run eager: no CUDA graph lowers the expected step ({plan.expected_step_us:,.1f} us) "
                 f"under these budgets.")
-    best = min(plan.baselines.values(), key=lambda b: b.score.expected_step_us)
+    best = min((b for b in plan.baselines.values() if b.name in SERVERS), key=lambda b: b.score.expected_step_us)
     rel = plan.expected_step_us / best.score.expected_step_us - 1
     cmp = (f"{abs(rel):.1%} {'faster' if rel < 0 else 'slower'} than" if abs(rel) >= 0.0005 else "as fast as")
     return (f"Capture {n} graph{'s' if n != 1 else ''} {_list(plan.buckets, 12)}: expected step "
@@ -46,6 +46,29 @@ def _memory_fact(plan: Plan) -> str:
     else:
         out += f" ({lc.source})"
     return out
+
+
+def memory_basis(plan: Plan) -> str:
+    """One sentence: the plan's graph memory and capture time and how each is reckoned (its basis), or
+    why the capture time is unknown."""
+    lc = plan.list_cost
+    k = len(plan.buckets)
+    if k == 0:
+        return "No graph captured: no graph memory, no capture time."
+    if lc.pool_mib_per_row > 0 or lc.fixed_mib > 0:
+        mem = (f"Graph memory {plan.memory_used_mib:,.0f} MiB = {lc.fixed_mib:,.1f} MiB per list + "
+               f"{lc.pool_mib_per_row:.3g} MiB per row x {max(plan.buckets)} rows of the largest size + "
+               f"{lc.per_size_mib:.3g} MiB per size x {k} sizes ({lc.source})")
+    else:
+        mem = (f"Graph memory {plan.memory_used_mib:,.0f} MiB = {lc.per_size_mib:.3g} MiB per graph x {k} graphs "
+               f"({lc.source})")
+    if plan.capture_s is not None and lc.fixed_s is not None and lc.per_size_s is not None:
+        cap = (f"capture time {plan.capture_s:,.1f} s = {lc.fixed_s:.3g} s per list + {lc.per_size_s:.3g} s per "
+               f"size x {k} sizes")
+    else:
+        cap = ("capture time unknown: the capture-time model needs the model's dimensions (a config.json, or "
+               "harness timings with a 'models' section)")
+    return f"{mem}; {cap}."
 
 
 def _pareto_lines(plan: Plan, markdown: bool) -> list[str]:
@@ -104,7 +127,7 @@ def render_plan(plan: Plan, markdown: bool = False, notes: list[str] | None = No
                  f"{1 - plan.expected_step_us / plan.all_eager_expected_step_us:+.1%}", "0.0", "0.0", "0.0"])
     for name, b in plan.baselines.items():
         saving = 1 - plan.expected_step_us / b.score.expected_step_us
-        label = f"{_SERVER_LABEL.get(name, name)} default"
+        label = f"{_SERVER_LABEL[name]} default" if name in SERVERS else BASELINE_LABELS.get(name, name)
         rows.append([label + ("" if b.within_budget else " (over budget)"),
                      str(b.score.n_graphs), f"{b.score.expected_step_us:,.1f}", f"{saving:+.1%}",
                      f"{b.score.padding_waste_us:,.1f}", f"{b.memory_mib:,.1f}", _secs(b.capture_s)])

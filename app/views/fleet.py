@@ -10,9 +10,10 @@ import streamlit as st
 
 from launchgap.errors import AnalyzerError
 from launchgap.fleet import FleetReport, load_fleet_results
+from launchgap.planning.planner import BASELINE_LABELS
+from launchgap.render import render_plan
 from launchgap.dashboard import session, uploads
 from launchgap.dashboard.charts import batch_histogram_figure, fleet_idle_figure
-from launchgap.dashboard.plan_report import SERVER_LABELS, plan_markdown
 from launchgap.dashboard.settings import MAX_FLEET_FILE_BYTES
 from launchgap.dashboard.text import json_safe, md_escape
 from launchgap.dashboard.ui import show_buckets_and_charts
@@ -130,7 +131,7 @@ else:
               help=f"All eager: {plan.all_eager_expected_step_us:,.0f} us.")
     p3.metric("Speedup vs all eager", f"{plan.speedup_vs_all_eager:.1f}x", border=True)
     show_buckets_and_charts(plan, "lg_fleet_plan")
-    base = pd.DataFrame([{"setup": SERVER_LABELS[k], "graphs": v.score.n_graphs,
+    base = pd.DataFrame([{"setup": BASELINE_LABELS[k], "graphs": v.score.n_graphs,
                           "expected step (us)": v.score.expected_step_us, "within budget": v.within_budget,
                           "plan saves": 1 - plan.expected_step_us / v.score.expected_step_us
                           if v.score.expected_step_us > 0 else 0.0} for k, v in plan.baselines.items()]
@@ -151,5 +152,5 @@ d1, d2 = st.columns(2)
 d1.download_button("Download fleet report (JSON)", json.dumps(json_safe(rep.to_dict()), indent=1, allow_nan=False),
                    file_name="launchgap-fleet.json", mime="application/json")
 if plan is not None:
-    d2.download_button("Download plan (Markdown)", plan_markdown(plan, f"fleet results {name}", "the fleet's steps"),
+    d2.download_button("Download plan (Markdown)", render_plan(plan, markdown=True, notes=[f"fleet results {name}"]),
                        file_name="launchgap-fleet-plan.md", mime="text/markdown")

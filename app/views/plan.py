@@ -1,4 +1,9 @@
-"""Capture plan page: which batch sizes to capture as CUDA graphs, from costs and a distribution."""
+"""Capture plan page: which batch sizes to capture as CUDA graphs, from costs and a distribution.
+
+The page describes what it was given as a :class:`~launchgap.planning.request.PlanRequest` and
+calls :func:`~launchgap.planning.request.build_plan`, as ``launchgap plan`` and ``fleet`` do:
+on the same inputs with the defaults untouched it shows the command's plan.
+"""
 from __future__ import annotations
 
 import dataclasses
@@ -11,19 +16,17 @@ from launchgap.engines import engine
 from launchgap.errors import AnalyzerError
 from launchgap.planning.inputs import (
     MAX_AUX_FILE_BYTES,
-    costs_from_reports,
-    costs_from_timings,
-    distribution_from_reports,
-    kernels_per_step_from_timings,
+    distribution_from_steps,
     load_distribution,
     load_model_dims,
     looks_like_timings,
-    model_dims_from_timings,
 )
-from launchgap.planning.planner import SERVERS, PlanOptions, plan_capture
+from launchgap.planning.planner import BASELINE_LABELS, SERVERS, PlanOptions
+from launchgap.planning.request import PlanInput, PlanRequest, build_plan, trace_steps, traces_input
+from launchgap.render import render_plan
+from launchgap.render.plan import memory_basis
 from launchgap.dashboard import session, uploads
 from launchgap.dashboard.charts import pareto_figure, tradeoff_figure
-from launchgap.dashboard.plan_report import SERVER_LABELS, plan_markdown
 from launchgap.dashboard.text import json_safe, md_escape
 from launchgap.dashboard.ui import settings, show_buckets_and_charts, show_load_errors
 from launchgap.dashboard.workloads import pick_workload_entries
@@ -33,8 +36,13 @@ st.title("Capture plan")
 st.caption("Which batch sizes to capture as CUDA graphs: the exact best bucket set for your batch-size distribution "
            "under a graph-count, memory and start-up budget, against the servers' default lists.")
 show_load_errors()
-entries = pick_workload_entries(session.loaded_ok(state), "lg_plan_workload")  # one model's costs and batch sizes
-named_reports = [dataclasses.replace(e.report, path=e.name) for e in entries]  # messages name the user's files
+loaded = session.loaded_ok(state)
+uploaded = [e for e in loaded if e.source == "upload" and e.report.workload is not None]
+# Open on the workload of the latest upload (what the user came with), not the bundled samples'.
+entries = pick_workload_entries(loaded, "lg_plan_workload",
+                                default=uploaded[-1].report.workload.id if uploaded else None)
+workload_id = entries[0].report.workload.id if entries and entries[0].report.workload is not None else "unknown"
+steps = [trace_steps(e.report, e.name) for e in entries]  # messages name the user's files
 
 
 def _upload_once(label: str, key: str, types: list[str], parse) -> tuple[str, object] | None:
@@ -69,75 +77,64 @@ def _timings_models(path) -> list[str]:
         return []
 
 
+def _timings_choice() -> tuple[str, bytes, str | None] | None:
+    """The harness timings picked (bundled or uploaded): (name, bytes, model) or None."""
+    root = settings().samples_dir
+    bundled = [p for p in root.rglob("*.json") if looks_like_timings(p)] if root.is_dir() else []
+    bundled_names = {p.relative_to(root).as_posix(): p for p in sorted(bundled)}
+    choice = st.selectbox("Timings file", ["upload…"] + list(bundled_names), index=1 if bundled_names else 0,
+                          key="lg_plan_timings_pick")
+    if choice == "upload…":
+        up = _upload_once("Upload timings.json", "lg_plan_timings", ["json"],
+                          lambda p: (p.read_bytes(), _timings_models(p)))
+        if not up:
+            return None
+        name, (raw, models) = up
+    else:
+        name, raw, models = choice, bundled_names[choice].read_bytes(), _timings_models(bundled_names[choice])
+    model = st.selectbox("Model", models, key="lg_plan_model") if len(models) > 1 else None
+    return name, raw, model
+
+
 inputs, knobs = st.columns([1, 1], gap="large")
-costs = dist = dims = nodes = None
-costs_from = dist_from = ""
+plan_inputs: list[PlanInput] = []
+timings = None
 with inputs:
     st.subheader("Inputs")
     src = st.radio("Step costs from", ["loaded traces", "harness timings (JSON)"], horizontal=True, key="lg_plan_src",
                    help="Harness timings are unprofiled measurements (better); traces give profiled steps scaled to "
                         "an unprofiled estimate, with graph costs predicted where no graph trace exists.")
-    if src == "loaded traces":
-        try:
-            costs = costs_from_reports(named_reports) if named_reports else None
-            costs_from = f"{len(named_reports)} loaded trace(s)"
-        except AnalyzerError as exc:
-            st.error(md_escape(exc.message))
-        if not named_reports:
-            st.info("Load traces on the Traces page, or use harness timings.")
-    else:
-        root = settings().samples_dir
-        bundled = [p for p in root.rglob("*.json") if looks_like_timings(p)] if root.is_dir() else []
-        bundled_names = {p.relative_to(settings().samples_dir).as_posix(): p for p in sorted(bundled)}
-        choice = st.selectbox("Timings file", ["upload…"] + list(bundled_names), index=1 if bundled_names else 0,
-                              key="lg_plan_timings_pick")
-        if choice == "upload…":
-            up = _upload_once("Upload timings.json", "lg_plan_timings", ["json"],
-                              lambda p: (p.read_bytes(), _timings_models(p)))
-            raw, models, label = (up[1][0], up[1][1], up[0]) if up else (None, [], "")
-        else:
-            path = bundled_names[choice]
-            raw, models, label = path.read_bytes(), _timings_models(path), choice
-        if raw is not None:
-            model = st.selectbox("Model", models, key="lg_plan_model") if len(models) > 1 else None
-            try:
-                costs, dims, nodes = session.parse_small_upload(
-                    label, raw, lambda p: (costs_from_timings(p, model), model_dims_from_timings(p, model),
-                                           kernels_per_step_from_timings(p, model)))
-                costs_from = f"{label}" + (f" (model {model})" if model else "")
-            except AnalyzerError as exc:
-                st.error(md_escape(f"{label}: {exc.message}"))
-
+    if src == "loaded traces" and not steps:
+        st.info("Load traces on the Traces page, or use harness timings.")
+    elif src != "loaded traces":
+        timings = _timings_choice()
     dsrc = st.radio("Batch-size distribution from", ["steps in the loaded traces", "a CSV / JSON histogram"],
                     horizontal=True, key="lg_plan_dsrc",
                     help="CSV `batch_size,count` (header optional) or JSON {\"8\": 120, ...}: what production runs.")
-    if dsrc == "steps in the loaded traces":
-        dist = distribution_from_reports(named_reports) if named_reports else {}
-        dist_from = "steps of the loaded traces"
-        if not dist:
-            st.info("No loaded step has a known batch size; upload a histogram instead.")
-            dist = None
-    else:
+    roles = (("costs",) if src == "loaded traces" else ()) + (("distribution",) if dsrc.startswith("steps") else ())
+    if roles and steps:
+        plan_inputs.append(traces_input(steps, workload_id, roles))
+    if dsrc.startswith("steps") and not any(t.batch_size.max(initial=-1) >= 0 for t in steps):
+        st.info("No loaded step has a known batch size; upload a histogram instead.")
+    elif not dsrc.startswith("steps"):
         up = _upload_once("Upload a distribution (CSV or JSON)", "lg_plan_dist", ["csv", "json", "txt"],
                           load_distribution)
         if up:
-            dist_from, dist = up[0], up[1]
+            plan_inputs.append(PlanInput("distribution", up[0], ("distribution",), value=up[1]))
     if st.toggle("Give the model's dimensions (config.json)", key="lg_plan_cfg_on",
                  help="Graph memory and capture time then come from the memory model for these dimensions "
                       "(harness timings with a 'models' section give them already)."):
         cfg = _upload_once("Model dimensions (Hugging Face config.json)", "lg_plan_model_cfg", ["json"],
                            load_model_dims)
         if cfg:
-            dims, nodes = cfg[1], None
-    if dims is not None:
-        st.caption(md_escape(f"Graph memory and capture time from the memory model, for {dims.name}'s dimensions."))
-    if dist:
-        st.caption(md_escape("Distribution: " + ", ".join(f"bs {b}: {n:g}" for b, n in list(dist.items())[:24])
-                             + (" …" if len(dist) > 24 else "")))
+            plan_inputs.append(PlanInput("model_config", cfg[0], ("model_dims",), value=cfg[1]))
 
 with knobs:
     st.subheader("Budget and policy")
-    max_graphs = st.slider("Max graphs", 1, 64, 8, key="lg_plan_max_graphs")
+    defaults = PlanOptions()  # the command's defaults: the same inputs give the same plan
+    max_graphs = st.number_input("Max graphs (0 = no limit)", 0, 4096, defaults.max_graphs or 0, key="lg_plan_max_graphs",
+                                 help="At most this many CUDA graphs; with no limit the plan takes every graph "
+                                      "that lowers the expected step (the other budgets still apply).")
     mem_budget = st.slider("Memory budget for graphs (MiB; 0 = none)", 0, 16384, 0, step=64, key="lg_plan_mem")
     cap_budget = st.number_input("Capture-time budget (s; 0 = none)", 0.0, 3600.0, 0.0, step=1.0, key="lg_plan_cap",
                                  help="Start-up seconds the graphs may take to capture; needs the model's dimensions.")
@@ -146,24 +143,43 @@ with knobs:
     graph_mib = st.number_input("Memory per graph (MiB; 0 = measured or assumed)", 0.0, 65536.0, 0.0, step=8.0,
                                 key="lg_plan_graph_mib")
     max_bs = st.number_input("Largest batch size to capture (0 = no limit)", 0, 65536, 0, key="lg_plan_max_bs")
-    win = st.slider("Win threshold (%)", 0, 50, 5, 1, key="lg_plan_win",
+    win = st.slider("Win threshold (%)", 0, 50, round(defaults.win_threshold * 100), 1, key="lg_plan_win",
                     help="The crossover is the batch size above which a graph makes the step less than this "
                          "much faster.") / 100
     padding = st.radio("Padding policy", ["pad", "exact"], horizontal=True, key="lg_plan_padding",
                        format_func={"pad": "pad up to the next captured size (server default)",
                                     "exact": "exact match only"}.get)
 
-if costs is None or not dist:
+has_costs = any("costs" in i.roles for i in plan_inputs) or timings is not None
+if not has_costs or not any("distribution" in i.roles for i in plan_inputs):
     st.stop()
 try:
-    opts = PlanOptions(max_graphs=max_graphs, memory_budget_mib=float(mem_budget) if mem_budget else None,
+    opts = PlanOptions(max_graphs=int(max_graphs) or None, memory_budget_mib=float(mem_budget) or None,
                        graph_memory_mib=graph_mib or None, max_batch_size=int(max_bs) or None, padding=padding,
-                       win_threshold=win, capture_budget_s=float(cap_budget) if cap_budget else None,
-                       kv_bytes_per_token=float(kv_bytes) if kv_bytes else None)
-    plan = plan_capture(costs, dist, opts, dims=dims, nodes_per_size=nodes)
+                       win_threshold=win, capture_budget_s=float(cap_budget) or None,
+                       kv_bytes_per_token=float(kv_bytes) or None)
+    request = PlanRequest(tuple(plan_inputs), opts)
+    if timings is not None:
+        name, raw, model = timings
+        plan, notes = session.parse_small_upload(name, raw, lambda p: build_plan(dataclasses.replace(
+            request, inputs=(PlanInput("timings", name, ("costs", "model_dims"), path=str(p), model=model),
+                             *request.inputs))))
+    else:
+        plan, notes = build_plan(request)
 except AnalyzerError as exc:
     st.error(md_escape(exc.message))
     st.stop()
+
+with inputs:
+    if plan.model_dims is not None:
+        st.caption(md_escape(f"Graph memory and capture time from the memory model, for {plan.model_dims.name}'s "
+                             f"dimensions."))
+    dist = next(i.value if i.kind == "distribution" else distribution_from_steps(i.value)
+                for i in plan_inputs if "distribution" in i.roles)
+    st.caption(md_escape("Distribution: " + ", ".join(f"bs {b}: {n:g}" for b, n in list(dist.items())[:24])
+                         + (" …" if len(dist) > 24 else "")))
+    st.caption(md_escape("Sources: " + "; ".join(f"{role.replace('_', ' ')} from {name}"
+                                                 for role, name in plan.sources.items() if name)))
 
 st.divider()
 m1, m2, m3, m4 = st.columns(4)
@@ -176,7 +192,8 @@ m4.metric("Crossover batch size", f"{plan.crossover_batch_size}" if plan.crossov
 r1, r2, r3, r4 = st.columns(4)
 r1.metric("Graph memory", f"{plan.memory_used_mib:,.0f} MiB", border=True, help=md_escape(plan.graph_memory_source))
 r2.metric("Capture time", f"{plan.capture_s:,.1f} s" if plan.capture_s is not None else "unknown", border=True,
-          help="Predicted start-up seconds to capture the plan's graphs (needs the model's dimensions).")
+          help="Predicted start-up seconds to capture the plan's graphs, from the capture-time part of the memory "
+               "model.")
 r3.metric("KV-cache tokens lost", f"{plan.kv_tokens_lost:,}" if plan.kv_tokens_lost is not None else "unknown",
           border=True, help="The graphs' memory, in KV-cache tokens of this model (or the bytes per token given).")
 x = plan.extrapolation
@@ -184,9 +201,10 @@ r4.metric("Extrapolation band", f"{x['expected_step_us_low']:,.0f}–{x['expecte
           if x is not None else "none", border=True,
           help="Costs above the largest measured batch size are extrapolated; the band takes half and twice the "
                "fitted growth.")
+st.caption(md_escape(memory_basis(plan)))
 show_buckets_and_charts(plan, "lg_plan")
 
-base = pd.DataFrame([{"setup": SERVER_LABELS.get(k, k), "version": v.version, "graphs": v.score.n_graphs,
+base = pd.DataFrame([{"setup": BASELINE_LABELS.get(k, k), "version": v.version, "graphs": v.score.n_graphs,
                       "expected step (us)": v.score.expected_step_us,
                       "graph memory (MiB)": v.memory_mib, "capture (s)": v.capture_s, "within budget": v.within_budget,
                       "plan saves": 1 - plan.expected_step_us / v.score.expected_step_us
@@ -200,7 +218,7 @@ st.dataframe(base, hide_index=True, column_config={
 })
 
 st.subheader("Trade-off: expected step, graph memory, start-up")
-st.plotly_chart(pareto_figure(plan, SERVER_LABELS), width="stretch", key="lg_plan_pareto")
+st.plotly_chart(pareto_figure(plan, BASELINE_LABELS), width="stretch", key="lg_plan_pareto")
 st.dataframe(pd.DataFrame([{"graphs": p.graphs, "expected step (us)": p.expected_step_us,
                             "graph memory (MiB)": p.memory_mib, "capture (s)": p.capture_s,
                             "within budget": p.within_budget, "buckets": ", ".join(str(b) for b in p.buckets)}
@@ -210,7 +228,7 @@ st.dataframe(pd.DataFrame([{"graphs": p.graphs, "expected step (us)": p.expected
                             "capture (s)": st.column_config.NumberColumn(format="%.1f")})
 
 st.subheader("Configs to copy")
-tabs = st.tabs([SERVER_LABELS[s] for s in SERVERS])
+tabs = st.tabs([BASELINE_LABELS[s] for s in SERVERS])
 snippets = plan.config_snippets()
 configs = plan.configs()
 for tab, name in zip(tabs, SERVERS):  # three servers
@@ -228,9 +246,11 @@ with st.expander("Per batch size, and the trade-off curve"):
 
 for w in plan.warnings:
     st.warning(md_escape(w), icon=":material/info:")
+with st.expander("Inputs: which input gave what"):
+    st.markdown("\n".join(f"- {md_escape(n)}" for n in notes))
 
 d1, d2 = st.columns(2)
 d1.download_button("Download plan (JSON)", json.dumps(json_safe(plan.to_dict()), indent=1, allow_nan=False),
                    file_name="launchgap-plan.json", mime="application/json")
-d2.download_button("Download report (Markdown)", plan_markdown(plan, costs_from, dist_from),
+d2.download_button("Download report (Markdown)", render_plan(plan, markdown=True, notes=notes),
                    file_name="launchgap-plan.md", mime="text/markdown")

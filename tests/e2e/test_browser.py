@@ -98,7 +98,7 @@ def test_upload_and_diagnose_in_chromium(app_server, browser, artifacts, tmp_pat
         page.locator("input[type=file]").set_input_files(str(dist))
         page.get_by_text("Using decode_batch_sizes.csv").wait_for(timeout=UI_TIMEOUT_MS)
         graphs = int(metric_value(page, "Graphs to capture"))
-        assert 1 <= graphs <= 8  # the default budget
+        assert graphs >= 1  # no graph limit by default, as the command
         wait_for_charts(page, 2)
         page.get_by_text("Configs to copy").wait_for(timeout=UI_TIMEOUT_MS)
         full_page_screenshot(page, artifacts / "4-plan.png")

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from launchgap.cli import main
-from launchgap.planning.inputs import distribution_from_reports
+from launchgap.planning.inputs import distribution_from_steps
+from launchgap.planning.request import trace_steps
 from launchgap.loaders import load_trace
 from launchgap.report import TraceReport, analyze_trace
 
@@ -51,7 +52,7 @@ def test_vllm_piecewise_mixed_step(engines_dir: Path) -> None:
     assert _step(rep) == ("mixed", 46, 8192, 46, "piecewise", 25, 52, 413)  # 9 prefill + 37 decode requests
     assert rep.summary.verdict_detail.startswith("vLLM trace: 1 mixed step, piecewise: 25 graph launches, 52 eager "
                                                  "launches between them")
-    assert distribution_from_reports([rep]) == {}  # a mixed step is not a decode bucket
+    assert distribution_from_steps([trace_steps(rep)]) == {}  # a mixed step is not a decode bucket
 
 
 def test_sglang_decode_and_extend(engines_dir: Path) -> None:
@@ -62,7 +63,7 @@ def test_sglang_decode_and_extend(engines_dir: Path) -> None:
     ext = _report(engines_dir, f"{SGLANG}/sglang_Qwen3-8B_prefilldecode.json.gz")
     assert ext.summary.engine == "sglang" and ext.mode == "eager"
     assert _step(ext) == ("prefill", 15, 15360, 15, "eager", 0, 521, 521)
-    assert distribution_from_reports([dec, ext]) == {32: 1.0}
+    assert distribution_from_steps([trace_steps(dec), trace_steps(ext)]) == {32: 1.0}
 
 
 def test_vllm_b200_eager_prefill(engines_dir: Path) -> None:

@@ -21,7 +21,8 @@ from launchgap.commands.fleet import local_cluster
 from launchgap.fleet import STEP_COLUMNS, load_fleet_results
 from launchgap.gaps import CAUSES
 from launchgap.loaders import load_trace
-from launchgap.planning.inputs import costs_from_reports, distribution_from_reports
+from launchgap.planning.inputs import costs_from_steps, distribution_from_steps
+from launchgap.planning.request import PlanRequest, build_plan, trace_steps
 from launchgap.planning.planner import plan_capture
 from launchgap.ranks import analyze_with_collectives
 
@@ -88,13 +89,15 @@ def test_fleet_matches_analyze_trace_by_trace(fleet_dir: Path, tmp_path: Path, s
 
     # Fleet aggregates against the per-trace reports.
     assert rep["steps"] == sum(len(x.steps) for x in reports)
-    assert rep["batch_histogram"] == {str(k): int(v) for k, v in distribution_from_reports(reports).items()}
+    steps = [trace_steps(r) for r in reports]
+    assert rep["batch_histogram"] == {str(k): int(v) for k, v in distribution_from_steps(steps).items()}
     assert rep["modes"] == {"eager": 4, "graph": 2}
     medians = sorted(x.summary.step_us_median for x in reports)
     assert rep["distributions"]["step_us"]["max"] == medians[-1]
-    # The fleet plan is what the planner makes of the same traces (launchgap plan's cost rules).
-    ref_plan = plan_capture(costs_from_reports(reports), distribution_from_reports(reports)).to_dict()
+    # The fleet plan is what the one plan builder makes of the same traces (launchgap plan's rules).
+    ref_plan = build_plan(PlanRequest().with_traces(steps, reports[0].workload.id))[0].to_dict()
     assert rep["plan"] == ref_plan
+    assert rep["plan"]["costs"] == plan_capture(costs_from_steps(steps), distribution_from_steps(steps)).to_dict()["costs"]
     assert rep["plan"]["buckets"]
 
     # The dashboard's entry point reads the same report back from the results file.

@@ -254,6 +254,8 @@ def _plan_outputs(traces: Path, tmp_path: Path, capsys) -> list[tuple[dict, str]
         (_run(["plan", "--timings", str(traces / "h200" / "timings.json"), "--model", "1b", "--distribution",
                str(dist), "--memory-mib", "3000", "--capture-seconds", "5", "--format", "json"], capsys),
          "launchgap.plan/1"),
+        # the server's current capture list scored beside the plan (baselines.current)
+        (_run(["plan", *h1b, "--capture-sizes", "1,2,4,8,16", "--format", "json"], capsys), "launchgap.plan/1"),
         # two workloads: one plan each
         (_run(["plan", *two, "--format", "json"], capsys), "plan-workloads"),
     ]

@@ -9,7 +9,8 @@ import pytest
 
 from launchgap.cli import main
 from launchgap.loaders import expand_paths, load_trace
-from launchgap.planning.inputs import costs_from_reports, costs_from_timings
+from launchgap.planning.inputs import costs_from_steps, costs_from_timings
+from launchgap.planning.request import trace_steps
 from launchgap.planning.planner import PlanOptions, plan_capture, score_buckets
 from launchgap.report import analyze_trace
 
@@ -43,7 +44,7 @@ def _plan_json(capsys, argv) -> dict:
 
 
 def test_costs_from_all_eight_traces(h200, reports):
-    t = costs_from_reports(reports)
+    t = costs_from_steps([trace_steps(r) for r in reports])
     assert t.batch_sizes == [1, 8, 64, 256]
     assert [p.source for p in t.points] == ["measured"] * 4  # eager and graph trace at every size
     g = [p.graph_us for p in t.points]
@@ -95,7 +96,7 @@ def test_held_out_style_eager_traces_only(h200, reports):
     truth = costs_from_timings(h200 / "truth.json", "1b")
     dists = {"listed": SKEWED, "zipf": {b: 1000.0 / b for b in range(1, 257)}}
     for name, dist in dists.items():
-        plan = plan_capture(costs_from_reports(eager), dist, PlanOptions(max_graphs=8))
+        plan = plan_capture(costs_from_steps([trace_steps(r) for r in eager]), dist, PlanOptions(max_graphs=8))
         assert {p.source for p in plan.costs.points} == {"predicted"}
         got = score_buckets(truth, dist, plan.buckets).expected_step_us
         best = plan_capture(truth, dist, PlanOptions(max_graphs=8)).expected_step_us

@@ -74,13 +74,15 @@ def test_compare_with_one_workload_has_no_picker() -> None:
 def test_capture_plan_costs_and_distribution_of_one_workload(workload_ids) -> None:
     at = goto(loaded(ONE_B + EIGHT_B), "plan")
     assert "2 different workloads" in shown(at.warning)
-    captions = shown(at.caption)
-    assert "Distribution: bs 1: 6, bs 64: 3" in captions  # 1b steps only: 3 eager + 3 graph at bs 1, 3 at 64
-    m1 = metrics(at)
-    workload_box(at).select(workload_ids[EIGHT_B[0]]).run()
+    # The page opens on the workload of the latest upload (8b), not the first loaded one.
+    assert workload_box(at).value == workload_ids[EIGHT_B[0]]
     captions = shown(at.caption)
     assert "Distribution: bs 1: 3" in captions and "bs 64" not in captions
-    assert metrics(at)["Expected step"] != m1["Expected step"]  # the 8b step, not a 1b/8b average
+    m8 = metrics(at)
+    workload_box(at).select(workload_ids[ONE_B[0]]).run()
+    captions = shown(at.caption)
+    assert "Distribution: bs 1: 6, bs 64: 3" in captions  # 1b steps only: 3 eager + 3 graph at bs 1, 3 at 64
+    assert metrics(at)["Expected step"] != m8["Expected step"]  # the 1b step, not a 1b/8b average
     assert not at.exception
 
 

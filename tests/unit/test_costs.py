@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -10,9 +9,10 @@ import pytest
 from launchgap.errors import AnalyzerError, InputError
 from launchgap.planning.costs import CostPoint, CostTable
 from launchgap.planning.inputs import (
-    costs_from_reports,
+    TraceSteps,
+    costs_from_steps,
     costs_from_timings,
-    distribution_from_reports,
+    distribution_from_steps,
     load_distribution,
     looks_like_timings,
 )
@@ -120,18 +120,19 @@ def test_graph_memory_bytes_ignores_non_positive():
 
 # --- from traces ------------------------------------------------------------------------------
 
-def _rep(mode, steps, step_med=100.0, unprof_med=80.0, path="t.json"):
-    summary = SimpleNamespace(step_us_median=step_med, estimated_unprofiled_step_us_median=unprof_med)
-    return SimpleNamespace(
-        path=path, mode=mode, summary=summary,
-        steps=[SimpleNamespace(batch_size=b, dur_us=d, predicted_graph_us=pg) for b, d, pg in steps])
+def _rep(mode, steps, step_med=100.0, unprof_med=80.0, path="t.json", phases=None):
+    """One trace's planning view: steps (batch size or None, profiled us, predicted graph us)."""
+    return TraceSteps(path, mode, TraceSteps.scale_of(step_med, unprof_med),
+                      np.array([-1 if b is None else b for b, _, _ in steps], dtype=np.int64),
+                      np.array([d for _, d, _ in steps], dtype=float), np.array([g for _, _, g in steps], dtype=float),
+                      tuple(phases or [None] * len(steps)))
 
 
-def test_costs_from_reports_eager_and_graph():
+def test_costs_from_steps_eager_and_graph():
     eager1 = _rep("eager", [(1, 100.0, 20.0), (1, 110.0, 22.0), (1, 120.0, 24.0)])  # scale 0.8
     eager8 = _rep("eager", [(8, 150.0, 40.0), (8, 150.0, 40.0)], step_med=150.0, unprof_med=120.0)
     graph8 = _rep("graph", [(8, 50.0, 49.0), (8, 52.0, 51.0)], step_med=51.0, unprof_med=51.0)
-    t = costs_from_reports([eager1, eager8, graph8])
+    t = costs_from_steps([eager1, eager8, graph8])
     assert t.batch_sizes == [1, 8]
     p1, p8 = t.points
     # bs 1: eager median(80, 88, 96) = 88; graph predicted median(20, 22, 24) = 22.
@@ -142,19 +143,25 @@ def test_costs_from_reports_eager_and_graph():
     assert any("predicted from eager traces" in w and "bs 1" in w for w in t.warnings)
 
 
-def test_costs_from_reports_errors_and_unknown_batch():
+def test_costs_from_steps_errors_and_unknown_batch():
     with pytest.raises(InputError, match="no steps with a known batch size"):
-        costs_from_reports([_rep("eager", [(None, 100.0, 20.0)])])
+        costs_from_steps([_rep("eager", [(None, 100.0, 20.0)])])
     with pytest.raises(InputError, match="only graph-mode traces"):
-        costs_from_reports([_rep("graph", [(8, 50.0, 49.0)])])
-    t = costs_from_reports([_rep("eager", [(None, 100.0, 20.0), (4, 100.0, 20.0)])])
+        costs_from_steps([_rep("graph", [(8, 50.0, 49.0)])])
+    t = costs_from_steps([_rep("eager", [(None, 100.0, 20.0), (4, 100.0, 20.0)])])
     assert t.batch_sizes == [4]
     assert any("1 steps without a known batch size" in w for w in t.warnings)
 
 
-def test_distribution_from_reports_counts_steps():
+def test_distribution_from_steps_counts_steps():
     reps = [_rep("eager", [(1, 1.0, 1.0), (1, 1.0, 1.0), (None, 1.0, 1.0)]), _rep("graph", [(8, 1.0, 1.0)])]
-    assert distribution_from_reports(reps) == {1: 2.0, 8: 1.0}
+    assert distribution_from_steps(reps) == {1: 2.0, 8: 1.0}
+    # a serving engine's prefill and mixed steps are not decode buckets; unknown phase counts
+    reps = [_rep("eager", [(1, 1.0, 1.0), (2, 1.0, 1.0), (4, 1.0, 1.0), (4, 1.0, 1.0)],
+                 phases=["decode", "prefill", "mixed", None])]
+    assert distribution_from_steps(reps) == {1: 1.0, 4: 1.0}
+    t = costs_from_steps(reps)
+    assert t.batch_sizes == [1, 4] and any("2 prefill or mixed steps were left out" in w for w in t.warnings)
 
 
 # --- from timings files ---------------------------------------------------------------------

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from launchgap.planning.inputs import distribution_from_reports
+from launchgap.planning.inputs import distribution_from_steps
+from launchgap.planning.request import trace_steps
 from launchgap.graph_mode import step_coverage
 from launchgap.loaders import load_trace
 from launchgap.render import render_trace
@@ -126,7 +127,7 @@ def test_two_phases_get_one_verdict_line_each(tmp_path: Path) -> None:
     assert parts[1].startswith("1 prefill step, eager: 2 eager launches — ")
     assert s.verdict == "already graphed"  # decode steps set the verdict
     # The planner takes decode steps only.
-    assert distribution_from_reports([rep]) == {2: 1.0}
+    assert distribution_from_steps([trace_steps(rep)]) == {2: 1.0}
     text = render_trace(rep)
     assert "Steps by phase and graph coverage" in text and "engine                       SGLang" in text
 

@@ -12,6 +12,7 @@ from launchgap.fleet import (
 )
 from launchgap.gaps import CAUSES
 from launchgap.planning.planner import PlanOptions
+from launchgap.planning.request import PlanRequest
 from launchgap.predict import PredictionModel
 from launchgap.render import render_fleet
 from launchgap.report import AnalysisOptions
@@ -143,7 +144,7 @@ def test_fleet_plan_from_merged_costs() -> None:
     # distribution 3 steps at bs 1, 4 at bs 4: (3 x 21 + 4 x 52) / 7
     assert plan.expected_step_us == pytest.approx(271 / 7)
     assert plan.all_eager_expected_step_us == pytest.approx((3 * 55 + 4 * 150) / 7)
-    one = acc.finish(PlanOptions(max_graphs=1)).plan
+    one = acc.finish(PlanRequest(options=PlanOptions(max_graphs=1))).plan
     assert one.buckets == (4,) and one.expected_step_us == pytest.approx(52.0)
 
 

@@ -1,0 +1,345 @@
+"""One way to build a capture plan: a :class:`PlanRequest` in, :func:`build_plan` out.
+
+The ``plan`` command, the dashboard's Capture plan page and ``fleet`` all describe what they
+have as a :class:`PlanRequest` and call :func:`build_plan` (or :func:`plan_workloads`, one plan
+per workload), so the same inputs give the same plan wherever it is made.
+
+**Inputs and roles.** A request holds a list of :class:`PlanInput`, each of a *kind* (a file
+format or an in-memory source) and tagged with the *roles* it is to fill:
+
+* ``costs``: the step cost per batch size, eager and graph (a :class:`CostTable`);
+* ``distribution``: how often production runs each batch size (``{batch_size: count}``);
+* ``capture_sizes``: the capture list the server runs now, scored beside the plan;
+* ``model_dims``: the model's dimensions (graph memory and capture time from the memory model);
+* ``memory_model``: the fitted memory model to use instead of the committed one.
+
+:data:`KINDS` says which roles each kind can fill and how it reads each one: analysed
+traces (``traces``) give costs and the distribution; harness timings (``timings``) give costs
+and model dimensions, never the distribution; a histogram file (``distribution``) the
+distribution; a model config (``model_config``) the dimensions; ``capture_sizes`` a list;
+``memory_model`` a fitted model. When several inputs are tagged with one role, the kind with
+the lowest ``rank`` fills it (harness timings' unprofiled costs beat trace costs, a
+histogram beats the traces' own steps) and the plan's notes say which won; two inputs of the
+same rank for one role are an error. A reader that finds nothing for its role (traces
+without a known batch size, timings without a ``models`` section) leaves it to the next.
+
+**Adding an input kind** (server logs and ``/metrics`` scrapes, a trace's own kernels as
+costs, a pasted server config's capture sizes): write a reader per role it can fill,
+``read(inp: PlanInput) -> value or None`` returning the role's value type above, and
+:func:`register` an :class:`InputKind` with them and a rank per role. Callers then pass
+``PlanInput(kind=..., name=..., roles=..., path=... or value=...)``; nothing else changes.
+A new *role* is a new entry in :data:`ROLES` and a use of it in :func:`build_plan`.
+
+**Which input gave what.** The plan's ``sources`` (``launchgap.plan/1``) name, per role, the
+input that filled it (``None``: no input did).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..errors import InputError
+from .costs import CostTable
+from .inputs import (
+    TraceSteps,
+    costs_from_steps,
+    costs_from_timings,
+    distribution_from_steps,
+    kernels_per_step_from_timings,
+    load_distribution,
+    load_model_dims,
+    looks_like_timings,
+    model_dims_from_timings,
+    read_small_file,
+)
+from .memory import MemoryModel, ModelDims
+from .planner import SOURCE_ROLES, BaselineSpec, Plan, PlanOptions, default_baselines, plan_capture
+
+if TYPE_CHECKING:
+    from ..report import TraceReport
+    from ..workload import Workload
+
+#: The roles an input can fill (see the module docstring); the plan's ``sources`` keys.
+ROLES = SOURCE_ROLES
+
+
+@dataclass(frozen=True)
+class PlanInput:
+    """One input of a plan: its ``kind`` (a key of :data:`KINDS`), the ``name`` the plan gives it
+    (a file name, "3 loaded traces"), the ``roles`` it is to fill, and where it is: a ``path``
+    to read, or a ``value`` read already (analysed traces as :class:`TraceSteps`, a parsed
+    histogram, a capture list). ``model`` picks one model's rows of a timings file or config."""
+
+    kind: str
+    name: str
+    roles: tuple[str, ...]
+    path: str | None = None
+    value: object = None
+    model: str | None = None
+
+    def __post_init__(self) -> None:
+        kind = KINDS.get(self.kind)
+        if kind is None:
+            raise InputError(f"unknown plan input kind {self.kind!r} (known: {', '.join(KINDS)})")
+        bad = [r for r in self.roles if r not in kind.readers]
+        if bad:
+            raise InputError(f"a {self.kind} input cannot give the {', '.join(bad)} "
+                             f"(it gives {', '.join(kind.readers)})")
+
+
+@dataclass(frozen=True)
+class InputKind:
+    """How one kind of input fills its roles: ``readers`` (role -> ``read(PlanInput)``, returning
+    the role's value or ``None`` when the input holds none) and ``rank`` (role -> precedence
+    among inputs tagged with that role: lowest wins)."""
+
+    name: str
+    readers: Mapping[str, Callable[[PlanInput], object]]
+    rank: Mapping[str, int]
+
+
+#: The input kinds, by name (:func:`register` adds one).
+KINDS: dict[str, InputKind] = {}
+
+
+def register(kind: InputKind) -> None:
+    """Make an input kind known (its readers must fill known :data:`ROLES`)."""
+    bad = [r for r in kind.readers if r not in ROLES]
+    if bad or set(kind.rank) != set(kind.readers):
+        raise ValueError(f"input kind {kind.name}: roles {bad} unknown or ranks missing")
+    KINDS[kind.name] = kind
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """Everything a plan is built from: the role-tagged ``inputs``, the budgets and policy
+    (``options``: max graphs, memory MiB, capture seconds, padding, KV bytes per token, ...) and
+    ``notes`` on how the inputs were chosen (a timings file found beside the traces), which the
+    plan's notes repeat."""
+
+    inputs: tuple[PlanInput, ...] = ()
+    options: PlanOptions = field(default_factory=PlanOptions)
+    notes: tuple[str, ...] = ()
+
+    def with_traces(self, steps: Sequence[TraceSteps], workload_id: str) -> PlanRequest:
+        """This request with its ``traces`` input holding ``steps`` (one workload's traces, see
+        :func:`traces_input`): the roles stay as the request tagged them (costs and distribution
+        when it has no traces input)."""
+        old = [i for i in self.inputs if i.kind == "traces"]
+        rest = tuple(i for i in self.inputs if i.kind != "traces")
+        if not steps:
+            return replace(self, inputs=rest)
+        roles = old[0].roles if old else ("costs", "distribution")
+        return replace(self, inputs=(traces_input(steps, workload_id, roles),) + rest)
+
+    @property
+    def traces(self) -> tuple[TraceSteps, ...]:
+        return tuple(s for i in self.inputs if i.kind == "traces" for s in (i.value or ()))
+
+
+def traces_input(steps: Sequence[TraceSteps], workload_id: str,
+                 roles: tuple[str, ...] = ("costs", "distribution")) -> PlanInput:
+    """The ``traces`` input of one workload's analysed traces, named as every path names it
+    ("3 trace(s) of wl-1a2b3c4d"), so the same traces give the same plan sources everywhere."""
+    return PlanInput("traces", f"{len(steps)} trace(s) of {workload_id}", roles, value=tuple(steps))
+
+
+# --- the readers ------------------------------------------------------------------------------------
+
+def _steps(inp: PlanInput) -> tuple[TraceSteps, ...]:
+    return tuple(inp.value or ())
+
+
+def _trace_costs(inp: PlanInput) -> CostTable | None:
+    return costs_from_steps(_steps(inp)) if _steps(inp) else None
+
+
+def _trace_distribution(inp: PlanInput) -> dict[int, float] | None:
+    return distribution_from_steps(_steps(inp)) or None
+
+
+def _timings_dims(inp: PlanInput) -> tuple[ModelDims, float | None] | None:
+    dims = model_dims_from_timings(inp.path, inp.model)
+    return (dims, kernels_per_step_from_timings(inp.path, inp.model)) if dims is not None else None
+
+
+def _read_memory_model(inp: PlanInput) -> MemoryModel:
+    if isinstance(inp.value, MemoryModel):
+        return inp.value
+    try:
+        doc = json.loads(read_small_file(inp.path, "memory model").decode("utf-8"))
+    except InputError as exc:
+        raise InputError(f"cannot read the memory model: {exc.message}", inp.path) from None
+    except ValueError as exc:
+        raise InputError(f"memory model file is not valid JSON ({exc})", inp.path) from None
+    if not isinstance(doc, dict):
+        raise InputError("memory model file must hold a JSON object", inp.path)
+    return MemoryModel.from_dict(doc)
+
+
+def _capture_sizes(inp: PlanInput) -> tuple[int, ...]:
+    sizes = tuple(sorted({int(x) for x in inp.value or ()}))
+    if not sizes or sizes[0] < 1:
+        raise InputError(f"capture sizes from {inp.name} must be positive integers")
+    return sizes
+
+
+register(InputKind("traces", {"costs": _trace_costs, "distribution": _trace_distribution},
+                   {"costs": 10, "distribution": 10}))
+register(InputKind("timings", {"costs": lambda i: costs_from_timings(i.path, i.model), "model_dims": _timings_dims},
+                   {"costs": 0, "model_dims": 10}))
+register(InputKind("distribution", {"distribution": lambda i: i.value if i.value is not None
+                                    else load_distribution(i.path)}, {"distribution": 0}))
+register(InputKind("model_config", {"model_dims": lambda i: (i.value if isinstance(i.value, ModelDims)
+                                                             else load_model_dims(i.path, i.model), None)},
+                   {"model_dims": 0}))
+register(InputKind("capture_sizes", {"capture_sizes": _capture_sizes}, {"capture_sizes": 0}))
+register(InputKind("memory_model", {"memory_model": _read_memory_model}, {"memory_model": 0}))
+
+
+# --- building ---------------------------------------------------------------------------------------
+
+@dataclass
+class _Filled:
+    """Per role: the input that filled it and its value; notes on inputs passed over."""
+
+    value: dict[str, object] = field(default_factory=dict)
+    source: dict[str, PlanInput] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def _fill(request: PlanRequest, role: str, out: _Filled) -> None:
+    """Fill ``role`` from the best-ranked input tagged with it that holds a value."""
+    tagged = sorted((i for i in request.inputs if role in i.roles), key=lambda i: KINDS[i.kind].rank[role])
+    ranks = [KINDS[i.kind].rank[role] for i in tagged]
+    if len(ranks) > 1 and ranks[0] == ranks[1]:
+        raise InputError(f"several inputs give the {role.replace('_', ' ')} ({tagged[0].name}, {tagged[1].name}); "
+                         f"give one")
+    for i, inp in enumerate(tagged):
+        value = KINDS[inp.kind].readers[role](inp)
+        if value is None:
+            continue
+        out.value[role], out.source[role] = value, inp
+        passed = [x.name for x in tagged[i + 1:]]
+        if passed:
+            out.notes.append(f"{role.replace('_', ' ')} from {inp.name} (wins over {', '.join(passed)})")
+        return
+
+
+def _baselines(request: PlanRequest, filled: _Filled) -> list[BaselineSpec]:
+    """The servers' default lists, and the server's current list when an input gives it."""
+    opts = request.options
+    specs = default_baselines(opts.max_batch_size, opts.padding)
+    sizes = filled.value.get("capture_sizes")
+    if sizes is not None:
+        specs.append(BaselineSpec("current", None, tuple(sizes),
+                                  f"the capture list the server runs now (from {filled.source['capture_sizes'].name})"))
+    return specs
+
+
+def build_plan(request: PlanRequest) -> tuple[Plan, list[str]]:
+    """The plan of ``request`` and notes on its inputs (which input gave what; the first two
+    notes say where the costs and the distribution came from).
+
+    Raises :class:`InputError` when no input gives the costs or the distribution, or an input
+    is bad (naming the file and the reason).
+    """
+    if not any("costs" in i.roles for i in request.inputs):
+        raise InputError("nothing to plan from: give traces, --timings FILE, or both")
+    filled = _Filled()
+    for role in ROLES:  # costs first: their errors are the most telling
+        _fill(request, role, filled)
+    traces = request.traces
+    if "costs" not in filled.value:
+        raise InputError("no input gives the step costs: give traces with steps or --timings FILE")
+    costs: CostTable = filled.value["costs"]  # type: ignore[assignment]
+    dist = filled.value.get("distribution")
+    if not dist:
+        raise InputError("no batch-size distribution: the traces hold no steps with a known batch size; "
+                         "pass --distribution FILE")
+    src = filled.source
+    notes = [f"costs from {costs.origin}"]
+    if src["distribution"].kind == "traces":
+        notes.append(f"distribution from {int(sum(dist.values()))} steps in {len(traces)} trace(s)")
+    else:
+        notes.append(f"distribution from {src['distribution'].name}")
+    notes += list(request.notes) + filled.notes
+    dims, nodes = filled.value.get("model_dims") or (None, None)
+    if dims is not None:
+        notes.append(f"model dimensions of {dims.name} from {src['model_dims'].name}: graph memory and capture "
+                     f"time from the memory model")
+    plan = plan_capture(costs, dist, request.options, dims=dims, memory_model=filled.value.get("memory_model"),
+                        nodes_per_size=nodes, baselines=_baselines(request, filled))
+    return replace(plan, sources={r: (src[r].name if r in src else None) for r in ROLES}), notes
+
+
+def plan_workloads(request: PlanRequest, groups: Sequence[tuple[Workload | None, Sequence[TraceSteps]]],
+                   wanted: str | None = None) -> list[tuple[Workload | None, Plan, list[str]]]:
+    """One plan per workload (the ``plan`` command): ``groups`` are each workload's traces (as
+    :class:`TraceSteps`), ``wanted`` an id (or unambiguous prefix) picks one. Traces of different
+    workloads are never pooled. With no groups the request is planned as it is (timings and a
+    histogram alone). A workload that cannot be planned is left out with a note on the others;
+    none plannable raises :class:`InputError`.
+    """
+    from ..workload import WorkloadGroup, pick_workload
+
+    wgroups = [WorkloadGroup(w, list(s)) for w, s in groups]
+    if wanted:
+        if not wgroups:
+            raise InputError("--workload picks among the traces' workloads; no trace was given")
+        wgroups = [pick_workload(wgroups, wanted)]
+    if not wgroups:
+        return [(None, *build_plan(request))]
+    if len(wgroups) == 1:
+        g = wgroups[0]
+        plan, notes = build_plan(request.with_traces(g.items, g.id))
+        if wanted:
+            notes.append(f"workload {g.id} ({g.label}): {len(g.items)} of {sum(len(s) for _, s in groups)} trace(s)")
+        return [(g.workload, plan, notes)]
+    out: list[tuple[Workload | None, Plan, list[str]]] = []
+    failed: list[str] = []
+    for g in wgroups:  # one plan per workload: costs and batch sizes of different models never mix
+        try:
+            plan, notes = build_plan(request.with_traces(g.items, g.id))
+        except InputError as exc:
+            failed.append(f"{g.id}: {exc.message}")
+            continue
+        notes.append(f"workload {g.id} ({g.label}): {len(g.items)} of {sum(len(s) for _, s in groups)} trace(s); "
+                     f"the traces hold {len(wgroups)} workloads, one plan each (--workload ID for one)")
+        out.append((g.workload, plan, notes))
+    if not out:
+        raise InputError("no workload could be planned: " + "; ".join(failed))
+    for _, _, notes in out:
+        notes += [f"no plan for workload {f}" for f in failed]
+    return out
+
+
+def trace_steps(report: TraceReport, name: str | None = None) -> TraceSteps:
+    """The planning view of an analysed trace (``name``: how messages name it; default its path)."""
+    s = report.summary
+    steps = report.steps
+    return TraceSteps(
+        name=name if name is not None else str(report.path), mode=report.mode,
+        unprofiled_scale=TraceSteps.scale_of(s.step_us_median, s.estimated_unprofiled_step_us_median),
+        batch_size=np.array([-1 if st.batch_size is None else st.batch_size for st in steps], dtype=np.int64),
+        dur_us=np.array([st.dur_us for st in steps], dtype=float),
+        predicted_graph_us=np.array([st.predicted_graph_us for st in steps], dtype=float),
+        phase=tuple(st.phase for st in steps))
+
+
+def timings_among(paths: Sequence[str]) -> list[Path]:
+    """Timings files among the given paths and in the given folders (``plan DIR`` picks up a
+    ``truth.json`` lying beside the traces)."""
+    found: list[Path] = []
+    for raw in paths:  # the paths the user gave
+        p = Path(raw)
+        if p.is_dir():
+            found += sorted(f for f in p.rglob("*.json") if f.is_file() and looks_like_timings(f))
+        elif looks_like_timings(p):
+            found.append(p)
+    return found

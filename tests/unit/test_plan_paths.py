@@ -1,0 +1,197 @@
+"""One plan builder: ``launchgap plan``, the dashboard's Capture plan page and ``fleet`` give the
+same plan on the same inputs, with the same budgets (issue 29 item 1)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("streamlit")
+
+import streamlit as st  # noqa: E402
+
+from launchgap.cli import build_parser, main  # noqa: E402
+from launchgap.dashboard.text import md_escape  # noqa: E402
+from launchgap.commands.fleet import fleet_request  # noqa: E402
+from launchgap.errors import InputError  # noqa: E402
+from launchgap.fleet import FleetAccumulator, summarize_trace  # noqa: E402
+from launchgap.planning.inputs import TraceSteps  # noqa: E402
+from launchgap.planning.planner import PlanOptions  # noqa: E402
+from launchgap.planning.request import (  # noqa: E402
+    KINDS,
+    InputKind,
+    PlanInput,
+    PlanRequest,
+    build_plan,
+    register,
+)
+from tests.unit.apptest_helpers import goto, metrics, new_app, upload  # noqa: E402
+from tests.unit.kineto_tiny import ann, doc, kernel, launch  # noqa: E402
+
+# Dimensions whose memory model gives every figure (tests/unit/test_memory_model.py's tiny model).
+DIMS = {"layers": 2, "hidden": 1024, "heads": 8, "kv_heads": 8, "mlp": 1024, "vocab": 260096, "head_dim": 128}
+
+
+def _eager_step(t0: float, bs: int, c: int) -> list[dict]:
+    """An eager step of batch ``bs``: two launches, kernels of 10 + bs and 10 us."""
+    return [ann(f"decode_step[bs={bs}]", t0, 200), launch(t0 + 10, 5, c), kernel(t0 + 20, 10 + bs, c, name="k1"),
+            launch(t0 + 40, 5, c + 1), kernel(t0 + 60, 10, c + 1, name="k2")]
+
+
+def _graph_step(t0: float, bs: int, c: int) -> list[dict]:
+    return [ann(f"decode_step[bs={bs}]", t0, 200), launch(t0 + 10, 5, c, name="cudaGraphLaunch"),
+            kernel(t0 + 20, 10 + bs, c, name="k1"), kernel(t0 + 21 + 10 + bs, 10, c, name="k2")]
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory) -> list[Path]:
+    """An eager trace (steps at bs 1, 1, 1, 4, 4, 16) and a graph trace (bs 4, 4): one workload."""
+    d = tmp_path_factory.mktemp("paths")
+    eager = [e for i, bs in enumerate([1, 1, 1, 4, 4, 16]) for e in _eager_step(1000.0 * i, bs, 10 * i + 1)]
+    graph = [e for i, bs in enumerate([4, 4]) for e in _graph_step(1000.0 * i, bs, 10 * i + 5)]
+    out = []
+    for name, events in (("eager.json", eager), ("graph.json", graph)):
+        (d / name).write_text(json.dumps(doc(events)))
+        out.append(d / name)
+    return out
+
+
+@pytest.fixture(autouse=True)
+def no_samples(tmp_path, monkeypatch):
+    """The dashboard with no bundled samples: only the uploads are loaded."""
+    root = tmp_path / "samples"
+    root.mkdir()
+    monkeypatch.setenv("LAUNCHGAP_SAMPLES_DIR", str(root))
+    st.cache_resource.clear()
+    yield
+    st.cache_resource.clear()
+
+
+def cli_plan(paths: list[Path], extra: list[str], capsys) -> dict:
+    assert main(["plan", *map(str, paths), *extra, "--format", "json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def fleet_plan(paths: list[Path], extra: list[str]) -> dict:
+    """The fleet command's plan without Dask: its request from the same flags, each trace summarised."""
+    req = fleet_request(build_parser("fleet").parse_args(["fleet", *map(str, paths), *extra]))
+    acc = FleetAccumulator()
+    for p in paths:  # two traces
+        acc.add(summarize_trace(p, req.options, req.max_trace_bytes))
+    rep = acc.finish(req.plan, req.top, req.workload)
+    assert rep.plan is not None, rep.plan_note
+    return rep.plan.to_dict()
+
+
+def page_plan(paths: list[Path], max_graphs: int = 0):
+    at = goto(upload(new_app(), [(p.name, p.read_bytes()) for p in paths]), "plan")
+    if max_graphs:
+        at.number_input(key="lg_plan_max_graphs").set_value(max_graphs).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _page_matches(at, want: dict) -> None:
+    """What the page shows is the plan ``want`` (JSON): buckets, figures, per-batch rows, Pareto sets, sources."""
+    m = metrics(at)
+    assert m["Graphs to capture"] == str(want["n_graphs"])
+    assert m["Expected step"] == f"{want['expected_step_us']:,.0f} us"
+    assert m["Graph memory"] == f"{want['memory']['predicted_mib']:,.0f} MiB"
+    assert at.code[0].value == (", ".join(map(str, want["buckets"])) or "none: run eager")
+    per_batch = next(d.value for d in at.dataframe if "planned_us" in d.value.columns)
+    assert per_batch["batch_size"].tolist() == [r["batch_size"] for r in want["per_batch"]]
+    assert np.allclose(per_batch["planned_us"], [r["planned_us"] for r in want["per_batch"]], atol=1e-3)
+    assert [b if b == b else None for b in per_batch["bucket"].tolist()] == [r["bucket"] for r in want["per_batch"]]
+    pareto = next(d.value for d in at.dataframe if "buckets" in d.value.columns and "graphs" in d.value.columns)
+    assert pareto["buckets"].tolist() == [", ".join(map(str, p["buckets"])) for p in want["pareto"]]
+    sources = "; ".join(f"{r.replace('_', ' ')} from {n}" for r, n in want["sources"].items() if n)
+    assert md_escape(f"Sources: {sources}") in [c.value for c in at.caption]
+
+
+def test_cli_page_and_fleet_give_one_plan(traces, capsys) -> None:
+    want = cli_plan(traces, [], capsys)
+    assert want["sources"]["costs"].startswith("2 trace(s) of wl-")
+    assert want["sources"]["distribution"] == want["sources"]["costs"]
+    assert want["n_graphs"] >= 1 and want["options"]["max_graphs"] is None
+    fleet = fleet_plan(traces, [])
+    assert fleet == {k: v for k, v in want.items() if k not in ("inputs", "workload")}
+    _page_matches(page_plan(traces), want)
+
+
+def test_the_same_budgets_on_every_path(traces, capsys) -> None:
+    """A graph limit: the page's widget and both commands' flag give one plan."""
+    want = cli_plan(traces, ["--max-graphs", "1"], capsys)
+    assert want["n_graphs"] == 1 and want["options"]["max_graphs"] == 1
+    assert fleet_plan(traces, ["--max-graphs", "1"]) == {k: v for k, v in want.items() if k not in ("inputs", "workload")}
+    _page_matches(page_plan(traces, max_graphs=1), want)
+
+
+def test_fleet_honours_plan_budgets_and_model_dims(traces, tmp_path, capsys) -> None:
+    """What fleet used to drop (capture budget, KV bytes, model dimensions, memory model): now as for plan."""
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(DIMS))
+    model = tmp_path / "memory_model.json"
+    model.write_text(json.dumps({"base_mib": 100.0, "pool_per_act": 2.0, "graph_mib": 10.0, "node_kib": 0.0,
+                                 "capture_base_s": 0.5, "capture_graph_s": 0.1, "capture_node_ms": 0.0}))
+    extra = ["--model-config", str(cfg), "--memory-model", str(model), "--capture-seconds", "0.65",
+             "--kv-bytes-per-token", "1048576", "--memory-mib", "500", "--capture-sizes", "1,2,4,8"]
+    want = cli_plan(traces, extra, capsys)
+    # 0.5 s per list + 0.1 s per size under 0.65 s: one graph.
+    assert want["n_graphs"] == 1 and want["memory"]["predicted_capture_s"] == 0.6
+    assert want["memory"]["kv_bytes_per_token"] == 1048576.0 and want["memory"]["model"] is not None
+    assert want["sources"]["model_dims"] == str(cfg) and want["sources"]["memory_model"] == str(model)
+    assert want["sources"]["capture_sizes"] == "--capture-sizes"
+    assert want["baselines"]["current"]["buckets"] == [1, 2, 4, 8]
+    assert want["baselines"]["current"]["within_budget"] is False  # 4 sizes: 0.9 s of capture
+    assert fleet_plan(traces, extra) == {k: v for k, v in want.items() if k not in ("inputs", "workload")}
+
+
+# --- the request itself ---------------------------------------------------------------------------
+
+def _steps(mode: str, sizes: list[int], us: list[float]) -> TraceSteps:
+    n = len(sizes)
+    return TraceSteps("t", mode, 1.0, np.array(sizes, dtype=np.int64), np.array(us, dtype=float),
+                      np.array(us, dtype=float) / 2, (None,) * n)
+
+
+def test_roles_pick_the_best_input_and_say_so(tmp_path) -> None:
+    timings = tmp_path / "timings.json"
+    timings.write_text(json.dumps({"schema": "launchgap.timings/1", "rows": [
+        {"model": "m", "batch_size": b, "eager_us": e, "graph_us": g} for b, e, g in [(1, 100.0, 20.0),
+                                                                                    (4, 100.0, 50.0)]]}))
+    traces = PlanInput("traces", "1 trace(s) of wl-x", ("costs", "distribution"),
+                       value=(_steps("eager", [1, 1, 4], [80.0, 80.0, 90.0]),))
+    tim = PlanInput("timings", "timings.json", ("costs", "model_dims"), path=str(timings))
+    plan, notes = build_plan(PlanRequest((traces, tim)))
+    # Costs from the timings (rank 0 beats the traces), the distribution from the traces' steps.
+    assert plan.sources["costs"] == "timings.json" and plan.sources["distribution"] == "1 trace(s) of wl-x"
+    assert plan.sources["model_dims"] is None  # the timings have no models section: nobody gave dimensions
+    assert notes[:2] == ["costs from timings.json, model m", "distribution from 3 steps in 1 trace(s)"]
+    assert "costs from timings.json (wins over 1 trace(s) of wl-x)" in notes
+    # bs 1: 2 of 3 steps at 20 us, bs 4: 1 at 50 us.
+    assert plan.buckets == (1, 4) and plan.expected_step_us == pytest.approx(30.0)
+    # The same traces with the distribution role only: costs must come from elsewhere.
+    only = PlanInput("traces", "1 trace(s) of wl-x", ("distribution",), value=traces.value)
+    with pytest.raises(InputError, match="nothing to plan from"):
+        build_plan(PlanRequest((only,)))
+    two = PlanInput("distribution", "a.csv", ("distribution",), value={1: 1.0})
+    with pytest.raises(InputError, match=r"several inputs give the distribution \(a.csv, b.csv\)"):
+        build_plan(PlanRequest((tim, two, PlanInput("distribution", "b.csv", ("distribution",), value={4: 1.0}))))
+    with pytest.raises(InputError, match="a timings input cannot give the distribution"):
+        PlanInput("timings", "t", ("distribution",), path=str(timings))
+
+
+def test_a_new_input_kind_plugs_in(monkeypatch) -> None:
+    """A kind registered with a reader per role (as server logs will be) fills its role; rank decides."""
+    monkeypatch.setattr("launchgap.planning.request.KINDS", dict(KINDS))
+    register(InputKind("server_log", {"distribution": lambda i: {4: 3.0}}, {"distribution": 5}))
+    traces = PlanInput("traces", "1 trace(s) of wl-x", ("costs", "distribution"),
+                       value=(_steps("eager", [1, 4], [80.0, 90.0]),))
+    log = PlanInput("server_log", "server.log", ("distribution",))
+    plan, notes = build_plan(PlanRequest((traces, log), PlanOptions(max_graphs=1)))
+    assert plan.sources["distribution"] == "server.log" and plan.sources["costs"] == "1 trace(s) of wl-x"
+    assert [r.batch_size for r in plan.per_batch] == [4] and notes[1] == "distribution from server.log"
+    with pytest.raises(ValueError, match="roles"):
+        register(InputKind("odd", {"weather": lambda i: None}, {"weather": 0}))
