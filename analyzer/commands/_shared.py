@@ -14,7 +14,7 @@ from typing import TextIO
 
 import numpy as np
 
-from ..engines import MAX_CONFIG_CHARS, CaptureSettings, parse_server_config
+from ..engines import MAX_CONFIG_CHARS, CaptureSettings, capture_sizes_of, parse_server_config
 from ..errors import InputError
 from ..loaders import DEFAULT_MAX_TRACE_BYTES
 from ..planning.planner import PADDING_POLICIES, PlanOptions
@@ -144,9 +144,11 @@ def request_from_args(args: argparse.Namespace, found_timings: list[Path] | None
                                 model=args.model))
     if args.memory_model:
         inputs.append(PlanInput("memory_model", args.memory_model, ("memory_model",), path=args.memory_model))
-    sizes = parse_capture_sizes(getattr(args, "capture_sizes", None))
-    if sizes is not None:
-        inputs.append(PlanInput("capture_sizes", "--capture-sizes", ("capture_sizes",), value=sizes))
+    cfg = server_config(getattr(args, "server_config", None), getattr(args, "capture_sizes", None))
+    if cfg is not None:  # the server's capture list now: scored beside the plan
+        where = f"--server-config {args.server_config}" if getattr(args, "server_config", None) else "--capture-sizes"
+        inputs.append(PlanInput("capture_sizes", where + (f" ({cfg.describe()})" if cfg.engine else ""),
+                                ("capture_sizes",), value=tuple(capture_sizes_of(cfg))))
     opts = PlanOptions(max_graphs=args.max_graphs, memory_budget_mib=args.memory_budget_mib,
                        graph_memory_mib=args.graph_memory_mib, max_batch_size=args.max_batch_size,
                        padding=args.padding, win_threshold=args.win_threshold,

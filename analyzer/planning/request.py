@@ -183,8 +183,9 @@ def _read_memory_model(inp: PlanInput) -> MemoryModel:
 
 
 def _capture_sizes(inp: PlanInput) -> tuple[int, ...]:
+    """The server's capture list (empty: graphs are off there)."""
     sizes = tuple(sorted({int(x) for x in inp.value or ()}))
-    if not sizes or sizes[0] < 1:
+    if sizes and sizes[0] < 1:
         raise InputError(f"capture sizes from {inp.name} must be positive integers")
     return sizes
 
