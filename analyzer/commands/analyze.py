@@ -12,14 +12,18 @@ from ..graph_mode import detect_capture
 from ..loaders import expand_paths, load_trace
 from ..ranks import JobReport, analyze_job, analyze_with_collectives, group_by_job, group_traces
 from ..report import SCHEMA, AnalysisOptions, TraceReport, with_capture
+from ..serverlogs import read_server_file, split_inputs
+from ..serverlogs.diagnosis import LogDiagnosis, diagnose
 from ..trace import Trace
 
 NAME = "analyze"
-HELP = "diagnose launch gaps in Kineto JSON or Nsight Systems SQLite traces"
+HELP = ("diagnose launch gaps in Kineto JSON or Nsight Systems SQLite traces, and CUDA-graph use in vLLM / SGLang / "
+        "TensorRT-LLM server logs and /metrics scrapes")
 
 
 def prepare_parser(p: argparse.ArgumentParser) -> None:
-    p.add_argument("paths", nargs="+", metavar="TRACE", help="trace files or directories of them")
+    p.add_argument("paths", nargs="+", metavar="FILE", help="trace files, server logs, /metrics scrapes, or directories "
+                                                            "of them (recognised by content)")
     p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
     p.add_argument("--output", "-o", help="write the report to this file instead of stdout")
     p.add_argument("--capture", metavar="CAPTURE_TRACE",
@@ -105,27 +109,51 @@ def analyze_paths(paths: list[str], opts: AnalysisOptions, max_bytes: int, progr
     return reports, jobs, errors
 
 
+def analyze_server_files(files: list[Path], errors: list[AnalyzerError],
+                         found: list[Path] = ()) -> list[LogDiagnosis]:
+    """Each server log or scrape read and diagnosed; a bad one is collected in ``errors``. ``found``:
+    files found in directories, passed over when they hold no server record."""
+    out: list[LogDiagnosis] = []
+    for f, optional in [(f, False) for f in files] + [(f, True) for f in found]:
+        try:
+            log = read_server_file(f, optional=optional)
+            if log is not None:
+                out.append(diagnose(log))
+        except AnalyzerError as exc:
+            if exc.path is None:
+                exc.path = str(f)
+            errors.append(exc)
+    return out
+
+
 def report_json(reports: list[TraceReport], errors: list[AnalyzerError],
-                jobs: list[JobReport] | None = None) -> dict:
+                jobs: list[JobReport] | None = None, logs: list[LogDiagnosis] | None = None) -> dict:
     return {"schema": SCHEMA, "traces": [r.to_dict() for r in reports],
             "jobs": [j.to_dict() for j in jobs or []],
+            "logs": [d.to_dict() for d in logs or []],
             "errors": [{"path": e.path, "error": e.message} for e in errors]}
 
 
 def run(args: argparse.Namespace) -> int:
     opts = analysis_options(args)
     capture = load_capture(args.capture, args.max_trace_bytes) if args.capture else None
-    reports, jobs, errors = analyze_paths(args.paths, opts, args.max_trace_bytes, Progress(), capture)
-    if len(errors) == 1 and not reports:
+    server_files, found, trace_paths = split_inputs(args.paths)
+    if trace_paths:
+        reports, jobs, errors = analyze_paths(trace_paths, opts, args.max_trace_bytes, Progress(), capture)
+    else:
+        reports, jobs, errors = [], [], []
+    logs = analyze_server_files(server_files, errors, found)
+    if len(errors) == 1 and not reports and not logs:
         raise errors[0]
     if args.format == "json":
-        text = json.dumps(report_json(reports, errors, jobs), indent=1, allow_nan=False)
+        text = json.dumps(report_json(reports, errors, jobs, logs), indent=1, allow_nan=False)
     else:
-        from ..render import render_job, render_trace
+        from ..render import render_job, render_server_log, render_trace
 
         md = args.format == "markdown"
         sep = "\n\n" + ("---\n\n" if md else "=" * 78 + "\n\n")
-        text = sep.join([render_trace(r, markdown=md) for r in reports] + [render_job(j, markdown=md) for j in jobs])
+        text = sep.join([render_trace(r, markdown=md) for r in reports] + [render_job(j, markdown=md) for j in jobs]
+                        + [render_server_log(d, markdown=md) for d in logs])
     if args.output:
         Path(args.output).write_text(text + "\n", encoding="utf-8")
     else:

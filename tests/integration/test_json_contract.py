@@ -237,6 +237,8 @@ def _analyze_outputs(traces: Path, bad_trace: Path, capsys) -> list[dict]:
         # an execution trace with the capture trace of the same engine run (capture_pairing)
         _run(["analyze", str(PAIR / "graph_execution.json.gz"), "--capture",
               str(next(PAIR.glob("capture_traces__*.json.gz"))), "--format", "json"], capsys),
+        # server logs and /metrics scrapes of every engine (logs[])
+        _run(["analyze", *map(str, sorted((traces / "serverlogs").glob("*.gz"))), "--format", "json"], capsys),
     ]
 
 
@@ -279,6 +281,12 @@ def test_analyze_json_matches_the_doc(samples, bad_trace, capsys):
                 "fallback_lost_us", "inter_step_host_us"):
         assert any(s[key] is not None for s in steps), key
     assert any(s["host_phases_us"] for s in steps) and any(t["summary"]["host_phases_us_per_step"] for t in traces)
+    logs = [lg for doc in outputs for lg in doc["logs"]]
+    assert {lg["engine"] for lg in logs} == {"vllm", "sglang", "tensorrt_llm"} and {lg["kind"] for lg in logs} == \
+        {"log", "metrics"}
+    assert any(lg["ceiling"]["absorbing"] is True for lg in logs) and any(lg["ceiling"]["absorbing"] is False
+                                                                         for lg in logs)
+    assert any(lg["capture"]["memory_mib"] is not None and lg["decode"]["eager_above_max"] for lg in logs)
 
 
 def test_plan_json_matches_the_doc(samples, tmp_path, capsys):

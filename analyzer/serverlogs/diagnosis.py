@@ -1,0 +1,241 @@
+"""What a server log or scrape says about CUDA graphs: eager share, the capture ceiling, throughput.
+
+Definitions (all vectorised over the log's decode-line columns):
+
+* **Decode lines**: the engine's periodic decode record, one per logged interval (SGLang's
+  ``Decode batch``: one decode step in ``decode_log_interval``, default 40; vLLM's stats line:
+  one snapshot per stats interval, 10 s by default in V1; TensorRT-LLM's iteration line with no
+  context request: every iteration), or per scrape for metrics. ``batch``: its running
+  decode requests.
+* **graph / eager** (``counted``): SGLang logs count *lines* by their ``cuda graph: True/False``
+  flag (sampled steps); vLLM's ``--cudagraph-metrics`` tables and SGLang's
+  ``sglang:cuda_graph_passes_total`` count forward *passes* (every step). Null when the input
+  does not say (vLLM stats lines alone, TensorRT-LLM).
+* **eager_above_max** (ceiling): eager with the batch above the largest captured size
+  ``max_captured``; **eager_within_captured** (fallback): eager at or under it. vLLM's tables
+  split by the pass's unpadded tokens.
+* **lines_above_max**: decode lines whose batch is above ``max_captured`` (whatever the line says
+  about graphs: every engine runs those eager).
+* **Absorbing ceiling state**: the batch crosses above ``max_captured`` and stays above it for at
+  least :data:`ABSORBING_MIN_LINES` consecutive decode lines of one process, spanning at least
+  :data:`ABSORBING_MIN_SECONDS` where the lines carry times. (Eager steps are slower, requests stay
+  longer, the batch grows: SGLang #33483.) Null when ``max_captured`` is unknown or the log has
+  no decode line.
+* **Throughput at similar batch**: per-request generation throughput (the line's gen throughput
+  / its batch, token/s per request), median over graph lines with batch in
+  ``[(1 - NEAR) x max, max]`` against eager lines in ``(max, (1 + NEAR) x max]``
+  (:data:`NEAR` = 0.25); and over eager fallback lines against graph lines at the same batch.
+  SGLang's throughput spans the whole interval while its flag is one step's. Where the lines do
+  not flag graphs (vLLM, TensorRT-LLM), lines above the ceiling count as eager and the rest as graph.
+* **Distribution**: decode lines per batch size (TensorRT-LLM and vLLM iteration lines: every
+  iteration; SGLang lines: one step in ``decode_log_interval``; vLLM stats lines: one snapshot
+  per stats interval, a time sample). Prefill lines are counted apart and never in it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ._base import ServerLog
+
+ABSORBING_MIN_LINES = 20
+ABSORBING_MIN_SECONDS = 60.0
+NEAR = 0.25
+
+
+@dataclass
+class CeilingRun:
+    """The longest stretch of consecutive decode lines (one process) above the ceiling."""
+
+    first_line: int
+    lines: int
+    seconds: float | None
+    median_batch: float
+    to_end: bool
+
+
+@dataclass
+class LogDiagnosis:
+    log: ServerLog
+    counted: str | None
+    graph: int | None
+    eager: int | None
+    eager_above_max: int | None
+    eager_within_captured: int | None
+    max_captured: int | None
+    lines_above_max: int | None
+    absorbing: bool | None
+    run: CeilingRun | None
+    distribution: dict[int, int]
+    distribution_basis: str
+    prefill_lines: int
+    graph_tok_s_per_req_near_max: float | None
+    eager_tok_s_per_req_near_max: float | None
+    fallback_tok_s_per_req: float | None
+    graph_tok_s_per_req_same_batch: float | None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def eager_share(self) -> float | None:
+        """Eager share of the decode iterations counted (graph + eager), or None."""
+        if self.graph is None or self.eager is None or self.graph + self.eager == 0:
+            return None
+        return self.eager / (self.graph + self.eager)
+
+    def to_dict(self) -> dict:
+        """The ``logs[]`` entry of ``launchgap.report/1`` (docs/json.md)."""
+        lg = self.log
+        last = lg.scrapes[-1] if lg.scrapes else {}
+        return {
+            "file": lg.path, "engine": lg.engine, "kind": lg.kind, "version": lg.version,
+            "capture": {"sizes": list(lg.capture_sizes) if lg.capture_sizes else None,
+                        "count": lg.capture_count, "mode": lg.capture_mode,
+                        "seconds": lg.capture_seconds, "memory_mib": lg.capture_memory_mib},
+            "max_running_requests": lg.max_running_requests,
+            "decode": {"lines": int(len(lg.decode_batch)) if lg.kind == "log" else None,
+                       "counted": self.counted, "graph": self.graph, "eager": self.eager,
+                       "eager_above_max": self.eager_above_max, "eager_within_captured": self.eager_within_captured,
+                       "batch": lg.decode_batch.tolist()},
+            "ceiling": {"max_captured": self.max_captured, "absorbing": self.absorbing,
+                        "lines_above_max": self.lines_above_max,
+                        "absorbing_from_line": self.run.first_line if self.absorbing and self.run else None},
+            "metrics": {k: round(v, 6) for k, v in sorted(last.items())},
+            "skipped_lines": lg.skipped_lines,
+            "notes": list(lg.notes) + list(self.notes),
+        }
+
+
+def _runs_above(above: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(start, length) of each run of True in ``above``."""
+    x = np.concatenate(([0], above.astype(np.int8), [0]))
+    d = np.diff(x)
+    starts = np.flatnonzero(d == 1)
+    ends = np.flatnonzero(d == -1)
+    return starts, ends - starts
+
+
+def ceiling_run(batch: np.ndarray, time_s: np.ndarray, source: np.ndarray, top: int) -> CeilingRun | None:
+    """The longest run above ``top`` among each process's lines (None if no line is above)."""
+    best: CeilingRun | None = None
+    for s in np.unique(source):  # one loop per process (a handful), not per line
+        idx = np.flatnonzero(source == s)
+        starts, lengths = _runs_above(batch[idx] > top)
+        if not len(starts):
+            continue
+        t = time_s[idx]
+        ends = starts + lengths - 1
+        span = t[ends] - t[starts]
+        qualifies = (lengths >= ABSORBING_MIN_LINES) & (np.isnan(span) | (span >= ABSORBING_MIN_SECONDS))
+        order = np.lexsort((lengths, qualifies))  # qualifying first, then longest
+        k = int(order[-1])
+        run = CeilingRun(first_line=int(idx[starts[k]]), lines=int(lengths[k]),
+                         seconds=None if np.isnan(span[k]) else float(span[k]),
+                         median_batch=float(np.median(batch[idx[starts[k]:ends[k] + 1]])),
+                         to_end=bool(ends[k] == len(idx) - 1))
+        if best is None or (_qualifies(run), run.lines) > (_qualifies(best), best.lines):
+            best = run
+    return best
+
+
+def _qualifies(run: CeilingRun) -> bool:
+    return run.lines >= ABSORBING_MIN_LINES and (run.seconds is None or run.seconds >= ABSORBING_MIN_SECONDS)
+
+
+def _median(x: np.ndarray) -> float | None:
+    x = x[np.isfinite(x)]
+    return float(np.median(x)) if len(x) else None
+
+
+def diagnose(log: ServerLog) -> LogDiagnosis:
+    """The diagnosis of one log or scrape file (definitions in the module text)."""
+    b = log.decode_batch
+    g = log.decode_graph
+    top = log.max_captured
+    notes: list[str] = []
+    counted = graph = eager = above = within = None
+    if log.graph_passes is not None:
+        counted, graph, eager = "passes", log.graph_passes, log.eager_passes
+        above, within = log.eager_passes_above, log.eager_passes_within
+    elif len(g) and (g >= 0).any():
+        known = g >= 0
+        counted = "lines"
+        graph, eager = int((g == 1).sum()), int((g == 0).sum())
+        if top is not None:
+            above = int(((g == 0) & (b > top)).sum())
+            within = eager - above
+        if not known.all():
+            notes.append(f"{int((~known).sum())} decode lines do not say whether a graph ran (left out of the counts)")
+    lines_above = int((b > top).sum()) if top is not None and log.kind == "log" else None
+    run = ceiling_run(b, log.decode_time_s, log.decode_source, top) if top is not None and len(b) else None
+    absorbing = None if top is None or not len(b) else bool(run is not None and _qualifies(run))
+    # the distribution: iteration lines where the engine logs every iteration, else decode lines
+    if len(log.iter_batch):
+        dec = log.iter_batch[(log.iter_context == 0) & (log.iter_batch > 0)]
+        basis = "every decode iteration (per-iteration log lines, prefill and mixed iterations left out)"
+    else:
+        dec = b[b > 0]
+        basis = {"sglang": f"decode lines: one decode step in decode_log_interval={log.decode_log_interval}",
+                 "vllm": "stats lines: the running requests once per stats interval (a time sample)",
+                 "tensorrt_llm": "every decode iteration"}.get(log.engine, "decode lines")
+        if log.kind == "metrics":
+            basis = "the running-requests gauge once per scrape"
+    sizes, counts = np.unique(dec, return_counts=True)
+    dist = {int(s): int(c) for s, c in zip(sizes, counts)}
+    prefill = int(len(log.prefill_time_s)) + (int(((log.iter_context > 0)).sum()) if log.engine == "vllm" else 0)
+    per_req = np.where(b > 0, log.decode_tok_s / np.maximum(b, 1), np.nan)
+    g_near = e_near = fb = g_same = None
+    if top is not None and len(b) and not (g >= 0).any():
+        # the lines do not say (vLLM, TensorRT-LLM): above the ceiling is eager on every engine, under it a graph
+        g = np.where(b > top, 0, 1).astype(np.int8)
+        notes.append("graph vs eager throughput compares lines by the ceiling (the lines do not flag graphs)")
+    if top is not None and len(b):
+        g_near = _median(per_req[(g == 1) & (b <= top) & (b >= (1 - NEAR) * top)])
+        e_near = _median(per_req[(g == 0) & (b > top) & (b <= (1 + NEAR) * top)])
+        fb_mask = (g == 0) & (b <= top)
+        if fb_mask.any():
+            fb = _median(per_req[fb_mask])
+            g_same = _median(per_req[(g == 1) & np.isin(b, np.unique(b[fb_mask]))])
+    return LogDiagnosis(log=log, counted=counted, graph=graph, eager=eager, eager_above_max=above,
+                        eager_within_captured=within, max_captured=top, lines_above_max=lines_above,
+                        absorbing=absorbing, run=run, distribution=dist, distribution_basis=basis,
+                        prefill_lines=prefill, graph_tok_s_per_req_near_max=g_near,
+                        eager_tok_s_per_req_near_max=e_near, fallback_tok_s_per_req=fb,
+                        graph_tok_s_per_req_same_batch=g_same, notes=notes)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def verdict(d: LogDiagnosis) -> tuple[str, str]:
+    """The one-line verdict of a log and its detail (what a serving engineer reads first)."""
+    top = d.max_captured
+    unit = "forward passes" if d.counted == "passes" else "logged decode steps"
+    share = d.eager_share
+    if d.log.kind == "log" and not len(d.log.decode_batch):
+        return "no decode lines", "the log holds no periodic decode record (is the server's stats logging on?)"
+    if d.absorbing and d.run is not None:
+        r = d.run
+        span = f", {r.seconds:,.0f} s" if r.seconds is not None else ""
+        end = "to the end of the log" if r.to_end else "then came back under"
+        detail = (f"the running batch crossed the largest captured size ({top}) and stayed above it for {r.lines} "
+                  f"consecutive lines{span} ({end}; median batch {r.median_batch:g})")
+        if share is not None:
+            detail += f"; {_pct(share)} of the {unit} ran eager"
+        return "absorbing ceiling state", detail
+    if share is not None and d.eager_above_max is not None and d.eager:
+        if d.eager_above_max >= (d.eager_within_captured or 0):
+            return "eager above the ceiling", (f"{_pct(share)} of the {unit} ran eager, {d.eager_above_max} of "
+                                               f"{d.eager} above the largest captured size ({top})")
+        return "eager fallbacks", (f"{_pct(share)} of the {unit} ran eager, {d.eager_within_captured} of {d.eager} "
+                                   f"within a captured size ({top} is the largest)")
+    if share is not None:
+        return ("graphs serve decode" if share < 0.05 else "eager decode"), f"{_pct(share)} of the {unit} ran eager"
+    if d.lines_above_max:
+        return "batches above the ceiling", (f"{d.lines_above_max} of {len(d.log.decode_batch)} decode lines ran a "
+                                             f"batch above the largest captured size ({top}): those run eager")
+    if top is not None:
+        return "under the ceiling", f"every logged decode batch fits the largest captured size ({top})"
+    return "capture list unknown", ("the log names no capture list: pass the server's config, or turn on the lines "
+                                    "that print it (docs/serverlogs.md)")

@@ -1,0 +1,127 @@
+"""TensorRT-LLM (PyTorch backend) server logs: the per-iteration line of ``print_iter_log`` and
+the CUDA-graph warm-up lines.
+
+Format strings (docs/serverlogs.md cites each; paths in NVIDIA/TensorRT-LLM):
+
+* record prefix ``[MM/DD/YYYY-HH:MM:SS] [TRT-LLM] [I] ...`` (Python logger), C++ runtime
+  ``[TensorRT-LLM][INFO] ...``; the version from ``TensorRT-LLM version: X``;
+* iteration (``tensorrt_llm/_torch/pyexecutor/py_executor.py``, rank 0 only unless
+  ``TLLM_PROFILE_LOG_RANKS``): ``iter = N, global_rank = R, rank = R, currank_total_requests =
+  a/b, elapsed_time = Ts`` (early 2025) or ``host_step_time = Xms, prev_device_step_time = Yms``
+  (``N/A`` on the first), ``timestamp = YYYY-MM-DD HH:MM:SS, num_scheduled_requests: N`` (2026:
+  ``num_scheduled_requests = N, kv_cache_util = ...`` moved before ``currank_total_requests``,
+  more fields after), ``states = {'num_ctx_requests': C, 'num_ctx_tokens': T,
+  'num_generation_tokens': G, ...}``. ``num_generation_tokens`` includes CUDA-graph padding
+  (PR #3914), so the decode batch is ``num_scheduled_requests - num_ctx_requests``;
+* capture (``tensorrt_llm/_torch/pyexecutor/model_engine.py``): ``Creating CUDA graph instances
+  for N batch sizes.``, per size ``Run generation only CUDA graph warmup for batch size=B``
+  (``, draft_len=D`` in newer builds; oldest ``Run warmup for batch size=B``); the
+  ``cuda_graph_config`` (``batch_sizes``, ``max_batch_size``, ``enable_padding``) where a config
+  dump prints it.
+
+The iteration line does not say whether a graph ran, and TensorRT-LLM logs neither the capture's
+seconds nor its memory: those stay unknown (null).
+"""
+from __future__ import annotations
+
+import re
+
+from ._base import Reader as BaseReader, int_list
+
+ENGINE = "tensorrt_llm"
+CUES = ((b"[TRT-LLM]", 4), (b"[TensorRT-LLM]", 4), (b"TensorRT-LLM version", 5), (b"currank_total_requests", 5),
+        (b"CUDA graph warmup for batch size", 4), (b"tensorrt_llm", 1), (b"trtllm-serve", 2))
+
+_ITER_AT = re.compile(rb"\biter = \d+,[^\n]*")
+_SCHEDULED = re.compile(rb"num_scheduled_requests(?: =|:) (\d+)")
+_CTX = re.compile(rb"'num_ctx_requests': (\d+)")
+_GEN_TOKENS = re.compile(rb"'num_generation_tokens': (\d+)")
+_DEVICE_MS = re.compile(rb"prev_device_step_time = ([\d.]+) ?ms")
+_HOST_MS = re.compile(rb"host_step_time = ([\d.]+) ?ms")
+_ELAPSED = re.compile(rb"elapsed_time = ([\d.]+) ?s")
+_STAMP = re.compile(rb"timestamp = ([^,]+),")
+_RANK = re.compile(rb"\brank = (\d+)")
+_WARMUP = re.compile(rb"(?:CUDA graph warmup|Run warmup) for batch size=(\d+)")
+_INSTANCES = re.compile(rb"Creating CUDA graph instances for (\d+) batch sizes")
+_CG_SIZES = re.compile(rb"cuda_graph_(?:batch_sizes|config)\W*[^\n]*?batch_sizes\W*\[([\d,\s]*)\]")
+_CG_MAX = re.compile(rb"cuda_graph_(?:max_batch_size|config\W*[^\n]*?max_batch_size)\W*(\d+)")
+_MAX_BATCH = re.compile(rb"(?<!graph_)\bmax_batch_size\W{1,3}(\d+)")
+_PADDING = re.compile(rb"enable_padding\W*(True|False|true|false)")
+_VERSION = re.compile(rb"TensorRT-LLM version:? v?(\d+\.\d+[\w.+-]*)")
+
+
+class Reader(BaseReader):
+    ENGINE = ENGINE
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.warm: set[int] = set()
+        self.listed: list[int] | None = None
+
+    def feed(self, block: bytes) -> None:
+        log = self.log
+        if b"iter = " in block:
+            for m in _ITER_AT.finditer(block):
+                self._iteration(block, m)
+        if b"for batch size=" in block:
+            for m in _WARMUP.finditer(block):
+                self.warm.add(int(m.group(1)))
+                self.recognised += 1
+        if b"Creating CUDA graph instances" in block:
+            for m in _INSTANCES.finditer(block):
+                log.capture_count = int(m.group(1))
+                self.recognised += 1
+        if b"batch_size" in block or b"batch_sizes" in block:
+            for m in _CG_SIZES.finditer(block):
+                self.listed = int_list(m.group(1))
+            for m in _CG_MAX.finditer(block):
+                log.capture_max = int(m.group(1))
+            for m in _MAX_BATCH.finditer(block):
+                start, end = block.rfind(b"\n", 0, m.start()) + 1, block.find(b"\n", m.start())
+                if b"raph" not in block[start:end if end >= 0 else len(block)]:  # not the graph config's own
+                    log.max_running_requests = int(m.group(1))
+        if b"enable_padding" in block:
+            for m in _PADDING.finditer(block):
+                log.capture_mode = "padded" if m.group(1).lower() == b"true" else "exact"
+        if log.version is None and b"TensorRT-LLM version" in block:
+            v = _VERSION.search(block)
+            if v:
+                log.version = v.group(1).decode("ascii", "replace")
+
+    def _iteration(self, block: bytes, m: re.Match) -> None:
+        text = m.group()
+        sched = _SCHEDULED.search(text)
+        ctx = _CTX.search(text)
+        if sched is None or ctx is None:
+            self.skipped += 1
+            return
+        stamp = _STAMP.search(text)
+        start = block.rfind(b"\n", 0, m.start()) + 1
+        t = self.clock.parse(stamp.group(1) if stamp else block[start:m.start()])
+        ms = _DEVICE_MS.search(text) or _HOST_MS.search(text)
+        if ms:
+            step_ms = float(ms.group(1))
+        else:
+            el = _ELAPSED.search(text)
+            step_ms = float(el.group(1)) * 1000.0 if el else float("nan")
+        rank = _RANK.search(text)
+        src = self.sources.of(b"rank " + rank.group(1) if rank else b"")
+        c = int(ctx.group(1))
+        gen = int(sched.group(1)) - c
+        self.iteration_line(t, gen, c, step_ms, src)
+        if c == 0:
+            self.decode_line(t, gen, -1, float("nan"), src)
+        else:
+            self.prefill_line(t, c, -1)
+        self.recognised += 1
+
+    def finish(self):
+        log = self.log
+        if self.warm:
+            log.capture_sizes = sorted(self.warm)
+        elif self.listed:
+            log.capture_sizes = self.listed
+        if log.capture_sizes and log.capture_count is not None and log.capture_count != len(log.capture_sizes):
+            log.notes.append(f"the server announced {log.capture_count} graph sizes and warmed up "
+                             f"{len(log.capture_sizes)}")
+        return super().finish()

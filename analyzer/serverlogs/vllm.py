@@ -1,0 +1,205 @@
+"""vLLM server logs: the periodic stats line, the capture line and config, ``--cudagraph-metrics``
+tables, ``VLLM_LOG_BATCHSIZE_INTERVAL`` forward times and ``VLLM_LOG_ITERATION_DETAILS`` lines,
+in every format of releases 0.6.4 to 0.34.
+
+Format strings (docs/serverlogs.md cites each with its file; paths in vllm-project/vllm):
+
+* record prefix ``%(levelname)s %(asctime)s [%(fileinfo)s:%(lineno)d] %(message)s`` with datefmt
+  ``%m-%d %H:%M:%S`` (no year; ``vllm/logger.py``), 0.6.4 without the brackets, and from 0.10 a
+  ``(EngineCore_DP0 pid=...)`` / ``(Worker_TP0 pid=...)`` / ``(APIServer pid=...)`` process tag
+  before it;
+* stats: V0 ``Avg prompt throughput: %.1f tokens/s, Avg generation throughput: %.1f tokens/s,
+  Running: %d reqs, Swapped: %d reqs, Pending: %d reqs, ...`` (``vllm/engine/metrics.py``), V1
+  ``Engine %03d: Avg prompt throughput: ..., Running: %d reqs, Waiting: %d reqs, ...``
+  (``vllm/v1/metrics/loggers.py``; optional parts after ``Waiting`` vary by version);
+* capture: ``Graph capturing finished in %.0f secs, took %.2f GiB``
+  (``vllm/worker/model_runner.py``, ``vllm/v1/worker/gpu_model_runner.py``,
+  ``vllm/v1/worker/gpu/model_runner.py``), newer ``CUDA graph pool memory: %s GiB (actual), %s
+  GiB (estimated), difference: ...`` (``vllm/v1/worker/gpu_worker.py``);
+* config: ``Initializing a V1 LLM engine (v%s) with config: ...`` whose
+  ``compilation_config`` holds ``cudagraph_capture_sizes``, ``max_cudagraph_capture_size`` (older
+  ``max_capture_size``) and ``cudagraph_mode``; ``non-default args: {... 'max_num_seqs': N}``;
+* ``--cudagraph-metrics``: ``- Mode: ...``, ``- Capture sizes: [...]`` and rows
+  ``| unpadded | padded | paddings | runtime mode | count |`` (``vllm/compilation/cuda_graph.py``);
+* ``Batchsize forward time stats (batchsize, count, median_time(ms)): [(bs, n, ms), ...]``
+  (``vllm/forward_context.py``; batch size = the forward's tokens);
+* ``Iteration(N): X context requests, Y context tokens, Z generation requests, W generation
+  tokens, iteration elapsed time: T ms`` (``vllm/v1/engine/core.py`` 0.16,
+  ``vllm/v1/metrics/loggers.py`` 0.34).
+
+The stats line does not say whether a graph ran; the ``--cudagraph-metrics`` table does, per
+forward pass (runtime mode ``NONE`` = eager).
+"""
+from __future__ import annotations
+
+import re
+
+from ._base import CaptureEvent, ForwardTime, Reader as BaseReader, gib_to_mib, int_list
+
+ENGINE = "vllm"
+CUES = ((b"Avg prompt throughput:", 4), (b"Graph capturing finished in", 4), (b"LLM engine (v", 5),
+        (b"vLLM API server version", 5), (b"Batchsize forward time stats", 4), (b"CUDAGraph Stats", 4),
+        (b"(EngineCore", 3), (b"[gpu_model_runner.py:", 3), (b"vllm", 1), (b"Iteration(", 1))
+
+_STATS_AT = re.compile(rb"Avg prompt throughput:[^\n]*")
+_STATS = re.compile(rb"Avg prompt throughput: ([\d.]+) tokens/s, Avg generation throughput: ([\d.]+) tokens/s, "
+                    rb"Running: (\d+) reqs")
+_ENGINE_TAG = re.compile(rb"(Engine \d+): $")
+_PROC_TAG = re.compile(rb"\(([A-Za-z]+(?:_[A-Za-z]*\d+)*)(?: pid=\d+)?\)")
+_CAPTURE = re.compile(rb"Graph capturing finished in ([\d.]+) secs?, took ([-\d.]+) GiB")
+_POOL = re.compile(rb"CUDA graph pool memory: ([\d.]+) GiB \(actual\), ([\d.]+) GiB \(estimated\)")
+_SIZES = re.compile(rb"""cudagraph_capture_sizes['"]?\s*[:=]\s*\[([\d,\s]*)\]""")
+_MAX_SIZE = re.compile(rb"""max_(?:cudagraph_)?capture_size['"]?\s*[:=]\s*(\d+)""")
+_MODE = re.compile(rb"""cudagraph_mode['"]?\s*[:=]\s*<?['"]?(?:CUDAGraphMode\.)?([A-Z_]+|\[\d, ?\d\]|\d)""")
+#: ``cudagraph_mode`` as the JSON form of the config prints it (``vllm/config/compilation.py`` CUDAGraphMode values).
+_MODE_VALUES = {b"0": "NONE", b"1": "PIECEWISE", b"2": "FULL", b"[2,0]": "FULL_DECODE_ONLY", b"[2,1]": "FULL_AND_PIECEWISE"}
+_EAGER = re.compile(rb"""(?<!')\benforce_eager['"]?\s*[:=]\s*(?:True|true)\b(?!')""")
+_MAX_SEQS = re.compile(rb"""max_num_seqs['"]?\s*[:=]\s*(\d+)""")
+_VERSION = re.compile(rb"(?:LLM engine \(v|vLLM API server version |vLLM version:? v?)(\d+\.\d+[\w.+-]*)")
+_TABLE_MODE = re.compile(rb"- Mode: (?:CUDAGraphMode\.)?([A-Z_]+)")
+_TABLE_SIZES = re.compile(rb"- Capture sizes: \[([\d,\s]*)\]")
+_ROW = re.compile(rb"\|\s*(\d+)\s*\|\s*(\d+)\s*\|\s*(\d+)\s*\|\s*(?:CUDAGraphMode\.)?([A-Z_]+)\s*\|\s*(\d+)\s*\|")
+_FWD = re.compile(rb"Batchsize forward time stats \(batchsize, count, median_time\(ms\)\): \[([^\n]*)")
+_FWD_ITEM = re.compile(rb"\((\d+), (\d+), ([\d.]+)\)")
+_ITER_AT = re.compile(rb"Iteration\(\d+\)[^\n]*")
+_ITER = re.compile(rb"Iteration\(\d+\): (\d+) context requests, (\d+) context tokens, (\d+) generation requests, "
+                   rb"(\d+) generation tokens, iteration elapsed time: ([\d.]+) ms")
+_PROFILED = re.compile(rb"Profiling CUDA graph memory: ([^\n]*)")
+_PROFILED_ITEM = re.compile(rb"([A-Z_]+)=(\d+) \(largest=(\d+)\)")
+_ESTIMATED = re.compile(rb"Estimated CUDA graph memory: ([\d.]+) GiB")
+
+
+class Reader(BaseReader):
+    ENGINE = ENGINE
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.table_seen = False
+        self.rows: dict[tuple[int, int, int, str], int] = {}
+        self.fwd: dict[int, list[float]] = {}  # bs -> [count, count x median]
+        self.sizes_from: str | None = None
+        self.estimated_mib: float | None = None
+
+    def _where(self, block: bytes, at: int) -> tuple[float, bytes]:
+        start = block.rfind(b"\n", 0, at) + 1
+        prefix = block[start:at]
+        return self.clock.parse(prefix), prefix
+
+    def _tag(self, prefix: bytes) -> int:
+        e = _ENGINE_TAG.search(prefix)
+        if e:
+            return self.sources.of(e.group(1))
+        p = _PROC_TAG.search(prefix)
+        return self.sources.of(p.group(1) if p else b"")
+
+    def feed(self, block: bytes) -> None:
+        log = self.log
+        if b"Avg prompt throughput:" in block:
+            for m in _STATS_AT.finditer(block):
+                r = _STATS.match(m.group())
+                if r is None:
+                    self.skipped += 1
+                    continue
+                t, prefix = self._where(block, m.start())
+                self.decode_line(t, int(r.group(3)), -1, float(r.group(2)), self._tag(prefix))
+                if float(r.group(1)) > 0:
+                    self.prefill_line(t, -1, -1)
+                self.recognised += 1
+        if b"Iteration(" in block:
+            for m in _ITER_AT.finditer(block):
+                r = _ITER.match(m.group())
+                if r is None:
+                    continue  # Iteration(...) is a common word; only the engine's line counts
+                t, prefix = self._where(block, m.start())
+                self.iteration_line(t, int(r.group(3)), int(r.group(1)), float(r.group(5)), self._tag(prefix))
+                self.recognised += 1
+        if b"Graph capturing finished" in block:
+            for m in _CAPTURE.finditer(block):
+                _, prefix = self._where(block, m.start())
+                log.captures.append(CaptureEvent("decode", float(m.group(1)), gib_to_mib(float(m.group(2))), None,
+                                                 self.sources.names[self._tag(prefix)]))
+                self.recognised += 1
+        if b"CUDA graph pool memory" in block:
+            for m in _POOL.finditer(block):
+                _, prefix = self._where(block, m.start())
+                tag = self.sources.names[self._tag(prefix)]
+                ev = next((c for c in reversed(log.captures) if c.source == tag), None)
+                if ev is None:
+                    log.captures.append(CaptureEvent("decode", None, gib_to_mib(float(m.group(1))), None, tag,
+                                                     gib_to_mib(float(m.group(2)))))
+                else:
+                    ev.estimated_mib = gib_to_mib(float(m.group(2)))
+                self.recognised += 1
+        if b"cudagraph" in block or b"capture_size" in block or b"max_num_seqs" in block or b"enforce_eager" in block:
+            self._config(block)
+        if b"CUDAGraph" in block or b"- Capture sizes:" in block:
+            self.table_seen = True
+            for m in _TABLE_MODE.finditer(block):
+                log.capture_mode = m.group(1).decode("ascii")
+            for m in _TABLE_SIZES.finditer(block):
+                self._sizes(int_list(m.group(1)), "table")
+        if self.table_seen and b"|" in block:
+            for m in _ROW.finditer(block):
+                key = (int(m.group(1)), int(m.group(2)), int(m.group(3)), m.group(4).decode("ascii"))
+                self.rows[key] = self.rows.get(key, 0) + int(m.group(5))
+                self.recognised += 1
+        if b"Batchsize forward time stats" in block:
+            for m in _FWD.finditer(block):
+                items = _FWD_ITEM.findall(m.group(1))
+                if not items:
+                    self.skipped += 1
+                    continue
+                for bs, n, ms in items:
+                    acc = self.fwd.setdefault(int(bs), [0.0, 0.0])
+                    acc[0] += int(n)
+                    acc[1] += int(n) * float(ms)
+                self.recognised += 1
+        if b"CUDA graph memory" in block:
+            for m in _PROFILED.finditer(block):
+                items = _PROFILED_ITEM.findall(m.group(1))
+                if items and log.capture_max is None:
+                    log.capture_max = max(int(x[2]) for x in items)
+                    log.capture_count = log.capture_count or max(int(x[1]) for x in items)
+            for m in _ESTIMATED.finditer(block):
+                self.estimated_mib = gib_to_mib(float(m.group(1)))
+        if log.version is None and (b"LLM engine (v" in block or b"version" in block):
+            v = _VERSION.search(block)
+            if v:
+                log.version = v.group(1).decode("ascii", "replace")
+
+    def _sizes(self, sizes: list[int], origin: str) -> None:
+        if sizes and (self.sizes_from is None or origin == "config" or self.sizes_from == origin):
+            self.log.capture_sizes = sizes
+            self.sizes_from = origin
+
+    def _config(self, block: bytes) -> None:
+        log = self.log
+        for m in _SIZES.finditer(block):
+            self._sizes(int_list(m.group(1)), "config")
+        for m in _MAX_SIZE.finditer(block):
+            log.capture_max = int(m.group(1))
+        for m in _MODE.finditer(block):
+            v = m.group(1).replace(b" ", b"")
+            log.capture_mode = _MODE_VALUES.get(v) or v.decode("ascii")
+        if log.capture_mode is None and _EAGER.search(block):
+            log.capture_mode = "NONE"
+        for m in _MAX_SEQS.finditer(block):
+            log.max_running_requests = int(m.group(1))
+
+    def finish(self):
+        log = self.log
+        if self.rows:
+            top = max(log.capture_sizes) if log.capture_sizes else log.capture_max
+            eager = {k: n for k, n in self.rows.items() if k[3] == "NONE"}
+            log.graph_passes = sum(n for k, n in self.rows.items() if k[3] != "NONE")
+            log.eager_passes = sum(eager.values())
+            if top is not None:
+                log.eager_passes_above = sum(n for k, n in eager.items() if k[0] > top)
+                log.eager_passes_within = log.eager_passes - log.eager_passes_above
+            log.padding = {"unpadded_tokens": sum(k[0] * n for k, n in self.rows.items()),
+                           "padded_tokens": sum(k[1] * n for k, n in self.rows.items()),
+                           "paddings": sum(k[2] * n for k, n in self.rows.items())}
+        log.forward_times = [ForwardTime(bs, int(c), round(s / c, 4)) for bs, (c, s) in sorted(self.fwd.items()) if c]
+        if self.estimated_mib is not None and log.captures and log.captures[0].estimated_mib is None:
+            log.captures[0].estimated_mib = self.estimated_mib
+        return super().finish()

@@ -1,0 +1,92 @@
+"""Benchmark of the server-log readers: a multi-GB log read in bounded memory (not a test).
+
+    .venv/bin/python bench/serverlogs.py --gb 2 --repeat 3 [--engine sglang|vllm|tensorrt_llm] [--gzip]
+
+Builds (once, cached under ``bench-out/``) a log of about ``--gb`` GB by repeating the lines of the
+committed fixture ``traces/serverlogs/<engine>...log.gz`` with their numbers varied, so the mix of
+record and other lines is the fixture's. Each run is a fresh process: ``launchgap analyze FILE
+--format json --output /dev/null``, timed around the process; peak memory is its ``ru_maxrss``
+from ``wait4``. MB/s counts the log's text (1 MB = 1e6 bytes). Medians over ``--repeat`` runs; on
+a shared small VM other work moves single runs, so say so with the figures.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+FIXTURES = {"sglang": "sglang-0.5.9-tp2-ceiling.log.gz", "vllm": "vllm-0.22-ceiling.log.gz",
+            "tensorrt_llm": "tensorrt_llm-1.0-healthy.log.gz"}
+
+
+def build(engine: str, gb: float, gz: bool) -> Path:
+    out = REPO / "bench-out" / f"serverlog_{engine}_{gb:g}gb.log{'.gz' if gz else ''}"
+    if out.exists():
+        return out
+    out.parent.mkdir(exist_ok=True)
+    src = gzip.decompress((REPO / "traces" / "serverlogs" / FIXTURES[engine]).read_bytes())
+    target = int(gb * 1e9)
+    tmp = out.with_suffix(".part")
+    opener = gzip.open if gz else open
+    with opener(tmp, "wb") as fh:  # type: ignore[operator]
+        written = 0
+        k = 0
+        while written < target:
+            # vary the digits a little each copy so the parser sees new numbers and stamps
+            chunk = src.replace(b"#running-req: 3", b"#running-req: " + str(30 + k % 9).encode()) \
+                .replace(b"Running: 1", b"Running: " + str(1 + k % 7).encode())
+            fh.write(chunk)
+            written += len(chunk)
+            k += 1
+    tmp.rename(out)
+    return out
+
+
+def run_once(path: Path) -> tuple[float, float]:
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "launchgap", "analyze", str(path), "--format", "json",
+                             "--output", os.devnull], env=env, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"launchgap failed: {err[-500:]}")
+    return wall, usage.ru_maxrss / 1024.0  # MiB (Linux reports KiB)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--gb", type=float, default=2.0)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--engine", choices=sorted(FIXTURES), default="sglang")
+    ap.add_argument("--gzip", action="store_true", help="the log gzipped (text MB/s counts the uncompressed log)")
+    args = ap.parse_args()
+    path = build(args.engine, args.gb, args.gzip)
+    text_bytes = args.gb * 1e9 if args.gzip else path.stat().st_size
+    if args.gzip:
+        with gzip.open(path, "rb") as fh:
+            text_bytes = sum(len(b) for b in iter(lambda: fh.read(1 << 24), b""))
+    walls, peaks = [], []
+    for i in range(args.repeat):
+        w, m = run_once(path)
+        walls.append(w)
+        peaks.append(m)
+        print(f"run {i + 1}: {w:.2f} s, {text_bytes / 1e6 / w:,.0f} MB/s, peak RSS {m:,.0f} MiB", flush=True)
+    w = statistics.median(walls)
+    print(f"{args.engine} log, {text_bytes / 1e9:.2f} GB of text{' (gzipped)' if args.gzip else ''}; "
+          f"{platform.node()}, {os.cpu_count()} cores: median {w:.2f} s = {text_bytes / 1e6 / w:,.0f} MB/s, "
+          f"peak RSS median {statistics.median(peaks):,.0f} MiB (of {args.repeat} runs)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

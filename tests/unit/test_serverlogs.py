@@ -1,0 +1,362 @@
+"""Server-log and /metrics readers: every format version on hand-written lines (exact numbers), the
+seeded fixtures against what their generator printed, the diagnosis and its absorbing-state rule."""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from launchgap.errors import InputError
+from launchgap.serverlogs import detect, read_server_file, split_inputs
+from launchgap.serverlogs.diagnosis import ABSORBING_MIN_LINES, ABSORBING_MIN_SECONDS, diagnose
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "traces" / "serverlogs"
+
+
+def _write(tmp_path: Path, name: str, text: str, gz: bool = False) -> Path:
+    p = tmp_path / name
+    data = text.strip("\n").encode() + b"\n"
+    p.write_bytes(gzip.compress(data) if gz else data)
+    return p
+
+
+# --- SGLang, one line per format version (python/sglang/srt/..., docs/serverlogs.md) ------------
+
+SGLANG_DECODE = {
+    # 0.4.3.post4 scheduler.py: no cuda graph field, trailing comma
+    "0.4.3": ("[2025-02-01 10:00:00] Decode batch. #running-req: 12, #token: 5000, token usage: 0.02, "
+              "gen throughput (token/s): 900.50, largest-len: 0, #queue-req: 0, ", 12, -1, 900.5),
+    # 0.4.6.post5: cuda graph, no trailing comma
+    "0.4.6": ("[2025-05-01 10:00:00 TP0] Decode batch. #running-req: 40, #token: 9000, token usage: 0.05, "
+              "cuda graph: False, gen throughput (token/s): 1500.10, #queue-req: 3", 40, 0, 1500.1),
+    # 0.5.1 scheduler_metrics_mixin.py: spec accept len, trailing comma
+    "0.5.1": ("[2025-08-01 10:00:00 DP1 TP4] Decode batch. #running-req: 7, #token: 700, token usage: 0.01, "
+              "accept len: 2.31, cuda graph: True, gen throughput (token/s): 321.00, #queue-req: 0, ", 7, 1, 321.0),
+    # 0.5.4: [forward_ct] always
+    "0.5.4": ("[2025-10-01 10:00:00] Decode batch [1234], #running-req: 64, #token: 64000, token usage: 0.40, "
+              "cuda graph: True, gen throughput (token/s): 4000.00, #queue-req: 0, ", 64, 1, 4000.0),
+    # 0.5.9: SWA token fields, cpu graph label, no trailing comma
+    "0.5.9": ("[2025-12-01 10:00:00.123 TP0 EP0] Decode batch, #running-req: 3, #full token: 10, full token usage: "
+              "0.00, #swa token: 10, swa token usage: 0.00, cpu graph: False, gen throughput (token/s): 12.25, "
+              "#queue-req: 0", 3, 0, 12.25),
+    # 0.5.23 metrics_reporter.py: extra suffix after #queue-req
+    "0.5.23": ("[2026-03-01 10:00:00] Decode batch, #running-req: 67, #token: 1, token usage: 0.01, cuda graph: False, "
+               "gen throughput (token/s): 100.00, #queue-req: 5, est. decode TFLOPS/s (per GPU): 12.3", 67, 0, 100.0),
+}
+
+
+@pytest.mark.parametrize("version", sorted(SGLANG_DECODE))
+def test_sglang_decode_line_every_version(tmp_path, version):
+    line, batch, graph, tok = SGLANG_DECODE[version]
+    log = read_server_file(_write(tmp_path, "server.txt", line))
+    assert log.engine == "sglang" and log.kind == "log"
+    assert log.decode_batch.tolist() == [batch] and log.decode_graph.tolist() == [graph]
+    assert log.decode_tok_s.tolist() == [tok] and log.skipped_lines == 0
+
+
+SGLANG_CAPTURES = {
+    # 0.4.3: avail mem before mem usage
+    "0.4.3": ("[2025-03-08 12:29:28 TP0] Capture cuda graph end. Time elapsed: 7.23 s. avail mem=0.53 GB. "
+              "mem usage=0.93 GB.", 7.23, 952.32, None),
+    "0.5.1": ("[2025-08-01 12:29:28] Capture cuda graph end. Time elapsed: 54.61 s. mem usage=1.93 GB. avail mem=8.16 "
+              "GB.", 54.61, 1976.32, None),
+    # 0.5.14: elapsed=, bs in the begin line
+    "0.5.14": ("[2026-01-01 12:00:00] Capture target decode CUDA graph begin. backend=fa3, num_tokens_per_bs=1, "
+               "bs=[1, 2, 4, 8, 16], avail mem=20.00 GB\n[2026-01-01 12:00:16] Capture target decode CUDA graph end. "
+               "elapsed=16.40 s, mem usage=0.50 GB, avail mem=19.50 GB.", 16.4, 512.0, [1, 2, 4, 8, 16]),
+    # 0.5.23: bs in the end line
+    "0.5.23": ("[2026-03-01 12:00:16] Capture target decode CUDA graph end. bs=[1, 2, 4, 8, 12, 16, 24, 32], "
+               "elapsed=3.10 s, mem usage=0.25 GB, avail mem=19.50 GB.", 3.1, 256.0, [1, 2, 4, 8, 12, 16, 24, 32]),
+}
+
+
+@pytest.mark.parametrize("version", sorted(SGLANG_CAPTURES))
+def test_sglang_capture_every_version(tmp_path, version):
+    text, seconds, mib, sizes = SGLANG_CAPTURES[version]
+    log = read_server_file(_write(tmp_path, "s.log", text))
+    assert log.engine == "sglang"
+    assert (log.capture_seconds, log.capture_memory_mib, log.capture_sizes) == (seconds, mib, sizes)
+
+
+def test_sglang_capture_list_sources_and_draft(tmp_path):
+    text = """
+[2025-03-08 12:28:10] server_args=ServerArgs(tp_size=2, cuda_graph_max_bs=160, cuda_graph_bs=[1, 2, 4, 8], decode_log_interval=20, max_running_requests=48)
+[2025-03-08 12:29:21 TP1] Capture cuda graph end. Time elapsed: 7.30 s. mem usage=0.95 GB. avail mem=0.53 GB.
+[2025-03-08 12:29:21 TP0] Capture cuda graph bs [1, 2, 4, 8, 16]
+[2025-03-08 12:29:28 TP0] Capture draft cuda graph end. Time elapsed: 2.00 s. mem usage=0.10 GB. avail mem=0.43 GB.
+[2025-03-08 12:29:28 TP0] Capture cuda graph end. Time elapsed: 7.23 s. mem usage=0.93 GB. avail mem=0.53 GB.
+[2025-03-08 12:30:01 TP0] Decode batch. #running-req: 8, #token: 4200, token usage: 0.01, cuda graph: True, gen throughput (token/s): 812.35, #queue-req: 0,
+"""
+    log = read_server_file(_write(tmp_path, "s.log", text))
+    # the logged list wins over server_args; the decode capture of the process that logged decode lines (TP0)
+    assert log.capture_sizes == [1, 2, 4, 8, 16] and log.capture_max == 160 and log.max_captured == 16
+    assert (log.capture_seconds, log.capture_memory_mib) == (7.23, 952.32)
+    assert [c.what for c in log.captures] == ["decode", "draft cuda graph", "decode"]
+    assert log.decode_log_interval == 20 and log.max_running_requests == 48
+
+
+# --- vLLM ------------------------------------------------------------------------------------------
+
+VLLM_STATS = {
+    "0.6.4": ("INFO 01-22 18:27:20 metrics.py:449] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: "
+              "355.2 tokens/s, Running: 12 reqs, Swapped: 0 reqs, Pending: 1 reqs, GPU KV cache usage: 1.3%, "
+              "CPU KV cache usage: 0.0%.", 12, 355.2, ""),
+    "0.8.5": ("INFO 05-01 10:00:00 [loggers.py:111] Engine 000: Avg prompt throughput: 10.0 tokens/s, Avg generation "
+              "throughput: 1210.5 tokens/s, Running: 140 reqs, Waiting: 3 reqs, GPU KV cache usage: 13.2%, "
+              "Prefix cache hit rate: 0.0%", 140, 1210.5, "Engine 000"),
+    "0.34": ("(APIServer pid=42) INFO 11-05 10:02:00 [loggers.py:338] Engine 001: Avg prompt throughput: 0.0 tokens/s, "
+             "Avg generation throughput: 99.0 tokens/s, Running: 9 reqs, Waiting: 0 reqs, Deferred: 0 reqs, "
+             "Preemptions: 2, GPU KV cache usage: 3.2%, MM cache hit rate: 0.0%", 9, 99.0, "Engine 001"),
+}
+
+
+@pytest.mark.parametrize("version", sorted(VLLM_STATS))
+def test_vllm_stats_line_every_version(tmp_path, version):
+    line, running, gen, source = VLLM_STATS[version]
+    log = read_server_file(_write(tmp_path, "v.out", line))
+    assert log.engine == "vllm" and log.decode_batch.tolist() == [running]
+    assert log.decode_tok_s.tolist() == [gen] and log.sources == [source] and log.decode_graph.tolist() == [-1]
+
+
+def test_vllm_capture_config_table_and_forward_times(tmp_path):
+    text = """
+(EngineCore_DP0 pid=43) INFO 11-05 10:00:05 [core.py:93] Initializing a V1 LLM engine (v0.22.0) with config: model='m', enforce_eager=False, compilation_config={'mode': 3, 'cudagraph_mode': <CUDAGraphMode.FULL_AND_PIECEWISE: (2, 1)>, 'cudagraph_capture_sizes': [16, 8, 4, 2, 1], 'max_cudagraph_capture_size': 16}
+(Worker_TP0 pid=51) INFO 11-05 10:01:10 [gpu_model_runner.py:6457] Graph capturing finished in 7 secs, took 0.52 GiB
+(Worker_TP1 pid=52) INFO 11-05 10:01:10 [gpu_model_runner.py:6457] Graph capturing finished in 8 secs, took 0.53 GiB
+(Worker_TP0 pid=51) INFO 11-05 10:01:10 [gpu_worker.py:619] CUDA graph pool memory: 0.52 GiB (actual), 0.61 GiB (estimated), difference: 0.09 GiB (17.3%).
+(APIServer pid=42) INFO 11-05 10:02:00 [loggers.py:259] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 800.0 tokens/s, Running: 20 reqs, Waiting: 0 reqs, GPU KV cache usage: 3.2%
+(APIServer pid=42) INFO 11-05 10:02:00 [cuda_graph.py:124] **CUDAGraph Config Settings:**
+(APIServer pid=42) INFO 11-05 10:02:00 [cuda_graph.py:124]
+(APIServer pid=42) INFO 11-05 10:02:00 [cuda_graph.py:124] - Mode: CUDAGraphMode.FULL_AND_PIECEWISE
+(APIServer pid=42) INFO 11-05 10:02:00 [cuda_graph.py:124] - Capture sizes: [1, 2, 4, 8, 16]
+(APIServer pid=42) INFO 11-05 10:02:00 [cuda_graph.py:124]
+(APIServer pid=42) INFO 11-05 10:02:00 [cuda_graph.py:124] **CUDAGraph Stats:**
+(APIServer pid=42) INFO 11-05 10:02:00 [cuda_graph.py:124]
+(APIServer pid=42) INFO 11-05 10:02:00 [cuda_graph.py:124] | Unpadded Tokens | Padded Tokens | Num Paddings | Runtime Mode | Count |
+(APIServer pid=42) INFO 11-05 10:02:00 [cuda_graph.py:124] |-----------------|---------------|--------------|--------------|-------|
+(APIServer pid=42) INFO 11-05 10:02:00 [cuda_graph.py:124] | 10              | 16            | 6            | FULL         | 100   |
+(APIServer pid=42) INFO 11-05 10:02:00 [cuda_graph.py:124] | 20              | 20            | 0            | NONE         | 30    |
+(APIServer pid=42) INFO 11-05 10:02:00 [cuda_graph.py:124] | 3               | 4             | 1            | CUDAGraphMode.PIECEWISE | 5 |
+(APIServer pid=42) INFO 11-05 10:02:00 [cuda_graph.py:124] | 12              | 12            | 0            | NONE         | 2     |
+(EngineCore_DP0 pid=43) INFO 11-05 10:02:10 [forward_context.py:384] Batchsize forward time stats (batchsize, count, median_time(ms)): [(16, 120, 12.5), (8, 30, 6.1)]
+(EngineCore_DP0 pid=43) INFO 11-05 10:02:20 [forward_context.py:384] Batchsize forward time stats (batchsize, count, median_time(ms)): [(16, 80, 13.5)]
+(EngineCore_DP0 pid=43) INFO 11-05 10:02:21 [core.py:371] Iteration(7): 0 context requests, 0 context tokens, 9 generation requests, 9 generation tokens, iteration elapsed time: 6.25 ms
+"""
+    log = read_server_file(_write(tmp_path, "engine.log", text, gz=True))
+    assert log.engine == "vllm" and log.version == "0.22.0" and log.capture_mode == "FULL_AND_PIECEWISE"
+    assert log.capture_sizes == [1, 2, 4, 8, 16] and log.capture_count == 5 and log.max_captured == 16
+    assert (log.capture_seconds, log.capture_memory_mib) == (7.0, 532.48)  # Worker_TP0's, GiB x 1024
+    assert log.main_capture().estimated_mib == 624.64
+    assert (log.graph_passes, log.eager_passes, log.eager_passes_above, log.eager_passes_within) == (105, 32, 30, 2)
+    assert log.padding == {"unpadded_tokens": 10 * 100 + 20 * 30 + 3 * 5 + 12 * 2,
+                           "padded_tokens": 16 * 100 + 20 * 30 + 4 * 5 + 12 * 2, "paddings": 6 * 100 + 5}
+    assert [(f.batch_size, f.count, f.median_ms) for f in log.forward_times] == [(8, 30, 6.1), (16, 200, 12.9)]
+    assert log.iter_batch.tolist() == [9] and log.iter_ms.tolist() == [6.25] and log.iter_context.tolist() == [0]
+    d = diagnose(log)
+    assert (d.counted, d.graph, d.eager, d.eager_above_max, d.eager_within_captured) == ("passes", 105, 32, 30, 2)
+
+
+def test_vllm_enforce_eager_and_old_max_capture_size(tmp_path):
+    text = """
+INFO 01-22 18:20:00 llm_engine.py:249] Initializing an LLM engine (v0.6.4.post1) with config: model='m', enforce_eager=True, seed=0
+INFO 01-22 18:20:10 model_runner.py:1400] Capturing cudagraphs for decoding. To run the model in eager mode, set 'enforce_eager=True' or use '--enforce-eager' in the CLI.
+INFO 01-22 18:27:20 metrics.py:449] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 1.0 tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs
+"""
+    log = read_server_file(_write(tmp_path, "v0.log", text))
+    assert log.capture_mode == "NONE" and log.version == "0.6.4.post1"
+    text2 = ('INFO 05-01 10:00:00 [core.py:58] Initializing a V1 LLM engine (v0.8.5) with config: model=\'m\', '
+             'enforce_eager=False, compilation_config={"level":3,"cudagraph_capture_sizes":[512,504,8,4,2,1],'
+             '"max_capture_size":512}\n' + VLLM_STATS["0.8.5"][0])
+    log2 = read_server_file(_write(tmp_path, "v1.log", text2))
+    assert log2.capture_mode is None and log2.capture_sizes == [1, 2, 4, 8, 504, 512] and log2.capture_max == 512
+
+
+# --- TensorRT-LLM ------------------------------------------------------------------------------------
+
+TRT_ITER = {
+    # early 2025: print(), elapsed_time in seconds
+    "2025-early": ("iter = 5, global_rank = 0, rank = 0, currank_total_requests = 4/4, elapsed_time = 0.0125s, "
+                   "timestamp = 2025-03-01 10:00:00, num_scheduled_requests: 4, states = {'num_ctx_requests': 0, "
+                   "'num_ctx_tokens': 0, 'num_generation_tokens': 4}", 4, 0, 12.5),
+    # PR #3914 host/prev device times
+    "2025": ("[05/01/2025-10:00:00] [TRT-LLM] [I] iter = 9, global_rank = 0, rank = 0, currank_total_requests = 10/10, "
+             "host_step_time = 8.1ms, prev_device_step_time = 7.25ms, timestamp = 2025-05-01 10:00:00, "
+             "num_scheduled_requests: 10, states = {'num_ctx_requests': 0, 'num_ctx_tokens': 0, "
+             "'num_generation_tokens': 16}", 10, 0, 7.25),
+    # 2026: num_scheduled_requests = N, kv_cache_util before currank_total_requests, extra fields
+    "2026": ("[08/04/2026-19:08:13] [TRT-LLM] [I] [_torch][RANK 0] iter = 12, global_rank = 0, rank = 0, "
+             "num_scheduled_requests = 6, kv_cache_util = 0.125, currank_total_requests = 6/8, host_step_time = 9.0ms, "
+             "prev_device_step_time = N/A, timestamp = 2026-08-04 19:08:13, states = {'num_ctx_requests': 2, "
+             "'num_ctx_tokens': 900, 'num_generation_tokens': 4, 'cached_kv_tokens': 63821}, num_active = 8, "
+             "num_fetched = 0", 4, 2, 9.0),
+}
+
+
+@pytest.mark.parametrize("version", sorted(TRT_ITER))
+def test_tensorrt_llm_iteration_every_version(tmp_path, version):
+    line, gen, ctx, ms = TRT_ITER[version]
+    log = read_server_file(_write(tmp_path, "trt.log", "[TensorRT-LLM][INFO] TensorRT-LLM version: 1.2.0\n" + line))
+    assert log.engine == "tensorrt_llm" and log.version == "1.2.0"
+    assert (log.iter_batch.tolist(), log.iter_context.tolist(), log.iter_ms.tolist()) == ([gen], [ctx], [ms])
+    assert len(log.decode_batch) == (ctx == 0) and len(log.prefill_time_s) == (ctx > 0)
+
+
+def test_tensorrt_llm_capture_sizes(tmp_path):
+    text = """
+[11/05/2025-10:00:00] [TRT-LLM] [I] Creating CUDA graph instances for 3 batch sizes.
+[11/05/2025-10:00:00] [TRT-LLM] [I] Run generation only CUDA graph warmup for batch size=64, draft_len=0
+[11/05/2025-10:00:00] [TRT-LLM] [I] Run generation only CUDA graph warmup for batch size=8
+[11/05/2025-10:00:01] [TRT-LLM] [I] Run warmup for batch size=1
+"""
+    log = read_server_file(_write(tmp_path, "trt.log", text))
+    assert log.capture_sizes == [1, 8, 64] and log.capture_count == 3 and log.capture_seconds is None
+
+
+# --- Prometheus ----------------------------------------------------------------------------------------
+
+SCRAPE = """# HELP sglang:num_running_reqs The number of running requests.
+# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{{model_name="m",tp_rank="0"}} {run}
+sglang:num_running_reqs{{model_name="m",tp_rank="1"}} 1.0
+# HELP sglang:cuda_graph_passes_total Total number of forward passes categorized by CUDA graph.
+# TYPE sglang:cuda_graph_passes_total counter
+sglang:cuda_graph_passes_total{{mode="decode_cuda_graph",model_name="m"}} {g}
+sglang:cuda_graph_passes_total{{mode="decode_none",model_name="m"}} {e}
+# HELP sglang:itl ITL
+# TYPE sglang:itl histogram
+sglang:itl_bucket{{le="0.01",model_name="m"}} {b1}
+sglang:itl_bucket{{le="+Inf",model_name="m"}} {b2}
+sglang:itl_sum{{model_name="m"}} 0.5
+sglang:itl_count{{model_name="m"}} {b2}
+"""
+
+
+def test_prometheus_scrapes_over_time(tmp_path):
+    text = ("2026-11-03 08:00:00\n" + SCRAPE.format(run=66.0, g=100.0, e=300.0, b1=5, b2=9)
+            + "not a metric line at all\n2026-11-03 08:00:15\n" + SCRAPE.format(run=19.0, g=150.0, e=310.0, b1=8, b2=20))
+    log = read_server_file(_write(tmp_path, "metrics.txt", text, gz=True))
+    assert (log.engine, log.kind) == ("sglang", "metrics")
+    assert log.decode_batch.tolist() == [67, 20]  # summed over tp ranks
+    assert log.scrape_time_s.tolist() == [1793692800.0, 1793692815.0]
+    assert (log.graph_passes, log.eager_passes) == (150, 310) and log.skipped_lines == 1
+    assert log.histograms[0]["sglang:itl"] == [(0.01, 5.0), (float("inf"), 9.0)]
+    assert log.histograms[1]["sglang:itl"] == [(0.01, 8.0), (float("inf"), 20.0)]
+    d = diagnose(log).to_dict()
+    assert d["metrics"]["sglang:cuda_graph_passes_total"] == 460.0 and d["metrics"]["sglang:itl_count"] == 20.0
+    assert d["decode"]["counted"] == "passes" and d["decode"]["lines"] is None
+
+
+# --- the absorbing ceiling state: both sides of the definition ------------------------------------------
+
+def _sglang_run(tmp_path: Path, above: int, dt_s: float) -> dict:
+    lines = ["[2026-01-01 00:00:00] Capture cuda graph bs [1, 2, 4, 8, 16, 32]"]
+    batches = [20] * 5 + [40] * above + [30] * 5
+    for i, b in enumerate(batches):
+        t = int(i * dt_s)
+        lines.append(f"[2026-01-01 {t // 3600:02d}:{t // 60 % 60:02d}:{t % 60:02d}] Decode batch, #running-req: {b}, "
+                     f"#token: 1, token usage: 0.01, cuda graph: {b <= 32}, gen throughput (token/s): 100.00, "
+                     f"#queue-req: 0")
+    return diagnose(read_server_file(_write(tmp_path, f"run{above}_{dt_s}.log", "\n".join(lines)))).to_dict()
+
+
+def test_absorbing_needs_the_lines(tmp_path):
+    dt = ABSORBING_MIN_SECONDS  # every line a minute apart: the seconds rule is met
+    short = _sglang_run(tmp_path, ABSORBING_MIN_LINES - 1, dt)
+    long = _sglang_run(tmp_path, ABSORBING_MIN_LINES, dt)
+    assert short["ceiling"] == {"max_captured": 32, "absorbing": False, "lines_above_max": ABSORBING_MIN_LINES - 1,
+                                "absorbing_from_line": None}
+    assert long["ceiling"] == {"max_captured": 32, "absorbing": True, "lines_above_max": ABSORBING_MIN_LINES,
+                               "absorbing_from_line": 5}
+    assert long["decode"]["eager_above_max"] == ABSORBING_MIN_LINES and long["decode"]["eager_within_captured"] == 0
+
+
+def test_absorbing_needs_the_seconds(tmp_path):
+    n = ABSORBING_MIN_LINES
+    just = ABSORBING_MIN_SECONDS / (n - 1)  # the run spans (n - 1) gaps
+    assert _sglang_run(tmp_path, n, just)["ceiling"]["absorbing"] is True
+    assert _sglang_run(tmp_path, n, just - 0.5)["ceiling"]["absorbing"] is False
+
+
+def test_absorbing_unknown_without_a_capture_list(tmp_path):
+    log = read_server_file(_write(tmp_path, "s.log", SGLANG_DECODE["0.5.9"][0]))
+    assert diagnose(log).to_dict()["ceiling"]["absorbing"] is None
+
+
+# --- the seeded fixtures against what their generator printed -------------------------------------------
+
+FILES = sorted(FIXTURES.glob("*.gz"))
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+def test_fixture_reads_exactly(path):
+    exp = json.loads((FIXTURES / (path.name.removesuffix(".gz") + ".expected.json")).read_text())
+    log = read_server_file(path)
+    d = diagnose(log).to_dict()
+    assert log.engine == exp["engine"] and d["decode"]["batch"] == exp["batch"]
+    assert log.lines == exp["lines"]
+    if exp.get("kind") == "metrics":
+        assert log.kind == "metrics" and len(log.scrapes) == exp["scrapes"]
+        assert (d["decode"]["graph"], d["decode"]["eager"]) == (exp["graph"], exp["eager"])
+        return
+    for key in ("graph", "eager", "eager_above_max", "eager_within_captured"):
+        if key in exp:
+            assert d["decode"][key] == exp[key], key
+    assert d["decode"]["lines"] == exp["decode_lines"] and d["skipped_lines"] == exp["skipped_lines"]
+    assert d["capture"]["sizes"] == exp["capture_sizes"] and d["version"] == exp["version"]
+    assert (d["capture"]["seconds"], d["capture"]["memory_mib"]) == (exp["capture_seconds"], exp["capture_memory_mib"])
+    assert d["ceiling"]["max_captured"] == exp["max_captured"] and d["ceiling"]["absorbing"] is exp["absorbing"]
+    # >= 99% of the decode and stats lines read (here: all but the damaged ones)
+    assert d["decode"]["lines"] >= 0.99 * (exp["decode_lines"] + exp["skipped_lines"])
+
+
+def test_fixture_throughput_and_distribution():
+    d = diagnose(read_server_file(FIXTURES / "sglang-0.5.9-tp2-ceiling.log.gz"))
+    assert d.eager_tok_s_per_req_near_max < 0.6 * d.graph_tok_s_per_req_near_max  # eager steps are slower
+    assert sum(d.distribution.values()) == len(d.log.decode_batch)
+    assert d.prefill_lines == json.loads((FIXTURES / "sglang-0.5.9-tp2-ceiling.log.expected.json").read_text())[
+        "prefill_lines"]
+    assert "decode_log_interval=40" in d.distribution_basis
+
+
+# --- detection by content, and what is refused ------------------------------------------------------------
+
+def test_detected_by_content_not_name(tmp_path):
+    p = _write(tmp_path, "trace.json", SGLANG_DECODE["0.5.9"][0])
+    assert detect(p) == ("sglang", "log")
+    server, found, rest = split_inputs([str(p), str(REPO / "traces" / "h200-1b" / "1b_bs8_eager.json.gz")])
+    assert server == [p] and found == [] and len(rest) == 1
+    late = _write(tmp_path, "late.txt", "INFO: starting\n" * 200_000 + VLLM_STATS["0.8.5"][0])  # cue past the first MiB
+    assert detect(late) == ("vllm", "log")
+
+
+def test_refused_inputs(tmp_path):
+    none = _write(tmp_path, "notes.txt", "hello\nworld")
+    with pytest.raises(InputError, match="no vLLM, SGLang or TensorRT-LLM log line or metric"):
+        read_server_file(none)
+    binary = tmp_path / "blob.log"
+    binary.write_bytes(bytes(range(256)) * 100)
+    with pytest.raises(InputError, match="binary content"):
+        read_server_file(binary)
+
+
+def test_garbage_lines_counted_not_fatal(tmp_path):
+    good = SGLANG_DECODE["0.5.9"][0]
+    text = "\n".join([good, "[2025-12-01 10:00:01] Decode batch, #running-req: oops", "\xff\xfe garbage",
+                      good.replace("#running-req: 3", "#running-req: 5")])
+    p = tmp_path / "mixed.log"
+    p.write_bytes(text.encode("utf-8").replace("\xff\xfe".encode("utf-8"), b"\xff\xfe"))
+    log = read_server_file(p)
+    assert log.decode_batch.tolist() == [3, 5] and log.skipped_lines == 2
+
+
+def test_timestamps_and_sources(tmp_path):
+    text = "\n".join([SGLANG_DECODE["0.5.9"][0], SGLANG_DECODE["0.5.1"][0]])
+    log = read_server_file(_write(tmp_path, "s.log", text))
+    assert log.sources == ["TP0 EP0", "DP1 TP4"] and log.decode_source.tolist() == [0, 1]
+    assert log.decode_time_s[0] == 1764583200.123
+    v = read_server_file(_write(tmp_path, "v.log", VLLM_STATS["0.34"][0]))
+    assert np.isfinite(v.decode_time_s).all()  # vLLM's month-day stamps, a fixed year
