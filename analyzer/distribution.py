@@ -13,9 +13,10 @@ import math
 from pathlib import Path
 
 from .errors import InputError
+from .files import MAX_SMALL_FILE_BYTES, read_small_text
 
 #: Refuse distribution files larger than this.
-MAX_DISTRIBUTION_BYTES = 64 << 20
+MAX_DISTRIBUTION_BYTES = MAX_SMALL_FILE_BYTES
 
 
 def _bs(text: str, path: str, where: str) -> int:
@@ -84,20 +85,6 @@ def parse_distribution(text: str, path: str = "distribution") -> dict[int, float
 
 
 def load_distribution(path: str | Path) -> dict[int, float]:
-    """Read a distribution file (see :func:`parse_distribution`)."""
-    p = Path(path)
-    try:
-        if p.stat().st_size > MAX_DISTRIBUTION_BYTES:
-            raise InputError(f"distribution file is over the {MAX_DISTRIBUTION_BYTES >> 20} MiB cap", str(p))
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise InputError("no such file", str(p)) from None
-    except IsADirectoryError:
-        raise InputError("is a folder, expected a distribution file", str(p)) from None
-    except OSError as exc:
-        raise InputError(f"cannot read ({exc.strerror or exc})", str(p)) from None
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise InputError("distribution file is not UTF-8 text", str(p)) from None
-    return parse_distribution(text, str(p))
+    """Read a distribution file (see :func:`parse_distribution`) through the one capped small-file
+    reader (:func:`analyzer.files.read_small_text`)."""
+    return parse_distribution(read_small_text(path, "distribution", MAX_DISTRIBUTION_BYTES), str(path))

@@ -20,7 +20,6 @@ are grouped by name (:func:`group_by_job`: the same name up to a rank token such
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -42,20 +41,12 @@ from .loaders import DEFAULT_MAX_TRACE_BYTES, load_trace
 from .report import LAUNCH_BOUND_IDLE_FRACTION, AnalysisOptions, TraceReport, analyze_trace
 from .steps import Steps, assign_rows_to_steps, find_steps
 from .trace import Trace
+from .workload import _RANK_RE, RANK_NAME_REGEX, rank_from_name, trace_rank  # noqa: F401 (re-exported)
 
 SCHEMA = "launchgap.job/1"
-#: A rank token in a file name: ``_rank0``, ``rank-1``, ``rank1.``, ``rank_3``, ``RANK2``.
-RANK_NAME_REGEX = r"(?i)(?<![a-z0-9])rank[_\-.]?(\d+)(?![0-9])"
-_RANK_RE = re.compile(RANK_NAME_REGEX)
 _HOST_CAUSES = ("host", "launch", "sync")
 #: Below this share of their step spent waiting for peers, the other ranks are not held back.
 BALANCED_PEER_FRACTION = 0.05
-
-
-def rank_from_name(path: str | Path) -> int | None:
-    """Rank written in a file name (the last rank token), else None."""
-    found = _RANK_RE.findall(Path(path).name)
-    return int(found[-1]) if found else None
 
 
 def job_key(path: str | Path) -> str | None:
@@ -80,11 +71,6 @@ def group_by_job(paths: Sequence[str | Path]) -> list[list[Path]]:
         key = job_key(p)
         groups.setdefault(key if key is not None else ("single", i), []).append(p)
     return [sorted(g, key=lambda q: (rank_from_name(q) or 0, str(q))) for g in groups.values()]
-
-
-def trace_rank(trace: Trace) -> int | None:
-    """A trace's rank: Kineto ``distributedInfo`` first (the process wrote it), else the file name."""
-    return trace.rank if trace.rank is not None else rank_from_name(trace.path)
 
 
 def group_traces(traces: Sequence[Trace]) -> list[list[Trace]]:

@@ -41,10 +41,11 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError
+from .files import MAX_SMALL_FILE_BYTES, read_small_file
 
 SCHEMA = "launchgap.timings/1"
 #: Refuse timings files larger than this (real ones are well under 1 MiB).
-MAX_TIMINGS_BYTES = 64 << 20
+MAX_TIMINGS_BYTES = MAX_SMALL_FILE_BYTES
 
 #: Per-mode step-time fields of a row; a row must carry at least one of them as a number.
 ROW_TIME_KEYS = ("eager_us", "graph_us", "piecewise_us")
@@ -349,23 +350,15 @@ def validate_timings(obj: Any, path: str | Path = "timings.json") -> dict[str, A
 
 
 def load_timings(path: str | Path) -> dict[str, Any]:
-    """Read and validate a timings file (see :func:`validate_timings`)."""
+    """Read and validate a timings file (see :func:`validate_timings`), through the one capped
+    small-file reader (:func:`analyzer.files.read_small_file`)."""
     p = Path(path)
     try:
-        size = p.stat().st_size
-        if size > MAX_TIMINGS_BYTES:
-            raise InputError(f"timings file is {size:,} bytes, over the {MAX_TIMINGS_BYTES >> 20} MiB cap", str(p))
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise InputError("no such file", str(p)) from None
-    except IsADirectoryError:
-        raise InputError("is a folder, expected a timings JSON file", str(p)) from None
-    except OSError as exc:
-        raise InputError(f"cannot read ({exc.strerror or exc})", str(p)) from None
-    try:
-        doc = json.loads(data.decode("utf-8"))
+        text = read_small_file(p, "timings", MAX_TIMINGS_BYTES).decode("utf-8")
     except UnicodeDecodeError:
         raise InputError("not a timings JSON file (not UTF-8 text)", str(p)) from None
+    try:
+        doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"not a timings JSON file ({exc.msg} at line {exc.lineno})", str(p)) from None
     return validate_timings(doc, p)

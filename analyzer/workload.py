@@ -40,6 +40,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Generic, TypeVar
 
 import numpy as np
@@ -61,6 +62,20 @@ _ATTENTION = re.compile(r"flash|fmha|sdpa|attention|attn|paged|mha_|softmax", re
 _ELEMENTWISE = re.compile(r"elementwise|index|gather|scatter|vectorized_|unrolled_", re.I)
 _TRITON = re.compile(r"^triton_|triton", re.I)
 _ANON = re.compile(r"\(anonymous namespace\)::")
+#: A rank token in a file name: ``_rank0``, ``rank-1``, ``rank1.``, ``rank_3``, ``RANK2``.
+RANK_NAME_REGEX = r"(?i)(?<![a-z0-9])rank[_\-.]?(\d+)(?![0-9])"
+_RANK_RE = re.compile(RANK_NAME_REGEX)
+
+
+def rank_from_name(path: str | Path) -> int | None:
+    """Rank written in a file name (the last rank token), else None."""
+    found = _RANK_RE.findall(Path(path).name)
+    return int(found[-1]) if found else None
+
+
+def trace_rank(trace: Trace) -> int | None:
+    """A trace's rank: Kineto ``distributedInfo`` first (the process wrote it), else the file name."""
+    return trace.rank if trace.rank is not None else rank_from_name(trace.path)
 
 
 def kernel_family(name: str) -> str | None:
@@ -177,8 +192,6 @@ def workload_of(trace: Trace, row_step: np.ndarray) -> Workload:
     # The device that ran most of the kernels names the workload's GPU.
     dev_n = np.bincount(trace.device[rows] + 1) if rows.size else np.zeros(1, dtype=np.int64)
     dev = int(np.argmax(dev_n)) - 1 if rows.size else -1
-    from .ranks import trace_rank  # ranks imports the report, which imports this module
-
     rank = trace_rank(trace)
     return make_workload(device=trace.device_names.get(dev, ""),
                          kernels_per_step=float(np.median(total)) if n_steps else 0.0,

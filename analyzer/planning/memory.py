@@ -79,8 +79,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import AnalyzerError, InputError
-
-GRAPH_MODES = ("full", "piecewise")
+from ..timings import GRAPH_MODES, load_timings
 MIB = float(1 << 20)
 #: The fitted defaults: written by ``python -m launchgap.planning.memory fit``, read by :func:`default_memory_model`.
 DEFAULT_MODEL_PATH = Path(__file__).with_name("memory_model.json")
@@ -326,6 +325,73 @@ def default_memory_model() -> MemoryModel:
         raise InputError(f"cannot read the memory model: {exc}", str(DEFAULT_MODEL_PATH)) from None
 
 
+# --- reading the harness's recordings ---------------------------------------------------------------
+
+def dims_section(doc: Mapping, path: str) -> dict[str, ModelDims]:
+    """The ``models`` section of a timings document (or a file of them): name -> :class:`ModelDims`."""
+    models = doc.get("models") or {}
+    if not isinstance(models, Mapping):
+        raise InputError("timings 'models' is not an object", path)
+    out = {}
+    for name, d in models.items():
+        try:
+            out[str(name)] = ModelDims.from_mapping(d, str(name))
+        except InputError as exc:
+            raise InputError(f"models[{name!r}]: {exc.message}", path) from None
+    return out
+
+
+def _reused_sizes(per_size: object) -> int:
+    """Leading sizes (capture order) whose ``device_used_mib`` exceeds their ``reserved_mib`` by nothing: their
+    executables went into device memory the driver kept from graphs freed earlier in the process."""
+    if not isinstance(per_size, list) or not per_size:
+        return 0
+    used = np.array([p.get("device_used_mib") if isinstance(p, dict) else None for p in per_size], dtype=object)
+    resv = np.array([p.get("reserved_mib") if isinstance(p, dict) else None for p in per_size], dtype=object)
+    ok = np.array([isinstance(u, (int, float)) and isinstance(r, (int, float)) and not isinstance(u, bool)
+                   and not isinstance(r, bool) for u, r in zip(used, resv)])
+    if not ok.all():
+        return 0
+    extra = used.astype(float) - resv.astype(float)
+    nonzero = np.flatnonzero(extra > 0)
+    return int(nonzero[0]) if nonzero.size else len(per_size)
+
+
+def graph_memory_from_timings(path: str | Path) -> tuple[dict[str, ModelDims], list[GraphMemoryMeasurement]]:
+    """The ``models`` dimensions and ``graph_memory`` capture lists of a ``launchgap.timings/1`` file.
+
+    Entries: ``model``, ``mode`` (``full``/``piecewise``), ``list_name``, ``capture_sizes``,
+    ``graphs``, ``nodes_per_graph`` (size -> kernel nodes of that size's graphs, null when not
+    counted), ``device_used_mib``, ``capture_s``, ``reserved_mib``. Nodes of sizes not counted
+    are the median of those counted; with none counted the list's nodes are ``None``. With
+    ``per_size`` (capture order, each with ``device_used_mib`` and ``reserved_mib``), the list's
+    ``reused_sizes`` are its leading sizes whose device increment beyond the allocator's is 0.
+    """
+    p = str(path)
+    doc = load_timings(path)  # the one reader and validator of launchgap.timings/1
+    entries = doc.get("graph_memory")
+    if not entries:
+        raise InputError("timings file has no graph_memory measurements (record capture lists with the harness)", p)
+    dims = dims_section(doc, p)
+    out = []
+    for i, e in enumerate(entries):  # one capture list each: a few dozen
+        where = f"graph_memory[{i}]"
+        sizes = e["capture_sizes"]
+        n_sizes = len(set(sizes))
+        if e["graphs"] < n_sizes:
+            raise InputError(f"{where}.graphs is {e['graphs']!r}, expected an integer >= the number of sizes", p)
+        if e["device_used_mib"] is None:
+            raise InputError(f"{where}.device_used_mib is null: the list's memory was not measured", p)
+        counted = [float(v) for v in e["nodes_per_graph"].values() if v]
+        nodes = float(np.median(counted)) * n_sizes if counted else None
+        if counted and len(counted) == n_sizes:
+            nodes = float(sum(counted))
+        out.append(GraphMemoryMeasurement(str(e["model"]), e["mode"], str(e["list_name"]), tuple(sorted(set(sizes))),
+                                          e["graphs"], nodes, float(e["device_used_mib"]), e["capture_s"],
+                                          e["reserved_mib"], min(_reused_sizes(e["per_size"]), n_sizes)))
+    return dims, out
+
+
 # --- fitting ------------------------------------------------------------------------------------
 
 def _nnls(a: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -521,8 +587,6 @@ def render_fit(model: MemoryModel) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m launchgap.planning.memory fit FILE... [--out PATH]``: refit the defaults."""
-    from .inputs import graph_memory_from_timings
-
     ap = argparse.ArgumentParser(prog="python -m launchgap.planning.memory",
                                  description="fit the graph memory and capture-time model on harness timings")
     sub = ap.add_subparsers(dest="cmd", required=True)

@@ -35,7 +35,6 @@ input that filled it (``None``: no input did).
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -44,6 +43,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import InputError
+from ..files import read_json_file
 from .costs import CostTable
 from .inputs import (
     TraceSteps,
@@ -55,7 +55,6 @@ from .inputs import (
     load_model_dims,
     looks_like_timings,
     model_dims_from_timings,
-    read_small_file,
 )
 from .memory import MemoryModel, ModelDims
 from .planner import SOURCE_ROLES, BaselineSpec, Plan, PlanOptions, default_baselines, plan_capture
@@ -172,11 +171,9 @@ def _read_memory_model(inp: PlanInput) -> MemoryModel:
     if isinstance(inp.value, MemoryModel):
         return inp.value
     try:
-        doc = json.loads(read_small_file(inp.path, "memory model").decode("utf-8"))
+        doc = read_json_file(inp.path, "memory model")
     except InputError as exc:
         raise InputError(f"cannot read the memory model: {exc.message}", inp.path) from None
-    except ValueError as exc:
-        raise InputError(f"memory model file is not valid JSON ({exc})", inp.path) from None
     if not isinstance(doc, dict):
         raise InputError("memory model file must hold a JSON object", inp.path)
     return MemoryModel.from_dict(doc)

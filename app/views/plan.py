@@ -14,8 +14,8 @@ import streamlit as st
 
 from launchgap.engines import engine
 from launchgap.errors import AnalyzerError
+from launchgap.files import MAX_SMALL_FILE_BYTES
 from launchgap.planning.inputs import (
-    MAX_AUX_FILE_BYTES,
     distribution_from_steps,
     load_distribution,
     load_model_dims,
@@ -51,11 +51,11 @@ def _upload_once(label: str, key: str, types: list[str], parse) -> tuple[str, ob
     if f is not None and state.get(f"{key}_id") != f.file_id:
         state[f"{key}_id"] = f.file_id
         try:
-            data = uploads.read_bytes(f, MAX_AUX_FILE_BYTES)
+            data = uploads.read_bytes(f, MAX_SMALL_FILE_BYTES)
             state[key] = (f.name, session.parse_small_upload(f.name, data, parse), None)
         except uploads.UploadTooLarge as exc:
             state[key] = (f.name, None, f"file is {exc.size_bytes / 1e6:.0f} MB, over the "
-                                        f"{MAX_AUX_FILE_BYTES / 1e6:.0f} MB cap")
+                                        f"{MAX_SMALL_FILE_BYTES / 1e6:.0f} MB cap")
         except AnalyzerError as exc:
             state[key] = (f.name, None, exc.message)
     got = state.get(key)

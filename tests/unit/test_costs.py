@@ -203,13 +203,14 @@ def test_costs_from_timings_truth_layout_and_model_choice(tmp_path):
 @pytest.mark.parametrize("content, reason", [
     (b"", "empty timings file"),
     (b"\x00\xff garbage", "not UTF-8"),
-    (b"{not json", "not valid JSON"),
+    (b"{not json", "not a timings JSON file"),
     (b"[1, 2]", "not a timings file"),
-    (b'{"schema": "other/9", "rows": [{}]}', "unsupported timings schema"),
+    (b'{"schema": "other/9", "rows": [{}]}', "expected schema 'launchgap.timings/1', found 'other/9'"),
     (b'{"rows": []}', "has no rows"),
     (b'{"rows": [{"model": "m", "bs": 0, "eager_us": 1.0}]}', r"rows\[0\].bs is 0"),
     (b'{"rows": [{"model": "m", "bs": 1, "eager_us": "fast"}]}', r"rows\[0\].eager_us is 'fast'"),
-    (b'{"rows": [{"model": "m", "bs": 1}]}', r"rows\[0\] has no 'eager_us'"),
+    (b'{"rows": [{"model": "m", "bs": 1}]}', r"rows\[0\] times no mode"),
+    (b'{"rows": [{"model": "m", "bs": 1, "graph_us": 2.0}]}', r"rows\[0\] has no 'eager_us'"),
     (b'{"rows": [{"model": "m", "bs": 1, "eager_us": 5.0, "graph_us": null}]}', "no graph_us"),
 ])
 def test_costs_from_timings_bad_files(tmp_path, content, reason):

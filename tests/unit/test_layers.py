@@ -9,7 +9,7 @@ the installed names.
 
 Layers, lowest first; a module may import its own layer and the ones below, never above:
 
-0. ``launchgap.errors``, ``.trace``, ``.timings``, ``.distribution`` (data formats, stdlib only)
+0. ``launchgap.errors``, ``.files``, ``.trace``, ``.timings``, ``.distribution`` (data formats, stdlib only)
 1. ``launchgap.loaders`` (file -> Trace) and ``launchgap.engines`` (what each serving engine writes)
 2. the per-stage analyses: ``steps``, ``gaps``, ``launches``, ``predict``, ``collectives``, ``graph_mode``
    and the other flat analysis modules
@@ -32,12 +32,14 @@ REPO = Path(__file__).resolve().parents[2]
 #: Source folder -> installed package name (pyproject's package-dir).
 INSTALLED = {"analyzer": "launchgap", "app": "launchgap.dashboard"}
 
-LOW = {"launchgap.errors": 0, "launchgap.trace": 0, "launchgap.timings": 0, "launchgap.distribution": 0,
+LOW = {"launchgap.errors": 0, "launchgap.files": 0, "launchgap.trace": 0, "launchgap.timings": 0,
+       "launchgap.distribution": 0,
        "launchgap.loaders": 1, "launchgap.engines": 1}
 HIGH = {"launchgap.report": 3, "launchgap.ranks": 3, "launchgap.fleet": 3, "launchgap.planning": 3,
         "launchgap.hta_bridge": 3, "launchgap.workload": 3, "launchgap.overhead_fit": 3, "launchgap.render": 4,
         "launchgap.commands": 5, "launchgap.cli": 5, "launchgap.__main__": 5, "launchgap.dashboard": 6}
-HARNESS_MAY_IMPORT = ("launchgap.errors", "launchgap.timings", "launchgap.distribution", "launchgap.harness")
+HARNESS_MAY_IMPORT = ("launchgap.errors", "launchgap.files", "launchgap.timings", "launchgap.distribution",
+                      "launchgap.harness")
 
 
 def layer(module: str) -> int | None:

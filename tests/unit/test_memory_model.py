@@ -8,12 +8,12 @@ import pytest
 
 from launchgap.errors import InputError
 from launchgap.planning.inputs import (
-    graph_memory_from_timings,
     load_model_dims,
     model_dims_from_timings,
 )
 from launchgap.planning.memory import (
     GraphMemoryMeasurement,
+    graph_memory_from_timings,
     MemoryModel,
     ModelDims,
     _nnls,
@@ -137,23 +137,26 @@ def test_read_issue16_fixture(samples):
 
 @pytest.mark.parametrize("entry, reason", [
     ({"mode": "both"}, "mode is 'both'"),
-    ({"capture_sizes": []}, "capture_sizes must be a non-empty list"),
+    ({"capture_sizes": []}, r"capture_sizes is empty, expected batch sizes"),
+    ({"device_used_mib": None}, "device_used_mib is null"),
+    ({"per_size": None}, r"per_size is NoneType, expected a list"),
     ({"graphs": 0}, "graphs is 0"),
     ({"device_used_mib": "x"}, "device_used_mib is 'x'"),
 ])
 def test_graph_memory_bad_entries(tmp_path, entry, reason):
     good = {"model": "m", "mode": "full", "list_name": "l", "capture_sizes": [1, 2], "graphs": 2,
-            "nodes_per_graph": {"1": 10, "2": None}, "device_used_mib": 100.0, "capture_s": 1.0}
+            "nodes_per_graph": {"1": 10, "2": None}, "device_used_mib": 100.0, "capture_s": 1.0, "reserved_mib": None,
+            "per_size": []}
     f = tmp_path / "t.json"
-    f.write_text(json.dumps({"schema": "launchgap.timings/1", "graph_memory": [{**good, **entry}]}))
+    f.write_text(json.dumps({"schema": "launchgap.timings/1", "rows": [], "graph_memory": [{**good, **entry}]}))
     with pytest.raises(InputError, match=reason):
         graph_memory_from_timings(f)
-    f.write_text(json.dumps({"schema": "launchgap.timings/1", "graph_memory": [good]}))
+    f.write_text(json.dumps({"schema": "launchgap.timings/1", "rows": [], "graph_memory": [good]}))
     assert graph_memory_from_timings(f)[1][0].nodes == 20.0  # the counted size's median for the other
     assert graph_memory_from_timings(f)[1][0].reused_sizes == 0  # no per_size readings
-    per_size = [{"size": 2, "device_used_mib": 50.0, "reserved_mib": 50.0},
-                {"size": 1, "device_used_mib": 2.0, "reserved_mib": 0.0}]
-    f.write_text(json.dumps({"schema": "launchgap.timings/1", "graph_memory": [{**good, "per_size": per_size}]}))
+    per_size = [{"size": 2, "device_used_mib": 50.0, "reserved_mib": 50.0, "capture_s": 0.5, "nodes": None},
+                {"size": 1, "device_used_mib": 2.0, "reserved_mib": 0.0, "capture_s": 0.5, "nodes": 10}]
+    f.write_text(json.dumps({"schema": "launchgap.timings/1", "rows": [], "graph_memory": [{**good, "per_size": per_size}]}))
     assert graph_memory_from_timings(f)[1][0].reused_sizes == 1  # size 2's executable took no new memory
     f.write_text(json.dumps({"schema": "launchgap.timings/1", "rows": []}))
     with pytest.raises(InputError, match="no graph_memory"):
@@ -187,9 +190,12 @@ def test_committed_defaults_are_the_fit_of_their_data(samples, tmp_path):
 
 def test_fit_command_errors(tmp_path, capsys):
     bad = tmp_path / "t.json"
-    bad.write_text("{}")
+    bad.write_text('{"rows": []}')
     assert main(["fit", str(bad), "--out", str(tmp_path / "m.json")]) == 2
     assert "no graph_memory" in capsys.readouterr().err
+    bad.write_text("{}")
+    assert main(["fit", str(bad), "--out", str(tmp_path / "m.json")]) == 2
+    assert "not a timings file: no 'rows' list" in capsys.readouterr().err
 
 
 H200_MEMORY = "h200-session-2026-12-01/timings_memory.json"
