@@ -13,12 +13,16 @@ Layers, lowest first; a module may import its own layer and the ones below, neve
 1. ``launchgap.loaders`` (file -> Trace) and ``launchgap.engines`` (what each serving engine writes)
 2. the per-stage analyses: ``steps``, ``gaps``, ``launches``, ``predict``, ``collectives``, ``graph_mode``
    and the other flat analysis modules
-3. ``launchgap.report`` / ``ranks`` / ``fleet`` / ``planning`` / ``hta_bridge`` / ``workload`` / ``overhead_fit``
+3. the analysis layer, ordered inside (a module imports only modules listed before it, or its own
+   sub-layer): ``workload``; ``planning`` (cost model, memory model, readers, optimiser);
+   ``report`` and ``overhead_fit``; ``ranks`` and ``hta_bridge``; ``planning.request`` (the one
+   plan builder, which analysed traces feed); ``fleet``
 4. rendering (``launchgap.render``)
 5. ``launchgap.commands`` and ``launchgap.cli``
 6. ``launchgap.dashboard`` (the dashboard calls the analyzer; the analyzer never imports the dashboard)
 
-Two further rules: commands do not import each other (shared flags live in one helper module), and
+No import circles anywhere (:func:`find_circle` over the import graph of every module; a
+module-level or a function-level import counts alike). Two further rules: commands do not import each other (shared flags live in one helper module), and
 the GPU harness (``launchgap.harness``) imports nothing of the analyzer but ``errors``, ``timings``,
 ``distribution`` and itself.
 """
@@ -35,14 +39,15 @@ INSTALLED = {"analyzer": "launchgap", "app": "launchgap.dashboard"}
 LOW = {"launchgap.errors": 0, "launchgap.files": 0, "launchgap.trace": 0, "launchgap.timings": 0,
        "launchgap.distribution": 0,
        "launchgap.loaders": 1, "launchgap.engines": 1}
-HIGH = {"launchgap.report": 3, "launchgap.ranks": 3, "launchgap.fleet": 3, "launchgap.planning": 3,
-        "launchgap.hta_bridge": 3, "launchgap.workload": 3, "launchgap.overhead_fit": 3, "launchgap.render": 4,
+HIGH = {"launchgap.workload": 3.0, "launchgap.planning": 3.1, "launchgap.report": 3.2, "launchgap.overhead_fit": 3.2,
+        "launchgap.ranks": 3.3, "launchgap.hta_bridge": 3.3, "launchgap.planning.request": 3.4, "launchgap.fleet": 3.5,
+        "launchgap.render": 4,
         "launchgap.commands": 5, "launchgap.cli": 5, "launchgap.__main__": 5, "launchgap.dashboard": 6}
 HARNESS_MAY_IMPORT = ("launchgap.errors", "launchgap.files", "launchgap.timings", "launchgap.distribution",
                       "launchgap.harness")
 
 
-def layer(module: str) -> int | None:
+def layer(module: str) -> float | None:
     """Layer of an installed dotted module name (longest matching prefix); None for the harness."""
     if module == "launchgap.harness" or module.startswith("launchgap.harness."):
         return None
@@ -176,3 +181,81 @@ def test_checker_catches_an_upward_import(tmp_path: Path) -> None:
     assert layer("launchgap.loaders.kineto") < layer("launchgap.report") < layer("launchgap.dashboard.ui")
     assert layer("launchgap.harness.sweep") is None
     assert module_name(REPO / "app" / "views" / "diagnosis.py") == "launchgap.dashboard.views.diagnosis"
+
+
+# --- import circles ---------------------------------------------------------------------------------
+
+def import_graph(files: dict[str, Path] | None = None) -> dict[str, set[str]]:
+    """Module -> the project modules it imports, for ``files`` (installed name -> source file; default
+    the repository's). Imports resolve to source modules (``from .pkg import name`` is ``pkg``); an
+    extension module (a ``.c``/``.so`` beside the sources) imports nothing of ours."""
+    files = files if files is not None else {module_name(p): p for p in sources()}
+    graph: dict[str, set[str]] = {}
+    for me, path in files.items():
+        deps = set()
+        for imp in project_imports(path, me + (".__init__" if path.name == "__init__.py" else "")):
+            while imp and imp not in files:
+                pkg, _, leaf = imp.rpartition(".")
+                if pkg in files and any(files[pkg].parent.glob(leaf + ".*")):
+                    imp = ""  # an extension module in the package's folder
+                else:
+                    imp = pkg
+            if imp and imp != me:
+                deps.add(imp)
+        graph[me] = deps
+    return graph
+
+
+def find_circle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle (``[a, b, ..., a]``), or None: a depth-first search that meets a module on its
+    own path. Iterative, so a deep import chain cannot hit the recursion limit."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    for root in sorted(graph):
+        if state.get(root):
+            continue
+        path, stack = [root], [iter(sorted(graph[root]))]
+        state[root] = 1
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                stack.pop()
+            elif state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            elif not state.get(nxt) and nxt in graph:
+                state[nxt] = 1
+                path.append(nxt)
+                stack.append(iter(sorted(graph[nxt])))
+    return None
+
+
+def test_no_import_circles() -> None:
+    circle = find_circle(import_graph())
+    assert circle is None, "import circle: " + " -> ".join(circle or [])
+
+
+def test_a_planted_circle_fails_both_checks(tmp_path: Path) -> None:
+    """The checks have teeth: a circle planted in a copy of the sources is found, and the ordered
+    analysis layer refuses its upward edge."""
+    assert find_circle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_circle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+    copy = tmp_path / "analyzer"
+    for p in (REPO / "analyzer").rglob("*"):
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix in (".py", ".c"):
+            dst = copy / p.relative_to(REPO / "analyzer")
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.write_bytes(p.read_bytes())
+    assert find_circle(import_graph(_copy_files(copy))) is None  # the copy as it is: no circle
+    costs = copy / "planning" / "costs.py"
+    costs.write_text(costs.read_text(encoding="utf-8") + "\n\ndef _planted():\n    from ..report import TraceReport\n",
+                     encoding="utf-8")
+    graph = import_graph(_copy_files(copy))
+    circle = find_circle(graph)
+    assert circle is not None and "launchgap.report" in circle and "launchgap.planning.costs" in circle
+    assert layer("launchgap.planning.costs") < layer("launchgap.report")  # the upward edge the layer test refuses
+
+
+def _copy_files(copy: Path) -> dict[str, Path]:
+    """Installed name -> file of a copy of ``analyzer/``."""
+    return {".".join(["launchgap", *p.relative_to(copy).with_suffix("").parts]).removesuffix(".__init__"): p
+            for p in sorted(copy.rglob("*.py"))}
