@@ -55,8 +55,8 @@ from .host_gaps import host_gaps
 from .launches import kernel_launch_table, launch_delays_ns
 from .overhead import OverheadEstimate, ProfilerSettings, detect_profiler_settings, estimate_overhead, \
     speedup_range
-from .planning.costs import CostSeries, table_from_series
-from .planning.planner import PlanOptions, plan_capture, score_buckets
+from .planning.costs import table_of_steps
+from .planning.planner import compare_capture_list
 from .predict import DEFAULT_MODEL, PredictionModel
 from .steps import StepOptions, Steps, assign_rows_to_steps, detect_engine, find_steps
 from .trace import Api, Kind, Trace
@@ -928,32 +928,16 @@ def _engine_default(trace: Trace, engine: str | None) -> tuple[list[int], str] |
 
 def _planner_comparison(batches: np.ndarray, eager_us: np.ndarray, eager_bs: np.ndarray, curve,
                         sizes: list[int] | None) -> dict | None:
-    """What :func:`analyzer.planning.planner.plan_capture` makes of the same decode steps with as many
-    graphs as the capture list has up to the largest batch: its buckets, expected step, padded-rows
-    fraction and padding waste per step, beside the current list's on the same costs. Needs eager
-    costs (eager steps of known batch) and the cost curve; ``None`` without them or when the planner
-    cannot plan on them."""
+    """The planner on the same decode steps (:func:`analyzer.planning.planner.compare_capture_list`):
+    this trace's costs (its eager steps, the graph cost curve) and batch sizes, against the capture
+    list up to the bucket of the largest batch. ``None`` without capture sizes, batches or costs."""
     b = batches[batches > 0]
-    ok = (eager_bs > 0) & np.isfinite(eager_us)
-    if not sizes or b.size == 0 or not ok.any() or curve.sizes.size == 0:
-        return None
-    e_sizes, inv = np.unique(eager_bs[ok], return_inverse=True)
-    e_us = np.array([np.median(eager_us[ok][inv == j]) for j in range(e_sizes.size)])  # per distinct size
-    dist = {int(k): float(v) for k, v in zip(*np.unique(b, return_counts=True))}
-    top = smallest_size_at_least(np.array([b.max()]), sizes)[0]
-    used = [x for x in sizes if x <= (top if top > 0 else max(sizes))]
     try:
-        costs = table_from_series(
-            CostSeries("eager", e_sizes, e_us, tuple("measured" for _ in e_sizes)),
-            CostSeries("graph", curve.sizes, curve.us, tuple("measured" for _ in curve.sizes)),
-            "this trace's steps", [])
-        plan = plan_capture(costs, dist, PlanOptions(max_graphs=len(used)), baselines=[])
-        cur = score_buckets(costs, dist, used)
-    except InputError:  # the trace's costs do not support a plan (e.g. no eager cost up to a bucket)
+        costs = table_of_steps(eager_bs, eager_us, curve.sizes, curve.us, "this trace's steps") if b.size else None
+    except InputError:  # eager and graph costs share no batch-size range
         return None
-    return {"graphs": len(plan.buckets), "capture_sizes": list(plan.buckets),
-            "expected_step_us": _f(plan.expected_step_us), "padded_rows_fraction": _f(plan.score.padded_rows_fraction),
-            "padding_waste_us": _f(plan.score.padding_waste_us),
-            "current_graphs": len(used), "current_expected_step_us": _f(cur.expected_step_us),
-            "current_padded_rows_fraction": _f(cur.padded_rows_fraction),
-            "current_padding_waste_us": _f(cur.padding_waste_us), "warnings": list(plan.warnings)}
+    if not sizes or costs is None:
+        return None
+    top = smallest_size_at_least(np.array([b.max()]), sizes)[0]
+    dist = {int(k): float(v) for k, v in zip(*np.unique(b, return_counts=True))}
+    return compare_capture_list(costs, dist, [x for x in sizes if x <= (top if top > 0 else max(sizes))])

@@ -369,3 +369,18 @@ def table_from_series(eager: CostSeries, graph: CostSeries, origin: str, warning
         src = _weakest(e_src[s] if e_obs[k] else "interpolated", g_src[s] if g_obs[k] else "interpolated")
         pts.append(CostPoint(int(s), float(e[k]), float(g[k]), src, pools.get(s)))
     return CostTable(tuple(pts), origin, tuple(notes))
+
+
+def table_of_steps(eager_bs: np.ndarray, eager_us: np.ndarray, graph_sizes: np.ndarray, graph_us: np.ndarray,
+                   origin: str) -> CostTable | None:
+    """A cost table from per-step eager costs (the median per batch size; steps of unknown size, -1,
+    or a non-finite cost are left out) and a graph cost per size (a fitted curve's points, taken as
+    measured). ``None`` when either side is empty."""
+    ok = (eager_bs > 0) & np.isfinite(eager_us)
+    if not ok.any() or np.asarray(graph_sizes).size == 0:
+        return None
+    e_sizes, inv = np.unique(eager_bs[ok], return_inverse=True)
+    e_us = np.array([np.median(eager_us[ok][inv == j]) for j in range(e_sizes.size)])  # per distinct size
+    return table_from_series(CostSeries("eager", e_sizes, e_us, tuple("measured" for _ in e_sizes)),
+                             CostSeries("graph", np.asarray(graph_sizes), np.asarray(graph_us, dtype=float),
+                                        tuple("measured" for _ in range(np.asarray(graph_sizes).size))), origin, [])

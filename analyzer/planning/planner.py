@@ -802,6 +802,25 @@ def _list_cost(costs: CostTable, opts: PlanOptions, dims: ModelDims | None, mode
                     source=f"assumed {DEFAULT_GRAPH_MEMORY_MIB:g} MiB per graph (no measurement, no model dimensions)")
 
 
+def compare_capture_list(costs: CostTable, distribution: Mapping[int, float], current: Sequence[int]) -> dict | None:
+    """The best list with as many graphs as ``current`` (:func:`plan_capture` with ``max_graphs =
+    len(current)``, padding) beside ``current`` itself, on the same costs and distribution: the
+    planner's ``graphs``, ``capture_sizes``, ``expected_step_us``, ``padded_rows_fraction`` and
+    ``padding_waste_us``, the same of the current list (``current_...``) and the plan's
+    ``warnings``. ``None`` when the costs do not support a plan (no eager cost up to a bucket)."""
+    try:
+        plan = plan_capture(costs, distribution, PlanOptions(max_graphs=len(current)), baselines=[])
+        cur = score_buckets(costs, distribution, current)
+    except InputError:
+        return None
+    return {"graphs": len(plan.buckets), "capture_sizes": list(plan.buckets),
+            "expected_step_us": _r(plan.expected_step_us), "padded_rows_fraction": _r(plan.score.padded_rows_fraction),
+            "padding_waste_us": _r(plan.score.padding_waste_us),
+            "current_graphs": len(current), "current_expected_step_us": _r(cur.expected_step_us),
+            "current_padded_rows_fraction": _r(cur.padded_rows_fraction),
+            "current_padding_waste_us": _r(cur.padding_waste_us), "warnings": list(plan.warnings)}
+
+
 def plan_capture(costs: CostTable, distribution: Mapping[int, float], options: PlanOptions | None = None,
                  dims: ModelDims | None = None, memory_model: MemoryModel | None = None,
                  nodes_per_size: float | None = None, baselines: Sequence[BaselineSpec] | None = None,

@@ -591,3 +591,32 @@ def test_cli_bad_memory_model_file_exit_2(tiny_files, tmp_path, capsys):
     cfg.write_text(json.dumps({"layers": 2}))
     assert main(argv) == 2
     assert "model dimensions lack 'hidden'" in capsys.readouterr().err
+
+
+# --- the planner beside a server's capture list (a trace's planner_comparison) ------------------
+
+def test_compare_capture_list_exact() -> None:
+    from launchgap.planning.planner import compare_capture_list
+
+    d = compare_capture_list(TINY, DIST, [4, 8])
+    # The planner with 2 graphs: [2, 4] at 0.5 x 30 + 0.3 x 30 + 0.2 x 50 = 34 us (g(2) = 30, interpolated).
+    assert (d["graphs"], d["capture_sizes"], d["expected_step_us"]) == (2, [2, 4], 34.0)
+    # The current list [4, 8]: every step pads to 4 (50 us); padded rows (0.5 x 3 + 0.3 x 2) / 4 = 0.525;
+    # waste 0.5 x (50 - 20) + 0.3 x (50 - 30) = 21 us.
+    assert (d["current_graphs"], d["current_expected_step_us"], d["current_padded_rows_fraction"],
+            d["current_padding_waste_us"]) == (2, 50.0, 0.525, 21.0)
+    # The planner's [2, 4]: bs 1 pads to 2 (0.5 x 1 row of 0.5 x 2 + 0.3 x 2 + 0.2 x 4 = 2.4 rows), waste 0.5 x 10.
+    assert (d["padded_rows_fraction"], d["padding_waste_us"]) == (round(0.5 / 2.4, 3), 5.0)
+
+
+def test_table_of_steps_medians_eager_steps() -> None:
+    import numpy as np
+
+    from launchgap.planning.costs import table_of_steps
+
+    t = table_of_steps(np.array([1, 1, 1, 4, -1]), np.array([90.0, 100.0, 130.0, 110.0, 5.0]),
+                       np.array([1, 4]), np.array([20.0, 50.0]), "steps")
+    assert [(p.batch_size, p.eager_us, p.graph_us, p.source) for p in t.points] == [
+        (1, 100.0, 20.0, "measured"), (4, 110.0, 50.0, "measured")]
+    assert table_of_steps(np.array([-1]), np.array([5.0]), np.array([1]), np.array([2.0]), "x") is None
+    assert table_of_steps(np.array([1]), np.array([5.0]), np.array([], dtype=np.int64), np.array([]), "x") is None
