@@ -13,7 +13,16 @@ version still accept newer files):
 * ``schema``: ``"launchgap.timings/1"``. Absent only in the older ``truth.json`` layout
   (rows with ``bs`` instead of ``batch_size``), which is accepted too.
 * ``device``, ``torch``, ``cuda``, ``driver``, ``created``, ``context_len``, ``start_pos``,
-  ``models`` (name -> dimensions), ``micro`` (launch-cost micro-benchmark).
+  ``micro`` (launch-cost micro-benchmark).
+* ``models``: name -> dimensions (``layers``, ``hidden``, ``heads``, ``kv_heads``, ``mlp``,
+  ``vocab``, ``head_dim``) and what was measured (all optional, checked by :func:`_check_models`):
+  ``model_source`` ``{"kind": "preset", "preset"}`` (the harness's own decoder) or ``{"kind":
+  "hf-config", "path", "sha256" (of the config file's bytes), "architecture", "model_type"}``
+  (transformers built the model from a ``config.json``); ``compiled`` (bool: the forward ran
+  through torch.compile); ``compile`` (``compile_s``: wall seconds of the first steps, where
+  the compiles happen; ``graphs``: graphs dynamo compiled then; ``graphs_after_run``: all the
+  run compiled); ``capture`` (``ok``, and ``reason``, one line, when the step could not be
+  captured as a CUDA graph: its rows then time eager only).
 * ``rows``: one object per (model, batch size): ``model`` (str), ``batch_size`` (int > 0),
   ``eager_us`` (number, or null when the sweep timed graph modes only), ``graph_us``,
   ``piecewise_us`` and the other per-mode fields (numbers or null). A row times at least
@@ -84,6 +93,9 @@ GRAPH_MODES = ("full", "piecewise")
 GRAPH_MEMORY_KEYS = ("model", "mode", "list_name", "capture_sizes", "graphs", "nodes_per_graph", "reserved_mib",
                      "device_used_mib", "capture_s", "per_size")
 GRAPH_MEMORY_SIZE_KEYS = ("size", "reserved_mib", "device_used_mib", "capture_s", "nodes")
+
+#: ``models[].model_source.kind``: the harness's own decoder, or a transformers model built from a config.
+MODEL_SOURCE_KINDS = ("preset", "hf-config")
 
 SERVING_KEYS = ("model", "graph_mode", "list_name", "capture_sizes", "steps", "kinds", "tokens",
                 "sequence_us", "throughput_tokens_per_s", "capture_s", "reserved_mib", "device_used_mib", "trace")
@@ -316,6 +328,36 @@ def _check_serving(c: _Checker, r: Any, i: int) -> None:
         c.string(r["trace"], f"{where}.trace")
 
 
+def _check_models(c: _Checker, models: Any) -> None:
+    """The optional provenance fields of each ``models`` entry (dimensions are read by the planner)."""
+    for name, m in c.obj(models, "models").items():
+        where = f"models[{name!r}]"
+        m = c.obj(m, where)
+        src = m.get("model_source")
+        if src is not None:
+            src = c.obj(src, f"{where}.model_source")
+            if src.get("kind") not in MODEL_SOURCE_KINDS:
+                raise c.fail(f"{where}.model_source.kind",
+                             f"is {src.get('kind')!r}, expected one of {', '.join(MODEL_SOURCE_KINDS)}")
+            sha = src.get("sha256")
+            if sha is not None and not (isinstance(sha, str) and len(sha) == 64
+                                        and all(ch in "0123456789abcdef" for ch in sha)):
+                raise c.fail(f"{where}.model_source.sha256", f"is {sha!r}, expected 64 lowercase hex digits")
+        if m.get("compiled") is not None and not isinstance(m["compiled"], bool):
+            raise c.fail(f"{where}.compiled", f"is {m['compiled']!r}, expected true or false")
+        if m.get("compile") is not None:
+            comp = c.obj(m["compile"], f"{where}.compile")
+            c.number(comp.get("compile_s"), f"{where}.compile.compile_s")
+            for k in ("graphs", "graphs_after_run"):
+                c.count(comp.get(k), f"{where}.compile.{k}", nullable=True)
+        if m.get("capture") is not None:
+            cap = c.obj(m["capture"], f"{where}.capture")
+            if not isinstance(cap.get("ok"), bool):
+                raise c.fail(f"{where}.capture.ok", f"is {cap.get('ok')!r}, expected true or false")
+            if cap["ok"] is False:
+                c.string(cap.get("reason"), f"{where}.capture.reason")
+
+
 _SECTIONS: dict[str, Callable[[_Checker, Any, int], None]] = {
     "profiled_vs_unprofiled": _check_pvu,
     "graph_memory": _check_graph_memory,
@@ -340,6 +382,8 @@ def validate_timings(obj: Any, path: str | Path = "timings.json") -> dict[str, A
         raise InputError(f"not a timings file: no 'rows' list (schema {SCHEMA})", c.path)
     rows = c.lst(obj["rows"], "rows")
     checked = [_check_row(c, r, i) for i, r in enumerate(rows)]
+    if obj.get("models") is not None:
+        _check_models(c, obj["models"])
     for name, check in _SECTIONS.items():
         if obj.get(name) is not None:
             for i, item in enumerate(c.lst(obj[name], name)):
@@ -373,6 +417,6 @@ def write_timings(path: str | Path, doc: dict[str, Any]) -> None:
     os.replace(tmp, p)
 
 
-__all__ = ["SCHEMA", "PROFILER_SETTINGS", "PVU_KEYS", "PVU_OPTIONAL_KEYS", "PVU_TRUTHS", "pvu_window_ratio", "DRIFT_LIMIT", "GRAPH_MODES",
+__all__ = ["SCHEMA", "MODEL_SOURCE_KINDS", "PROFILER_SETTINGS", "PVU_KEYS", "PVU_OPTIONAL_KEYS", "PVU_TRUTHS", "pvu_window_ratio", "DRIFT_LIMIT", "GRAPH_MODES",
            "GRAPH_MEMORY_KEYS", "GRAPH_MEMORY_SIZE_KEYS", "pvu_eager_us", "pvu_drift", "validate_timings",
            "load_timings", "write_timings"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,14 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
     what = parser.add_argument_group("what to record")
     what.add_argument("--model", help=f"preset(s), comma-separated: {', '.join(PRESETS)}")
-    what.add_argument("--name", help="label of the model in timings.json and trace names (one --model only)")
+    what.add_argument("--hf-config", action="append", default=[], metavar="PATH",
+                      help="a transformers config.json (or a folder holding one): the causal LM it describes, "
+                           "random bf16 weights, static KV cache (needs transformers; nothing is downloaded); "
+                           "repeatable")
+    what.add_argument("--compile", action="store_true",
+                      help="run the step's forward through torch.compile (default mode, dynamic batch dimension, "
+                           "as vLLM compiles), then capture graphs per size; models are named NAME-compiled")
+    what.add_argument("--name", help="label of the model in timings.json and trace names (one model only)")
     for dim in ("layers", "hidden", "heads", "kv-heads", "mlp", "vocab"):
         what.add_argument(f"--{dim}", type=int, metavar="N", help=f"override the preset's {dim}")
     what.add_argument("--batch-sizes",
@@ -125,12 +133,21 @@ def build_options(args: argparse.Namespace):  # -> SweepOptions
     from .sweep import SweepOptions, parse_modes
     from ..timings import GRAPH_MODES
 
-    presets = [m.strip() for m in args.model.split(",") if m.strip()]
-    if args.name and len(presets) != 1:
-        raise InputError("--name labels one model; give a single --model with it")
+    from .hf import read_hf_config
+
+    presets = [m.strip() for m in (args.model or "").split(",") if m.strip()]
+    if args.name and len(presets) + len(args.hf_config) != 1:
+        raise InputError("--name labels one model; give a single --model or --hf-config with it")
     dims = {"layers": args.layers, "hidden": args.hidden, "heads": args.heads, "kv_heads": args.kv_heads,
             "mlp": args.mlp, "vocab": args.vocab}
-    models = tuple(resolve_config(p, args.name, **dims) for p in presets)
+    if args.hf_config and any(v is not None for v in dims.values()) and not presets:
+        raise InputError("--layers/--hidden/... override a preset's dimensions; edit the config.json instead")
+    models: tuple[Any, ...] = tuple(resolve_config(p, args.name, **dims) for p in presets)
+    models += tuple(read_hf_config(p, args.name) for p in args.hf_config)
+    if args.compile:
+        models = tuple(replace(m, name=f"{m.name}-compiled") for m in models)
+    if len({m.name for m in models}) != len(models):
+        raise InputError("two models share a name; label them apart (one --name per run, or other folders)")
     lists = parse_capture_lists(args.capture_lists) if args.capture_lists else []
     serving = [parse_capture_list(v) for v in args.capture_sizes]
     if len({n for n, _ in serving}) != len(serving):
@@ -163,6 +180,7 @@ def build_options(args: argparse.Namespace):  # -> SweepOptions
         serving=ServingOptions(graph_mode=args.serving_graphs, fallbacks=args.inject_fallbacks, seed=args.seed,
                                repeats=args.repeats, warmup=args.warmup, rounds=args.serving_rounds,
                                trace=True),
+        compile=args.compile,
     )
 
 
@@ -170,8 +188,8 @@ def _plan_text(opts: Any) -> str:
     """What a run of ``opts`` records, for ``--dry-run``."""
     from .serving import plan_steps, step_label
 
-    lines = [f"models: {', '.join(f'{c.name} ({c.layers} layers, hidden {c.hidden})' for c in opts.models)}",
-             f"out: {opts.out_dir}"]
+    lines = [f"models: {', '.join(f'{c.name} ({c.layers} layers, hidden {c.hidden})' for c in opts.models)}"
+             + (" (torch.compile, dynamic batch)" if opts.compile else ""), f"out: {opts.out_dir}"]
     if opts.batch_sizes:
         lines.append(f"sweep: {', '.join(opts.modes)} at {len(opts.batch_sizes)} sizes "
                      f"{_short(opts.batch_sizes)}; {opts.rounds} x {opts.repeats} timed steps; "
@@ -241,8 +259,8 @@ def run(args: argparse.Namespace) -> int:
 
         sys.stdout.write(_curve_text(load_timings(args.curve), args.format, args.threshold))
         return 0
-    if not args.model or args.out is None:
-        raise InputError("record needs --model and --out (or --curve TIMINGS.json)")
+    if not (args.model or args.hf_config) or args.out is None:
+        raise InputError("record needs --model or --hf-config, and --out (or --curve TIMINGS.json)")
     opts = build_options(args)
     opts.validate()
     if args.dry_run:

@@ -21,7 +21,7 @@ eager step has a realistic number of small kernels (about 46 per layer).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ..errors import InputError
@@ -41,6 +41,8 @@ class ModelConfig:
     vocab: int
     rope_theta: float = 10000.0
     norm_eps: float = 1e-5
+    #: The preset it came from (``model_source`` in timings.json); not a dimension.
+    preset: str | None = field(default=None, compare=False)
 
     @property
     def head_dim(self) -> int:
@@ -68,7 +70,9 @@ class ModelConfig:
         return self.layers * per_layer + 2 * self.vocab * d + d
 
     def to_dict(self) -> dict[str, Any]:
+        """Dimensions, ``head_dim`` and ``params`` (what a rerun must match; the preset is not one)."""
         out = asdict(self)
+        del out["preset"]
         out["head_dim"] = self.head_dim
         out["params"] = self.param_count()
         return out
@@ -108,7 +112,7 @@ def resolve_config(preset: str, name: str | None = None, **overrides: int | None
     if unknown:
         raise InputError(f"unknown model dimension(s): {', '.join(sorted(unknown))}")
     label = name or (base.name + "".join(f"-{k.replace('_', '')}{v}" for k, v in changed.items()))
-    cfg = replace(base, name=label, **changed)
+    cfg = replace(base, name=label, preset=preset, **changed)
     cfg.validate()
     return cfg
 
@@ -137,6 +141,11 @@ class Decoder:
     ``step(bs)`` runs one decode step for the first ``bs`` sequences, in place. Call it eagerly
     or inside ``torch.cuda.graph`` and replay the graph: both run the same kernels.
     """
+
+    @property
+    def supports_piecewise(self) -> bool:
+        """Piecewise pieces run the stages directly: not with a compiled step."""
+        return not self.compiled
 
     def __init__(self, cfg: ModelConfig, max_batch_size: int, context_len: int = 512, start_pos: int = 128,
                  device: str = "cuda", seed: int = 0) -> None:
@@ -188,6 +197,9 @@ class Decoder:
         self.pos = torch.full((1,), start_pos, dtype=torch.long, device=self.device)
         self.scale = 1.0 / math.sqrt(hd)
         self.last_logits = None
+        self._token_views: dict[int, Any] = {}
+        self._forward = self._run
+        self.compiled = False
 
     def weight_bytes(self) -> int:
         """Bytes of weights (embedding, layers, norms, LM head), KV cache excluded."""
@@ -278,9 +290,32 @@ class Decoder:
     def step(self, bs: int):
         """One decode step for sequences ``[0, bs)``; returns the next tokens (a view of the buffer)."""
         self.check_batch(bs)
+        view = self._token_views.get(bs)
+        if view is None:
+            view = self._token_views[bs] = self.tokens[:bs]
+            if self.compiled and bs > 1:
+                from .compiled import mark_batch_dynamic
+
+                mark_batch_dynamic(view)
+        return self._forward(view)
+
+    def _run(self, tokens):
+        """The step's body over ``tokens`` (a view ``[:bs]`` of the token buffer; its length is the batch,
+        symbolic when compiled)."""
+        bs = tokens.shape[0]
         s: dict[str, Any] = {}
         self.prologue(s, bs)
         for i in range(self.cfg.layers):
             self.pre_attention(s, i, bs)
             self.post_attention(s, i, self.attention(s, i, bs))
         return self.epilogue(s, bs)
+
+    def compile(self) -> None:
+        """Run the step through torch.compile from now on (see :mod:`analyzer.harness.compiled`)."""
+        from .compiled import compile_forward
+
+        self._forward = compile_forward(import_torch(), self._run)
+        self.compiled = True
+
+    def param_count(self) -> int:
+        return self.cfg.param_count()

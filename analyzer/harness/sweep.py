@@ -40,14 +40,16 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
 from . import import_torch
 from .clock import Timed, pct, time_steps
+from .compiled import graphs_compiled, warm_compile
 from .lists import parse_batch_sizes
+from .hf import HFDecoder, HFModelSpec
 from .model import Decoder, ModelConfig
 from .profiling import (
     Interleaved,
@@ -78,7 +80,7 @@ class SweepOptions:
     ``serving_sequence``: the serving run (``serving`` its options).
     """
 
-    models: tuple[ModelConfig, ...]
+    models: tuple[ModelConfig | HFModelSpec, ...]
     batch_sizes: tuple[int, ...]
     out_dir: Path
     modes: tuple[str, ...] = ("eager", "graph")
@@ -105,6 +107,7 @@ class SweepOptions:
     serving_sequence: tuple[int, ...] = ()
     serving_source: str = ""
     serving: ServingOptions = field(default_factory=ServingOptions)
+    compile: bool = False
 
     def validate(self) -> None:
         if not self.models:
@@ -464,7 +467,7 @@ def run_sweep(opts: SweepOptions, progress: Callable[[int, int, str], None] | No
         _check_resumable(old, opts, tpath)
     doc = _Doc({**old, "schema": SCHEMA, **env, "created": old.get("created") or _now(),
                 "context_len": opts.context_len, "start_pos": opts.start_pos,
-                "models": {**old.get("models", {}), **{c.name: c.to_dict() for c in opts.models}},
+                "models": {**old.get("models", {}), **{c.name: model_entry(c, opts.compile) for c in opts.models}},
                 "micro": old.get("micro"), "rows": list(old.get("rows", []))}, tpath)
     say(f"device {env['device']}, torch {env['torch']}, cuda {env['cuda']}, driver {env['driver']}")
 
@@ -486,7 +489,6 @@ def run_sweep(opts: SweepOptions, progress: Callable[[int, int, str], None] | No
         if missing:
             warn(f"trace batch sizes {missing} are not swept (--batch-sizes); no trace for them")
     nvtx_range = nvtx_range_factory(torch, on_cuda)
-    ctx = _Ctx(torch, opts, on_cuda, modes, out, doc, result, step, nvtx_range, say)
     for cfg in opts.models:
         tasks = [t for t in all_tasks if t.model == cfg.name]
         todo = [t for t in tasks if opts.force or not _task_done(t, doc, out, modes)]
@@ -496,19 +498,78 @@ def run_sweep(opts: SweepOptions, progress: Callable[[int, int, str], None] | No
                 step(f"{t.model} {t.what}" + (f" bs={t.bs}" if t.bs else "") + ": done before, skipped")
         if not todo:
             continue
-        model = Decoder(cfg, max_batch_size=opts.max_batch_size(), context_len=opts.context_len,
-                        start_pos=opts.start_pos, device="cuda" if on_cuda else "cpu", seed=opts.seed)
-        say(f"{cfg.name}: {cfg.param_count() / 1e9:.2f} B params, weights {model.weight_bytes() / 2**30:.2f} GiB, "
+        model = build_model(cfg, opts, on_cuda)
+        say(f"{cfg.name}: {model.param_count() / 1e9:.2f} B params, weights {model.weight_bytes() / 2**30:.2f} GiB, "
             f"KV cache {model.kv_cache_bytes() / 2**30:.2f} GiB")
-        _sweep_model(ctx, model, [t for t in todo if t.what == "timing" or t.what.startswith("trace")])
-        _profiled(ctx, model, [t for t in todo if t.what.startswith("profiled")])
-        _memory(ctx, model, [t for t in todo if t.what.startswith("memory")])
+        entry = doc.doc["models"][cfg.name]
+        if isinstance(model, HFDecoder):
+            entry.update(model.describe())
+        compiled_before = graphs_compiled(torch) if model.compiled else 0
+        if model.compiled:
+            entry["compile"] = warm_compile(torch, model.step, _sizes_of(opts), on_cuda)
+            say(f"{cfg.name}: compiled in {entry['compile']['compile_s']:.1f} s "
+                f"({entry['compile']['graphs']} graphs)")
+        doc.save()
+        mctx = _Ctx(torch, opts, on_cuda, _model_modes(model, modes, warn), out, doc, result, step, nvtx_range, say)
+        _sweep_model(mctx, model, [t for t in todo if t.what == "timing" or t.what.startswith("trace")])
+        if entry.get("capture", {}).get("ok") is False:
+            skipped = [t for t in todo if t.what.split()[0] in ("profiled", "memory", "serving")]
+            if skipped:
+                warn(f"{cfg.name}: no CUDA graph ({entry['capture']['reason']}): "
+                     f"{len(skipped)} profiled/memory/serving items skipped")
+                for t in skipped:
+                    step(f"{t.model} {t.what}: skipped (no graph)")
+            todo = [t for t in todo if t not in skipped]
+        _profiled(mctx, model, [t for t in todo if t.what.startswith("profiled")])
+        _memory(mctx, model, [t for t in todo if t.what.startswith("memory")])
         if any(t.what == "serving" for t in todo):
-            _serving(ctx, model)
+            _serving(mctx, model)
+        if model.compiled:  # recompiles after the warm-up would show here
+            entry["compile"]["graphs_after_run"] = graphs_compiled(torch) - compiled_before
+            doc.save()
         del model
         if on_cuda:
             _release(torch)
     return result
+
+
+def build_model(cfg: ModelConfig | HFModelSpec, opts: SweepOptions, on_cuda: bool) -> Decoder | HFDecoder:
+    """The decoder of ``cfg`` (built-in preset or transformers config), compiled if ``opts.compile``."""
+    device = "cuda" if on_cuda else "cpu"
+    if isinstance(cfg, HFModelSpec):
+        return HFDecoder(cfg, max_batch_size=opts.max_batch_size(), context_len=opts.context_len,
+                         start_pos=opts.start_pos, device=device, seed=opts.seed, compile=opts.compile)
+    model = Decoder(cfg, max_batch_size=opts.max_batch_size(), context_len=opts.context_len,
+                    start_pos=opts.start_pos, device=device, seed=opts.seed)
+    if opts.compile:
+        model.compile()
+    return model
+
+
+def model_entry(cfg: ModelConfig | HFModelSpec, compiled: bool) -> dict[str, Any]:
+    """The timings' ``models`` entry: dimensions, ``model_source`` and ``compiled``."""
+    entry = cfg.to_dict()
+    if isinstance(cfg, ModelConfig):
+        entry["model_source"] = {"kind": "preset", "preset": cfg.preset}
+    entry["compiled"] = compiled
+    return entry
+
+
+def _sizes_of(opts: SweepOptions) -> list[int]:
+    sizes = list(opts.batch_sizes) or [s for _, lst in opts.capture_lists + opts.serving_lists for s in lst]
+    return sizes or [1]
+
+
+def _model_modes(model: Decoder | HFDecoder, modes: tuple[str, ...], warn: Callable[[str], None]) -> tuple[str, ...]:
+    """The run's modes less piecewise where the model cannot split its step (transformers, compiled)."""
+    if "piecewise" not in modes or model.supports_piecewise:
+        return modes
+    from .hf import PIECEWISE_UNSUPPORTED
+
+    why = PIECEWISE_UNSUPPORTED if isinstance(model, HFDecoder) else \
+        "piecewise mode runs the decoder's stages uncompiled, so it is not recorded with --compile"
+    warn(f"{model.cfg.name}: {why}")
+    return tuple(m for m in modes if m != "piecewise") or ("eager",)
 
 
 @dataclass
@@ -583,21 +644,45 @@ def _capture_own_pool(ctx: _Ctx, model: Decoder, bs: int, mode: str, stream: Any
     return _SizeCapture(cap.run, cap.capture_s, pool_bytes, cap.nodes, len(cap.graphs), err <= REPLAY_TOLERANCE)
 
 
-def _sweep_model(ctx: _Ctx, model: Decoder, tasks: list[_Task]) -> None:
+def _capture_sizes(ctx: _Ctx, model: Decoder | HFDecoder, caps: dict[tuple[int, str], _SizeCapture],
+                   sizes: list[int], timed: list[int], traced: set[tuple[int, str]]) -> str | None:
+    """Capture every size the sweep times or traces in each graph mode, each in its own pool; the
+    one-line reason when the step cannot be captured (``caps`` then emptied), else ``None``."""
+    from .hf import capture_failure_reason
+
+    torch = ctx.torch
+    stream = torch.cuda.Stream()
+    try:
+        for bs in sizes:
+            for mode in (m for m in ctx.modes if m != "eager"):
+                if bs in timed or (bs, mode) in traced:
+                    caps[(bs, mode)] = _capture_own_pool(ctx, model, bs, "full" if mode == "graph" else mode, stream)
+    except Exception as exc:  # noqa: BLE001 - any capture error is the model's: report it, keep eager
+        caps.clear()
+        torch.cuda.synchronize()
+        _release(torch)
+        return capture_failure_reason(exc)
+    return None
+
+
+def _sweep_model(ctx: _Ctx, model: Decoder | HFDecoder, tasks: list[_Task]) -> None:
     """Capture, time (in interleaved rounds), count and trace every batch size of one model."""
     torch, opts, cfg = ctx.torch, ctx.opts, model.cfg
     timed = sorted({t.bs for t in tasks if t.what == "timing"})
     traced = {(t.bs, t.what.split()[1]) for t in tasks if t.what.startswith("trace")}
     if not tasks:
         return
-    graph_modes = [m for m in ctx.modes if m != "eager"]
     caps: dict[tuple[int, str], _SizeCapture] = {}
-    if graph_modes:
-        stream = torch.cuda.Stream()
-        for bs in sorted({t.bs for t in tasks}):
-            for mode in graph_modes:
-                if bs in timed or (bs, mode) in traced:
-                    caps[(bs, mode)] = _capture_own_pool(ctx, model, bs, "full" if mode == "graph" else mode, stream)
+    if any(m != "eager" for m in ctx.modes):
+        reason = _capture_sizes(ctx, model, caps, sorted({t.bs for t in tasks}), timed, traced)
+        ctx.doc.doc["models"][cfg.name]["capture"] = {"ok": reason is None, "reason": reason}
+        if reason is not None:
+            ctx.result.warnings.append(f"{cfg.name}: no CUDA graph: {reason}")
+            ctx.say(f"warning: {cfg.name}: cannot capture the step as a CUDA graph ({reason}); eager timings only")
+            ctx = replace(ctx, modes=("eager",))
+            for bs, mode in sorted(t for t in traced if t[1] != "eager"):
+                ctx.step(f"{cfg.name} bs={bs}: {mode} trace skipped (no graph)")
+            traced = {t for t in traced if t[1] == "eager"}
 
     def fn_of(bs: int, mode: str) -> Callable[[], Any]:
         return (lambda: model.step(bs)) if mode == "eager" else caps[(bs, mode)].run

@@ -289,7 +289,7 @@ def test_curve_bad_file_is_one_line_exit_2(tmp_path: Path, capsys: pytest.Captur
 
 def test_record_needs_model_and_out(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["record", "--model", "tiny"]) == 2
-    assert "needs --model and --out" in capsys.readouterr().err
+    assert "needs --model or --hf-config, and --out" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------------------------
