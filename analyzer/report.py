@@ -43,11 +43,12 @@ from dataclasses import asdict, dataclass, field, fields, replace
 import numpy as np
 
 from .engines import LABELS, CaptureSettings, capture_sizes_of
+from .costmodel import CostCurve, fit_cost_curve, trace_samples
 from .gaps import CAUSES, DeviceBusy, Gaps, compute_gaps
 from .engines import engine as engine_module
 from .errors import InputError
 from .graph_mode import COVERAGES, CaptureReport, StepCoverage, classify_mode, detect_capture, \
-    INFERRED_PADDING_REASON, fallback_causes, fit_cost_curve, marker_buckets, padding_cost, pair_capture, \
+    INFERRED_PADDING_REASON, fallback_causes, marker_buckets, padding_cost, pair_capture, \
     resolve_capture_sizes, \
     serving_steps, \
     smallest_size_at_least, step_coverage
@@ -839,16 +840,15 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
     cpu_us = np.array([r.cpu_us for r in reports])
     unprof = opts.model.unprofiled_step_us(np.maximum(cpu_us, lm.win_us[keep]), lm.host_events[keep],
                                            lm.busy_us[keep], oh.us_per_event)
-    pred = lm.pred_us[keep]
-    curve = fit_cost_curve(np.where(is_graph, ss.bucket, -1), pred, np.where(~is_graph & decode, batch, -1), pred,
-                           dict(opts.graph_timings_us) if opts.graph_timings_us else None)
+    k_all = np.flatnonzero(win.step_ok)
+    curve = step_cost_curve(trace, row_step, k_all, reports, np.where(is_graph, ss.bucket, np.where(decode, batch, -1)),
+                            lm.pred_us[keep], opts, max([*(sizes or []), int(batch.max()), 1]))
     unknown = source == "inferred"  # a batch's real bucket is unknown: padding is not costed
     padded = (ss.padded_rows >= 0) & (not unknown)
     pc = padding_cost(curve, np.where(padded, ss.bucket, -1), np.where(padded, batch, -1))
     pad_us = pc.us
     estimated = padded & ~pc.measured
     lost = np.where(ss.fallback, unprof - curve.at(np.where(ss.fallback, ss.fallback_bucket, 1)), np.nan)
-    k_all = np.flatnonzero(win.step_ok)
     causes = fallback_causes(trace, row_step, [steps.names[i] for i in range(len(steps))],
                              np.isin(np.arange(len(steps)), k_all[ss.fallback]))
     hg = host_gaps(trace, row_step, steps.cpu_start_ns, win.w0_ns[win.pkey[keep]], win.w1_ns[win.pkey[keep]],
@@ -885,7 +885,7 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
         padding_us_per_step_high=None if unknown else _f(np.nansum(pc.high) / n) if padded.any() else 0.0,
         padding_estimated_steps=int(estimated.sum()),
         padding_cost_source="unknown" if unknown else
-        (curve.source + ("-estimate" if estimated.any() else "")) if padded.any() else "none",
+        (curve.origin + ("-estimate" if estimated.any() else "")) if padded.any() else "none",
         planner_comparison=_planner_comparison(batch[decode], unprof[decode & ~is_graph],
                                                batch[decode & ~is_graph], curve, sizes),
         inter_step_host_us_median=_f(_median(gaps)) if gaps.size else 0.0,
@@ -900,6 +900,19 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
         verdict = "graphed, with eager fallbacks" if s.verdict == "already graphed" else s.verdict
         s = replace(s, verdict=verdict, verdict_detail=f"{words}; {s.verdict_detail}")
     return out, s
+
+
+def step_cost_curve(trace: Trace, row_step: np.ndarray, step_index: np.ndarray, reports: list[StepReport],
+                    size: np.ndarray, graph_us: np.ndarray, opts: AnalysisOptions, max_size: int) -> CostCurve:
+    """The trace's FULL-graph cost curve over ``1..max_size`` (:func:`analyzer.costmodel.fit_cost_curve`): per step
+    its size (``size``: a graph step's bucket, whose kernels ran at that size; an eager decode step's batch; -1 to
+    leave it out) and FULL-graph cost (``graph_us``: ``predicted_graph_us``), its kernels; harness timings win."""
+    dev = np.array([r.device for r in reports], dtype=np.int64)
+    samples = trace_samples(trace, row_step, step_index, dev, size, graph_us)
+    timings = dict(opts.graph_timings_us) if opts.graph_timings_us else None
+    top = max([max_size, *(timings or {})])
+    props = trace.device_properties.get(int(dev[0]), {}) if dev.size else {}
+    return fit_cost_curve(samples, top, timings, props)
 
 
 def _given_sizes(opts: AnalysisOptions) -> tuple[list[int], str, str] | None:
@@ -926,14 +939,16 @@ def _engine_default(trace: Trace, engine: str | None) -> tuple[list[int], str] |
     return engine_module(engine).trace_default(name, mem / 2**30 if mem else None, trace.world_size)
 
 
-def _planner_comparison(batches: np.ndarray, eager_us: np.ndarray, eager_bs: np.ndarray, curve,
+def _planner_comparison(batches: np.ndarray, eager_us: np.ndarray, eager_bs: np.ndarray, curve: CostCurve,
                         sizes: list[int] | None) -> dict | None:
     """The planner on the same decode steps (:func:`analyzer.planning.planner.compare_capture_list`):
     this trace's costs (its eager steps, the graph cost curve) and batch sizes, against the capture
     list up to the bucket of the largest batch. ``None`` without capture sizes, batches or costs."""
     b = batches[batches > 0]
+    curve_sizes = np.arange(1, curve.max_size + 1) if np.isfinite(curve.us).all() else np.zeros(0, dtype=np.int64)
     try:
-        costs = table_of_steps(eager_bs, eager_us, curve.sizes, curve.us, "this trace's steps") if b.size else None
+        costs = table_of_steps(eager_bs, eager_us, curve_sizes, curve.us[:curve_sizes.size],
+                               "this trace's steps") if b.size else None
     except InputError:  # eager and graph costs share no batch-size range
         return None
     if not sizes or costs is None:

@@ -30,12 +30,12 @@ The package, one module per concern:
 from .coverage import CAPTURE_UNRUN_FRACTION, COVERAGES, RESIDUAL_EAGER_FRACTION, CaptureReport, StepCoverage, \
     classify_mode, detect_capture, step_coverage
 from .pairing import MATCHED_BY, CapturedNodes, CapturePairing, captured_nodes, pair_capture
-from .serving import BUCKET_REGEX, CAPTURE_SOURCES, EAGER_MARKER_REGEX, INFERRED_PADDING_REASON, CostCurve, PaddingCost, ServingSteps, \
-    fallback_causes, fit_cost_curve, marker_buckets, padding_cost, resolve_capture_sizes, serving_steps, \
+from .serving import BUCKET_REGEX, CAPTURE_SOURCES, EAGER_MARKER_REGEX, INFERRED_PADDING_REASON, PaddingCost, ServingSteps, \
+    fallback_causes, marker_buckets, padding_cost, resolve_capture_sizes, serving_steps, \
     smallest_size_at_least
 
 __all__ = ["BUCKET_REGEX", "CAPTURE_SOURCES", "INFERRED_PADDING_REASON", "CAPTURE_UNRUN_FRACTION", "COVERAGES", "EAGER_MARKER_REGEX", "MATCHED_BY",
-           "RESIDUAL_EAGER_FRACTION", "CaptureReport", "CapturePairing", "CapturedNodes", "CostCurve", "PaddingCost",
+           "RESIDUAL_EAGER_FRACTION", "CaptureReport", "CapturePairing", "CapturedNodes", "PaddingCost",
            "ServingSteps", "StepCoverage", "captured_nodes", "classify_mode", "detect_capture", "fallback_causes",
-           "fit_cost_curve", "marker_buckets", "padding_cost", "pair_capture", "resolve_capture_sizes",
+           "marker_buckets", "padding_cost", "pair_capture", "resolve_capture_sizes",
            "serving_steps", "smallest_size_at_least", "step_coverage"]

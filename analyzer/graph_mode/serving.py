@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..costmodel import CostCurve
 from ..trace import Kind, Trace
 from .coverage import _BEGIN_CAPTURE_RE, _runtime_rows
 
@@ -116,103 +117,17 @@ def serving_steps(coverage: list[str], batch: np.ndarray, decode: np.ndarray, ma
                         fallback_bucket=np.where(fallback, looked_up, -1))
 
 
-@dataclass(frozen=True)
-class CostCurve:
-    """A FULL-graph step's cost (us) against batch size: ``sizes`` ascending, ``us`` at each, and
-    where each point came from: ``"timings"`` (harness timings, unprofiled), ``"graph steps"`` (the
-    trace's graph steps of that bucket: their kernels ran at the bucket's size) or ``"eager steps"``
-    (the trace's eager steps of that batch: their kernels ran at the batch's size), the trace's steps
-    each as its predicted FULL-graph step (``predicted_graph_us``: GPU busy plus replay cost, which
-    the profiler does not inflate as it inflates a profiled replay's own gaps).
-
-    :meth:`at` interpolates linearly between points and holds the end values outside them;
-    :meth:`at_next` / :meth:`at_prev` give the step values (flat up to the next point / from the
-    previous one) that bound a size between two points when the cost rises with batch size.
-    """
-
-    sizes: np.ndarray
-    us: np.ndarray
-    sources: tuple[str, ...]
-
-    def at(self, batch: np.ndarray) -> np.ndarray:
-        b = np.asarray(batch, dtype=float)
-        if self.sizes.size == 0:
-            return np.full(b.shape, np.nan)
-        return np.interp(b, self.sizes.astype(float), self.us)
-
-    def measured(self, batch: np.ndarray) -> np.ndarray:
-        """Whether each batch size is one of the curve's points (its cost was measured, not bounded)."""
-        return np.isin(np.asarray(batch, dtype=np.int64), self.sizes)
-
-    def at_next(self, batch: np.ndarray) -> np.ndarray:
-        """Per batch the cost at the smallest point ``>= batch`` (the largest point's above them all): the
-        batch's cost when the kernels' cost is flat from the batch up to the next measured size (GPU tiles)."""
-        return self._step(batch, "left")
-
-    def at_prev(self, batch: np.ndarray) -> np.ndarray:
-        """Per batch the cost at the largest point ``<= batch`` (the smallest point's below them all): the
-        batch's cost when the cost rises only after it, just below the next measured size."""
-        return self._step(batch, "right")
-
-    def _step(self, batch: np.ndarray, side: str) -> np.ndarray:
-        b = np.asarray(batch, dtype=float)
-        if self.sizes.size == 0:
-            return np.full(b.shape, np.nan)
-        j = np.searchsorted(self.sizes.astype(float), b, side=side)
-        j = j if side == "left" else j - 1
-        return self.us[np.clip(j, 0, self.sizes.size - 1)]
-
-    @property
-    def source(self) -> str:
-        """Where the points came from: ``timings``, ``trace`` or ``timings+trace`` (``none`` without points)."""
-        kinds = {"timings" if s == "timings" else "trace" for s in self.sources}
-        return "+".join(sorted(kinds)) if kinds else "none"
-
-
-def fit_cost_curve(graph_size: np.ndarray, graph_us: np.ndarray, eager_size: np.ndarray, eager_us: np.ndarray,
-                   timings: dict[int, float] | None = None) -> CostCurve:
-    """The cost curve from the trace and, when given, harness timings ``{batch: graph_us}``.
-
-    ``graph_*``: per graph step its bucket and its predicted FULL-graph step; ``eager_*``: per eager
-    step its batch and its predicted FULL-graph step (sizes <= 0 are skipped). Per size the median;
-    timings win over graph steps, graph steps over eager steps.
-    """
-    pts: dict[int, tuple[float, str]] = {}
-    for sizes, us, src in ((eager_size, eager_us, "eager steps"), (graph_size, graph_us, "graph steps")):
-        sizes = np.asarray(sizes, dtype=np.int64)
-        us = np.asarray(us, dtype=float)
-        ok = (sizes > 0) & np.isfinite(us) & (us > 0)
-        if not ok.any():
-            continue
-        uniq, inv = np.unique(sizes[ok], return_inverse=True)
-        order = np.lexsort((us[ok], inv))
-        cnt = np.bincount(inv, minlength=uniq.size)
-        first = np.concatenate([[0], np.cumsum(cnt)[:-1]])
-        srt = us[ok][order]
-        med = (srt[first + (cnt - 1) // 2] + srt[first + cnt // 2]) / 2
-        pts.update({int(s): (float(m), src) for s, m in zip(uniq.tolist(), med.tolist())})
-    for s, v in (timings or {}).items():
-        pts[int(s)] = (float(v), "timings")
-    keys = sorted(pts)
-    return CostCurve(sizes=np.array(keys, dtype=np.int64), us=np.array([pts[k][0] for k in keys], dtype=float),
-                     sources=tuple(pts[k][1] for k in keys))
-
-
 @dataclass(frozen=True, eq=False)
 class PaddingCost:
     """Per step (arrays of length n_steps, NaN where the step is not padded) the padding cost in us,
-    cost(bucket) - cost(batch) on a :class:`CostCurve`:
+    cost(bucket) - cost(batch) on the FULL-graph cost curve (:class:`analyzer.costmodel.CostCurve`, the one
+    curve the planner and the dashboard use too):
 
-    * ``us``: the estimate. Where the batch is a point of the curve it is measured; between two points
-      ``a < batch < c`` the batch is costed as ``c`` (:meth:`CostCurve.at_next`): GPU kernels run whole
-      tiles of rows, so a batch costs what the next measured size costs as long as no tile boundary lies
-      between them, and capture sizes (the measured points of a trace: its graph steps' buckets) are
-      multiples of the tile steps;
-    * ``low`` / ``high``: the band when the cost only rises with batch size: the batch costs at least
-      cost(a) and at most cost(c), so the padding lies between ``cost(bucket) - cost(c)`` and
-      ``cost(bucket) - cost(a)`` (equal to ``us`` where measured; below the smallest point there is no
-      ``a`` and the band is the estimate alone);
-    * ``measured``: the batch's own cost is a point (a harness timing, or an eager step of that batch).
+    * ``us``: on the curve;
+    * ``low`` / ``high``: the least and most of it over the curve and its band's two curves (the model's
+      constants halved and doubled, or the single-size predictions from each observed size);
+    * ``measured``: both the batch's and the bucket's cost were measured (harness timings or the trace's own
+      steps at those sizes), not modelled.
     """
 
     us: np.ndarray
@@ -227,13 +142,12 @@ def padding_cost(curve: CostCurve, bucket: np.ndarray, batch: np.ndarray) -> Pad
     batch = np.asarray(batch, dtype=np.int64)
     padded = (bucket > 0) & (batch > 0)
     b, k = np.where(padded, batch, 1), np.where(padded, bucket, 1)
-    cost_bucket = curve.at(k)
-    measured = curve.measured(b) & padded
-    est = np.where(measured, cost_bucket - curve.at(b), cost_bucket - curve.at_next(b))
-    other = np.where(measured, est, cost_bucket - curve.at_prev(b))
+    est = curve.at(k) - curve.at(b)
+    alt = np.array([curve.low(k) - curve.low(b), curve.high(k) - curve.high(b), est])
+    measured = curve.measured(b) & curve.measured(k) & padded
     nan = np.full(b.shape, np.nan)
-    return PaddingCost(us=np.where(padded, est, nan), low=np.where(padded, np.minimum(est, other), nan),
-                       high=np.where(padded, np.maximum(est, other), nan), measured=measured)
+    return PaddingCost(us=np.where(padded, est, nan), low=np.where(padded, np.where(measured, est, alt.min(axis=0)), nan),
+                       high=np.where(padded, np.where(measured, est, alt.max(axis=0)), nan), measured=measured)
 
 
 def fallback_causes(trace: Trace, row_step: np.ndarray, names: list[str], fallback: np.ndarray) -> list[str | None]:

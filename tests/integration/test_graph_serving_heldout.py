@@ -64,6 +64,18 @@ def test_padding_cost_with_timings_matches_the_full_range_truth() -> None:
     assert sum(st.padding_us for st in steps) == pytest.approx(truth, rel=0.01)
 
 
+def test_padding_cost_from_the_trace_alone_within_20_percent() -> None:
+    """No timings: the cost curve of analyzer.costmodel from the trace's own kernels (the real list given)."""
+    cost = _graph_cost()
+    rep = _serving(AnalysisOptions(capture_sizes=SERVE_SIZES))
+    steps = [st for st in rep.steps if st.padded_rows is not None and st.bucket <= max(cost)]
+    truth = sum(cost[st.bucket] - cost[st.batch_size] for st in steps)
+    got = sum(st.padding_us for st in steps)
+    assert got == pytest.approx(1073.2, abs=0.1)  # +1.2% of the truth, 1,060.5 us
+    assert got == pytest.approx(truth, rel=0.20)
+    assert sum(st.padding_us_low for st in steps) <= truth <= sum(st.padding_us_high for st in steps)
+
+
 @pytest.mark.parametrize("bs", [4, 16, 48])
 def test_piecewise_to_full_within_3pct(bs: int) -> None:
     truth = next(r["graph_us"] for r in _doc("timings_piecewise.json")["rows"] if r["batch_size"] == bs)

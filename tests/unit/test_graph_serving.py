@@ -6,7 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from launchgap.graph_mode import fit_cost_curve, marker_buckets, padding_cost, resolve_capture_sizes, serving_steps
+from launchgap.costmodel import CostCurve
+from launchgap.graph_mode import marker_buckets, padding_cost, resolve_capture_sizes, serving_steps
 from launchgap.host_gaps import host_gaps
 from launchgap.loaders import load_trace
 from launchgap.predict import PredictionModel
@@ -56,14 +57,22 @@ def test_fallbacks_buckets_padding_exact(serving_trace: Path) -> None:
     assert [st.bucket for st in rep.steps] == [4, 4, None, None]
     assert [st.padded_rows for st in rep.steps] == [1, 0, None, None]
     # predicted FULL-graph steps: graph steps 10 + 0.34*10 + 3 = 16.4 at bucket 4; eager steps at their batch:
-    # bs 2: 4 + 0.34*4 + 3 = 8.36, bs 6: 8 + 1.36 + 3 = 12.36. bs 3 lies between the points 2 and 4: costed as 4
-    # (flat up to the next measured size), so 0 us, in a band up to cost(4) - cost(2) = 8.04 us
-    assert [st.padding_us for st in rep.steps] == [0.0, 0.0, None, None]
-    assert [st.padding_us_high for st in rep.steps] == [pytest.approx(8.04), 0.0, None, None]
-    assert [st.padding_us_low for st in rep.steps] == [0.0, 0.0, None, None]
+    # bs 2: 4 + 0.34*4 + 3 = 8.36, bs 6: 8 + 1.36 + 3 = 12.36. The cost curve (analyzer.costmodel) passes through
+    # 2 and 4; bs 3 lies between them, on the shape the prediction from 2 gives: its four 1-us kernels are
+    # element-wise, g(b) = (b / (b + 16)) ** 0.116, so cost(3) = 8.36 + 8.04 * (g3/g2 - 1) / (g4/g2 - 1)
+    g = {b: (b / (b + 16)) ** 0.116 for b in (2, 3, 4)}
+    frac = (g[3] / g[2] - 1) / (g[4] / g[2] - 1)
+    pad = 8.04 * (1 - frac)  # cost(4) - cost(3) = 3.299 us
+    # band: the predictions from each observed size alone: from 2, 4 x 1 us x (g4 - g3) / g2; from 4 (ten 1-us
+    # kernels), 10 x (1 - g3/g4)
+    low, high = 4 * (g[4] - g[3]) / g[2], pad
+    assert [st.padding_us for st in rep.steps] == [pytest.approx(pad, abs=1e-3), 0.0, None, None]
+    assert [st.padding_us_low for st in rep.steps] == [pytest.approx(low, abs=1e-3), 0.0, None, None]
+    assert [st.padding_us_high for st in rep.steps] == [pytest.approx(high, abs=1e-3), 0.0, None, None]
     assert s.padded_rows_fraction == pytest.approx(1 / 8)
-    assert s.padding_us_per_step == 0.0
-    assert (s.padding_us_per_step_low, s.padding_us_per_step_high) == (0.0, pytest.approx(8.04 / 4))
+    assert s.padding_us_per_step == pytest.approx(pad / 4, abs=1e-3)
+    assert (s.padding_us_per_step_low, s.padding_us_per_step_high) == (pytest.approx(low / 4, abs=1e-3),
+                                                                       pytest.approx(high / 4, abs=1e-3))
     assert s.padding_estimated_steps == 1  # bs 3: its own cost is bounded, not measured
     assert s.padding_cost_source == "trace-estimate"
     # the fallback's own cost: its 50 us CPU range (no profiler cost) less cost(4) = 16.4
@@ -149,51 +158,19 @@ def test_pieces() -> None:
     assert ss.padded_rows.tolist() == [3, -1, -1, 1, -1]
     assert ss.fallback.tolist() == [False, True, False, False, False]  # a prefill step (not decode) is no fallback
     assert ss.uncaptured.tolist() == [False, False, True, False, False]
-    c = fit_cost_curve(np.array([4, 4, 8]), np.array([10.0, 12.0, 20.0]), np.array([2]), np.array([5.0]), {8: 18.0})
-    assert c.sizes.tolist() == [2, 4, 8] and c.us.tolist() == [5.0, 11.0, 18.0]
-    assert c.sources == ("eager steps", "graph steps", "timings")
-    assert c.at(np.array([3, 6, 100])).tolist() == [8.0, 14.5, 18.0]
 
 
-def _tiles(b: np.ndarray) -> np.ndarray:
-    """A GPU whose kernels run whole tiles of 16 rows: 100 us + 40 us per tile (cost(17) = cost(32) = 180 us)."""
-    return 100.0 + 40.0 * np.ceil(np.asarray(b) / 16)
-
-
-def _ramp(b: np.ndarray) -> np.ndarray:
-    """A GPU whose cost rises by 2 us per row (memory-bound attention over the rows' KV cache)."""
-    return 100.0 + 2.0 * np.asarray(b, dtype=float)
-
-
-def test_padding_cost_tiles_exact_ramp_in_band() -> None:
-    # capture sizes 8, 16, 24, ..., 64 (the trace's graph steps measure them); eager steps at 19 and 37
-    points = np.array([8, 16, 24, 32, 40, 48, 56, 64])
-    batch = np.array([9, 17, 18, 20, 25, 33, 37, 41, 57])
-    bucket = np.array([16, 24, 24, 24, 32, 40, 40, 48, 64])
-    for truth, est_total, high_total, true_total in (
-            # tiles of 16: every batch costs what the next measured size costs: the estimate is exact (0); the
-            # band reaches 40 us where a tile boundary may lie between the batch and the point below it (16 < 17, 18;
-            # 32 < 33)
-            (_tiles, 0.0, 3 * 40.0, 0.0),
-            # a ramp of 2 us per row: the estimate keeps only the rise the eager points show (17, 18 -> 19..24: 10
-            # each; 33 -> 37..40: 6; bs 37 itself measured: 6); the band holds the truth (110 us)
-            (_ramp, 10.0 + 10 + 6 + 6, 16.0 * 7 + 10 + 6, 110.0)):
-        c = fit_cost_curve(points, truth(points), np.array([19, 37]), truth(np.array([19, 37])))
-        pc = padding_cost(c, bucket, batch)
-        assert pc.measured.tolist() == [False] * 6 + [True] + [False] * 2  # bs 37: an eager step measured it
-        assert float(pc.us.sum()) == pytest.approx(est_total)
-        assert float(pc.low.sum()) == pytest.approx(est_total)  # cost rises with batch: the estimate is the low end
-        assert float(pc.high.sum()) == pytest.approx(high_total)
-        true = truth(bucket) - truth(batch)
-        assert float(true.sum()) == pytest.approx(true_total)
-        assert (pc.low <= true + 1e-9).all() and (true <= pc.high + 1e-9).all()
-    # tiles: the estimate is exact step by step
-    c = fit_cost_curve(points, _tiles(points), np.array([19, 37]), _tiles(np.array([19, 37])))
-    assert padding_cost(c, bucket, batch).us.tolist() == (_tiles(bucket) - _tiles(batch)).tolist()
-    # a batch that is a point is measured: no band; a step without a bucket is not padded
-    pc = padding_cost(c, np.array([24, -1]), np.array([19, 5]))
-    assert pc.measured.tolist() == [True, False]
-    assert pc.us[0] == pc.low[0] == pc.high[0] == 0.0 and np.isnan(pc.us[1])
+def test_padding_cost_on_the_curve_and_its_band() -> None:
+    # a curve over 1..6: measured at 2 and 4 (the trace), modelled elsewhere, with a band
+    c = CostCurve(us=np.array([10.0, 11, 13, 16, 20, 25]), low_us=np.array([9.0, 11, 12, 16, 18, 21]),
+                  high_us=np.array([11.0, 11, 14, 16, 22, 29]),
+                  source=("model", "trace", "model", "trace", "model", "model"))
+    pc = padding_cost(c, np.array([4, 4, 6, 4, -1]), np.array([2, 3, 5, 4, 2]))
+    # us = cost(bucket) - cost(batch): 16-11, 16-13, 25-20, 0; the band over the curve and its two band curves:
+    # bs 3 -> 4: low curve 16-12 = 4, high curve 16-14 = 2, curve 3 -> [2, 4]; bs 5 -> 6: 21-18 = 3, 29-22 = 7, 5
+    assert pc.us[:4].tolist() == [5.0, 3.0, 5.0, 0.0] and np.isnan(pc.us[4])
+    assert pc.low[:4].tolist() == [5.0, 2.0, 3.0, 0.0] and pc.high[:4].tolist() == [5.0, 4.0, 7.0, 0.0]
+    assert pc.measured.tolist() == [True, False, False, True, False]  # both sizes measured: no band
 
 
 def _pyfn(name: str, ts: float, dur: float) -> dict:

@@ -1,0 +1,369 @@
+"""The cost of a FULL-graph decode step at every batch size, from a trace's own kernels: the one cost curve.
+
+A production trace holds a few steps at one or two batch sizes. The cost of a step at any other size
+follows from how each of its kernels scales with the rows of the batch (**the batch-scaling model**):
+
+* **matrix multiplies** (``gemm``: cuBLAS/nvjet/CUTLASS/hipBLASLt/Triton matmuls) read their weights
+  once per step whatever the batch: flat while weight-bound, then growing with the rows once they turn
+  compute-bound. The turn is at ``ridge_rows`` rows: the GPU's peak FLOPs over its memory bandwidth
+  (bf16 matmul: 2 FLOPs per weight byte and row) times :attr:`ScalingModel.gemm_efficiency`, the share
+  of that ridge real decode GEMMs reach. Peak figures by GPU name (:data:`GPU_PEAKS`), else from the
+  trace's device properties (SM count and clock: :func:`gpu_peaks`);
+* **attention** and **KV-cache writes** (``attention``, ``kv_write``): every row reads (writes) its
+  own KV cache, so a kernel's time is a fixed part (launch ramp, one wave) plus a part per row (its
+  context tokens' KV bytes): ``t(b) = F + (t0 - F) * b / b0``, ``F`` = :attr:`ScalingModel.floor_us`
+  of the class, at most ``t0``;
+* **element-wise work and sampling** (norms, activations, copies, argmax over the vocabulary) grow
+  per row the same way with their own floor;
+* **collectives** (NCCL, custom all-reduce) move the activations: bytes per row, the same rule.
+
+:func:`fit_cost_curve` fits the curve on whatever the trace has: per observed size the median step's
+FULL-graph cost (``predicted_graph_us``: GPU busy plus replay cost, :mod:`analyzer.predict`) and its
+GPU time per kernel class. With one size the model above carries it to every size; with two or more,
+each class's time is linear between the observed sizes (their measured growth) and the model extends it
+beyond them. Harness timings, when given, win at their sizes and the curve's shape is kept between
+them. The curve passes through every observed point exactly. The band (``low_us``/``high_us``) is the
+curve under the model's constants halved and doubled (one size), or the spread of the single-size
+predictions from each observed size (two or more).
+
+The constants were fitted on the 1b session of 2026-12-01 (FULL graphs at bs 1, 8, 32, 64 against
+unprofiled timings at every size 1..64) and checked on other models: docs/costmodel.md has the error
+on each held-out set.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .trace import Kind, Trace
+
+#: Kernel classes of the batch-scaling model, the class index of each kernel in :class:`SizeSample`.
+KERNEL_CLASSES = ("gemm", "attention", "kv_write", "collective", "elementwise")
+_GEMM, _ATTN, _KV, _COLL, _ELEM = range(len(KERNEL_CLASSES))
+#: Kernel-name patterns per class (first match wins; no match: element-wise). Engine-specific kernel names
+#: (vLLM's ``reshape_and_cache``) are in :mod:`analyzer.engines` for batch detection; here only the class.
+CLASS_PATTERNS = (
+    (_COLL, re.compile(r"(?i)nccl|all_?reduce|allgather|all_gather|reduce_?scatter|cross_device_reduce|quick_?reduce|"
+                       r"userbuffers|multimem|rccl")),
+    (_KV, re.compile(r"(?i)reshape_and_cache|concat_and_cache|store_kv|kv_?cache|set_kv_buffer|append_paged_kv|"
+                     r"write_to_kv|cache_kernel")),
+    (_ATTN, re.compile(r"(?i)flash|fmha|sdpa|attention|attn|paged_|mha_|xformers|flashinfer|decode_kernel|"
+                       r"batch_decode|batch_prefill|mla_")),
+    (_GEMM, re.compile(r"(?i)gemm|gemv|nvjet|cutlass|xmma|cublas(?!.*splitkreduce)|_mm_|matmul|Cijk_|wvSplitK|"
+                       r"sm\d+_xmma|hgemm|sgemm|_tn_|_nt_|ampere_.*tensorop|triton_\w*mm")),
+)
+
+
+def classify_kernels(names: np.ndarray) -> np.ndarray:
+    """Class index (into :data:`KERNEL_CLASSES`) of each kernel name (the regexes run once per unique name)."""
+    names = np.asarray(names, dtype=object)
+    if names.size == 0:
+        return np.zeros(0, dtype=np.int8)
+    uniq, inv = np.unique(names.astype(str), return_inverse=True)
+    cls = np.full(uniq.size, _ELEM, dtype=np.int8)
+    for i, n in enumerate(uniq.tolist()):  # unique kernel names, not events
+        for c, pat in CLASS_PATTERNS:
+            if pat.search(n):
+                cls[i] = c
+                break
+    return cls[inv.reshape(-1)]
+
+
+#: Peak dense bf16 matmul FLOP/s and memory bandwidth (bytes/s) by GPU name (vendors' data sheets).
+GPU_PEAKS: tuple[tuple[re.Pattern[str], float, float], ...] = (
+    (re.compile(r"(?i)H200"), 989e12, 4.8e12),
+    (re.compile(r"(?i)H100.*(?:PCIe)"), 756e12, 2.0e12),
+    (re.compile(r"(?i)H100|GH200"), 989e12, 3.35e12),
+    (re.compile(r"(?i)H20\b"), 148e12, 4.0e12),
+    (re.compile(r"(?i)B200|GB200"), 2250e12, 8.0e12),
+    (re.compile(r"(?i)B100"), 1750e12, 8.0e12),
+    (re.compile(r"(?i)A100"), 312e12, 2.0e12),
+    (re.compile(r"(?i)L40S"), 362e12, 0.864e12),
+    (re.compile(r"(?i)MI300X|MI325"), 1307e12, 5.3e12),
+    (re.compile(r"(?i)MI250"), 383e12, 3.2e12),
+)
+#: Without a known GPU: an H100's ratio (the ridge matters, not the absolute figures).
+DEFAULT_PEAKS = (989e12, 3.35e12)
+
+
+def gpu_peaks(device_name: str | None, props: dict | None = None) -> tuple[float, float, str]:
+    """Peak bf16 FLOP/s, memory bytes/s and where they came from, for the trace's GPU.
+
+    By name (:data:`GPU_PEAKS`); else from device properties when they give bandwidth, SM count and clock
+    (Hopper-class 1,024 bf16 FLOPs per SM per clock x 2); else :data:`DEFAULT_PEAKS`.
+    """
+    for pat, flops, bw in GPU_PEAKS:
+        if device_name and pat.search(device_name):
+            return flops, bw, f"{device_name} data sheet"
+    props = props or {}
+    bw, sms, clock = props.get("memory_bandwidth_bytes_per_s"), props.get("sm_count"), props.get("clock_rate_hz")
+    if bw and sms and clock:
+        return 2048.0 * sms * clock, float(bw), "device properties (SM count x clock, bandwidth)"
+    return DEFAULT_PEAKS[0], DEFAULT_PEAKS[1], "assumed (GPU not recognised)"
+
+
+@dataclass(frozen=True)
+class ScalingModel:
+    """The batch-scaling model's constants (see the module docstring; fitted on the 1b session, docs/costmodel.md).
+
+    * ``gemm_rows``: rows at which a weight-bound matmul's per-row part (activations, epilogue) equals its
+      fixed part (the weights): ``(1 + b/B) / (1 + b0/B)`` before the turn;
+    * ``gemm_efficiency``: the turn to compute-bound, as a share of the GPU's FLOPs/bandwidth ridge;
+    * ``attention_fixed_waves``: the part of an attention kernel's time that does not grow with its waves of
+      blocks over the SMs, in units of one wave (launch ramp, prologue, epilogue);
+    * ``attention_wave_us``: one wave's time, for kernels whose grid is persistent (as many blocks as SMs:
+      the grid no longer says the work) — the work in waves is then ``t0 / wave_us``;
+    * ``attention_rows``: without launch configurations: ``(B + b) / (B + b0)``;
+    * ``elementwise_rows``, ``elementwise_power``: element-wise work, norms, KV-cache writes and sampling:
+      ``g(b) / g(b0)`` with ``g(b) = (b / (b + K)) ** p`` — latency-bound small grids, whose time grows far
+      slower than their rows and levels off once their blocks fill the GPU;
+    * ``collective_rows``: collectives: latency plus bytes per row, ``(B + b) / (B + b0)``;
+    * ``band_factors``: every constant scaled by these gives the band.
+    """
+
+    gemm_rows: float = 5000.0
+    gemm_efficiency: float = 1.0
+    attention_fixed_waves: float = 0.1
+    attention_wave_us: float = 11.0
+    attention_rows: float = 8.0
+    elementwise_rows: float = 16.0
+    elementwise_power: float = 0.116
+    collective_rows: float = 64.0
+    band_factors: tuple[float, float] = (0.5, 2.0)
+
+    def scaled(self, factor: float) -> ScalingModel:
+        return ScalingModel(self.gemm_rows / factor, self.gemm_efficiency / factor, self.attention_fixed_waves / factor,
+                            self.attention_wave_us / factor, self.attention_rows / factor, self.elementwise_rows / factor,
+                            self.elementwise_power * factor, self.collective_rows / factor, self.band_factors)
+
+
+DEFAULT_SCALING = ScalingModel()
+
+
+@dataclass(frozen=True, eq=False)
+class SizeSample:
+    """One observed batch size: ``batch`` (for a graph step the bucket its kernels ran at), ``graph_us`` (the
+    median step's FULL-graph cost, ``predicted_graph_us``) and that step's kernels (arrays): class (index into
+    :data:`KERNEL_CLASSES`), time (us), grid blocks and threads per block (-1 where the trace does not say)."""
+
+    batch: int
+    graph_us: float
+    kernel_class: np.ndarray
+    kernel_us: np.ndarray
+    blocks: np.ndarray
+    threads: np.ndarray
+
+
+def size_samples(kernel_step: np.ndarray, kernel_class: np.ndarray, kernel_us: np.ndarray, blocks: np.ndarray,
+                 threads: np.ndarray, batch: np.ndarray, graph_us: np.ndarray) -> list[SizeSample]:
+    """Per observed batch size (ascending) its median step's kernels: ``kernel_*`` per kernel row (its step, -1
+    none; class; us; grid blocks; threads per block), ``batch`` and ``graph_us`` per step."""
+    batch = np.asarray(batch, dtype=np.int64)
+    graph_us = np.asarray(graph_us, dtype=float)
+    ok = (batch > 0) & np.isfinite(graph_us) & (graph_us > 0)
+    order = np.argsort(kernel_step, kind="stable")
+    ks = kernel_step[order]
+    out = []
+    for s in np.unique(batch[ok]).tolist():  # per observed size, a handful
+        idx = np.flatnonzero(ok & (batch == s))
+        med = idx[np.argsort(graph_us[idx], kind="stable")[(idx.size - 1) // 2]]  # the (lower) median step
+        lo, hi = np.searchsorted(ks, med, "left"), np.searchsorted(ks, med, "right")
+        r = order[lo:hi]
+        out.append(SizeSample(int(s), float(graph_us[med]), kernel_class[r], kernel_us[r], blocks[r], threads[r]))
+    return out
+
+
+def trace_samples(trace: Trace, row_step: np.ndarray, step_index: np.ndarray, step_device: np.ndarray,
+                  batch: np.ndarray, graph_us: np.ndarray) -> list[SizeSample]:
+    """:func:`size_samples` from a trace: per report step ``i`` (``step_index[i]``: its index in ``row_step``'s
+    numbering, ``step_device[i]`` its device) the kernels it launched on its device, with their class, time and
+    launch configuration (grid blocks and threads per block where the trace records them)."""
+    k = np.flatnonzero((trace.kind == Kind.KERNEL) & (row_step >= 0))
+    pos = np.full(int(row_step.max()) + 1 if row_step.size and row_step.max() >= 0 else 0, -1, dtype=np.int64)
+    pos[np.asarray(step_index, dtype=np.int64)] = np.arange(len(step_index))
+    ks = pos[row_step[k]] if pos.size else np.full(k.size, -1)
+    ks = np.where((ks >= 0) & (trace.device[k] == np.asarray(step_device)[np.maximum(ks, 0)]), ks, -1)
+    gx, bx = getattr(trace, "grid_x", None), getattr(trace, "block_x", None)
+    if gx is not None and bx is not None:
+        blocks = np.where(gx[k] > 0, gx[k].astype(np.int64) * np.maximum(trace.grid_y[k], 1)
+                          * np.maximum(trace.grid_z[k], 1), -1)
+        threads = np.where(bx[k] > 0, bx[k].astype(np.int64) * np.maximum(trace.block_y[k], 1)
+                           * np.maximum(trace.block_z[k], 1), -1)
+    else:
+        blocks = threads = np.full(k.size, -1, dtype=np.int64)
+    return size_samples(ks, classify_kernels(trace.names[trace.name_id[k]]), trace.dur_ns[k] / 1e3, blocks, threads,
+                        batch, graph_us)
+
+
+def _attention_blocks_per_row(xs: list[SizeSample], sm_count: int | None) -> float | None:
+    """Blocks per batch row of the attention kernels, from the observed sizes whose attention grid still follows the
+    rows (fewer blocks than SMs); ``None`` when no size shows it (every grid persistent, or no launch configuration)."""
+    per = [float(np.median(x.blocks[m] / x.batch)) for x in xs
+           if (m := (x.kernel_class == _ATTN) & (x.blocks > 0) & (x.blocks < (sm_count or 0))).any()]
+    return float(np.median(per)) if per else None
+
+
+def _kernel_factor(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: float, sm_count: int | None,
+                   per_row_hint: float | None = None) -> np.ndarray:
+    """Per kernel of ``x`` (rows) and size (columns) its time at that size over its time at ``x.batch``."""
+    b = np.asarray(b, dtype=float)[None, :]
+    b0 = float(x.batch)
+    c = x.kernel_class[:, None]
+    r = max(ridge * model.gemm_efficiency, 1.0)
+    gemm = (1 + b / model.gemm_rows) / (1 + b0 / model.gemm_rows) * np.maximum(1.0, b / r) / max(1.0, b0 / r)
+    # Attention: waves of blocks over the SMs (one resident block per SM: register- and shared-memory-heavy).
+    f = model.attention_fixed_waves
+    blocks = x.blocks[:, None].astype(float)
+    t0 = x.kernel_us[:, None]
+    sms = float(max(sm_count or 1, 1))
+    persistent = blocks >= sms  # the grid is capped at the SMs: the work is read from the time
+    u0 = np.maximum(1.0, t0 / model.attention_wave_us * (1 + f) - f)  # waves of work at b0, from the time
+    # Blocks per row: from the grid where it follows the rows, else from another observed size's grid, else from the time.
+    guess = per_row_hint if per_row_hint else np.maximum(1.0, np.round(u0 * sms / b0))
+    per_row = np.where(persistent, guess, blocks / b0)
+    def waves_at(rows):
+        return np.maximum(1.0, np.ceil(per_row * rows / sms - 1e-9))  # whole waves: a partial wave costs one
+    waves = (f + waves_at(b)) / (f + waves_at(b0))
+    rows = (model.attention_rows + b) / (model.attention_rows + b0)
+    attn = np.where((blocks > 0) & bool(sm_count), waves, rows)
+    k = model.elementwise_rows
+    elem = (b / (b + k) * (b0 + k) / b0) ** model.elementwise_power
+    coll = (model.collective_rows + b) / (model.collective_rows + b0)
+    return np.where(c == _GEMM, gemm, np.where(c == _ATTN, attn, np.where(c == _COLL, coll, elem)))
+
+
+def _single(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: float, sm_count: int | None,
+            per_row_hint: float | None = None) -> np.ndarray:
+    """The FULL-graph step at sizes ``b`` predicted from one observed size: its cost plus each kernel's change."""
+    f = _kernel_factor(model, x, b, ridge, sm_count, per_row_hint)
+    return x.graph_us + (x.kernel_us[:, None] * (f - 1.0)).sum(axis=0)
+
+
+def _predict(model: ScalingModel, xs: list[SizeSample], b: np.ndarray, ridge: float, sm_count: int | None
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """The curve at ``b`` and the single-size predictions (one row per observed size).
+
+    Between two observed sizes ``a < c`` the curve rises from the cost at ``a`` to the cost at ``c`` along the
+    model's shape there (the prediction from ``a``): where the model puts a step (attention's
+    next wave) the curve steps, by the measured rise; where the model is flat the curve is a straight line.
+    Outside the observed sizes: the nearest size's prediction.
+    """
+    hint = _attention_blocks_per_row(xs, sm_count)
+    single = np.array([_single(model, x, b, ridge, sm_count, hint) for x in xs])  # per observed size
+    if len(xs) == 1:
+        return single[0], single
+    at = np.array([x.batch for x in xs], dtype=float)
+    lvl = np.array([x.graph_us for x in xs])
+    j = np.clip(np.searchsorted(at, b, side="right") - 1, 0, at.size - 2)  # the segment [at[j], at[j+1]]
+    cols = np.arange(b.size)
+    shape = single[j, cols]
+    ia, ic = (at[j] - 1).astype(np.int64), (at[j + 1] - 1).astype(np.int64)
+    full = np.array([_single(model, x, np.arange(1, at.max() + 1), ridge, sm_count, hint) for x in xs])
+    m_a, m_c = full[j, ia], full[j, ic]  # the prediction from a, at a and at c
+    rise = m_c - m_a
+    linear = (b - at[j]) / (at[j + 1] - at[j])
+    frac = np.where(np.abs(rise) > 1e-9, (shape - m_a) / np.where(np.abs(rise) > 1e-9, rise, 1.0), linear)
+    inside = lvl[j] + (lvl[j + 1] - lvl[j]) * np.clip(frac, 0.0, 1.0)
+    nearest = np.where(b < at[0], single[0], single[-1])
+    return np.where((b >= at[0]) & (b <= at[-1]), inside, nearest), single
+
+
+@dataclass(frozen=True)
+class CostCurve:
+    """The FULL-graph step (us) at every batch size ``1..max``: ``us``, its band ``low_us``/``high_us``, and
+    per size where it came from (``source``: ``"timings"`` harness timing, ``"trace"`` a size the trace ran,
+    ``"model"`` the batch-scaling model). ``peaks`` says where the GPU's FLOPs and bandwidth came from."""
+
+    us: np.ndarray
+    low_us: np.ndarray
+    high_us: np.ndarray
+    source: tuple[str, ...]
+    peaks: str = ""
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def max_size(self) -> int:
+        return int(self.us.size)
+
+    @property
+    def sizes(self) -> np.ndarray:
+        """The sizes with a measured point (timings or the trace's own steps), ascending."""
+        return np.array([i + 1 for i, s in enumerate(self.source) if s != "model"], dtype=np.int64)
+
+    def _take(self, arr: np.ndarray, batch) -> np.ndarray:
+        b = np.asarray(batch, dtype=np.int64)
+        if arr.size == 0:
+            return np.full(b.shape, np.nan)
+        return arr[np.clip(b, 1, arr.size) - 1]
+
+    def at(self, batch) -> np.ndarray:
+        """The cost (us) at each batch size (sizes above the curve take its last size's cost)."""
+        return self._take(self.us, batch)
+
+    def low(self, batch) -> np.ndarray:
+        return self._take(self.low_us, batch)
+
+    def high(self, batch) -> np.ndarray:
+        return self._take(self.high_us, batch)
+
+    def measured(self, batch) -> np.ndarray:
+        """Whether each batch size's cost was measured (a timing or the trace's own steps), not modelled."""
+        b = np.asarray(batch, dtype=np.int64)
+        src = np.array(self.source + ("model",), dtype=object)
+        return src[np.where((b >= 1) & (b <= self.max_size), b - 1, self.max_size)] != "model"
+
+    def source_at(self, batch: int) -> str:
+        return self.source[min(max(int(batch), 1), self.max_size) - 1] if self.max_size else "model"
+
+    @property
+    def origin(self) -> str:
+        """Where the points came from: ``timings``, ``trace``, ``timings+trace`` or ``model`` (no point)."""
+        kinds = sorted({s for s in self.source if s != "model"})
+        return "+".join(kinds) if kinds else "model"
+
+
+def fit_cost_curve(samples: list[SizeSample], max_size: int, timings: dict[int, float] | None = None,
+                   device_props: dict | None = None, model: ScalingModel = DEFAULT_SCALING) -> CostCurve:
+    """The FULL-graph cost curve over ``1..max_size`` (see the module docstring).
+
+    ``samples``: the trace's observed sizes (:func:`size_samples`; empty: timings only); ``timings``: harness
+    FULL-graph timings ``{batch: us}``, which win at their sizes; ``device_props``: the trace's device
+    properties (:attr:`analyzer.trace.Trace.device_properties` of its device: name, SM count, thread limit).
+    """
+    props = device_props or {}
+    flops, bw, peaks = gpu_peaks(props.get("name"), props)
+    ridge = flops / bw  # rows at which a bf16 matmul's FLOPs catch up with its weight bytes
+    sm_count = props.get("sm_count")
+    b = np.arange(1, max(int(max_size), 1) + 1, dtype=float)
+    source = np.full(b.size, "model", dtype=object)
+    notes: list[str] = []
+    if samples:
+        us, single = _predict(model, samples, b, ridge, sm_count)
+        if len(samples) == 1:
+            alt = np.array([_predict(model.scaled(f), samples, b, ridge, sm_count)[0]
+                            for f in model.band_factors])
+        else:
+            alt = single
+        low, high = np.minimum(us, alt.min(axis=0)), np.maximum(us, alt.max(axis=0))
+        seen = np.array([x.batch for x in samples], dtype=np.int64)
+        source[seen[seen <= b.size] - 1] = "trace"
+    else:
+        us = low = high = np.full(b.size, np.nan)
+    tim = {int(k): float(v) for k, v in (timings or {}).items() if 1 <= int(k) <= b.size and v and v > 0}
+    if tim:
+        ts = np.array(sorted(tim), dtype=np.int64)
+        tv = np.array([tim[t] for t in ts.tolist()])
+        if np.isfinite(us).all():
+            # Timings win at their sizes; between them the curve keeps its shape, shifted by the interpolated offset.
+            off = np.interp(b, ts, tv - us[ts - 1])
+            us, low, high = us + off, low + off, high + off
+        else:
+            us = np.interp(b, ts, tv)
+            low, high = us.copy(), us.copy()
+            notes.append("costs between the timed sizes are linear: no trace to model them from")
+        us[ts - 1] = low[ts - 1] = high[ts - 1] = tv
+        source[ts - 1] = "timings"
+    return CostCurve(us=us, low_us=low, high_us=high, source=tuple(str(s) for s in source), peaks=peaks,
+                     notes=tuple(notes))

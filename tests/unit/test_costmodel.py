@@ -1,0 +1,125 @@
+"""The batch-scaling model and the one cost curve (analyzer.costmodel), with exact numbers on hand-built kernels."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from launchgap.costmodel import DEFAULT_SCALING, KERNEL_CLASSES, ScalingModel, SizeSample, classify_kernels, \
+    fit_cost_curve, gpu_peaks, size_samples
+
+H200 = {"name": "NVIDIA H200", "sm_count": 132}
+GEMM, ATTN, KV, COLL, ELEM = range(len(KERNEL_CLASSES))
+
+
+def test_kernel_classes() -> None:
+    names = np.array(["nvjet_sm90_tst_128x8_64x12_2x1_v_bz_TNT", "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize",
+                      "Cijk_Ailk_Bljk_BBS_BH_MT64x16x64", "void cublasLt::splitKreduce_kernel<32, 16, int>",
+                      "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7",
+                      "void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16>", "ncclDevKernel_AllReduce_Sum_bf16",
+                      "void vllm::cross_device_reduce_1stage<__nv_bfloat16, 4>", "_fwd_kernel_unified_attention_2d",
+                      "void at::native::vectorized_elementwise_kernel<8, at::native::CUDAFunctor_add<c10::BFloat16>>"])
+    assert classify_kernels(names).tolist() == [GEMM, GEMM, GEMM, ELEM, ATTN, KV, COLL, COLL, ATTN, ELEM]
+    assert classify_kernels(np.array([], dtype=object)).tolist() == []
+
+
+def test_gpu_peaks() -> None:
+    assert gpu_peaks("NVIDIA H200") == (989e12, 4.8e12, "NVIDIA H200 data sheet")
+    assert gpu_peaks("", {"memory_bandwidth_bytes_per_s": 2e12, "sm_count": 100, "clock_rate_hz": 1.5e9}) == (
+        2048.0 * 100 * 1.5e9, 2e12, "device properties (SM count x clock, bandwidth)")
+    assert gpu_peaks(None)[2] == "assumed (GPU not recognised)"
+
+
+def _sample(b0: int, level: float, us: list[float], cls: list[int], blocks: list[int]) -> SizeSample:
+    n = len(us)
+    return SizeSample(b0, level, np.array(cls, dtype=np.int8), np.array(us, dtype=float),
+                      np.array(blocks, dtype=np.int64), np.full(n, 128, dtype=np.int64))
+
+
+def test_one_size_exact() -> None:
+    m = DEFAULT_SCALING
+    # bs 8 on an H200: a 100 us matmul, a 10 us attention kernel of 64 blocks (8 per row), 20 us element-wise,
+    # 5 us all-reduce; the step costs 150 us as one FULL graph (the level the curve is anchored at)
+    x = _sample(8, 150.0, [100.0, 10.0, 20.0, 5.0], [GEMM, ATTN, ELEM, COLL], [24, 64, 16, 8])
+    c = fit_cost_curve([x], 300, None, H200, m)
+    ridge = 989 / 4.8  # 206 rows: the matmul turns compute-bound there
+
+    def at(b: int) -> float:
+        gemm = 100 * (1 + b / m.gemm_rows) / (1 + 8 / m.gemm_rows) * max(1.0, b / ridge)
+        f = m.attention_fixed_waves
+        attn = 10 * (f + max(1.0, np.ceil(8 * b / 132 - 1e-9))) / (f + 1)  # whole waves of 132 blocks
+        elem = 20 * ((b / (b + m.elementwise_rows)) / (8 / (8 + m.elementwise_rows))) ** m.elementwise_power
+        coll = 5 * (m.collective_rows + b) / (m.collective_rows + 8)
+        return 150.0 + (gemm - 100) + (attn - 10) + (elem - 20) + (coll - 5)
+
+    for b in (1, 8, 16, 17, 34, 64, 128, 300):
+        assert c.at(b) == pytest.approx(at(b), rel=1e-12), b
+    assert c.at(8) == 150.0 and c.source_at(8) == "trace" and c.source_at(9) == "model"
+    # the 17th row needs a second wave of attention blocks: a step of 10 / 1.1 us (one wave's share of the kernel)
+    assert c.at(17) - c.at(16) == pytest.approx(10 / (1 + m.attention_fixed_waves), abs=0.5)
+    # the band: every constant halved / doubled
+    lo, hi = (fit_cost_curve([x], 300, None, H200, m.scaled(f)) for f in m.band_factors)
+    for b in (1, 64, 300):
+        assert c.low(b) == pytest.approx(min(c.at(b), lo.at(b), hi.at(b)))
+        assert c.high(b) == pytest.approx(max(c.at(b), lo.at(b), hi.at(b)))
+    assert c.low(8) == c.high(8) == 150.0
+    assert c.origin == "trace" and c.sizes.tolist() == [8] and c.peaks == "NVIDIA H200 data sheet"
+
+
+def test_persistent_attention_grid_reads_the_work_from_the_time() -> None:
+    m = ScalingModel()
+    # 132 blocks on 132 SMs at bs 64: the grid no longer says the work; 4.5 waves' time of m.attention_wave_us each
+    t0 = m.attention_wave_us * (m.attention_fixed_waves + 4.5) / (1 + m.attention_fixed_waves)
+    x = _sample(64, 500.0, [t0], [ATTN], [132])
+    c = fit_cost_curve([x], 64, None, H200, m)
+    per_row = round(4.5 * 132 / 64)  # 9 blocks per row
+    f = m.attention_fixed_waves
+    w0 = np.ceil(per_row * 64 / 132 - 1e-9)
+    for b in (1, 14, 15, 30, 32):
+        w = max(1.0, np.ceil(per_row * b / 132 - 1e-9))
+        assert c.at(b) == pytest.approx(500.0 + t0 * ((f + w) / (f + w0) - 1)), b
+
+
+def test_without_launch_configuration_the_row_ratio() -> None:
+    m = ScalingModel()
+    x = _sample(8, 100.0, [40.0], [ATTN], [-1])
+    c = fit_cost_curve([x], 32, None, {}, m)  # no device properties either
+    assert c.at(32) == pytest.approx(100.0 + 40.0 * ((m.attention_rows + 32) / (m.attention_rows + 8) - 1))
+    assert c.peaks == "assumed (GPU not recognised)"
+
+
+def test_two_sizes_pass_through_both_and_follow_the_model_between() -> None:
+    m = ScalingModel()
+    # element-wise only: between 4 and 12 the curve rises from 50 to 70 along the prediction from 4
+    a = _sample(4, 50.0, [10.0], [ELEM], [1])
+    b = _sample(12, 70.0, [12.0], [ELEM], [3])
+    c = fit_cost_curve([a, b], 16, None, H200, m)
+    g = {k: (k / (k + m.elementwise_rows)) ** m.elementwise_power for k in range(1, 17)}
+    assert c.at(4) == 50.0 and c.at(12) == 70.0 and c.source_at(4) == c.source_at(12) == "trace"
+    for k in (5, 8, 11):
+        frac = (g[k] - g[4]) / (g[12] - g[4])
+        assert c.at(k) == pytest.approx(50.0 + 20.0 * frac), k
+    # outside: the nearest size's own prediction
+    assert c.at(2) == pytest.approx(50.0 + 10.0 * (g[2] / g[4] - 1))
+    assert c.at(16) == pytest.approx(70.0 + 12.0 * (g[16] / g[12] - 1))
+    # the band: the two single-size predictions
+    assert c.low(16) == pytest.approx(min(c.at(16), 50.0 + 10.0 * (g[16] / g[4] - 1)))
+
+
+def test_timings_win_and_keep_the_shape() -> None:
+    x = _sample(8, 100.0, [10.0], [ELEM], [1])
+    c = fit_cost_curve([x], 16, {4: 90.0, 16: 130.0}, H200)
+    model = fit_cost_curve([x], 16, None, H200)
+    assert c.at(4) == 90.0 and c.at(16) == 130.0 and c.source_at(4) == "timings" and c.source_at(8) == "trace"
+    off8 = (90.0 - model.at(4)) + (130.0 - model.at(16) - (90.0 - model.at(4))) * (8 - 4) / 12
+    assert c.at(8) == pytest.approx(model.at(8) + off8)
+    assert c.origin == "timings+trace"
+    only = fit_cost_curve([], 8, {2: 10.0, 6: 30.0}, H200)  # no trace: linear between the timings
+    assert only.at(4) == 20.0 and only.at(1) == 10.0 and only.at(8) == 30.0 and only.notes
+
+
+def test_size_samples_take_each_size_median_step() -> None:
+    # steps 0-2 at bs 4 (FULL-graph 10, 30, 20 us), step 3 at bs 8, step 4 unknown; one kernel per step
+    xs = size_samples(np.array([0, 1, 2, 3, 4, -1]), np.array([ELEM] * 6, dtype=np.int8),
+                      np.array([1.0, 3.0, 2.0, 4.0, 5.0, 9.0]), np.full(6, -1), np.full(6, -1),
+                      np.array([4, 4, 4, 8, -1]), np.array([10.0, 30.0, 20.0, 40.0, 50.0]))
+    assert [(x.batch, x.graph_us, x.kernel_us.tolist()) for x in xs] == [(4, 20.0, [2.0]), (8, 40.0, [4.0])]
