@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from ._shared import add_analysis_arguments, add_plan_flags, analysis_options, request_from_args
@@ -23,7 +24,10 @@ from ..errors import AnalyzerError, InputError
 from ..loaders import DEFAULT_MAX_TRACE_BYTES, expand_paths, load_trace
 from ..planning.planner import Plan
 from ..planning.inputs import looks_like_timings
-from ..planning.request import plan_workloads, timings_among, trace_steps
+from ..engines import LABELS
+from ..planning.request import PlanInput, plan_workloads, timings_among, trace_steps
+from ..serverlogs import read_server_file, split_inputs
+from ..serverlogs.diagnosis import diagnose
 from ..render import render_plan
 from ..ranks import analyze_with_collectives
 from ..report import TraceReport
@@ -36,7 +40,14 @@ HELP = "plan which batch sizes to capture as CUDA graphs for a batch-size distri
 def prepare_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="*", metavar="TRACE",
                    help="eager and/or graph traces (files or directories); a timings JSON among them is used "
-                        "as --timings")
+                        "as --timings; a server log or /metrics scrape among them is used as --server-log / "
+                        "--metrics (recognised by content)")
+    p.add_argument("--server-log", action="append", default=[], metavar="FILE",
+                   help="the server's log (vLLM, SGLang, TensorRT-LLM; plain or gzipped): its batch distribution, "
+                        "capture list, own capture memory and seconds, and costs from its forward/step times "
+                        "(docs/serverlogs.md); repeatable")
+    p.add_argument("--metrics", action="append", default=[], metavar="FILE",
+                   help="a /metrics scrape (or several concatenated): the running batch per scrape; repeatable")
     p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
     p.add_argument("--output", "-o", help="write the plan to this file instead of stdout")
     add_plan_flags(p)
@@ -58,13 +69,42 @@ def _load_reports(files: list[Path], args: argparse.Namespace) -> list[TraceRepo
     return reports
 
 
+def server_inputs(args: argparse.Namespace, paths: list[str], in_dirs: list[str],
+                  have_costs: bool) -> list[PlanInput]:
+    """The server logs and scrapes (``--server-log``, ``--metrics``, those among ``paths``, and
+    those found in directories, passed over when they hold no server record) as plan inputs, each
+    read once. A log's own forward or step times give the costs; costs from its throughput lines
+    (an average over each logged interval) only when nothing else gives them."""
+    out: list[PlanInput] = []
+    given = [*args.server_log, *args.metrics, *paths]
+    for f, optional in [(f, False) for f in given] + [(f, True) for f in in_dirs]:
+        log = read_server_file(f, optional=optional)
+        if log is None:
+            continue
+        d = diagnose(log)
+        roles = ["distribution", "capture_sizes", "capture_cost"]
+        if log.kind == "log" and (log.forward_times or len(log.iter_batch) or not have_costs):
+            roles.insert(0, "costs")
+        out.append(PlanInput("server_log", f"{LABELS.get(log.engine, log.engine)} {log.kind} {Path(f).name}",
+                             tuple(roles), path=str(f), value=d))
+    return out
+
+
 def build_plans(args: argparse.Namespace) -> list[tuple[Workload | None, Plan, list[str]]]:
     """One plan per workload among the traces (or the ``--workload`` one): (workload, plan, notes)."""
-    paths = list(args.paths or [])
+    server, found_in_dirs, paths = split_inputs(list(args.paths or []))
     found = timings_among(paths)
     request = request_from_args(args, found)
     files = expand_paths(paths) if paths else []
-    reports = _load_reports([f for f in files if not looks_like_timings(f)], args)
+    trace_files = [f for f in files if not looks_like_timings(f)]
+    have_costs = bool(trace_files) or any(i.kind == "timings" for i in request.inputs)
+    if not trace_files and not server and not found_in_dirs and not args.server_log and not args.metrics \
+            and not any(i.kind == "timings" for i in request.inputs):
+        raise InputError("nothing to plan from: give traces, a server log (--server-log), --timings FILE, or both")
+    logs = server_inputs(args, [str(f) for f in server], [str(f) for f in found_in_dirs], have_costs)
+    if logs:
+        request = replace(request, inputs=request.inputs + tuple(logs))
+    reports = _load_reports(trace_files, args)
     groups = group_by_workload(reports, lambda r: r.workload)
     return plan_workloads(request, [(g.workload, [trace_steps(r) for r in g.items]) for g in groups],
                           wanted=args.workload)

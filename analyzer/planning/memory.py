@@ -317,6 +317,61 @@ class MemoryModel:
         return cls(**{k: v for k, v in d.items() if k in names})
 
 
+@dataclass(frozen=True)
+class CaptureCalibration:
+    """A server's own capture figures for its own list: ``sizes`` captured, ``memory_mib`` and
+    ``seconds`` it reported (either may be unknown), and where they came from (``source``)."""
+
+    sizes: tuple[int, ...]
+    memory_mib: float | None
+    seconds: float | None
+    source: str
+
+
+def calibrate(prior: ListCost | None, cal: CaptureCalibration) -> ListCost:
+    """The list cost of that server: ``prior``'s shape scaled to the server's own figures.
+
+    **With a prior** (the memory model for the model's dimensions): every memory term is
+    multiplied by ``memory_mib / prior memory of cal.sizes`` and every capture-time term by
+    ``seconds / prior seconds``, so the server's own list costs exactly what it reported. It
+    assumes the model's shape holds for that server (how memory grows with the sizes and the
+    largest size, how time grows with the graphs) and only its scale is off: one implementation
+    of the same dimensions can use 3-4x the memory and over 10x the capture time of another
+    (issue #27), a constant factor for that server.
+
+    **Without a prior**: each captured size costs the server's average (``memory_mib / k`` and
+    ``seconds / k`` for its ``k`` sizes), so a list of fewer sizes costs proportionally less.
+    This ignores that larger sizes take more pool (a list's largest size drives its pool), so a
+    plan with larger sizes than the server's is an underestimate there; give ``--model-config``
+    for the model's shape.
+
+    A figure the server did not report keeps the prior's term (or stays unknown).
+    """
+    k = len(set(cal.sizes))
+    if k == 0:
+        raise InputError(f"{cal.source}: a calibration needs the captured sizes")
+    if prior is None:
+        mem = cal.memory_mib / k if cal.memory_mib is not None else None
+        sec = cal.seconds / k if cal.seconds is not None else None
+        return ListCost(0.0, 0.0, mem if mem is not None else 0.0, 0.0 if sec is not None else None, sec,
+                        source=f"the server's own capture: {_fig(cal)} for its {k} sizes ({cal.source}), "
+                               f"the same per size")
+    p_mib, p_s = prior.of(cal.sizes)
+    fm = cal.memory_mib / p_mib if cal.memory_mib is not None and p_mib > 0 else 1.0
+    fs = cal.seconds / p_s if cal.seconds is not None and p_s else 1.0
+    return ListCost(prior.fixed_mib * fm, prior.pool_mib_per_row * fm, prior.per_size_mib * fm,
+                    None if prior.fixed_s is None else prior.fixed_s * fs,
+                    None if prior.per_size_s is None else prior.per_size_s * fs, prior.graphs_per_size,
+                    source=f"{prior.source}, calibrated to the server's own capture ({_fig(cal)} for its {k} sizes, "
+                           f"{cal.source}): memory x{fm:.2f}, capture time x{fs:.2f}")
+
+
+def _fig(cal: CaptureCalibration) -> str:
+    parts = ([f"{cal.memory_mib:,.0f} MiB"] if cal.memory_mib is not None else []) + \
+        ([f"{cal.seconds:g} s"] if cal.seconds is not None else [])
+    return " and ".join(parts)
+
+
 def default_memory_model() -> MemoryModel:
     """The committed fit (:data:`DEFAULT_MODEL_PATH`)."""
     try:

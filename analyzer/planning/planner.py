@@ -100,7 +100,7 @@ from .memory import (
 SCHEMA = "launchgap.plan/1"
 PADDING_POLICIES = ("pad", "exact")
 #: What a plan's inputs gave it, one entry each in ``sources`` (see :mod:`analyzer.planning.request`).
-SOURCE_ROLES = ("costs", "distribution", "capture_sizes", "model_dims", "memory_model")
+SOURCE_ROLES = ("costs", "distribution", "capture_sizes", "model_dims", "memory_model", "capture_cost")
 #: The baseline name of the server's current capture list (when an input gives it).
 CURRENT_LIST = "current"
 #: What the baselines are called for people: the servers' default lists and the current list.

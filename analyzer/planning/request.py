@@ -11,13 +11,18 @@ format or an in-memory source) and tagged with the *roles* it is to fill:
 * ``distribution``: how often production runs each batch size (``{batch_size: count}``);
 * ``capture_sizes``: the capture list the server runs now, scored beside the plan;
 * ``model_dims``: the model's dimensions (graph memory and capture time from the memory model);
-* ``memory_model``: the fitted memory model to use instead of the committed one.
+* ``memory_model``: the fitted memory model to use instead of the committed one;
+* ``capture_cost``: a server's own capture memory and seconds for its own list
+  (:class:`~analyzer.planning.memory.CaptureCalibration`), which calibrate the memory and
+  capture-time model for that server (:func:`~analyzer.planning.memory.calibrate`).
 
 :data:`KINDS` says which roles each kind can fill and how it reads each one: analysed
 traces (``traces``) give costs and the distribution; harness timings (``timings``) give costs
 and model dimensions, never the distribution; a histogram file (``distribution``) the
 distribution; a model config (``model_config``) the dimensions; ``capture_sizes`` a list;
-``memory_model`` a fitted model. When several inputs are tagged with one role, the kind with
+``memory_model`` a fitted model; a server log or ``/metrics`` scrape (``server_log``,
+:mod:`analyzer.planning.serverlog`) costs, the distribution, the capture list and the capture
+cost. When several inputs are tagged with one role, the kind with
 the lowest ``rank`` fills it (harness timings' unprofiled costs beat trace costs, a
 histogram beats the traces' own steps) and the plan's notes say which won; two inputs of the
 same rank for one role are an error. A reader that finds nothing for its role (traces
@@ -56,8 +61,18 @@ from .inputs import (
     looks_like_timings,
     model_dims_from_timings,
 )
-from .memory import MemoryModel, ModelDims
+from .memory import CaptureCalibration, MemoryModel, ModelDims, calibrate, default_memory_model
 from .planner import SOURCE_ROLES, BaselineSpec, Plan, PlanOptions, default_baselines, plan_capture
+from .serverlog import (
+    calibration_from_log,
+    capture_sizes_from_log,
+    ceiling_notes,
+    costs_from_log,
+    distribution_from_log,
+    log_of,
+)
+
+from ..serverlogs.diagnosis import LogDiagnosis
 
 if TYPE_CHECKING:
     from ..report import TraceReport
@@ -198,6 +213,13 @@ register(InputKind("model_config", {"model_dims": lambda i: (i.value if isinstan
                    {"model_dims": 0}))
 register(InputKind("capture_sizes", {"capture_sizes": _capture_sizes}, {"capture_sizes": 0}))
 register(InputKind("memory_model", {"memory_model": _read_memory_model}, {"memory_model": 0}))
+# A server log or /metrics scrape: its own forward/step times rank after harness timings and before
+# profiled traces; its production batches before the traces' steps; a pasted config's list before its own.
+register(InputKind("server_log", {"costs": lambda i: costs_from_log(log_of(i.value, i.path)),
+                                  "distribution": lambda i: distribution_from_log(log_of(i.value, i.path)),
+                                  "capture_sizes": lambda i: capture_sizes_from_log(log_of(i.value, i.path)),
+                                  "capture_cost": lambda i: calibration_from_log(log_of(i.value, i.path))},
+                   {"costs": 5, "distribution": 5, "capture_sizes": 5, "capture_cost": 0}))
 
 
 # --- building ---------------------------------------------------------------------------------------
@@ -271,8 +293,21 @@ def build_plan(request: PlanRequest) -> tuple[Plan, list[str]]:
     if dims is not None:
         notes.append(f"model dimensions of {dims.name} from {src['model_dims'].name}: graph memory and capture "
                      f"time from the memory model")
+    list_cost = None
+    cal: CaptureCalibration | None = filled.value.get("capture_cost")  # type: ignore[assignment]
+    if cal is not None and request.options.graph_memory_mib is None:
+        prior = None
+        if dims is not None:
+            prior = (filled.value.get("memory_model") or default_memory_model()).list_cost(dims, "full",
+                                                                                          nodes_per_size=nodes)
+        if prior is not None or cal.memory_mib is not None:
+            list_cost = calibrate(prior, cal)
+            notes.append(f"graph memory and capture time: {list_cost.source}")
     plan = plan_capture(costs, dist, request.options, dims=dims, memory_model=filled.value.get("memory_model"),
-                        nodes_per_size=nodes, baselines=_baselines(request, filled))
+                        nodes_per_size=nodes, baselines=_baselines(request, filled), list_cost=list_cost)
+    for inp in request.inputs:  # what the plan does to the ceiling a server log shows
+        if inp.kind == "server_log" and isinstance(inp.value, LogDiagnosis):
+            notes += ceiling_notes(inp.value, plan.buckets)
     return replace(plan, sources={r: (src[r].name if r in src else None) for r in ROLES}), notes
 
 

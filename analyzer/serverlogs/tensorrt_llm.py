@@ -12,7 +12,9 @@ Format strings (docs/serverlogs.md cites each; paths in NVIDIA/TensorRT-LLM):
   ``num_scheduled_requests = N, kv_cache_util = ...`` moved before ``currank_total_requests``,
   more fields after), ``states = {'num_ctx_requests': C, 'num_ctx_tokens': T,
   'num_generation_tokens': G, ...}``. ``num_generation_tokens`` includes CUDA-graph padding
-  (PR #3914), so the decode batch is ``num_scheduled_requests - num_ctx_requests``;
+  (PR #3914), so the decode batch is ``num_scheduled_requests - num_ctx_requests``.
+  ``prev_device_step_time`` is the *previous* iteration's device time: it is given to the
+  previous line's iteration (the last iteration's stays unknown);
 * capture (``tensorrt_llm/_torch/pyexecutor/model_engine.py``): ``Creating CUDA graph instances
   for N batch sizes.``, per size ``Run generation only CUDA graph warmup for batch size=B``
   (``, draft_len=D`` in newer builds; oldest ``Run warmup for batch size=B``); the
@@ -56,6 +58,7 @@ class Reader(BaseReader):
     def __init__(self, path: str) -> None:
         super().__init__(path)
         self.warm: set[int] = set()
+        self.pending: tuple[float, int, int, int] | None = None  # the iteration whose device time comes next
         self.listed: list[int] | None = None
 
     def feed(self, block: bytes) -> None:
@@ -98,17 +101,21 @@ class Reader(BaseReader):
         stamp = _STAMP.search(text)
         start = block.rfind(b"\n", 0, m.start()) + 1
         t = self.clock.parse(stamp.group(1) if stamp else block[start:m.start()])
-        ms = _DEVICE_MS.search(text) or _HOST_MS.search(text)
-        if ms:
-            step_ms = float(ms.group(1))
-        else:
-            el = _ELAPSED.search(text)
-            step_ms = float(el.group(1)) * 1000.0 if el else float("nan")
         rank = _RANK.search(text)
         src = self.sources.of(b"rank " + rank.group(1) if rank else b"")
         c = int(ctx.group(1))
         gen = int(sched.group(1)) - c
-        self.iteration_line(t, gen, c, step_ms, src)
+        dev = _DEVICE_MS.search(text)
+        if dev is not None or b"prev_device_step_time = N/A" in text:
+            # the previous iteration's device time: it belongs to the previous line's batch
+            if self.pending is not None:
+                self.iteration_line(*self.pending[:3], float(dev.group(1)) if dev else float("nan"), self.pending[3])
+            self.pending = (t, gen, c, src)
+        else:
+            ms = _HOST_MS.search(text)
+            el = _ELAPSED.search(text)
+            step_ms = float(ms.group(1)) if ms else float(el.group(1)) * 1000.0 if el else float("nan")
+            self.iteration_line(t, gen, c, step_ms, src)
         if c == 0:
             self.decode_line(t, gen, -1, float("nan"), src)
         else:
@@ -117,6 +124,8 @@ class Reader(BaseReader):
 
     def finish(self):
         log = self.log
+        if self.pending is not None:  # the last iteration: its device time was never logged
+            self.iteration_line(*self.pending[:3], float("nan"), self.pending[3])
         if self.warm:
             log.capture_sizes = sorted(self.warm)
         elif self.listed:

@@ -260,6 +260,9 @@ def _plan_outputs(traces: Path, tmp_path: Path, capsys) -> list[tuple[dict, str]
         (_run(["plan", *h1b, "--capture-sizes", "1,2,4,8,16", "--format", "json"], capsys), "launchgap.plan/1"),
         # two workloads: one plan each
         (_run(["plan", *two, "--format", "json"], capsys), "plan-workloads"),
+        # a server log alone: its costs, distribution, capture list and capture cost (sources.capture_cost)
+        (_run(["plan", "--server-log", str(traces / "serverlogs" / "vllm-0.22-ceiling.log.gz"), "--max-graphs", "6",
+               "--format", "json"], capsys), "launchgap.plan/1"),
     ]
 
 

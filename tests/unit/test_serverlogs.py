@@ -186,13 +186,13 @@ TRT_ITER = {
     "2025": ("[05/01/2025-10:00:00] [TRT-LLM] [I] iter = 9, global_rank = 0, rank = 0, currank_total_requests = 10/10, "
              "host_step_time = 8.1ms, prev_device_step_time = 7.25ms, timestamp = 2025-05-01 10:00:00, "
              "num_scheduled_requests: 10, states = {'num_ctx_requests': 0, 'num_ctx_tokens': 0, "
-             "'num_generation_tokens': 16}", 10, 0, 7.25),
+             "'num_generation_tokens': 16}", 10, 0, float("nan")),
     # 2026: num_scheduled_requests = N, kv_cache_util before currank_total_requests, extra fields
     "2026": ("[08/04/2026-19:08:13] [TRT-LLM] [I] [_torch][RANK 0] iter = 12, global_rank = 0, rank = 0, "
              "num_scheduled_requests = 6, kv_cache_util = 0.125, currank_total_requests = 6/8, host_step_time = 9.0ms, "
              "prev_device_step_time = N/A, timestamp = 2026-08-04 19:08:13, states = {'num_ctx_requests': 2, "
              "'num_ctx_tokens': 900, 'num_generation_tokens': 4, 'cached_kv_tokens': 63821}, num_active = 8, "
-             "num_fetched = 0", 4, 2, 9.0),
+             "num_fetched = 0", 4, 2, float("nan")),
 }
 
 
@@ -201,8 +201,20 @@ def test_tensorrt_llm_iteration_every_version(tmp_path, version):
     line, gen, ctx, ms = TRT_ITER[version]
     log = read_server_file(_write(tmp_path, "trt.log", "[TensorRT-LLM][INFO] TensorRT-LLM version: 1.2.0\n" + line))
     assert log.engine == "tensorrt_llm" and log.version == "1.2.0"
-    assert (log.iter_batch.tolist(), log.iter_context.tolist(), log.iter_ms.tolist()) == ([gen], [ctx], [ms])
+    assert (log.iter_batch.tolist(), log.iter_context.tolist()) == ([gen], [ctx])
+    assert np.array_equal(log.iter_ms, [ms], equal_nan=True)
     assert len(log.decode_batch) == (ctx == 0) and len(log.prefill_time_s) == (ctx > 0)
+
+
+def test_tensorrt_llm_device_time_goes_to_the_previous_iteration(tmp_path):
+    line = ("[05/01/2025-10:00:00] [TRT-LLM] [I] iter = {i}, global_rank = 0, rank = 0, currank_total_requests = 1/1, "
+            "host_step_time = 9.0ms, prev_device_step_time = {prev}, timestamp = 2025-05-01 10:00:00, "
+            "num_scheduled_requests: {n}, states = {{'num_ctx_requests': 0, 'num_ctx_tokens': 0, "
+            "'num_generation_tokens': {n}}}")
+    text = "\n".join(line.format(i=i, prev=p, n=n) for i, p, n in ((1, "N/A", 4), (2, "7.5ms", 8), (3, "11.25ms", 16)))
+    log = read_server_file(_write(tmp_path, "trt.log", text))
+    assert log.iter_batch.tolist() == [4, 8, 16]
+    assert np.array_equal(log.iter_ms, [7.5, 11.25, np.nan], equal_nan=True)
 
 
 def test_tensorrt_llm_capture_sizes(tmp_path):
