@@ -137,6 +137,13 @@ def host_gaps(trace: Trace, row_step: np.ndarray, step_cpu_start_ns: np.ndarray,
 def _host_ranges(trace: Trace, row_step: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Host ranges on the launching thread (event rows and Python calls): name ids, the table they
     index (the trace's names, then the Python calls' names), starts and ends."""
+    name_ids, table, starts, ends, _ = host_ranges_with_kind(trace, row_step)
+    return name_ids, table, starts, ends
+
+
+def host_ranges_with_kind(trace: Trace, row_step: np.ndarray
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """As :func:`_host_ranges`, and per range its :class:`~launchgap.trace.Kind` (-1 for a Python call)."""
     tid = _launch_tid(trace, row_step)
     host = np.isin(trace.kind, (Kind.CPU_OP, Kind.ANNOTATION, Kind.RUNTIME))
     if tid is not None:
@@ -144,15 +151,17 @@ def _host_ranges(trace: Trace, row_step: np.ndarray) -> tuple[np.ndarray, np.nda
     rows = np.flatnonzero(host)
     pc = trace.python_calls
     table = np.concatenate([np.asarray(trace.names, dtype=object), np.asarray(pc.names, dtype=object)])
+    kinds = trace.kind[rows].astype(np.int64)
     if len(pc) == 0:
         return (trace.name_id[rows].astype(np.int64), table, trace.start_ns[rows].astype(np.int64),
-                trace.end_ns[rows].astype(np.int64))
+                trace.end_ns[rows].astype(np.int64), kinds)
     pmask = (pc.tid == tid) | (pc.tid < 0) if tid is not None else np.ones(len(pc), dtype=bool)
     name_ids = np.concatenate([trace.name_id[rows].astype(np.int64),
                                len(trace.names) + pc.name_id[pmask].astype(np.int64)])
     starts = np.concatenate([trace.start_ns[rows], pc.start_ns[pmask]])
     ends = np.concatenate([trace.end_ns[rows], pc.end_ns[pmask]])
-    return name_ids, table, starts.astype(np.int64), ends.astype(np.int64)
+    kinds = np.concatenate([kinds, np.full(int(pmask.sum()), -1, dtype=np.int64)])
+    return name_ids, table, starts.astype(np.int64), ends.astype(np.int64), kinds
 
 
 def _depth(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -205,4 +214,22 @@ def _paint(s: np.ndarray, e: np.ndarray, lab: np.ndarray, labels: np.ndarray, g0
     nz = np.flatnonzero(tot > 0)
     for kk in nz.tolist():  # non-zero (gap, phase) cells only
         out[kk // n_lab][str(labels[kk % n_lab])] = round(float(tot[kk]) / 1e3, 3)
+    return out
+
+
+def host_activity(trace: Trace, row_step: np.ndarray, g0_ns: np.ndarray, g1_ns: np.ndarray) -> list[dict[str, float]]:
+    """What the launching thread ran during each interval ``[g0_ns, g1_ns]`` (e.g. the longest GPU gaps): per
+    interval the innermost host range (CPU op, runtime call, annotation, Python call) holding each instant,
+    by name (Python line numbers and API version suffixes dropped), in us. Intervals may overlap (gaps of
+    several devices); each is painted on its own."""
+    name_ids, table, starts, ends = _host_ranges(trace, row_step)
+    out: list[dict[str, float]] = [{} for _ in range(int(g0_ns.size))]
+    if name_ids.size == 0:
+        return out
+    uniq_ids, inv = np.unique(name_ids, return_inverse=True)
+    texts = np.array([_API_SUFFIX.sub("", _PY_LINE.sub(": ", t)) for t in table[uniq_ids].tolist()], dtype=object)
+    labels, lab_of_uniq = np.unique(texts, return_inverse=True)
+    lab = lab_of_uniq[inv]
+    for i, (a, b) in enumerate(zip(g0_ns.tolist(), g1_ns.tolist())):  # a few intervals (table rows)
+        out[i] = _paint(starts, ends, lab, labels, np.array([a], np.int64), np.array([b], np.int64), True)[0]
     return out

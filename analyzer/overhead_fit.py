@@ -161,7 +161,7 @@ def load_recordings(paths: list[str], max_drift: float = DRIFT_LIMIT,
                     exc.path = str(src.trace)
                 raise
             s = rep.summary
-            if rep.mode != "eager" or not rep.steps:
+            if rep.mode not in ("eager", "compiled") or not rep.steps:
                 raise InputError(f"not an eager trace with steps ({rep.mode}, {len(rep.steps)} steps)", str(src.trace))
             ps = s.profiler_settings
             # The label is shown next to what the trace shows; "!" marks a disagreement.

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .overhead import DEFAULT_OVERHEAD, OverheadTable, unprofiled_step_us
+from .trace import Api, Kind, Trace
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,13 @@ class PredictionModel:
     graph_launch_us: float = 3.0
     profiler_us_per_host_event: float | None = None
     overhead: OverheadTable = DEFAULT_OVERHEAD
+    #: ``True``: ``node_us`` is used as given (``--node-us``); ``False``: fitted from the trace's own graph
+    #: replays where it has enough of them (:func:`replay_node_us`), ``node_us`` otherwise.
+    node_us_fixed: bool = False
+    #: Unprofiled replay node cost over the profiled trace's mean gap after a short kernel inside a replay.
+    node_per_replay_gap: float = 0.78
+    #: Host time per eager launch between graph pieces that a piecewise step's GPU waits for, us.
+    piecewise_launch_us: float = 1.9
 
     def predict_graph_us(self, gpu_busy_us: np.ndarray, n_short_kernels: np.ndarray) -> np.ndarray:
         """Predicted graph-replay step time for each step (same shapes in, us out)."""
@@ -79,3 +87,31 @@ class PredictionModel:
 
 
 DEFAULT_MODEL = PredictionModel()
+#: Fewest node gaps inside graph replays that :func:`replay_node_us` fits the node cost on.
+MIN_REPLAY_GAPS = 100
+
+
+def replay_node_us(trace: Trace, model: PredictionModel) -> tuple[float, str]:
+    """The per-node replay cost to predict a FULL-graph step with, and where it came from.
+
+    ``"trace replays"``: the trace replays graphs (FULL, piecewise) with at least :data:`MIN_REPLAY_GAPS`
+    gaps after a short kernel (shorter than ``long_kernel_us``) between two kernels of one replay; the
+    node cost is ``node_per_replay_gap`` times their median: the profiler lengthens a replay's gaps, and
+    that ratio was 0.76-0.82 on the H200 piecewise traces of two models at seven sizes (docs/prediction.md). ``"prior"``: ``node_us`` (fitted on the harness decoders;
+    0.25-0.46 us per model); ``"flag"``: ``node_us`` as the user gave it.
+    """
+    if model.node_us_fixed:
+        return model.node_us, "flag"
+    g = np.flatnonzero(trace.gpu_mask & (trace.kind == Kind.KERNEL) & (trace.launch_idx >= 0))
+    g = g[trace.api[trace.launch_idx[g]] == Api.GRAPH_LAUNCH]
+    if g.size < 2:
+        return model.node_us, "prior"
+    li = trace.launch_idx[g]
+    o = np.lexsort((trace.start_ns[g], li))
+    g, li = g[o], li[o]
+    same = li[1:] == li[:-1]
+    short = same & ((trace.end_ns[g] - trace.start_ns[g])[:-1] < model.long_kernel_us * 1e3)
+    gap_us = (trace.start_ns[g][1:] - trace.end_ns[g][:-1])[short] / 1e3
+    if gap_us.size < MIN_REPLAY_GAPS:
+        return model.node_us, "prior"
+    return float(model.node_per_replay_gap * max(float(np.median(gap_us)), 0.0)), "trace replays"

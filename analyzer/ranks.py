@@ -38,7 +38,8 @@ from .collectives import (
 )
 from .errors import InputError
 from .loaders import DEFAULT_MAX_TRACE_BYTES, load_trace
-from .report import LAUNCH_BOUND_IDLE_FRACTION, AnalysisOptions, TraceReport, analyze_trace
+from .report import AnalysisOptions, TraceReport, analyze_trace
+from .verdict import LAUNCH_BOUND_IDLE_FRACTION
 from .steps import Steps, assign_rows_to_steps, find_steps
 from .trace import Trace
 from .workload import _RANK_RE, RANK_NAME_REGEX, rank_from_name, trace_rank  # noqa: F401 (re-exported)

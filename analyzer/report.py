@@ -48,25 +48,25 @@ from .gaps import CAUSES, DeviceBusy, Gaps, compute_gaps
 from .engines import engine as engine_module
 from .errors import InputError
 from .graph_mode import COVERAGES, CaptureReport, StepCoverage, classify_mode, detect_capture, \
-    INFERRED_PADDING_REASON, fallback_causes, marker_buckets, padding_cost, pair_capture, \
+    INFERRED_PADDING_REASON, compile_evidence, fallback_causes, marker_buckets, padding_cost, pair_capture, \
     resolve_capture_sizes, \
     serving_steps, \
     smallest_size_at_least, step_coverage
-from .host_gaps import host_gaps
+from .host_gaps import host_activity, host_gaps
+from .host_stalls import host_stalls
 from .launches import kernel_launch_table, launch_delays_ns
 from .overhead import OverheadEstimate, ProfilerSettings, detect_profiler_settings, estimate_overhead, \
     speedup_range
 from .planning.costs import table_of_steps
 from .planning.planner import compare_capture_list
-from .predict import DEFAULT_MODEL, PredictionModel
+from .predict import DEFAULT_MODEL, PredictionModel, replay_node_us
 from .steps import StepOptions, Steps, assign_rows_to_steps, detect_engine, find_steps
 from .trace import Api, Kind, Trace
+from .verdict import GROUP_FIELDS, decide, headline
 from .workload import Workload, workload_of
 
 SCHEMA = "launchgap.report/1"
 GAP_HIST_EDGES_US = (0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 5000.0, float("inf"))
-#: A step is called launch-bound when host-side causes leave the GPU idle this share of it.
-LAUNCH_BOUND_IDLE_FRACTION = 0.25
 
 
 @dataclass(frozen=True)
@@ -136,6 +136,10 @@ class StepReport:
     fallback_cause: str | None = None
     inter_step_host_us: float | None = None
     host_phases_us: dict[str, float] = field(default_factory=dict)
+    # Host stalls (analyzer.host_stalls): GPU idle while the host sat in a frame that recorded nothing.
+    host_stall_us: float = 0.0
+    host_stall_in_graph_us: float = 0.0
+    host_stall_frame: str | None = None
 
 
 @dataclass(frozen=True)
@@ -199,6 +203,24 @@ class Summary:
     host_phases_us_per_step: dict[str, float] = field(default_factory=dict)
     host_phases_source: str = "none"
     async_hidden_us_per_step: float = 0.0
+    # Host stalls and the host time a FULL graph removes / keeps (analyzer.host_stalls, analyzer.verdict).
+    host_stall_us_per_step: float = 0.0
+    host_stall_in_graph_us_per_step: float = 0.0
+    host_stall_frame: str | None = None
+    host_stall_frames: list[dict] = field(default_factory=list)
+    graph_removes_host_us_per_step: float = 0.0
+    graph_keeps_host_us_per_step: float = 0.0
+    # The per-node replay cost the predicted graph step used and where it came from (analyzer.predict).
+    node_us: float = 0.0
+    node_us_source: str = "prior"
+    # torch.compile without CUDA graphs: what the trace shows (analyzer.graph_mode.compile_evidence).
+    compile_evidence: list[str] = field(default_factory=list)
+    # Serving units of the headline's decode steps (see the module docstring).
+    decode_batch_size: int | None = None
+    decode_tpot_ms_before: float | None = None
+    decode_tpot_ms_after: float | None = None
+    decode_tokens_per_s_before: float | None = None
+    decode_tokens_per_s_after: float | None = None
 
 
 @dataclass(frozen=True)
@@ -210,6 +232,8 @@ class GapRow:
     cause: str
     before: str
     after: str
+    #: What the launching thread ran during the gap: innermost host ranges by name, us each (top 5).
+    host_activity_us: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -289,30 +313,40 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
     if win.n_steps and not win.step_ok.all():
         warnings.append(f"{int((~win.step_ok).sum())} of {win.n_steps} steps launched no GPU work and were left out")
     idle = _window_idle_causes(gaps, win)
-    lm = _launch_metrics(trace, row_step, win, eff_start, opts.model)
+    node_us, node_source = replay_node_us(trace, opts.model)
+    lm = _launch_metrics(trace, row_step, win, eff_start, opts.model, node_us)
     cov = step_coverage(trace, row_step, len(steps))
-    step_reports = _step_reports(steps, win, idle, lm, cov)
+    stalls = _step_stalls(trace, row_step, gaps, idle, win)
 
     keep = np.flatnonzero(win.step_ok)
     settings = detect_profiler_settings(trace)
+    cpu_us = (steps.cpu_end_ns[keep] - steps.cpu_start_ns[keep]) / 1e3
+    oh = _overhead(settings, opts, lm, keep, cpu_us)
+    lm = _bounded_prediction(lm, cov, stalls, opts.model, oh)
+    step_reports = _step_reports(steps, win, idle, lm, cov, stalls)
     inputs = _SummaryInputs(
         source=steps.source, steps=step_reports, win_us=lm.win_us[keep], busy_us=lm.busy_us[keep],
         pred_us=lm.pred_us[keep], host_events=lm.host_events[keep], delays_ns=lm.delays_ns,
         launch_api_ns=lm.launch_api_ns[keep], launched_gpu_ns=lm.launched_gpu_ns[keep], settings=settings,
-        overhead=_overhead(settings, opts, lm, keep, np.array([r.cpu_us for r in step_reports], dtype=float)))
-    summary = _summary(inputs, opts)
+        overhead=oh, floor_us=lm.floor_us[keep])
+    summary = replace(_summary(inputs, opts), node_us=_f(node_us), node_us_source=node_source,
+                      host_stall_frames=stalls.frames_table())
     mode = classify_mode(summary.kernel_launches_per_step_median, summary.graph_launches_per_step_median,
                          summary.kernels_per_step_median)
-    summary = _with_verdict(summary, mode)
+    evidence = compile_evidence(trace) if mode == "eager" else []
+    if evidence:
+        mode = "compiled"
+        summary = replace(summary, compile_evidence=evidence)
     engine = detect_engine(trace, steps)
-    summary = _with_step_groups(summary, inputs, opts, engine, per_group_verdict=steps.source == "engine")
+    summary = _with_step_groups(summary, inputs, opts, engine)
     step_reports, summary = _with_graph_serving(trace, row_step, steps, win, lm, keep, step_reports, summary,
                                                 inputs.overhead, opts, engine)
+    summary = _with_serving_units(decide(_with_kept_host(summary), mode))
     return TraceReport(
         path=trace.path, format=trace.format, mode=mode,
         devices=_device_reports(trace, gaps, busy, eff_start), summary=summary, steps=step_reports,
         gap_histogram=_gap_histogram(gaps, idle.gap_key),
-        top_gaps=_top_gaps(trace, gaps, idle.gap_key, win.n_dev, opts.top_gaps),
+        top_gaps=_top_gaps(trace, row_step, gaps, idle.gap_key, win.n_dev, opts.top_gaps),
         top_kernels=[r.to_dict() for r in kernel_launch_table(trace, opts.top_kernels)],
         rank=trace.rank, world_size=trace.world_size, warnings=warnings, workload=workload_of(trace, row_step),
     )
@@ -422,10 +456,12 @@ class _LaunchMetrics:
     win_us: np.ndarray
     busy_us: np.ndarray
     pred_us: np.ndarray
+    #: Per step the least its unprofiled time can be (0: no bound; see :func:`_bounded_prediction`).
+    floor_us: np.ndarray
 
 
 def _launch_metrics(trace: Trace, row_step: np.ndarray, win: _StepWindows, eff_start: np.ndarray,
-                    model: PredictionModel) -> _LaunchMetrics:
+                    model: PredictionModel, node_us: float) -> _LaunchMetrics:
     n_steps, g_rows = win.n_steps, win.g_rows
     host_rows = np.flatnonzero(row_step >= 0)
     rs = row_step[host_rows]
@@ -464,11 +500,56 @@ def _launch_metrics(trace: Trace, row_step: np.ndarray, win: _StepWindows, eff_s
     return _LaunchMetrics(
         kernel_launches=kernel_launches, graph_launches=graph_launches, launch_api_ns=launch_api_ns,
         host_events=host_events, kernels=kernels, launched_gpu_ns=launched_gpu_ns, delay_median_ns=delay_med,
-        delays_ns=d_ns, win_us=win_us, busy_us=busy_us, pred_us=model.predict_graph_us(busy_us, n_short))
+        delays_ns=d_ns, win_us=win_us, busy_us=busy_us,
+        pred_us=replace(model, node_us=node_us).predict_graph_us(busy_us, n_short), floor_us=np.zeros(n_steps))
+
+
+@dataclass(frozen=True, eq=False)
+class _Stalls:
+    """Host stalls per step (all steps; :mod:`analyzer.host_stalls`) and per frame over the trace."""
+
+    us: np.ndarray
+    in_graph_us: np.ndarray
+    frame: list[str | None]
+    frames: list[tuple[str, float, float]]
+
+    def frames_table(self, top: int = 8) -> list[dict]:
+        return [{"frame": f, "us": _f(us), "in_graph_us": _f(ins)} for f, us, ins in self.frames[:top]]
+
+
+def _step_stalls(trace: Trace, row_step: np.ndarray, gaps: Gaps, idle: _WindowIdle, win: _StepWindows) -> _Stalls:
+    """Host stalls inside each step's GPU window on its primary device."""
+    n = win.n_steps
+    on_prim = idle.gap_key >= 0
+    on_prim[on_prim] = idle.gap_key[on_prim] == win.pkey[idle.gap_key[on_prim] // win.n_dev]
+    sel = np.flatnonzero(on_prim & ((gaps.host_ns + gaps.sync_ns) > 0))
+    # the CPU is late from a gap's start for its host and sync parts (the launch part is the call's own)
+    waited_end = gaps.start_ns[sel] + gaps.host_ns[sel] + gaps.sync_ns[sel]
+    hs = host_stalls(trace, row_step, n, gaps.start_ns[sel], waited_end, idle.gap_key[sel] // win.n_dev)
+    return _Stalls(us=hs.stall_us, in_graph_us=hs.in_graph_us, frame=hs.frame, frames=hs.frames)
+
+
+def _bounded_prediction(lm: _LaunchMetrics, cov: StepCoverage, stalls: _Stalls, model: PredictionModel,
+                        oh: OverheadEstimate) -> _LaunchMetrics:
+    """The predicted FULL-graph step with what a graph cannot remove, and never above the step it replaces.
+
+    * A host stall outside the captured forward stays in the graphed step: it is added.
+    * A piecewise step's unprofiled time is at least its FULL-graph step plus the host time of its eager
+      launches between the graph pieces (``model.piecewise_launch_us`` each): ``floor_us``.
+    * A graph removes launches and never adds GPU work: a step that replays graphs (FULL, piecewise) is
+      predicted at most at its unprofiled estimate (the profiled step less the profiler's cost, at least
+      ``floor_us``). An eager step's estimate can fall to its busy time (the host ran ahead of the GPU in a
+      graph sequence): it bounds nothing there, and the summary bounds the headline instead.
+    """
+    pred = lm.pred_us + (stalls.us - stalls.in_graph_us)
+    cov_arr = np.array(cov.coverage, dtype=object)
+    floor = np.where(cov_arr == "piecewise", pred + model.piecewise_launch_us * lm.kernel_launches, 0.0)
+    unprof = np.maximum(model.unprofiled_step_us(lm.win_us, lm.host_events, lm.busy_us, oh.us_per_event), floor)
+    return replace(lm, pred_us=np.where(cov_arr != "eager", np.minimum(pred, unprof), pred), floor_us=floor)
 
 
 def _step_reports(steps: Steps, win: _StepWindows, idle: _WindowIdle, lm: _LaunchMetrics,
-                  cov: StepCoverage) -> list[StepReport]:
+                  cov: StepCoverage, stalls: _Stalls) -> list[StepReport]:
     out: list[StepReport] = []
     for s in np.flatnonzero(win.step_ok).tolist():  # one row per step (a report row, not an event)
         k = int(win.pkey[s])
@@ -487,6 +568,8 @@ def _step_reports(steps: Steps, win: _StepWindows, idle: _WindowIdle, lm: _Launc
             predicted_graph_us=_f(lm.pred_us[s]), phase=steps.phase[s],
             requests=int(steps.requests[s]) if steps.requests[s] >= 0 else None,
             tokens=int(steps.tokens[s]) if steps.tokens[s] >= 0 else None, graph_coverage=cov.coverage[s],
+            host_stall_us=_f(stalls.us[s]), host_stall_in_graph_us=_f(stalls.in_graph_us[s]),
+            host_stall_frame=stalls.frame[s],
         ))
     return out
 
@@ -522,6 +605,8 @@ class _SummaryInputs:
     launched_gpu_ns: np.ndarray
     settings: ProfilerSettings
     overhead: OverheadEstimate
+    #: Per step the least its unprofiled time can be (piecewise steps; 0 elsewhere).
+    floor_us: np.ndarray
 
 
 def _summary(si: _SummaryInputs, opts: AnalysisOptions) -> Summary:
@@ -532,8 +617,10 @@ def _summary(si: _SummaryInputs, opts: AnalysisOptions) -> Summary:
     step_med = _median(win)
     oh = si.overhead
     unprof_med, unprof_lo, unprof_hi = (
-        _median(opts.model.unprofiled_step_us(win, si.host_events, bus, k)) for k in (oh.us_per_event, oh.high, oh.low))
-    pred_med = _median(pred)
+        _median(np.maximum(opts.model.unprofiled_step_us(win, si.host_events, bus, k), si.floor_us))
+        for k in (oh.us_per_event, oh.high, oh.low))
+    # the headline's graph step is never above the step it replaces (a graph adds no GPU work)
+    pred_med = min(_median(pred), unprof_med) if unprof_med > 0 else _median(pred)
     real = opts.observed_step_us if opts.observed_step_us else unprof_med
     sp = (speedup_range(real, real, real, pred_med, opts.model.overhead.graph_rel_err) if opts.observed_step_us
           else speedup_range(unprof_med, unprof_lo, unprof_hi, pred_med, opts.model.overhead.graph_rel_err))
@@ -543,6 +630,14 @@ def _summary(si: _SummaryInputs, opts: AnalysisOptions) -> Summary:
         inflation = step_med / unprof_med if unprof_med > 0 else 1.0
     d = si.delays_ns / 1e3
     la, lg = si.launch_api_ns.sum(), si.launched_gpu_ns.sum()
+    n = max(len(steps), 1)
+    stall = sum(x.host_stall_us for x in steps) / n
+    stall_in = sum(x.host_stall_in_graph_us for x in steps) / n
+    by_frame: dict[str, float] = {}
+    for x in steps:  # report rows
+        if x.host_stall_frame:
+            by_frame[x.host_stall_frame] = by_frame.get(x.host_stall_frame, 0.0) + x.host_stall_us
+    batches = [x.batch_size for x in steps if x.batch_size is not None]
     return Summary(
         steps=len(steps), step_source=source, step_us_median=_f(step_med),
         cpu_step_us_median=_f(_median(np.array([s.cpu_us for s in steps]))),
@@ -570,79 +665,12 @@ def _summary(si: _SummaryInputs, opts: AnalysisOptions) -> Summary:
         estimated_unprofiled_step_us_high=_f(unprof_hi), predicted_speedup_low=_f(sp.speedup_low),
         predicted_speedup_high=_f(sp.speedup_high),
         eager_step_source="measured" if opts.observed_step_us else "estimated",
+        host_stall_us_per_step=_f(stall), host_stall_in_graph_us_per_step=_f(stall_in),
+        host_stall_frame=max(by_frame, key=by_frame.get) if by_frame else None,
+        graph_removes_host_us_per_step=_f(max(unprof_med - pred_med, 0.0)),
+        graph_keeps_host_us_per_step=_f(stall - stall_in),
+        decode_batch_size=int(np.median(batches)) if batches else None,
     )
-
-
-def _speedup_text(s: Summary) -> str:
-    """``10.84x (range 9.95-11.65x)``: the point value and its range."""
-    return f"{s.predicted_speedup:.2f}x (range {s.predicted_speedup_low:.2f}-{s.predicted_speedup_high:.2f}x)"
-
-
-def eager_basis(s: Summary) -> str:
-    """Which part of the predicted speedup is measured and which estimated, in one sentence."""
-    graph = "graph step predicted from the GPU busy time"
-    if s.eager_step_source == "measured":
-        return f"eager step measured: {s.observed_step_us:,.0f} us observed ({s.step_us_median:,.0f} us profiled); {graph}"
-    return (f"eager step estimated: {s.step_us_median:,.0f} us profiled less {s.profiler_overhead_us_per_event:.3g} us "
-            f"({s.profiler_overhead_us_per_event_low:.3g}-{s.profiler_overhead_us_per_event_high:.3g}) per recorded "
-            f"host event for the profiler ({_settings_words(s.profiler_settings)}); {graph}")
-
-
-def fallback_basis(s: Summary) -> str:
-    """Which part of a fallback's lost time is estimated, in a few words."""
-    return (f"estimated: each eager step's profiled host time less {s.profiler_overhead_us_per_event:.3g} us per "
-            f"recorded host event, less the graph cost of its bucket; --profiler-us-per-event sets the rate, "
-            f"--observed-step-us does not apply to fallbacks")
-
-
-def padding_basis(s: Summary) -> str:
-    """Where the padding cost comes from and how sure it is, in a few words."""
-    src = s.padding_cost_source
-    if src == "none":
-        return "no padded graph steps"
-    points = src.removesuffix("-estimate").replace("+", " and ")
-    if not src.endswith("-estimate"):
-        return f"measured: every padded batch and bucket has its own cost, from {points}"
-    return (f"estimated from {points}: {s.padding_estimated_steps} padded batches lie between measured sizes and are "
-            f"costed as the next one (GPU tiles); {s.padding_us_per_step_low:,.1f}-{s.padding_us_per_step_high:,.1f} "
-            f"us if the cost rises in between. Harness FULL-graph timings at every size (launchgap record --modes "
-            f"graph --batch-sizes 1..N, then analyze --graph-timings) make it exact")
-
-
-def _settings_words(ps: dict) -> str:
-    if ps.get("tier") == "cupti":
-        return "runtime calls only"
-    on = [k for k in ("with_stack", "with_modules", "record_shapes", "with_flops", "profile_memory") if ps.get(k)]
-    return " + ".join(on) if on else "no shapes, no stacks"
-
-
-def _with_verdict(s: Summary, mode: str) -> Summary:
-
-    host_side = sum(s.idle_fraction_by_cause[c] for c in ("host", "launch", "sync"))
-    peer = s.idle_fraction_by_cause["peer"]
-    resid = s.kernel_launches_per_step_median if mode != "eager" else 0.0
-    if s.steps == 0:
-        return replace(s, verdict="no steps", verdict_detail="no step launched GPU work")
-    real = s.observed_step_us if s.eager_step_source == "measured" else s.estimated_unprofiled_step_us_median
-    if mode == "graph":
-        verdict = "already graphed"
-        detail = (f"{s.graph_launches_per_step_median:g} graph launch(es) per step replay "
-                  f"{s.kernels_per_step_median:g} kernels; {resid:g} eager launches left per step; "
-                  f"GPU idle {s.gpu_idle_fraction:.0%} of the step")
-    elif peer >= max(host_side, 0.15):
-        verdict = "waiting for peers"
-        detail = (f"collectives wait for other ranks {peer:.0%} of the step; host-side idle {host_side:.0%}; "
-                  f"CUDA graphs on every rank predicted {_speedup_text(s)}; {eager_basis(s)}")
-    elif host_side >= LAUNCH_BOUND_IDLE_FRACTION or s.predicted_speedup >= 1.2:
-        verdict = "launch-bound" if mode == "eager" else "launch-bound (partly graphed)"
-        detail = (f"the GPU idles {s.gpu_idle_fraction:.0%} of each step, {host_side:.0%} waiting for the CPU; "
-                  f"CUDA graphs predicted to take the step from {real:,.0f} us to "
-                  f"{s.predicted_graph_step_us_median:,.0f} us: {_speedup_text(s)}; {eager_basis(s)}")
-    else:
-        verdict = "GPU-bound" if mode == "eager" else "GPU-bound (partly graphed)"
-        detail = (f"the GPU is busy {1 - s.gpu_idle_fraction:.0%} of each step; CUDA graphs predicted "
-                  f"{_speedup_text(s)} ({s.predicted_graph_step_us_median:,.0f} us per step); {eager_basis(s)}")
-    return replace(s, verdict=verdict, verdict_detail=detail, residual_eager_launches_per_step_median=resid)
 
 
 #: Order in which step groups are listed (and the first present one sets an engine trace's verdict).
@@ -664,16 +692,13 @@ def _group_text(n: int, phase: str | None, coverage: str, s: Summary) -> str:
     return f"{what}, {coverage}: {launches}"
 
 
-def _with_step_groups(s: Summary, si: _SummaryInputs, opts: AnalysisOptions, engine: str | None,
-                      per_group_verdict: bool) -> Summary:
-    """Add the engine, steps per coverage and per-(phase, coverage) groups; for engine steps the
-    verdict is the first group's (decode first) and the detail names every group's."""
+def _with_step_groups(s: Summary, si: _SummaryInputs, opts: AnalysisOptions, engine: str | None) -> Summary:
+    """Add the engine, steps per coverage and per-(phase, coverage) groups, each with its own figures
+    (:data:`analyzer.verdict.GROUP_FIELDS`); :func:`analyzer.verdict.decide` gives each its verdict."""
 
     steps = si.steps
     by_cov = {c: sum(st.graph_coverage == c for st in steps) for c in COVERAGES}
     groups: list[dict] = []
-    texts: list[str] = []
-    verdicts: list[str] = []
     for phase in _PHASE_ORDER:
         for cov in COVERAGES:
             idx = np.array([i for i, st in enumerate(steps) if st.phase == phase and st.graph_coverage == cov],
@@ -684,23 +709,47 @@ def _with_step_groups(s: Summary, si: _SummaryInputs, opts: AnalysisOptions, eng
                 source=si.source, steps=[steps[i] for i in idx.tolist()], win_us=si.win_us[idx],
                 busy_us=si.busy_us[idx], pred_us=si.pred_us[idx], host_events=si.host_events[idx],
                 delays_ns=np.zeros(0), launch_api_ns=si.launch_api_ns[idx],
-                launched_gpu_ns=si.launched_gpu_ns[idx], settings=si.settings, overhead=si.overhead), opts)
-            sub = _with_verdict(sub, classify_mode(sub.kernel_launches_per_step_median,
-                                                   sub.graph_launches_per_step_median, sub.kernels_per_step_median))
-            text = _group_text(int(idx.size), phase, cov, sub)
-            groups.append({"phase": phase, "graph_coverage": cov, "steps": int(idx.size), "description": text,
-                           "step_us_median": sub.step_us_median, "kernels_per_step_median": sub.kernels_per_step_median,
-                           "graph_launches_per_step_median": sub.graph_launches_per_step_median,
+                launched_gpu_ns=si.launched_gpu_ns[idx], settings=si.settings, overhead=si.overhead,
+                floor_us=si.floor_us[idx]), opts)
+            groups.append({"phase": phase, "graph_coverage": cov, "steps": int(idx.size),
+                           "description": _group_text(int(idx.size), phase, cov, sub),
                            "eager_launches_per_step_median": sub.kernel_launches_per_step_median,
-                           "gpu_idle_fraction": sub.gpu_idle_fraction, "predicted_speedup": sub.predicted_speedup,
-                           "verdict": sub.verdict, "verdict_detail": sub.verdict_detail})
-            texts.append(f"{text} — {sub.verdict}: {sub.verdict_detail}")
-            verdicts.append(sub.verdict)
-    s = replace(s, engine=engine, steps_by_coverage=by_cov, step_groups=groups)
-    if not per_group_verdict or not groups:
+                           **{k: getattr(sub, k) for k in GROUP_FIELDS}, "verdict": "", "verdict_detail": ""})
+    return replace(s, engine=engine, steps_by_coverage=by_cov, step_groups=groups)
+
+
+def _with_kept_host(s: Summary) -> Summary:
+    """Host work between steps is host time a graph keeps: added to ``graph_keeps_host_us_per_step`` of the
+    summary and of each group (the trace's median gap between steps)."""
+    between = s.inter_step_host_us_median if s.steps > 1 else 0.0
+    if between <= 0:
         return s
-    label = LABELS.get(engine, "") if engine else ""
-    return replace(s, verdict=verdicts[0], verdict_detail=(f"{label} trace: " if label else "") + " | ".join(texts))
+    groups = [{**g, "graph_keeps_host_us_per_step": _f(g["graph_keeps_host_us_per_step"] + between)}
+              for g in s.step_groups]
+    return replace(s, graph_keeps_host_us_per_step=_f(s.graph_keeps_host_us_per_step + between), step_groups=groups)
+
+
+def _with_serving_units(s: Summary) -> Summary:
+    """Time per output token and tokens/s of the headline's decode steps, before and after CUDA graphs.
+
+    A decode step gives every sequence in the batch one token, so the time per output token (TPOT, ms) is
+    the step time and tokens/s is the batch over it: *before* from the real step (measured, else the
+    unprofiled estimate), *after* from the predicted FULL-graph step. ``None`` where the headline's steps
+    are not decode steps (prefill, mixed) or, for tokens/s, where their batch size is unknown.
+    """
+    h = headline(s)
+    phase = s.step_groups[0]["phase"] if s.step_source == "engine" and s.step_groups else None
+    if s.steps == 0 or phase not in (None, "decode"):
+        return s
+    before = h.observed_step_us if h.eager_step_source == "measured" else h.estimated_unprofiled_step_us_median
+    after = min(h.predicted_graph_step_us_median, before) if before else h.predicted_graph_step_us_median
+    b = h.decode_batch_size
+    return replace(
+        s, decode_batch_size=b,
+        decode_tpot_ms_before=_f(before / 1e3) if before else None,
+        decode_tpot_ms_after=_f(after / 1e3) if after else None,
+        decode_tokens_per_s_before=_f(b * 1e6 / before) if b and before else None,
+        decode_tokens_per_s_after=_f(b * 1e6 / after) if b and after else None)
 
 
 def _no_gaps() -> Gaps:
@@ -716,7 +765,8 @@ def _capture_trace_report(trace: Trace, capture: CaptureReport, opts: AnalysisOp
     summary = _summary(_SummaryInputs(
         source="capture", steps=[], win_us=empty, busy_us=empty, pred_us=empty, host_events=empty, delays_ns=empty,
         launch_api_ns=empty, launched_gpu_ns=empty, settings=settings,
-        overhead=estimate_overhead(settings, opts.model.overhead, opts.model.profiler_us_per_host_event)), opts)
+        overhead=estimate_overhead(settings, opts.model.overhead, opts.model.profiler_us_per_host_event),
+        floor_us=empty), opts)
     sizes = sorted({x for x in capture.sizes if x is not None})
     modes = sorted({x for x in capture.modes if x is not None})
     nodes = capture.nodes_per_graph
@@ -761,30 +811,38 @@ def with_capture(report: TraceReport, trace: Trace, capture: Trace, options: Ana
 def with_observed_step(report: TraceReport, observed_step_us: float | None,
                        graph_rel_err: float = DEFAULT_MODEL.overhead.graph_rel_err) -> TraceReport:
     """The report with a measured eager step (e.g. a server's inter-token latency, us) in place of the
-    estimate: speedup, its range, inflation and verdict recomputed from the summary, nothing re-analysed.
-    ``None`` or 0 gives the estimate back. ``graph_rel_err`` is the graph step's error band."""
+    estimate: speedup, its range, inflation, serving units and verdict recomputed from the summary, nothing
+    re-analysed. ``None`` or 0 gives the estimate back. ``graph_rel_err`` is the graph step's error band.
+    For a serving engine's steps the measured step is the headline group's (decode first): its speedup is
+    recomputed too, and :func:`analyzer.verdict.decide` decides every verdict again, as at analysis."""
 
     if report.mode == "capture":  # nothing to calibrate: a capture trace makes no speedup claim
         return report
     s = report.summary
     obs = observed_step_us if observed_step_us and observed_step_us > 0 else None
-    real = obs if obs else s.estimated_unprofiled_step_us_median
+    new = replace(s, **_speedup_fields(s, obs, graph_rel_err))
+    infl = (s.step_us_median / (obs or s.estimated_unprofiled_step_us_median)
+            if (obs or s.estimated_unprofiled_step_us_median) > 0 and s.step_us_median > 0 else 1.0)
+    new = replace(new, observed_step_us=obs, eager_step_source="measured" if obs else "estimated",
+                  estimated_profiler_inflation=_f(infl))
+    if s.step_source == "engine" and s.step_groups:
+        first = {**s.step_groups[0], **_speedup_fields(headline(s), obs, graph_rel_err)}
+        new = replace(new, step_groups=[first, *s.step_groups[1:]])
+    return replace(report, summary=_with_serving_units(decide(new, report.mode)))
+
+
+def _speedup_fields(s, obs: float | None, graph_rel_err: float) -> dict:
+    """``predicted_speedup`` and its range for the steps ``s`` summarises, from a measured step ``obs``
+    (``None``: the unprofiled estimate and its range)."""
     pred = s.predicted_graph_step_us_median
     if obs:
         sp = speedup_range(obs, obs, obs, pred, graph_rel_err)
     else:
-        sp = speedup_range(real, s.estimated_unprofiled_step_us_low, s.estimated_unprofiled_step_us_high, pred,
-                           graph_rel_err)
-    infl = (s.step_us_median / real) if real > 0 and s.step_us_median > 0 else 1.0
-    new = replace(s, observed_step_us=obs, eager_step_source="measured" if obs else "estimated",
-                  predicted_speedup=_f(sp.speedup), predicted_speedup_low=_f(sp.speedup_low),
-                  predicted_speedup_high=_f(sp.speedup_high), estimated_profiler_inflation=_f(infl))
-    new = _with_verdict(new, report.mode)
-    if s.step_source == "engine" and s.step_groups:  # keep naming the phases and coverages the steps have
-        label = LABELS.get(s.engine, "") if s.engine else ""
-        groups = " | ".join(g["description"] for g in s.step_groups)
-        new = replace(new, verdict_detail=f"{label + ' trace: ' if label else ''}{groups} — {new.verdict_detail}")
-    return replace(report, summary=new)
+        sp = speedup_range(s.estimated_unprofiled_step_us_median, s.estimated_unprofiled_step_us_low,
+                           s.estimated_unprofiled_step_us_high, pred, graph_rel_err)
+    real = obs or s.estimated_unprofiled_step_us_median
+    return {"predicted_speedup": _f(sp.speedup), "predicted_speedup_low": _f(sp.speedup_low),
+            "predicted_speedup_high": _f(sp.speedup_high), "graph_removes_host_us_per_step": _f(max(real - pred, 0.0))}
 
 
 def _gap_histogram(gaps: Gaps, gap_key: np.ndarray) -> dict[str, list[float]]:
@@ -799,17 +857,20 @@ def _gap_histogram(gaps: Gaps, gap_key: np.ndarray) -> dict[str, list[float]]:
             "count": counts.astype(float).tolist(), "idle_us": [round(v, 3) for v in total.tolist()]}
 
 
-def _top_gaps(trace: Trace, gaps: Gaps, gap_key: np.ndarray, n_dev: int, top: int) -> list[GapRow]:
+def _top_gaps(trace: Trace, row_step: np.ndarray, gaps: Gaps, gap_key: np.ndarray, n_dev: int,
+              top: int) -> list[GapRow]:
     if len(gaps) == 0:
         return []
     idx = np.argsort(-gaps.dur_ns, kind="stable")[:top]
     cause_mat = np.stack([gaps.cause_ns(c)[idx] for c in CAUSES])
     main = np.argmax(cause_mat, axis=0)
+    activity = host_activity(trace, row_step, gaps.start_ns[idx], gaps.end_ns[idx])
     return [GapRow(device=int(gaps.device[i]), step=int(gap_key[i] // n_dev) if gap_key[i] >= 0 else None,
                    start_us=_f(gaps.start_ns[i] / 1e3), dur_us=_f(gaps.dur_ns[i] / 1e3), cause=CAUSES[int(m)],
                    before=str(trace.names[trace.name_id[gaps.prev_row[i]]]),
-                   after=str(trace.names[trace.name_id[gaps.next_row[i]]]))
-            for i, m in zip(idx.tolist(), main.tolist())]
+                   after=str(trace.names[trace.name_id[gaps.next_row[i]]]),
+                   host_activity_us=dict(sorted(act.items(), key=lambda kv: -kv[1])[:5]))
+            for i, m, act in zip(idx.tolist(), main.tolist(), activity)]
 
 
 _DECODE_OR_UNKNOWN = ("decode", None)
@@ -833,7 +894,9 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
     is_graph = np.isin(np.array(cov, dtype=object), ("full", "piecewise"))
     sizes, source, detail = resolve_capture_sizes(_given_sizes(opts), mk, _engine_default(trace, engine),
                                                   np.where(is_graph & decode, np.where(mk > 0, mk, batch), -1))
-    ss = serving_steps(cov, batch, decode, mk, sizes)
+    # a trace that replays no graph (enforce-eager) has no fallbacks: its eager steps are the engine's mode,
+    # unless the user says which sizes the server captured (flag or pasted config)
+    ss = serving_steps(cov, batch, decode, mk, sizes if is_graph.any() or source in ("flag", "config") else None)
     # an eager step's own cost: the host's issue time (its CPU range) less the profiler's cost per host
     # event, at least its GPU busy time; in a graph sequence its GPU window is no measure of it (the
     # host starts it ahead, while the GPU still replays earlier steps)
@@ -892,13 +955,6 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
         host_phases_us_per_step={k: _f(v / n_gaps) for k, v in sorted(phase_tot.items(), key=lambda kv: -kv[1])},
         host_phases_source=hg.source,
         async_hidden_us_per_step=_f(hg.hidden_us[1:].sum() / n_gaps) if n > 1 else 0.0)
-    if s.fallback_steps:
-        nf = len(s.fallback_steps)
-        words = (f"{nf} of {n} decode steps fell back to eager although a captured size fits them "
-                 f"(steps {', '.join(map(str, s.fallback_steps[:12]))}{', ...' if nf > 12 else ''}; capture sizes from "
-                 f"{source}): {s.fallback_lost_us_per_step:,.0f} us lost per step of the trace")
-        verdict = "graphed, with eager fallbacks" if s.verdict == "already graphed" else s.verdict
-        s = replace(s, verdict=verdict, verdict_detail=f"{words}; {s.verdict_detail}")
     return out, s
 
 

@@ -15,7 +15,7 @@ def capture_entries(entries: list[LoadedTrace], entry: LoadedTrace) -> list[Load
     """Loaded capture traces that may belong to ``entry``'s engine run: capture traces of the same engine
     (either side unknown counts as the same); none for a capture trace or a trace without graph launches."""
     rep = entry.report
-    if rep is None or rep.mode in ("capture", "eager") or not any(s.graph_launches for s in rep.steps):
+    if rep is None or rep.mode in ("capture", "eager", "compiled") or not any(s.graph_launches for s in rep.steps):
         return []
     eng = rep.summary.engine
     return [e for e in entries if e.ok and e.key != entry.key and e.report.mode == "capture"

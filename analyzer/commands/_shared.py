@@ -35,8 +35,9 @@ def add_analysis_arguments(p: argparse.ArgumentParser) -> None:
                                                           "latency) to calibrate the predicted speedup")
     p.add_argument("--max-trace-bytes", type=int, default=DEFAULT_MAX_TRACE_BYTES,
                    help="refuse traces that decompress past this many bytes (default 2 GiB)")
-    p.add_argument("--node-us", type=float, default=DEFAULT_MODEL.node_us,
-                   help="prediction model: per-kernel-node cost inside a graph replay, us")
+    p.add_argument("--node-us", type=float, default=None,
+                   help="prediction model: per-kernel-node cost inside a graph replay, us (default: fitted from "
+                        f"the trace's own graph replays, else {DEFAULT_MODEL.node_us})")
     p.add_argument("--long-kernel-us", type=float, default=DEFAULT_MODEL.long_kernel_us,
                    help="prediction model: kernels at least this long hide the node cost, us")
     p.add_argument("--graph-launch-us", type=float, default=DEFAULT_MODEL.graph_launch_us,
@@ -72,7 +73,8 @@ def analysis_options(args: argparse.Namespace) -> AnalysisOptions:
         capture_sizes=cfg.sizes if plain else None, server_config=None if plain else cfg,
         graph_timings_us=graph_timings(getattr(args, "graph_timings", None)),
         steps=StepOptions(step_regex=args.step_regex, batch_regex=args.batch_regex, batch_op=args.batch_op),
-        model=PredictionModel(node_us=args.node_us, long_kernel_us=args.long_kernel_us,
+        model=PredictionModel(node_us=args.node_us if args.node_us is not None else DEFAULT_MODEL.node_us,
+                              node_us_fixed=args.node_us is not None, long_kernel_us=args.long_kernel_us,
                               graph_launch_us=args.graph_launch_us,
                               profiler_us_per_host_event=per_event),
         observed_step_us=args.observed_step_us,

@@ -1,6 +1,7 @@
 """How much of a trace, and of each step, runs from CUDA graphs; and whether it is a capture trace.
 
-* **Trace mode** (:func:`classify_mode`): ``eager`` (no graph launches), ``graph`` (graph
+* **Trace mode** (:func:`classify_mode`): ``eager`` (no graph launches; ``compiled`` when
+  torch.compile ran, :func:`compile_evidence`), ``graph`` (graph
   launches, and eager kernel launches are at most :data:`RESIDUAL_EAGER_FRACTION` of the kernels
   per step; those are reported as residual eager launches) or ``mixed`` (graph launches plus more
   eager launches in the same steps, as with piecewise graphs or torch.compile graph trees), from
@@ -27,15 +28,16 @@ The package, one module per concern:
   fallbacks and their causes);
 * :mod:`.pairing`: a capture trace paired with an execution trace (what runs inside each replay).
 """
-from .coverage import CAPTURE_UNRUN_FRACTION, COVERAGES, RESIDUAL_EAGER_FRACTION, CaptureReport, StepCoverage, \
-    classify_mode, detect_capture, step_coverage
+from .coverage import CAPTURE_UNRUN_FRACTION, COVERAGES, INDUCTOR_KERNEL_SHARE, RESIDUAL_EAGER_FRACTION, \
+    CaptureReport, StepCoverage, classify_mode, compile_evidence, detect_capture, step_coverage
 from .pairing import MATCHED_BY, CapturedNodes, CapturePairing, captured_nodes, pair_capture
-from .serving import BUCKET_REGEX, CAPTURE_SOURCES, EAGER_MARKER_REGEX, INFERRED_PADDING_REASON, PaddingCost, ServingSteps, \
-    fallback_causes, marker_buckets, padding_cost, resolve_capture_sizes, serving_steps, \
+from .serving import BUCKET_REGEX, CAPTURE_SOURCES, EAGER_MARKER_REGEX, INFERRED_PADDING_REASON, PaddingCost, \
+    ServingSteps, fallback_causes, marker_buckets, padding_cost, resolve_capture_sizes, serving_steps, \
     smallest_size_at_least
 
-__all__ = ["BUCKET_REGEX", "CAPTURE_SOURCES", "INFERRED_PADDING_REASON", "CAPTURE_UNRUN_FRACTION", "COVERAGES", "EAGER_MARKER_REGEX", "MATCHED_BY",
-           "RESIDUAL_EAGER_FRACTION", "CaptureReport", "CapturePairing", "CapturedNodes", "PaddingCost",
-           "ServingSteps", "StepCoverage", "captured_nodes", "classify_mode", "detect_capture", "fallback_causes",
+__all__ = ["BUCKET_REGEX", "CAPTURE_SOURCES", "CAPTURE_UNRUN_FRACTION", "COVERAGES", "EAGER_MARKER_REGEX",
+           "INDUCTOR_KERNEL_SHARE", "INFERRED_PADDING_REASON", "MATCHED_BY", "RESIDUAL_EAGER_FRACTION",
+           "CaptureReport", "CapturePairing", "CapturedNodes", "PaddingCost", "ServingSteps",
+           "StepCoverage", "captured_nodes", "classify_mode", "compile_evidence", "detect_capture", "fallback_causes",
            "marker_buckets", "padding_cost", "pair_capture", "resolve_capture_sizes",
            "serving_steps", "smallest_size_at_least", "step_coverage"]

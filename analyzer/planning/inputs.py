@@ -102,7 +102,7 @@ def costs_from_steps(traces: Sequence[TraceSteps]) -> CostTable:
         if not known.any():
             continue
         cost = t.dur_us[known] * t.unprofiled_scale
-        if t.mode == "eager":
+        if t.mode in ("eager", "compiled"):
             n_eager += 1
             cols["eb"].append(t.batch_size[known])
             cols["eu"].append(cost)

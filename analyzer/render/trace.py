@@ -4,7 +4,8 @@ from __future__ import annotations
 from ..engines import LABELS
 from ..gaps import CAUSES
 from .table import table as _table
-from ..report import TraceReport, fallback_basis, padding_basis
+from ..report import TraceReport
+from ..verdict import fallback_basis, padding_basis
 
 
 def _short(name: str, n: int = 60) -> str:
@@ -40,19 +41,9 @@ def _capture_lines(rep: TraceReport, markdown: bool) -> list[str]:
     return lines
 
 
-def render_trace(rep: TraceReport, markdown: bool = False, max_steps: int = 20) -> str:
+def _facts(rep: TraceReport) -> list[tuple[str, str]]:
+    """The summary's figures, one (name, text) per line."""
     s = rep.summary
-    h = "## " if markdown else ""
-    lines: list[str] = []
-    title = f"{rep.path}  [{rep.format}, {rep.mode}]"
-    if rep.rank is not None:
-        title += f"  rank {rep.rank}" + (f"/{rep.world_size}" if rep.world_size else "")
-    lines.append(f"{h}{title}" if markdown else title)
-    lines.append("")
-    lines.append(f"{'**' if markdown else ''}Verdict: {s.verdict}{'**' if markdown else ''} — {s.verdict_detail}")
-    lines.append("")
-    if rep.capture is not None:
-        return "\n".join(lines + _capture_lines(rep, markdown))
     bs = ", ".join(str(b) for b in s.batch_sizes) or "unknown"
     facts = [
         ("steps", f"{s.steps} (from {s.step_source}); batch sizes: {bs}"),
@@ -77,32 +68,33 @@ def render_trace(rep: TraceReport, markdown: bool = False, max_steps: int = 20) 
         ("predicted CUDA-graph step", f"{s.predicted_graph_step_us_median:,.1f} us -> speedup "
                                       f"{s.predicted_speedup:.2f}x ({s.predicted_speedup_low:.2f}-"
                                       f"{s.predicted_speedup_high:.2f}x; {s.eager_step_source} eager step; "
-                                      f"vs profiled step {s.predicted_speedup_profiled:.2f}x)"),
+                                      f"vs profiled step {s.predicted_speedup_profiled:.2f}x; node cost "
+                                      f"{s.node_us:.3g} us from {s.node_us_source})"),
     ]
+    if s.decode_tpot_ms_before is not None:
+        tps = (f"; {s.decode_tokens_per_s_before:,.0f} -> {s.decode_tokens_per_s_after:,.0f} tokens/s at batch "
+               f"{s.decode_batch_size}" if s.decode_tokens_per_s_before is not None else "")
+        facts.append(("decode TPOT", f"{s.decode_tpot_ms_before:,.2f} ms -> {s.decode_tpot_ms_after:,.2f} ms with "
+                                     f"CUDA graphs{tps}"))
+    if s.host_stall_us_per_step > 0:
+        facts.append(("host stalls", f"{s.host_stall_us_per_step:,.1f} us per step, "
+                                     f"{s.host_stall_in_graph_us_per_step:,.1f} inside the captured forward; "
+                                     + ", ".join(f"{_short(f['frame'], 50)} {f['us']:,.0f} us" +
+                                                 (" (in forward)" if f["in_graph_us"] > 0 else "")
+                                                 for f in s.host_stall_frames[:3])))
+    if s.compile_evidence:
+        facts.append(("torch.compile", "; ".join(s.compile_evidence)))
     if rep.workload is not None:
         facts.append(("workload", f"{rep.workload.id}: {rep.workload.label}"))
     cov = ", ".join(f"{n} {c}" for c, n in s.steps_by_coverage.items() if n) or "none"
     facts.insert(1, ("graph coverage", f"steps: {cov}"))
     if s.engine:
         facts.insert(0, ("engine", LABELS.get(s.engine, s.engine)))
-    if markdown:
-        lines += _table(["metric", "value"], facts, True)
-    else:
-        w = max(len(k) for k, _ in facts)
-        lines += [f"  {k:<{w}}  {v}" for k, v in facts]
-    engine_steps = any(st.phase is not None or st.requests is not None for st in rep.steps)
-    if len(s.step_groups) > 1 or engine_steps:
-        lines.append("")
-        lines.append(f"{h}Steps by phase and graph coverage" if markdown else "Steps by phase and graph coverage")
-        lines += _table(["phase", "coverage", "steps", "step_us", "kernels", "graph_launches", "eager_launches",
-                         "idle", "pred_speedup", "verdict"],
-                        [(g["phase"] or "-", g["graph_coverage"], g["steps"], f"{g['step_us_median']:,.1f}",
-                          f"{g['kernels_per_step_median']:g}", f"{g['graph_launches_per_step_median']:g}",
-                          f"{g['eager_launches_per_step_median']:g}", f"{g['gpu_idle_fraction']:.1%}",
-                          f"{g['predicted_speedup']:.2f}x", g["verdict"]) for g in s.step_groups], markdown)
-    lines += _serving_lines(rep, markdown)
-    lines.append("")
-    lines.append(f"{h}Steps" if markdown else "Steps")
+    return facts
+
+
+def _steps_lines(rep: TraceReport, markdown: bool, max_steps: int, engine_steps: bool) -> list[str]:
+    """One row per step (the first ``max_steps``)."""
     engine_cols = (["phase", "reqs", "tokens"] if engine_steps else []) + ["coverage"]
     rows = [(st.index, st.batch_size if st.batch_size is not None else "-",
              *([st.phase or "-", _or_dash(st.requests), _or_dash(st.tokens)] if engine_steps else []),
@@ -110,38 +102,72 @@ def render_trace(rep: TraceReport, markdown: bool = False, max_steps: int = 20) 
              f"{st.gpu_busy_us:,.1f}", f"{st.gpu_idle_us:,.1f}",
              f"{st.idle_us_by_cause['host']:,.1f}", f"{st.idle_us_by_cause['launch']:,.1f}",
              f"{st.idle_us_by_cause['sync']:,.1f}", f"{st.idle_us_by_cause['gpu']:,.1f}",
-             f"{st.idle_us_by_cause['peer']:,.1f}", st.kernels, st.graph_launches, f"{st.launch_api_us:,.1f}",
-             f"{st.predicted_graph_us:,.1f}") for st in rep.steps[:max_steps]]
-    lines += _table(["step", "bs", *engine_cols, "bucket", "dur_us", "busy_us", "idle_us", "host_us", "launch_us", "sync_us",
-                     "gpu_us", "peer_us", "kernels", "graph_launches", "launch_api_us", "pred_graph_us"], rows,
-                    markdown)
+             f"{st.idle_us_by_cause['peer']:,.1f}", f"{st.host_stall_us:,.1f}", st.kernels, st.graph_launches,
+             f"{st.launch_api_us:,.1f}", f"{st.predicted_graph_us:,.1f}") for st in rep.steps[:max_steps]]
+    lines = _table(["step", "bs", *engine_cols, "bucket", "dur_us", "busy_us", "idle_us", "host_us", "launch_us",
+                    "sync_us", "gpu_us", "peer_us", "stall_us", "kernels", "graph_launches", "launch_api_us",
+                    "pred_graph_us"], rows, markdown)
     if len(rep.steps) > max_steps:
         lines.append(f"  ... {len(rep.steps) - max_steps} more steps (use --format json for all)")
-    lines.append("")
-    lines.append(f"{h}Devices (whole trace)" if markdown else "Devices (whole trace)")
+    return lines
+
+
+def _heading(text: str, markdown: bool) -> list[str]:
+    return ["", f"## {text}" if markdown else text]
+
+
+def render_trace(rep: TraceReport, markdown: bool = False, max_steps: int = 20) -> str:
+    s = rep.summary
+    title = f"{rep.path}  [{rep.format}, {rep.mode}]"
+    if rep.rank is not None:
+        title += f"  rank {rep.rank}" + (f"/{rep.world_size}" if rep.world_size else "")
+    lines = [f"## {title}" if markdown else title, "",
+             f"{'**' if markdown else ''}Verdict: {s.verdict}{'**' if markdown else ''} — {s.verdict_detail}", ""]
+    if rep.capture is not None:
+        return "\n".join(lines + _capture_lines(rep, markdown))
+    facts = _facts(rep)
+    if markdown:
+        lines += _table(["metric", "value"], facts, True)
+    else:
+        w = max(len(k) for k, _ in facts)
+        lines += [f"  {k:<{w}}  {v}" for k, v in facts]
+    engine_steps = any(st.phase is not None or st.requests is not None for st in rep.steps)
+    if len(s.step_groups) > 1 or engine_steps:
+        lines += _heading("Steps by phase and graph coverage", markdown)
+        lines += _table(["phase", "coverage", "steps", "step_us", "kernels", "graph_launches", "eager_launches",
+                         "idle", "pred_speedup", "verdict"],
+                        [(g["phase"] or "-", g["graph_coverage"], g["steps"], f"{g['step_us_median']:,.1f}",
+                          f"{g['kernels_per_step_median']:g}", f"{g['graph_launches_per_step_median']:g}",
+                          f"{g['eager_launches_per_step_median']:g}", f"{g['gpu_idle_fraction']:.1%}",
+                          f"{g['predicted_speedup']:.2f}x", g["verdict"]) for g in s.step_groups], markdown)
+    lines += _serving_lines(rep, markdown)
+    lines += _heading("Steps", markdown) + _steps_lines(rep, markdown, max_steps, engine_steps)
+    lines += _heading("Devices (whole trace)", markdown)
     lines += _table(["device", "name", "kernels", "busy_us", "window_us", "idle_us"] + [f"{c}_us" for c in CAUSES],
                     [(d.device, d.name or "-", d.kernels, f"{d.gpu_busy_us:,.1f}", f"{d.gpu_window_us:,.1f}",
                       f"{d.gpu_idle_us:,.1f}", *[f"{d.idle_us_by_cause[c]:,.1f}" for c in CAUSES])
                      for d in rep.devices], markdown)
     if rep.top_gaps:
-        lines.append("")
-        lines.append(f"{h}Largest gaps" if markdown else "Largest gaps")
-        lines += _table(["dur_us", "cause", "step", "before", "after"],
+        lines += _heading("Largest gaps", markdown)
+        lines += _table(["dur_us", "cause", "step", "before", "after", "cpu_ran"],
                         [(f"{g.dur_us:,.1f}", g.cause, g.step if g.step is not None else "-", _short(g.before, 40),
-                          _short(g.after, 40)) for g in rep.top_gaps], markdown)
+                          _short(g.after, 40), _activity_text(g.host_activity_us)) for g in rep.top_gaps], markdown)
     if rep.top_kernels:
-        lines.append("")
-        lines.append(f"{h}Kernels by launch cost" if markdown else "Kernels by launch cost")
+        lines += _heading("Kernels by launch cost", markdown)
         lines += _table(["kernel", "count", "kernel_us", "launch_api_us", "ratio", "delay_us_p50"],
                         [(_short(k["name"]), k["count"], f"{k['kernel_us']:,.1f}", f"{k['launch_api_us']:,.1f}",
-                          f"{k['launch_to_kernel_ratio']:.2f}" if k["launch_to_kernel_ratio"] is not None else "-", f"{k['launch_delay_us_median']:,.1f}")
-                         for k in rep.top_kernels], markdown)
+                          f"{k['launch_to_kernel_ratio']:.2f}" if k["launch_to_kernel_ratio"] is not None else "-",
+                          f"{k['launch_delay_us_median']:,.1f}") for k in rep.top_kernels], markdown)
     if rep.capture_pairing is not None:
         lines += [""] + _pairing_lines(rep.capture_pairing, markdown)
     if rep.warnings:
-        lines.append("")
-        lines += [f"warning: {w}" for w in rep.warnings]
+        lines += [""] + [f"warning: {w}" for w in rep.warnings]
     return "\n".join(lines)
+
+
+def _activity_text(act: dict[str, float]) -> str:
+    """What the CPU ran in a gap, its top two names: ``llama.py: forward 1,295 us; cudaLaunchKernel 5 us``."""
+    return "; ".join(f"{_short(k, 36)} {v:,.0f} us" for k, v in list(act.items())[:2]) or "-"
 
 
 def _serving_lines(rep: TraceReport, markdown: bool) -> list[str]:

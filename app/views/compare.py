@@ -11,6 +11,7 @@ from launchgap.dashboard.pairing import crossover_batch_size, pair_by_batch_size
 from launchgap.dashboard.text import md_escape
 from launchgap.dashboard.ui import loaded_traces_or_stop, pick_trace
 from launchgap.dashboard.workloads import pick_workload_entries
+from launchgap.verdict import headline
 
 state = st.session_state
 st.title("Compare")
@@ -73,7 +74,8 @@ with cb:
 
 
 def _facts(rep) -> dict[str, float]:
-    s = rep.summary
+    # the steps the verdict speaks for: an engine trace's first group (decode first), never decode and prefill pooled
+    s = headline(rep.summary)
     return {
         "steps": s.steps, "step, profiled (us)": s.step_us_median,
         "step, unprofiled estimate (us)": s.estimated_unprofiled_step_us_median,
@@ -89,8 +91,14 @@ fa, fb = _facts(ea.report), _facts(eb.report)
 side = pd.DataFrame({"metric": list(fa), "A": list(fa.values()), "B": list(fb.values())})
 with np.errstate(divide="ignore", invalid="ignore"):
     side["B / A"] = np.where(side["A"] != 0, side["B"] / side["A"], np.nan)
-st.caption(md_escape(f"A = {ea.name} ({ea.report.mode}, {ea.report.summary.verdict}); "
-                     f"B = {eb.name} ({eb.report.mode}, {eb.report.summary.verdict})"))
+def _phase(rep) -> str:
+    s = rep.summary
+    return (f", {s.step_groups[0]['phase'] or 'phase unknown'} steps" if s.step_source == "engine"
+            and len(s.step_groups) > 1 else "")
+
+
+st.caption(md_escape(f"A = {ea.name} ({ea.report.mode}, {ea.report.summary.verdict}{_phase(ea.report)}); "
+                     f"B = {eb.name} ({eb.report.mode}, {eb.report.summary.verdict}{_phase(eb.report)})"))
 wa, wb = ea.report.workload, eb.report.workload
 if wa is not None and wb is not None and wa.id != wb.id:
     st.caption(md_escape(f"A and B are different workloads: {wa.id} ({wa.label}) and {wb.id} ({wb.label})."))

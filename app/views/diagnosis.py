@@ -9,7 +9,8 @@ import pandas as pd
 import streamlit as st
 
 from launchgap.engines import LABELS
-from launchgap.report import SCHEMA, fallback_basis, padding_basis, with_observed_step
+from launchgap.report import SCHEMA, with_observed_step
+from launchgap.verdict import fallback_basis, headline, padding_basis
 from launchgap.dashboard import session
 from launchgap.dashboard.capture import auto_pick, capture_entries, pairing
 from launchgap.dashboard.charts import ZOOM_OPS, coverage_strip_figure, first_ops_end_us, gap_histogram_figure, host_phases_figure, \
@@ -20,6 +21,11 @@ from launchgap.dashboard.timing import stage
 from launchgap.dashboard.ui import loaded_traces_or_stop, pick_trace, trace_cache
 
 state = st.session_state
+
+
+def _dash(v: object) -> object:
+    """A table cell: "—" where the trace does not say (never a literal "None")."""
+    return "—" if v is None else v
 
 
 def steps_have_engine_info(report) -> bool:
@@ -43,32 +49,50 @@ with obs_col:
              "latency. It replaces the unprofiled estimate in the predicted speedup; 0 uses the estimate.")
 rep = with_observed_step(entry.report, measured or None)
 s = rep.summary
+# The tiles speak for the steps the verdict speaks for: an engine trace's first group (decode first), as the CLI.
+h = headline(s)
+group = s.step_groups[0] if s.step_source == "engine" and len(s.step_groups) > 1 else None
+of = f" ({group['phase'] or 'phase unknown'} steps)" if group else ""
 
 c1, c2, c3, c4 = st.columns([1, 1.1, 1.5, 0.7])
-c1.metric("GPU idle", f"{s.gpu_idle_fraction:.1%}", border=True,
+c1.metric("GPU idle" + of, f"{h.gpu_idle_fraction:.1%}", border=True,
           help="Idle time over the GPU windows of all steps (window = first to last GPU op a step launched).")
-c2.metric("Launch-to-kernel ratio", f"{s.launch_to_kernel_ratio:.2f}", border=True,
+c2.metric("Launch-to-kernel ratio", f"{h.launch_to_kernel_ratio:.2f}", border=True,
           help="Host time in launch calls over the GPU time of the work they launched. Above 1 the CPU cannot "
                "keep the GPU fed.")
-c3.metric("Predicted CUDA-graph speedup", f"{s.predicted_speedup:.1f}x", border=True,
-          help=f"Range {s.predicted_speedup_low:.1f}-{s.predicted_speedup_high:.1f}x. Real step time (measured, "
+c3.metric("Predicted CUDA-graph speedup", f"{h.predicted_speedup:.2f}x", border=True,
+          help=f"Range {h.predicted_speedup_low:.2f}-{h.predicted_speedup_high:.2f}x. Real step time (measured, "
                "else the profiled step less the estimated profiler overhead) over the predicted graph-replay step.")
-c4.metric("Steps", f"{s.steps}", border=True, help=f"Found from: {s.step_source}.")
+c4.metric("Steps", f"{h.steps} of {s.steps}" if group else f"{s.steps}", border=True,
+          help=f"Found from: {s.step_source}.")
 
 d1, d2, d3, d4 = st.columns(4)
-d1.metric("Step, profiled (median)", f"{s.step_us_median:,.0f} us")
+d1.metric("Step, profiled (median)", f"{h.step_us_median:,.0f} us")
 if s.eager_step_source == "measured":
     d2.metric("Step, measured", f"{s.observed_step_us:,.0f} us",
               help=f"Given above. The estimate from the trace was {s.estimated_unprofiled_step_us_median:,.0f} us; "
                    f"profiler inflation about {s.estimated_profiler_inflation:.2f}x.")
 else:
-    d2.metric("Step, unprofiled estimate", f"{s.estimated_unprofiled_step_us_median:,.0f} us",
-              help=f"Range {s.estimated_unprofiled_step_us_low:,.0f}-{s.estimated_unprofiled_step_us_high:,.0f} us; "
+    d2.metric("Step, unprofiled estimate", f"{h.estimated_unprofiled_step_us_median:,.0f} us",
+              help=f"Range {h.estimated_unprofiled_step_us_low:,.0f}-{h.estimated_unprofiled_step_us_high:,.0f} us; "
                    f"profiler inflation about {s.estimated_profiler_inflation:.2f}x.")
-d3.metric("Predicted graph step", f"{s.predicted_graph_step_us_median:,.0f} us")
-d4.metric("Kernels per step", f"{s.kernels_per_step_median:g}",
-          help=f"Eager launches {s.kernel_launches_per_step_median:g}, graph launches "
-               f"{s.graph_launches_per_step_median:g} per step (median).")
+d3.metric("Predicted graph step", f"{h.predicted_graph_step_us_median:,.0f} us",
+          help=f"Node cost {s.node_us:.3g} us per kernel node, from {s.node_us_source}.")
+d4.metric("Kernels per step", f"{h.kernels_per_step_median:g}",
+          help=f"Eager launches {h.kernel_launches_per_step_median:g}, graph launches "
+               f"{h.graph_launches_per_step_median:g} per step (median).")
+if s.decode_tpot_ms_before is not None:
+    t1, t2, t3 = st.columns([1, 1, 2])
+    t1.metric("Time per output token", f"{s.decode_tpot_ms_before:,.2f} ms",
+              delta=f"{s.decode_tpot_ms_after - s.decode_tpot_ms_before:+,.2f} ms with CUDA graphs", delta_color="inverse",
+              help="A decode step gives each sequence one token: TPOT is the decode step (measured, else the "
+                   "unprofiled estimate); with graphs, the predicted FULL-graph step.")
+    if s.decode_tokens_per_s_before is not None:
+        t2.metric(f"Tokens/s at batch {s.decode_batch_size}", f"{s.decode_tokens_per_s_before:,.0f}",
+                  delta=f"{s.decode_tokens_per_s_after - s.decode_tokens_per_s_before:+,.0f} with CUDA graphs",
+                  help="Batch over the decode step, before and after.")
+    t3.caption(md_escape(f"With CUDA graphs: {s.decode_tpot_ms_after:,.2f} ms per token"
+                         + (f", {s.decode_tokens_per_s_after:,.0f} tokens/s." if s.decode_tokens_per_s_after else ".")))
 
 with st.container(border=True):
     st.markdown(f"**Verdict: {md_escape(s.verdict)}** ({md_escape(rep.mode)} trace) — {md_escape(s.verdict_detail)}")
@@ -77,6 +101,28 @@ st.caption(md_escape(
     f"Speedup range {s.predicted_speedup_low:.2f}-{s.predicted_speedup_high:.2f}x. Profiler settings detected: "
     f"{ps.get('tier', '?')} (" + ("; ".join(ps.get("evidence") or []) or "nothing recorded") + ")."
     + (f" Workload {rep.workload.id}: {rep.workload.label}." if rep.workload else "")))
+
+if len(s.step_groups) > 1 or group:
+    # decode and prefill apart, each with its own figures and verdict (the CLI's "Steps by phase" table)
+    st.dataframe(pd.DataFrame([{
+        "phase": g["phase"] or "—", "coverage": g["graph_coverage"], "steps": g["steps"],
+        "step (us)": g["step_us_median"], "GPU busy (us)": g["gpu_busy_us_median"], "GPU idle": g["gpu_idle_fraction"],
+        "speedup": g["predicted_speedup"], "verdict": g["verdict"]} for g in s.step_groups]), hide_index=True,
+        key="lg_step_groups", column_config={
+            "GPU idle": st.column_config.NumberColumn(format="percent"),
+            "speedup": st.column_config.NumberColumn(format="%.2fx"),
+            "step (us)": st.column_config.NumberColumn(format="%.1f"),
+            "GPU busy (us)": st.column_config.NumberColumn(format="%.1f"),
+            "verdict": st.column_config.TextColumn(width="medium")})
+if s.host_stall_frames:
+    st.markdown("**Host stalls** — the host thread sat in a frame with nothing recorded under it while the GPU "
+                "waited")
+    st.dataframe(pd.DataFrame([{"frame": f["frame"], "GPU waited (us)": f["us"],
+                                "a FULL graph": "removes it (inside the captured forward)" if f["in_graph_us"] >= 0.5 * f["us"]
+                                else "keeps it (outside the forward)"} for f in s.host_stall_frames]),
+                 hide_index=True, key="lg_host_stalls", column_config={
+                     "frame": st.column_config.TextColumn(width="large"),
+                     "GPU waited (us)": st.column_config.NumberColumn(format="%.0f")})
 
 for w in rep.warnings:
     st.warning(md_escape(w), icon=":material/warning:")
@@ -96,7 +142,8 @@ elif steps_have_engine_info(rep):
     st.caption(md_escape(f"Graph coverage per step: {cov}. Phase, requests and tokens come from the engine's own "
                          "step markers; blank where the trace does not say."))
     st.dataframe(pd.DataFrame([{
-        "step": x.index, "phase": x.phase, "batch": x.batch_size, "requests": x.requests, "tokens": x.tokens,
+        "step": x.index, "phase": x.phase or "—", "batch": _dash(x.batch_size), "requests": _dash(x.requests),
+        "tokens": _dash(x.tokens),
         "coverage": x.graph_coverage, "graph launches": x.graph_launches, "eager launches": x.kernel_launches,
         "step (us)": x.dur_us} for x in rep.steps]), hide_index=True, key="lg_engine_steps")
 
@@ -269,7 +316,11 @@ else:
 if rep.top_gaps:
     with st.expander("Longest gaps"):
         gdf = pd.DataFrame([dataclasses.asdict(g) for g in rep.top_gaps])
+        gdf["host_activity_us"] = ["; ".join(f"{k} {v:,.0f} us" for k, v in list(a.items())[:3]) or "—"
+                                   for a in gdf["host_activity_us"]]
+        gdf["step"] = ["—" if pd.isna(v) else str(int(v)) for v in gdf["step"]]
         st.dataframe(gdf, hide_index=True, column_config={
+            "host_activity_us": st.column_config.TextColumn("the CPU ran (us)", width="large"),
             "start_us": st.column_config.NumberColumn("start (us)", format="%.1f"),
             "dur_us": st.column_config.NumberColumn("length (us)", format="%.1f"),
             "before": st.column_config.TextColumn("op before", width="medium"),

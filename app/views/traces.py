@@ -67,31 +67,43 @@ sync_samples(chosen)
 show_load_errors()
 
 
-def _row(e: LoadedTrace) -> dict:
+def _rows(e: LoadedTrace) -> list[dict]:
+    """One row per trace; an engine trace with several (phase, coverage) groups gets one row per group, each with
+    its own figures and verdict (decode and prefill apart, as the CLI's table)."""
     r = e.report
     s = r.summary
-    return {
+    base = {
         "trace": e.name,
-        "format": r.format,
-        "device": ", ".join(f"{d.device}: {d.name}" if d.name else str(d.device) for d in r.devices),
-        "mode": r.mode,
-        "steps": s.steps,
-        "kernels / step": s.kernels_per_step_median,
-        "batch sizes": ", ".join(str(b) for b in s.batch_sizes) or "unknown",
-        "GPU idle": s.gpu_idle_fraction,
         "verdict": s.verdict,
         "step (us, median)": s.step_us_median,
         "size": human_bytes(e.size_bytes),
+        "phase": "—",
+        "mode": r.mode,
+        "steps": s.steps,
+        "batch sizes": ", ".join(str(b) for b in s.batch_sizes) or "unknown",
+        "GPU idle": s.gpu_idle_fraction,
+        "kernels / step": s.kernels_per_step_median,
+        "device": ", ".join(f"{d.device}: {d.name}" if d.name else str(d.device) for d in r.devices) or "—",
+        "format": r.format,
         "source": e.source,
     }
+    if not (s.step_source == "engine" and len(s.step_groups) > 1):
+        return [base]
+    return [{**base, "verdict": g["verdict"], "step (us, median)": g["step_us_median"],
+             "phase": f"{g['phase'] or 'unknown'} ({g['graph_coverage']})", "steps": g["steps"],
+             "batch sizes": ", ".join(str(b) for b in g["batch_sizes"]) or "unknown",
+             "GPU idle": g["gpu_idle_fraction"], "kernels / step": g["kernels_per_step_median"]}
+            for g in s.step_groups]
 
 
 ok = session.loaded_ok(state)
 st.subheader(f"Loaded traces ({len(ok)})")
 if ok:
     st.dataframe(
-        pd.DataFrame([_row(e) for e in ok]), hide_index=True,
+        pd.DataFrame([row for e in ok for row in _rows(e)]), hide_index=True,
         column_config={
+            "trace": st.column_config.TextColumn(width="medium"),
+            "verdict": st.column_config.TextColumn(width="medium"),
             "GPU idle": st.column_config.ProgressColumn("GPU idle", format="percent", min_value=0.0, max_value=1.0),
             "step (us, median)": st.column_config.NumberColumn(format="%.1f"),
             "kernels / step": st.column_config.NumberColumn(format="%g"),

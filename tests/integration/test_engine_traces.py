@@ -68,7 +68,9 @@ def test_sglang_decode_and_extend(engines_dir: Path) -> None:
 
 def test_vllm_b200_eager_prefill(engines_dir: Path) -> None:
     rep = _report(engines_dir, "tracelens-b200-eager-llm/eager_trace.json.gz")
-    assert rep.summary.engine == "vllm" and rep.mode == "eager"
+    # vLLM compiles the model with Inductor even without graphs: the trace's one Torch-Compiled Region says so
+    assert rep.summary.engine == "vllm" and rep.mode == "compiled"
+    assert rep.summary.compile_evidence == ["1 Torch-Compiled Region range"]
     assert _step(rep) == ("prefill", 1, 888, 1, "eager", 0, 768, 768)
     assert rep.summary.verdict_detail.startswith("vLLM trace: 1 prefill step, eager: 768 eager launches — "
                                                  "launch-bound: ")

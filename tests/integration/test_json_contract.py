@@ -239,7 +239,14 @@ def _analyze_outputs(traces: Path, bad_trace: Path, capsys) -> list[dict]:
               str(next(PAIR.glob("capture_traces__*.json.gz"))), "--format", "json"], capsys),
         # server logs and /metrics scrapes of every engine (logs[])
         _run(["analyze", *map(str, sorted((traces / "serverlogs").glob("*.gz"))), "--format", "json"], capsys),
+        # host stalls inside and outside the model's forward (host_stall_frames)
+        _run(["analyze", str(_stall_trace(bad_trace.parent)), "--format", "json"], capsys),
     ]
+
+
+def _stall_trace(folder: Path) -> Path:
+    from tests.unit.test_host_stalls import _trace
+    return _trace(folder, 2400.0)
 
 
 def _plan_outputs(traces: Path, tmp_path: Path, capsys) -> list[tuple[dict, str]]:

@@ -161,7 +161,7 @@ def test_diagnosis_metrics_exact() -> None:
     m = metrics(at)
     assert m["GPU idle"] == "50.0%"  # 20 of 40 us
     assert m["Launch-to-kernel ratio"] == "0.50"  # 10 us of launch calls / 20 us of kernels
-    assert m["Predicted CUDA-graph speedup"] == f"{SPEEDUP:.1f}x"
+    assert m["Predicted CUDA-graph speedup"] == f"{SPEEDUP:.2f}x"
     assert m["Steps"] == "2"
     assert m["Step, profiled (median)"] == "40 us"
     assert m["Predicted graph step"] == f"{PRED_US:,.0f} us"

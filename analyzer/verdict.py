@@ -1,0 +1,194 @@
+"""The one verdict of a trace: what holds its steps back, in one phrase and one paragraph.
+
+:func:`decide` is the only function that writes ``summary.verdict`` / ``verdict_detail``; the CLI, the
+dashboard's Diagnosis banner, its Traces table and Compare all read what it wrote, and a measured step
+(:func:`launchgap.report.with_observed_step`) calls it again on the same summary, so every page says the
+same. It reads the report's :class:`~launchgap.report.Summary` (passed in, never imported: the report
+imports this module).
+
+Verdicts of a set of steps (:func:`step_verdict`), first match wins:
+
+* ``already graphed``: trace mode ``graph``;
+* ``waiting for peers``: collectives wait for other ranks at least the host-side idle and 15% of the step;
+* ``host stall``: host stalls (:mod:`launchgap.host_stalls`) are at least :data:`HOST_STALL_SHARE` of the
+  step and at least half the host-side idle: the CPU sat in Python that launched nothing, named by its
+  frame, and the detail says whether a FULL graph removes it (inside the captured forward) or keeps it;
+* ``launch-bound``: host-side idle (causes host, launch, sync) at least :data:`LAUNCH_BOUND_IDLE_FRACTION`
+  of the step, or a predicted speedup of at least 1.2x;
+* ``GPU-bound`` otherwise (``(partly graphed)`` appended for a mixed trace).
+
+Every verdict says which host time a graph removes and which it keeps (:func:`graph_split_text`). For a
+serving engine's steps (``step_source == "engine"``) each (phase, coverage) group gets its own verdict
+and the trace's is the first group's (decode first): one blend of prefill and decode says nothing. Eager
+fallbacks in a graph-mode trace make ``already graphed`` read ``graphed, with eager fallbacks``.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .engines import LABELS
+from .graph_mode import classify_mode
+
+#: A step is called launch-bound when host-side causes leave the GPU idle this share of it.
+LAUNCH_BOUND_IDLE_FRACTION = 0.25
+#: A step is called host-stalled when host stalls leave the GPU idle this share of it (and they are at least
+#: half the host-side idle).
+HOST_STALL_SHARE = 0.10
+#: Summary fields each step group (``summary.step_groups``) carries: its own verdict is decided on them.
+GROUP_FIELDS = (
+    "steps", "step_us_median", "gpu_busy_us_median", "gpu_idle_fraction", "idle_fraction_by_cause",
+    "kernels_per_step_median", "kernel_launches_per_step_median", "graph_launches_per_step_median",
+    "launch_api_us_per_step_median", "launch_to_kernel_ratio", "predicted_graph_step_us_median",
+    "estimated_unprofiled_step_us_median", "estimated_unprofiled_step_us_low", "estimated_unprofiled_step_us_high",
+    "predicted_speedup", "predicted_speedup_low", "predicted_speedup_high",
+    "host_stall_us_per_step", "host_stall_in_graph_us_per_step", "host_stall_frame",
+    "graph_removes_host_us_per_step", "graph_keeps_host_us_per_step", "batch_sizes", "decode_batch_size")
+
+
+def speedup_text(s) -> str:
+    """``10.84x (range 9.95-11.65x)``: the point value and its range."""
+    return f"{s.predicted_speedup:.2f}x (range {s.predicted_speedup_low:.2f}-{s.predicted_speedup_high:.2f}x)"
+
+
+def settings_words(ps: dict) -> str:
+    """The profiler settings a trace shows, in a few words."""
+    if ps.get("tier") == "cupti":
+        return "runtime calls only"
+    on = [k for k in ("with_stack", "with_modules", "record_shapes", "with_flops", "profile_memory") if ps.get(k)]
+    return " + ".join(on) if on else "no shapes, no stacks"
+
+
+def eager_basis(s) -> str:
+    """Which part of the predicted speedup is measured and which estimated, in one sentence."""
+    graph = "graph step predicted from the GPU busy time"
+    if s.eager_step_source == "measured":
+        return f"eager step measured: {s.observed_step_us:,.0f} us observed ({s.step_us_median:,.0f} us profiled); {graph}"
+    return (f"eager step estimated: {s.step_us_median:,.0f} us profiled less {s.profiler_overhead_us_per_event:.3g} us "
+            f"({s.profiler_overhead_us_per_event_low:.3g}-{s.profiler_overhead_us_per_event_high:.3g}) per recorded "
+            f"host event for the profiler ({settings_words(s.profiler_settings)}); {graph}")
+
+
+def fallback_basis(s) -> str:
+    """Which part of a fallback's lost time is estimated, in a few words."""
+    return (f"estimated: each eager step's profiled host time less {s.profiler_overhead_us_per_event:.3g} us per "
+            f"recorded host event, less the graph cost of its bucket; --profiler-us-per-event sets the rate, "
+            f"--observed-step-us does not apply to fallbacks")
+
+
+def padding_basis(s) -> str:
+    """Where the padding cost comes from and how sure it is, in a few words."""
+    src = s.padding_cost_source
+    if src == "none":
+        return "no padded graph steps"
+    points = src.removesuffix("-estimate").replace("+", " and ")
+    if not src.endswith("-estimate"):
+        return f"measured: every padded batch and bucket has its own cost, from {points}"
+    return (f"estimated from {points}: {s.padding_estimated_steps} padded batches lie between measured sizes and are "
+            f"costed as the next one (GPU tiles); {s.padding_us_per_step_low:,.1f}-{s.padding_us_per_step_high:,.1f} "
+            f"us if the cost rises in between. Harness FULL-graph timings at every size (launchgap record --modes "
+            f"graph --batch-sizes 1..N, then analyze --graph-timings) make it exact")
+
+
+def graph_split_text(s) -> str:
+    """Which host time a FULL graph removes and which it keeps, per step, in one clause."""
+    stall, inside = s.host_stall_us_per_step, s.host_stall_in_graph_us_per_step
+    removes = f"a FULL graph removes {s.graph_removes_host_us_per_step:,.0f} us of host time per step"
+    if inside > 0:
+        removes += f" (with {inside:,.0f} us of host stall inside the captured forward)"
+    keeps = f"keeps {s.graph_keeps_host_us_per_step:,.0f} us"
+    what = []
+    if stall - inside > 0:
+        what.append(f"{stall - inside:,.0f} us of host stall outside the forward")
+    if s.steps > 1 and s.inter_step_host_us_median > 0:
+        what.append(f"{s.inter_step_host_us_median:,.0f} us of host work between steps (scheduling, input "
+                    f"preparation, sampling)")
+    return f"{removes}; {keeps}" + (f" ({'; '.join(what)})" if what else "")
+
+
+def step_verdict(s, mode: str) -> tuple[str, str]:
+    """The verdict and its detail for the steps ``s`` summarises (trace mode ``mode``): see the module docstring."""
+    if s.steps == 0:
+        return "no steps", "no step launched GPU work"
+    causes = s.idle_fraction_by_cause
+    host_side = sum(causes[c] for c in ("host", "launch", "sync"))
+    peer = causes["peer"]
+    resid = s.kernel_launches_per_step_median if mode != "eager" else 0.0
+    real = s.observed_step_us if s.eager_step_source == "measured" else s.estimated_unprofiled_step_us_median
+    split = graph_split_text(s)
+    stall_share = s.host_stall_us_per_step / s.step_us_median if s.step_us_median > 0 else 0.0
+    part = "" if mode == "eager" else " (partly graphed)"
+    if mode == "graph":
+        return "already graphed", (f"{s.graph_launches_per_step_median:g} graph launch(es) per step replay "
+                                   f"{s.kernels_per_step_median:g} kernels; {resid:g} eager launches left per step; "
+                                   f"GPU idle {s.gpu_idle_fraction:.0%} of the step; {split}")
+    if peer >= max(host_side, 0.15):
+        return "waiting for peers", (f"collectives wait for other ranks {peer:.0%} of the step; host-side idle "
+                                     f"{host_side:.0%}; CUDA graphs on every rank predicted {speedup_text(s)}; "
+                                     f"{split}; {eager_basis(s)}")
+    if stall_share >= HOST_STALL_SHARE and s.host_stall_us_per_step >= 0.5 * host_side * s.step_us_median:
+        inside = s.host_stall_in_graph_us_per_step >= 0.5 * s.host_stall_us_per_step
+        where = ("inside the captured forward: a FULL graph replays it without its Python, so the stall goes"
+                 if inside else "outside the captured forward: a graph keeps it")
+        return "host stall" + part, (
+            f"the host thread sits {s.host_stall_us_per_step:,.0f} us per step ({stall_share:.0%} of the step) in "
+            f"{s.host_stall_frame or 'a range'} with no op, launch or Python call recorded under it while the GPU "
+            f"idles; {where}; CUDA graphs predicted to take the step from {real:,.0f} us to "
+            f"{s.predicted_graph_step_us_median:,.0f} us: {speedup_text(s)}; {split}; {eager_basis(s)}")
+    if host_side >= LAUNCH_BOUND_IDLE_FRACTION or s.predicted_speedup >= 1.2:
+        return "launch-bound" + part, (
+            f"the GPU idles {s.gpu_idle_fraction:.0%} of each step, {host_side:.0%} waiting for the CPU; CUDA graphs "
+            f"predicted to take the step from {real:,.0f} us to {s.predicted_graph_step_us_median:,.0f} us: "
+            f"{speedup_text(s)}; {split}; {eager_basis(s)}")
+    return "GPU-bound" + part, (f"the GPU is busy {1 - s.gpu_idle_fraction:.0%} of each step; CUDA graphs predicted "
+                                f"{speedup_text(s)} ({s.predicted_graph_step_us_median:,.0f} us per step); {split}; "
+                                f"{eager_basis(s)}")
+
+
+def group_summary(s, group: dict):
+    """The summary ``s`` narrowed to one step group's own figures (:data:`GROUP_FIELDS`)."""
+    return replace(s, **{k: group[k] for k in GROUP_FIELDS if k in group}, step_groups=[], fallback_steps=[])
+
+
+def group_mode(group: dict) -> str:
+    """A step group's trace mode from its own launch medians."""
+    return classify_mode(group["kernel_launches_per_step_median"], group["graph_launches_per_step_median"],
+                         group["kernels_per_step_median"])
+
+
+def headline(s):
+    """The summary the trace's headline speaks for: an engine trace's first group (decode first), else ``s``."""
+    if s.step_source == "engine" and s.step_groups:
+        return group_summary(s, s.step_groups[0])
+    return s
+
+
+def decide(s, mode: str):
+    """``s`` with its verdict, its detail, its groups' verdicts and ``residual_eager_launches_per_step_median``."""
+    resid = s.kernel_launches_per_step_median if mode not in ("eager", "compiled") else 0.0
+    groups = [{**g, **dict(zip(("verdict", "verdict_detail"), step_verdict(group_summary(s, g), group_mode(g))))}
+              for g in s.step_groups]
+    if s.step_source == "engine" and groups and s.steps:
+        label = LABELS.get(s.engine, "") if s.engine else ""
+        verdict = groups[0]["verdict"]
+        detail = (f"{label} trace: " if label else "") + " | ".join(
+            f"{g['description']} — {g['verdict']}: {g['verdict_detail']}" for g in groups)
+    else:
+        verdict, detail = step_verdict(s, "eager" if mode == "compiled" else mode)
+        if mode == "compiled":
+            verdict, detail = _compiled(verdict, detail)
+    if s.fallback_steps:
+        nf = len(s.fallback_steps)
+        words = (f"{nf} of {s.steps} decode steps fell back to eager although a captured size fits them "
+                 f"(steps {', '.join(map(str, s.fallback_steps[:12]))}{', ...' if nf > 12 else ''}; capture sizes from "
+                 f"{s.capture_sizes_source}): {s.fallback_lost_us_per_step:,.0f} us lost per step of the trace")
+        verdict = "graphed, with eager fallbacks" if verdict == "already graphed" else verdict
+        detail = f"{words}; {detail}"
+    return replace(s, verdict=verdict, verdict_detail=detail, step_groups=groups,
+                   residual_eager_launches_per_step_median=resid)
+
+
+def _compiled(verdict: str, detail: str) -> tuple[str, str]:
+    """A torch.compile'd trace without graph replays: its kernels are fused, its launches still eager."""
+    return (f"{verdict} (torch.compile, no CUDA graphs)",
+            "torch.compile ran (Inductor kernels) but no CUDA graph was replayed (mode=\"reduce-overhead\" or "
+            "\"max-autotune\" would capture them; with it set, nothing was captured); " + detail)
