@@ -56,13 +56,15 @@ def test_fallbacks_buckets_padding_exact(serving_trace: Path) -> None:
     assert (s.fallback_steps, s.uncaptured_steps) == ([2], [3])
     assert [st.bucket for st in rep.steps] == [4, 4, None, None]
     assert [st.padded_rows for st in rep.steps] == [1, 0, None, None]
-    # predicted FULL-graph steps: graph steps 10 + 0.34*10 + 3 = 16.4 at bucket 4; eager steps at their batch:
+    # predicted FULL-graph steps: graph steps 10 + 0.34*10 + 3 = 16.4 at bucket 4, bounded by the replay the trace
+    # shows (10 us, no gaps: a graph step is never predicted above itself), so 10; eager steps at their batch:
     # bs 2: 4 + 0.34*4 + 3 = 8.36, bs 6: 8 + 1.36 + 3 = 12.36. The cost curve (analyzer.costmodel) passes through
     # 2 and 4; bs 3 lies between them, on the shape the prediction from 2 gives: its four 1-us kernels are
-    # element-wise, g(b) = (b / (b + 16)) ** 0.116, so cost(3) = 8.36 + 8.04 * (g3/g2 - 1) / (g4/g2 - 1)
+    # element-wise, g(b) = (b / (b + 16)) ** 0.116, so cost(3) = 8.36 + 1.64 * (g3/g2 - 1) / (g4/g2 - 1)
+    assert [st.predicted_graph_us for st in rep.steps] == [10.0, 10.0, pytest.approx(8.36), pytest.approx(12.36)]
     g = {b: (b / (b + 16)) ** 0.116 for b in (2, 3, 4)}
     frac = (g[3] / g[2] - 1) / (g[4] / g[2] - 1)
-    pad = 8.04 * (1 - frac)  # cost(4) - cost(3) = 3.299 us
+    pad = 1.64 * (1 - frac)  # cost(4) - cost(3) = 0.673 us
     # band: the predictions from each observed size alone: from 2, 4 x 1 us x (g4 - g3) / g2; from 4 (ten 1-us
     # kernels), 10 x (1 - g3/g4)
     low, high = 4 * (g[4] - g[3]) / g[2], pad
