@@ -1,7 +1,8 @@
 """launchgap dashboard: the entry script ``launchgap app`` runs with Streamlit.
 
-One ``st.navigation`` over six pages (modules under ``app/views``): Traces, Diagnosis,
-Compare, Ranks (tensor-parallel jobs), Capture plan, Fleet (``launchgap fleet`` results).
+One ``st.navigation`` over seven pages (modules under ``app/views``): Traces, Diagnosis,
+Compare, Ranks (tensor-parallel jobs), Capture plan, Server (server logs and ``/metrics``
+scrapes), Fleet (``launchgap fleet`` results).
 A new session starts with the bundled samples loaded.
 """
 from __future__ import annotations
@@ -22,6 +23,7 @@ pages = [
     st.Page(VIEWS / "compare.py", title="Compare", icon=":material/compare_arrows:"),
     st.Page(VIEWS / "ranks.py", title="Ranks", icon=":material/view_column:"),
     st.Page(VIEWS / "plan.py", title="Capture plan", icon=":material/checklist:", url_path="plan"),
+    st.Page(VIEWS / "server.py", title="Server", icon=":material/dns:", url_path="server"),
     st.Page(VIEWS / "fleet.py", title="Fleet", icon=":material/hub:"),
 ]
 nav = st.navigation(pages)

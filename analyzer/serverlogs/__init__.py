@@ -26,7 +26,7 @@ READERS = {m.ENGINE: m for m in (vllm, sglang, tensorrt_llm)}
 MIN_SCORE = 3
 
 __all__ = ["ENGINES", "KINDS", "CaptureEvent", "ForwardTime", "ServerLog", "detect", "is_server_file",
-           "read_server_file", "split_inputs"]
+           "for_server_reader", "read_server_file", "split_inputs"]
 
 
 def _scores(text: bytes) -> dict[str, int]:
@@ -88,11 +88,18 @@ def split_inputs(paths: list[str]) -> tuple[list[Path], list[Path], list[str]]:
             in_dirs += found
             if len(found) < len(files):
                 rest.append(raw)
-        elif p.is_file() and (is_server_file(p) or not p.name.lower().endswith(TRACE_SUFFIXES) and _is_text(p)):
+        elif p.is_file() and for_server_reader(p):
             server.append(p)
         else:
             rest.append(raw)
     return server, in_dirs, rest
+
+
+def for_server_reader(path: Path, name: str | None = None) -> bool:
+    """Whether a given file goes to the server-log readers: its content is a server log or scrape, or
+    it is text not named like a trace (``name``: the name the user gave it, default the path's), so
+    its error names what was looked for."""
+    return is_server_file(path) or (not (name or path.name).lower().endswith(TRACE_SUFFIXES) and _is_text(path))
 
 
 def _is_text(path: Path) -> bool:

@@ -10,6 +10,7 @@ from launchgap.engines import parse_server_config
 from launchgap.errors import AnalyzerError
 from launchgap.steps import StepOptions
 from launchgap.dashboard import session, uploads
+from launchgap.dashboard.server_uploads import server_logs, take_server_file
 from launchgap.dashboard.session import LoadedTrace
 from launchgap.dashboard.text import md_escape
 from launchgap.dashboard.timing import stage
@@ -19,11 +20,14 @@ from launchgap.dashboard.ui import (SAMPLES_KEY, SAMPLES_WIDGET, human_bytes, ru
 state = st.session_state
 st.title("Traces")
 st.caption("Decode-step traces from torch.profiler / Kineto (`.json`, `.json.gz`) or Nsight Systems SQLite "
-           "exports (`.sqlite`). Uploads stay in this browser session; parsed traces are cached by content hash.")
+           "exports (`.sqlite`), and vLLM / SGLang / TensorRT-LLM server logs and `/metrics` scrapes (read on the "
+           "Server page; recognised by content). Uploads stay in this browser session; parsed traces are cached by "
+           "content hash.")
 
 left, right = st.columns([3, 2], gap="large")
 with left, stage("upload.widget"):
-    picked = st.file_uploader("Upload traces", type=["json", "gz", "sqlite"], accept_multiple_files=True,
+    picked = st.file_uploader("Upload traces, server logs, metrics", type=["json", "gz", "sqlite", "log", "txt", "out",
+                                                                           "prom"], accept_multiple_files=True,
                                key="lg_uploader",
                                help="Several files at once; up to the server's upload limit each.")
 with right:
@@ -45,6 +49,13 @@ jobs = []
 for f in new_files:
     seen.add(f.file_id)
     staged = uploads.take(f)  # streamed to a private file by the server (app.uploads), or None
+    if take_server_file(state, f.name, staged.path if staged is not None else None,
+                        None if staged is not None else f.getvalue()):  # a server log or scrape: the Server page
+        if staged is not None:
+            staged.path.unlink(missing_ok=True)
+        uploads.release(f)
+        f.close()
+        continue
 
     def job(f=f, staged=staged):
         with stage("upload.add", file=f.name, staged=staged is not None):
@@ -65,6 +76,13 @@ if fresh:  # the Diagnosis page opens on the file the user just uploaded
     state.pop("lg_diag_widget", None)
 sync_samples(chosen)
 show_load_errors()
+logs = server_logs(state)
+for up in logs.values():
+    if up.error:
+        st.error(md_escape(up.error))
+if any(up.diagnosis is not None for up in logs.values()):
+    st.page_link("views/server.py", label=f"Server logs and metrics ({sum(u.diagnosis is not None for u in logs.values())}"
+                 f"): open the Server page", icon=":material/dns:")
 
 
 def _rows(e: LoadedTrace) -> list[dict]:
