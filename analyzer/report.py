@@ -125,6 +125,8 @@ class StepReport:
     requests: int | None
     tokens: int | None
     graph_coverage: str
+    batch_source: str = "none"
+    batch_confidence: str | None = None
     # Graph-mode serving (analyzer.graph_mode, analyzer.host_gaps; see the module docstring).
     bucket: int | None = None
     padded_rows: int | None = None
@@ -570,6 +572,8 @@ def _step_reports(steps: Steps, win: _StepWindows, idle: _WindowIdle, lm: _Launc
             tokens=int(steps.tokens[s]) if steps.tokens[s] >= 0 else None, graph_coverage=cov.coverage[s],
             host_stall_us=_f(stalls.us[s]), host_stall_in_graph_us=_f(stalls.in_graph_us[s]),
             host_stall_frame=stalls.frame[s],
+            batch_source=steps.batch_source[s] if bs >= 0 else "none",
+            batch_confidence=steps.batch_confidence[s] if bs >= 0 else None,
         ))
     return out
 

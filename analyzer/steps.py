@@ -27,7 +27,14 @@ user gives ``batch_regex`` or ``batch_op``); else it is read from the step's own
 the first annotation inside it, with :data:`DEFAULT_BATCH_REGEX` (``bs=8``, ``batch_size=8``,
 ``batch 8``, ``decode_step[bs=8]``) or a user pattern whose first group is the number;
 else from the recorded input shapes of a chosen CPU op (``batch_op``; by default the first
-of :data:`DEFAULT_BATCH_OPS` found in the step); else unknown (-1).
+of :data:`DEFAULT_BATCH_OPS` found in the step), unless a kernel whose grid follows the sequences ran in the step
+(:data:`REQUEST_KERNELS`, the engines' ``REQUEST_KERNELS``: its grid wins, as the token ids' shape counts tokens in
+a flattened prefill); else the grid of kernels that follow the tokens (the engines' ``TOKEN_KERNELS``: KV-cache
+writes, rotary embedding); else unknown (-1). Each step says where its batch came
+from (``batch_source``: :data:`BATCH_SOURCES`) and how sure that is (``batch_confidence``). Where no marker says
+the phase and both counts are known, it follows from them: as many tokens as sequences is ``decode``; more
+tokens than sequences is ``prefill`` (at least one sequence is in its prompt; a mixed step reads the same, the
+kernels cannot tell them apart), never a decode step of the batch distribution.
 """
 from __future__ import annotations
 
@@ -49,6 +56,16 @@ _PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
 #: ``[tokens]``), else the logits the next token is picked from (``argmax`` over ``[batch, vocab]``).
 DEFAULT_BATCH_OPS = ("aten::embedding:1:0", "aten::argmax:0:0")
 _MAX_BATCH = 1 << 31
+#: Kernels launched with one block per row of the logits, whose grid x is the step's sequences: PyTorch's argmax
+#: reduction (greedy sampling, ``reduce_kernel<..., ArgMaxOps<...>>``; checked on the H200 harness traces, HF
+#: transformers and SGLang's MI300X traces: grid x = the batch in each).
+REQUEST_KERNELS = re.compile(r"reduce_kernel<.*ArgMaxOps")
+#: Where a step's batch size came from (``Steps.batch_source``; ``kernel_grid`` is written
+#: ``kernel_grid:<kernel>``) and how sure it is (``Steps.batch_confidence``): ``high`` (the step's marker or
+#: annotation names it), ``medium`` (recorded input shapes, or the grid of a kernel that ran eagerly: the
+#: tokens or sequences it processed), ``low`` (the grid of a kernel inside a graph replay: the captured size,
+#: so the batch is at most that), ``None`` (unknown).
+BATCH_SOURCES = ("marker", "input_shapes", "kernel_grid", "none")
 
 
 @dataclass(frozen=True)
@@ -79,11 +96,17 @@ class Steps:
     requests: np.ndarray | None = None  # int64, -1 when unknown (None: all unknown)
     tokens: np.ndarray | None = None  # int64, -1 when unknown (None: all unknown)
     engine: str | None = None
+    batch_source: list[str] | None = None  # None: "none" for every step
+    batch_confidence: list[str | None] | None = None  # None: unknown for every step
 
     def __post_init__(self) -> None:
         n = len(self.names)
         if self.phase is None:
             object.__setattr__(self, "phase", [None] * n)
+        if self.batch_source is None:
+            object.__setattr__(self, "batch_source", ["none"] * n)
+        if self.batch_confidence is None:
+            object.__setattr__(self, "batch_confidence", [None] * n)
         for col in ("requests", "tokens"):
             if getattr(self, col) is None:
                 object.__setattr__(self, col, np.full(n, -1, dtype=np.int64))
@@ -153,14 +176,38 @@ def find_steps(trace: Trace, options: StepOptions | None = None) -> Steps:
             starts = np.array([trace.start_ns.min() if len(trace) else 0], dtype=np.int64)
             ends = np.array([trace.end_ns.max() if len(trace) else 0], dtype=np.int64)
             names = ["whole trace"]
-    batch = _batch_sizes(trace, starts, ends, names, opts, n_known)
+    starts, ends = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+    batch, src = _batch_sizes(trace, starts, ends, names, opts, n_known)
     n = len(names)
     info = marked.info if marked is not None else [StepInfo()] * n
-    return Steps(source=source, names=names, cpu_start_ns=np.asarray(starts, dtype=np.int64),
-                 cpu_end_ns=np.asarray(ends, dtype=np.int64), batch_size=batch, phase=[i.phase for i in info],
-                 requests=np.array([-1 if i.requests is None else i.requests for i in info], dtype=np.int64),
-                 tokens=np.array([-1 if i.tokens is None else i.tokens for i in info], dtype=np.int64),
-                 engine=marked.engine if marked is not None else None)
+    phase = [i.phase for i in info]
+    requests = np.array([-1 if i.requests is None else i.requests for i in info], dtype=np.int64)
+    tokens = np.array([-1 if i.tokens is None else i.tokens for i in info], dtype=np.int64)
+    # The launch configuration of kernels whose grid follows the tokens (KV-cache writes, rotary embedding) or the
+    # sequences (the argmax over the logits): per engine module, plus PyTorch's own sampling.
+    tok, tok_name, tok_graph = _grid_per_step(trace, starts, ends, [e.TOKEN_KERNELS for e in ENGINES
+                                                                     if e.TOKEN_KERNELS is not None])
+    req, req_name, req_graph = _grid_per_step(trace, starts, ends, [REQUEST_KERNELS] + [
+        e.REQUEST_KERNELS for e in ENGINES if e.REQUEST_KERNELS is not None])
+    # The sequences the argmax ran over win over the recorded input shapes (the token ids: tokens, not sequences,
+    # in a flattened prefill); the tokens the KV-cache writes ran over come last.
+    use_req = (src != "marker") & (req > 0)
+    use_tok = (batch < 0) & ~use_req & (tok > 0)
+    conf = np.where(src == "marker", "high", np.where(src == "input_shapes", "medium", "")).astype(object)
+    for i in np.flatnonzero(use_req | use_tok).tolist():  # steps without a batch from a marker (report rows)
+        name, graph = (req_name[i], req_graph[i]) if use_req[i] else (tok_name[i], tok_graph[i])
+        batch[i] = req[i] if use_req[i] else tok[i]
+        src[i] = f"kernel_grid:{_short_kernel(name or '')}"
+        # inside a graph replay the kernel ran at the captured size: the batch is at most that (the bucket)
+        conf[i] = "low" if graph else "medium"
+    requests = np.where((requests < 0) & (req > 0), req, requests)
+    tokens = np.where((tokens < 0) & (tok > 0), tok, tokens)
+    for i in range(n):  # phase where no marker says it: tokens against sequences
+        if phase[i] is None and tok[i] > 0 and req[i] > 0:
+            phase[i] = "decode" if tok[i] == req[i] else "prefill" if tok[i] > req[i] else None
+    return Steps(source=source, names=names, cpu_start_ns=starts, cpu_end_ns=ends, batch_size=batch, phase=phase,
+                 requests=requests, tokens=tokens, engine=marked.engine if marked is not None else None,
+                 batch_source=[str(x) for x in src], batch_confidence=[str(c) if c else None for c in conf])
 
 
 def _generic_step_rows(trace: Trace, ann: np.ndarray) -> tuple[np.ndarray | None, str]:
@@ -329,7 +376,9 @@ def _contained(trace: Trace, rows: np.ndarray, starts: np.ndarray, ends: np.ndar
 
 
 def _batch_sizes(trace: Trace, starts: np.ndarray, ends: np.ndarray, names: list[str], opts: StepOptions,
-                 engine_requests: np.ndarray | None = None) -> np.ndarray:
+                 engine_requests: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per step the batch size from the texts and recorded input shapes, and where each came from (``marker`` /
+    ``input_shapes`` / ``none``)."""
     pat = _compile(opts.batch_regex or DEFAULT_BATCH_REGEX, "--batch-regex")
     batch = _batch_from_text(names, pat)
     if engine_requests is not None:
@@ -352,11 +401,53 @@ def _batch_sizes(trace: Trace, starts: np.ndarray, ends: np.ndarray, names: list
             values = np.array([lookup[int(n)] for n in trace.name_id[cand[inside][first]]], dtype=np.int64)
             fill = batch[steps_hit] < 0
             batch[steps_hit[fill]] = values[fill]
+    src = np.where(batch > 0, "marker", "none").astype(object)
     for spec in ([opts.batch_op] if opts.batch_op else DEFAULT_BATCH_OPS):
         if not (batch < 0).any():
             break
         batch = _batch_from_op(trace, starts, ends, batch, spec)
-    return batch
+    src[(src == "none") & (batch > 0)] = "input_shapes"
+    return batch, src
+
+
+def _grid_per_step(trace: Trace, starts: np.ndarray, ends: np.ndarray, patterns: list[re.Pattern[str]]
+                   ) -> tuple[np.ndarray, list[str | None], np.ndarray]:
+    """Per step the grid size (x) of the kernels matching ``patterns`` it launched (the median over them: one per
+    layer), the first such kernel's name, and whether it ran inside a graph replay; -1 / ``None`` where none."""
+    n = starts.size
+    value, graph = np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=bool)
+    names: list[str | None] = [None] * n
+    gx = getattr(trace, "grid_x", None)
+    k = np.flatnonzero((trace.kind == Kind.KERNEL) & (trace.launch_idx >= 0))
+    if gx is None or k.size == 0 or not patterns:
+        return value, names, graph
+    k = k[gx[k] > 0]
+    ids = [i for i in np.unique(trace.name_id[k]).tolist() if any(p.search(trace.names[i]) for p in patterns)]
+    k = k[np.isin(trace.name_id[k], ids)]
+    if k.size == 0:
+        return value, names, graph
+    launch = trace.launch_idx[k]
+    t = trace.start_ns[launch]
+    step = np.searchsorted(starts, t, side="right") - 1
+    ok = step >= 0
+    ok[ok] = t[ok] <= ends[step[ok]]
+    k, step, launch = k[ok], step[ok], launch[ok]
+    order = np.lexsort((trace.start_ns[k], step))
+    k, step, launch = k[order], step[order], launch[order]
+    hit, first, count = np.unique(step, return_index=True, return_counts=True)
+    grid = gx[k].astype(np.int64)
+    for h, f, c in zip(hit.tolist(), first.tolist(), count.tolist()):  # one per step (a report row)
+        value[h] = int(np.median(grid[f:f + c]))
+        names[h] = str(trace.names[trace.name_id[k[f]]])
+        graph[h] = bool(trace.api[launch[f]] == Api.GRAPH_LAUNCH)
+    return value, names, graph
+
+
+def _short_kernel(name: str) -> str:
+    """A kernel's name without template arguments and parameters (``vllm::reshape_and_cache_flash_kernel``)."""
+    base = re.sub(r"^void\s+", "", name)
+    base = base.split("<", 1)[0].split("(", 1)[0]
+    return base.strip() or name[:60]
 
 
 def _batch_from_op(trace: Trace, starts: np.ndarray, ends: np.ndarray, batch: np.ndarray, spec: str) -> np.ndarray:

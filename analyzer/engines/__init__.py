@@ -15,6 +15,8 @@ only read these attributes (a unit test checks every registered module has them)
 * ``CAPTURE_LISTS`` (default CUDA-graph capture lists by version, newest first, each a function
   ``(max_size, padding) -> sizes``), ``DEFAULT_MAX_SIZE``, ``default_sizes(max_size, padding)``
   (the newest list);
+* ``TOKEN_KERNELS`` / ``REQUEST_KERNELS``: regexes (or ``None``) of kernels launched with one block per token /
+  per sequence, whose grid gives a step's tokens / requests (:mod:`analyzer.steps`);
 * ``HOST_PHASES``: ``(regex, phase name)`` pairs over host range names (annotations, Python
   functions in ``with_stack`` traces) that name the engine's host work between steps (scheduler,
   input preparation, sampler, output processing; :mod:`analyzer.host_gaps`);
@@ -36,7 +38,8 @@ ENGINE_MODULES = ("vllm", "sglang", "tensorrt_llm")
 #: Attributes every engine module defines (checked by tests/unit/test_engines.py).
 REQUIRED = ("NAME", "LABEL", "VERSIONS_READ", "STEP_MARKERS", "CAPTURE_ANNOTATION", "PYTHON_CUE", "OP_CUE",
             "COLLECTIVE_KERNELS", "CAPTURE_LISTS", "DEFAULT_MAX_SIZE", "default_sizes", "capture_config",
-            "config_snippet", "SNIPPET_LANGUAGE", "HOST_PHASES", "parse_config", "trace_default")
+            "config_snippet", "SNIPPET_LANGUAGE", "HOST_PHASES", "parse_config", "trace_default", "TOKEN_KERNELS",
+            "REQUEST_KERNELS")
 
 ENGINES: tuple[ModuleType, ...] = tuple(importlib.import_module(f"{__name__}.{m}") for m in ENGINE_MODULES)
 #: Engine names (JSON keys), in registry order.

@@ -178,6 +178,13 @@ def config_snippet(buckets: list[int], padding: str) -> str:
     return text
 
 
+#: Kernels launched with one block per token (grid x = the step's tokens): ``sgl_kernel``'s
+#: ``store_kvcache`` (the KV-cache write) and ``rotary_embedding_kernel`` (``grid(num_tokens)``).
+TOKEN_KERNELS = re.compile(r"store_kvcache|(?<!vllm::)rotary_embedding_kernel")
+#: Kernels launched with one block per sequence (grid x = the step's requests); ``None``: none known.
+REQUEST_KERNELS = None
+
+
 #: Host work between steps, by name (:mod:`analyzer.host_gaps`; innermost match wins), as Python
 #: functions of a ``with_stack`` trace: the scheduler's ``get_next_batch_to_run`` and
 #: ``process_batch_result*`` (python/sglang/srt/managers/scheduler.py and its output-processor mixin),

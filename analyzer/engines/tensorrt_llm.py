@@ -159,6 +159,13 @@ def config_snippet(buckets: list[int], padding: str) -> str:
             f"{'true' if padding == 'pad' else 'false'}")
 
 
+#: TensorRT-LLM's KV-cache write is fused into its attention kernels, whose grids do not follow the token
+#: count alone: no kernel gives the tokens.
+TOKEN_KERNELS = None
+#: Kernels launched with one block per sequence (grid x = the step's requests); ``None``: none known.
+REQUEST_KERNELS = None
+
+
 #: Host work between iterations, by name (:mod:`analyzer.host_gaps`; innermost match wins), as Python
 #: functions of a ``with_stack`` trace of the PyTorch backend: ``PyExecutor._schedule``,
 #: ``_fetch_new_requests``, ``_update_requests`` / ``_handle_responses`` (py_executor.py), the model

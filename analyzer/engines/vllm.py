@@ -188,6 +188,15 @@ def config_snippet(buckets: list[int], padding: str) -> str:
     return text
 
 
+#: Kernels launched with one block per token (grid x = the step's tokens): the KV-cache writes
+#: (``csrc/cache_kernels.cu``: ``reshape_and_cache_kernel`` / ``reshape_and_cache_flash_kernel`` /
+#: ``concat_and_cache_mla_kernel`` launch ``grid(num_tokens)``) and ``rotary_embedding_kernel``
+#: (``csrc/pos_encoding_kernels.cu``: ``grid(num_tokens)``). In a graph replay they ran at the captured size.
+TOKEN_KERNELS = re.compile(r"reshape_and_cache(?:_flash)?_kernel|concat_and_cache_(?:ds_)?mla_kernel|vllm::rotary_embedding_kernel")
+#: Kernels launched with one block per sequence (grid x = the step's requests); ``None``: none known.
+REQUEST_KERNELS = None
+
+
 #: Host work between steps, by name (:mod:`analyzer.host_gaps`; innermost match wins). From
 #: vllm/v1/worker/gpu_model_runner.py (``record_function_or_nullcontext("gpu_model_runner: preprocess")``
 #: around ``_update_states`` and ``_prepare_inputs``; ``"gpu_model_runner: sample"`` around ``_sample``;
