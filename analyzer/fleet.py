@@ -356,14 +356,15 @@ class FleetReport:
 
 
 def summary_steps(path: str, mode: str, summary: Mapping, bs: np.ndarray, dur_us: np.ndarray,
-                  pred_us: np.ndarray, phase: Sequence[str | None]) -> TraceSteps:
+                  pred_us: np.ndarray, phase: Sequence[str | None], workload: Workload | None) -> TraceSteps:
     """The planning view (:class:`~analyzer.planning.inputs.TraceSteps`) of one trace's summary: the
     same columns :func:`analyzer.planning.request.trace_steps` takes from its report, so the fleet's
     plan follows ``launchgap plan``'s cost rules exactly."""
     return TraceSteps(name=path, mode=mode,
                       unprofiled_scale=TraceSteps.scale_of(float(summary["step_us_median"]),
                                                            float(summary["estimated_unprofiled_step_us_median"])),
-                      batch_size=bs, dur_us=dur_us, predicted_graph_us=pred_us, phase=tuple(phase))
+                      batch_size=bs, dur_us=dur_us, predicted_graph_us=pred_us, phase=tuple(phase),
+                      kernels_per_step=workload.kernels_per_step if workload is not None else 0.0)
 
 
 def _r(x: float, nd: int = 4) -> float:
@@ -423,7 +424,7 @@ class FleetAccumulator:
             "workload_id": wl.id if wl is not None else None,
             "steps_by_phase": steps_by_phase(phase), "engine": sm.get("engine"),
         }
-        cost = summary_steps(row["path"], row["mode"], sm, bs, dur, pred, phase)
+        cost = summary_steps(row["path"], row["mode"], sm, bs, dur, pred, phase, wl)
         self._rows.append(row)
         self._costs.append(cost)
         self._workloads.setdefault(row["workload_id"] or "unknown", wl)

@@ -138,7 +138,8 @@ def request_from_args(args: argparse.Namespace, found_timings: list[Path] | None
         raise InputError("--model selects rows of a timings file; none was given (--timings)")
     inputs: list[PlanInput] = []
     if timings is not None:
-        inputs.append(PlanInput("timings", timings, ("costs", "model_dims"), path=timings, model=args.model))
+        inputs.append(PlanInput("timings", timings, ("costs", "model_dims", "graph_nodes"), path=timings,
+                                model=args.model))
     if args.distribution:
         inputs.append(PlanInput("distribution", args.distribution, ("distribution",), path=args.distribution))
     if args.model_config:

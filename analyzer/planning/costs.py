@@ -113,18 +113,45 @@ def _isotonic(values: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int]]]:
     return out, pooled
 
 
-def _fit_series(series: CostSeries) -> tuple[CostSeries, list[str]]:
+@dataclass(frozen=True)
+class _Pooled:
+    """One run of a series' points that the monotone fit pooled to their mean."""
+
+    series: str
+    sizes: str
+    raw: str
+    fitted: float
+
+
+def _fit_series(series: CostSeries) -> tuple[CostSeries, list[_Pooled]]:
     fitted, pooled = _isotonic(series.values)
-    notes = []
+    runs = []
     for a, b in pooled:
         raw = series.values[a:b]
         if np.max(np.abs(raw - fitted[a])) <= _FIT_NOTE_REL * fitted[a]:
             continue
-        sizes = ", ".join(str(int(x)) for x in series.sizes[a:b])
-        raws = ", ".join(f"{x:,.1f}" for x in raw)
-        notes.append(f"{series.name} cost not monotone in batch size at bs {sizes} ({raws} us): "
-                     f"the monotone fit uses {fitted[a]:,.1f} us for all of them")
-    return CostSeries(series.name, series.sizes, fitted, series.sources), notes
+        runs.append(_Pooled(series.name, ", ".join(str(int(x)) for x in series.sizes[a:b]),
+                            ", ".join(f"{x:,.1f}" for x in raw), float(fitted[a])))
+    return CostSeries(series.name, series.sizes, fitted, series.sources), runs
+
+
+#: The monotone-fit note lists at most this many pooled runs (the rest are counted).
+_NOTE_RUNS = 4
+
+
+def _monotone_note(runs: list[_Pooled]) -> list[str]:
+    """One line for every run the monotone fit pooled, over both series: a table's costs get one
+    "not monotone" note, however many places they dip."""
+    if not runs:
+        return []
+    if len(runs) == 1:
+        r = runs[0]
+        return [f"{r.series} cost not monotone in batch size at bs {r.sizes} ({r.raw} us): "
+                f"the monotone fit uses {r.fitted:,.1f} us for all of them"]
+    shown = "; ".join(f"{r.series} at bs {r.sizes} ({r.raw} us -> {r.fitted:,.1f})" for r in runs[:_NOTE_RUNS])
+    more = f"; {len(runs) - _NOTE_RUNS} more" if len(runs) > _NOTE_RUNS else ""
+    return [f"costs not monotone in batch size at {len(runs)} places, each pooled to its mean by the monotone "
+            f"fit: {shown}{more}"]
 
 
 def _interp(series: CostSeries, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -346,7 +373,7 @@ def table_from_series(eager: CostSeries, graph: CostSeries, origin: str, warning
     notes = list(warnings)
     eager, n1 = _fit_series(eager)
     graph, n2 = _fit_series(graph)
-    notes += n1 + n2
+    notes += _monotone_note(n1 + n2)
     lo = max(int(eager.sizes[0]), int(graph.sizes[0]))
     hi = min(int(eager.sizes[-1]), int(graph.sizes[-1]))
     if lo > hi:

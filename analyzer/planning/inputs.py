@@ -45,7 +45,9 @@ class TraceSteps:
     unprofiled over profiled median step (``summary.estimated_unprofiled_step_us_median /
     summary.step_us_median``; 1 when either is 0). Per step: ``batch_size`` (-1: unknown),
     ``dur_us`` (profiled), ``predicted_graph_us`` and ``phase`` (``decode``, ``prefill``,
-    ``mixed``, or ``None`` when the trace does not say).
+    ``mixed``, or ``None`` when the trace does not say). ``kernels_per_step``: the median kernels
+    per step (:attr:`analyzer.workload.Workload.kernels_per_step`; 0 when not known): the nodes of
+    one size's FULL graph, which size its capture time.
 
     Built from an analysed trace by :func:`analyzer.planning.request.trace_steps` and from a
     fleet summary by :func:`analyzer.fleet.summary_steps`: planning never reads a report itself.
@@ -58,6 +60,7 @@ class TraceSteps:
     dur_us: np.ndarray
     predicted_graph_us: np.ndarray
     phase: tuple[str | None, ...]
+    kernels_per_step: float = 0.0
 
     @staticmethod
     def scale_of(step_us_median: float, unprofiled_step_us_median: float) -> float:
@@ -140,6 +143,12 @@ def costs_from_steps(traces: Sequence[TraceSteps]) -> CostTable:
     origin = f"{n_eager} eager and {n_graph} graph trace(s)"
     return table_from_series(CostSeries("eager", e_sizes, e_us, tuple("measured" for _ in e_sizes)),
                              CostSeries("graph", g_sizes, g_us.astype(float), g_srcs), origin, notes)
+
+
+def kernels_per_step_from_steps(traces: Sequence[TraceSteps]) -> float | None:
+    """Median kernels per step over the traces that counted them (``None``: none did)."""
+    counted = [t.kernels_per_step for t in traces if t.kernels_per_step > 0]
+    return float(np.median(counted)) if counted else None
 
 
 def distribution_from_steps(traces: Sequence[TraceSteps]) -> dict[int, float]:

@@ -100,7 +100,8 @@ from .memory import (
 SCHEMA = "launchgap.plan/1"
 PADDING_POLICIES = ("pad", "exact")
 #: What a plan's inputs gave it, one entry each in ``sources`` (see :mod:`analyzer.planning.request`).
-SOURCE_ROLES = ("costs", "distribution", "capture_sizes", "model_dims", "memory_model", "capture_cost")
+SOURCE_ROLES = ("costs", "distribution", "capture_sizes", "model_dims", "graph_nodes", "memory_model",
+                "capture_cost")
 #: The baseline name of the server's current capture list (when an input gives it).
 CURRENT_LIST = "current"
 #: What the baselines are called for people: the servers' default lists and the current list.
@@ -784,21 +785,31 @@ def _crossover(costs: CostTable, threshold: float) -> int | None:
 
 def _list_cost(costs: CostTable, opts: PlanOptions, dims: ModelDims | None, model: MemoryModel | None,
                nodes_per_size: float | None) -> ListCost:
-    """What a list costs: the memory model with the model's dimensions, else a constant per graph."""
-    fitted = None
-    if dims is not None:
-        fitted = (model or default_memory_model()).list_cost(dims, "full", nodes_per_size=nodes_per_size)
+    """What a list costs: the memory model with the model's dimensions, else a constant per graph.
+
+    Capture time comes from the memory model's capture-time part: with the dimensions, all of it;
+    without them, when the kernel nodes per graph are known (a trace's or the harness's kernels
+    per step), its FULL-graph form ``capture_base_s + (capture_graph_s + capture_node_ms * nodes /
+    1000) * |S|``, which needs no dimensions; else none (capture time unknown).
+    """
+    m = model or default_memory_model()
+    fitted = m.list_cost(dims, "full", nodes_per_size=nodes_per_size) if dims is not None else None
+    if fitted is not None:
+        cap = (fitted.fixed_s, fitted.per_size_s)
+    elif nodes_per_size is not None:
+        cap = (m.capture_base_s, m.capture_graph_s + m.capture_node_ms * nodes_per_size / 1000.0)
+    else:
+        cap = (None, None)
     if opts.graph_memory_mib is not None:
         x = float(opts.graph_memory_mib)
-        return ListCost(0.0, 0.0, x, fitted.fixed_s if fitted else None, fitted.per_size_s if fitted else None,
-                        source=f"{x:g} MiB per graph, given (--graph-memory-mib)")
+        return ListCost(0.0, 0.0, x, *cap, source=f"{x:g} MiB per graph, given (--graph-memory-mib)")
     if fitted is not None:
         return fitted
     if costs.graph_memory_bytes() is not None:
         x = costs.graph_memory_bytes() / _MIB
-        return ListCost(0.0, 0.0, x, source=f"{x:.3g} MiB per graph, the largest graph-pool growth measured by "
-                                             f"the harness (no model dimensions)")
-    return ListCost(0.0, 0.0, DEFAULT_GRAPH_MEMORY_MIB,
+        return ListCost(0.0, 0.0, x, *cap, source=f"{x:.3g} MiB per graph, the largest graph-pool growth measured "
+                                                  f"by the harness (no model dimensions)")
+    return ListCost(0.0, 0.0, DEFAULT_GRAPH_MEMORY_MIB, *cap,
                     source=f"assumed {DEFAULT_GRAPH_MEMORY_MIB:g} MiB per graph (no measurement, no model dimensions)")
 
 
@@ -841,7 +852,8 @@ def plan_capture(costs: CostTable, distribution: Mapping[int, float], options: P
     cost = list_cost if list_cost is not None else _list_cost(costs, opts, dims, memory_model, nodes_per_size)
     if opts.capture_budget_s is not None and cost.per_size_s is None:
         raise InputError("--capture-seconds needs a capture-time model: give the model's dimensions "
-                         "(--model-config, or a timings file with a 'models' section)")
+                         "(--model-config, or a timings file with a 'models' section), or traces (their kernels "
+                         "per step size the graphs)")
 
     max_bs = opts.max_batch_size
     m = int(np.searchsorted(sizes, max_bs, side="right")) if max_bs is not None else sizes.size

@@ -11,6 +11,8 @@ format or an in-memory source) and tagged with the *roles* it is to fill:
 * ``distribution``: how often production runs each batch size (``{batch_size: count}``);
 * ``capture_sizes``: the capture list the server runs now, scored beside the plan;
 * ``model_dims``: the model's dimensions (graph memory and capture time from the memory model);
+* ``graph_nodes``: kernel nodes per graph (a trace's or the harness's kernels per step): with
+  them the capture time is estimated even without the dimensions;
 * ``memory_model``: the fitted memory model to use instead of the committed one;
 * ``capture_cost``: a server's own capture memory and seconds for its own list
   (:class:`~analyzer.planning.memory.CaptureCalibration`), which calibrate the memory and
@@ -19,10 +21,10 @@ format or an in-memory source) and tagged with the *roles* it is to fill:
 :data:`KINDS` says which roles each kind can fill and how it reads each one: analysed
 traces (``traces``) give costs and the distribution; harness timings (``timings``) give costs
 and model dimensions, never the distribution; a histogram file (``distribution``) the
-distribution; a model config (``model_config``) the dimensions; ``capture_sizes`` a list;
-``memory_model`` a fitted model; a server log or ``/metrics`` scrape (``server_log``,
-:mod:`analyzer.planning.serverlog`) costs, the distribution, the capture list and the capture
-cost. When several inputs are tagged with one role, the kind with
+distribution; a model config (``model_config``) the dimensions; traces and timings also give
+kernel nodes per graph; ``capture_sizes`` a list; ``memory_model`` a fitted model; a server log
+or ``/metrics`` scrape (``server_log``, :mod:`analyzer.planning.serverlog`) costs, the
+distribution, the capture list and the capture cost. When several inputs are tagged with one role, the kind with
 the lowest ``rank`` fills it (harness timings' unprofiled costs beat trace costs, a
 histogram beats the traces' own steps) and the plan's notes say which won; two inputs of the
 same rank for one role are an error. A reader that finds nothing for its role (traces
@@ -55,6 +57,7 @@ from .inputs import (
     costs_from_steps,
     costs_from_timings,
     distribution_from_steps,
+    kernels_per_step_from_steps,
     kernels_per_step_from_timings,
     load_distribution,
     load_model_dims,
@@ -80,6 +83,8 @@ if TYPE_CHECKING:
 
 #: The roles an input can fill (see the module docstring); the plan's ``sources`` keys.
 ROLES = SOURCE_ROLES
+#: What analysed traces give unless told otherwise.
+TRACE_ROLES = ("costs", "distribution", "graph_nodes")
 
 
 @dataclass(frozen=True)
@@ -142,13 +147,13 @@ class PlanRequest:
 
     def with_traces(self, steps: Sequence[TraceSteps], workload_id: str) -> PlanRequest:
         """This request with its ``traces`` input holding ``steps`` (one workload's traces, see
-        :func:`traces_input`): the roles stay as the request tagged them (costs and distribution
-        when it has no traces input)."""
+        :func:`traces_input`): the roles stay as the request tagged them (:data:`TRACE_ROLES` when it
+        has no traces input)."""
         old = [i for i in self.inputs if i.kind == "traces"]
         rest = tuple(i for i in self.inputs if i.kind != "traces")
         if not steps:
             return replace(self, inputs=rest)
-        roles = old[0].roles if old else ("costs", "distribution")
+        roles = old[0].roles if old else TRACE_ROLES
         return replace(self, inputs=(traces_input(steps, workload_id, roles),) + rest)
 
     @property
@@ -156,8 +161,7 @@ class PlanRequest:
         return tuple(s for i in self.inputs if i.kind == "traces" for s in (i.value or ()))
 
 
-def traces_input(steps: Sequence[TraceSteps], workload_id: str,
-                 roles: tuple[str, ...] = ("costs", "distribution")) -> PlanInput:
+def traces_input(steps: Sequence[TraceSteps], workload_id: str, roles: tuple[str, ...] = TRACE_ROLES) -> PlanInput:
     """The ``traces`` input of one workload's analysed traces, named as every path names it
     ("3 trace(s) of wl-1a2b3c4d"), so the same traces give the same plan sources everywhere."""
     return PlanInput("traces", f"{len(steps)} trace(s) of {workload_id}", roles, value=tuple(steps))
@@ -177,9 +181,8 @@ def _trace_distribution(inp: PlanInput) -> dict[int, float] | None:
     return distribution_from_steps(_steps(inp)) or None
 
 
-def _timings_dims(inp: PlanInput) -> tuple[ModelDims, float | None] | None:
-    dims = model_dims_from_timings(inp.path, inp.model)
-    return (dims, kernels_per_step_from_timings(inp.path, inp.model)) if dims is not None else None
+def _trace_nodes(inp: PlanInput) -> float | None:
+    return kernels_per_step_from_steps(_steps(inp))
 
 
 def _read_memory_model(inp: PlanInput) -> MemoryModel:
@@ -202,14 +205,16 @@ def _capture_sizes(inp: PlanInput) -> tuple[int, ...]:
     return sizes
 
 
-register(InputKind("traces", {"costs": _trace_costs, "distribution": _trace_distribution},
-                   {"costs": 10, "distribution": 10}))
-register(InputKind("timings", {"costs": lambda i: costs_from_timings(i.path, i.model), "model_dims": _timings_dims},
-                   {"costs": 0, "model_dims": 10}))
+register(InputKind("traces", {"costs": _trace_costs, "distribution": _trace_distribution, "graph_nodes": _trace_nodes},
+                   {"costs": 10, "distribution": 10, "graph_nodes": 10}))
+register(InputKind("timings", {"costs": lambda i: costs_from_timings(i.path, i.model),
+                               "model_dims": lambda i: model_dims_from_timings(i.path, i.model),
+                               "graph_nodes": lambda i: kernels_per_step_from_timings(i.path, i.model)},
+                   {"costs": 0, "model_dims": 10, "graph_nodes": 0}))
 register(InputKind("distribution", {"distribution": lambda i: i.value if i.value is not None
                                     else load_distribution(i.path)}, {"distribution": 0}))
 register(InputKind("model_config", {"model_dims": lambda i: (i.value if isinstance(i.value, ModelDims)
-                                                             else load_model_dims(i.path, i.model), None)},
+                                                             else load_model_dims(i.path, i.model))},
                    {"model_dims": 0}))
 register(InputKind("capture_sizes", {"capture_sizes": _capture_sizes}, {"capture_sizes": 0}))
 register(InputKind("memory_model", {"memory_model": _read_memory_model}, {"memory_model": 0}))
@@ -289,7 +294,8 @@ def build_plan(request: PlanRequest) -> tuple[Plan, list[str]]:
     else:
         notes.append(f"distribution from {src['distribution'].name}")
     notes += list(request.notes) + filled.notes
-    dims, nodes = filled.value.get("model_dims") or (None, None)
+    dims = filled.value.get("model_dims")
+    nodes = filled.value.get("graph_nodes")
     if dims is not None:
         notes.append(f"model dimensions of {dims.name} from {src['model_dims'].name}: graph memory and capture "
                      f"time from the memory model")
@@ -362,7 +368,8 @@ def trace_steps(report: TraceReport, name: str | None = None) -> TraceSteps:
         batch_size=np.array([-1 if st.batch_size is None else st.batch_size for st in steps], dtype=np.int64),
         dur_us=np.array([st.dur_us for st in steps], dtype=float),
         predicted_graph_us=np.array([st.predicted_graph_us for st in steps], dtype=float),
-        phase=tuple(st.phase for st in steps))
+        phase=tuple(st.phase for st in steps),
+        kernels_per_step=report.workload.kernels_per_step if report.workload is not None else 0.0)
 
 
 def timings_among(paths: Sequence[str]) -> list[Path]:

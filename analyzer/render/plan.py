@@ -28,8 +28,13 @@ def _verdict(plan: Plan) -> str:
             f"({_SERVER_LABEL.get(best.name, best.name)}, {best.score.n_graphs} graphs).")
 
 
-def _secs(s: float | None) -> str:
-    return f"{s:,.1f}" if s is not None else "-"
+def seconds_text(s: float | None) -> str:
+    """Seconds for people: one decimal from 1 s up, two significant digits below (a few graphs capture
+    in hundredths of a second); "-" when unknown."""
+    if s is None:
+        return "-"
+    return f"{s:,.1f}" if s >= 1 or s == 0 else f"{s:.2g}"
+
 
 
 def _memory_fact(plan: Plan) -> str:
@@ -37,7 +42,7 @@ def _memory_fact(plan: Plan) -> str:
     lc = plan.list_cost
     out = f"{plan.memory_used_mib:,.1f} MiB"
     if plan.capture_s is not None:
-        out += f", capture {plan.capture_s:,.1f} s"
+        out += f", capture {seconds_text(plan.capture_s)} s"
     if plan.kv_tokens_lost is not None:
         out += f", {plan.kv_tokens_lost:,} KV-cache tokens at {plan.kv_bytes_per_token:,.0f} bytes per token"
     if lc.pool_mib_per_row > 0 or lc.fixed_mib > 0:
@@ -63,11 +68,13 @@ def memory_basis(plan: Plan) -> str:
         mem = (f"Graph memory {plan.memory_used_mib:,.0f} MiB = {lc.per_size_mib:.3g} MiB per graph x {k} graphs "
                f"({lc.source})")
     if plan.capture_s is not None and lc.fixed_s is not None and lc.per_size_s is not None:
-        cap = (f"capture time {plan.capture_s:,.1f} s = {lc.fixed_s:.3g} s per list + {lc.per_size_s:.3g} s per "
-               f"size x {k} sizes")
+        nodes = plan.sources.get("graph_nodes")
+        cap = (f"capture time {seconds_text(plan.capture_s)} s = {lc.fixed_s:.3g} s per list + {lc.per_size_s:.3g} s per "
+               f"size x {k} sizes (the memory model's capture-time part"
+               + (f"; kernel nodes per graph from {nodes})" if nodes else ")"))
     else:
         cap = ("capture time unknown: the capture-time model needs the model's dimensions (a config.json, or "
-               "harness timings with a 'models' section)")
+               "harness timings with a 'models' section) or the kernels per step of traces or timings")
     return f"{mem}; {cap}."
 
 
@@ -76,7 +83,7 @@ def _pareto_lines(plan: Plan, markdown: bool) -> list[str]:
     if len(plan.pareto) < 2:
         return []
     title = "Trade-off: expected step, graph memory, capture time (Pareto)"
-    rows = [[str(p.graphs), f"{p.expected_step_us:,.1f}", f"{p.memory_mib:,.1f}", _secs(p.capture_s),
+    rows = [[str(p.graphs), f"{p.expected_step_us:,.1f}", f"{p.memory_mib:,.1f}", seconds_text(p.capture_s),
              "yes" if p.within_budget else "no", _list(p.buckets, 10)] for p in plan.pareto]
     return ["", f"## {title}" if markdown else title] + table(
         ["graphs", "expected_us", "memory_mib", "capture_s", "in budget", "buckets"], rows, markdown, indent="  ")
@@ -122,7 +129,7 @@ def render_plan(plan: Plan, markdown: bool = False, notes: list[str] | None = No
         lines += [f"  {k:<{w}}  {v}" for k, v in facts]
     lines += ["", f"{h}Against the servers' default lists" if markdown else "Against the servers' default lists"]
     rows = [["this plan", str(plan.score.n_graphs), f"{plan.expected_step_us:,.1f}", "-",
-             f"{plan.score.padding_waste_us:,.1f}", f"{plan.memory_used_mib:,.1f}", _secs(plan.capture_s)]]
+             f"{plan.score.padding_waste_us:,.1f}", f"{plan.memory_used_mib:,.1f}", seconds_text(plan.capture_s)]]
     rows.append(["all eager", "0", f"{plan.all_eager_expected_step_us:,.1f}",
                  f"{1 - plan.expected_step_us / plan.all_eager_expected_step_us:+.1%}", "0.0", "0.0", "0.0"])
     for name, b in plan.baselines.items():
@@ -130,7 +137,7 @@ def render_plan(plan: Plan, markdown: bool = False, notes: list[str] | None = No
         label = f"{_SERVER_LABEL[name]} default" if name in SERVERS else BASELINE_LABELS.get(name, name)
         rows.append([label + ("" if b.within_budget else " (over budget)"),
                      str(b.score.n_graphs), f"{b.score.expected_step_us:,.1f}", f"{saving:+.1%}",
-                     f"{b.score.padding_waste_us:,.1f}", f"{b.memory_mib:,.1f}", _secs(b.capture_s)])
+                     f"{b.score.padding_waste_us:,.1f}", f"{b.memory_mib:,.1f}", seconds_text(b.capture_s)])
     lines += table(["buckets", "graphs", "expected_us", "plan saves", "pad_waste_us", "memory_mib", "capture_s"],
                     rows, markdown, indent="  ")
     versions = [f"{_SERVER_LABEL.get(n, n)} {b.version}" for n, b in plan.baselines.items() if b.version]

@@ -24,7 +24,7 @@ from launchgap.planning.inputs import (
 from launchgap.planning.planner import BASELINE_LABELS, SERVERS, PlanOptions
 from launchgap.planning.request import PlanInput, PlanRequest, build_plan, trace_steps, traces_input
 from launchgap.render import render_plan
-from launchgap.render.plan import memory_basis
+from launchgap.render.plan import memory_basis, seconds_text
 from launchgap.dashboard import session, uploads
 from launchgap.dashboard.charts import pareto_figure, tradeoff_figure
 from launchgap.dashboard.text import json_safe, md_escape
@@ -112,6 +112,7 @@ with inputs:
                     horizontal=True, key="lg_plan_dsrc",
                     help="CSV `batch_size,count` (header optional) or JSON {\"8\": 120, ...}: what production runs.")
     roles = (("costs",) if src == "loaded traces" else ()) + (("distribution",) if dsrc.startswith("steps") else ())
+    roles += ("graph_nodes",) if roles else ()  # their kernels per step size the graphs' capture time
     if roles and steps:
         plan_inputs.append(traces_input(steps, workload_id, roles))
     if dsrc.startswith("steps") and not any(t.batch_size.max(initial=-1) >= 0 for t in steps):
@@ -162,7 +163,8 @@ try:
     if timings is not None:
         name, raw, model = timings
         plan, notes = session.parse_small_upload(name, raw, lambda p: build_plan(dataclasses.replace(
-            request, inputs=(PlanInput("timings", name, ("costs", "model_dims"), path=str(p), model=model),
+            request, inputs=(PlanInput("timings", name, ("costs", "model_dims", "graph_nodes"), path=str(p),
+                                       model=model),
                              *request.inputs))))
     else:
         plan, notes = build_plan(request)
@@ -191,7 +193,7 @@ m4.metric("Crossover batch size", f"{plan.crossover_batch_size}" if plan.crossov
           border=True, help=f"Above it a graph saves less than {win:.0%} of the step.")
 r1, r2, r3, r4 = st.columns(4)
 r1.metric("Graph memory", f"{plan.memory_used_mib:,.0f} MiB", border=True, help=md_escape(plan.graph_memory_source))
-r2.metric("Capture time", f"{plan.capture_s:,.1f} s" if plan.capture_s is not None else "unknown", border=True,
+r2.metric("Capture time", f"{seconds_text(plan.capture_s)} s" if plan.capture_s is not None else "unknown", border=True,
           help="Predicted start-up seconds to capture the plan's graphs, from the capture-time part of the memory "
                "model.")
 r3.metric("KV-cache tokens lost", f"{plan.kv_tokens_lost:,}" if plan.kv_tokens_lost is not None else "unknown",

@@ -104,6 +104,17 @@ def test_fitted_is_isotonic_regression():
                              "the monotone fit uses 25.0 us for all of them")
 
 
+def test_many_dips_are_one_note():
+    """Dips at several sizes, in both series: one "not monotone" line for the table, each run in it."""
+    t = CostTable.fitted([CostPoint(b, e, g, "measured") for b, e, g in [
+        (1, 30.0, 10.0), (2, 20.0, 12.0), (4, 40.0, 11.0), (8, 50.0, 14.0), (16, 44.0, 20.0), (32, 60.0, 22.0)]])
+    notes = [w for w in t.warnings if "not monotone" in w]
+    assert notes == ["costs not monotone in batch size at 3 places, each pooled to its mean by the monotone fit: "
+                     "eager at bs 1, 2 (30.0, 20.0 us -> 25.0); eager at bs 8, 16 (50.0, 44.0 us -> 47.0); "
+                     "graph at bs 2, 4 (12.0, 11.0 us -> 11.5)"]
+    assert [p.eager_us for p in t.points] == [25.0, 25.0, 40.0, 47.0, 47.0, 60.0]
+
+
 def test_fitted_keeps_predicted_and_interpolated_sources():
     pts = [CostPoint(1, 10.0, 5.0, "predicted"), CostPoint(2, 11.0, 6.0, "interpolated"),
            CostPoint(4, 12.0, 7.0, "measured")]

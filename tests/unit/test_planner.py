@@ -620,3 +620,26 @@ def test_table_of_steps_medians_eager_steps() -> None:
         (1, 100.0, 20.0, "measured"), (4, 110.0, 50.0, "measured")]
     assert table_of_steps(np.array([-1]), np.array([5.0]), np.array([1]), np.array([2.0]), "x") is None
     assert table_of_steps(np.array([1]), np.array([5.0]), np.array([], dtype=np.int64), np.array([]), "x") is None
+
+
+def test_capture_time_from_kernel_nodes_without_dimensions() -> None:
+    """No dimensions, but kernels per step known: the capture-time part of the memory model, FULL graphs:
+    0.5 s per list + (0.1 s per graph + 1 ms x 200 nodes) per size; memory stays a constant per graph."""
+    from launchgap.render.plan import memory_basis
+
+    model = MemoryModel(base_mib=100.0, pool_per_act=2.0, graph_mib=10.0, node_kib=0.0, capture_base_s=0.5,
+                        capture_graph_s=0.1, capture_node_ms=1.0)
+    plan = plan_capture(TINY, DIST, memory_model=model, nodes_per_size=200.0)
+    assert plan.buckets == (1, 2, 4) and plan.capture_s == pytest.approx(0.5 + 0.3 * 3)
+    assert plan.memory_used_mib == 96.0 and "assumed 32 MiB per graph" in plan.graph_memory_source
+    assert memory_basis(plan) == (
+        "Graph memory 96 MiB = 32 MiB per graph x 3 graphs (assumed 32 MiB per graph (no measurement, no model "
+        "dimensions)); capture time 1.4 s = 0.5 s per list + 0.3 s per size x 3 sizes (the memory model's "
+        "capture-time part).")
+    # A capture budget now binds without dimensions: 0.5 + 0.3 k <= 1.2 allows two graphs.
+    two = plan_capture(TINY, DIST, PlanOptions(capture_budget_s=1.2), memory_model=model, nodes_per_size=200.0)
+    assert len(two.buckets) == 2 and two.capture_s == pytest.approx(1.1)
+    unknown = plan_capture(TINY, DIST)
+    assert unknown.capture_s is None and memory_basis(unknown).endswith(
+        "capture time unknown: the capture-time model needs the model's dimensions (a config.json, or harness "
+        "timings with a 'models' section) or the kernels per step of traces or timings.")
