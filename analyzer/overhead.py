@@ -222,13 +222,14 @@ class OverheadTable:
         return replace(self, shares=tuple(r for r in self.shares if r.tier != new.tier) + (new,))
 
     def per_event_us(self, tier: str, host_ref: float | None, step_us: float | None = None,
-                     host_events: float | None = None) -> tuple[float, float, float]:
+                     host_events: float | None = None, share_tier: str | None = None) -> tuple[float, float, float]:
         """(point, low, high) overhead in us per host event for a trace of this tier, host reference,
         profiled step and host events per step. With a share for the tier: the share's point, the
         range from the lower to the higher of the two models' ends (a share needs a step and its
-        host events; without them the rate alone applies)."""
+        host events; without them the rate alone applies). ``share_tier``: the share to use (default ``tier``;
+        e.g. ``shapes+compiled`` for a torch.compile'd trace)."""
         point, low, high = self.rate(tier).in_us(host_ref, self.typical_ref_us, step_us, host_events)
-        sh = self.share(tier)
+        sh = self.share(share_tier or tier)
         if sh is None or not (step_us and host_events):
             return point, low, high
         s_point, s_low, s_high = sh.in_us(host_ref, self.typical_ref_us, step_us, host_events)
@@ -261,6 +262,10 @@ DEFAULT_OVERHEAD = OverheadTable(rates=(
     OverheadRate("plain", 0.235, 0.2162, 0.2584, "fitted: 5 same-process H200 recordings (2026-12-01b)", "share"),
     OverheadRate("shapes", 0.3339, 0.3101, 0.5272, "fitted: 9 same-process H200 recordings (2026-12-01b)", "share"),
     OverheadRate("stack", 0.2773, 0.1933, 0.3105, "fitted: 10 same-process H200 recordings (2026-12-01b)", "share"),
+    # torch.compile'd eager steps (Inductor kernels launched one by one): the profiler takes a larger share
+    OverheadRate("shapes+compiled", 0.4463, 0.4395, 0.4531,
+                 "fitted: 2 same-process H200 recordings of a torch.compile'd 1B llama, bs 8 and 64 (2026-12-02)",
+                 "share"),
 ))
 
 
@@ -278,18 +283,20 @@ class OverheadEstimate:
 
 def estimate_overhead(settings: ProfilerSettings, table: OverheadTable = DEFAULT_OVERHEAD,
                       override_us: float | None = None, step_us: float | None = None,
-                      host_events: float | None = None) -> OverheadEstimate:
+                      host_events: float | None = None, compiled: bool = False) -> OverheadEstimate:
     """The per-event overhead for a trace's settings; ``override_us`` (a user's figure) replaces it.
 
     ``step_us`` / ``host_events``: the trace's median profiled step and host events per step, which
     a ratio-model tier (``table.shares``) needs: its per-event figure is the implied one, ``share x
-    step_us / host_events``; without them the tier's rate applies."""
+    step_us / host_events``; without them the tier's rate applies. ``compiled``: the steps are torch.compile'd
+    without graphs; the table's ``<tier>+compiled`` share applies where it has one."""
     if override_us is not None:
         return OverheadEstimate(settings.tier, override_us, override_us, override_us, "given by the user")
     r = table.rate(settings.tier)
-    point, low, high = table.per_event_us(settings.tier, settings.host_ref_us, step_us, host_events)
+    share_tier = f"{settings.tier}+compiled" if compiled and table.share(f"{settings.tier}+compiled") else None
+    point, low, high = table.per_event_us(settings.tier, settings.host_ref_us, step_us, host_events, share_tier)
     notes: list[str] = []
-    sh = table.share(settings.tier)
+    sh = table.share(share_tier or settings.tier)
     if sh is not None and step_us and host_events:
         ref = settings.host_ref_us or table.typical_ref_us
         notes.append(f"ratio model: unprofiled step = {1 - sh.value:.4g} x the profiled step ({step_us:,.0f} us over "

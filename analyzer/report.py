@@ -277,7 +277,7 @@ def _median(a: np.ndarray) -> float:
 
 
 def _overhead(settings: ProfilerSettings, opts: AnalysisOptions, lm: _LaunchMetrics, keep: np.ndarray,
-              cpu_us: np.ndarray) -> OverheadEstimate:
+              cpu_us: np.ndarray, compiled: bool = False) -> OverheadEstimate:
     """The profiler's cost for a trace (``cpu_us``: the kept steps' CPU ranges). A ratio-model tier
     takes its per-event figure from the eager steps (no graph launch: the profiled host work the
     ratio was measured on): their GPU window, or in a trace with graph replays, where the host runs
@@ -287,7 +287,8 @@ def _overhead(settings: ProfilerSettings, opts: AnalysisOptions, lm: _LaunchMetr
     eager = graphs == 0
     step = np.maximum(cpu_us, lm.win_us[keep]) if graphs.any() else lm.win_us[keep]
     return estimate_overhead(settings, opts.model.overhead, opts.model.profiler_us_per_host_event,
-                             _median(step[eager]) or None, _median(lm.host_events[keep][eager]) or None)
+                             _median(step[eager]) or None, _median(lm.host_events[keep][eager]) or None,
+                             compiled=compiled and not graphs.any())
 
 
 def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
@@ -323,7 +324,8 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
     keep = np.flatnonzero(win.step_ok)
     settings = detect_profiler_settings(trace)
     cpu_us = (steps.cpu_end_ns[keep] - steps.cpu_start_ns[keep]) / 1e3
-    oh = _overhead(settings, opts, lm, keep, cpu_us)
+    evidence = compile_evidence(trace)
+    oh = _overhead(settings, opts, lm, keep, cpu_us, compiled=bool(evidence))
     lm = _bounded_prediction(lm, cov, stalls, opts.model, oh)
     step_reports = _step_reports(steps, win, idle, lm, cov, stalls)
     inputs = _SummaryInputs(
@@ -335,8 +337,7 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
                       host_stall_frames=stalls.frames_table())
     mode = classify_mode(summary.kernel_launches_per_step_median, summary.graph_launches_per_step_median,
                          summary.kernels_per_step_median)
-    evidence = compile_evidence(trace) if mode == "eager" else []
-    if evidence:
+    if mode == "eager" and evidence:
         mode = "compiled"
         summary = replace(summary, compile_evidence=evidence)
     engine = detect_engine(trace, steps)

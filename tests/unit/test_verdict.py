@@ -3,6 +3,7 @@ estimate includes its eager launches' host time, a graph step is never predicted
 node cost is fitted on the trace's own replays, a torch.compile'd trace without graphs is named."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -82,3 +83,26 @@ def test_one_verdict_for_a_graph_serving_trace_with_fallbacks() -> None:
     measured = with_observed_step(rep, 2900.0).summary
     assert measured.verdict == "graphed, with eager fallbacks"
     assert measured.verdict_detail.startswith("4 of 48 decode steps fell back to eager")
+
+
+def test_a_compiled_trace_takes_the_compiled_share() -> None:
+    from launchgap.overhead import ProfilerSettings, estimate_overhead
+    ps = ProfilerSettings("shapes", True, False, False, False, False, 100, 100, host_ref_us=0.5)
+    eager = estimate_overhead(ps, step_us=1000.0, host_events=100.0)
+    compiled = estimate_overhead(ps, step_us=1000.0, host_events=100.0, compiled=True)
+    # share x step / events: 0.3339 x 1000 / 100 and 0.4463 x 1000 / 100 us per host event
+    assert (eager.us_per_event, compiled.us_per_event) == (3.339, 4.463)
+    assert "torch.compile'd" in compiled.source
+
+
+def test_compiled_llama_unprofiled_step_and_speedup_against_the_truth() -> None:
+    # traces/h200-hf-2026-12-02: torch.compile'd llama-3.2-1b-like, eager Inductor kernels, with the unprofiled
+    # truth at every size (the share was fitted on these two recordings: this checks the fit)
+    root = Path(__file__).resolve().parents[2] / "traces" / "h200-hf-2026-12-02"
+    truth = {r["batch_size"]: r for r in json.loads((root / "timings_fullrange_compiled.json").read_text())["rows"]}
+    for bs in (8, 64):
+        rep = analyze_trace(load_trace(root / "traces" / f"llama-3.2-1b-like-compiled_bs{bs}_eager.json.gz"))
+        s, t = rep.summary, truth[bs]
+        assert rep.mode == "compiled"
+        assert abs(s.estimated_unprofiled_step_us_median / t["eager_us"] - 1) < 0.015
+        assert abs(s.predicted_speedup / (t["eager_us"] / t["graph_us"]) - 1) < 0.015
