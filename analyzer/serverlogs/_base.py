@@ -258,7 +258,8 @@ def iter_blocks(path: Path, max_bytes: int = MAX_LOG_BYTES) -> Iterator[bytes]:
         if cut == 0:
             cut = len(data)
         rest = data[cut:]
-        yield data[:cut].replace(b"\r", b"\n")
+        out = data[:cut]
+        yield out.replace(b"\r", b"\n") if b"\r" in out else out
     if rest:
         yield rest.replace(b"\r", b"\n") + b"\n"
 

@@ -134,25 +134,25 @@ class Reader(BaseReader):
             if len(found) != block.count(b"Decode batch"):
                 self._decode_lines(block)
             elif found:
-                pre, run, flag, tok = zip(*found)
-                if b"" in run:  # damaged lines (no fields after the marker): counted, skipped
-                    keep = [i for i, r in enumerate(run) if r]
-                    self.skipped += len(run) - len(keep)
-                    pre, run, flag, tok = ([x[i] for i in keep] for x in (pre, run, flag, tok))
-                    if not keep:
-                        return self._rest(block)
-                t, src = self._stamps(pre)
-                f = np.array(flag)
+                cols = np.array(found, dtype="S80")  # one C pass over the records: (n, 4) byte strings
+                ok = cols[:, 1] != b""  # a damaged line: the marker without its fields, counted and skipped
+                if not ok.all():
+                    self.skipped += int((~ok).sum())
+                    cols = cols[ok]
+                if not len(cols):
+                    return self._rest(block)
+                t, src = self._stamps(tuple(cols[:, 0].tolist()))
+                f = cols[:, 2]
                 try:
-                    tok_s = np.array(tok).astype(np.float64)
+                    tok_s = cols[:, 3].astype(np.float64)
                 except ValueError:  # a damaged number: convert one by one
-                    tok_s = np.array([_float(x) for x in tok])
+                    tok_s = np.array([_float(x) for x in cols[:, 3].tolist()])
                 self.d_t.extend(t)
-                self.d_b.extend(np.array(run).astype(np.int64))
+                self.d_b.extend(cols[:, 1].astype(np.int64))
                 self.d_g.extend(np.where(f == b"True", 1, np.where(f == b"False", 0, -1)))
                 self.d_tok.extend(tok_s)
                 self.d_src.extend(src)
-                self.recognised += len(run)
+                self.recognised += len(cols)
         self._rest(block)
 
     def _rest(self, block: bytes) -> None:

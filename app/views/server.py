@@ -111,8 +111,8 @@ def timeline(d: LogDiagnosis) -> go.Figure:
                       annotation_position="top right")
     fig.update_layout(template="plotly_white", height=380, margin=dict(l=10, r=10, t=40, b=10),
                       title=f"Running decode batch ({'per scrape' if lg.kind == 'metrics' else 'per logged line'})",
-                      xaxis_title=("time (UTC as the log states it; vLLM stamps carry no year)" if timed
-                                   else "logged line"),
+                      xaxis_title=(("time (UTC as the log states it; vLLM's stamps carry no year)" if lg.engine == "vllm"
+                                    else "time (UTC as the log states it)") if timed else "logged line"),
                       yaxis_title="running requests", legend=dict(orientation="h", y=-0.2))
     return fig
 

@@ -12,7 +12,7 @@ from tests.e2e.conftest import UI_TIMEOUT_MS
 pytestmark = pytest.mark.browser
 
 LOGS = Path(__file__).resolve().parents[2] / "traces" / "serverlogs"
-VIEWPORT = {"width": 1400, "height": 1500}
+VIEWPORT = {"width": 1400, "height": 2600}
 
 
 def test_log_and_scrape_show_timeline_and_plan(app_server, browser, tmp_path, artifacts) -> None:

@@ -70,8 +70,8 @@ def batches(rng: random.Random, n: int, dt_s: float, base: float, swell: float, 
             want = min(want, top * 0.97)
         b = max(1, int(round(want)))
         if absorbing and top is not None and (stuck or b > top):
-            stuck = True
-            b = max(top + 1, int(round(want * 2.1)))
+            stuck = True  # eager steps keep requests resident: the batch settles above the ceiling
+            b = max(top + 1 + rng.randint(0, max(1, top // 4)), int(round(want * 2.1)))
         out.append(b)
     return out
 
