@@ -116,7 +116,7 @@ def test_presets_and_overrides() -> None:
 def test_row_pools_all_rounds() -> None:
     """Medians and percentiles over every timed step of every round; one median per round."""
     from launchgap.harness.clock import Timed as _Timed
-    from launchgap.harness.sweep import _make_row
+    from launchgap.harness.sweep import make_row as _make_row
 
     eager = [_Timed(device_us=[10.0, 30.0, 20.0], host_us=[9.0, 9.0, 9.0]),
              _Timed(device_us=[40.0, 50.0, 60.0], host_us=[1.0, 1.0, 100.0])]

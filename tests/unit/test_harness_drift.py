@@ -12,6 +12,7 @@ import pytest
 
 from launchgap.errors import InputError
 from launchgap.harness import sweep
+from launchgap.harness.sweep import context, profiled, tasks
 from launchgap.harness.clock import Timed
 from launchgap.timings import DRIFT_LIMIT, pvu_drift, pvu_eager_us, validate_timings
 
@@ -50,17 +51,17 @@ def _run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, block_us: list[float],
         calls.append(f"trace {setting}")
         dst.write_bytes(b"{}")
 
-    monkeypatch.setattr(sweep, "time_steps", time_steps)
-    monkeypatch.setattr(sweep, "record_trace", record_trace)
-    monkeypatch.setattr(sweep, "WARM_S", 0.0)
+    monkeypatch.setattr(profiled, "time_steps", time_steps)
+    monkeypatch.setattr(profiled, "record_trace", record_trace)
+    monkeypatch.setattr(profiled, "WARM_S", 0.0)
     opts = SimpleNamespace(repeats=4, warmup=0, steps=3, max_drift=DRIFT_LIMIT, drift_retries=retries, interleave=0)
     result = sweep.SweepResult(timings_path=tmp_path / "timings.json")
     said: list[str] = []
     doc = _Doc()
-    ctx = sweep._Ctx(SimpleNamespace(), opts, False, ("eager",), tmp_path, doc, result,
+    ctx = context.Ctx(SimpleNamespace(), opts, False, ("eager",), tmp_path, doc, result,
                      lambda *a, **k: None, lambda msg: contextlib.nullcontext(), said.append)
     model = SimpleNamespace(cfg=SimpleNamespace(name="m"), step=lambda bs: None)
-    sweep._profiled(ctx, model, [sweep._Task("m", 2, f"profiled {s}") for s in settings])
+    profiled.record_profiled(ctx, model, [tasks.Task("m", 2, f"profiled {s}") for s in settings])
     assert next(script, None) is None, "every scripted block was used"
     return doc.items, calls, said + result.warnings
 

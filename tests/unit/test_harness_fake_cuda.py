@@ -51,7 +51,8 @@ class _Graph:
 
 @pytest.fixture
 def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    from launchgap.harness import graphs, profiling, serving, sweep
+    from launchgap.harness import graphs, profiling, serving
+    from launchgap.harness.sweep import run
     from launchgap.harness.model import Decoder
 
     state: dict[str, Any] = {"reserved": 0, "used": 10 * 1024 * MIB, "captures": [], "pools": set()}
@@ -85,8 +86,8 @@ def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         monkeypatch.setattr(c, name, value)
     monkeypatch.setattr(graphs, "_capture_one", capture_one)
     monkeypatch.setattr(graphs, "replay_error", lambda torch_, model, cap: 0.0)
-    monkeypatch.setattr(sweep, "Decoder", CpuDecoder)
-    monkeypatch.setattr(sweep, "nvtx_range_factory", lambda torch_, on_cuda: lambda msg: contextlib.nullcontext())
+    monkeypatch.setattr(run, "Decoder", CpuDecoder)
+    monkeypatch.setattr(run, "nvtx_range_factory", lambda torch_, on_cuda: lambda msg: contextlib.nullcontext())
     monkeypatch.setattr(profiling, "record_steps", record_steps_cpu)
     monkeypatch.setattr(serving, "record_steps", record_steps_cpu)
     return state
@@ -154,3 +155,34 @@ def test_serving_on_the_cuda_path(tmp_path: Path, fake_cuda: dict[str, Any]) -> 
     for e in (small, big):
         assert len(e["steps"]) == 6 and len(e["fallback_steps"]) == 1 and (out / e["trace"]).exists()
         assert all(s["annotation"].endswith("piecewise]") for s in e["steps"] if s["mode"] == "graph")
+
+
+def test_a_step_that_cannot_be_captured_keeps_its_eager_rows_with_a_reason(
+        tmp_path: Path, fake_cuda: dict[str, Any], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from launchgap.harness import graphs
+
+    def capture_fails(torch_: Any, fn: Any, pool: Any, stream: Any, keep: bool) -> Any:
+        try:
+            raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
+        except RuntimeError:  # capture_end's own error, raised while handling the first, as torch does
+            raise RuntimeError("CUDA error: operation failed due to a previous error during capture") from None
+
+    monkeypatch.setattr(graphs, "_capture_one", capture_fails)
+    out = tmp_path / "o"
+    rc = main(["record", *SMALL, "--batch-sizes", "1,2", "--modes", "eager,graph", "--trace-batch-sizes", "2",
+               "--capture-lists", "single-2", "--out", str(out)])
+    io = capsys.readouterr()
+    said = io.out + io.err  # the log's stream is whatever sys.stderr was when the CLI module was imported
+    assert rc == 0
+    doc = load_timings(out / "timings.json")
+    assert [(r["batch_size"], r["graph_us"]) for r in doc["rows"]] == [(1, None), (2, None)]
+    assert all(r["eager_us"] > 0 for r in doc["rows"])
+    cap = doc["models"]["tiny-layers2"]["capture"]
+    assert cap["ok"] is False
+    assert cap["reason"] == ("the step asks the host for a value while capturing (a CPU sync: .item(), nonzero, "
+                             "data-dependent shapes): RuntimeError: CUDA error: operation not permitted when "
+                             "stream is capturing")
+    assert "cannot capture the step as a CUDA graph" in said and "2 profiled/memory/serving items skipped" in said
+    assert "graph_memory" not in doc
+    assert sorted(p.name for p in out.glob("*.json.gz")) == ["tiny-layers2_bs2_eager.json.gz"]

@@ -180,7 +180,7 @@ def test_timings_validate_model_source_and_compile() -> None:
 
 def test_piecewise_is_dropped_for_transformers_and_compiled_models(tmp_path: Path) -> None:
     from launchgap.harness.model import Decoder, resolve_config
-    from launchgap.harness.sweep import _model_modes
+    from launchgap.harness.sweep import model_modes as _model_modes
 
     said: list[str] = []
     hf = HFDecoder(read_hf_config(_write(tmp_path, "llama")), 1, 32, 8, device="cpu")

@@ -12,6 +12,7 @@ import pytest
 
 from launchgap.errors import InputError
 from launchgap.harness import profiling, sweep
+from launchgap.harness.sweep import context, profiled, tasks
 from launchgap.harness.clock import Timed
 from launchgap.harness.profiling import Interleaved
 from launchgap.timings import DRIFT_LIMIT, pvu_drift, pvu_eager_us, pvu_window_ratio, validate_timings
@@ -63,19 +64,19 @@ def _run_interleaved(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, windows: l
         dst.write_bytes(b"{}")
         return next(script)
 
-    monkeypatch.setattr(sweep, "time_steps", time_steps)
-    monkeypatch.setattr(sweep, "record_interleaved", record_interleaved)
-    monkeypatch.setattr(sweep, "WARM_S", 0.0)
+    monkeypatch.setattr(profiled, "time_steps", time_steps)
+    monkeypatch.setattr(profiled, "record_interleaved", record_interleaved)
+    monkeypatch.setattr(profiled, "WARM_S", 0.0)
     opts = SimpleNamespace(repeats=4, warmup=0, steps=3, max_drift=DRIFT_LIMIT, drift_retries=retries, interleave=4)
     result = sweep.SweepResult(timings_path=tmp_path / "timings.json")
     items: list[dict[str, Any]] = []
     doc = SimpleNamespace(put_profiled=items.append, save=lambda: validate_timings(
         {"rows": [{"model": "m", "batch_size": 2, "eager_us": 1.0}], "profiled_vs_unprofiled": items}))
     said: list[str] = []
-    ctx = sweep._Ctx(SimpleNamespace(), opts, False, ("eager",), tmp_path, doc, result,
+    ctx = context.Ctx(SimpleNamespace(), opts, False, ("eager",), tmp_path, doc, result,
                      lambda *a, **k: None, lambda msg: contextlib.nullcontext(), said.append)
     model = SimpleNamespace(cfg=SimpleNamespace(name="m"), step=lambda bs: None)
-    sweep._profiled(ctx, model, [sweep._Task("m", 2, "profiled shapes")])
+    profiled.record_profiled(ctx, model, [tasks.Task("m", 2, "profiled shapes")])
     return items, calls + said
 
 
