@@ -60,8 +60,9 @@ def test_compare_and_plan_keep_1b_and_8b_apart(app_server, browser, artifacts, t
         page.get_by_text("2 different workloads").wait_for(timeout=UI_TIMEOUT_MS)
         page.get_by_test_id("stSelectbox").filter(has_text="Workload").first.wait_for(timeout=UI_TIMEOUT_MS)
         page.get_by_text("Budget and policy").wait_for(timeout=UI_TIMEOUT_MS)
-        # The choice made on Compare is this page's own: it starts on the first workload (1B, bs 8 and 64).
-        page.get_by_text("Distribution: bs 8").wait_for(timeout=UI_TIMEOUT_MS)
+        # This page opens on the workload of the latest upload (the 8B trace, bs 1), not the bundled 1B samples'.
+        assert wid in box_text(page.get_by_test_id("stSelectbox").filter(has_text="Workload").first)
+        page.get_by_text("Distribution: bs 1").wait_for(timeout=UI_TIMEOUT_MS)
         page.get_by_text("Configs to copy").wait_for(timeout=UI_TIMEOUT_MS)
         wait_for_charts(page, 2)
         page.wait_for_timeout(1500)  # let the last elements of the run settle before the screenshot

@@ -195,3 +195,31 @@ def test_a_new_input_kind_plugs_in(monkeypatch) -> None:
     assert [r.batch_size for r in plan.per_batch] == [4] and notes[1] == "distribution from server.log"
     with pytest.raises(ValueError, match="roles"):
         register(InputKind("odd", {"weather": lambda i: None}, {"weather": 0}))
+
+
+# --- the page's defaults and texts (issue 28 item 6) -----------------------------------------------
+
+def _dipping_step(t0: float, bs: int, k1_us: float, c: int) -> list[dict]:
+    """An eager step whose GPU window is k1_us + 20 us: k1, then k2 (10 us) 10 us after it."""
+    return [ann(f"decode_step[bs={bs}]", t0, 300), launch(t0 + 10, 5, c), kernel(t0 + 20, k1_us, c, name="k1"),
+            launch(t0 + 15 + k1_us, 5, c + 1), kernel(t0 + 30 + k1_us, 10, c + 1, name="k2")]
+
+
+def test_page_notes_basis_and_capture_time(tmp_path) -> None:
+    """Eager costs that dip at two sizes give one "not monotone" line; the memory basis and an estimated
+    capture time (the traces' kernels per step, no dimensions) are in the page's text."""
+    k1 = {1: 30.0, 2: 20.0, 4: 40.0, 8: 50.0, 16: 44.0}
+    eager = [e for i, (bs, d) in enumerate(k1.items()) for e in _dipping_step(1000.0 * i, bs, d, 10 * i + 1)]
+    graph = [e for i in range(2) for e in _graph_step(1000.0 * i, 4, 10 * i + 5)]
+    paths = []
+    for name, events in (("dips.json", eager), ("graph.json", graph)):
+        (tmp_path / name).write_text(json.dumps(doc(events)))
+        paths.append(tmp_path / name)
+    at = page_plan(paths)
+    warnings = [w.value for w in at.warning if "not monotone" in w.value]
+    # one line for all of them: the eager dips at bs 2 and 16 and the graph predictions' dips
+    assert len(warnings) == 1 and "at 4 places" in warnings[0] and "eager at bs 1, 2" in warnings[0], warnings
+    basis = next(c.value for c in at.caption if c.value.startswith("Graph memory"))
+    assert "MiB per graph x" in basis and "capture time" in basis and "kernel nodes per graph from" in basis
+    assert metrics(at)["Capture time"].endswith(" s") and metrics(at)["Capture time"] != "unknown"
+    assert at.number_input(key="lg_plan_max_graphs").value == 0  # no graph limit, as the command
