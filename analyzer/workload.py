@@ -146,8 +146,117 @@ def _hash(text: str, n: int) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:n]
 
 
+#: The GPU model in a device name (``NVIDIA H100 80GB HBM3`` -> ``H100``, ``AMD Instinct MI300X`` -> ``MI300X``).
+_GPU_MODEL = re.compile(r"\b(GB\d{3}|[HBL]\d{2,3}[A-Z]?|A\d{2,3}[A-Z]?|V100|T4|MI\d{3}[A-Z]*|RTX ?\w+)\b")
+
+
+def gpu_short_name(name: str) -> str:
+    """The GPU model a device name names (``H100``, ``MI300X``), else the name itself."""
+    m = _GPU_MODEL.search(name)
+    return m.group(1) if m else name
+
+
+#: AMD Instinct GPUs by (compute capability as ROCm's PyTorch reports gfx9xx, compute units, memory GiB rounded):
+#: ROCm traces may leave the device name empty; the properties still tell the kind.
+_AMD_BY_PROPS = {("9.4", 304, 192): "AMD Instinct MI300X", ("9.4", 304, 256): "AMD Instinct MI325X",
+                 ("9.4", 228, 128): "AMD Instinct MI300A", ("9.0", 110, 64): "AMD Instinct MI250X (one GCD)",
+                 ("9.0", 104, 64): "AMD Instinct MI210", ("9.5", 256, 288): "AMD Instinct MI355X"}
+
+
+def _named(props: Mapping) -> str:
+    """A device's name from its properties: the name written, else an AMD GPU its properties identify."""
+    if props.get("name"):
+        return str(props["name"])
+    mem = props.get("total_memory_bytes")
+    key = (props.get("compute_capability"), props.get("sm_count"), round(mem / 2**30 / 32) * 32 if mem else None)
+    return _AMD_BY_PROPS.get(key, "") if props.get("warp_size") == 64 else ""
+
+
+def device_name(trace: Trace, device: int) -> str:
+    """The name of ``device`` from the trace's device properties (an empty ROCm name: the AMD GPU its compute
+    capability, compute units and memory identify); where the device is not listed (the kernels ran on a device
+    id the properties do not list) and the properties describe one GPU kind only, that kind; else ``""``."""
+    props = trace.device_properties
+    if device in props and _named(props[device]):
+        return _named(props[device])
+    if trace.device_names.get(device):
+        return str(trace.device_names[device])
+    kinds = {_named(p) for p in props.values()} | {str(v) for v in trace.device_names.values() if v}
+    kinds.discard("")
+    return kinds.pop() if len(kinds) == 1 else ""
+
+
+#: Ops whose second input is a weight matrix, by preference: the first present is counted (aten::linear
+#: calls matmul/mm inside it; counting one kind counts each weight once).
+_WEIGHT_OPS = (("aten::linear", 1), ("aten::addmm", 2), ("aten::mm", 1))
+_FAMILY_RES = (re.compile(r"(?:^|/)models/(?P<f>[a-z][a-z0-9_]*)\.py"), re.compile(r"modeling_(?P<f>[a-z][a-z0-9_]*)\.py"),
+               re.compile(r"^nn\.Module: (?P<f>[A-Z][A-Za-z0-9]*?)ForCausalLM"))
+
+
+def _weight_elems(dims_text: str, arg: int) -> int:
+    """Elements of the 2-D weight an op's Input Dims text names at ``arg`` (0 when it is not a 2-D shape)."""
+    shapes = re.findall(r"\[([0-9, ]*)\]", dims_text)
+    if len(shapes) <= arg:
+        return 0
+    d = [int(x) for x in shapes[arg].split(",") if x.strip()]
+    return d[0] * d[1] if len(d) == 2 else 0
+
+
+#: Fewer weight elements per step than this name no model class (not a language model's decoder).
+MIN_MODEL_PARAMS = 1e8
+
+
+def model_class(trace: Trace, row_step: np.ndarray) -> str | None:
+    """``"Llama ~70B-class"``: the parameters one step's matrix multiplies read (the weights of every layer and
+    the LM head, from the ops' recorded Input Dims; times the tensor-parallel world size: each rank holds a
+    shard), rounded to a model class, with the family a Python frame or module names. ``None`` without
+    recorded shapes (``record_shapes`` off); a mixture of experts (MoE kernels: its experts are not linear
+    ops) is named ``MoE`` without a size; under :data:`MIN_MODEL_PARAMS` only the family is named.
+    The label only: the workload id does not depend on it."""
+    cpu = np.flatnonzero((trace.kind == Kind.CPU_OP) & (row_step >= 0) & (trace.dims_id >= 0))
+    if cpu.size == 0:
+        return None
+    names = trace.names
+    ids = np.unique(trace.name_id[cpu])
+    for op, arg in _WEIGHT_OPS:  # a handful of op names
+        hit = [i for i in ids.tolist() if names[i] == op]
+        if hit:
+            break
+    else:
+        return None
+    rows = cpu[np.isin(trace.name_id[cpu], hit)]
+    ud, inv = np.unique(trace.dims_id[rows], return_inverse=True)
+    elems = np.array([_weight_elems(str(names[d]), arg) for d in ud.tolist()], dtype=float)[inv]
+    per_step = np.bincount(row_step[rows], weights=elems)
+    per_step = per_step[per_step > 0]
+    if per_step.size == 0:
+        return None
+    params = float(np.median(per_step)) * max(trace.world_size or 1, 1)
+    b = params / 1e9
+    size = f"{b:.0f}B" if b >= 10 else f"{b:.1f}B" if b >= 1 else f"{params / 1e6:.0f}M"
+    kern = np.unique(trace.name_id[trace.kind == Kind.KERNEL])
+    moe = any("moe" in str(names[i]).lower() for i in kern.tolist())  # experts run outside aten::linear
+    family = None
+    texts = [str(x) for x in trace.python_calls.names] + [str(names[i]) for i in np.unique(
+        trace.name_id[trace.kind == Kind.CPU_OP]).tolist() if str(names[i]).startswith("nn.Module")]
+    for rx in _FAMILY_RES:
+        for t in texts:  # distinct names
+            m = rx.search(t)
+            if m and m["f"] not in ("utils", "interfaces", "registry"):
+                family = m["f"].replace("_", " ").title().replace(" ", "")
+                break
+        if family:
+            break
+    if moe:
+        return f"{family + ' ' if family else ''}MoE"
+    if params < MIN_MODEL_PARAMS:  # a vision model's classifier head, not a language model's weights
+        return family
+    return f"{family + ' ' if family else ''}~{size}-class"
+
+
 def make_workload(*, device: str, kernels_per_step: float, structural_kernels_per_step: float,
-                  families: Iterable[str], rank: int | None = None, world_size: int | None = None) -> Workload:
+                  families: Iterable[str], rank: int | None = None, world_size: int | None = None,
+                  model: str | None = None) -> Workload:
     """A :class:`Workload` from its fields (id and label derived here, the one place they are made)."""
     fams = tuple(sorted(set(families)))
     fhash = _hash("\n".join(fams), 12)
@@ -155,8 +264,9 @@ def make_workload(*, device: str, kernels_per_step: float, structural_kernels_pe
     dev = device or "unknown GPU"
     tp = f"{rank}/{world_size or '?'}" if rank is not None else "-"
     wid = "wl-" + _hash(f"{fhash}|{cbin}|{dev}|{tp}", 8)
-    label = (f"{dev} · {kernels_per_step:,.0f} kernels/step ({structural_kernels_per_step:,.0f} besides "
-             f"GEMM/attention)")
+    label = (f"{model + ' · ' if model else ''}{gpu_short_name(dev)}"
+             f"{f' · TP{world_size}' if world_size and world_size > 1 else ''} · "
+             f"{kernels_per_step:,.0f} kernels/step ({structural_kernels_per_step:,.0f} besides GEMM/attention)")
     if rank is not None:
         label += f" · rank {rank}" + (f" of {world_size}" if world_size else "")
     return Workload(id=wid, label=label, device=dev, kernels_per_step=float(kernels_per_step),
@@ -193,10 +303,10 @@ def workload_of(trace: Trace, row_step: np.ndarray) -> Workload:
     dev_n = np.bincount(trace.device[rows] + 1) if rows.size else np.zeros(1, dtype=np.int64)
     dev = int(np.argmax(dev_n)) - 1 if rows.size else -1
     rank = trace_rank(trace)
-    return make_workload(device=trace.device_names.get(dev, ""),
+    return make_workload(device=device_name(trace, dev),
                          kernels_per_step=float(np.median(total)) if n_steps else 0.0,
                          structural_kernels_per_step=float(np.median(structural)) if n_steps else 0.0,
-                         families=families, rank=rank, world_size=trace.world_size)
+                         families=families, rank=rank, world_size=trace.world_size, model=model_class(trace, row_step))
 
 
 T = TypeVar("T")

@@ -36,7 +36,7 @@ def pick_workload_entries(entries: list[LoadedTrace], key: str, default: str | N
                          "Their step costs and batch sizes are not pooled: pick the workload to use."),
                icon=":material/warning:")
     choice = st.selectbox("Workload", list(by_id), key=widget_key,
-                          format_func=lambda i: f"{i}: {by_id[i].label} — {len(by_id[i].items)} trace(s): "
+                          format_func=lambda i: f"{by_id[i].label} ({i}) — {len(by_id[i].items)} trace(s): "
                                                 + ", ".join(e.name for e in by_id[i].items[:3])
                                                 + (" …" if len(by_id[i].items) > 3 else ""),
                           help="Traces of one model on one device (and rank): same kernels per step and kernel "

@@ -101,7 +101,7 @@ st.caption(md_escape(f"A = {ea.name} ({ea.report.mode}, {ea.report.summary.verdi
                      f"B = {eb.name} ({eb.report.mode}, {eb.report.summary.verdict}{_phase(eb.report)})"))
 wa, wb = ea.report.workload, eb.report.workload
 if wa is not None and wb is not None and wa.id != wb.id:
-    st.caption(md_escape(f"A and B are different workloads: {wa.id} ({wa.label}) and {wb.id} ({wb.label})."))
+    st.caption(md_escape(f"A and B are different workloads: {wa.label} ({wa.id}) and {wb.label} ({wb.id})."))
 left, right = st.columns([2, 3])
 with left:
     st.dataframe(side, hide_index=True, column_config={

@@ -50,7 +50,7 @@ def test_compare_and_plan_keep_1b_and_8b_apart(app_server, browser, artifacts, t
         box.click()
         page.get_by_role("option").filter(has_text=wid).click()
         page.wait_for_function("([t, w]) => [...document.querySelectorAll('[data-testid=stSelectbox] input')]"
-                               ".some(i => i.value.startsWith(w))", arg=["", wid], timeout=UI_TIMEOUT_MS)
+                               ".some(i => i.value.includes(w))", arg=["", wid], timeout=UI_TIMEOUT_MS)
         page.wait_for_timeout(1500)  # the table re-renders for the 8B workload
         assert wid in box_text(box)
         assert "8b_bs1_eager.json.gz" in page.content()
