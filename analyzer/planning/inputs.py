@@ -28,7 +28,8 @@ from ..errors import InputError
 from ..files import MAX_SMALL_FILE_BYTES, read_json_file
 from ..timings import load_timings
 from .costs import CostSeries, CostTable, size_span, table_from_series
-from .memory import ModelDims, dims_section
+from ..dims import ModelDims
+from .memory import dims_section
 
 #: Step phases the planner takes costs and batch sizes from (None: a trace that does not say).
 _DECODE_OR_UNKNOWN = ("decode", None)

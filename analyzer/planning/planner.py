@@ -813,6 +813,21 @@ def _list_cost(costs: CostTable, opts: PlanOptions, dims: ModelDims | None, mode
                     source=f"assumed {DEFAULT_GRAPH_MEMORY_MIB:g} MiB per graph (no measurement, no model dimensions)")
 
 
+def _score_baselines(specs: Sequence[BaselineSpec], table: CostTable, sizes: np.ndarray, p: np.ndarray,
+                     cost: ListCost, opts: PlanOptions) -> dict[str, Baseline]:
+    """Each baseline list scored on the plan's costs, distribution and list cost, and whether it fits the budgets."""
+    scored: dict[str, Baseline] = {}
+    for spec in specs:  # a handful of lists
+        sc = _score(table, sizes, p, spec.sizes, opts.padding)
+        mib, cap_s = cost.of(spec.sizes)
+        ok = ((opts.max_graphs is None or len(spec.sizes) <= opts.max_graphs)
+              and (opts.memory_budget_mib is None or mib <= opts.memory_budget_mib + 1e-9)
+              and (opts.capture_budget_s is None or (cap_s is not None and cap_s <= opts.capture_budget_s + 1e-9)))
+        scored[spec.engine] = Baseline(spec.engine, sc, mib, ok, spec.note + ("" if ok else "; over the plan's budget"),
+                                       cap_s, spec.version)
+    return scored
+
+
 def compare_capture_list(costs: CostTable, distribution: Mapping[int, float], current: Sequence[int]) -> dict | None:
     """The best list with as many graphs as ``current`` (:func:`plan_capture` with ``max_graphs =
     len(current)``, padding) beside ``current`` itself, on the same costs and distribution: the
@@ -896,16 +911,7 @@ def plan_capture(costs: CostTable, distribution: Mapping[int, float], options: P
                  for b, w, e, g, s, gs in zip(sizes.tolist(), p.tolist(), eager.tolist(), graph.tolist(),
                                              serve.tolist(), g_serve.tolist()))
 
-    scored: dict[str, Baseline] = {}
-    for spec in specs:
-        sc = _score(table, sizes, p, spec.sizes, opts.padding)
-        mib, cap_s = cost.of(spec.sizes)
-        ok = ((opts.max_graphs is None or len(spec.sizes) <= opts.max_graphs)
-              and (opts.memory_budget_mib is None or mib <= opts.memory_budget_mib + 1e-9)
-              and (opts.capture_budget_s is None or (cap_s is not None and cap_s <= opts.capture_budget_s + 1e-9)))
-        scored[spec.engine] = Baseline(spec.engine, sc, mib, ok, spec.note + ("" if ok else "; over the plan's budget"),
-                                       cap_s, spec.version)
-
+    scored = _score_baselines(specs, table, sizes, p, cost, opts)
     pareto = tuple(ParetoPoint(k, tuple(sizes[idx].tolist()), us, mib, s, within)
                    for k, idx, us, mib, s, within in opt.pareto)
     return Plan(score=score, all_eager_expected_step_us=float(np.dot(p, eager)),

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..dims import ModelDims
 from ..errors import InputError
 from ..files import read_json_file
 from .costs import CostTable
@@ -64,7 +65,7 @@ from .inputs import (
     looks_like_timings,
     model_dims_from_timings,
 )
-from .memory import CaptureCalibration, MemoryModel, ModelDims, calibrate, default_memory_model
+from .memory import CaptureCalibration, MemoryModel, calibrate, default_memory_model
 from .planner import SOURCE_ROLES, BaselineSpec, Plan, PlanOptions, default_baselines, plan_capture
 from .serverlog import (
     calibration_from_log,

@@ -9,7 +9,7 @@ the installed names.
 
 Layers, lowest first; a module may import its own layer and the ones below, never above:
 
-0. ``launchgap.errors``, ``.files``, ``.trace``, ``.timings``, ``.distribution`` (data formats, stdlib only)
+0. ``launchgap.errors``, ``.files``, ``.trace``, ``.timings``, ``.distribution``, ``.dims`` (data formats, stdlib only)
 1. ``launchgap.loaders`` (file -> Trace) and ``launchgap.engines`` (what each serving engine writes)
 2. the per-stage analyses: ``steps``, ``gaps``, ``launches``, ``predict``, ``collectives``, ``graph_mode``
    and the other flat analysis modules
@@ -23,8 +23,8 @@ Layers, lowest first; a module may import its own layer and the ones below, neve
 
 No import circles anywhere (:func:`find_circle` over the import graph of every module; a
 module-level or a function-level import counts alike). Two further rules: commands do not import each other (shared flags live in one helper module), and
-the GPU harness (``launchgap.harness``) imports nothing of the analyzer but ``errors``, ``timings``,
-``distribution`` and itself.
+the GPU harness (``launchgap.harness``) imports nothing of the analyzer but ``errors``, ``files``,
+``timings``, ``distribution``, ``dims`` and itself.
 """
 from __future__ import annotations
 
@@ -37,14 +37,14 @@ REPO = Path(__file__).resolve().parents[2]
 INSTALLED = {"analyzer": "launchgap", "app": "launchgap.dashboard"}
 
 LOW = {"launchgap.errors": 0, "launchgap.files": 0, "launchgap.trace": 0, "launchgap.timings": 0,
-       "launchgap.distribution": 0,
+       "launchgap.distribution": 0, "launchgap.dims": 0,
        "launchgap.loaders": 1, "launchgap.engines": 1}
 HIGH = {"launchgap.workload": 3.0, "launchgap.planning": 3.1, "launchgap.report": 3.2, "launchgap.overhead_fit": 3.2,
         "launchgap.ranks": 3.3, "launchgap.hta_bridge": 3.3, "launchgap.planning.request": 3.4, "launchgap.fleet": 3.5,
         "launchgap.render": 4,
         "launchgap.commands": 5, "launchgap.cli": 5, "launchgap.__main__": 5, "launchgap.dashboard": 6}
 HARNESS_MAY_IMPORT = ("launchgap.errors", "launchgap.files", "launchgap.timings", "launchgap.distribution",
-                      "launchgap.harness")
+                      "launchgap.dims", "launchgap.harness")
 
 
 def layer(module: str) -> float | None:
