@@ -5,6 +5,10 @@
 (``win_gone_at``) is the smallest measured batch size from which every larger measured
 size wins less than ``threshold`` (default 5%); ``None`` when the last size still wins.
 Requiring every larger size keeps one noisy point from ending the curve early.
+
+``source`` says what was measured, from the timings' ``models`` entry: ``model_source`` and
+``compiled`` (``None`` for files written before they existed); text and Markdown print it as
+e.g. ``transformers LlamaForCausalLM (config sha256 d9e132abbac6), compiled``.
 """
 from __future__ import annotations
 
@@ -34,6 +38,7 @@ class ModelCurve:
     points: list[CurvePoint]
     win_gone_at: int | None
     threshold: float
+    source: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -70,8 +75,28 @@ def build_curves(doc: dict[str, Any], threshold: float = DEFAULT_THRESHOLD) -> l
                 capture_s=r.get("capture_s"), graph_pool_bytes=r.get("graph_pool_bytes"),
             ))
         gone = win_gone_at([p.batch_size for p in pts], [p.speedup for p in pts], threshold)
-        curves.append(ModelCurve(model=model, points=pts, win_gone_at=gone, threshold=threshold))
+        entry = (doc.get("models") or {}).get(model) or {}
+        source = ({"model_source": entry.get("model_source"), "compiled": entry.get("compiled")}
+                  if "model_source" in entry or "compiled" in entry else None)
+        curves.append(ModelCurve(model=model, points=pts, win_gone_at=gone, threshold=threshold, source=source))
     return curves
+
+
+def source_text(source: dict[str, Any] | None) -> str | None:
+    """One line saying what was measured (``None`` when the file does not say)."""
+    if not source:
+        return None
+    src = source.get("model_source") or {}
+    if src.get("kind") == "hf-config":
+        sha = src.get("sha256") or ""
+        what = f"transformers {src.get('architecture') or src.get('model_type')}" + (
+            f" (config sha256 {sha[:12]})" if sha else "")
+    elif src.get("kind") == "preset":
+        what = f"launchgap's decoder, preset {src.get('preset')}"
+    else:
+        what = "model source not recorded"
+    return what + (", compiled" if source.get("compiled") else ", not compiled" if source.get("compiled") is False
+                   else "")
 
 
 def curves_to_dict(doc: dict[str, Any], curves: list[ModelCurve]) -> dict[str, Any]:
@@ -97,6 +122,8 @@ def render_text(doc: dict[str, Any], curves: list[ModelCurve]) -> str:
     for c in curves:
         lines.append("")
         lines.append(f"{c.model}: {_gone_text(c)}")
+        if source_text(c.source):
+            lines.append(f"  measured: {source_text(c.source)}")
         lines.append(f"{'batch':>6} {'eager us':>11} {'graph us':>11} {'speedup':>8} {'win %':>7} {'kernels':>8}")
         for p in c.points:
             lines.append(f"{p.batch_size:>6} {_fmt(p.eager_us, ',.1f'):>11} {_fmt(p.graph_us, ',.1f'):>11} "
@@ -109,7 +136,8 @@ def render_markdown(doc: dict[str, Any], curves: list[ModelCurve]) -> str:
     lines = [f"Measured on {doc.get('device')} (torch {doc.get('torch')}, CUDA {doc.get('cuda')}); "
              "unprofiled medians per decode step."]
     for c in curves:
-        lines += ["", f"**{c.model}**: {_gone_text(c)}.", "",
+        said = source_text(c.source)
+        lines += ["", f"**{c.model}**: {_gone_text(c)}." + (f" Measured: {said}." if said else ""), "",
                   "| batch | eager us | graph us | speedup | win % | kernels/step |",
                   "| ---: | ---: | ---: | ---: | ---: | ---: |"]
         for p in c.points:

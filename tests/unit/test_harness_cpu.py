@@ -328,3 +328,25 @@ def test_h200_timings_file_is_complete() -> None:
     for r in doc["rows"]:
         assert ROW_KEYS <= set(r) and all(r[k] is not None for k in ROW_KEYS)
         assert r["repeats"] == 200 and r["rounds"] == 5
+
+
+def test_curve_says_what_was_measured(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from launchgap.harness.curve import build_curves, source_text
+
+    rows = [{"model": m, "batch_size": 1, "eager_us": 10.0, "graph_us": 5.0} for m in ("a", "b", "c")]
+    doc = {"rows": rows, "models": {
+        "a": {"model_source": {"kind": "hf-config", "sha256": "0123456789abcdef" * 4, "architecture": "X"},
+              "compiled": True},
+        "b": {"model_source": {"kind": "preset", "preset": "1b"}, "compiled": False},
+        "c": {"layers": 2}}}
+    a, b, c = build_curves(doc)
+    assert source_text(a.source) == "transformers X (config sha256 0123456789ab), compiled"
+    assert source_text(b.source) == "launchgap's decoder, preset 1b, not compiled"
+    assert c.source is None and source_text(c.source) is None
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    assert main(["record", "--curve", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "a: the win stays above 5% up to batch 1\n  measured: transformers X (config sha256 0123456789ab), " \
+           "compiled\n" in out
+    assert "c: the win stays above 5% up to batch 1\n batch" in out

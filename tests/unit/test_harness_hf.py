@@ -191,3 +191,32 @@ def test_piecewise_is_dropped_for_transformers_and_compiled_models(tmp_path: Pat
     dec.compiled = True
     assert _model_modes(dec, ("eager", "piecewise"), said.append) == ("eager",)
     assert "not recorded with --compile" in said[-1] and len(said) == 2
+
+
+@pytest.mark.slow
+def test_compiled_steps_give_the_eager_tokens(tmp_path: Path) -> None:
+    """--compile on the CPU (Inductor's C++ backend): transformers' forward and the built-in decoder,
+    compiled once for a dynamic batch (sizes 3 and 2 share a graph; 1 compiles once more)."""
+    from launchgap.harness.compiled import graphs_compiled
+    from launchgap.harness.model import Decoder, resolve_config
+
+    spec = read_hf_config(_write(tmp_path, "llama"))
+    built = [lambda c: HFDecoder(spec, 3, 32, 8, device="cpu", seed=2, compile=c),
+             lambda c: _compiled_decoder(Decoder(resolve_config("tiny", layers=1, hidden=64, heads=2, kv_heads=1,
+                                                                mlp=96, vocab=128), 3, 32, 8, device="cpu",
+                                                 seed=2), c)]
+    for make in built:
+        eager, comp = make(False), make(True)
+        before = graphs_compiled(torch)
+        for bs in (3, 2, 1, 3):
+            want, got = eager.step(bs).clone(), comp.step(bs).clone()
+            assert torch.equal(want, got), (bs, want, got)
+            assert torch.allclose(eager.last_logits, comp.last_logits, atol=1e-4, rtol=1e-4)
+        assert graphs_compiled(torch) - before == 2
+        assert torch.equal(eager.pos, comp.pos)
+
+
+def _compiled_decoder(dec, compile: bool):
+    if compile:
+        dec.compile()
+    return dec
