@@ -4,6 +4,7 @@ Names from traces reach the charts only through :func:`app.text.hover_escape`.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -204,6 +205,21 @@ def gap_histogram_figure(report: TraceReport):
     return fig
 
 
+def log_ticks(sizes: list[int], max_labels: int = 9) -> list[int]:
+    """Batch sizes to label on a log axis so that no two labels overlap: the first, the last, and between them
+    only sizes at least 1/``max_labels`` of the axis's log span past the previous label (and as far before
+    the last). ``sizes`` ascending."""
+    if len(sizes) <= 2:
+        return list(sizes)
+    span = math.log2(sizes[-1] / sizes[0]) if sizes[0] > 0 else 0.0
+    gap = span / max_labels
+    out = [sizes[0]]
+    for b in sizes[1:-1]:  # distinct batch sizes (axis labels)
+        if math.log2(b / out[-1]) >= gap and math.log2(sizes[-1] / b) >= gap:
+            out.append(b)
+    return out + [sizes[-1]]
+
+
 def speedup_figure(table: pd.DataFrame, threshold: float, crossover: float | None):
     """CUDA-graph speedup by batch size (measured pairs and predicted from eager), crossover marked."""
     import plotly.graph_objects as go
@@ -223,8 +239,8 @@ def speedup_figure(table: pd.DataFrame, threshold: float, crossover: float | Non
         fig.add_vline(x=crossover, line=dict(color=CAUSE_COLORS["host"], dash="dash"),
                       annotation_text=f"crossover ≈ bs {crossover:g}", annotation_position="top right")
     fig.update_layout(**_LAYOUT, height=360, title=dict(text="CUDA-graph speedup by batch size", font=dict(size=14)))
-    sizes = sorted(set(int(b) for b in table["batch_size"]))
-    fig.update_xaxes(title="batch size", type="log", tickmode="array", tickvals=sizes, ticktext=[str(b) for b in sizes])
+    ticks = log_ticks(sorted(set(int(b) for b in table["batch_size"])))
+    fig.update_xaxes(title="batch size", type="log", tickmode="array", tickvals=ticks, ticktext=[str(b) for b in ticks])
     fig.update_yaxes(title="speedup (x)", rangemode="tozero")
     return fig
 
@@ -245,7 +261,8 @@ def step_time_figure(table: pd.DataFrame):
                                  hovertemplate="bs %{x}: %{y:,.1f} us<extra>" + label + "</extra>"))
     fig.update_layout(**_LAYOUT, barmode="group", height=360,
                       title=dict(text="Step time by batch size", font=dict(size=14)))
-    fig.update_xaxes(title="batch size", type="category")
+    # many sizes: slanted labels, one per bar, so they never overlap
+    fig.update_xaxes(title="batch size", type="category", tickangle=-45 if len(x) > 12 else 0)
     fig.update_yaxes(title="us per step")
     return fig
 

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from launchgap.gaps import Gaps, compute_gaps
+from launchgap.host_gaps import host_activity
 from launchgap.report import StepReport
 from launchgap.steps import StepOptions, Steps, assign_rows_to_steps, find_steps
 from launchgap.trace import Api, Kind, Trace
@@ -49,6 +50,15 @@ def _frame(lane: np.ndarray, category: np.ndarray, start_ns: np.ndarray, end_ns:
         "start_us": (start_ns - t0_ns) / 1e3, "end_us": (end_ns - t0_ns) / 1e3,
         "dur_us": (end_ns - start_ns) / 1e3, "name": name,
     })
+
+
+def timeline_gpu_start(step: StepReport, cpu_start_ns: int, cpu_end_ns: int) -> tuple[float, float]:
+    """Where the step's GPU window starts on its timeline (us from the timeline's start, the earlier of its
+    CPU range and GPU window: :func:`step_events`) and how long after the CPU range ended it started (us; 0
+    when the GPU work overlaps the CPU range)."""
+    w0 = int(round(step.start_us * 1e3))
+    t0 = min(w0, int(cpu_start_ns))
+    return (w0 - t0) / 1e3, max(w0 - int(cpu_end_ns), 0) / 1e3
 
 
 def step_events(trace: Trace, index: StepIndex, step: StepReport,
@@ -107,13 +117,31 @@ def step_events(trace: Trace, index: StepIndex, step: StepReport,
         starts = ends - seg
         keep = seg > 0
         cause_idx, gap_idx = np.nonzero(keep)
-        after = trace.name_of(g.next_row[sel][gap_idx])
+        after = trace.name_of(g.next_row[sel][gap_idx]).astype(object)
+        # what the CPU ran while the GPU waited for it: the host segments of the step's longest gaps
+        cpu_ran = _cpu_ran(trace, index, g.start_ns[sel], g.end_ns[sel])
+        host_seg = (np.array(GAP_SEGMENT_ORDER, dtype=object)[cause_idx] == "host") & (cpu_ran[gap_idx] != "")
+        after[host_seg] = after[host_seg] + " — the CPU ran: " + cpu_ran[gap_idx][host_seg]
         parts.append(_frame(np.full(cause_idx.size, idle_lane, dtype=object),
                             np.array([f"idle: {c}" for c in GAP_SEGMENT_ORDER], dtype=object)[cause_idx],
                             starts[keep], ends[keep], after, t0))
     events = pd.concat(parts, ignore_index=True)
     lanes = ["CPU step"] + host_lanes + gpu_lanes + [idle_lane]
     return events, lanes
+
+
+#: Gaps of a step whose CPU activity the hover names (the longest; painting each costs a pass over the host ranges).
+HOVER_ACTIVITY_GAPS = 20
+
+
+def _cpu_ran(trace: Trace, index: StepIndex, g0: np.ndarray, g1: np.ndarray) -> np.ndarray:
+    """Per gap the top three innermost host ranges that ran during it (``"llama.py: forward 1,295 us; ..."``), for
+    the :data:`HOVER_ACTIVITY_GAPS` longest gaps; ``""`` for the others."""
+    out = np.full(g0.size, "", dtype=object)
+    top = np.argsort(-(g1 - g0), kind="stable")[:HOVER_ACTIVITY_GAPS]
+    for i, act in zip(top.tolist(), host_activity(trace, index.row_step, g0[top], g1[top])):  # a few gaps
+        out[i] = "; ".join(f"{k} {v:,.0f} us" for k, v in sorted(act.items(), key=lambda kv: -kv[1])[:3])
+    return out
 
 
 def _lanes(ids: np.ndarray, fmt: str) -> tuple[np.ndarray, list[str]]:

@@ -73,7 +73,8 @@ def run_with_progress(jobs: list[tuple[str, int, Callable[[], LoadedTrace]]], qu
         bar.progress(1.0, text="done")
         bad = sum(1 for e in done if e.error)
         label = f"Loaded {len(done) - bad} of {len(done)} file(s)" + (f"; {bad} failed" if bad else "")
-        box.update(label=label, state="error" if bad and bad == len(done) else "complete", expanded=False)
+        # any failure shows as an error (never a green check beside "n failed"); the error lines follow
+        box.update(label=label, state="error" if bad else "complete", expanded=False)
     return done
 
 

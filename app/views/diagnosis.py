@@ -16,7 +16,7 @@ from launchgap.dashboard.capture import auto_pick, capture_entries, pairing
 from launchgap.dashboard.charts import ZOOM_OPS, coverage_strip_figure, first_ops_end_us, gap_histogram_figure, host_phases_figure, \
     idle_by_cause_figure, timeline_figure
 from launchgap.dashboard.text import hover_escape, json_safe, md_escape
-from launchgap.dashboard.timeline import downsample_events, step_events, step_index
+from launchgap.dashboard.timeline import downsample_events, step_events, step_index, timeline_gpu_start
 from launchgap.dashboard.timing import stage
 from launchgap.dashboard.ui import loaded_traces_or_stop, pick_trace, trace_cache
 
@@ -98,7 +98,7 @@ with st.container(border=True):
     st.markdown(f"**Verdict: {md_escape(s.verdict)}** ({md_escape(rep.mode)} trace) — {md_escape(s.verdict_detail)}")
 ps = s.profiler_settings
 st.caption(md_escape(
-    f"Speedup range {s.predicted_speedup_low:.2f}-{s.predicted_speedup_high:.2f}x. Profiler settings detected: "
+    f"Speedup range {h.predicted_speedup_low:.2f}-{h.predicted_speedup_high:.2f}x. Profiler settings detected: "
     f"{ps.get('tier', '?')} (" + ("; ".join(ps.get("evidence") or []) or "nothing recorded") + ")."
     + (f" Workload: {rep.workload.label} ({rep.workload.id})." if rep.workload else "")))
 
@@ -272,8 +272,16 @@ if steps:
     view = st.radio("Show", ["start of the step", "whole step"], horizontal=True, key="lg_tl_view",
                     help=f"A decode step repeats the same layers: its first {ZOOM_OPS} GPU ops show each kernel, "
                          "launch and gap at a readable width. Double-click the chart to see the whole step.")
+    # CPU and GPU share one time base (us from the earlier of the step's CPU range and its GPU window). A step
+    # whose GPU work began after its CPU range ended (a graph replay queued behind earlier steps: the host runs
+    # ahead) opens on its GPU work, and says how far ahead the host was.
+    gpu_from, lag_us = timeline_gpu_start(step, index.steps.cpu_start_ns[step.index], index.steps.cpu_end_ns[step.index])
     if view == "start of the step" and first_n is not None:
-        fig.update_xaxes(range=[0.0, first_n])
+        fig.update_xaxes(range=[max(gpu_from - 0.02 * (first_n - gpu_from), 0.0), first_n])
+    if lag_us > 0:
+        st.caption(md_escape(f"The host issued this step {lag_us:,.0f} us before its GPU work began: the GPU was still "
+                             "running earlier steps (the host runs ahead of a graph replay). \"whole step\" shows "
+                             "both."))
     with stage("diagnosis.timeline_chart"):
         st.plotly_chart(fig, width="stretch", key="lg_timeline")
     if merge_us:
