@@ -108,6 +108,8 @@ def test_short_sliding_window_is_refused(tmp_path: Path) -> None:
     (b"{", "not a JSON config"), (b"[1]", "expected a JSON object"), (b'{"hidden_size": 8}', "no model_type"),
     (json.dumps({**CONFIGS["llama"], "num_hidden_layers": 0}).encode(), "num_hidden_layers is 0"),
     (json.dumps({**CONFIGS["llama"], "model_type": "no-such-model"}).encode(), "cannot read model_type"),
+    (json.dumps({**CONFIGS["llama"], "model_type": "t5", "d_model": 64}).encode(),
+     "cannot build a causal LM from this config: Unrecognized configuration class"),
 ])
 def test_bad_config_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes,
                                        reason: str) -> None:
