@@ -198,3 +198,40 @@ def test_serving_on_cuda(tmp_path: Path) -> None:
     for x, s in zip(steps, e["steps"]):
         inside = sum(1 for t in launches if x["ts"] <= t <= x["ts"] + x["dur"])
         assert inside == (1 if s["mode"] == "graph" else 0), s["annotation"]
+
+
+def test_hf_config_records_eager_and_graph_on_cuda(tmp_path: Path) -> None:
+    """A tiny transformers config (no download): every size captures, the replay advances the positions and
+    writes the cache as the eager step does, and the timings say what was measured."""
+    transformers = pytest.importorskip("transformers", reason="transformers not installed")
+    from launchgap.cli import main
+    from launchgap.harness.hf import HFDecoder, read_hf_config
+    from launchgap.timings import load_timings
+
+    cfg = tmp_path / "tiny-llama.json"
+    cfg.write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 128,
+                               "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+                               "num_key_value_heads": 2, "vocab_size": 512}))
+    dec = HFDecoder(read_hf_config(cfg), max_batch_size=4, context_len=64, start_pos=8, device="cuda", seed=1)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        dec.step(4)  # warm-up: pos 8 -> 9
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        dec.step(4)
+    assert dec.pos.tolist() == [9, 9]  # a capture runs nothing
+    k0 = dec._full[0][0][:4, :, 9].clone()
+    g.replay()
+    torch.cuda.synchronize()
+    assert dec.pos.tolist() == [10, 10] and not torch.equal(dec._full[0][0][:4, :, 9], k0)
+    out = tmp_path / "run"
+    assert main(["record", "--hf-config", str(cfg), "--batch-sizes", "1,3", "--repeats", "5", "--steps", "1",
+                 "--no-micro", "--out", str(out)]) == 0
+    doc = load_timings(out / "timings.json")
+    assert all(r["eager_us"] > 0 and r["graph_us"] > 0 and r["graph_nodes"] for r in doc["rows"])
+    entry = doc["models"]["tiny-llama"]
+    assert entry["capture"] == {"ok": True, "reason": None}
+    assert entry["model_source"]["architecture"] == "LlamaForCausalLM"
+    assert entry["transformers"] == transformers.__version__
