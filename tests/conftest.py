@@ -71,9 +71,3 @@ def reference_traces() -> Path:
     """
     assert TRACES.is_dir(), f"reference traces missing: {TRACES} (part of the repository)"
     return TRACES
-
-
-@pytest.fixture(scope="session")
-def samples(reference_traces: Path) -> Path:
-    """The same bundled ``traces/`` (the name the older tests use)."""
-    return reference_traces

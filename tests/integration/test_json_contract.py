@@ -273,9 +273,9 @@ def _plan_outputs(traces: Path, tmp_path: Path, capsys) -> list[tuple[dict, str]
     ]
 
 
-def test_analyze_json_matches_the_doc(samples, bad_trace, capsys):
+def test_analyze_json_matches_the_doc(reference_traces, bad_trace, capsys):
     c = Checker(CONTRACT)
-    outputs = _analyze_outputs(samples, bad_trace, capsys)
+    outputs = _analyze_outputs(reference_traces, bad_trace, capsys)
     for i, doc in enumerate(outputs):
         c.document(doc, "launchgap.report/1", f"analyze run {i}")
     assert not c.problems, c.summary()
@@ -299,8 +299,8 @@ def test_analyze_json_matches_the_doc(samples, bad_trace, capsys):
     assert any(lg["capture"]["memory_mib"] is not None and lg["decode"]["eager_above_max"] for lg in logs)
 
 
-def test_plan_json_matches_the_doc(samples, tmp_path, capsys):
-    outputs = _plan_outputs(samples, tmp_path, capsys)
+def test_plan_json_matches_the_doc(reference_traces, tmp_path, capsys):
+    outputs = _plan_outputs(reference_traces, tmp_path, capsys)
     c = Checker(CONTRACT)
     for i, (doc, name) in enumerate(outputs):
         c.document(doc, name, f"plan run {i}")
@@ -314,15 +314,15 @@ def test_plan_json_matches_the_doc(samples, tmp_path, capsys):
     assert any(p["memory"]["predicted_capture_s"] is not None for p in plans)
 
 
-def test_fleet_json_matches_the_doc(samples, bad_trace, tmp_path, capsys):
+def test_fleet_json_matches_the_doc(reference_traces, bad_trace, tmp_path, capsys):
     pytest.importorskip("dask.distributed")
-    h1b = sorted(map(str, (samples / "h200-1b").glob("*.json.gz")))
-    tiny = sorted(map(str, (samples / "h200").glob("tiny_*.json.gz")))
+    h1b = sorted(map(str, (reference_traces / "h200-1b").glob("*.json.gz")))
+    tiny = sorted(map(str, (reference_traces / "h200").glob("tiny_*.json.gz")))
     wl = _run(["analyze", h1b[0], "--format", "json"], capsys)["traces"][0]["workload"]["id"]
     # with the analysis options that show up in analysis_options (capture sizes, graph timings)
     doc = _run(["fleet", *h1b, *tiny, str(bad_trace), "--workers", "1", "--out", str(tmp_path / "fleet.jsonl"),
                 "--workload", wl, "--capture-sizes", "1,8,64,256", "--graph-timings",
-                str(samples / "h200-session-2026-12-01" / "timings_fullrange.json"), "--format", "json"],
+                str(reference_traces / "h200-session-2026-12-01" / "timings_fullrange.json"), "--format", "json"],
                capsys, expect_rc=2)
     c = Checker(CONTRACT)
     c.document(doc, "launchgap.fleet/1", "fleet run")

@@ -13,16 +13,16 @@ from launchgap.report import analyze_trace
 
 
 @pytest.fixture(scope="module")
-def h200(samples):
-    d = samples / "h200"
+def h200(reference_traces):
+    d = reference_traces / "h200"
     assert (d / "timings.json").is_file(), f"{d} is part of the repository"
     return d
 
 
 @pytest.fixture(scope="module")
-def reports(h200, samples):
-    files = sorted(h200.glob("*.json.gz")) + sorted((samples / "h200-1b").glob("*.json.gz")) \
-        + sorted((samples / "h200x2-tp2-1b").glob("*.json.gz"))
+def reports(h200, reference_traces):
+    files = sorted(h200.glob("*.json.gz")) + sorted((reference_traces / "h200-1b").glob("*.json.gz")) \
+        + sorted((reference_traces / "h200x2-tp2-1b").glob("*.json.gz"))
     return {f"{f.parent.name}/{f.name.removesuffix('.json.gz')}": analyze_trace(load_trace(f)) for f in files}
 
 

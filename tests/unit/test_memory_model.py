@@ -125,14 +125,14 @@ def test_fit_needs_dims_and_data():
 FIXTURE = "issue16-graph-memory/graph_memory.json"
 
 
-def test_read_issue16_fixture(samples):
-    dims, meas = graph_memory_from_timings(samples / FIXTURE)
+def test_read_issue16_fixture(reference_traces):
+    dims, meas = graph_memory_from_timings(reference_traces / FIXTURE)
     assert list(dims) == ["3b-class"] and dims["3b-class"].layers == 28
     assert [(m.list_name, m.mode, m.graphs, m.device_used_mib) for m in meas] == [
         ("pow2-128", "full", 8, 480.0), ("vllm-256", "full", 35, 1308.0), ("every-1-128", "full", 128, 1526.0),
         ("single-128", "full", 1, 240.0), ("single-128", "piecewise", 21, 848.0)]
     assert meas[0].nodes == 8 * 1272 and meas[4].capture_s is None
-    assert model_dims_from_timings(samples / FIXTURE, None).name == "3b-class"
+    assert model_dims_from_timings(reference_traces / FIXTURE, None).name == "3b-class"
 
 
 @pytest.mark.parametrize("entry, reason", [
@@ -175,10 +175,10 @@ def test_load_model_dims_formats(tmp_path):
         load_model_dims(f)
 
 
-def test_committed_defaults_are_the_fit_of_their_data(samples, tmp_path):
+def test_committed_defaults_are_the_fit_of_their_data(reference_traces, tmp_path):
     """The defaults are what ``python -m launchgap.planning.memory fit`` writes from the files they name."""
     committed = default_memory_model()
-    files = [str(samples.parent / f.strip()) for f in committed.fitted_on.split(",")]
+    files = [str(reference_traces.parent / f.strip()) for f in committed.fitted_on.split(",")]
     out = tmp_path / "model.json"
     assert main(["fit", *files, "--out", str(out)]) == 0
     refit = MemoryModel.from_dict(json.loads(out.read_text()))
@@ -201,10 +201,10 @@ def test_fit_command_errors(tmp_path, capsys):
 H200_MEMORY = "h200-session-2026-12-01/timings_memory.json"
 
 
-def test_h200_fit_and_held_out_errors(samples):
+def test_h200_fit_and_held_out_errors(reference_traces):
     """The committed fit's data (H200, 1b/3b/8b, full and piecewise, four lists each): parameters and the
     held-out check (fit without a model, predict its lists of 8..128 graphs) as exact numbers."""
-    dims, meas = graph_memory_from_timings(samples / H200_MEMORY)
+    dims, meas = graph_memory_from_timings(reference_traces / H200_MEMORY)
     assert sorted(dims) == ["1b", "3b", "8b"] and len(meas) == 22
     fit = fit_memory_model(meas, dims)
     assert (round(fit.base_mib, 3), round(fit.pool_per_act, 4), fit.graph_mib, round(fit.node_kib, 4),
