@@ -223,3 +223,32 @@ def test_page_notes_basis_and_capture_time(tmp_path) -> None:
     assert "MiB per graph x" in basis and "capture time" in basis and "kernel nodes per graph from" in basis
     assert metrics(at)["Capture time"].endswith(" s") and metrics(at)["Capture time"] != "unknown"
     assert at.number_input(key="lg_plan_max_graphs").value == 0  # no graph limit, as the command
+
+
+def test_page_and_cli_on_harness_timings_and_a_histogram(tmp_path, monkeypatch, capsys) -> None:
+    """The page's other inputs (bundled harness timings with the model's dimensions, an uploaded
+    histogram) give the command's plan on the same files, dimensions and kernel counts included."""
+    root = tmp_path / "samples"
+    root.mkdir(exist_ok=True)
+    timings = {"schema": "launchgap.timings/1", "device": "test", "models": {"m": DIMS}, "rows": [
+        {"model": "m", "batch_size": b, "eager_us": e, "graph_us": g, "kernels_per_step": 100}
+        for b, e, g in [(1, 100.0, 20.0), (4, 100.0, 50.0), (8, 120.0, 80.0)]]}
+    (root / "timings.json").write_text(json.dumps(timings))
+    hist = b"batch_size,count\n1,5\n2,3\n4,2\n8,1\n"
+    (root / "d.csv").write_bytes(hist)
+    monkeypatch.setenv("LAUNCHGAP_SAMPLES_DIR", str(root))
+    monkeypatch.chdir(root)  # the command names its inputs as given: the page's names
+    st.cache_resource.clear()
+    want = cli_plan([], ["--timings", "timings.json", "--distribution", "d.csv"], capsys)
+    assert want["sources"] == {"costs": "timings.json", "distribution": "d.csv", "capture_sizes": None,
+                               "model_dims": "timings.json", "graph_nodes": "timings.json", "memory_model": None,
+                               "capture_cost": None}
+    at = goto(new_app(), "plan")
+    at.radio(key="lg_plan_src").set_value("harness timings (JSON)").run()
+    at.radio(key="lg_plan_dsrc").set_value("a CSV / JSON histogram").run()
+    at.file_uploader(key="lg_plan_dist_widget").set_value(("d.csv", hist, "text/csv"))
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    _page_matches(at, want)
+    shown_s = float(metrics(at)["Capture time"].removesuffix(" s"))
+    assert shown_s == pytest.approx(want["memory"]["predicted_capture_s"], abs=5e-4)  # JSON rounds to 1 ms
