@@ -222,3 +222,18 @@ def _compiled_decoder(dec, compile: bool):
     if compile:
         dec.compile()
     return dec
+
+
+def test_resume_follows_the_config_hash_not_its_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    first = _write(tmp_path, "llama")
+    out = tmp_path / "run"
+    args = ["--batch-sizes", "1", "--repeats", "1", "--warmup", "0", "--no-trace", "--out", str(out)]
+    assert main(["record", "--hf-config", str(first), *args]) == 0
+    moved = tmp_path / "elsewhere"
+    moved.mkdir()
+    (moved / "llama.json").write_bytes(first.read_bytes())
+    assert main(["record", "--hf-config", str(moved / "llama.json"), *args]) == 0
+    assert "1 items done before" in capsys.readouterr().err
+    (moved / "llama.json").write_text(json.dumps({**CONFIGS["llama"], "rope_theta": 1000.0}))
+    assert main(["record", "--hf-config", str(moved / "llama.json"), *args]) == 2
+    assert "holds a model named 'llama' from another config" in capsys.readouterr().err

@@ -77,9 +77,16 @@ def check_resumable(doc: dict[str, Any], opts: SweepOptions, path: Path) -> None
     known = doc.get("models") or {}
     for cfg in opts.models:
         old = known.get(cfg.name)
-        if old and any(old.get(k) != v for k, v in cfg.to_dict().items()):
+        if not old:
+            continue
+        new = cfg.to_dict()
+        if any(old.get(k) != v for k, v in new.items() if k != "model_source"):
             raise InputError(f"holds a model named {cfg.name!r} with other dimensions; use --name or another --out",
                              str(path))
+        sha_old, sha_new = (old.get("model_source") or {}).get("sha256"), (new.get("model_source") or {}).get("sha256")
+        if sha_old != sha_new:  # the same config moved elsewhere resumes; another config does not
+            raise InputError(f"holds a model named {cfg.name!r} from another config (sha256 {str(sha_old)[:12]}, "
+                             f"this run {str(sha_new)[:12]}); use --name or another --out", str(path))
 
 
 class TimingsDoc:
