@@ -16,6 +16,7 @@ import numpy as np
 
 from ..engines import MAX_CONFIG_CHARS, CaptureSettings, capture_sizes_of, parse_server_config
 from ..errors import InputError
+from ..files import read_small_file
 from ..loaders import DEFAULT_MAX_TRACE_BYTES
 from ..planning.planner import PADDING_POLICIES, PlanOptions
 from ..planning.request import PlanInput, PlanRequest
@@ -227,13 +228,8 @@ def server_config(path: str | None, text: str | None) -> CaptureSettings | None:
     """``--server-config FILE`` (its text), else ``--capture-sizes TEXT`` (sizes like ``1,2,4,8`` or a server's
     capture settings), read by :func:`analyzer.engines.parse_server_config`; ``None`` when neither is given."""
     if path is not None:
-        p = Path(path)
-        try:
-            if p.stat().st_size > MAX_CONFIG_CHARS:
-                raise InputError(f"server config file is over the {MAX_CONFIG_CHARS:,}-byte cap", path)
-            body = p.read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise InputError(f"cannot read the server config: {exc.strerror}", path) from None
+        # the one capped small-file reader; a stray byte of another encoding does not hide the settings
+        body = read_small_file(path, "server config", MAX_CONFIG_CHARS).decode("utf-8", errors="replace")
         try:
             return parse_server_config(body)
         except InputError as exc:

@@ -38,3 +38,18 @@ def test_missing_and_folder(tmp_path: Path) -> None:
         read_small_file(tmp_path / "nope.csv", "distribution")
     with pytest.raises(InputError, match=re.escape(f"{tmp_path}: is a folder, expected a distribution file")):
         read_small_file(tmp_path, "distribution")
+
+
+def test_server_config_file_goes_through_the_same_reader(tmp_path: Path, capsys) -> None:
+    """``--server-config FILE``: missing, empty or too large is one line naming the file, exit 2."""
+    from launchgap.cli import main
+    from launchgap.engines import MAX_CONFIG_CHARS
+
+    big = tmp_path / "big.yaml"
+    big.write_bytes(b"#" * (MAX_CONFIG_CHARS + 1))
+    empty = tmp_path / "empty.yaml"
+    empty.write_bytes(b"")
+    for f, why in ((tmp_path / "none.yaml", "no such file"), (empty, "empty server config file"),
+                   (big, f"server config file is {MAX_CONFIG_CHARS + 1:,} bytes, over the 1 MiB cap")):
+        assert main(["plan", "--server-config", str(f)]) == 2
+        assert capsys.readouterr().err == f"launchgap: error: {f}: {why}\n"
