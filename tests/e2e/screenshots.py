@@ -41,7 +41,8 @@ def main(out: Path) -> int:
             for rel in EXTRA_SAMPLES:
                 if (REPO / "traces" / rel).is_file():
                     box.locator("input").first.fill(rel)
-                    page.keyboard.press("Enter")
+                    # the option of exactly this sample: Enter would take the first fuzzy match of many
+                    page.get_by_role("option", name=rel, exact=True).first.click(timeout=UI_TIMEOUT_MS)
                     page.keyboard.press("Escape")
                     page.wait_for_timeout(1500)
             page.wait_for_timeout(1500)
