@@ -367,3 +367,62 @@ def fit_cost_curve(samples: list[SizeSample], max_size: int, timings: dict[int, 
         source[ts - 1] = "timings"
     return CostCurve(us=us, low_us=low, high_us=high, source=tuple(str(s) for s in source), peaks=peaks,
                      notes=tuple(notes))
+
+
+#: Host time per kernel launch of an eager step (PyTorch dispatch plus the launch call), us: the H200 host's
+#: micro-benchmark (traces/h200-1b/truth.json ``micro.eager_host_us_per_op``, 7.95 us).
+DEFAULT_HOST_US_PER_LAUNCH = 7.95
+
+
+@dataclass(frozen=True)
+class EagerCurve:
+    """The eager step (us) at every batch size ``1..max`` (``us``), where it came from (``source``:
+    ``"eager steps"`` when the trace's own eager decode steps calibrate it, ``"estimate"`` otherwise) and how
+    (``detail``, one line)."""
+
+    us: np.ndarray
+    source: str
+    detail: str
+
+
+def eager_curve(graph: CostCurve, kernels_per_step: float, eager_bs: np.ndarray, eager_us: np.ndarray,
+                host_us_per_launch: float = DEFAULT_HOST_US_PER_LAUNCH) -> EagerCurve:
+    """The eager cost per size of a trace that may hold only graph steps: an eager step launches each of its
+    ``kernels_per_step`` kernels from the host (``host_us_per_launch`` each), so it takes at least that and at
+    least the graph step; where the trace has eager decode steps (fallbacks, uncaptured sizes: ``eager_bs``,
+    their unprofiled cost ``eager_us``) that estimate is scaled to agree with them (the median ratio)."""
+    est = np.maximum(graph.us, kernels_per_step * host_us_per_launch)
+    eager_bs = np.asarray(eager_bs, dtype=np.int64)
+    eager_us = np.asarray(eager_us, dtype=float)
+    ok = (eager_bs > 0) & (eager_bs <= graph.max_size) & np.isfinite(eager_us) & (eager_us > 0)
+    if ok.any() and np.isfinite(est).all():
+        k = float(np.median(eager_us[ok] / est[eager_bs[ok] - 1]))
+        return EagerCurve(np.maximum(est * k, graph.us), "eager steps",
+                          f"{int(ok.sum())} eager decode step(s) of the trace: {kernels_per_step:,.0f} kernels x "
+                          f"{host_us_per_launch:g} us per launch, scaled by {k:.3g} to agree with them")
+    return EagerCurve(est, "estimate", f"estimated: {kernels_per_step:,.0f} kernels per step x {host_us_per_launch:g} "
+                                       f"us per launch (a host-bound eager step), at least the graph step")
+
+
+def curve_to_dict(curve: CostCurve | None, eager: EagerCurve | None = None) -> dict | None:
+    """The curves as a JSON-safe dict (a fleet summary carries them), ``None`` without a curve."""
+    if curve is None or not np.isfinite(curve.us).all():
+        return None
+    # full precision: a plan from a fleet's summaries must equal the plan from the traces themselves
+    out = {"us": curve.us.tolist(), "low_us": curve.low_us.tolist(), "high_us": curve.high_us.tolist(),
+           "source": list(curve.source), "peaks": curve.peaks}
+    if eager is not None:
+        out["eager"] = {"us": eager.us.tolist(), "source": eager.source, "detail": eager.detail}
+    return out
+
+
+def curve_from_dict(doc: dict | None) -> tuple[CostCurve | None, EagerCurve | None]:
+    """The curves back from :func:`curve_to_dict` (``(None, None)`` for ``None``)."""
+    if not doc:
+        return None, None
+    curve = CostCurve(us=np.asarray(doc["us"], dtype=float), low_us=np.asarray(doc["low_us"], dtype=float),
+                      high_us=np.asarray(doc["high_us"], dtype=float), source=tuple(str(s) for s in doc["source"]),
+                      peaks=str(doc.get("peaks", "")))
+    e = doc.get("eager")
+    eager = EagerCurve(np.asarray(e["us"], dtype=float), str(e["source"]), str(e["detail"])) if e else None
+    return curve, eager

@@ -65,6 +65,7 @@ from . import __version__
 from .errors import AnalyzerError, InputError
 from .gaps import CAUSES
 from .loaders import DEFAULT_MAX_TRACE_BYTES, load_trace
+from .costmodel import curve_from_dict, curve_to_dict
 from .planning.inputs import TraceSteps, distribution_from_steps
 from .report import AnalysisOptions, TraceReport
 from .workload import Workload, pick_workload
@@ -145,7 +146,10 @@ def summary_from_report(report: TraceReport) -> dict:
     return {"format": d["format"], "mode": d["mode"], "rank": d["rank"], "world_size": d["world_size"],
             "warnings": d["warnings"], "summary": d["summary"], "devices": d["devices"], "steps": cols,
             "batch_histogram": hist, "per_batch": per_batch, "workload": d.get("workload"),
-            "steps_by_phase": steps_by_phase(cols["phase"])}
+            "steps_by_phase": steps_by_phase(cols["phase"]),
+            # the plan's cost curve (analyzer.costmodel); a fleet's traces are its servers': production's, so their
+            # steps are the distribution even where a trace holds one batch size (no benchmark rule here)
+            "cost_curve": curve_to_dict(report.cost_curve, report.eager_curve)}
 
 
 def analyze_file(path: str | Path, options: AnalysisOptions, max_bytes: int) -> TraceReport:
@@ -356,7 +360,8 @@ class FleetReport:
 
 
 def summary_steps(path: str, mode: str, summary: Mapping, bs: np.ndarray, dur_us: np.ndarray,
-                  pred_us: np.ndarray, phase: Sequence[str | None], workload: Workload | None) -> TraceSteps:
+                  pred_us: np.ndarray, phase: Sequence[str | None], workload: Workload | None,
+                  curves: dict | None = None) -> TraceSteps:
     """The planning view (:class:`~analyzer.planning.inputs.TraceSteps`) of one trace's summary: the
     same columns :func:`analyzer.planning.request.trace_steps` takes from its report, so the fleet's
     plan follows ``launchgap plan``'s cost rules exactly."""
@@ -364,7 +369,8 @@ def summary_steps(path: str, mode: str, summary: Mapping, bs: np.ndarray, dur_us
                       unprofiled_scale=TraceSteps.scale_of(float(summary["step_us_median"]),
                                                            float(summary["estimated_unprofiled_step_us_median"])),
                       batch_size=bs, dur_us=dur_us, predicted_graph_us=pred_us, phase=tuple(phase),
-                      kernels_per_step=workload.kernels_per_step if workload is not None else 0.0)
+                      kernels_per_step=workload.kernels_per_step if workload is not None else 0.0,
+                      graph_curve=curve_from_dict(curves)[0], eager=curve_from_dict(curves)[1])
 
 
 def _r(x: float, nd: int = 4) -> float:
@@ -424,7 +430,7 @@ class FleetAccumulator:
             "workload_id": wl.id if wl is not None else None,
             "steps_by_phase": steps_by_phase(phase), "engine": sm.get("engine"),
         }
-        cost = summary_steps(row["path"], row["mode"], sm, bs, dur, pred, phase, wl)
+        cost = summary_steps(row["path"], row["mode"], sm, bs, dur, pred, phase, wl, s.get("cost_curve"))
         self._rows.append(row)
         self._costs.append(cost)
         self._workloads.setdefault(row["workload_id"] or "unknown", wl)

@@ -43,7 +43,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 import numpy as np
 
 from .engines import LABELS, CaptureSettings, capture_sizes_of
-from .costmodel import CostCurve, fit_cost_curve, trace_samples
+from .costmodel import CostCurve, EagerCurve, eager_curve, fit_cost_curve, trace_samples
 from .gaps import CAUSES, DeviceBusy, Gaps, compute_gaps
 from .engines import engine as engine_module
 from .errors import InputError
@@ -67,6 +67,8 @@ from .workload import Workload, workload_of
 
 SCHEMA = "launchgap.report/1"
 GAP_HIST_EDGES_US = (0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 5000.0, float("inf"))
+#: The cost curve covers at least batch sizes 1..this (more when the trace's batches or capture list go higher).
+CURVE_MIN_SIZE = 128
 
 
 @dataclass(frozen=True)
@@ -258,9 +260,15 @@ class TraceReport:
     capture: CaptureReport | None = None
     #: :meth:`analyzer.graph_mode.CapturePairing.to_dict` when a capture trace was given beside this one.
     capture_pairing: dict | None = None
+    #: The FULL-graph cost curve of the trace's decode steps (:mod:`analyzer.costmodel`) and the eager cost per size
+    #: beside it, for the planner and the dashboard; not in the JSON report (``None`` without decode steps).
+    cost_curve: CostCurve | None = field(default=None, compare=False)
+    eager_curve: EagerCurve | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict:
-        d = asdict(self)
+        d = asdict(replace(self, cost_curve=None, eager_curve=None))
+        d.pop("cost_curve", None)
+        d.pop("eager_curve", None)
         d["workload"] = self.workload.to_dict() if self.workload is not None else None
         return d
 
@@ -342,8 +350,8 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
         summary = replace(summary, compile_evidence=evidence)
     engine = detect_engine(trace, steps)
     summary = _with_step_groups(summary, inputs, opts, engine)
-    step_reports, summary = _with_graph_serving(trace, row_step, steps, win, lm, keep, step_reports, summary,
-                                                inputs.overhead, opts, engine)
+    step_reports, summary, curves = _with_graph_serving(trace, row_step, steps, win, lm, keep, step_reports, summary,
+                                                        inputs.overhead, opts, engine)
     summary = _with_serving_units(decide(_with_kept_host(summary), mode))
     return TraceReport(
         path=trace.path, format=trace.format, mode=mode,
@@ -352,6 +360,7 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
         top_gaps=_top_gaps(trace, row_step, gaps, idle.gap_key, win.n_dev, opts.top_gaps),
         top_kernels=[r.to_dict() for r in kernel_launch_table(trace, opts.top_kernels)],
         rank=trace.rank, world_size=trace.world_size, warnings=warnings, workload=workload_of(trace, row_step),
+        cost_curve=curves[0], eager_curve=curves[1],
     )
 
 
@@ -883,14 +892,16 @@ _DECODE_OR_UNKNOWN = ("decode", None)
 
 def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _StepWindows, lm: _LaunchMetrics,
                         keep: np.ndarray, reports: list[StepReport], s: Summary, oh: OverheadEstimate,
-                        opts: AnalysisOptions, engine: str | None) -> tuple[list[StepReport], Summary]:
+                        opts: AnalysisOptions, engine: str | None
+                        ) -> tuple[list[StepReport], Summary, tuple[CostCurve | None, EagerCurve | None]]:
     """Graph-mode serving per step and in the summary: capture sizes, fallbacks and the time they lose,
-    buckets, padded rows and their cost, host time between steps (see the module docstring)."""
+    buckets, padded rows and their cost, host time between steps (see the module docstring); and the trace's
+    FULL-graph cost curve with the eager cost per size beside it (for the planner)."""
     from dataclasses import replace
 
     n = len(reports)
     if n == 0:
-        return reports, s
+        return reports, s, (None, None)
     cov = [r.graph_coverage for r in reports]
     batch = np.array([r.batch_size if r.batch_size is not None else -1 for r in reports], dtype=np.int64)
     decode = np.array([r.phase in _DECODE_OR_UNKNOWN for r in reports], dtype=bool)
@@ -910,7 +921,11 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
                                            lm.busy_us[keep], oh.us_per_event)
     k_all = np.flatnonzero(win.step_ok)
     curve = step_cost_curve(trace, row_step, k_all, reports, np.where(is_graph, ss.bucket, np.where(decode, batch, -1)),
-                            lm.pred_us[keep], opts, max([*(sizes or []), int(batch.max()), 1]))
+                            lm.pred_us[keep], opts, max([*(sizes or []), int(batch.max()), CURVE_MIN_SIZE]))
+    eager_steps = ~is_graph & decode & (batch > 0)
+    kernels = np.array([r.kernels for r in reports], dtype=float)
+    eager = eager_curve(curve, float(np.median(kernels[decode])) if decode.any() else float(np.median(kernels)),
+                        batch[eager_steps], unprof[eager_steps]) if np.isfinite(curve.us).all() else None
     unknown = source == "inferred"  # a batch's real bucket is unknown: padding is not costed
     padded = (ss.padded_rows >= 0) & (not unknown)
     pc = padding_cost(curve, np.where(padded, ss.bucket, -1), np.where(padded, batch, -1))
@@ -960,7 +975,7 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
         host_phases_us_per_step={k: _f(v / n_gaps) for k, v in sorted(phase_tot.items(), key=lambda kv: -kv[1])},
         host_phases_source=hg.source,
         async_hidden_us_per_step=_f(hg.hidden_us[1:].sum() / n_gaps) if n > 1 else 0.0)
-    return out, s
+    return out, s, (curve, eager)
 
 
 def step_cost_curve(trace: Trace, row_step: np.ndarray, step_index: np.ndarray, reports: list[StepReport],

@@ -48,6 +48,9 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
                         "(docs/serverlogs.md); repeatable")
     p.add_argument("--metrics", action="append", default=[], metavar="FILE",
                    help="a /metrics scrape (or several concatenated): the running batch per scrape; repeatable")
+    p.add_argument("--costs", action="append", default=[], metavar="TRACE",
+                   help="a benchmark trace (file or directory): it gives step costs only, never the batch-size "
+                        "distribution (launchgap record's sweeps are recognised as such); repeatable")
     p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
     p.add_argument("--output", "-o", help="write the plan to this file instead of stdout")
     add_plan_flags(p)
@@ -97,17 +100,21 @@ def build_plans(args: argparse.Namespace) -> list[tuple[Workload | None, Plan, l
     request = request_from_args(args, found)
     files = expand_paths(paths) if paths else []
     trace_files = [f for f in files if not looks_like_timings(f)]
-    have_costs = bool(trace_files) or any(i.kind == "timings" for i in request.inputs)
-    if not trace_files and not server and not found_in_dirs and not args.server_log and not args.metrics \
+    cost_files = expand_paths(args.costs) if args.costs else []
+    have_costs = bool(trace_files or cost_files) or any(i.kind == "timings" for i in request.inputs)
+    if not trace_files and not cost_files and not server and not found_in_dirs and not args.server_log \
+            and not args.metrics \
             and not any(i.kind == "timings" for i in request.inputs):
         raise InputError("nothing to plan from: give traces, a server log (--server-log), --timings FILE, or both")
     logs = server_inputs(args, [str(f) for f in server], [str(f) for f in found_in_dirs], have_costs)
     if logs:
         request = replace(request, inputs=request.inputs + tuple(logs))
     reports = _load_reports(trace_files, args)
-    groups = group_by_workload(reports, lambda r: r.workload)
-    return plan_workloads(request, [(g.workload, [trace_steps(r) for r in g.items]) for g in groups],
-                          wanted=args.workload)
+    bench = _load_reports(cost_files, args)  # --costs: costs only
+    flagged = {id(r) for r in bench}
+    groups = group_by_workload(reports + bench, lambda r: r.workload)
+    return plan_workloads(request, [(g.workload, [trace_steps(r, benchmark=id(r) in flagged) for r in g.items])
+                                    for g in groups], wanted=args.workload)
 
 
 def _plan_doc(workload: Workload | None, plan: Plan, notes: list[str]) -> dict:

@@ -27,6 +27,7 @@ from ..distribution import load_distribution  # noqa: F401 (the one reader, re-e
 from ..errors import InputError
 from ..files import MAX_SMALL_FILE_BYTES, read_json_file
 from ..timings import load_timings
+from ..costmodel import CostCurve, EagerCurve
 from .costs import CostSeries, CostTable, size_span, table_from_series
 from ..dims import ModelDims
 from .memory import dims_section
@@ -62,6 +63,13 @@ class TraceSteps:
     predicted_graph_us: np.ndarray
     phase: tuple[str | None, ...]
     kernels_per_step: float = 0.0
+    #: The trace's FULL-graph cost curve and eager cost per size (:mod:`analyzer.costmodel`; ``None`` when not
+    #: known, e.g. a fleet summary): with them a graph-only trace gives costs at every size.
+    graph_curve: CostCurve | None = None
+    eager: EagerCurve | None = None
+    #: A benchmark trace (recorded by ``launchgap record``, or passed with ``--costs``): it gives costs, never the
+    #: batch-size distribution.
+    benchmark: bool = False
 
     @staticmethod
     def scale_of(step_us_median: float, unprofiled_step_us_median: float) -> float:
@@ -92,6 +100,8 @@ def costs_from_steps(traces: Sequence[TraceSteps]) -> CostTable:
     a serving engine's prefill or mixed step (``phase``) is not a decode bucket; steps of
     unknown phase count.
     """
+    if any(t.graph_curve is not None for t in traces):
+        return costs_from_curves(traces)
     cols: dict[str, list[np.ndarray]] = {"eb": [], "eu": [], "pu": [], "gb": [], "gu": []}
     notes: list[str] = []
     no_bs = not_decode = n_eager = n_graph = 0
@@ -152,10 +162,66 @@ def kernels_per_step_from_steps(traces: Sequence[TraceSteps]) -> float | None:
     return float(np.median(counted)) if counted else None
 
 
+def costs_from_curves(traces: Sequence[TraceSteps]) -> CostTable:
+    """Costs at every batch size 1..max from the traces' cost curves (:mod:`analyzer.costmodel`).
+
+    Graph: per size, the median of the traces that measured it (their own steps ran that size), else of the
+    curves' batch-scaling model (source ``predicted``). Eager: the eager traces' own decode steps where they ran
+    (profiled step times scaled to unprofiled ones, ``measured``; linear between them), else the traces' eager
+    curves (their own eager steps, or kernels per step times the host's per-launch cost: ``predicted``, an
+    estimate the notes name).
+    """
+    with_curve = [t for t in traces if t.graph_curve is not None and np.isfinite(t.graph_curve.us).all()]
+    if not with_curve:
+        raise InputError("no steps with a known batch size in the traces: cannot tell what a step costs at which "
+                         "batch size (annotate steps with bs=N, use --batch-regex/--batch-op, or pass --timings)")
+    top = max(t.graph_curve.max_size for t in with_curve)
+    b = np.arange(1, top + 1)
+    curves = np.array([t.graph_curve.at(b) for t in with_curve])
+    # a size an eager trace ran is a predicted FULL graph (its step's GPU work plus replay cost), not a measured one
+    meas = np.array([t.graph_curve.measured(b) & (t.mode not in ("eager", "compiled")) for t in with_curve])
+    any_meas = meas.any(axis=0)
+    g = np.median(curves, axis=0)
+    if any_meas.any():  # where a trace measured the size, the measuring traces' median
+        g[any_meas] = np.nanmedian(np.where(meas, curves, np.nan)[:, any_meas], axis=0)
+    g_src = tuple("measured" if m else "predicted" for m in any_meas.tolist())
+    notes = [f"graph costs at {int(any_meas.sum())} size(s) from the traces' own graph steps, at the others from the "
+             f"batch-scaling model of their kernels (analyzer.costmodel; GPU peaks: {with_curve[0].graph_curve.peaks})"]
+    eager_traces = [t for t in traces if t.mode in ("eager", "compiled")]
+    eb, eu = [], []
+    for t in eager_traces:  # measured eager steps
+        known = t.planned & (t.batch_size > 0)
+        eb.append(t.batch_size[known])
+        eu.append(t.dur_us[known] * t.unprofiled_scale)
+    ebs = np.concatenate(eb) if eb else np.zeros(0, dtype=np.int64)
+    if ebs.size:
+        e_sizes, e_us = _medians(ebs.astype(np.int64), np.concatenate(eu))
+        e_src = tuple("measured" for _ in e_sizes)
+        notes.append(f"eager costs from the eager traces' steps at bs {size_span(e_sizes.tolist())}")
+    else:
+        eag = [t for t in with_curve if t.eager is not None]
+        if not eag:
+            raise InputError("only graph-mode traces and no eager cost per size: add eager traces of the same model "
+                             "or pass --timings")
+        e_sizes = b
+        e_us = np.median(np.array([t.eager.us[:top] if t.eager.us.size >= top else
+                                   np.concatenate([t.eager.us, np.full(top - t.eager.us.size, t.eager.us[-1])])
+                                   for t in eag]), axis=0)
+        e_src = tuple("predicted" for _ in e_sizes)
+        notes.append(f"eager costs {eag[0].eager.detail} ({eag[0].name}): an uncaptured size runs eager")
+    notes.append("trace costs are profiled steps' kernels and step times, scaled to estimated unprofiled ones; "
+                 "harness timings (--timings) are more accurate")
+    n_graph = sum(t.mode not in ("eager", "compiled") for t in traces)
+    origin = f"{len(traces) - n_graph} eager and {n_graph} graph trace(s), cost curve of their kernels"
+    return table_from_series(CostSeries("eager", np.asarray(e_sizes, dtype=np.int64), np.asarray(e_us, dtype=float),
+                                        e_src),
+                             CostSeries("graph", b.astype(np.int64), g.astype(float), g_src), origin, notes)
+
+
 def distribution_from_steps(traces: Sequence[TraceSteps]) -> dict[int, float]:
-    """Decode steps per batch size over all traces (steps without a known batch size, and a serving
-    engine's prefill or mixed steps, are not counted)."""
-    known = [t.batch_size[t.planned & (t.batch_size >= 0)] for t in traces]
+    """Decode steps per batch size over all traces (steps without a known batch size, a serving
+    engine's prefill or mixed steps, and benchmark traces' steps are not counted)."""
+    known = [t.batch_size[t.planned & (t.batch_size >= 0)] for t in traces if not t.benchmark]
     if not known or not sum(k.size for k in known):
         return {}
     sizes, counts = np.unique(np.concatenate(known), return_counts=True)

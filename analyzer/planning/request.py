@@ -42,6 +42,7 @@ input that filled it (``None``: no input did).
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -285,15 +286,23 @@ def build_plan(request: PlanRequest) -> tuple[Plan, list[str]]:
         raise InputError("no input gives the step costs: give traces with steps or --timings FILE")
     costs: CostTable = filled.value["costs"]  # type: ignore[assignment]
     dist = filled.value.get("distribution")
+    bench = [t for t in traces if t.benchmark]
     if not dist:
+        if bench and len(bench) == len(traces):
+            raise InputError("no batch-size distribution: benchmark traces (recorded by launchgap record, or passed "
+                             "with --costs) give costs only; pass --distribution FILE or a serving trace")
         raise InputError("no batch-size distribution: the traces hold no steps with a known batch size; "
                          "pass --distribution FILE")
     src = filled.source
     notes = [f"costs from {costs.origin}"]
     if src["distribution"].kind == "traces":
-        notes.append(f"distribution from {int(sum(dist.values()))} steps in {len(traces)} trace(s)")
+        notes.append(f"distribution from {int(sum(dist.values()))} decode steps in {len(traces) - len(bench)} "
+                     f"serving trace(s)")
     else:
         notes.append(f"distribution from {src['distribution'].name}")
+    if bench:
+        notes.append(f"{len(bench)} benchmark trace(s) (recorded by launchgap record, or --costs) give costs only, "
+                     f"never the distribution: {', '.join(t.name for t in bench[:4])}{', ...' if len(bench) > 4 else ''}")
     notes += list(request.notes) + filled.notes
     dims = filled.value.get("model_dims")
     nodes = filled.value.get("graph_nodes")
@@ -359,8 +368,9 @@ def plan_workloads(request: PlanRequest, groups: Sequence[tuple[Workload | None,
     return out
 
 
-def trace_steps(report: TraceReport, name: str | None = None) -> TraceSteps:
-    """The planning view of an analysed trace (``name``: how messages name it; default its path)."""
+def trace_steps(report: TraceReport, name: str | None = None, benchmark: bool = False) -> TraceSteps:
+    """The planning view of an analysed trace (``name``: how messages name it; default its path). ``benchmark``:
+    the trace gives costs only (``--costs``); a ``launchgap record`` sweep is recognised by its step markers."""
     s = report.summary
     steps = report.steps
     return TraceSteps(
@@ -370,7 +380,26 @@ def trace_steps(report: TraceReport, name: str | None = None) -> TraceSteps:
         dur_us=np.array([st.dur_us for st in steps], dtype=float),
         predicted_graph_us=np.array([st.predicted_graph_us for st in steps], dtype=float),
         phase=tuple(st.phase for st in steps),
-        kernels_per_step=report.workload.kernels_per_step if report.workload is not None else 0.0)
+        kernels_per_step=report.workload.kernels_per_step if report.workload is not None else 0.0,
+        graph_curve=report.cost_curve, eager=report.eager_curve,
+        benchmark=benchmark or is_benchmark(report))
+
+
+#: The step markers of a ``launchgap record`` sweep: ``decode_step[bs=8]`` (nothing else in it), or the
+#: ``ProfilerStep#N`` ranges around them when those win the step search.
+RECORD_STEP = re.compile(r"^(?:decode_step\[bs=\d+\]|ProfilerStep#\d+)$")
+
+
+def is_benchmark(report: TraceReport) -> bool:
+    """Whether ``report`` is a benchmark of one batch size, as ``launchgap record`` writes them: no serving
+    engine, every step named by the sweep's markers and of one batch size read from them. Production traffic
+    varies the batch step to step (the harness's serving runs too: ``decode_step[bs=37 bucket=48 graph]``)."""
+    steps = report.steps
+    if not steps or report.summary.engine is not None:
+        return False
+    sizes = {st.batch_size for st in steps}
+    return (len(sizes) == 1 and None not in sizes and all(st.batch_source == "marker" for st in steps)
+            and all(RECORD_STEP.match(st.name) for st in steps))
 
 
 def timings_among(paths: Sequence[str]) -> list[Path]:

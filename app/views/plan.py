@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import pandas as pd
 import streamlit as st
@@ -69,6 +70,20 @@ def _upload_once(label: str, key: str, types: list[str], parse) -> tuple[str, ob
     return name, value
 
 
+#: The command line's hints in the planner's messages, as this page says them.
+_CLI_HINTS = ((re.compile(r"pass --distribution FILE"), "upload a batch-size histogram"),
+              (re.compile(r"pass --timings( FILE)?|--timings FILE"), "choose harness timings"),
+              (re.compile(r"use --batch-regex/--batch-op"), "set the batch-size regex (Traces page, Analysis options)"),
+              (re.compile(r"passed with --costs"), "given as costs"))
+
+
+def _page_words(message: str) -> str:
+    """A planner message with its command-line hints said as this page's controls."""
+    for pat, words in _CLI_HINTS:
+        message = pat.sub(words, message)
+    return message
+
+
 def _timings_models(path) -> list[str]:
     try:
         doc = json.loads(path.read_bytes())
@@ -115,7 +130,10 @@ with inputs:
     roles += ("graph_nodes",) if roles else ()  # their kernels per step size the graphs' capture time
     if roles and steps:
         plan_inputs.append(traces_input(steps, workload_id, roles))
-    if dsrc.startswith("steps") and not any(t.batch_size.max(initial=-1) >= 0 for t in steps):
+    if dsrc.startswith("steps") and steps and all(t.benchmark for t in steps):
+        st.info("The loaded traces are benchmarks of one batch size each (launchgap record sweeps): they give the "
+                "step costs, never production's batch sizes. Load a serving trace, or upload a histogram.")
+    elif dsrc.startswith("steps") and not any(t.batch_size.max(initial=-1) >= 0 for t in steps):
         st.info("No loaded step has a known batch size; upload a histogram instead.")
     elif not dsrc.startswith("steps"):
         up = _upload_once("Upload a distribution (CSV or JSON)", "lg_plan_dist", ["csv", "json", "txt"],
@@ -169,7 +187,7 @@ try:
     else:
         plan, notes = build_plan(request)
 except AnalyzerError as exc:
-    st.error(md_escape(exc.message))
+    st.error(md_escape(_page_words(exc.message)))
     st.stop()
 
 with inputs:

@@ -255,7 +255,11 @@ def _plan_outputs(traces: Path, tmp_path: Path, capsys) -> list[tuple[dict, str]
     h1b = sorted(map(str, (traces / "h200-1b").glob("*.json.gz")))
     two = h1b + sorted(map(str, (traces / "h200").glob("tiny_*.json.gz")))
     return [
-        (_run(["plan", *h1b, "--max-graphs", "4", "--format", "json"], capsys), "launchgap.plan/1"),
+        (_run(["plan", *h1b, "--distribution", str(dist), "--max-graphs", "4", "--format", "json"], capsys),
+         "launchgap.plan/1"),
+        # a graph-mode serving trace alone: costs from its kernels, distribution from its steps
+        (_run(["plan", str(traces / "h200-heldout-3b-2026-12-02" / "serving" / "3b_serving_serve.json.gz"), "--format",
+               "json"], capsys), "launchgap.plan/1"),
         # extrapolation above the timings' sizes
         (_run(["plan", "--timings", str(traces / "h200-1b" / "truth.json"), "--model", "70b-slice",
                "--distribution", str(dist), "--format", "json"], capsys), "launchgap.plan/1"),
@@ -264,9 +268,10 @@ def _plan_outputs(traces: Path, tmp_path: Path, capsys) -> list[tuple[dict, str]
                str(dist), "--memory-mib", "3000", "--capture-seconds", "5", "--format", "json"], capsys),
          "launchgap.plan/1"),
         # the server's current capture list scored beside the plan (baselines.current)
-        (_run(["plan", *h1b, "--capture-sizes", "1,2,4,8,16", "--format", "json"], capsys), "launchgap.plan/1"),
+        (_run(["plan", *h1b, "--distribution", str(dist), "--capture-sizes", "1,2,4,8,16", "--format", "json"],
+              capsys), "launchgap.plan/1"),
         # two workloads: one plan each
-        (_run(["plan", *two, "--format", "json"], capsys), "plan-workloads"),
+        (_run(["plan", *two, "--distribution", str(dist), "--format", "json"], capsys), "plan-workloads"),
         # a server log alone: its costs, distribution, capture list and capture cost (sources.capture_cost)
         (_run(["plan", "--server-log", str(traces / "serverlogs" / "vllm-0.22-ceiling.log.gz"), "--max-graphs", "6",
                "--format", "json"], capsys), "launchgap.plan/1"),

@@ -261,6 +261,16 @@ def _load(data: bytes, name: str):
 
 def test_plan_from_loaded_traces() -> None:
     at = goto(upload(new_app(), [("eager.json", EAGER), ("graph.json.gz", GRAPH)]), "plan")
+    # one batch size each, decode_step[bs=4]: launchgap record's sweeps, benchmarks: costs, never the distribution
+    assert [i.value for i in at.info] == [
+        "The loaded traces are benchmarks of one batch size each (launchgap record sweeps): they give the step costs, "
+        "never production's batch sizes. Load a serving trace, or upload a histogram."]
+    assert not metrics(at)
+    # with a serving trace beside them (the harness's serving marker): its decode steps are the distribution
+    serving = [dict(e, name="decode_step[bs=4 bucket=4 graph]") if e["name"] == "decode_step[bs=4]" else e
+               for e in graph_events(0) + graph_events(1000)]
+    at = goto(upload(new_app(), [("eager.json", EAGER), ("graph.json.gz", GRAPH),
+                                 ("serving.json", trace_bytes(serving))]), "plan")
     m = metrics(at)
     assert m["Graphs to capture"] == "1"
     # One batch size (4), measured both ways: the plan replays the graph (20 us) instead of eager.

@@ -41,7 +41,9 @@ def _eager_step(t0: float, bs: int, c: int) -> list[dict]:
 
 
 def _graph_step(t0: float, bs: int, c: int) -> list[dict]:
-    return [ann(f"decode_step[bs={bs}]", t0, 200), launch(t0 + 10, 5, c, name="cudaGraphLaunch"),
+    # a serving step's marker (one batch size in decode_step[bs=N] alone would be a launchgap record benchmark,
+    # which plan takes for costs only and fleet, whose traces are production's, does not)
+    return [ann(f"decode_step[bs={bs} graph]", t0, 200), launch(t0 + 10, 5, c, name="cudaGraphLaunch"),
             kernel(t0 + 20, 10 + bs, c, name="k1"), kernel(t0 + 21 + 10 + bs, 10, c, name="k2")]
 
 
@@ -168,7 +170,7 @@ def test_roles_pick_the_best_input_and_say_so(tmp_path) -> None:
     # Costs from the timings (rank 0 beats the traces), the distribution from the traces' steps.
     assert plan.sources["costs"] == "timings.json" and plan.sources["distribution"] == "1 trace(s) of wl-x"
     assert plan.sources["model_dims"] is None  # the timings have no models section: nobody gave dimensions
-    assert notes[:2] == ["costs from timings.json, model m", "distribution from 3 steps in 1 trace(s)"]
+    assert notes[:2] == ["costs from timings.json, model m", "distribution from 3 decode steps in 1 serving trace(s)"]
     assert "costs from timings.json (wins over 1 trace(s) of wl-x)" in notes
     # bs 1: 2 of 3 steps at 20 us, bs 4: 1 at 50 us.
     assert plan.buckets == (1, 4) and plan.expected_step_us == pytest.approx(30.0)
