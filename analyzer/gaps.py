@@ -120,14 +120,15 @@ def compute_gaps(trace: Trace, wait_ns: np.ndarray | None = None) -> tuple[Gaps,
     for peers: the op counts as busy only from ``start_ns + wait_ns``.
     """
     gpu_rows = np.flatnonzero(trace.gpu_mask)
-    wait_all = np.zeros(len(trace), dtype=np.int64) if wait_ns is None else wait_ns
     sync_s, sync_e = host_sync_intervals(trace)
     sync_cum = np.concatenate([[0], np.cumsum(sync_e - sync_s)])
     parts: list[dict[str, np.ndarray]] = []
     busy: list[DeviceBusy] = []
     for dev in np.unique(trace.device[gpu_rows]):  # a loop over devices, not events
         rows = gpu_rows[trace.device[gpu_rows] == dev]
-        eff_start = trace.start_ns[rows] + np.minimum(wait_all[rows], trace.dur_ns[rows])
+        eff_start = trace.start_ns[rows]  # a copy (fancy index); no table-long array of zero waits
+        if wait_ns is not None:
+            eff_start += np.minimum(wait_ns[rows], trace.dur_ns[rows])
         # Ties in start time: the op whose launch call came first ends the gap (then a canonical
         # order), so the attribution does not depend on the order events were written in.
         li = trace.launch_idx[rows]

@@ -89,26 +89,23 @@ def host_gaps(trace: Trace, row_step: np.ndarray, step_cpu_start_ns: np.ndarray,
     g0, g1 = w1_ns[:-1][open_gap], w0_ns[1:][open_gap]
     disjoint = np.concatenate([[True], g0[1:] >= g1[:-1]]) if g0.size else np.zeros(0, bool)
     open_gap, g0, g1 = open_gap[disjoint], g0[disjoint], g1[disjoint]
-    name_ids, table, starts, ends = _host_ranges(trace, row_step)
-    keep = np.ones(name_ids.size, dtype=bool)
-    mapped = np.full(name_ids.size, -1, dtype=np.int64)
+    name_ids, table, starts, ends, named = _host_ranges(trace, row_step, g0, g1)
     pmap = _phase_map(engine)
-    # unique over integer name ids (sorting the names' texts costs seconds on a large trace)
-    uniq_ids, inv = np.unique(name_ids, return_inverse=True)
-    uniq = table[uniq_ids]
     phase_names = sorted({n for _, n in pmap})
-    code = np.full(uniq.size, -1, dtype=np.int64)
-    for u, text in enumerate(uniq.tolist()):  # once per unique name
+    # a phase per name id of every host range (not only those in a gap: the map counts when any matches)
+    code_of = np.full(table.size, -1, dtype=np.int32)
+    for u in np.flatnonzero(named).tolist():  # once per unique name
         for pat, ph in pmap:
-            if pat.search(text):
-                code[u] = phase_names.index(ph)
+            if pat.search(table[u]):
+                code_of[u] = phase_names.index(ph)
                 break
-    if name_ids.size:
-        mapped = code[inv]
-    if (mapped >= 0).any():
+    # Per-name tables indexed by name id, not a unique/inverse over the ranges: no sort, no copies of
+    # the ranges beyond a mask (a with_stack trace has millions of Python calls in its gaps).
+    if (code_of >= 0).any():
+        mapped = code_of[name_ids]
         keep = mapped >= 0
-        label_of = np.array(phase_names, dtype=object)
-        labels, lab_idx = label_of, mapped[keep]
+        labels, lab_idx = np.array(phase_names, dtype=object), mapped[keep]
+        del mapped
         source = f"engine:{engine}" if engine else "engine"
         innermost = True
     else:
@@ -118,13 +115,20 @@ def host_gaps(trace: Trace, row_step: np.ndarray, step_cpu_start_ns: np.ndarray,
         holds = (j < srt.size) & (srt[np.minimum(j, max(srt.size - 1, 0))] < ends) if srt.size else \
             np.zeros(name_ids.size, bool)
         keep = ~holds
+        del holds
+        present = np.zeros(table.size, dtype=bool)
+        present[name_ids] = True
+        uniq_ids = np.flatnonzero(present)  # the distinct names, ascending
         # names that differ only in a line number or an API version suffix share one label
-        texts = np.array([_API_SUFFIX.sub("", _PY_LINE.sub(": ", t)) for t in uniq.tolist()], dtype=object)
-        labels, label_of_uniq = np.unique(texts, return_inverse=True) if texts.size else (texts, inv)
-        lab_idx = label_of_uniq[inv[keep]] if name_ids.size else np.zeros(0, np.int64)
+        texts = np.array([_API_SUFFIX.sub("", _PY_LINE.sub(": ", t)) for t in table[uniq_ids].tolist()], dtype=object)
+        labels, label_of_uniq = np.unique(texts, return_inverse=True) if texts.size else (texts, uniq_ids)
+        label_of_id = np.full(table.size, -1, dtype=np.int32)
+        label_of_id[uniq_ids] = label_of_uniq
+        lab_idx = label_of_id[name_ids[keep]]
         source = "top-level"
         innermost = False
     s, e = starts[keep], ends[keep]
+    del starts, ends, name_ids, keep
     phases = _paint(s, e, lab_idx, labels, g0, g1, innermost)
     if open_gap.size == 0:  # one step, or every step's GPU work overlapped the previous one's: no host gap
         source = "none"
@@ -134,16 +138,56 @@ def host_gaps(trace: Trace, row_step: np.ndarray, step_cpu_start_ns: np.ndarray,
     return HostGaps(gap_us=gap, phases_us=per_step, hidden_us=hidden, source=source)
 
 
-def _host_ranges(trace: Trace, row_step: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Host ranges on the launching thread (event rows and Python calls): name ids, the table they
-    index (the trace's names, then the Python calls' names), starts and ends."""
-    name_ids, table, starts, ends, _ = host_ranges_with_kind(trace, row_step)
-    return name_ids, table, starts, ends
+def _host_ranges(trace: Trace, row_step: np.ndarray, g0: np.ndarray, g1: np.ndarray,
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Host ranges on the launching thread (event rows and Python calls) that reach into a gap
+    ``[g0, g1]`` (the only ones that can cover gap time; see :func:`_paint`): name ids, the table they
+    index (the trace's names, then the Python calls' names), starts and ends; and which names any
+    host range on that thread has, in a gap or not. Picked before anything is copied, so memory
+    follows the ranges in gaps, not the trace."""
+    tid = _launch_tid(trace, row_step)
+    host = np.isin(trace.kind, (Kind.CPU_OP, Kind.ANNOTATION, Kind.RUNTIME))
+    if tid is not None:
+        host &= trace.tid == tid
+    pc = trace.python_calls
+    table = np.concatenate([np.asarray(trace.names, dtype=object), np.asarray(pc.names, dtype=object)])
+    named = np.zeros(table.size, dtype=bool)
+    named[trace.name_id[host]] = True
+    rows = np.flatnonzero(host & _reaching(trace.start_ns, trace.end_ns, g0, g1))
+    del host
+    if len(pc) == 0:
+        return trace.name_id[rows], table, trace.start_ns[rows], trace.end_ns[rows], named
+    pmask = (pc.tid == tid) | (pc.tid < 0) if tid is not None else np.ones(len(pc), dtype=bool)
+    named[len(trace.names) + pc.name_id[pmask]] = True
+    pmask &= _reaching(pc.start_ns, pc.end_ns, g0, g1)
+    prow = np.flatnonzero(pmask)
+    del pmask
+    # the event rows, then the Python calls, written into one array each (no concatenated copies)
+    n, m = rows.size, prow.size
+    name_ids = np.empty(n + m, dtype=np.int64 if table.size >= 2**31 else np.int32)
+    starts, ends = np.empty(n + m, dtype=np.int64), np.empty(n + m, dtype=np.int64)
+    for out, ev_col, py_col in ((name_ids, trace.name_id, pc.name_id), (starts, trace.start_ns, pc.start_ns),
+                                (ends, trace.end_ns, pc.end_ns)):
+        np.take(ev_col, rows, out=out[:n], mode="clip")  # clip: indices are valid; "raise" buffers a copy
+        np.take(py_col, prow, out=out[n:], mode="clip")
+    name_ids[n:] += len(trace.names)
+    return name_ids, table, starts, ends, named
+
+
+def _reaching(s: np.ndarray, e: np.ndarray, g0: np.ndarray, g1: np.ndarray) -> np.ndarray:
+    """Which ranges ``[s, e]`` reach into some gap ``[g0, g1]`` (gaps sorted and disjoint)."""
+    n_gaps = int(g0.size)
+    if n_gaps == 0:
+        return np.zeros(s.shape[0], dtype=bool)
+    gi = np.searchsorted(g1, s, side="right")  # first gap ending after the range starts
+    return (gi < n_gaps) & (g0[np.minimum(gi, n_gaps - 1)] < e)
 
 
 def host_ranges_with_kind(trace: Trace, row_step: np.ndarray
                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """As :func:`_host_ranges`, and per range its :class:`~launchgap.trace.Kind` (-1 for a Python call)."""
+    """Every host range on the launching thread (event rows and Python calls, in a gap or not): name ids,
+    the table they index (the trace's names, then the Python calls' names), starts, ends, and per range
+    its :class:`~launchgap.trace.Kind` (-1 for a Python call)."""
     tid = _launch_tid(trace, row_step)
     host = np.isin(trace.kind, (Kind.CPU_OP, Kind.ANNOTATION, Kind.RUNTIME))
     if tid is not None:
@@ -167,11 +211,14 @@ def host_ranges_with_kind(trace: Trace, row_step: np.ndarray
 def _depth(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Order (start ascending, longer first) and nesting depth of each range in that order."""
     order = np.lexsort((-e, s))
-    ss, ee = s[order], e[order]
-    before = np.arange(ss.size)
-    ended = np.searchsorted(np.sort(ee), ss, side="right")
+    ss = s[order]
+    ended = np.searchsorted(np.sort(e), ss, side="right")  # the sort of e is the sort of e[order]
+    del ss
+    before = np.arange(ended.size)
     # ranges that started earlier and had not ended by this start hold it (ranges on one thread nest)
-    return order, np.maximum(before - np.minimum(ended, before), 0)
+    depth = before - np.minimum(ended, before, out=ended)
+    np.maximum(depth, 0, out=depth)
+    return order, depth
 
 
 def _paint(s: np.ndarray, e: np.ndarray, lab: np.ndarray, labels: np.ndarray, g0: np.ndarray, g1: np.ndarray,
@@ -182,15 +229,17 @@ def _paint(s: np.ndarray, e: np.ndarray, lab: np.ndarray, labels: np.ndarray, g0
     if s.size == 0 or n_gaps == 0:
         return out
     # only ranges that reach into some gap matter
-    gi = np.searchsorted(g1, s, side="right")  # first gap ending after the range starts
-    reach = (gi < n_gaps) & (g0[np.minimum(gi, n_gaps - 1)] < e)
+    reach = _reaching(s, e, g0, g1)
     # Ranges on one thread nest, and a range holding one that reaches into a gap reaches into it too:
     # the depths among these ranges alone are their depths among all.
-    s, e, lab = s[reach], e[reach], lab[reach]
+    if not reach.all():
+        s, e, lab = s[reach], e[reach], lab[reach]
+    del reach
     if s.size == 0:
         return out
     order, depth = _depth(s, e)
     ss, ee, ll = s[order], e[order], lab[order]
+    del order, s, e, lab
     bnd = np.unique(np.concatenate([ss, ee, g0, g1]))
     seg0, seg1 = bnd[:-1], bnd[1:]
     owner = np.full(seg0.size, -1, dtype=np.int64)
@@ -222,7 +271,7 @@ def host_activity(trace: Trace, row_step: np.ndarray, g0_ns: np.ndarray, g1_ns: 
     interval the innermost host range (CPU op, runtime call, annotation, Python call) holding each instant,
     by name (Python line numbers and API version suffixes dropped), in us. Intervals may overlap (gaps of
     several devices); each is painted on its own."""
-    name_ids, table, starts, ends = _host_ranges(trace, row_step)
+    name_ids, table, starts, ends, _ = host_ranges_with_kind(trace, row_step)
     out: list[dict[str, float]] = [{} for _ in range(int(g0_ns.size))]
     if name_ids.size == 0:
         return out

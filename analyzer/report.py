@@ -318,7 +318,8 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
     gaps, busy = compute_gaps(trace, wait_ns)
     steps = find_steps(trace, opts.steps)
     row_step = assign_rows_to_steps(trace, steps)
-    eff_start = trace.start_ns + (np.minimum(wait_ns, trace.dur_ns) if wait_ns is not None else 0)
+    # (read only: without collectives' waits it is the start column itself, not a copy of it)
+    eff_start = trace.start_ns + np.minimum(wait_ns, trace.dur_ns) if wait_ns is not None else trace.start_ns
 
     win = _step_windows(trace, len(steps), row_step, busy, eff_start)
     if win.n_steps and not win.step_ok.all():
@@ -475,16 +476,19 @@ class _LaunchMetrics:
 def _launch_metrics(trace: Trace, row_step: np.ndarray, win: _StepWindows, eff_start: np.ndarray,
                     model: PredictionModel, node_us: float) -> _LaunchMetrics:
     n_steps, g_rows = win.n_steps, win.g_rows
-    host_rows = np.flatnonzero(row_step >= 0)
-    rs = row_step[host_rows]
-    api = trace.api[host_rows]
-    is_kl = api == Api.KERNEL_LAUNCH
-    is_gl = api == Api.GRAPH_LAUNCH
-    kernel_launches = np.bincount(rs[is_kl], minlength=n_steps)
-    graph_launches = np.bincount(rs[is_gl], minlength=n_steps)
-    launch_api_ns = np.bincount(rs[is_kl | is_gl], weights=trace.dur_ns[host_rows][is_kl | is_gl], minlength=n_steps)
-    host_ev = np.isin(trace.kind[host_rows], (Kind.CPU_OP, Kind.RUNTIME))
-    host_events = np.bincount(rs[host_ev], minlength=n_steps)
+    # Masks over the whole table (a byte a row), not copies of the rows in steps: memory of a large trace.
+    in_step = row_step >= 0
+    is_kl = (trace.api == Api.KERNEL_LAUNCH) & in_step
+    is_gl = (trace.api == Api.GRAPH_LAUNCH) & in_step
+    kernel_launches = np.bincount(row_step[is_kl], minlength=n_steps)
+    graph_launches = np.bincount(row_step[is_gl], minlength=n_steps)
+    is_launch = is_kl | is_gl
+    del is_kl, is_gl
+    launch_api_ns = np.bincount(row_step[is_launch], weights=trace.dur_ns[is_launch], minlength=n_steps)
+    del is_launch
+    host_ev = ((trace.kind == Kind.CPU_OP) | (trace.kind == Kind.RUNTIME)) & in_step
+    host_events = np.bincount(row_step[host_ev], minlength=n_steps)
+    del host_ev, in_step
     g_step = row_step[g_rows]
     kern = trace.kind[g_rows] == Kind.KERNEL
     kernels = np.bincount(g_step[kern], minlength=n_steps)

@@ -489,8 +489,11 @@ def assign_rows_to_steps(trace: Trace, steps: Steps) -> np.ndarray:
     gpu = trace.gpu_mask
     li = trace.launch_idx
     t[gpu] = np.where(li[gpu] >= 0, trace.start_ns[np.maximum(li[gpu], 0)], -1)
-    idx = np.searchsorted(steps.cpu_start_ns, t, side="right") - 1
+    idx = np.searchsorted(steps.cpu_start_ns, t, side="right")
+    idx -= 1  # in place: a large trace's rows make each such array count
     ok = idx >= 0
     ok[ok] = t[ok] <= steps.cpu_end_ns[idx[ok]]
+    del t
     ok &= ~(gpu & (li < 0))
-    return np.where(ok, idx, -1)
+    idx[~ok] = -1
+    return idx

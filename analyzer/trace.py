@@ -65,6 +65,8 @@ def classify_api_name(name: str) -> Api:
     return Api.OTHER
 
 
+#: The table's columns and their types; those of :data:`_NARROW_COLUMNS` are int32 when every value
+#: fits, else the int64 given here (ids as the trace writes them: most traces' fit, some do not).
 _COLUMNS: dict[str, Any] = {
     "kind": np.int8,
     "name_id": np.int32,
@@ -89,6 +91,7 @@ _COLUMNS: dict[str, Any] = {
     "block_y": np.int16,
     "block_z": np.int16,
 }
+_NARROW_COLUMNS = ("stream", "pid", "tid", "corr", "graph_id")
 _OPTIONAL_COLUMNS = ("kernel_name_id", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")
 #: The launch-configuration columns, in the order (grid x, y, z, block x, y, z).
 LAUNCH_CONFIG_COLUMNS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")
@@ -233,44 +236,19 @@ def build_trace(
 
     ``columns`` must hold every column of :data:`_COLUMNS` but the optional ones (``kernel_name_id``
     and the launch configuration, -1 when left out); a loader fills absent values with -1; a launch
-    dimension outside its column's range (negative, or a block dimension past int16) reads as -1. Sorting is stable, so equal start times keep the loader's order.
+    dimension outside its column's range (negative, or a block dimension past int16) reads as -1.
+    Sorting is stable, so equal start times keep the loader's order. ``columns`` is emptied as its
+    arrays are taken, so that each can be freed once converted (a loader holds no other reference).
     """
-    n = len(columns["kind"])
     warnings = list(warnings or ())
-    columns = dict(columns)
-    for key in _OPTIONAL_COLUMNS:
-        if key not in columns:
-            columns[key] = np.full(n, -1, dtype=_COLUMNS[key])
-    # Device ids are int32 here: a larger one would alias another device, so such rows are corrupt.
-    dev64 = np.asarray(columns["device"], dtype=np.int64)
-    bad_dev = (dev64 > np.iinfo(np.int32).max) | (dev64 < -1)
-    if bad_dev.any():
-        warnings.append(f"dropped {int(bad_dev.sum())} events with a device id out of range")
-        columns = {k: np.asarray(v)[~bad_dev] for k, v in columns.items()}
-        n = int((~bad_dev).sum())
-    cols: dict[str, np.ndarray] = {}
-    for key in LAUNCH_CONFIG_COLUMNS:
-        arr = np.asarray(columns[key])
-        top = np.iinfo(_COLUMNS[key]).max
-        columns[key] = np.where((arr >= 0) & (arr <= top), arr, -1).astype(_COLUMNS[key])
-    for key, dtype in _COLUMNS.items():
-        arr = np.asarray(columns[key], dtype=dtype)
-        if arr.shape != (n,):
-            raise ValueError(f"column {key} has shape {arr.shape}, expected ({n},)")
-        cols[key] = arr
-    if n and not (int(cols["kind"].min()) >= 0 and int(cols["kind"].max()) <= max(Kind)):
-        raise ValueError("column kind holds a value that is not a Kind")  # gpu_mask relies on it
-    # Times beyond ±2^62 ns (146 years) are corrupt values; end = start + dur must not overflow.
-    # (No np.abs: it overflows on int64's minimum and leaves it negative.)
-    start, dur = cols["start_ns"], cols["dur_ns"]
-    sane = (start > -_MAX_TIME_NS) & (start < _MAX_TIME_NS) & (dur > -_MAX_TIME_NS) & (dur < _MAX_TIME_NS)
-    if not sane.all():
-        warnings.append(f"dropped {int((~sane).sum())} events with timestamps or durations out of range")
-        cols = {k: v[sane] for k, v in cols.items()}
-        n = int(sane.sum())
+    cols = _checked_columns(columns, warnings)
+    n = int(cols["kind"].shape[0])
+    # Stable sort, one column at a time: the table's memory plus one column at its peak.
     order = np.argsort(cols["start_ns"], kind="stable")
     if n and not np.all(order[1:] > order[:-1]):
-        cols = {k: v[order] for k, v in cols.items()}
+        for key in list(cols):
+            cols[key] = cols[key][order]
+    del order
     if (cols["dur_ns"] < 0).any():
         warnings.append(f"{int((cols['dur_ns'] < 0).sum())} events had a negative duration, counted as 0")
         cols["dur_ns"] = np.maximum(cols["dur_ns"], 0)
@@ -303,6 +281,61 @@ def build_trace(
     )
 
 
+def _checked_columns(columns: dict[str, np.ndarray], warnings: list[str]) -> dict[str, np.ndarray]:
+    """The loader's columns at the table's types (:func:`narrowest` for :data:`_NARROW_COLUMNS`), rows
+    with a device id, time or duration out of range dropped (with a warning). Column by column, each
+    taken out of ``columns`` as it is converted, so the peak is about the table plus a column."""
+    n = len(columns["kind"])
+    for key in _OPTIONAL_COLUMNS:
+        if key not in columns:
+            columns[key] = np.full(n, -1, dtype=_COLUMNS[key])
+    for key in columns:
+        if np.shape(columns[key]) != (n,):
+            raise ValueError(f"column {key} has shape {np.shape(columns[key])}, expected ({n},)")
+    kind = np.asarray(columns["kind"])
+    if n and not (int(kind.min()) >= 0 and int(kind.max()) <= max(Kind)):
+        raise ValueError("column kind holds a value that is not a Kind")  # gpu_mask relies on it
+    del kind
+    # Device ids are int32 here: a larger one would alias another device, so such rows are corrupt.
+    dev = np.asarray(columns["device"])
+    keep = (dev <= np.iinfo(np.int32).max) & (dev >= -1)
+    if not keep.all():
+        warnings.append(f"dropped {int((~keep).sum())} events with a device id out of range")
+    # Times beyond ±2^62 ns (146 years) are corrupt values; end = start + dur must not overflow.
+    # (No np.abs: it overflows on int64's minimum and leaves it negative.)
+    start = np.asarray(columns["start_ns"], dtype=np.int64)
+    dur = np.asarray(columns["dur_ns"], dtype=np.int64)
+    sane = (start > -_MAX_TIME_NS) & (start < _MAX_TIME_NS) & (dur > -_MAX_TIME_NS) & (dur < _MAX_TIME_NS)
+    del start, dur, dev
+    if not sane[keep].all():
+        warnings.append(f"dropped {int((~sane[keep]).sum())} events with timestamps or durations out of range")
+    keep &= sane
+    del sane
+    rows = None if keep.all() else np.flatnonzero(keep)
+    del keep
+    cols: dict[str, np.ndarray] = {}
+    for key, dtype in _COLUMNS.items():
+        arr = np.asarray(columns.pop(key))
+        if rows is not None:
+            arr = arr[rows]
+        if key in LAUNCH_CONFIG_COLUMNS:
+            arr = np.where((arr >= 0) & (arr <= np.iinfo(dtype).max), arr, -1)
+        cols[key] = narrowest(arr) if key in _NARROW_COLUMNS else arr.astype(dtype, copy=False)
+        del arr
+    columns.clear()
+    return cols
+
+
+def narrowest(values: np.ndarray) -> np.ndarray:
+    """``values`` as int32 when every one fits, else int64 (a copy only when the type changes)."""
+    values = np.asarray(values)
+    if values.dtype == np.int32:
+        return values
+    if values.size == 0 or (int(values.min()) >= -(2**31) and int(values.max()) < 2**31):
+        return values.astype(np.int32)
+    return values.astype(np.int64, copy=False)
+
+
 def _join_launches(kind: np.ndarray, corr: np.ndarray, runtime: np.ndarray) -> np.ndarray:
     """For each GPU op, the row of the runtime call with its correlation id (-1 if none).
 
@@ -310,7 +343,7 @@ def _join_launches(kind: np.ndarray, corr: np.ndarray, runtime: np.ndarray) -> n
     ops may point at one call. When several runtime rows share an id (a driver call nested
     in a runtime call), the earliest wins.
     """
-    launch_idx = np.full(kind.shape[0], -1, dtype=np.int64)
+    launch_idx = np.full(kind.shape[0], -1, dtype=np.int32 if kind.shape[0] < 2**31 else np.int64)
     rt_rows = np.flatnonzero(runtime & (corr >= 0))
     gpu_rows = np.flatnonzero((kind <= Kind.GRAPH) & (corr >= 0))
     if rt_rows.size == 0 or gpu_rows.size == 0:

@@ -35,7 +35,7 @@ def add_analysis_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--observed-step-us", type=float, help="a real unprofiled step time (e.g. measured inter-token "
                                                           "latency) to calibrate the predicted speedup")
     p.add_argument("--max-trace-bytes", type=int, default=DEFAULT_MAX_TRACE_BYTES,
-                   help="refuse traces that decompress past this many bytes (default 2 GiB)")
+                   help="refuse traces that decompress past this many bytes (default 8 GiB)")
     p.add_argument("--node-us", type=float, default=None,
                    help="prediction model: per-kernel-node cost inside a graph replay, us (default: fitted from "
                         f"the trace's own graph replays, else {DEFAULT_MODEL.node_us})")

@@ -50,7 +50,7 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-upload-mb", type=int, default=DEFAULT_MAX_UPLOAD_MB,
                    help=f"largest file the browser may upload, MB (default {DEFAULT_MAX_UPLOAD_MB})")
     p.add_argument("--max-trace-bytes", type=int, default=None,
-                   help="refuse traces that decompress past this many bytes (default 2 GiB)")
+                   help="refuse traces that decompress past this many bytes (default 8 GiB)")
     p.add_argument("--samples-dir", default=None,
                    help="folder of sample traces to offer (default: the traces/ folder shipped with launchgap)")
 

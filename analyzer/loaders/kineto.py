@@ -48,9 +48,9 @@ import msgspec
 import numpy as np
 
 from ..errors import NoGpuActivityError, TraceFormatError, TraceTooLargeError
-from ._io import (CHUNK_BYTES, DEFAULT_MAX_TRACE_BYTES, GZIP_MAGIC, iter_content, mb_text, read_ahead, read_head,
-                  read_text_bytes)
-from ..trace import LAUNCH_CONFIG_COLUMNS, Kind, PythonCalls, Trace, build_trace, no_python_calls
+from ._io import (CHUNK_BYTES, DEFAULT_MAX_TRACE_BYTES, GZIP_MAGIC, HEAP, iter_content, mb_text, read_ahead,
+                  read_head, read_text_bytes)
+from ..trace import LAUNCH_CONFIG_COLUMNS, Kind, PythonCalls, Trace, build_trace, narrowest, no_python_calls
 
 try:  # the fast path (_kineto_scan.c), where it was compiled at install
     from . import _kineto_scan
@@ -270,16 +270,16 @@ def _dim3(value: Any) -> tuple[int, int, int]:
     return _NO_DIM3
 
 
-def _launch_config(args: list, n: int) -> np.ndarray:
-    """(n, 6) int32: grid x, y, z, block x, y, z of each event's args, -1 where absent."""
-    out = np.full((n, 6), -1, dtype=np.int32)
+def _launch_config(args: list, n: int) -> list[np.ndarray]:
+    """Columns grid x, y, z, block x, y, z (int32) of each event's args, -1 where absent."""
+    out = np.full((6, n), -1, dtype=np.int32)
     grids = [a.grid for a in args]
     blocks = [a.block for a in args]
     for col, values in ((0, grids), (3, blocks)):
         at = [i for i, v in enumerate(values) if v is not None]  # kernels only
         if at:
-            out[at, col:col + 3] = [_dim3(values[i]) for i in at]
-    return out
+            out[col:col + 3, at] = np.array([_dim3(values[i]) for i in at], dtype=np.int32).T
+    return list(out)
 
 
 def _device_properties(devices: Iterable[_Device] | None) -> dict[int, dict[str, Any]]:
@@ -922,7 +922,8 @@ class _Worker:
             while True:
                 msg = self.results.recv_bytes()
                 if msg[:1] == b"R":
-                    return self.done
+                    done, self.done = self.done, []  # ours no longer: merged and freed by the caller
+                    return done
                 self._ack(msg, counts)
         except (EOFError, OSError):
             raise _WorkerFailed("decode worker exited") from None
@@ -1090,6 +1091,20 @@ def _int_column(values: list, n: int) -> np.ndarray:
         return np.fromiter(map(_as_int, values), dtype=np.int64, count=n)
 
 
+_INT_TYPES = tuple((t, np.iinfo(t)) for t in (np.int8, np.int16, np.int32))
+
+
+def _narrowest_int(values: np.ndarray) -> np.ndarray:
+    """``values`` as the narrowest signed integer type that holds every one (itself if none is narrower)."""
+    if values.size == 0:
+        return values.astype(np.int8)
+    lo, hi = int(values.min()), int(values.max())
+    for t, info in _INT_TYPES:
+        if info.min <= lo and hi <= info.max:
+            return values if values.dtype == t else values.astype(t)
+    return values
+
+
 def _first_appearance(ids: np.ndarray) -> np.ndarray:
     """The distinct values of ``ids``, in the order they first appear."""
     uniq, first = np.unique(ids, return_index=True)
@@ -1153,7 +1168,7 @@ class _ColumnBuilder:
         self.names: dict[str, int] = {}
         self.parts: dict[str, list[np.ndarray]] = {k: [] for k in (
             "kind", "name_id", "ts_us", "dur_us", "pid", "tid", "corr", "device_arg", "stream_arg", "graph_id",
-            "kernel_name_id", "launch")}
+            "kernel_name_id", *LAUNCH_CONFIG_COLUMNS)}
         self.dims: list[tuple[np.ndarray, np.ndarray, list[str]]] = []  # (rows, local ids, local texts)
         self.kernel_texts: list[str] = []  # kernel args in first appearance, one entry per piece and text
         self.flows: dict[str, list[np.ndarray]] = {"pid": [], "tid": [], "ts_us": [], "id": []}
@@ -1190,6 +1205,7 @@ class _ColumnBuilder:
             self.python.add(python)
         if kept:
             self._add_kept(kept, kinds)
+            self._narrow_last()
             self.gpu_seen = self.gpu_seen or bool((self.parts["kind"][-1] <= Kind.GRAPH).any())
         if not self.gpu_seen and not self.mtia_events:  # only traces without GPU work pay for this scan
             self.mtia_events = any(isinstance(e.cat, str) and e.cat.startswith("mtia") for e in events)
@@ -1228,6 +1244,7 @@ class _ColumnBuilder:
         rows = np.flatnonzero((codes > 0) & (codes < _PYTHON_CODE))
         if rows.size:
             self._add_kept_scanned(ev, rows, codes[rows] - 1, text["name"][rows], text["kernel"][rows], table, raws)
+            self._narrow_last()
             self.gpu_seen = self.gpu_seen or bool((self.parts["kind"][-1] <= Kind.GRAPH).any())
         if not self.gpu_seen and not self.mtia_events:
             self.mtia_events = any(table[i].startswith("mtia") for i in np.unique(cat).tolist())
@@ -1238,6 +1255,18 @@ class _ColumnBuilder:
             self.sampled += m
             self.sample_codes.append(sample)
         return n
+
+    #: Integer columns kept at the narrowest type their values fit while the pieces wait to be
+    #: concatenated (which widens them back to the widest piece's type): most are -1 or small.
+    _NARROWED = ("corr", "device_arg", "stream_arg", "graph_id", "pid", "tid", *LAUNCH_CONFIG_COLUMNS)
+
+    def _narrow_last(self) -> None:
+        """Narrow the pieces just added (a pid/tid piece that waits for its texts' ids is left alone)."""
+        waiting = {id(out) for group in ("pid", "tid") for out, _, _ in self.host.pending[group]}
+        for key in self._NARROWED:
+            parts = self.parts[key]
+            if parts and id(parts[-1]) not in waiting:
+                parts[-1] = _narrowest_int(parts[-1])
 
     def _scanned_host(self, ev: np.ndarray, rows: np.ndarray, field: str, table: list[str], group: str) -> np.ndarray:
         """pid or tid of the scanned events at ``rows``, as :meth:`_HostIds.column` makes them."""
@@ -1259,10 +1288,8 @@ class _ColumnBuilder:
         for key, field in (("ts_us", "ts"), ("dur_us", "dur"), ("corr", "corr"), ("device_arg", "device"),
                            ("stream_arg", "stream"), ("graph_id", "graph_id")):
             p[key].append(ev[field][rows])
-        launch = np.empty((n, 6), dtype=np.int32)
-        for i, field in enumerate(LAUNCH_CONFIG_COLUMNS):
-            launch[:, i] = ev[field][rows]
-        p["launch"].append(launch)
+        for field in LAUNCH_CONFIG_COLUMNS:
+            p[field].append(ev[field][rows])
         p["pid"].append(self._scanned_host(ev, rows, "pid", table, "pid"))
         p["tid"].append(self._scanned_host(ev, rows, "tid", table, "tid"))
         p["name_id"].append(_intern_local(name, table, self.names))
@@ -1359,7 +1386,8 @@ class _ColumnBuilder:
         p["tid"].append(self.host.column([e.tid for e in kept], n, "tid"))
         p["name_id"].append(self._intern_names(names))
         p["kernel_name_id"].append(self._launch_kernel_names([a.kernel for a in args], n))
-        p["launch"].append(_launch_config(args, n))
+        for key, column in zip(LAUNCH_CONFIG_COLUMNS, _launch_config(args, n)):
+            p[key].append(column)
         self._add_dims([bytes(a.input_dims) if a.input_dims else b"" for a in args])
 
     def _add_kept_strict(self, kept: list, kinds: np.ndarray) -> None:
@@ -1396,7 +1424,8 @@ class _ColumnBuilder:
         p["tid"].append(self.host.column([e.tid for e in kept], n, "tid"))
         p["name_id"].append(self._intern_names([e.name for e in kept]))
         p["kernel_name_id"].append(self._launch_kernel_names([e.args.kernel for e in kept], n))
-        p["launch"].append(_launch_config([e.args for e in kept], n))
+        for key, column in zip(LAUNCH_CONFIG_COLUMNS, _launch_config([e.args for e in kept], n)):
+            p[key].append(column)
         dims = [e.args.input_dims for e in kept]
         self._add_dims(list(map(bytes, dims)) if any(dims) else [])  # bytes of an empty Raw: b""
 
@@ -1447,94 +1476,105 @@ class _ColumnBuilder:
             self.flows["ts_us"].append(np.fromiter([_as_us(f.ts) for f in flows], dtype=np.float64, count=n))
             self.flows["id"].append(np.fromiter([_as_int(f.id) for f in flows], dtype=np.int64, count=n))
 
-    def finish(self, path: str, device_props: Iterable[_Device] | None, dist: _DistInfo | None,
-               flags: dict[str, _Scalar] | None = None) -> Trace:
-        """All columns, the cleaning steps of the loader, and :func:`build_trace`."""
-        self.host.resolve()
-        cat = {k: (np.concatenate(v) if v else np.zeros(0, dtype=np.float64 if k.endswith("_us") else np.int64))
-               for k, v in self.parts.items() if k != "launch"}
-        launch = np.concatenate(self.parts["launch"]) if self.parts["launch"] else np.full((0, 6), -1, np.int32)
-        kind = cat["kind"].astype(np.int8)
-        name_id = cat["name_id"].astype(np.int32)
-        ts_us, dur_us, pid, tid, corr = cat["ts_us"], cat["dur_us"], cat["pid"], cat["tid"], cat["corr"]
-        dims_id = np.full(self.n_kept, -1, dtype=np.int32)
+    def _take(self, key: str, empty: Any = np.int64) -> np.ndarray:
+        """One column of every piece, concatenated; the pieces are let go (folded in, memory freed)."""
+        parts = self.parts[key]
+        out = np.concatenate(parts) if len(parts) > 1 else parts[0] if parts else np.zeros(0, dtype=empty)
+        parts.clear()
+        return out
+
+    def _name_columns(self) -> tuple[np.ndarray, np.ndarray]:
+        """``kernel_name_id`` and ``dims_id``: their texts interned after every event name, kernels first."""
         table = self.names
-        k_local = cat["kernel_name_id"].astype(np.int64)
-        k_remap = np.array([table.setdefault(t, len(table)) for t in self.kernel_texts], dtype=np.int64)
+        k_local = self._take("kernel_name_id", np.int32)
+        k_remap = np.array([table.setdefault(t, len(table)) for t in self.kernel_texts], dtype=np.int32)
         kernel_name_id = np.where(k_local >= 0, k_remap[np.maximum(k_local, 0)] if k_remap.size else -1, -1)
+        del k_local
+        dims_id = np.full(self.n_kept, -1, dtype=np.int32)
         for rows, local, texts in self.dims:  # one entry per piece
             remap = np.array([table.setdefault(t, len(table)) for t in texts], dtype=np.int32)
             dims_id[rows] = remap[local]
+        self.dims.clear()
+        return kernel_name_id.astype(np.int32, copy=False), dims_id
 
+    def _device_stream(self, kind: np.ndarray, pid: np.ndarray, tid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """On GPU rows Kineto's pid is the device and tid the stream; args say so explicitly when present."""
+        gpu = (kind <= Kind.GRAPH) | (kind == Kind.GPU_ANNOTATION)
+        arg = self._take("device_arg")
+        device = np.where(gpu, np.where(arg >= 0, arg, pid), -1)
+        arg = self._take("stream_arg")
+        stream = np.where(gpu, np.where(arg >= 0, arg, tid), -1)
+        return device, stream
+
+    def finish(self, path: str, device_props: Iterable[_Device] | None, dist: _DistInfo | None,
+               flags: dict[str, _Scalar] | None = None) -> Trace:
+        """All columns, the cleaning steps of the loader, and :func:`build_trace`.
+
+        Column by column: each is concatenated from its pieces, which are let go at once, so the peak
+        is about the finished table plus a few columns (the pieces of a column and its result never
+        live beside every other column's pieces and results)."""
+        self.host.resolve()
+        HEAP.trim()  # the pieces' buffers are gone; their holes in the heap go back before the columns grow
+        ts_us, dur_us = self._take("ts_us", np.float64), self._take("dur_us", np.float64)
         warnings: list[str] = []
         # |t| < 9.2e15 us keeps t * 1000 inside int64 ns (NaN and inf fail the test too).
-        bad_time = ~(np.abs(ts_us) < 9.2e15) | ~(np.abs(dur_us) < 9.2e15)
-        if bad_time.any():
-            warnings.append(f"dropped {int(bad_time.sum())} events without a numeric ts/dur in range")
-
-        gpu = (kind <= Kind.GRAPH) | (kind == Kind.GPU_ANNOTATION)
-        # On GPU rows Kineto's pid is the device and tid the stream; args say so explicitly when present.
-        device = np.where(gpu, np.where(cat["device_arg"] >= 0, cat["device_arg"], pid), -1)
-        stream = np.where(gpu, np.where(cat["stream_arg"] >= 0, cat["stream_arg"], tid), -1)
-
-        if self.flows["id"] and (gpu & (corr < 0) & (kind <= Kind.GRAPH)).any():
-            flows = {k: np.concatenate(v) for k, v in self.flows.items()}
-            corr = _fill_corr_from_flows(flows, kind, pid, tid, ts_us, corr)
-
-        keep = ~bad_time
+        keep = (np.abs(ts_us) < 9.2e15) & (np.abs(dur_us) < 9.2e15)
+        if not keep.all():
+            warnings.append(f"dropped {int((~keep).sum())} events without a numeric ts/dur in range")
         # Epoch-based traces have ts near 1.7e15 us: times 1000 that exceeds 2^53 and float64
         # would snap every start to a multiple of 256 ns. Subtract a whole-us base first.
         base_us = float(np.floor(ts_us[keep].min())) if keep.any() else 0.0
         if not abs(base_us) < 9.2e15:
             base_us = 0.0
-        start_ns = np.rint((np.where(keep, ts_us, base_us) - base_us) * 1000.0).astype(np.int64) \
-            + np.int64(int(base_us) * 1000)
-        dur_ns = np.rint(np.where(keep, dur_us, 0.0) * 1000.0).astype(np.int64)
-        columns = {
-            "kind": kind,
-            "name_id": name_id,
-            "device": device,
-            "stream": stream,
-            "pid": pid,
-            "tid": tid,
-            "start_ns": start_ns,
-            "dur_ns": dur_ns,
-            "corr": corr,
-            "graph_id": cat["graph_id"],
-            "dims_id": dims_id,
-            "kernel_name_id": kernel_name_id.astype(np.int32),
-            **{key: launch[:, i] for i, key in enumerate(LAUNCH_CONFIG_COLUMNS)},
-        }
+        python_calls = self.python.finish(base_us)  # its pieces go before the table's columns are built
+        kind = self._take("kind", np.int8).astype(np.int8, copy=False)
+        pid, tid = self._take("pid"), self._take("tid")
+        device, stream = self._device_stream(kind, pid, tid)
+        corr = self._take("corr")
+        if self.flows["id"] and ((kind <= Kind.GRAPH) & (corr < 0)).any():
+            flows = {k: np.concatenate(v) for k, v in self.flows.items()}
+            corr = _fill_corr_from_flows(flows, kind, pid, tid, ts_us, corr)
+        self.flows = {k: [] for k in self.flows}
         if not keep.all():
-            columns = {k: v[keep] for k, v in columns.items()}
-
+            ts_us, dur_us = np.where(keep, ts_us, base_us), np.where(keep, dur_us, 0.0)
+        start_ns = np.rint((ts_us - base_us) * 1000.0).astype(np.int64) + np.int64(int(base_us) * 1000)
+        del ts_us
+        dur_ns = np.rint(dur_us * 1000.0).astype(np.int64)
+        del dur_us
+        kernel_name_id, dims_id = self._name_columns()
+        columns = {"kind": kind, "name_id": self._take("name_id", np.int32).astype(np.int32, copy=False),
+                   "device": device, "stream": stream, "pid": pid, "tid": tid, "start_ns": start_ns,
+                   "dur_ns": dur_ns, "corr": corr, "graph_id": self._take("graph_id"), "dims_id": dims_id,
+                   "kernel_name_id": kernel_name_id}
+        del kind, device, stream, pid, tid, start_ns, dur_ns, corr, kernel_name_id, dims_id
+        for key in LAUNCH_CONFIG_COLUMNS:
+            columns[key] = self._take(key, np.int32)
+        if not keep.all():
+            for key in columns:  # one column at a time
+                columns[key] = columns[key][keep]
+        del keep
         device_properties = _device_properties(device_props)
-        device_names = {d: p["name"] for d, p in device_properties.items() if "name" in p}
-        rank = world = None
-        if dist is not None:
-            r = _as_int(dist.rank)
-            w = _as_int(dist.world_size)
-            rank = r if r >= 0 else None
-            world = w if w > 0 else None
-
+        HEAP.trim()
         trace = build_trace(
-            path=path,
-            format="kineto",
-            names=list(table),
-            columns=columns,
-            device_names=device_names,
-            rank=rank,
-            world_size=world,
-            warnings=warnings,
-            python_calls=self.python.finish(base_us),
+            path=path, format="kineto", names=list(self.names), columns=columns,
+            device_names={d: p["name"] for d, p in device_properties.items() if "name" in p},
+            warnings=warnings, python_calls=python_calls,
             profiler_settings=_settings_of(flags or {}, *self.settings_sample()),
-            device_properties=device_properties,
-        )
+            device_properties=device_properties, **_rank_of(dist))
         if not trace.gpu_mask.any():
             cats = ("MTIA trace: launchgap reads CUDA and ROCm GPU events only" if self.mtia_events
                     else "CPU-only trace" if self.n_events else "no events at all")
             raise NoGpuActivityError(f"no GPU kernels, copies or sets in the trace ({cats}); nothing to analyse", path)
+        HEAP.trim()
         return trace
+
+
+def _rank_of(dist: _DistInfo | None) -> dict[str, int | None]:
+    """``rank`` and ``world_size`` from ``distributedInfo`` (None where absent or not a valid number)."""
+    if dist is None:
+        return {"rank": None, "world_size": None}
+    r, w = _as_int(dist.rank), _as_int(dist.world_size)
+    return {"rank": r if r >= 0 else None, "world_size": w if w > 0 else None}
 
 
 def _settings_of(flags: dict[str, _Scalar], sample: dict[str, int], sampled: int) -> dict:
@@ -1568,14 +1608,15 @@ def _fill_corr_from_flows(flows: dict[str, np.ndarray], kind: np.ndarray, pid: n
     The flow end sits on the GPU op: same pid, tid and ts. Joined by sorting keys, not a loop.
     """
     need = np.flatnonzero((kind <= Kind.GRAPH) & (corr < 0))
-    f_key = np.rec.fromarrays([flows["pid"], flows["tid"], _ns_key(flows["ts_us"])])
-    n_key = np.rec.fromarrays([pid[need], tid[need], _ns_key(ts_us[need])])
+    i64 = np.int64  # both keys of one type (the event columns may be narrower than the flows')
+    f_key = np.rec.fromarrays([flows["pid"].astype(i64), flows["tid"].astype(i64), _ns_key(flows["ts_us"])])
+    n_key = np.rec.fromarrays([pid[need].astype(i64), tid[need].astype(i64), _ns_key(ts_us[need])])
     order = np.argsort(f_key, kind="stable")
     pos = np.searchsorted(f_key[order], n_key)
     pos_ok = pos < order.size
     hit = np.zeros(need.size, dtype=bool)
     hit[pos_ok] = f_key[order[pos[pos_ok]]] == n_key[pos_ok]
-    out = corr.copy()
+    out = corr.astype(np.int64)  # a copy, wide enough for any flow id
     out[need[hit]] = flows["id"][order[pos[hit]]]
     return out
 
@@ -1593,13 +1634,22 @@ class _PythonCallColumns:
     """Python function ranges, piece by piece, into a :class:`~analyzer.trace.PythonCalls` table.
 
     Names go to a table of their own, so the event table (its names, ids and columns) is what it
-    would be without them.
+    would be without them. A with_stack trace holds more of these than anything else, so each piece
+    keeps little per call: its name id, ``ts`` (float us: the ns base is known only at the end),
+    the duration already in ns (-1 where it is not a number in range, or negative: such calls are
+    dropped) and the tid, both at the narrowest integer type their piece allows.
     """
 
     def __init__(self, strict: bool) -> None:
         self.strict = strict
         self.names: dict[str, int] = {}
-        self.parts: dict[str, list[np.ndarray]] = {"name_id": [], "ts_us": [], "dur_us": [], "tid": []}
+        self.parts: dict[str, list[np.ndarray]] = {"name_id": [], "ts_us": [], "dur_ns": [], "tid": []}
+
+    def _add_times(self, ts: np.ndarray, dur_us: np.ndarray, tid: np.ndarray) -> None:
+        self.parts["ts_us"].append(ts)
+        ok = (np.abs(dur_us) < 9.2e15) & (dur_us >= 0)  # False for NaN
+        self.parts["dur_ns"].append(_narrowest_int(np.where(ok, np.rint(dur_us * 1000.0), -1).astype(np.int64)))
+        self.parts["tid"].append(_narrowest_int(tid))
 
     def add(self, events: list) -> None:
         n = len(events)
@@ -1615,22 +1665,18 @@ class _PythonCallColumns:
         for s in local:  # unique names only
             local[s] = self.names.setdefault(s, len(self.names))
         self.parts["name_id"].append(np.fromiter(map(local.__getitem__, names), dtype=np.int32, count=n))
-        self.parts["ts_us"].append(ts)
-        self.parts["dur_us"].append(dur)
-        self.parts["tid"].append(np.fromiter([_as_int(e.tid) for e in events], dtype=np.int64, count=n))
+        self._add_times(ts, dur, np.fromiter([_as_int(e.tid) for e in events], dtype=np.int64, count=n))
 
     def add_scanned(self, name: np.ndarray, ts: np.ndarray, dur: np.ndarray, tid: np.ndarray, tid_text: np.ndarray,
                     table: list[str], none_at: int) -> None:
         """:meth:`add` for scanned events: names as indices into ``table``, a tid given as text where
         ``tid_text`` >= 0 (-2: no tid, which reads as "None", ``table[none_at]``)."""
         self.parts["name_id"].append(_intern_local(name, table, self.names))
-        self.parts["ts_us"].append(ts)
-        self.parts["dur_us"].append(dur)
         if (tid_text != -1).any():  # tids written as text: what _as_int makes of them
             text = np.where(tid_text == -2, none_at, tid_text)
             as_int = np.array([_as_int(t) for t in table], dtype=np.int64)
             tid = np.where(text == -1, tid, as_int[np.maximum(text, 0)])
-        self.parts["tid"].append(tid)
+        self._add_times(ts, dur, tid)
 
     def merge(self, other: _PythonCallColumns) -> None:
         """Append ``other``'s calls after these (its name ids remapped onto this table)."""
@@ -1643,11 +1689,30 @@ class _PythonCallColumns:
         """The table, times in ns on the event table's base (``base_us``), sorted by start."""
         if not self.parts["ts_us"]:
             return no_python_calls()
-        c = {k: np.concatenate(v) for k, v in self.parts.items()}
-        ok = (np.abs(c["ts_us"]) < 9.2e15) & (np.abs(c["dur_us"]) < 9.2e15) & (c["dur_us"] >= 0)
-        start = np.rint((c["ts_us"][ok] - base_us) * 1000.0).astype(np.int64) + np.int64(int(base_us) * 1000)
-        end = start + np.rint(c["dur_us"][ok] * 1000.0).astype(np.int64)
+
+        def take(key: str) -> np.ndarray:  # one column of every piece; the pieces are let go
+            parts = self.parts[key]
+            out = np.concatenate(parts) if len(parts) > 1 else parts[0]
+            parts.clear()
+            return out
+
+        ts = take("ts_us")
+        dur = take("dur_ns")
+        ok = (np.abs(ts) < 9.2e15) & (dur >= 0)
+        rows = None if ok.all() else np.flatnonzero(ok)
+        del ok
+        start = np.rint(((ts if rows is None else ts[rows]) - base_us) * 1000.0).astype(np.int64) \
+            + np.int64(int(base_us) * 1000)
+        del ts
+        end = start + (dur if rows is None else dur[rows])
+        del dur
         order = np.argsort(start, kind="stable")
+        start, end = start[order], end[order]
+        columns = []
+        for key in ("name_id", "tid"):  # one at a time
+            col = take(key)
+            columns.append(narrowest(col if rows is None else col[rows])[order])
+            del col
         names = np.empty(len(self.names), dtype=object)
         names[:] = list(self.names)
-        return PythonCalls(names, c["name_id"][ok][order], start[order], end[order], c["tid"][ok][order])
+        return PythonCalls(names, columns[0].astype(np.int32, copy=False), start, end, columns[1])

@@ -150,7 +150,7 @@ def test_merge_knows_every_column() -> None:
     # extend merge() for it, then this set.
     assert set(kineto._ColumnBuilder(True).parts) == {
         "kind", "name_id", "ts_us", "dur_us", "pid", "tid", "corr", "device_arg", "stream_arg", "graph_id", "kernel_name_id",
-        "launch"}
+        "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"}
 
 
 def test_parallel_keeps_launch_kernel_names(reference_traces: Path) -> None:
