@@ -19,7 +19,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 # Stamps re-run the install when pyproject.toml or the loader's C scan changes (it is compiled there).
-NATIVE := analyzer/loaders/_kineto_scan.c
+NATIVE := analyzer/loaders/kineto/_scan.c
 
 # An editable install leaves the package's own modules uncompiled (a wheel install compiles them):
 # compiled here, so no command recompiles ~60 modules on every start where the environment sets
@@ -78,7 +78,7 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python bench/bench.py --sizes 50 100 200 400 --formats json gz --vs-hta
 
 clean:
-	rm -rf $(VENV) .pytest_cache test-artifacts bench-out build analyzer/loaders/*.so
+	rm -rf $(VENV) .pytest_cache test-artifacts bench-out build analyzer/loaders/*.so analyzer/loaders/kineto/*.so
 
 bench-fleet: $(VENV)/.installed-test
 	$(BIN)/python bench/bench_fleet.py

@@ -193,7 +193,7 @@ class Trace:
     warnings: tuple[str, ...] = ()
     python_calls: PythonCalls = field(default_factory=no_python_calls)
     #: What the loader saw of the profiler's settings (Kineto: top-level flags and event counts; see
-    #: :func:`analyzer.loaders.kineto._settings_of`); empty when the format says nothing of them.
+    #: :func:`analyzer.loaders.kineto.schema._settings_of`); empty when the format says nothing of them.
     profiler_settings: dict[str, Any] = field(default_factory=dict)
     device_properties: dict[int, dict[str, Any]] = field(default_factory=dict)
 

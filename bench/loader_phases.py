@@ -4,7 +4,7 @@ Run from the project root: ``python bench/loader_phases.py FILE [REPEAT]``. In o
 the loader's own functions and sizes, it does what the loader does, both ways:
 
 * **scan**: for each piece of the ``traceEvents`` text (:data:`~analyzer.loaders._io.CHUNK_BYTES`),
-  the C scan (``_kineto_scan.scan``) and the columns from its records
+  the C scan (``kineto._scan.scan``) and the columns from its records
   (:meth:`_ColumnBuilder.add_scanned`);
 * **msgspec** (the path of a text the scan declines, or of every text without it): for each
   stretch (:data:`SUB_PIECE_BYTES`), the typed msgspec decode, the columns
@@ -25,17 +25,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from launchgap.loaders import _io, kineto  # noqa: E402
+from launchgap.loaders import _io  # noqa: E402
+from launchgap.loaders.kineto import columns, cutting, scan, schema  # noqa: E402
 from launchgap.report import analyze_trace  # noqa: E402
 
 
 def stretches(data: bytes, size: int) -> list[bytearray]:
     """The traceEvents text cut into ``[`` events ``]`` texts of about ``size`` bytes each."""
-    start = kineto._array_start(data)
+    start = cutting._array_start(data)
     assert start is not None, "no traceEvents array"
     out, lo = [], start
     while True:
-        cut = kineto._last_cut(data, lo, lo + size)
+        cut = cutting._last_cut(data, lo, lo + size)
         if cut is None:
             break
         end, nxt = cut
@@ -47,11 +48,11 @@ def stretches(data: bytes, size: int) -> list[bytearray]:
 
 
 def one_run_scan(texts: list[bytearray], path: str) -> dict[str, float]:
-    cols = kineto._ColumnBuilder(True)
+    cols = columns._ColumnBuilder(True)
     t = {"scan": 0.0, "columns": 0.0}
     for text in texts:
         a = time.process_time()
-        scanned = kineto._SCAN(text, len(text) // kineto.MIN_EVENT_BYTES + 16)
+        scanned = scan._SCAN(text, len(text) // cutting.MIN_EVENT_BYTES + 16)
         b = time.process_time()
         assert scanned is not None, "the scan declined a piece: this file is read by msgspec"
         cols.add_scanned(*scanned)
@@ -61,7 +62,7 @@ def one_run_scan(texts: list[bytearray], path: str) -> dict[str, float]:
     return _finish_and_analyse(cols, path, t)
 
 
-def _finish_and_analyse(cols: kineto._ColumnBuilder, path: str, t: dict[str, float]) -> dict[str, float]:
+def _finish_and_analyse(cols: columns._ColumnBuilder, path: str, t: dict[str, float]) -> dict[str, float]:
     a = time.process_time()
     trace = cols.finish(path, None, None)
     b = time.process_time()
@@ -72,8 +73,8 @@ def _finish_and_analyse(cols: kineto._ColumnBuilder, path: str, t: dict[str, flo
 
 
 def one_run(texts: list[bytearray], path: str) -> dict[str, float]:
-    decoder = kineto._EVENTS_DECODERS[True]
-    cols = kineto._ColumnBuilder(True)
+    decoder = schema._EVENTS_DECODERS[True]
+    cols = columns._ColumnBuilder(True)
     t = {"decode": 0.0, "columns": 0.0, "free": 0.0}
     for text in texts:
         a = time.process_time()
@@ -93,8 +94,8 @@ def main() -> None:
     path = sys.argv[1]
     repeat = int(sys.argv[2]) if len(sys.argv) > 2 else 3
     data = Path(path).read_bytes()
-    ways = [("msgspec", one_run, kineto.SUB_PIECE_BYTES)]
-    if kineto._SCAN is not None:
+    ways = [("msgspec", one_run, cutting.SUB_PIECE_BYTES)]
+    if scan._SCAN is not None:
         ways.insert(0, ("scan", one_run_scan, _io.CHUNK_BYTES))
     for way, run, size in ways:
         runs = []

@@ -108,8 +108,9 @@ def test_whitespace_inside_strings_is_kept(tmp_path: Path, decoders: int) -> Non
 def test_a_stretch_without_cuts_past_the_limit_is_refused(tmp_path: Path, monkeypatch) -> None:
     from launchgap.errors import TraceFormatError
     from launchgap.loaders import kineto
+    from launchgap.loaders.kineto import cutting
 
-    monkeypatch.setattr(kineto, "MAX_UNCUT_BYTES", 1 * MiB)
+    monkeypatch.setattr(cutting, "MAX_UNCUT_BYTES", 1 * MiB)
     monkeypatch.setattr(kineto, "WHOLE_DECODE_MAX_BYTES", 2 * MiB)
     # A string of 4 MiB of spaces inside an event: content, not droppable whitespace.
     p = gzip_bomb(tmp_path / "string.json.gz", 4 * MiB, head=b'{"traceEvents": [{"name": "', tail=b'"}]}')

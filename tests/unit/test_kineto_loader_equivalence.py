@@ -23,8 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from launchgap.errors import AnalyzerError, NoGpuActivityError, TraceFormatError
-from launchgap.loaders import kineto
-from launchgap.loaders.kineto import load_kineto
+from launchgap.loaders.kineto import cutting, load_kineto
 from launchgap.report import analyze_trace
 from launchgap.trace import Kind, Trace, build_trace
 
@@ -306,7 +305,7 @@ def _loaded_or_error(path: Path, chunk: int | None, stretch: int | None = None) 
     """The loader's trace or error type; ``stretch``: decode each piece in stretches of this many
     bytes instead of :data:`SUB_PIECE_BYTES` (so small files are cut there too)."""
     try:
-        with mock.patch.object(kineto, "SUB_PIECE_BYTES", stretch or kineto.SUB_PIECE_BYTES):
+        with mock.patch.object(cutting, "SUB_PIECE_BYTES", stretch or cutting.SUB_PIECE_BYTES):
             return load_kineto(path) if chunk is None else load_kineto(path, chunk_bytes=chunk)
     except AnalyzerError as exc:
         return type(exc)

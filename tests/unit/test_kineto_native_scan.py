@@ -1,4 +1,4 @@
-"""The C scan of event texts (``analyzer/loaders/_kineto_scan.c``) against msgspec's strict decode.
+"""The C scan of event texts (``analyzer/loaders/kineto/_scan.c``) against msgspec's strict decode.
 
 Its contract: for any text, either it declines (None, and the loader decodes the text with
 msgspec as before), or the columns it gives are exactly the columns msgspec's path gives.
@@ -32,21 +32,23 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from launchgap.loaders import _kineto_scan, kineto
-from launchgap.loaders.kineto import MIN_EVENT_BYTES, _ColumnBuilder, _add_text, load_kineto
+from launchgap.loaders.kineto import MIN_EVENT_BYTES, load_kineto, scan, schema
+from launchgap.loaders.kineto import _scan as native
+from launchgap.loaders.kineto.columns import _ColumnBuilder
+from launchgap.loaders.kineto.cutting import _add_text
 
-_STRICT = kineto._EVENTS_DECODERS[True]
+_STRICT = schema._EVENTS_DECODERS[True]
 
 
 def _scan(text: bytes) -> Any:
-    return _kineto_scan.scan(text, len(text) // MIN_EVENT_BYTES + 16)
+    return native.scan(text, len(text) // MIN_EVENT_BYTES + 16)
 
 
 def _records(text: bytes) -> tuple[np.ndarray, list[str], list[bytes]]:
     out = _scan(text)
     assert out is not None, text
     records, strings, raws = out
-    return np.frombuffer(records, dtype=kineto._SCAN_EVENT), strings, raws
+    return np.frombuffer(records, dtype=scan._SCAN_EVENT), strings, raws
 
 
 def _native(text: bytes) -> _ColumnBuilder | None:
@@ -62,7 +64,7 @@ def _msgspec(text: bytes) -> _ColumnBuilder | type:
     """The builder msgspec's path gives (the scan off), or the exception type it raised."""
     cols = _ColumnBuilder(strict=True)
     try:
-        with mock.patch.object(kineto, "_SCAN", None):
+        with mock.patch.object(scan, "_SCAN", None):
             _add_text(cols, _STRICT, bytearray(text))
     except Exception as exc:  # noqa: BLE001 - which one is compared by the callers
         return type(exc)
@@ -163,13 +165,13 @@ def test_empty_and_whitespace_arrays() -> None:
 
 
 def test_record_layout_matches_the_module() -> None:
-    assert kineto._SCAN_EVENT.itemsize == _kineto_scan.EVENT_SIZE
-    assert [f[0] for f in _kineto_scan.EVENT_FIELDS] == list(kineto._SCAN_EVENT.names)
+    assert scan._SCAN_EVENT.itemsize == native.EVENT_SIZE
+    assert [f[0] for f in native.EVENT_FIELDS] == list(scan._SCAN_EVENT.names)
 
 
 def test_the_scan_is_built_and_on() -> None:
     """The package builds it at install (a C compiler is part of the set-up); the loader uses it."""
-    assert kineto._SCAN is _kineto_scan.scan
+    assert scan._SCAN is native.scan
 
 
 # --- what it declines -----------------------------------------------------------------------
@@ -211,8 +213,8 @@ def test_declined(text: bytes) -> None:
 
 def test_declines_more_events_than_the_bound() -> None:
     text = b"[" + b",".join([b"{}"] * 50) + b"]"
-    assert _kineto_scan.scan(text, 49) is None
-    assert _kineto_scan.scan(text, 50) is not None
+    assert native.scan(text, 49) is None
+    assert native.scan(text, 50) is not None
 
 
 def test_flow_with_a_text_id_is_left_to_msgspec() -> None:
@@ -292,7 +294,7 @@ _json = st.recursive(_json_scalars, lambda inner: st.one_of(st.lists(inner, max_
                                                             st.dictionaries(_texts, inner, max_size=4)), max_leaves=12)
 _ints = st.integers(-(10**18) + 1, 10**18 - 1)
 _times = st.one_of(st.floats(allow_nan=False, allow_infinity=False), _ints)
-_cats = st.sampled_from(list(kineto._CAT_KIND) + ["ac2g", "python_function", "mtia_op", "Trace", ""])
+_cats = st.sampled_from(list(schema._CAT_KIND) + ["ac2g", "python_function", "mtia_op", "Trace", ""])
 
 
 @st.composite
@@ -368,14 +370,14 @@ def test_mutated_texts_are_declined_or_read_as_msgspec_reads_them(events: list[d
 
 def _pieces_read(path: Path) -> dict[str, int]:
     counts = {"scan": 0, "declined": 0}
-    real = kineto._SCAN
+    real = scan._SCAN
 
     def counting(text: Any, bound: int) -> Any:
         out = real(text, bound)
         counts["scan" if out is not None else "declined"] += 1
         return out
 
-    with mock.patch.object(kineto, "_SCAN", counting):
+    with mock.patch.object(scan, "_SCAN", counting):
         load_kineto(path, chunk_bytes=1 << 20, decoders=1)
     return counts
 
@@ -397,6 +399,6 @@ def test_loader_with_and_without_the_scan(reference_traces: Path) -> None:
              *sorted((reference_traces / "engines").glob("*/*.json.gz"))[:3]]
     for path in paths:
         on = load_kineto(path, chunk_bytes=1 << 18)
-        with mock.patch.object(kineto, "_SCAN", None):
+        with mock.patch.object(scan, "_SCAN", None):
             off = load_kineto(path, chunk_bytes=1 << 18)
         assert_same_trace(on, off)

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from launchgap.loaders import kineto
-from launchgap.loaders.kineto import _scan_strings, load_kineto
+from launchgap.loaders.kineto import columns, load_kineto, workers
+from launchgap.loaders.kineto.cutting import _scan_strings
 from launchgap.trace import Trace
 from tests.unit.test_kineto_loader_equivalence import (
     _event, _events, _real_traces, _reference_trace_or_error, _write, assert_same_trace,
@@ -85,8 +85,8 @@ def test_parallel_decode_matches_reference(tmp_path: Path, events: list[dict], n
 @pytest.mark.parametrize("decoders", [2, 3])
 def test_parallel_on_the_hand_built_layouts(tmp_path: Path, decoders: int, monkeypatch) -> None:
     sent: list[int] = []
-    submit = kineto._Worker.submit
-    monkeypatch.setattr(kineto._Worker, "submit", lambda self, seq, limit, parts, offset: (sent.append(seq),
+    submit = workers._Worker.submit
+    monkeypatch.setattr(workers._Worker, "submit", lambda self, seq, limit, parts, offset: (sent.append(seq),
                                                                                    submit(self, seq, limit, parts, offset)))
     evs = _events(20)
     evs.insert(3, {"ph": "X", "cat": "python_function", "name": '}, {"ph": "X"}, {', "pid": 1, "tid": 1,
@@ -129,7 +129,7 @@ def test_parallel_on_real_traces(reference_traces: Path) -> None:
 
 def test_parallel_with_a_fresh_interpreter_worker(tmp_path: Path, monkeypatch) -> None:
     # What a process with threads (the dashboard) gets: a subprocess worker, not a fork.
-    monkeypatch.setattr(kineto, "_can_fork", lambda: False)
+    monkeypatch.setattr(workers, "_can_fork", lambda: False)
     evs = _events(30)
     for kw in ({}, {"gz": True}):
         p = _write(tmp_path, "fresh", {"traceEvents": evs, "deviceProperties": [{"id": 0, "name": "GPU"}]}, **kw)
@@ -137,8 +137,8 @@ def test_parallel_with_a_fresh_interpreter_worker(tmp_path: Path, monkeypatch) -
 
 
 def test_a_worker_that_dies_is_replaced_by_a_decode_here(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(kineto, "_BOOT", "import os; os._exit(3)")
-    monkeypatch.setattr(kineto, "_can_fork", lambda: False)
+    monkeypatch.setattr(workers, "_BOOT", "import os; os._exit(3)")
+    monkeypatch.setattr(workers, "_can_fork", lambda: False)
     p = _write(tmp_path, "dies", {"traceEvents": _events(30)})
     _same(p, 500, 2)
 
@@ -148,7 +148,7 @@ def test_merge_knows_every_column() -> None:
     # merged name table. A column added later that holds ids local to a builder (into a text list of
     # its own) must be remapped there too, or a parallel decode gives wrong ids without failing:
     # extend merge() for it, then this set.
-    assert set(kineto._ColumnBuilder(True).parts) == {
+    assert set(columns._ColumnBuilder(True).parts) == {
         "kind", "name_id", "ts_us", "dur_us", "pid", "tid", "corr", "device_arg", "stream_arg", "graph_id", "kernel_name_id",
         "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"}
 

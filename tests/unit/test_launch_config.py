@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from launchgap.loaders import kineto, load_trace
+from launchgap.loaders import load_trace
+from launchgap.loaders.kineto import scan as kineto_scan
 from launchgap.trace import DEVICE_PROPERTY_KEYS, LAUNCH_CONFIG_COLUMNS, Kind, Trace
 from tests.builders import TraceSpec, write
 from tests.unit import kineto_tiny as kt
@@ -48,7 +49,7 @@ def _check_launch(trace: Trace) -> None:
 @pytest.mark.parametrize("scan", [True, False], ids=["c-scan", "msgspec"])
 def test_kineto_grid_and_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scan: bool) -> None:
     if not scan:
-        monkeypatch.setattr(kineto, "_SCAN", None)
+        monkeypatch.setattr(kineto_scan, "_SCAN", None)
     _check_launch(load_trace(write(_spec(), "kineto", tmp_path)))
 
 
@@ -62,7 +63,7 @@ def test_kineto_odd_launch_values_read_as_absent(tmp_path: Path, monkeypatch: py
     """Values Kineto does not write: a dimension past int32 or negative is -1 alone; a block dimension past
     int16 is -1; a list of another length, floats, strings or null make all three -1."""
     if not scan:
-        monkeypatch.setattr(kineto, "_SCAN", None)
+        monkeypatch.setattr(kineto_scan, "_SCAN", None)
     odd = [((3_000_000_000, 1, -5), (40_000, 2, 1)), ([1, 2], [1.0, 1, 1]), ("1,1,1", None), ([1, 1, 1, 1], {"x": 1})]
     events = []
     for i, (grid, block) in enumerate(odd):

@@ -6,7 +6,7 @@
  * appearance order), and the distinct raw texts of "Input Dims" values (bytes, as in the file).
  *
  * It returns None -- and the loader decodes that text with msgspec instead -- whenever the text is
- * anything but what msgspec's strict schema (kineto._FastEvent) would decode, or whenever this scan
+ * anything but what msgspec's strict schema (kineto.schema._FastEvent) would decode, or whenever this scan
  * cannot be sure it reads a value exactly as msgspec does: invalid JSON, a value of the wrong type,
  * an integer past 18 digits, a float it cannot read exactly, a key twice, an escaped key, a \u
  * surrogate, nesting past MAX_DEPTH, more than max_events events. So a file either reads
@@ -686,7 +686,7 @@ static int args_value(Scanner *s, Event *ev) {
             const char *v = s->p;
             rc = skip_value(s, 2);
             Py_ssize_t n = s->p - v;
-            /* what the loader counts as no stack: "", null, [] (kineto._NO_STACK) */
+            /* what the loader counts as no stack: "", null, [] (kineto.schema._NO_STACK) */
             ev->has_stack = !((n == 2 && (memcmp(v, "\"\"", 2) == 0 || memcmp(v, "[]", 2) == 0)) ||
                               (n == 4 && memcmp(v, "null", 4) == 0));
         } else if (KEY_IS(k, kn, "grid")) {
@@ -939,7 +939,7 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kineto_scan", NULL, -1, methods, NULL, NULL, NULL, NULL};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan", NULL, -1, methods, NULL, NULL, NULL, NULL};
 
 static const struct {
     const char *name;
@@ -955,7 +955,7 @@ static const struct {
 #undef FIELD
 };
 
-PyMODINIT_FUNC PyInit__kineto_scan(void) {
+PyMODINIT_FUNC PyInit__scan(void) {
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     Py_ssize_t n = (Py_ssize_t)(sizeof(FIELDS) / sizeof(FIELDS[0]));
