@@ -43,16 +43,14 @@ from dataclasses import asdict, dataclass, field, fields, replace
 import numpy as np
 
 from .engines import LABELS, CaptureSettings, capture_sizes_of
-from .costmodel import CostCurve, EagerCurve, eager_curve, fit_cost_curve, trace_samples
+from .costmodel import CostCurve, EagerCurve
 from .gaps import CAUSES, DeviceBusy, Gaps, compute_gaps
 from .engines import engine as engine_module
 from .errors import InputError
 from .graph_mode import COVERAGES, CaptureReport, StepCoverage, classify_mode, detect_capture, \
-    INFERRED_PADDING_REASON, compile_evidence, fallback_causes, marker_buckets, padding_cost, pair_capture, \
-    resolve_capture_sizes, \
-    serving_steps, \
-    smallest_size_at_least, step_coverage
-from .host_gaps import host_activity, host_gaps
+    INFERRED_PADDING_REASON, compile_evidence, pair_capture, smallest_size_at_least, step_coverage
+from .graph_mode.assembly import StepColumns, assemble_serving
+from .host_gaps import host_activity
 from .host_stalls import host_stalls
 from .launches import kernel_launch_table, launch_delays_ns
 from .overhead import OverheadEstimate, ProfilerSettings, detect_profiler_settings, estimate_overhead, \
@@ -898,59 +896,36 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
                         keep: np.ndarray, reports: list[StepReport], s: Summary, oh: OverheadEstimate,
                         opts: AnalysisOptions, engine: str | None
                         ) -> tuple[list[StepReport], Summary, tuple[CostCurve | None, EagerCurve | None]]:
-    """Graph-mode serving per step and in the summary: capture sizes, fallbacks and the time they lose,
-    buckets, padded rows and their cost, host time between steps (see the module docstring); and the trace's
+    """Graph-mode serving per step and in the summary (:func:`analyzer.graph_mode.assembly.assemble_serving`):
+    capture sizes, fallbacks and the time they lose, buckets, padded rows and their cost, host time between
+    steps; here only turned into report rows and summary fields, with the planner's comparison; and the trace's
     FULL-graph cost curve with the eager cost per size beside it (for the planner)."""
-    from dataclasses import replace
-
     n = len(reports)
     if n == 0:
         return reports, s, (None, None)
-    cov = [r.graph_coverage for r in reports]
-    batch = np.array([r.batch_size if r.batch_size is not None else -1 for r in reports], dtype=np.int64)
-    decode = np.array([r.phase in _DECODE_OR_UNKNOWN for r in reports], dtype=bool)
-    names = [r.name for r in reports]
-    mk = marker_buckets(names)
-    is_graph = np.isin(np.array(cov, dtype=object), ("full", "piecewise"))
-    sizes, source, detail = resolve_capture_sizes(_given_sizes(opts), mk, _engine_default(trace, engine),
-                                                  np.where(is_graph & decode, np.where(mk > 0, mk, batch), -1))
-    # a trace that replays no graph (enforce-eager) has no fallbacks: its eager steps are the engine's mode,
-    # unless the user says which sizes the server captured (flag or pasted config)
-    ss = serving_steps(cov, batch, decode, mk, sizes if is_graph.any() or source in ("flag", "config") else None)
-    # an eager step's own cost: the host's issue time (its CPU range) less the profiler's cost per host
-    # event, at least its GPU busy time; in a graph sequence its GPU window is no measure of it (the
-    # host starts it ahead, while the GPU still replays earlier steps)
-    cpu_us = np.array([r.cpu_us for r in reports])
-    unprof = opts.model.unprofiled_step_us(np.maximum(cpu_us, lm.win_us[keep]), lm.host_events[keep],
-                                           lm.busy_us[keep], oh.us_per_event)
-    k_all = np.flatnonzero(win.step_ok)
-    curve = step_cost_curve(trace, row_step, k_all, reports, np.where(is_graph, ss.bucket, np.where(decode, batch, -1)),
-                            lm.pred_us[keep], opts, max([*(sizes or []), int(batch.max()), CURVE_MIN_SIZE]))
-    eager_steps = ~is_graph & decode & (batch > 0)
-    kernels = np.array([r.kernels for r in reports], dtype=float)
-    eager = eager_curve(curve, float(np.median(kernels[decode])) if decode.any() else float(np.median(kernels)),
-                        batch[eager_steps], unprof[eager_steps]) if np.isfinite(curve.us).all() else None
-    unknown = source == "inferred"  # a batch's real bucket is unknown: padding is not costed
-    padded = (ss.padded_rows >= 0) & (not unknown)
-    pc = padding_cost(curve, np.where(padded, ss.bucket, -1), np.where(padded, batch, -1))
-    pad_us = pc.us
-    estimated = padded & ~pc.measured
-    lost = np.where(ss.fallback, unprof - curve.at(np.where(ss.fallback, ss.fallback_bucket, 1)), np.nan)
-    causes = fallback_causes(trace, row_step, [steps.names[i] for i in range(len(steps))],
-                             np.isin(np.arange(len(steps)), k_all[ss.fallback]))
-    hg = host_gaps(trace, row_step, steps.cpu_start_ns, win.w0_ns[win.pkey[keep]], win.w1_ns[win.pkey[keep]],
-                   lm.busy_us[keep], engine)
+    cols = StepColumns(
+        step=np.flatnonzero(win.step_ok), coverage=[r.graph_coverage for r in reports],
+        batch=np.array([r.batch_size if r.batch_size is not None else -1 for r in reports], dtype=np.int64),
+        decode=np.array([r.phase in _DECODE_OR_UNKNOWN for r in reports], dtype=bool), name=[r.name for r in reports],
+        device=np.array([r.device for r in reports], dtype=np.int64), cpu_us=np.array([r.cpu_us for r in reports]),
+        win_us=lm.win_us[keep], busy_us=lm.busy_us[keep], host_events=lm.host_events[keep], graph_us=lm.pred_us[keep],
+        kernels=np.array([r.kernels for r in reports], dtype=float),
+        w0_ns=win.w0_ns[win.pkey[keep]], w1_ns=win.w1_ns[win.pkey[keep]])
+    a = assemble_serving(trace, row_step, [steps.names[i] for i in range(len(steps))], steps.cpu_start_ns, cols,
+                         opts.model, oh.us_per_event, _given_sizes(opts), _engine_default(trace, engine), engine,
+                         dict(opts.graph_timings_us) if opts.graph_timings_us else None, CURVE_MIN_SIZE)
+    ss, pc, padded, lost, hg = a.ss, a.pad, a.padded, a.lost_us, a.hg
     out = []
     for i, r in enumerate(reports):  # one per step (a report row)
         out.append(replace(
             r, bucket=int(ss.bucket[i]) if ss.bucket[i] > 0 else None,
             padded_rows=int(ss.padded_rows[i]) if padded[i] else None,
-            padding_us=_f(pad_us[i]) if padded[i] and np.isfinite(pad_us[i]) else None,
+            padding_us=_f(pc.us[i]) if padded[i] and np.isfinite(pc.us[i]) else None,
             padding_us_low=_f(pc.low[i]) if padded[i] and np.isfinite(pc.low[i]) else None,
             padding_us_high=_f(pc.high[i]) if padded[i] and np.isfinite(pc.high[i]) else None,
             fallback=bool(ss.fallback[i]),
             fallback_lost_us=_f(lost[i]) if ss.fallback[i] and np.isfinite(lost[i]) else None,
-            fallback_cause=causes[int(k_all[i])],
+            fallback_cause=a.causes[int(cols.step[i])],
             inter_step_host_us=_f(hg.gap_us[i]) if hg.gap_us[i] >= 0 else None,
             host_phases_us=hg.phases_us[i]))
     rows = int(ss.bucket[padded].sum())
@@ -960,39 +935,28 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
         for k, v in ph.items():
             phase_tot[k] = phase_tot.get(k, 0.0) + v
     n_gaps = max(n - 1, 1)
+    estimated = padded & ~pc.measured
+    unknown, decode, is_graph = a.unknown, cols.decode, a.is_graph
     s = replace(
-        s, capture_sizes=sizes, capture_sizes_source=source, capture_sizes_detail=detail,
+        s, capture_sizes=a.sizes, capture_sizes_source=a.source, capture_sizes_detail=a.detail,
         padding_unknown_reason=INFERRED_PADDING_REASON if unknown else None,
         fallback_steps=[reports[i].index for i in np.flatnonzero(ss.fallback).tolist()],
         uncaptured_steps=[reports[i].index for i in np.flatnonzero(ss.uncaptured).tolist()],
         fallback_lost_us_per_step=_f(np.nansum(lost) / n) if ss.fallback.any() else 0.0,
         padded_rows_fraction=_f(ss.padded_rows[padded].sum() / rows) if rows > 0 else 0.0,
-        padding_us_per_step=None if unknown else _f(np.nansum(pad_us) / n) if padded.any() else 0.0,
+        padding_us_per_step=None if unknown else _f(np.nansum(pc.us) / n) if padded.any() else 0.0,
         padding_us_per_step_low=None if unknown else _f(np.nansum(pc.low) / n) if padded.any() else 0.0,
         padding_us_per_step_high=None if unknown else _f(np.nansum(pc.high) / n) if padded.any() else 0.0,
         padding_estimated_steps=int(estimated.sum()),
         padding_cost_source="unknown" if unknown else
-        (curve.origin + ("-estimate" if estimated.any() else "")) if padded.any() else "none",
-        planner_comparison=_planner_comparison(batch[decode], unprof[decode & ~is_graph],
-                                               batch[decode & ~is_graph], curve, sizes),
+        (a.curve.origin + ("-estimate" if estimated.any() else "")) if padded.any() else "none",
+        planner_comparison=_planner_comparison(cols.batch[decode], a.unprof_us[decode & ~is_graph],
+                                               cols.batch[decode & ~is_graph], a.curve, a.sizes),
         inter_step_host_us_median=_f(_median(gaps)) if gaps.size else 0.0,
         host_phases_us_per_step={k: _f(v / n_gaps) for k, v in sorted(phase_tot.items(), key=lambda kv: -kv[1])},
         host_phases_source=hg.source,
         async_hidden_us_per_step=_f(hg.hidden_us[1:].sum() / n_gaps) if n > 1 else 0.0)
-    return out, s, (curve, eager)
-
-
-def step_cost_curve(trace: Trace, row_step: np.ndarray, step_index: np.ndarray, reports: list[StepReport],
-                    size: np.ndarray, graph_us: np.ndarray, opts: AnalysisOptions, max_size: int) -> CostCurve:
-    """The trace's FULL-graph cost curve over ``1..max_size`` (:func:`analyzer.costmodel.fit_cost_curve`): per step
-    its size (``size``: a graph step's bucket, whose kernels ran at that size; an eager decode step's batch; -1 to
-    leave it out) and FULL-graph cost (``graph_us``: ``predicted_graph_us``), its kernels; harness timings win."""
-    dev = np.array([r.device for r in reports], dtype=np.int64)
-    samples = trace_samples(trace, row_step, step_index, dev, size, graph_us)
-    timings = dict(opts.graph_timings_us) if opts.graph_timings_us else None
-    top = max([max_size, *(timings or {})])
-    props = trace.device_properties.get(int(dev[0]), {}) if dev.size else {}
-    return fit_cost_curve(samples, top, timings, props)
+    return out, s, (a.curve, a.eager)
 
 
 def _given_sizes(opts: AnalysisOptions) -> tuple[list[int], str, str] | None:

@@ -26,7 +26,9 @@ The package, one module per concern:
 * :mod:`.coverage`: trace mode, per-step graph coverage, capture-trace detection;
 * :mod:`.serving`: graph-mode serving (capture sizes, buckets, padded rows and their cost curve,
   fallbacks and their causes);
-* :mod:`.pairing`: a capture trace paired with an execution trace (what runs inside each replay).
+* :mod:`.pairing`: a capture trace paired with an execution trace (what runs inside each replay);
+* :mod:`.assembly`: graph-mode serving of one analysed trace, assembled from its steps' columns (imported as
+  ``launchgap.graph_mode.assembly``: it uses the cost curve, which the package itself does not need).
 """
 from .coverage import CAPTURE_UNRUN_FRACTION, COVERAGES, INDUCTOR_KERNEL_SHARE, RESIDUAL_EAGER_FRACTION, \
     CaptureReport, StepCoverage, classify_mode, compile_evidence, detect_capture, step_coverage

@@ -72,7 +72,7 @@ def test_upload_and_diagnose_in_chromium(app_server, browser, artifacts, tmp_pat
         full_page_screenshot(page, artifacts / "1-traces.png")
 
         open_page(page, "Diagnosis")
-        assert metric_value(page, "Predicted CUDA-graph speedup") == f"{expected.predicted_speedup:.1f}x"
+        assert metric_value(page, "Predicted CUDA-graph speedup") == f"{expected.predicted_speedup:.2f}x"
         assert metric_value(page, "GPU idle") == f"{expected.gpu_idle_fraction:.1%}"
         assert metric_value(page, "Launch-to-kernel ratio") == f"{expected.launch_to_kernel_ratio:.2f}"
         assert metric_value(page, "Steps") == str(expected.steps)
@@ -166,7 +166,7 @@ def test_concurrent_sessions_each_get_their_own_result(app_server, browser, arti
 
     psutil = pytest.importorskip("psutil")
     files = [REPO / "traces" / rel for rel in LOAD_TRACES]
-    expected = {f.name: f"{analyze_trace(load_trace(f)).summary.predicted_speedup:.1f}x" for f in files}
+    expected = {f.name: f"{analyze_trace(load_trace(f)).summary.predicted_speedup:.2f}x" for f in files}
     server = [p for p in psutil.process_iter(["cmdline"])
               if p.info["cmdline"] and "--server.port" in p.info["cmdline"]
               and app_server.rstrip("/").rsplit(":", 1)[1] in p.info["cmdline"]]

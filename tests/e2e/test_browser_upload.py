@@ -56,7 +56,7 @@ def test_scaled_trace_upload_reaches_the_diagnosis_metrics(app_server, browser, 
         elapsed = time.perf_counter() - t0
         assert shown == {"GPU idle": f"{s.gpu_idle_fraction:.1%}",
                          "Launch-to-kernel ratio": f"{s.launch_to_kernel_ratio:.2f}",
-                         "Predicted CUDA-graph speedup": f"{s.predicted_speedup:.1f}x",
+                         "Predicted CUDA-graph speedup": f"{s.predicted_speedup:.2f}x",
                          "Steps": str(s.steps)}
         assert s.steps == 6 * trace_meta(trace)["copies"]  # 6 decode steps per copy of the source
         print(f"{trace.name}: file input to Diagnosis metrics {elapsed:.2f} s")

@@ -1,0 +1,117 @@
+"""Graph-mode serving of one analysed trace, assembled from its steps: the capture list and where it came from,
+each step's bucket, padded rows and their cost, fallbacks with the time they lose and why, and the host time
+between steps (definitions: :mod:`launchgap.graph_mode` and docs/graph-mode.md).
+
+:func:`assemble_serving` works on the kept steps' columns and returns columns
+(:class:`ServingAssembly`); :mod:`launchgap.report` only turns them into report rows and summary fields, and
+adds the planner's comparison (a planning function).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..costmodel import CostCurve, EagerCurve, eager_curve, fit_cost_curve, trace_samples
+from ..host_gaps import HostGaps, host_gaps
+from ..predict import PredictionModel
+from ..trace import Trace
+from .serving import PaddingCost, ServingSteps, fallback_causes, marker_buckets, padding_cost, resolve_capture_sizes, \
+    serving_steps
+
+
+@dataclass(frozen=True, eq=False)
+class StepColumns:
+    """The kept steps of a report, as columns (one entry per kept step, in order).
+
+    ``step``: each one's index among all steps; ``coverage`` / ``batch`` (-1 unknown) / ``decode`` (decode or
+    unknown phase) / ``name`` / ``device``; ``cpu_us``, ``win_us``, ``busy_us``, ``host_events``,
+    ``graph_us`` (predicted FULL-graph step), ``kernels``, ``w0_ns`` / ``w1_ns`` (GPU window on its device).
+    """
+
+    step: np.ndarray
+    coverage: list[str]
+    batch: np.ndarray
+    decode: np.ndarray
+    name: list[str]
+    device: np.ndarray
+    cpu_us: np.ndarray
+    win_us: np.ndarray
+    busy_us: np.ndarray
+    host_events: np.ndarray
+    graph_us: np.ndarray
+    kernels: np.ndarray
+    w0_ns: np.ndarray
+    w1_ns: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class ServingAssembly:
+    """What :func:`assemble_serving` made of the kept steps.
+
+    ``sizes`` / ``source`` / ``detail``: the capture list and where it came from; ``unknown``: the list was
+    inferred, so a batch's bucket and padding are unknown; ``ss``: buckets, padded rows, fallbacks;
+    ``padded``: steps whose padding is costed; ``pad``: its cost; ``lost_us``: per fallback its eager step
+    less the graph cost of its bucket (NaN elsewhere); ``unprof_us``: each step's own cost (its issue time
+    less the profiler's cost, at least its busy time); ``causes``: why each fallback ran eager (per step of
+    the whole trace); ``hg``: host time between steps; ``curve``: the FULL-graph cost curve; ``eager``: the
+    eager cost per size beside it (``None`` where the curve is not finite); ``is_graph``.
+    """
+
+    sizes: list[int] | None
+    source: str | None
+    detail: str | None
+    unknown: bool
+    ss: ServingSteps
+    padded: np.ndarray
+    pad: PaddingCost
+    lost_us: np.ndarray
+    unprof_us: np.ndarray
+    causes: list[str | None]
+    hg: HostGaps
+    curve: CostCurve
+    eager: EagerCurve | None
+    is_graph: np.ndarray
+
+
+def assemble_serving(trace: Trace, row_step: np.ndarray, all_step_names: list[str], cpu_start_ns: np.ndarray,
+                     cols: StepColumns, model: PredictionModel, us_per_event: float,
+                     given: tuple[list[int], str, str] | None, engine_default: tuple[list[int], str] | None,
+                     engine: str | None, timings: dict[int, float] | None, min_size: int) -> ServingAssembly:
+    """Graph-mode serving of the kept steps ``cols`` (see :class:`ServingAssembly`). ``given``: the capture list
+    the user gave (sizes, source, detail); ``engine_default``: the engine's default for the trace's GPU and TP;
+    ``timings``: harness FULL-graph timings by batch (they win in the cost curve); ``min_size``: the curve
+    spans at least ``1..min_size``."""
+    batch, decode = cols.batch, cols.decode
+    mk = marker_buckets(cols.name)
+    is_graph = np.isin(np.array(cols.coverage, dtype=object), ("full", "piecewise"))
+    sizes, source, detail = resolve_capture_sizes(given, mk, engine_default,
+                                                  np.where(is_graph & decode, np.where(mk > 0, mk, batch), -1))
+    # a trace that replays no graph (enforce-eager) has no fallbacks: its eager steps are the engine's mode,
+    # unless the user says which sizes the server captured (flag or pasted config)
+    ss = serving_steps(cols.coverage, batch, decode, mk, sizes if is_graph.any() or source in ("flag", "config")
+                       else None)
+    # an eager step's own cost: the host's issue time (its CPU range) less the profiler's cost per host
+    # event, at least its GPU busy time; in a graph sequence its GPU window is no measure of it (the
+    # host starts it ahead, while the GPU still replays earlier steps)
+    unprof = model.unprofiled_step_us(np.maximum(cols.cpu_us, cols.win_us), cols.host_events, cols.busy_us,
+                                      us_per_event)
+    size = np.where(is_graph, ss.bucket, np.where(decode, batch, -1))
+    samples = trace_samples(trace, row_step, cols.step, cols.device, size, cols.graph_us)
+    top = max([*(sizes or []), int(batch.max()) if batch.size else 1, min_size, *(timings or {})])
+    props = trace.device_properties.get(int(cols.device[0]), {}) if cols.device.size else {}
+    curve = fit_cost_curve(samples, top, timings, props)
+    eager_steps = ~is_graph & decode & (batch > 0)
+    kernels = float(np.median(cols.kernels[decode])) if decode.any() else float(np.median(cols.kernels))
+    eager = eager_curve(curve, kernels, batch[eager_steps], unprof[eager_steps]) if np.isfinite(curve.us).all() \
+        else None
+    unknown = source == "inferred"  # a batch's real bucket is unknown: padding is not costed
+    padded = (ss.padded_rows >= 0) & (not unknown)
+    pad = padding_cost(curve, np.where(padded, ss.bucket, -1), np.where(padded, batch, -1))
+    lost = np.where(ss.fallback, unprof - curve.at(np.where(ss.fallback, ss.fallback_bucket, 1)), np.nan)
+    causes = fallback_causes(trace, row_step, all_step_names,
+                             np.isin(np.arange(len(all_step_names)), cols.step[ss.fallback]))
+    hg = host_gaps(trace, row_step, cpu_start_ns, cols.w0_ns, cols.w1_ns, cols.busy_us, engine)
+    return ServingAssembly(sizes=sizes, source=source, detail=detail, unknown=unknown, ss=ss, padded=padded, pad=pad,
+                           lost_us=lost, unprof_us=unprof, causes=causes, hg=hg, curve=curve, eager=eager,
+                           is_graph=is_graph)
