@@ -5,8 +5,8 @@
 Builds (once, cached under ``bench-out/``) a log of about ``--gb`` GB by repeating the lines of the
 committed fixture ``traces/serverlogs/<engine>...log.gz`` with their numbers varied, so the mix of
 record and other lines is the fixture's. Each run is a fresh process: ``launchgap analyze FILE
---format json --output /dev/null``, timed around the process; peak memory is its ``ru_maxrss``
-from ``wait4``. MB/s counts the log's text (1 MB = 1e6 bytes). Medians over ``--repeat`` runs; on
+--output /dev/null`` (the text report; ``--json``: ``--format json``, whose ``decode.batch`` lists
+every line), timed around the process; peak memory is its ``ru_maxrss`` from ``wait4``. MB/s counts the log's text (1 MB = 1e6 bytes). Medians over ``--repeat`` runs; on
 a shared small VM other work moves single runs, so say so with the figures.
 """
 from __future__ import annotations
@@ -50,10 +50,10 @@ def build(engine: str, gb: float, gz: bool) -> Path:
     return out
 
 
-def run_once(path: Path) -> tuple[float, float]:
+def run_once(path: Path, fmt: str) -> tuple[float, float]:
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "launchgap", "analyze", str(path), "--format", "json",
+    proc = subprocess.Popen([sys.executable, "-m", "launchgap", "analyze", str(path), "--format", fmt,
                              "--output", os.devnull], env=env, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
@@ -69,6 +69,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--engine", choices=sorted(FIXTURES), default="sglang")
     ap.add_argument("--gzip", action="store_true", help="the log gzipped (text MB/s counts the uncompressed log)")
+    ap.add_argument("--json", action="store_true", help="JSON output (every decode line's batch) instead of text")
     args = ap.parse_args()
     path = build(args.engine, args.gb, args.gzip)
     text_bytes = args.gb * 1e9 if args.gzip else path.stat().st_size
@@ -77,12 +78,13 @@ def main() -> int:
             text_bytes = sum(len(b) for b in iter(lambda: fh.read(1 << 24), b""))
     walls, peaks = [], []
     for i in range(args.repeat):
-        w, m = run_once(path)
+        w, m = run_once(path, "json" if args.json else "text")
         walls.append(w)
         peaks.append(m)
         print(f"run {i + 1}: {w:.2f} s, {text_bytes / 1e6 / w:,.0f} MB/s, peak RSS {m:,.0f} MiB", flush=True)
     w = statistics.median(walls)
-    print(f"{args.engine} log, {text_bytes / 1e9:.2f} GB of text{' (gzipped)' if args.gzip else ''}; "
+    print(f"{args.engine} log, {text_bytes / 1e9:.2f} GB of text{' (gzipped)' if args.gzip else ''}, "
+          f"{'JSON' if args.json else 'text'} output; "
           f"{platform.node()}, {os.cpu_count()} cores: median {w:.2f} s = {text_bytes / 1e6 / w:,.0f} MB/s, "
           f"peak RSS median {statistics.median(peaks):,.0f} MiB (of {args.repeat} runs)")
     return 0

@@ -35,38 +35,28 @@ _MIB_PER_GIB = 1024.0
 
 
 class Column:
-    """A growable numeric column: scalars into an ``array`` buffer, whole blocks as numpy chunks,
-    kept in the order they came; read out once as one numpy array of ``dtype``."""
+    """A growable numeric column in one ``array`` (grown in place by ``realloc``, which for large
+    buffers moves pages rather than copying, and leaves no per-block pieces behind to fragment the
+    heap); read out once as a numpy array over the same memory."""
 
-    __slots__ = ("buf", "chunks", "dtype")
+    __slots__ = ("data", "dtype")
+    _CODES = {"f4": "f", "f8": "d", "i1": "b", "i2": "h", "i4": "i", "i8": "q"}
 
     def __init__(self, dtype: str) -> None:
         self.dtype = np.dtype(dtype)
-        self.buf = array("d" if self.dtype.kind == "f" else "q")
-        self.chunks: list[np.ndarray] = []
+        self.data = array(self._CODES[dtype])
 
     def append(self, v: float | int) -> None:
-        self.buf.append(v)
-
-    def _flush(self) -> None:
-        if len(self.buf):
-            self.chunks.append(np.frombuffer(self.buf, dtype=self.buf.typecode).astype(self.dtype))
-            self.buf = array(self.buf.typecode)
+        self.data.append(v)
 
     def extend(self, values: np.ndarray) -> None:
-        self._flush()
-        self.chunks.append(np.asarray(values).astype(self.dtype, copy=False))
+        self.data.frombytes(np.ascontiguousarray(values, dtype=self.dtype).tobytes())
 
     def __len__(self) -> int:
-        return len(self.buf) + sum(len(c) for c in self.chunks)
+        return len(self.data)
 
     def numpy(self) -> np.ndarray:
-        self._flush()
-        if not self.chunks:
-            return np.zeros(0, dtype=self.dtype)
-        out = self.chunks[0] if len(self.chunks) == 1 else np.concatenate(self.chunks)
-        self.chunks = []
-        return out
+        return np.frombuffer(self.data, dtype=self.dtype) if len(self.data) else np.zeros(0, dtype=self.dtype)
 
 
 @dataclass
@@ -103,8 +93,10 @@ class ServerLog:
     engine's unit converted to MiB at 1 GiB = 1024 MiB), ``max_running_requests``.
 
     Decode lines, one entry per periodic line the engine printed (columns of equal length, in
-    file order): ``decode_time_s`` (seconds since the epoch as the line's own clock states it,
-    NaN when the line has none), ``decode_batch`` (running decode requests), ``decode_graph``
+    file order, compact types: a multi-GB log has millions): ``decode_time_rel_s`` (float32
+    seconds after ``time_origin_s``, the first stamp, seconds since the epoch as the log's own clock
+    states it; NaN when the line has none; :attr:`decode_time_s` gives absolute times),
+    ``decode_batch`` (running decode requests), ``decode_graph``
     (1 a graph ran, 0 eager, -1 the line does not say), ``decode_tok_s`` (generation
     throughput the line reports, NaN if none), ``decode_source`` (index into ``sources``: the
     rank / engine tag of the process that printed it). Prefill lines likewise
@@ -134,7 +126,8 @@ class ServerLog:
     capture_mode: str | None = None
     captures: list[CaptureEvent] = field(default_factory=list)
     max_running_requests: int | None = None
-    decode_time_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    time_origin_s: float = float("nan")
+    decode_time_rel_s: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
     decode_batch: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     decode_graph: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
     decode_tok_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
@@ -163,6 +156,11 @@ class ServerLog:
     skipped_lines: int = 0
     decode_log_interval: int | None = None
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def decode_time_s(self) -> np.ndarray:
+        """Absolute times of the decode lines (float64, built on demand: a large log has millions)."""
+        return self.time_origin_s + self.decode_time_rel_s.astype(np.float64)
 
     @property
     def max_captured(self) -> int | None:
@@ -343,7 +341,7 @@ def unwrap_years(t: np.ndarray) -> np.ndarray:
     if not back.any():
         return t
     out = t.copy()
-    out[1:] += np.cumsum(np.where(back, 366 * 86400.0, 0.0))
+    out[1:] += np.cumsum(np.where(back, 366 * 86400.0, 0.0)).astype(t.dtype)
     return out
 
 
@@ -396,8 +394,9 @@ class Reader:
         self.prefix_cache: dict[bytes, tuple[float, int]] = {}
         self.log = ServerLog(path=path, engine=self.ENGINE, kind="log")
         # compact types: a multi-GB log has millions of records (docs/serverlogs.md, speed and memory)
-        self.d_t, self.d_b, self.d_g, self.d_tok, self.d_src = (Column("f8"), Column("i4"), Column("i1"),
-                                                               Column("f8"), Column("i2"))
+        self.d_t, self.d_b, self.d_g, self.d_tok, self.d_src = (Column("f4"), Column("i4"), Column("i1"),
+                                                               Column("f4"), Column("i2"))
+        self.t0 = float("nan")  # the first stamp: decode times are kept as float32 offsets from it
         self.p_t, self.p_b, self.p_tok = Column("f8"), Column("i4"), Column("i4")
         self.i_t, self.i_b, self.i_c, self.i_ms, self.i_src = (Column("f8"), Column("i4"), Column("i4"), Column("f8"),
                                                                Column("i2"))
@@ -407,8 +406,26 @@ class Reader:
     def feed(self, block: bytes) -> None:
         raise NotImplementedError
 
+    def rel(self, t: np.ndarray | float) -> np.ndarray | float:
+        """Times as offsets from the file's first stamp (kept as float32)."""
+        if self.t0 != self.t0:  # NaN: no stamp yet
+            first = np.asarray(t, dtype=np.float64).ravel()
+            first = first[np.isfinite(first)]
+            if len(first):
+                self.t0 = float(first[0])
+        return np.asarray(t, dtype=np.float64) - (self.t0 if self.t0 == self.t0 else 0.0)
+
+    def decode_lines(self, t: np.ndarray, batch: np.ndarray, graph: np.ndarray, tok_s: np.ndarray,
+                     src: np.ndarray) -> None:
+        """A block's decode records at once."""
+        self.d_t.extend(self.rel(t).astype(np.float32))
+        self.d_b.extend(batch)
+        self.d_g.extend(graph)
+        self.d_tok.extend(tok_s)
+        self.d_src.extend(src)
+
     def decode_line(self, t: float, batch: int, graph: int, tok_s: float, src: int) -> None:
-        self.d_t.append(t)
+        self.d_t.append(float(self.rel(t)))
         self.d_b.append(batch)
         self.d_g.append(graph)
         self.d_tok.append(tok_s)
@@ -428,7 +445,8 @@ class Reader:
 
     def finish(self) -> ServerLog:
         log = self.log
-        log.decode_time_s = unwrap_years(self.d_t.numpy())
+        log.time_origin_s = self.t0
+        log.decode_time_rel_s = unwrap_years(self.d_t.numpy())
         log.decode_batch = self.d_b.numpy()
         log.decode_graph = self.d_g.numpy()
         log.decode_tok_s = self.d_tok.numpy()

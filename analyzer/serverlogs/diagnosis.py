@@ -108,7 +108,8 @@ class LogDiagnosis:
 
 def _runs_above(above: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(start, length) of each run of True in ``above``."""
-    x = np.concatenate(([0], above.astype(np.int8), [0]))
+    pad = np.zeros(1, dtype=np.int8)
+    x = np.concatenate((pad, above.astype(np.int8), pad))  # int8 throughout: a log has millions of lines
     d = np.diff(x)
     starts = np.flatnonzero(d == 1)
     ends = np.flatnonzero(d == -1)
@@ -118,14 +119,15 @@ def _runs_above(above: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def ceiling_run(batch: np.ndarray, time_s: np.ndarray, source: np.ndarray, top: int) -> CeilingRun | None:
     """The longest run above ``top`` among each process's lines (None if no line is above)."""
     best: CeilingRun | None = None
-    for s in np.unique(source):  # one loop per process (a handful), not per line
-        idx = np.flatnonzero(source == s)
-        starts, lengths = _runs_above(batch[idx] > top)
+    one = len(source) == 0 or (source == source[0]).all()
+    for s in (source[:1] if one else np.unique(source)):  # one loop per process (a handful), not per line
+        idx = np.arange(len(source)) if one else np.flatnonzero(source == s)
+        starts, lengths = _runs_above((batch > top) if one else (batch[idx] > top))
         if not len(starts):
             continue
-        t = time_s[idx]
+        t = time_s if one else time_s[idx]
         ends = starts + lengths - 1
-        span = t[ends] - t[starts]
+        span = t[ends].astype(np.float64) - t[starts]
         qualifies = (lengths >= ABSORBING_MIN_LINES) & (np.isnan(span) | (span >= ABSORBING_MIN_SECONDS))
         order = np.lexsort((lengths, qualifies))  # qualifying first, then longest
         k = int(order[-1])
@@ -167,7 +169,7 @@ def diagnose(log: ServerLog) -> LogDiagnosis:
         if not known.all():
             notes.append(f"{int((~known).sum())} decode lines do not say whether a graph ran (left out of the counts)")
     lines_above = int((b > top).sum()) if top is not None and log.kind == "log" else None
-    run = ceiling_run(b, log.decode_time_s, log.decode_source, top) if top is not None and len(b) else None
+    run = ceiling_run(b, log.decode_time_rel_s, log.decode_source, top) if top is not None and len(b) else None
     absorbing = None if top is None or not len(b) else bool(run is not None and _qualifies(run))
     # the distribution: iteration lines where the engine logs every iteration, else decode lines
     if len(log.iter_batch):
@@ -180,22 +182,28 @@ def diagnose(log: ServerLog) -> LogDiagnosis:
                  "tensorrt_llm": "every decode iteration"}.get(log.engine, "decode lines")
         if log.kind == "metrics":
             basis = "the running-requests gauge once per scrape"
-    sizes, counts = np.unique(dec, return_counts=True)
-    dist = {int(s): int(c) for s, c in zip(sizes, counts)}
+    counts = np.bincount(dec) if len(dec) else np.zeros(0, dtype=np.int64)  # batch sizes are small ints
+    sizes = np.flatnonzero(counts)
+    dist = {int(s): int(counts[s]) for s in sizes}
     prefill = int(len(log.prefill_time_s)) + (int(((log.iter_context > 0)).sum()) if log.engine == "vllm" else 0)
-    per_req = np.where(b > 0, log.decode_tok_s / np.maximum(b, 1), np.nan)
     g_near = e_near = fb = g_same = None
     if top is not None and len(b) and not (g >= 0).any():
         # the lines do not say (vLLM, TensorRT-LLM): above the ceiling is eager on every engine, under it a graph
         g = np.where(b > top, 0, 1).astype(np.int8)
         notes.append("graph vs eager throughput compares lines by the ceiling (the lines do not flag graphs)")
+    def per_req(mask: np.ndarray) -> float | None:
+        """Median per-request throughput (token/s) of the masked lines (computed on the subset only)."""
+        bb = b[mask]
+        ok = bb > 0
+        return _median(log.decode_tok_s[mask][ok].astype(np.float64) / bb[ok])
+
     if top is not None and len(b):
-        g_near = _median(per_req[(g == 1) & (b <= top) & (b >= (1 - NEAR) * top)])
-        e_near = _median(per_req[(g == 0) & (b > top) & (b <= (1 + NEAR) * top)])
+        g_near = per_req((g == 1) & (b <= top) & (b >= (1 - NEAR) * top))
+        e_near = per_req((g == 0) & (b > top) & (b <= (1 + NEAR) * top))
         fb_mask = (g == 0) & (b <= top)
         if fb_mask.any():
-            fb = _median(per_req[fb_mask])
-            g_same = _median(per_req[(g == 1) & np.isin(b, np.unique(b[fb_mask]))])
+            fb = per_req(fb_mask)
+            g_same = per_req((g == 1) & np.isin(b, np.unique(b[fb_mask])))
     return LogDiagnosis(log=log, counted=counted, graph=graph, eager=eager, eager_above_max=above,
                         eager_within_captured=within, max_captured=top, lines_above_max=lines_above,
                         absorbing=absorbing, run=run, distribution=dist, distribution_basis=basis,

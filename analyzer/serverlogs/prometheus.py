@@ -109,8 +109,8 @@ def read_metrics(path: Path, engine: str) -> ServerLog:
     from prometheus_client.parser import text_string_to_metric_families
 
     log = ServerLog(path=str(path), engine=engine, kind="metrics")
-    times = Column("d")
-    run_t, run_b, run_g = Column("d"), Column("q"), Column("b")
+    times = Column("f8")
+    run_t, run_b, run_g = Column("f8"), Column("i8"), Column("i1")
     passes: dict[str, float] = {}
     skipped = 0
     lines = 0
@@ -157,7 +157,11 @@ def read_metrics(path: Path, engine: str) -> ServerLog:
     if not log.scrapes:
         raise InputError("no metrics scrape could be read", str(path))
     log.scrape_time_s = times.numpy()
-    log.decode_time_s, log.decode_batch = run_t.numpy(), run_b.numpy().astype(np.int64)
+    t = run_t.numpy()
+    finite = t[np.isfinite(t)]
+    log.time_origin_s = float(finite[0]) if len(finite) else float("nan")
+    log.decode_time_rel_s = (t - (log.time_origin_s if len(finite) else 0.0)).astype(np.float32)
+    log.decode_batch = run_b.numpy().astype(np.int64)
     log.decode_graph = run_g.numpy().astype(np.int8)
     log.decode_tok_s = np.full(len(log.decode_batch), np.nan)
     log.decode_source = np.zeros(len(log.decode_batch), dtype=np.int64)

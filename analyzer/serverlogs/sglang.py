@@ -126,7 +126,7 @@ class Reader(BaseReader):
             if p not in known:
                 known[p] = self._prefix(b"[" + p + b"] ", len(p) + 3)
         pairs = np.array([known[p] for p in prefixes], dtype=np.float64).reshape(-1, 2)
-        return pairs[:, 0], pairs[:, 1].astype(np.int64)
+        return pairs[:, 0].copy(), pairs[:, 1].astype(np.int16)
 
     def feed(self, block: bytes) -> None:
         if b"Decode batch" in block:
@@ -135,6 +135,7 @@ class Reader(BaseReader):
                 self._decode_lines(block)
             elif found:
                 cols = np.array(found, dtype="S80")  # one C pass over the records: (n, 4) byte strings
+                del found
                 ok = cols[:, 1] != b""  # a damaged line: the marker without its fields, counted and skipped
                 if not ok.all():
                     self.skipped += int((~ok).sum())
@@ -147,11 +148,8 @@ class Reader(BaseReader):
                     tok_s = cols[:, 3].astype(np.float64)
                 except ValueError:  # a damaged number: convert one by one
                     tok_s = np.array([_float(x) for x in cols[:, 3].tolist()])
-                self.d_t.extend(t)
-                self.d_b.extend(cols[:, 1].astype(np.int64))
-                self.d_g.extend(np.where(f == b"True", 1, np.where(f == b"False", 0, -1)))
-                self.d_tok.extend(tok_s)
-                self.d_src.extend(src)
+                self.decode_lines(t, cols[:, 1].astype(np.int32),
+                                  np.where(f == b"True", 1, np.where(f == b"False", 0, -1)).astype(np.int8), tok_s, src)
                 self.recognised += len(cols)
         self._rest(block)
 
