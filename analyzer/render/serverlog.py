@@ -1,8 +1,6 @@
 """One server log's or metrics scrape's diagnosis as text or Markdown."""
 from __future__ import annotations
 
-import numpy as np
-
 from ..engines import LABELS
 from ..serverlogs.diagnosis import LogDiagnosis, verdict
 from .table import table as _table
@@ -48,7 +46,7 @@ def render_server_log(d: LogDiagnosis, markdown: bool = False) -> str:
     n = len(lg.decode_batch)
     what = "scrapes" if lg.kind == "metrics" else "decode lines"
     if n:
-        facts.append((what, f"{n}; batch median {np.median(lg.decode_batch):g}, max {lg.decode_batch.max()} "
+        facts.append((what, f"{n}; batch median {d.batch_median:g}, max {lg.decode_batch.max()} "
                             f"({d.distribution_basis})"))
     if d.graph is not None:
         unit = "passes" if d.counted == "passes" else "lines"

@@ -74,6 +74,7 @@ class LogDiagnosis:
     eager_tok_s_per_req_near_max: float | None
     fallback_tok_s_per_req: float | None
     graph_tok_s_per_req_same_batch: float | None
+    batch_median: float | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -121,20 +122,21 @@ def ceiling_run(batch: np.ndarray, time_s: np.ndarray, source: np.ndarray, top: 
     best: CeilingRun | None = None
     one = len(source) == 0 or (source == source[0]).all()
     for s in (source[:1] if one else np.unique(source)):  # one loop per process (a handful), not per line
-        idx = np.arange(len(source)) if one else np.flatnonzero(source == s)
-        starts, lengths = _runs_above((batch > top) if one else (batch[idx] > top))
+        idx = None if one else np.flatnonzero(source == s)  # one process: no index array (millions of lines)
+        bs = batch if idx is None else batch[idx]
+        starts, lengths = _runs_above(bs > top)
         if not len(starts):
             continue
-        t = time_s if one else time_s[idx]
+        t = time_s if idx is None else time_s[idx]
         ends = starts + lengths - 1
         span = t[ends].astype(np.float64) - t[starts]
         qualifies = (lengths >= ABSORBING_MIN_LINES) & (np.isnan(span) | (span >= ABSORBING_MIN_SECONDS))
         order = np.lexsort((lengths, qualifies))  # qualifying first, then longest
         k = int(order[-1])
-        run = CeilingRun(first_line=int(idx[starts[k]]), lines=int(lengths[k]),
+        run = CeilingRun(first_line=int(starts[k] if idx is None else idx[starts[k]]), lines=int(lengths[k]),
                          seconds=None if np.isnan(span[k]) else float(span[k]),
-                         median_batch=float(np.median(batch[idx[starts[k]:ends[k] + 1]])),
-                         to_end=bool(ends[k] == len(idx) - 1))
+                         median_batch=float(np.median(bs[starts[k]:ends[k] + 1])),
+                         to_end=bool(ends[k] == len(bs) - 1))
         if best is None or (_qualifies(run), run.lines) > (_qualifies(best), best.lines):
             best = run
     return best
@@ -174,9 +176,10 @@ def diagnose(log: ServerLog) -> LogDiagnosis:
     # the distribution: iteration lines where the engine logs every iteration, else decode lines
     if len(log.iter_batch):
         dec = log.iter_batch[(log.iter_context == 0) & (log.iter_batch > 0)]
+        dec = dec if len(dec) else np.zeros(0, dtype=np.int64)
         basis = "every decode iteration (per-iteration log lines, prefill and mixed iterations left out)"
     else:
-        dec = b[b > 0]
+        dec = b if len(b) == 0 or b.min() > 0 else b[b > 0]
         basis = {"sglang": f"decode lines: one decode step in decode_log_interval={log.decode_log_interval}",
                  "vllm": "stats lines: the running requests once per stats interval (a time sample)",
                  "tensorrt_llm": "every decode iteration"}.get(log.engine, "decode lines")
@@ -185,6 +188,8 @@ def diagnose(log: ServerLog) -> LogDiagnosis:
     counts = np.bincount(dec) if len(dec) else np.zeros(0, dtype=np.int64)  # batch sizes are small ints
     sizes = np.flatnonzero(counts)
     dist = {int(s): int(counts[s]) for s in sizes}
+    hist = np.bincount(b[b >= 0]) if len(b) else np.zeros(0, dtype=np.int64)  # every line, for the median
+    batch_median = float(np.searchsorted(np.cumsum(hist), (hist.sum() + 1) / 2)) if hist.sum() else None
     prefill = int(len(log.prefill_time_s)) + (int(((log.iter_context > 0)).sum()) if log.engine == "vllm" else 0)
     g_near = e_near = fb = g_same = None
     if top is not None and len(b) and not (g >= 0).any():
@@ -209,7 +214,7 @@ def diagnose(log: ServerLog) -> LogDiagnosis:
                         absorbing=absorbing, run=run, distribution=dist, distribution_basis=basis,
                         prefill_lines=prefill, graph_tok_s_per_req_near_max=g_near,
                         eager_tok_s_per_req_near_max=e_near, fallback_tok_s_per_req=fb,
-                        graph_tok_s_per_req_same_batch=g_same, notes=notes)
+                        graph_tok_s_per_req_same_batch=g_same, batch_median=batch_median, notes=notes)
 
 
 def _pct(x: float) -> str:

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 from ._base import Reader as BaseReader, int_list
 
 ENGINE = "tensorrt_llm"
@@ -35,6 +37,13 @@ CUES = ((b"[TRT-LLM]", 4), (b"[TensorRT-LLM]", 4), (b"TensorRT-LLM version", 5),
         (b"CUDA graph warmup for batch size", 4), (b"tensorrt_llm", 1), (b"trtllm-serve", 2))
 
 _ITER_AT = re.compile(rb"\biter = \d+,[^\n]*")
+#: The iteration line with device times, both layouts (``num_scheduled_requests = N, kv_cache_util`` first,
+#: 2026; or ``num_scheduled_requests: N`` after the timestamp, PR #3914): groups rank, scheduled (2026),
+#: previous device ms or N/A, timestamp, scheduled (2025), context requests.
+_ITER_FAST = re.compile(
+    rb"iter = \d+, global_rank = \d+, rank = (\d+), (?:num_scheduled_requests = (\d+), kv_cache_util = [^,\n]*, )?"
+    rb"currank_total_requests = \d+/\d+, host_step_time = [\d.]+ ?ms, prev_device_step_time = ([\d.]+|N/A)(?: ?ms)?, "
+    rb"timestamp = ([^,\n]*), (?:num_scheduled_requests: (\d+), )?states = \{'num_ctx_requests': (\d+)")
 _SCHEDULED = re.compile(rb"num_scheduled_requests(?: =|:) (\d+)")
 _CTX = re.compile(rb"'num_ctx_requests': (\d+)")
 _GEN_TOKENS = re.compile(rb"'num_generation_tokens': (\d+)")
@@ -58,12 +67,13 @@ class Reader(BaseReader):
     def __init__(self, path: str) -> None:
         super().__init__(path)
         self.warm: set[int] = set()
-        self.pending: tuple[float, int, int, int] | None = None  # the iteration whose device time comes next
+        # per rank, the iteration whose device time its next line brings
+        self.pending: dict[int, tuple[float, int, int, int]] = {}
         self.listed: list[int] | None = None
 
     def feed(self, block: bytes) -> None:
         log = self.log
-        if b"iter = " in block:
+        if b"iter = " in block and not self._iterations_fast(block):
             for m in _ITER_AT.finditer(block):
                 self._iteration(block, m)
         if b"for batch size=" in block:
@@ -91,6 +101,47 @@ class Reader(BaseReader):
             if v:
                 log.version = v.group(1).decode("ascii", "replace")
 
+    def _iterations_fast(self, block: bytes) -> bool:
+        """A block whose iteration lines all have the device-time layout (PR #3914 or 2026) and one rank:
+        read at once (``findall`` and numpy). False: the caller reads it line by line."""
+        found = _ITER_FAST.findall(block)
+        if not found or len(found) != block.count(b"iter = "):
+            return False
+        cols = np.array(found, dtype="S40")
+        ranks = np.unique(cols[:, 0])
+        if len(ranks) != 1:
+            return False
+        src = self.sources.of(b"rank " + ranks[0])
+        if set(self.pending) - {src}:
+            return False
+        stamps = cols[:, 3]
+        known = {u: self.clock.parse(u) for u in dict.fromkeys(stamps.tolist())}
+        t = np.array([known[x] for x in stamps.tolist()])
+        sched = np.where(cols[:, 1] != b"", cols[:, 1], cols[:, 4]).astype(np.int64)
+        ctx = cols[:, 5].astype(np.int64)
+        gen = sched - ctx
+        prev = cols[:, 2]
+        dev = np.where(prev == b"N/A", b"nan", prev).astype(np.float64)
+        # row i's device time is on row i + 1; the first row's belongs to the pending iteration
+        first = self.pending.pop(src, None)
+        if first is not None:
+            self.iteration_line(*first[:3], float(dev[0]), first[3])
+        n = len(gen)
+        ms = np.append(dev[1:], np.nan)
+        self.i_t.extend(t[:-1])
+        self.i_b.extend(gen[:-1])
+        self.i_c.extend(ctx[:-1])
+        self.i_ms.extend(ms[:-1])
+        self.i_src.extend(np.full(n - 1, src))
+        self.pending[src] = (float(t[-1]), int(gen[-1]), int(ctx[-1]), src)
+        dec = ctx == 0
+        self.decode_lines(t[dec], gen[dec], np.full(int(dec.sum()), -1, dtype=np.int8),
+                          np.full(int(dec.sum()), np.nan, dtype=np.float32), np.full(int(dec.sum()), src))
+        for ti, ci in zip(t[~dec].tolist(), ctx[~dec].tolist()):  # prefill iterations: a few percent
+            self.prefill_line(ti, ci, -1)
+        self.recognised += n
+        return True
+
     def _iteration(self, block: bytes, m: re.Match) -> None:
         text = m.group()
         sched = _SCHEDULED.search(text)
@@ -107,10 +158,11 @@ class Reader(BaseReader):
         gen = int(sched.group(1)) - c
         dev = _DEVICE_MS.search(text)
         if dev is not None or b"prev_device_step_time = N/A" in text:
-            # the previous iteration's device time: it belongs to the previous line's batch
-            if self.pending is not None:
-                self.iteration_line(*self.pending[:3], float(dev.group(1)) if dev else float("nan"), self.pending[3])
-            self.pending = (t, gen, c, src)
+            # the previous iteration's device time: it belongs to the same rank's previous line
+            prev = self.pending.pop(src, None)
+            if prev is not None:
+                self.iteration_line(*prev[:3], float(dev.group(1)) if dev else float("nan"), prev[3])
+            self.pending[src] = (t, gen, c, src)
         else:
             ms = _HOST_MS.search(text)
             el = _ELAPSED.search(text)
@@ -124,8 +176,8 @@ class Reader(BaseReader):
 
     def finish(self):
         log = self.log
-        if self.pending is not None:  # the last iteration: its device time was never logged
-            self.iteration_line(*self.pending[:3], float("nan"), self.pending[3])
+        for prev in self.pending.values():  # each rank's last iteration: its device time was never logged
+            self.iteration_line(*prev[:3], float("nan"), prev[3])
         if self.warm:
             log.capture_sizes = sorted(self.warm)
         elif self.listed:

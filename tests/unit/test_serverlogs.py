@@ -373,3 +373,27 @@ def test_timestamps_and_sources(tmp_path):
     assert log.decode_time_s[0] == 1764583200.123
     v = read_server_file(_write(tmp_path, "v.log", VLLM_STATS["0.34"][0]))
     assert np.isfinite(v.decode_time_s).all()  # vLLM's month-day stamps, a fixed year
+
+
+def test_tensorrt_llm_block_path_equals_the_line_path(tmp_path):
+    """Iteration lines read block-wide (all in the device-time layouts) equal the same lines read one by
+    one (a damaged line in the block sends the whole block down the line path)."""
+    old = ("[05/01/2025-10:00:{s:02d}] [TRT-LLM] [I] iter = {i}, global_rank = 0, rank = 0, currank_total_requests = "
+           "{n}/{n}, host_step_time = 9.0ms, prev_device_step_time = {prev}, timestamp = 2025-05-01 10:00:{s:02d}, "
+           "num_scheduled_requests: {n}, states = {{'num_ctx_requests': {c}, 'num_ctx_tokens': 0, "
+           "'num_generation_tokens': {n}}}")
+    new = ("[05/01/2025-10:00:{s:02d}] [TRT-LLM] [I] [_torch][RANK 0] iter = {i}, global_rank = 0, rank = 0, "
+           "num_scheduled_requests = {n}, kv_cache_util = 0.125, currank_total_requests = {n}/{n}, host_step_time = "
+           "9.0ms, prev_device_step_time = {prev}, timestamp = 2025-05-01 10:00:{s:02d}, states = {{"
+           "'num_ctx_requests': {c}, 'num_ctx_tokens': 0, 'num_generation_tokens': {n}}}, num_active = 3")
+    rows = [(i, "N/A" if i == 0 else f"{5 + i * 0.25:.2f}ms", 4 + i % 7, 1 if i % 9 == 4 else 0) for i in range(40)]
+    lines = [(old if i < 20 else new).format(s=i, i=i, prev=p, n=n, c=c) for i, p, n, c in rows]
+    fast = read_server_file(_write(tmp_path, "fast.log", "\n".join(lines)))
+    slow = read_server_file(_write(tmp_path, "slow.log", "\n".join(lines + ["iter = 99, global_rank = 0, damaged"])))
+    assert slow.skipped_lines == 1 and fast.skipped_lines == 0
+    for col in ("iter_batch", "iter_context", "decode_batch", "prefill_time_s"):
+        assert np.array_equal(getattr(fast, col), getattr(slow, col)), col
+    assert np.array_equal(fast.iter_ms, slow.iter_ms, equal_nan=True)
+    assert np.array_equal(fast.decode_time_s, slow.decode_time_s)
+    assert fast.iter_batch.tolist() == [n - c for _, _, n, c in rows]
+    assert np.array_equal(fast.iter_ms, [5 + i * 0.25 for i in range(1, 40)] + [np.nan], equal_nan=True)
