@@ -6,8 +6,10 @@ Builds (once, cached under ``bench-out/``) a log of about ``--gb`` GB by repeati
 committed fixture ``traces/serverlogs/<engine>...log.gz`` with their numbers varied, so the mix of
 record and other lines is the fixture's. Each run is a fresh process: ``launchgap analyze FILE
 --output /dev/null`` (the text report; ``--json``: ``--format json``, whose ``decode.batch`` lists
-every line), timed around the process; peak memory is its ``ru_maxrss`` from ``wait4``. MB/s counts the log's text (1 MB = 1e6 bytes). Medians over ``--repeat`` runs; on
-a shared small VM other work moves single runs, so say so with the figures.
+every line), timed around the process; peak memory is its ``ru_maxrss`` from ``wait4``. MB/s counts
+the log's text (1 MB = 1e6 bytes). Medians over ``--repeat`` runs. On a shared small VM other work
+moves the wall rate, so the process's CPU seconds (user + system) are reported too: MB per CPU
+second is the rate with a core to itself.
 """
 from __future__ import annotations
 
@@ -50,7 +52,7 @@ def build(engine: str, gb: float, gz: bool) -> Path:
     return out
 
 
-def run_once(path: Path, fmt: str) -> tuple[float, float]:
+def run_once(path: Path, fmt: str) -> tuple[float, float, float]:
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "launchgap", "analyze", str(path), "--format", fmt,
@@ -60,7 +62,7 @@ def run_once(path: Path, fmt: str) -> tuple[float, float]:
     err = proc.stderr.read().decode() if proc.stderr else ""
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"launchgap failed: {err[-500:]}")
-    return wall, usage.ru_maxrss / 1024.0  # MiB (Linux reports KiB)
+    return wall, usage.ru_maxrss / 1024.0, usage.ru_utime + usage.ru_stime  # MiB (Linux reports KiB), CPU s
 
 
 def main() -> int:
@@ -76,16 +78,20 @@ def main() -> int:
     if args.gzip:
         with gzip.open(path, "rb") as fh:
             text_bytes = sum(len(b) for b in iter(lambda: fh.read(1 << 24), b""))
-    walls, peaks = [], []
+    walls, peaks, cpus = [], [], []
     for i in range(args.repeat):
-        w, m = run_once(path, "json" if args.json else "text")
+        w, m, c = run_once(path, "json" if args.json else "text")
         walls.append(w)
         peaks.append(m)
-        print(f"run {i + 1}: {w:.2f} s, {text_bytes / 1e6 / w:,.0f} MB/s, peak RSS {m:,.0f} MiB", flush=True)
+        cpus.append(c)
+        print(f"run {i + 1}: {w:.2f} s wall ({text_bytes / 1e6 / w:,.0f} MB/s), {c:.2f} CPU s "
+              f"({text_bytes / 1e6 / c:,.0f} MB per CPU s), peak RSS {m:,.0f} MiB", flush=True)
     w = statistics.median(walls)
+    c = statistics.median(cpus)
     print(f"{args.engine} log, {text_bytes / 1e9:.2f} GB of text{' (gzipped)' if args.gzip else ''}, "
           f"{'JSON' if args.json else 'text'} output; "
-          f"{platform.node()}, {os.cpu_count()} cores: median {w:.2f} s = {text_bytes / 1e6 / w:,.0f} MB/s, "
+          f"{platform.node()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}: median {w:.2f} s = "
+          f"{text_bytes / 1e6 / w:,.0f} MB/s wall, {c:.2f} CPU s = {text_bytes / 1e6 / c:,.0f} MB per CPU second, "
           f"peak RSS median {statistics.median(peaks):,.0f} MiB (of {args.repeat} runs)")
     return 0
 

@@ -188,7 +188,10 @@ def diagnose(log: ServerLog) -> LogDiagnosis:
     counts = np.bincount(dec) if len(dec) else np.zeros(0, dtype=np.int64)  # batch sizes are small ints
     sizes = np.flatnonzero(counts)
     dist = {int(s): int(counts[s]) for s in sizes}
-    hist = np.bincount(b[b >= 0]) if len(b) else np.zeros(0, dtype=np.int64)  # every line, for the median
+    if len(b) and not len(log.iter_batch) and b.min() > 0:
+        hist = counts  # the same lines: no second pass over millions
+    else:
+        hist = np.bincount(b if not len(b) or b.min() >= 0 else b[b >= 0]) if len(b) else np.zeros(0, np.int64)
     batch_median = float(np.searchsorted(np.cumsum(hist), (hist.sum() + 1) / 2)) if hist.sum() else None
     prefill = int(len(log.prefill_time_s)) + (int(((log.iter_context > 0)).sum()) if log.engine == "vllm" else 0)
     g_near = e_near = fb = g_same = None

@@ -14,7 +14,8 @@ Format strings (docs/serverlogs.md cites each with its file; paths in vllm-proje
   (``vllm/v1/metrics/loggers.py``; optional parts after ``Waiting`` vary by version);
 * capture: ``Graph capturing finished in %.0f secs, took %.2f GiB``
   (``vllm/worker/model_runner.py``, ``vllm/v1/worker/gpu_model_runner.py``,
-  ``vllm/v1/worker/gpu/model_runner.py``), newer ``CUDA graph pool memory: %s GiB (actual), %s
+  ``vllm/v1/worker/gpu/model_runner.py``; releases before 0.6 end at ``... in %.0f secs.``), newer
+  ``CUDA graph pool memory: %s GiB (actual), %s
   GiB (estimated), difference: ...`` (``vllm/v1/worker/gpu_worker.py``);
 * config: ``Initializing a V1 LLM engine (v%s) with config: ...`` whose
   ``compilation_config`` holds ``cudagraph_capture_sizes``, ``max_cudagraph_capture_size`` (older
@@ -46,7 +47,7 @@ _STATS = re.compile(rb"Avg prompt throughput: ([\d.]+) tokens/s, Avg generation 
                     rb"Running: (\d+) reqs")
 _ENGINE_TAG = re.compile(rb"(Engine \d+): $")
 _PROC_TAG = re.compile(rb"\(([A-Za-z]+(?:_[A-Za-z]*\d+)*)(?: pid=\d+)?\)")
-_CAPTURE = re.compile(rb"Graph capturing finished in ([\d.]+) secs?, took ([-\d.]+) GiB")
+_CAPTURE = re.compile(rb"Graph capturing finished in ([\d.]+) secs?(?:, took ([-\d.]+) GiB)?")
 _POOL = re.compile(rb"CUDA graph pool memory: ([\d.]+) GiB \(actual\), ([\d.]+) GiB \(estimated\)")
 _SIZES = re.compile(rb"""cudagraph_capture_sizes['"]?\s*[:=]\s*\[([\d,\s]*)\]""")
 _MAX_SIZE = re.compile(rb"""max_(?:cudagraph_)?capture_size['"]?\s*[:=]\s*(\d+)""")
@@ -116,7 +117,8 @@ class Reader(BaseReader):
         if b"Graph capturing finished" in block:
             for m in _CAPTURE.finditer(block):
                 _, prefix = self._where(block, m.start())
-                log.captures.append(CaptureEvent("decode", float(m.group(1)), gib_to_mib(float(m.group(2))), None,
+                mem = gib_to_mib(float(m.group(2))) if m.group(2) else None  # older releases: seconds only
+                log.captures.append(CaptureEvent("decode", float(m.group(1)), mem, None,
                                                  self.sources.names[self._tag(prefix)]))
                 self.recognised += 1
         if b"CUDA graph pool memory" in block:

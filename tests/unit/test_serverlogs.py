@@ -161,6 +161,13 @@ def test_vllm_capture_config_table_and_forward_times(tmp_path):
     assert (d.counted, d.graph, d.eager, d.eager_above_max, d.eager_within_captured) == ("passes", 105, 32, 30, 2)
 
 
+def test_vllm_capture_line_without_memory(tmp_path):
+    text = ("INFO 10-17 18:40:02 model_runner.py:1335] Graph capturing finished in 17 secs.\n"
+            + VLLM_STATS["0.6.4"][0])
+    log = read_server_file(_write(tmp_path, "old.log", text))
+    assert (log.capture_seconds, log.capture_memory_mib) == (17.0, None)
+
+
 def test_vllm_enforce_eager_and_old_max_capture_size(tmp_path):
     text = """
 INFO 01-22 18:20:00 llm_engine.py:249] Initializing an LLM engine (v0.6.4.post1) with config: model='m', enforce_eager=True, seed=0
