@@ -23,9 +23,10 @@ from launchgap.dashboard.ui import loaded_traces_or_stop, pick_trace, trace_cach
 state = st.session_state
 
 
-def _dash(v: object) -> object:
-    """A table cell: "—" where the trace does not say (never a literal "None")."""
-    return "—" if v is None else v
+def _dash(v: object) -> str:
+    """A table cell: "—" where the trace does not say (never a literal "None"); text either way, so a column of
+    numbers and dashes stays one type for Arrow."""
+    return "—" if v is None else f"{v}"
 
 
 def steps_have_engine_info(report) -> bool:

@@ -19,7 +19,7 @@ def test_engine_steps_table_shows_phase_requests_tokens_coverage() -> None:
     assert len(tables) == 1
     row = tables[0].iloc[0].to_dict()
     assert (row["phase"], row["requests"], row["tokens"], row["coverage"], row["graph launches"]) == \
-        ("mixed", 46, 8192, "piecewise", 25)
+        ("mixed", "46", "8192", "piecewise", 25)
 
 
 def test_capture_trace_is_labelled_not_diagnosed() -> None:

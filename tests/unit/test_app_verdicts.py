@@ -103,3 +103,12 @@ def test_real_engine_trace_one_verdict_everywhere() -> None:
     banner = next(m.value.replace("\\", "") for m in at.markdown if m.value.startswith("**Verdict:"))
     assert banner.startswith(f"**Verdict: {rep.summary.verdict}** (compiled trace)")
     assert f"Verdict: {rep.summary.verdict} — " in render_trace(rep)
+
+
+def test_engine_table_mixes_known_and_unknown_without_none() -> None:
+    # one step whose marker says nothing (execute_model): its phase, batch, requests and tokens are unknown
+    ev = _vllm_events() + [ann("execute_model", 7000.0, 500.0), launch(7010.0, 5.0, 900), kernel(7020.0, 5.0, 900)]
+    at = goto(upload(new_app(), [("mixed_known.json", json.dumps(doc(ev)).encode())]), "diagnosis")
+    engine = next(d.value for d in at.dataframe if "requests" in d.value.columns)
+    cells = engine[["phase", "batch", "requests", "tokens"]].astype(str).values.tolist()
+    assert ["—", "—", "—", "—"] in cells and "None" not in str(cells)
