@@ -45,6 +45,9 @@ _GEMM, _ATTN, _KV, _COLL, _ELEM = range(len(KERNEL_CLASSES))
 #: Kernel-name patterns per class (first match wins; no match: element-wise). Engine-specific kernel names
 #: (vLLM's ``reshape_and_cache``) are in :mod:`analyzer.engines` for batch detection; here only the class.
 CLASS_PATTERNS = (
+    # Inductor's fused pointwise / reduction kernels are element-wise work whatever op they were fused around
+    # (``triton_poi_fused__scaled_dot_product_cudnn_attention_...`` copies q/k/v, it does not attend)
+    (_ELEM, re.compile(r"^triton_(?:poi|red|per)_")),
     (_COLL, re.compile(r"(?i)nccl|all_?reduce|allgather|all_gather|reduce_?scatter|cross_device_reduce|quick_?reduce|"
                        r"userbuffers|multimem|rccl")),
     (_KV, re.compile(r"(?i)reshape_and_cache|concat_and_cache|store_kv|kv_?cache|set_kv_buffer|append_paged_kv|"
@@ -71,6 +74,8 @@ def classify_kernels(names: np.ndarray) -> np.ndarray:
     return cls[inv.reshape(-1)]
 
 
+#: Threads an SM holds at once (Hopper/Ampere data-centre GPUs: 2,048): how many blocks of a kernel are resident.
+ELEMENTWISE_THREADS_PER_SM = 2048
 #: Peak dense bf16 matmul FLOP/s and memory bandwidth (bytes/s) by GPU name (vendors' data sheets).
 GPU_PEAKS: tuple[tuple[re.Pattern[str], float, float], ...] = (
     (re.compile(r"(?i)H200"), 989e12, 4.8e12),
@@ -199,9 +204,10 @@ def trace_samples(trace: Trace, row_step: np.ndarray, step_index: np.ndarray, st
 
 def _attention_blocks_per_row(xs: list[SizeSample], sm_count: int | None) -> float | None:
     """Blocks per batch row of the attention kernels, from the observed sizes whose attention grid still follows the
-    rows (fewer blocks than SMs); ``None`` when no size shows it (every grid persistent, or no launch configuration)."""
+    rows (not persistent); ``None`` when no size shows it (every grid persistent, or no launch configuration)."""
+    sms = max(sm_count or 0, 1)
     per = [float(np.median(x.blocks[m] / x.batch)) for x in xs
-           if (m := (x.kernel_class == _ATTN) & (x.blocks > 0) & (x.blocks < (sm_count or 0))).any()]
+           if (m := (x.kernel_class == _ATTN) & (x.blocks > 0) & ~((x.blocks % sms == 0) & (x.blocks <= 4 * sms))).any()]
     return float(np.median(per)) if per else None
 
 
@@ -218,7 +224,9 @@ def _kernel_factor(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: flo
     blocks = x.blocks[:, None].astype(float)
     t0 = x.kernel_us[:, None]
     sms = float(max(sm_count or 1, 1))
-    persistent = blocks >= sms  # the grid is capped at the SMs: the work is read from the time
+    # a persistent grid: as many blocks as SMs (or a small multiple), whatever the batch; the work is then read from
+    # the time (or from another observed size's grid)
+    persistent = (blocks > 0) & (np.mod(blocks, sms) == 0) & (blocks <= 4 * sms)
     u0 = np.maximum(1.0, t0 / model.attention_wave_us * (1 + f) - f)  # waves of work at b0, from the time
     # Blocks per row: from the grid where it follows the rows, else from another observed size's grid, else from the time.
     guess = per_row_hint if per_row_hint else np.maximum(1.0, np.round(u0 * sms / b0))
@@ -230,6 +238,13 @@ def _kernel_factor(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: flo
     attn = np.where((blocks > 0) & bool(sm_count), waves, rows)
     k = model.elementwise_rows
     elem = (b / (b + k) * (b0 + k) / b0) ** model.elementwise_power
+    # A grid that fills the GPU (more blocks than the SMs hold at once: work over the whole cache or vocabulary)
+    # runs in waves: beyond one full wave its time grows with its blocks, i.e. its rows.
+    threads = np.maximum(x.threads[:, None].astype(float), 1.0)
+    resident = np.clip(np.floor(ELEMENTWISE_THREADS_PER_SM / threads), 1, 32) * sms
+    fill0 = np.where(blocks > 0, blocks / resident, 0.0)
+    elem = np.where(fill0 >= 1.0, fill0 * b / b0 / np.maximum(fill0, 1.0),  # in waves already: time follows rows
+                    elem * np.maximum(1.0, fill0 * b / b0))
     coll = (model.collective_rows + b) / (model.collective_rows + b0)
     return np.where(c == _GEMM, gemm, np.where(c == _ATTN, attn, np.where(c == _COLL, coll, elem)))
 

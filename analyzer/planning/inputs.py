@@ -150,7 +150,7 @@ def costs_from_steps(traces: Sequence[TraceSteps]) -> CostTable:
         notes.append(f"graph costs at bs {size_span(g_sizes[~measured].tolist())} are predicted from eager traces "
                      f"(no graph trace there)")
     notes.append("trace costs are profiled step times scaled to estimated unprofiled ones; harness timings "
-                 "(--timings) are more accurate")
+                 "(launchgap record) are more accurate")
     origin = f"{n_eager} eager and {n_graph} graph trace(s)"
     return table_from_series(CostSeries("eager", e_sizes, e_us, tuple("measured" for _ in e_sizes)),
                              CostSeries("graph", g_sizes, g_us.astype(float), g_srcs), origin, notes)
@@ -210,7 +210,7 @@ def costs_from_curves(traces: Sequence[TraceSteps]) -> CostTable:
         e_src = tuple("predicted" for _ in e_sizes)
         notes.append(f"eager costs {eag[0].eager.detail} ({eag[0].name}): an uncaptured size runs eager")
     notes.append("trace costs are profiled steps' kernels and step times, scaled to estimated unprofiled ones; "
-                 "harness timings (--timings) are more accurate")
+                 "harness timings (launchgap record) are more accurate")
     n_graph = sum(t.mode not in ("eager", "compiled") for t in traces)
     origin = f"{len(traces) - n_graph} eager and {n_graph} graph trace(s), cost curve of their kernels"
     return table_from_series(CostSeries("eager", np.asarray(e_sizes, dtype=np.int64), np.asarray(e_us, dtype=float),

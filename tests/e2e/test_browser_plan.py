@@ -1,10 +1,12 @@
-"""In Chromium at 1400 px: the Capture plan page's defaults on an upload (issue 28 item 6).
+"""In Chromium at 1400 px: the Capture plan page's defaults on an upload (issue 28 item 6), and a plan from an
+uploaded serving trace alone (issue 26 item 4).
 
-With the bundled 1B samples loaded and an 8B trace uploaded, the page opens on the upload's
-workload; with its defaults untouched it plans what ``launchgap plan`` plans on the same trace
-(the same graph count and expected step), shows the "not monotone" notes as one line at most,
-states the graph memory's basis and the capture time (estimated from the trace's kernels per
-step) in its text. Screenshot in test-artifacts/e2e/.
+With the bundled 1B samples loaded and a graph-mode serving trace uploaded (the held-out 3B: FULL graphs with
+eager fallbacks, no timings, no histogram), the page opens on the upload's workload; with its defaults untouched
+it plans what ``launchgap plan`` plans on the same trace (the same graph count and expected step: costs from the
+trace's own kernels, distribution from its decode steps), says no command-line flag, shows the "not monotone"
+notes as one line at most, states the graph memory's basis and the capture time (estimated from the trace's
+kernels per step) in its text. Screenshot in test-artifacts/e2e/.
 """
 from __future__ import annotations
 
@@ -21,15 +23,15 @@ from tests.e2e.test_browser import VIEWPORT, full_page_screenshot, metric_value,
 
 pytestmark = pytest.mark.browser
 
-EIGHT_B = REPO / "traces" / "h200" / "8b_bs1_eager.json.gz"
+SERVING = REPO / "traces" / "h200-heldout-3b-2026-12-02" / "serving" / "3b_serving_serve.json.gz"
 
 
 def test_plan_page_opens_on_the_upload_with_the_commands_defaults(app_server, browser, artifacts, tmp_path,
                                                                   capsys) -> None:
-    assert EIGHT_B.is_file(), f"bundled trace {EIGHT_B} missing (part of the repository)"
-    upload = tmp_path / "8b_bs1_eager.json.gz"
-    shutil.copy(EIGHT_B, upload)
-    wid = analyze_trace(load_trace(EIGHT_B)).workload.id
+    assert SERVING.is_file(), f"bundled trace {SERVING} missing (part of the repository)"
+    upload = tmp_path / "3b_serving_serve.json.gz"
+    shutil.copy(SERVING, upload)
+    wid = analyze_trace(load_trace(SERVING)).workload.id
     assert main(["plan", str(upload), "--format", "json"]) == 0
     want = json.loads(capsys.readouterr().out)
 
@@ -52,6 +54,7 @@ def test_plan_page_opens_on_the_upload_with_the_commands_defaults(app_server, br
         assert metric_value(page, "Expected step") == f"{want['expected_step_us']:,.0f} us"
         page.get_by_text("Configs to copy").wait_for(timeout=UI_TIMEOUT_MS)
         text = page.inner_text("body")
+        assert "--timings" not in text and "--distribution" not in text  # the page's words, not the command's
         assert text.count("not monotone") <= 1
         assert f"Graph memory {want['memory']['predicted_mib']:,.0f} MiB = " in text  # the basis, in the text
         assert "capture time" in text and "s per size" in text

@@ -17,8 +17,9 @@ def test_kernel_classes() -> None:
                       "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7",
                       "void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16>", "ncclDevKernel_AllReduce_Sum_bf16",
                       "void vllm::cross_device_reduce_1stage<__nv_bfloat16, 4>", "_fwd_kernel_unified_attention_2d",
-                      "void at::native::vectorized_elementwise_kernel<8, at::native::CUDAFunctor_add<c10::BFloat16>>"])
-    assert classify_kernels(names).tolist() == [GEMM, GEMM, GEMM, ELEM, ATTN, KV, COLL, COLL, ATTN, ELEM]
+                      "void at::native::vectorized_elementwise_kernel<8, at::native::CUDAFunctor_add<c10::BFloat16>>",
+                      "triton_poi_fused__scaled_dot_product_cudnn_attention__to_copy_0", "triton_tem_fused_mm_1"])
+    assert classify_kernels(names).tolist() == [GEMM, GEMM, GEMM, ELEM, ATTN, KV, COLL, COLL, ATTN, ELEM, ELEM, GEMM]
     assert classify_kernels(np.array([], dtype=object)).tolist() == []
 
 
@@ -123,3 +124,16 @@ def test_size_samples_take_each_size_median_step() -> None:
                       np.array([1.0, 3.0, 2.0, 4.0, 5.0, 9.0]), np.full(6, -1), np.full(6, -1),
                       np.array([4, 4, 4, 8, -1]), np.array([10.0, 30.0, 20.0, 40.0, 50.0]))
     assert [(x.batch, x.graph_us, x.kernel_us.tolist()) for x in xs] == [(4, 20.0, [2.0]), (8, 40.0, [4.0])]
+
+
+def test_elementwise_grid_in_waves_follows_the_rows() -> None:
+    m = ScalingModel()
+    # a 128-thread element-wise kernel: 16 resident per SM (2,048 threads), 2,112 blocks per wave on 132 SMs.
+    # Over the whole KV cache at bs 8 it has 16,384 blocks (7.8 waves): its time follows the rows; a 32-block kernel
+    # stays latency-bound (the power law) until its blocks fill a wave (bs 8 x 2,112 / 32 = 528)
+    x = SizeSample(8, 100.0, np.array([ELEM, ELEM], dtype=np.int8), np.array([20.0, 2.0]),
+                   np.array([16384, 32], dtype=np.int64), np.array([128, 128], dtype=np.int64))
+    c = fit_cost_curve([x], 64, None, H200, m)
+    k, p = m.elementwise_rows, m.elementwise_power
+    small = 2.0 * ((64 / (64 + k)) / (8 / (8 + k))) ** p
+    assert c.at(64) == pytest.approx(100.0 + 20.0 * (64 / 8 - 1) + (small - 2.0))
