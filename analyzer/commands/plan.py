@@ -27,7 +27,7 @@ from ..planning.inputs import looks_like_timings
 from ..engines import LABELS
 from ..planning.request import PlanInput, plan_workloads, timings_among, trace_steps
 from ..serverlogs import read_server_file, split_inputs
-from ..serverlogs.diagnosis import diagnose
+from ..serverlogs.diagnosis import LogDiagnosis, diagnose
 from ..render import render_plan
 from ..ranks import analyze_with_collectives
 from ..report import TraceReport
@@ -77,19 +77,26 @@ def server_inputs(args: argparse.Namespace, paths: list[str], in_dirs: list[str]
     """The server logs and scrapes (``--server-log``, ``--metrics``, those among ``paths``, and
     those found in directories, passed over when they hold no server record) as plan inputs, each
     read once. A log's own forward or step times give the costs; costs from its throughput lines
-    (an average over each logged interval) only when nothing else gives them."""
-    out: list[PlanInput] = []
+    (an average over each logged interval) only when nothing else gives them. One server plans: the
+    first log fills the roles (a scrape gives the distribution when no log is given); the others
+    are read for their ceiling notes only."""
+    read: list[tuple[str, LogDiagnosis]] = []
     given = [*args.server_log, *args.metrics, *paths]
     for f, optional in [(f, False) for f in given] + [(f, True) for f in in_dirs]:
         log = read_server_file(f, optional=optional)
-        if log is None:
-            continue
-        d = diagnose(log)
-        roles = ["distribution", "capture_sizes", "capture_cost"]
-        if log.kind == "log" and (log.forward_times or len(log.iter_batch) or not have_costs):
-            roles.insert(0, "costs")
+        if log is not None:
+            read.append((str(f), diagnose(log)))
+    lead = next((i for i, (_, d) in enumerate(read) if d.log.kind == "log"), 0)
+    out: list[PlanInput] = []
+    for i, (f, d) in enumerate(read):
+        log = d.log
+        roles: list[str] = []
+        if i == lead:
+            roles = ["distribution", "capture_sizes", "capture_cost"] if log.kind == "log" else ["distribution"]
+            if log.kind == "log" and (log.forward_times or len(log.iter_batch) or not have_costs):
+                roles.insert(0, "costs")
         out.append(PlanInput("server_log", f"{LABELS.get(log.engine, log.engine)} {log.kind} {Path(f).name}",
-                             tuple(roles), path=str(f), value=d))
+                             tuple(roles), path=f, value=d))
     return out
 
 

@@ -54,6 +54,8 @@ _MAX_SIZE = re.compile(rb"""max_(?:cudagraph_)?capture_size['"]?\s*[:=]\s*(\d+)"
 _MODE = re.compile(rb"""cudagraph_mode['"]?\s*[:=]\s*<?['"]?(?:CUDAGraphMode\.)?([A-Z_]+|\[\d, ?\d\]|\d)""")
 #: ``cudagraph_mode`` as the JSON form of the config prints it (``vllm/config/compilation.py`` CUDAGraphMode values).
 _MODE_VALUES = {b"0": "NONE", b"1": "PIECEWISE", b"2": "FULL", b"[2,0]": "FULL_DECODE_ONLY", b"[2,1]": "FULL_AND_PIECEWISE"}
+#: 0.9-0.10 configs say it with two switches instead of ``cudagraph_mode``.
+_FULL_GRAPH = re.compile(rb"""full_cuda_graph['"]?\s*[:=]\s*(true|false|True|False)""")
 _EAGER = re.compile(rb"""(?<!')\benforce_eager['"]?\s*[:=]\s*(?:True|true)\b(?!')""")
 _MAX_SEQS = re.compile(rb"""max_num_seqs['"]?\s*[:=]\s*(\d+)""")
 _VERSION = re.compile(rb"(?:LLM engine \(v|vLLM API server version |vLLM version:? v?)(\d+\.\d+[\w.+-]*)")
@@ -185,6 +187,10 @@ class Reader(BaseReader):
             log.capture_mode = _MODE_VALUES.get(v) or v.decode("ascii")
         if log.capture_mode is None and _EAGER.search(block):
             log.capture_mode = "NONE"
+        if log.capture_mode is None:
+            full = _FULL_GRAPH.search(block)
+            if full:
+                log.capture_mode = "FULL" if full.group(1).lower() == b"true" else "PIECEWISE"
         for m in _MAX_SEQS.finditer(block):
             log.max_running_requests = int(m.group(1))
 

@@ -109,3 +109,10 @@ def test_plan_with_traces_takes_the_logs_distribution(capsys):
     src = json.loads(capsys.readouterr().out)["sources"]
     assert src["distribution"] == "SGLang log sglang-0.4.6-healthy.log.gz"
     assert src["costs"].endswith(")") or "trace" in src["costs"]  # the traces' costs: the log has no forward times
+
+
+def test_plan_with_a_log_and_a_scrape(capsys):
+    log, scrape = str(LOGS / "sglang-0.5.9-tp2-ceiling.log.gz"), str(LOGS / "sglang-metrics.prom.gz")
+    assert main(["plan", "--server-log", log, "--metrics", scrape, "--max-graphs", "4", "--format", "json"]) == 0
+    src = json.loads(capsys.readouterr().out)["sources"]
+    assert src["distribution"] == src["costs"] == "SGLang log sglang-0.5.9-tp2-ceiling.log.gz"

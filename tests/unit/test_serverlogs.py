@@ -181,6 +181,8 @@ INFO 01-22 18:27:20 metrics.py:449] Avg prompt throughput: 0.0 tokens/s, Avg gen
              '"max_capture_size":512}\n' + VLLM_STATS["0.8.5"][0])
     log2 = read_server_file(_write(tmp_path, "v1.log", text2))
     assert log2.capture_mode is None and log2.capture_sizes == [1, 2, 4, 8, 504, 512] and log2.capture_max == 512
+    text3 = text2.replace('"max_capture_size":512', '"full_cuda_graph":false,"max_capture_size":512')
+    assert read_server_file(_write(tmp_path, "v3.log", text3)).capture_mode == "PIECEWISE"
 
 
 # --- TensorRT-LLM ------------------------------------------------------------------------------------
