@@ -65,6 +65,9 @@ def is_server_file(path: Path) -> bool:
     return max(scores.values()) >= MIN_SCORE
 
 
+#: Names of logs and scrapes: whatever their content, their errors come from the server-log readers
+#: (a binary ``server.log`` is "binary content", not "not a trace").
+LOG_SUFFIXES = (".log", ".log.gz", ".txt", ".txt.gz", ".out", ".out.gz", ".prom", ".prom.gz", ".metrics")
 #: Names the trace loaders read; a file so named goes to them unless its content is a server log.
 TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".nsys-rep", ".pt.trace.json", ".gz")
 
@@ -96,10 +99,13 @@ def split_inputs(paths: list[str]) -> tuple[list[Path], list[Path], list[str]]:
 
 
 def for_server_reader(path: Path, name: str | None = None) -> bool:
-    """Whether a given file goes to the server-log readers: its content is a server log or scrape, or
-    it is text not named like a trace (``name``: the name the user gave it, default the path's), so
-    its error names what was looked for."""
-    return is_server_file(path) or (not (name or path.name).lower().endswith(TRACE_SUFFIXES) and _is_text(path))
+    """Whether a given file goes to the server-log readers: its content is a server log or scrape, it
+    is named like a log (:data:`LOG_SUFFIXES`), or it is text not named like a trace (``name``: the
+    name the user gave it, default the path's); so its error names what was looked for."""
+    low = (name or path.name).lower()
+    if is_server_file(path) or low.endswith(LOG_SUFFIXES):
+        return True
+    return not low.endswith(TRACE_SUFFIXES) and _is_text(path)
 
 
 def _is_text(path: Path) -> bool:

@@ -225,20 +225,21 @@ _TEXT = bytes(range(32, 127)) + b"\t\n\r\x1b\x0b\x0c"
 
 
 def looks_binary(data: bytes) -> bool:
-    """NUL bytes, or fewer than 90% of the bytes text (ASCII printable, whitespace or UTF-8)."""
-    if b"\0" in data:
-        return True
+    """More than 10% of the first 64 KiB not text (ASCII printable, whitespace, UTF-8): a binary file.
+    A few damaged lines (NUL bytes, stray bytes) inside a text log are not: they are skipped and counted."""
     sample = data[:65536]
     other = len(sample.translate(None, _TEXT))
     if other == 0:
         return False
     try:
         sample.decode("utf-8")
-        return False
-    except UnicodeDecodeError as exc:
-        if exc.start >= len(sample) - 4:  # a character cut by the sample's end
-            return False
-    return other > 0.1 * len(sample)
+        return b"\0" in sample and sample.count(b"\0") > 0.1 * len(sample)
+    except UnicodeDecodeError:
+        pass
+    # UTF-8 multi-byte characters count as text: only the bytes outside valid sequences are "other"
+    text = sample.decode("utf-8", "replace")
+    bad = text.count("\ufffd") + text.count("\0")
+    return bad > 0.1 * len(text)
 
 
 def iter_blocks(path: Path, max_bytes: int = MAX_LOG_BYTES) -> Iterator[bytes]:

@@ -406,3 +406,41 @@ def test_tensorrt_llm_block_path_equals_the_line_path(tmp_path):
     assert np.array_equal(fast.decode_time_s, slow.decode_time_s)
     assert fast.iter_batch.tolist() == [n - c for _, _, n, c in rows]
     assert np.array_equal(fast.iter_ms, [5 + i * 0.25 for i in range(1, 40)] + [np.nan], equal_nan=True)
+
+
+# --- the command line on bad server files: one line naming the file, exit 2 (test_bad_input.py's style) ----
+
+def _cli(capsys, argv: list[str]) -> tuple[int, str, str]:
+    from launchgap.cli import main
+
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.mark.parametrize("name, data, reason", [
+    ("notes.log", b"hello\nworld\n", "no vLLM, SGLang or TensorRT-LLM log line or metric in it"),
+    ("empty.log", b"", "empty file"),
+    ("blob.log", bytes(range(256)) * 64, "binary content"),
+    ("cut.log.gz", gzip.compress(SGLANG_DECODE["0.5.9"][0].encode() * 2000)[:300], "truncated gzip"),
+])
+def test_cli_refuses_a_bad_server_file_in_one_line(tmp_path, capsys, name, data, reason):
+    p = tmp_path / name
+    p.write_bytes(data)
+    rc, out, err = _cli(capsys, ["analyze", str(p)])
+    lines = err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and str(p) in lines[0] and reason in lines[0], err
+    assert "Traceback" not in err and out == ""
+
+
+def test_cli_garbage_inside_a_good_log_is_counted_beside_a_bad_file(tmp_path, capsys):
+    good = _write(tmp_path, "server.log", "\n".join([SGLANG_DECODE["0.5.9"][0], "\x00\x01 not text",
+                                                      "[2025-12-01 10:00:01] Decode batch, #running-req: x",
+                                                      SGLANG_DECODE["0.4.6"][0]]))
+    bad = _write(tmp_path, "other.log", "nothing here")
+    rc, out, err = _cli(capsys, ["analyze", str(good), str(bad), "--format", "json"])
+    doc = json.loads(out)
+    assert rc == 2 and [e["path"] for e in doc["errors"]] == [str(bad)]
+    (entry,) = doc["logs"]
+    assert entry["decode"]["batch"] == [3, 40] and entry["skipped_lines"] == 2
+    assert (entry["decode"]["graph"], entry["decode"]["eager"]) == (0, 2)
