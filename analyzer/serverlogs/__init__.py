@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import InputError
+from ..loaders import expand_paths
 from . import prometheus, sglang, tensorrt_llm, vllm
 from ._base import ENGINES, KINDS, CaptureEvent, ForwardTime, ServerLog, count_bad_text, iter_blocks, sniff
 
@@ -89,8 +90,14 @@ def split_inputs(paths: list[str]) -> tuple[list[Path], list[Path], list[str]]:
             files = sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith("."))
             found = [f for f in files if not f.name.lower().endswith(TRACE_SUFFIXES[:4]) and is_server_file(f)]
             in_dirs += found
-            if len(found) < len(files):
-                rest.append(raw)
+            if not found:
+                rest.append(raw)  # the trace loaders' own directory rule (and its error when empty)
+                continue
+            try:  # the directory's traces, as the loaders pick them, without its server files
+                traces = [f for f in expand_paths([p]) if f not in set(found)]
+            except InputError:
+                traces = []
+            rest += [str(f) for f in traces]
         elif p.is_file() and for_server_reader(p):
             server.append(p)
         else:

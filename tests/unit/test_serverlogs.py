@@ -444,3 +444,17 @@ def test_cli_garbage_inside_a_good_log_is_counted_beside_a_bad_file(tmp_path, ca
     (entry,) = doc["logs"]
     assert entry["decode"]["batch"] == [3, 40] and entry["skipped_lines"] == 2
     assert (entry["decode"]["graph"], entry["decode"]["eager"]) == (0, 2)
+
+
+def test_a_directory_of_traces_and_logs(tmp_path, capsys):
+    """A folder holding a trace and a server log: each read by its own reader, nothing read twice."""
+    import shutil
+
+    shutil.copy(FIXTURES / "vllm-0.22-ceiling.log.gz", tmp_path)
+    shutil.copy(REPO / "traces" / "h200-1b" / "1b_bs8_eager.json.gz", tmp_path)
+    (tmp_path / "README.txt").write_text("Decode batch, #running-req: quoted in a note, not a log\n")
+    rc, out, err = _cli(capsys, ["analyze", str(tmp_path), "--format", "json"])
+    doc = json.loads(out)
+    assert rc == 0 and doc["errors"] == [], err
+    assert [t["path"] for t in doc["traces"]] == [str(tmp_path / "1b_bs8_eager.json.gz")]
+    assert [lg["file"] for lg in doc["logs"]] == [str(tmp_path / "vllm-0.22-ceiling.log.gz")]
