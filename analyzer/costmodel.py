@@ -348,6 +348,8 @@ def fit_cost_curve(samples: list[SizeSample], max_size: int, timings: dict[int, 
     properties (:attr:`analyzer.trace.Trace.device_properties` of its device: name, SM count, thread limit).
     """
     props = device_props or {}
+    by_size = {x.batch: x for x in samples}  # one sample per size (the last given), ascending
+    samples = [by_size[b] for b in sorted(by_size)]
     flops, bw, peaks = gpu_peaks(props.get("name"), props)
     ridge = flops / bw  # rows at which a bf16 matmul's FLOPs catch up with its weight bytes
     sm_count = props.get("sm_count")
