@@ -62,6 +62,12 @@ def test_compare_and_plan_keep_1b_and_8b_apart(app_server, browser, artifacts, t
         page.get_by_text("Budget and policy").wait_for(timeout=UI_TIMEOUT_MS)
         # This page opens on the workload of the latest upload (the 8B trace, bs 1), not the bundled 1B samples'.
         assert wid in box_text(page.get_by_test_id("stSelectbox").filter(has_text="Workload").first)
+        # launchgap record sweeps are benchmarks (costs only): the page says so and takes a histogram
+        page.get_by_text("benchmarks of one batch size each").wait_for(timeout=UI_TIMEOUT_MS)
+        page.get_by_text("a CSV / JSON histogram").click()
+        dist = tmp_path / "dist.csv"
+        dist.write_text("batch_size,count\n1,10\n")
+        page.locator("input[type=file]").last.set_input_files(str(dist))
         page.get_by_text("Distribution: bs 1").wait_for(timeout=UI_TIMEOUT_MS)
         page.get_by_text("Configs to copy").wait_for(timeout=UI_TIMEOUT_MS)
         wait_for_charts(page, 2)
