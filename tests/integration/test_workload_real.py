@@ -59,12 +59,16 @@ def test_profiler_settings_of_the_harness_traces(reports) -> None:
 
 def test_plan_cli_plans_each_workload(h200, tmp_path, capsys) -> None:
     files = [str(h200 / f) for f in ("1b_bs1_eager.json.gz", "1b_bs64_eager.json.gz", "8b_bs1_eager.json.gz")]
+    # launchgap record sweeps are benchmarks: costs only, the distribution from a histogram
+    dist = tmp_path / "d.csv"
+    dist.write_text("1,3\n64,1\n")
+    files = [*files, "--distribution", str(dist)]
     assert main(["plan", *files, "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     plans = doc["workloads"]
-    # 1b (bs 1 and 64) and 8b (bs 1): each plan sees only its own model's batch sizes and costs.
+    # 1b (bs 1 and 64) and 8b (bs 1): each plan sees only its own model's costs (8b's extend from its bs 1).
     assert [(p["workload"]["kernels_per_step"], [r["batch_size"] for r in p["per_batch"]]) for p in plans] \
-        == [(737, [1, 64]), (1489, [1])]
+        == [(737, [1, 64]), (1489, [1, 64])]
     ids = [p["workload"]["id"] for p in plans]
     assert plans[0]["per_batch"][0]["eager_us"] < plans[1]["per_batch"][0]["eager_us"]  # 1b is cheaper than 8b
     assert main(["plan", *files, "--workload", ids[1]]) == 0
