@@ -370,7 +370,11 @@ def summary_steps(path: str, mode: str, summary: Mapping, bs: np.ndarray, dur_us
                                                            float(summary["estimated_unprofiled_step_us_median"])),
                       batch_size=bs, dur_us=dur_us, predicted_graph_us=pred_us, phase=tuple(phase),
                       kernels_per_step=workload.kernels_per_step if workload is not None else 0.0,
-                      graph_curve=curve_from_dict(curves)[0], eager=curve_from_dict(curves)[1])
+                      graph_curve=curve_from_dict(curves)[0], eager=curve_from_dict(curves)[1],
+                      capture_sizes=tuple(summary["capture_sizes"]) if summary.get("capture_sizes")
+                      and summary.get("capture_sizes_source") != "inferred" else None,
+                      capture_sizes_detail=f"{summary.get('capture_sizes_source')}: {summary.get('capture_sizes_detail')}"
+                      if summary.get("capture_sizes") else None)
 
 
 def _r(x: float, nd: int = 4) -> float:

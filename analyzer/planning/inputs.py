@@ -70,6 +70,10 @@ class TraceSteps:
     #: A benchmark trace (recorded by ``launchgap record``, or passed with ``--costs``): it gives costs, never the
     #: batch-size distribution.
     benchmark: bool = False
+    #: The capture list the trace's server ran (``summary.capture_sizes`` from its markers, a pasted config or the
+    #: engine's default; ``None`` when unknown or only inferred from its buckets) and where it came from.
+    capture_sizes: tuple[int, ...] | None = None
+    capture_sizes_detail: str | None = None
 
     @staticmethod
     def scale_of(step_us_median: float, unprofiled_step_us_median: float) -> float:

@@ -86,7 +86,7 @@ if TYPE_CHECKING:
 #: The roles an input can fill (see the module docstring); the plan's ``sources`` keys.
 ROLES = SOURCE_ROLES
 #: What analysed traces give unless told otherwise.
-TRACE_ROLES = ("costs", "distribution", "graph_nodes")
+TRACE_ROLES = ("costs", "distribution", "graph_nodes", "capture_sizes")
 
 
 @dataclass(frozen=True)
@@ -207,8 +207,17 @@ def _capture_sizes(inp: PlanInput) -> tuple[int, ...]:
     return sizes
 
 
-register(InputKind("traces", {"costs": _trace_costs, "distribution": _trace_distribution, "graph_nodes": _trace_nodes},
-                   {"costs": 10, "distribution": 10, "graph_nodes": 10}))
+def _trace_capture_sizes(inp: PlanInput) -> tuple[int, ...] | None:
+    """The capture list the serving traces ran (the first that says one), never a benchmark's."""
+    for t in _steps(inp):
+        if t.capture_sizes and not t.benchmark:
+            return t.capture_sizes
+    return None
+
+
+register(InputKind("traces", {"costs": _trace_costs, "distribution": _trace_distribution, "graph_nodes": _trace_nodes,
+                              "capture_sizes": _trace_capture_sizes},
+                   {"costs": 10, "distribution": 10, "graph_nodes": 10, "capture_sizes": 10}))
 register(InputKind("timings", {"costs": lambda i: costs_from_timings(i.path, i.model),
                                "model_dims": lambda i: model_dims_from_timings(i.path, i.model),
                                "graph_nodes": lambda i: kernels_per_step_from_timings(i.path, i.model)},
@@ -382,7 +391,9 @@ def trace_steps(report: TraceReport, name: str | None = None, benchmark: bool = 
         phase=tuple(st.phase for st in steps),
         kernels_per_step=report.workload.kernels_per_step if report.workload is not None else 0.0,
         graph_curve=report.cost_curve, eager=report.eager_curve,
-        benchmark=benchmark or is_benchmark(report))
+        benchmark=benchmark or is_benchmark(report),
+        capture_sizes=tuple(s.capture_sizes) if s.capture_sizes and s.capture_sizes_source != "inferred" else None,
+        capture_sizes_detail=f"{s.capture_sizes_source}: {s.capture_sizes_detail}" if s.capture_sizes else None)
 
 
 #: The step markers of a ``launchgap record`` sweep: ``decode_step[bs=8]`` (nothing else in it), or the

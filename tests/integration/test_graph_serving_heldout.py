@@ -108,3 +108,21 @@ def test_capture_sizes_from_a_pasted_config_on_the_command_line(tmp_path, capsys
     assert main(["analyze", trace, "--capture-sizes", "--cuda-graph-bs one two"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "launchgap: error: --capture-sizes: server config (SGLang): cuda_graph_bs: expected a list of positive integers"
+
+
+def test_plan_from_the_serving_trace_alone(capsys) -> None:
+    """launchgap plan SERVING_TRACE, no timings, no histogram: costs from its kernels, distribution from its decode
+    steps, the server's current list from its markers (the buckets it replayed), each named in the plan."""
+    from launchgap.cli import main
+
+    trace = str(HELD / "serving" / "3b_serving_serve.json.gz")
+    assert main(["plan", trace, "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert set(d["sources"].values()) - {None} == {"1 trace(s) of " + d["workload"]["id"]}
+    assert d["sources"]["capture_sizes"] and d["baselines"]["current"]["buckets"] == [12, 16, 24, 32, 48, 64]
+    assert [p["batch_size"] for p in d["costs"]["points"]] == list(range(1, 129))  # every size, with its source
+    assert {p["source"] for p in d["costs"]["points"]} == {"predicted"}  # eager costs estimated from the fallbacks
+    assert d["inputs"][:2] == ["costs from 0 eager and 1 graph trace(s), cost curve of their kernels",
+                               "distribution from 40 decode steps in 1 serving trace(s)"]
+    assert any(n.startswith("eager costs 10 eager decode step(s) of the trace") for n in d["costs"]["warnings"])
+    assert d["expected_step_us"] < d["baselines"]["current"]["expected_step_us"]
