@@ -64,7 +64,9 @@ def classify_kernels(names: np.ndarray) -> np.ndarray:
     names = np.asarray(names, dtype=object)
     if names.size == 0:
         return np.zeros(0, dtype=np.int8)
-    uniq, inv = np.unique(names.astype(str), return_inverse=True)
+    # unique over the str objects themselves: astype(str) would make a fixed-width copy as wide as the
+    # longest name (templated kernel names run to thousands of characters) for every kernel
+    uniq, inv = np.unique(names, return_inverse=True)
     cls = np.full(uniq.size, _ELEM, dtype=np.int8)
     for i, n in enumerate(uniq.tolist()):  # unique kernel names, not events
         for c, pat in CLASS_PATTERNS:
@@ -198,8 +200,9 @@ def trace_samples(trace: Trace, row_step: np.ndarray, step_index: np.ndarray, st
                            * np.maximum(trace.block_z[k], 1), -1)
     else:
         blocks = threads = np.full(k.size, -1, dtype=np.int64)
-    return size_samples(ks, classify_kernels(trace.names[trace.name_id[k]]), trace.dur_ns[k] / 1e3, blocks, threads,
-                        batch, graph_us)
+    ids, at = np.unique(trace.name_id[k], return_inverse=True)  # classified once per kernel name
+    return size_samples(ks, classify_kernels(trace.names[ids])[at.reshape(-1)], trace.dur_ns[k] / 1e3, blocks,
+                        threads, batch, graph_us)
 
 
 def _attention_blocks_per_row(xs: list[SizeSample], sm_count: int | None) -> float | None:

@@ -187,25 +187,30 @@ def host_ranges_with_kind(trace: Trace, row_step: np.ndarray
                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every host range on the launching thread (event rows and Python calls, in a gap or not): name ids,
     the table they index (the trace's names, then the Python calls' names), starts, ends, and per range
-    its :class:`~launchgap.trace.Kind` (-1 for a Python call)."""
+    its :class:`~launchgap.trace.Kind` (-1 for a Python call). Written into one array each (int32 name
+    ids, int8 kinds), not concatenated copies: a with_stack trace has millions of Python calls."""
     tid = _launch_tid(trace, row_step)
     host = np.isin(trace.kind, (Kind.CPU_OP, Kind.ANNOTATION, Kind.RUNTIME))
     if tid is not None:
         host &= trace.tid == tid
     rows = np.flatnonzero(host)
+    del host
     pc = trace.python_calls
     table = np.concatenate([np.asarray(trace.names, dtype=object), np.asarray(pc.names, dtype=object)])
-    kinds = trace.kind[rows].astype(np.int64)
-    if len(pc) == 0:
-        return (trace.name_id[rows].astype(np.int64), table, trace.start_ns[rows].astype(np.int64),
-                trace.end_ns[rows].astype(np.int64), kinds)
-    pmask = (pc.tid == tid) | (pc.tid < 0) if tid is not None else np.ones(len(pc), dtype=bool)
-    name_ids = np.concatenate([trace.name_id[rows].astype(np.int64),
-                               len(trace.names) + pc.name_id[pmask].astype(np.int64)])
-    starts = np.concatenate([trace.start_ns[rows], pc.start_ns[pmask]])
-    ends = np.concatenate([trace.end_ns[rows], pc.end_ns[pmask]])
-    kinds = np.concatenate([kinds, np.full(int(pmask.sum()), -1, dtype=np.int64)])
-    return name_ids, table, starts.astype(np.int64), ends.astype(np.int64), kinds
+    prow = np.zeros(0, dtype=np.int64)
+    if len(pc):
+        prow = np.flatnonzero((pc.tid == tid) | (pc.tid < 0)) if tid is not None else np.arange(len(pc))
+    n, m = rows.size, prow.size
+    name_ids = np.empty(n + m, dtype=np.int64 if table.size >= 2**31 else np.int32)
+    starts, ends = np.empty(n + m, dtype=np.int64), np.empty(n + m, dtype=np.int64)
+    for out, ev_col, py_col in ((name_ids, trace.name_id, pc.name_id), (starts, trace.start_ns, pc.start_ns),
+                                (ends, trace.end_ns, pc.end_ns)):
+        np.take(ev_col, rows, out=out[:n], mode="clip")  # clip: indices are valid; "raise" buffers a copy
+        np.take(py_col, prow, out=out[n:], mode="clip")
+    name_ids[n:] += len(trace.names)
+    kinds = np.full(n + m, -1, dtype=np.int8)
+    np.take(trace.kind, rows, out=kinds[:n], mode="clip")
+    return name_ids, table, starts, ends, kinds
 
 
 def _depth(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -96,9 +96,13 @@ def host_stalls(trace: Trace, row_step: np.ndarray, n_steps: int, gap_start_ns: 
     bnd = np.sort(np.concatenate([starts, ends]))  # equal boundaries give gaps of 0 (np.unique costs 15x more)
     quiet = np.flatnonzero(np.diff(bnd) >= min_us * 1e3)
     q0, q1 = bnd[quiet], bnd[quiet + 1]
-    uniq, inv = np.unique(name_ids, return_inverse=True)
-    region_u = np.array([bool(CAPTURED_REGION_RE.search(str(x))) for x in table[uniq]], dtype=bool)
-    owner, inside = _holders(starts, ends, region_u[inv], (q0 + q1) // 2)
+    # per name id, not a unique/inverse over the ranges (memory: a with_stack trace has millions of them)
+    present = np.zeros(table.size, dtype=bool)
+    present[name_ids] = True
+    region_of = np.zeros(table.size, dtype=bool)
+    uniq = np.flatnonzero(present)
+    region_of[uniq] = [bool(CAPTURED_REGION_RE.search(str(x))) for x in table[uniq]]
+    owner, inside = _holders(starts, ends, region_of[name_ids], (q0 + q1) // 2)
     # held by a Python frame or an annotation: a long CPU op or runtime call is work or a wait the trace names
     held = owner >= 0
     held[held] = (kinds[owner[held]] < 0) | (kinds[owner[held]] == Kind.ANNOTATION)
