@@ -290,8 +290,14 @@ def host_activity(trace: Trace, row_step: np.ndarray, g0_ns: np.ndarray, g1_ns: 
     several devices); each is painted on its own."""
     name_ids, table, starts, ends, _ = host_ranges_with_kind(trace, row_step)
     out: list[dict[str, float]] = [{} for _ in range(int(g0_ns.size))]
-    if name_ids.size == 0:
+    # only the ranges that overlap some interval can paint it (memory: millions of Python calls elsewhere)
+    touch = np.zeros(name_ids.size, dtype=bool)
+    for a, b in zip(g0_ns.tolist(), g1_ns.tolist()):  # a few intervals (table rows)
+        touch |= (starts < b) & (ends > a)
+    if not touch.any():
         return out
+    name_ids, starts, ends = name_ids[touch], starts[touch], ends[touch]
+    del touch
     uniq_ids, inv = np.unique(name_ids, return_inverse=True)
     texts = np.array([_API_SUFFIX.sub("", _PY_LINE.sub(": ", t)) for t in table[uniq_ids].tolist()], dtype=object)
     labels, lab_of_uniq = np.unique(texts, return_inverse=True)
