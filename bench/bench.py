@@ -18,6 +18,12 @@ reports the peak of their sum). events/s counts the file's traceEvents entries, 
 text (1 MB = 1e6 bytes), also for gzipped files. Medians over ``--repeat`` runs. The ratios
 printed at the end: launchgap's median wall time over the reference's, for the same file and
 for the plain JSON of the same size.
+
+Memory (issue 30): for ``--memory-sizes`` (default: the largest of ``--sizes``) two kinds of trace
+are built the same way, a plain eager trace (``--source``) and a ``with_stack`` serving-engine
+trace (``--stack-source``: TraceLens' vLLM piecewise-graph trace, 88% ``python_function``
+events), and each is analysed ``--repeat`` times sampling the process tree's PSS; the table gives
+the median peak and the peak per MB of JSON text (issue 30's target: 0.25 MiB per MB at ~1 GB).
 """
 from __future__ import annotations
 
@@ -38,6 +44,9 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
 from tests.synth import DEFAULT_SOURCE, scaled_trace, trace_meta  # noqa: E402
+
+#: The with_stack serving-engine trace the memory rows scale up (vLLM V1, piecewise graphs, MI300X).
+STACK_SOURCE = REPO / "traces" / "engines" / "tracelens-vllm-prefilldecode-piecewise-mi300x" / "graph_execution.json.gz"
 
 
 @dataclass(frozen=True)
@@ -235,7 +244,7 @@ def ratio_table(rows: list[Run], refs: dict[tuple[float, bool], Run], pss: dict[
     """launchgap against the decode-only reference, medians of the same runs (taken in turns)."""
     head = ("| JSON | file | launchgap wall s | reference wall s | ratio | ratio to the plain-JSON reference "
             "| launchgap CPU s | reference CPU s | launchgap peak RSS MiB (main process) "
-            "| launchgap peak PSS MiB (process tree) | reference peak RSS MiB | load avg |")
+            "| launchgap peak PSS MiB (process tree) | PSS MiB per MB | reference peak RSS MiB | load avg |")
     lines = [head, "|" + "|".join(["---"] * (head.count("|") - 1)) + "|"]
     for r in rows:
         ref = refs[(r.size_mb, r.gzip)]
@@ -245,8 +254,51 @@ def ratio_table(rows: list[Run], refs: dict[tuple[float, bool], Run], pss: dict[
         lines.append(
             f"| {r.json_bytes / 1e6:,.0f} MB | {'.json.gz' if r.gzip else '.json'} | {r.wall_s:.2f} | {ref.wall_s:.2f} "
             f"| {r.wall_s / ref.wall_s:.2f}x | {to_plain} | {r.cpu_s:.2f} | {ref.cpu_s:.2f} "
-            f"| {r.peak_rss_bytes / 2**20:,.0f} | {tree / 2**20:,.0f} | {ref.peak_rss_bytes / 2**20:,.0f} "
+            f"| {r.peak_rss_bytes / 2**20:,.0f} | {tree / 2**20:,.0f} | {tree / 2**20 / (r.json_bytes / 1e6):.3f} "
+            f"| {ref.peak_rss_bytes / 2**20:,.0f} "
             f"| {(r.load_avg + ref.load_avg) / 2:.1f} |")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class MemoryRow:
+    kind: str
+    json_bytes: int
+    events: int
+    wall_s: float
+    peak_pss_bytes: int
+    runs: int
+
+    @property
+    def mib_per_mb(self) -> float:
+        return self.peak_pss_bytes / 2**20 / (self.json_bytes / 1e6)
+
+
+def measure_memory(kind: str, trace: Path, repeat: int, out_dir: Path) -> MemoryRow:
+    """Median wall time and peak PSS of launchgap's process tree over ``repeat`` runs on ``trace``."""
+    walls, peaks = [], []
+    for i in range(repeat):
+        wall, pss, _, rc, note = timed(launchgap_cmd(trace, out_dir / f"report_{trace.name}.json"), 600.0,
+                                       sample_pss=True)
+        print(f"  memory    {trace.name:32s} run {i + 1}/{repeat}: {wall:7.2f} s wall {pss / 2**20:7.0f} MiB PSS  "
+              f"{'ok' if rc == 0 else f'exit {rc}: {note}'}", flush=True)
+        if rc == 0:
+            walls.append(wall)
+            peaks.append(pss)
+    meta = trace_meta(trace)
+    if not peaks:
+        return MemoryRow(kind, meta["json_bytes"], meta["events"], 0.0, 0, 0)
+    return MemoryRow(kind, meta["json_bytes"], meta["events"], statistics.median(walls), int(statistics.median(peaks)),
+                     len(peaks))
+
+
+def memory_table(rows: list[MemoryRow]) -> str:
+    head = ("| trace | JSON | events | launchgap wall s | peak PSS MiB (process tree) | peak PSS MiB per MB "
+            "| runs |")
+    lines = [head, "|" + "|".join(["---"] * (head.count("|") - 1)) + "|"]
+    for r in rows:
+        lines.append(f"| {r.kind} | {r.json_bytes / 1e6:,.0f} MB | {r.events:,} | {r.wall_s:.2f} "
+                     f"| {r.peak_pss_bytes / 2**20:,.0f} | **{r.mib_per_mb:.3f}** | {r.runs} |")
     return "\n".join(lines)
 
 
@@ -264,6 +316,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=REPO / "bench-out", help="cache folder (gitignored)")
     ap.add_argument("--json", type=Path, help="also write every run as JSON here")
     ap.add_argument("--no-pss", action="store_true", help="skip the extra run that samples the process tree's PSS")
+    ap.add_argument("--stack-source", type=Path, default=STACK_SOURCE,
+                    help="the with_stack serving-engine trace to scale up for the memory rows")
+    ap.add_argument("--memory-sizes", type=float, nargs="*",
+                    help="JSON MB of the plain and with_stack traces whose peak memory is measured (default: the "
+                         "largest of --sizes; none: skip)")
     args = ap.parse_args(argv)
     if not args.source.exists():
         print(f"bench: source trace {args.source} not found", file=sys.stderr)
@@ -291,11 +348,18 @@ def main(argv: list[str] | None = None) -> int:
                                 args.out)["hta"]
                 all_runs += hruns
                 hta_medians[(size, gz)] = median_run(hruns)
+    memory: list[MemoryRow] = []
+    for size in (args.memory_sizes if args.memory_sizes is not None else [max(args.sizes)]):
+        for kind, source in (("plain eager", args.source), ("with_stack engine", args.stack_source)):
+            memory.append(measure_memory(kind, scaled_trace(size, args.out, source=source), args.repeat, args.out))
     print()
     print(table(medians, hta_medians))
     print()
     print(ratio_table(medians, refs, pss))
     print()
+    if memory:
+        print(memory_table(memory))
+        print()
     for r in medians:
         ref = refs[(r.size_mb, r.gzip)]
         plain = refs.get((r.size_mb, False))
@@ -310,7 +374,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{size:g} MB {'gz' if gz else 'json'}: launchgap {h.wall_s / lg.wall_s:.1f}x faster than HTA, "
                   f"peak RSS {lg.peak_rss_bytes / h.peak_rss_bytes:.2f} of HTA's")
     if args.json:
-        args.json.write_text(json.dumps({"machine": machine(), "runs": [asdict(r) for r in all_runs]}, indent=1))
+        args.json.write_text(json.dumps({"machine": machine(), "runs": [asdict(r) for r in all_runs],
+                                         "memory": [asdict(m) for m in memory]}, indent=1))
     return 0
 
 

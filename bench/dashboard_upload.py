@@ -4,6 +4,9 @@ Not a test: run it by hand from the project root, e.g.
 
     .venv/bin/python bench/dashboard_upload.py --size-mb 400 --repeat 3
     .venv/bin/python bench/dashboard_upload.py --bomb-gib 1 --size-mb 0   # the bomb check only
+    .venv/bin/python bench/dashboard_upload.py --size-mb 4000 --gz --repeat 1 \
+        --source traces/engines/tracelens-vllm-prefilldecode-piecewise-mi300x/graph_execution.json.gz
+        # a 4 GB with_stack trace under the per-upload memory limit (issue 30)
 
 For each of ``--repeat`` rounds, interleaved so both meet the same load on the box:
 
@@ -15,7 +18,10 @@ For each of ``--repeat`` rounds, interleaved so both meet the same load on the b
   imports done), back on Traces the clock starts at the file input's ``set_input_files``,
   and stops when the Diagnosis page shows its metrics (the upload, the Traces page's parse
   and analysis, the click on "Diagnosis", that page's run). The metrics shown are checked
-  against the CLI's JSON.
+  against the CLI's JSON. The server's process tree (server, parse child, its decode worker) is
+  sampled every 50 ms meanwhile: ``server.tree_rss_mib_peak`` is its peak resident memory, and
+  ``server.parse_rss_mib_peak`` that of the parse child's tree alone, which the dashboard kills past
+  its per-upload limit (1.5 GiB).
 
 The server runs with ``LAUNCHGAP_APP_TIMING=1``, so each stage it passes (upload digest,
 temp file, trace load, analysis, page runs, ...) logs a line; the breakdown printed is the
@@ -165,10 +171,26 @@ def dashboard_run(browser, trace: Path, log: Path, expect: dict[str, str], root:
         put_done: list[float] = []
         page.on("requestfinished", lambda r: put_done.append(time.time()) if "/_stcore/upload_file/" in r.url
                 and r.method == "PUT" else None)
+        peaks = {"tree": 0, "parse": 0}
+        sampling = threading.Event()
+
+        def sample() -> None:  # the server's tree, and the children it starts to parse uploads
+            while not sampling.wait(0.05):
+                peaks["tree"] = max(peaks["tree"], tree_rss_bytes(server.proc.pid))
+                for child in _descendants(server.proc.pid):  # a parse child: forked by the worker zygote
+                    if _ZYGOTE in _cmdline(child) and _ZYGOTE in _cmdline(_parent(child)):
+                        peaks["parse"] = max(peaks["parse"], tree_rss_bytes(child))
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
         t_wall0 = time.time()
         t0 = time.perf_counter()
-        page.locator("input[type=file]").set_input_files(str(trace))
-        page.get_by_text("Loaded 1 of 1 file(s)").wait_for(timeout=UI_TIMEOUT_MS)
+        try:
+            page.locator("input[type=file]").set_input_files(str(trace))
+            page.get_by_text("Loaded 1 of 1 file(s)").wait_for(timeout=UI_TIMEOUT_MS)
+        finally:
+            sampling.set()
+            sampler.join()
         t_loaded = time.perf_counter()
         open_page(page, "Diagnosis")
         shown = {label: metric_value(page, label) for label in expect}
@@ -198,8 +220,41 @@ def dashboard_run(browser, trace: Path, log: Path, expect: dict[str, str], root:
             stages["browser.put_to_script"] = first - put_done[0]
     stages["browser.until_loaded"] = t_loaded - t0
     stages["server.tree_rss_mib_after"] = rss_after / 1024**2  # not seconds: resident memory, MiB
+    stages["server.tree_rss_mib_peak"] = peaks["tree"] / 1024**2
+    stages["server.parse_rss_mib_peak"] = peaks["parse"] / 1024**2
     stages["browser.diagnosis_click_to_metrics"] = t1 - t_loaded
     return t1 - t0, stages
+
+
+def _descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for task in Path(f"/proc/{p}/task").iterdir():
+                kids = [int(c) for c in (task / "children").read_text().split()]
+                out += kids
+                todo += kids
+        except OSError:
+            continue
+    return out
+
+
+_ZYGOTE = b"launchgap.dashboard.worker"
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def make_bomb(path: Path, gib: float) -> Path:
@@ -346,6 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size-mb", type=float, default=400, help="JSON MB of the trace (0: skip the timing)")
     ap.add_argument("--gz", action="store_true", help="upload the .json.gz form of the trace")
+    ap.add_argument("--source", type=Path, help="the real trace to scale up (default: the plain bench trace)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--bomb-gib", type=float, default=0, help="also run the two-session bomb check (GiB inflated)")
     ap.add_argument("--switches", type=int, default=6, help="page switches of session B per phase")
@@ -369,7 +425,8 @@ def main(argv: list[str] | None = None) -> int:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
         try:
             if args.size_mb > 0:
-                trace = scaled_trace(args.size_mb, args.out, gz=args.gz)
+                trace = scaled_trace(args.size_mb, args.out, gz=args.gz,
+                                     **({"source": args.source} if args.source else {}))
                 meta = trace_meta(trace)
                 print(f"trace: {trace.name}: {meta['file_bytes'] / 1e6:.0f} MB file, "
                       f"{meta['json_bytes'] / 1e6:.0f} MB JSON, {meta['events']:,} events")
