@@ -78,10 +78,9 @@ def _points(d: LogDiagnosis, notes: list[str]) -> tuple[np.ndarray, np.ndarray, 
         g = np.full(len(b), -1, dtype=np.int8)
         what = f"{int(keep.sum())} decode iterations' logged step times"
     else:
-        tok = lg.decode_tok_s.astype(float)
-        keep = (lg.decode_batch > 0) & np.isfinite(tok) & (tok > 0)
+        keep = (lg.decode_batch > 0) & np.isfinite(lg.decode_tok_s) & (lg.decode_tok_s > 0)
         b = lg.decode_batch[keep].astype(np.int64)
-        us = b / tok[keep] * 1e6
+        us = b / lg.decode_tok_s[keep].astype(float) * 1e6
         g = lg.decode_graph[keep]
         what = f"{int(keep.sum())} decode lines' throughput (step = batch / gen throughput)"
     if top is not None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..loaders import expand_paths
 from . import prometheus, sglang, tensorrt_llm, vllm
+from ._scan import BlockScan
 from ._base import ENGINES, KINDS, CaptureEvent, ForwardTime, ServerLog, count_bad_text, iter_blocks, sniff
 
 READERS = {m.ENGINE: m for m in (vllm, sglang, tensorrt_llm)}
@@ -146,9 +147,11 @@ def read_server_file(path: str | Path, optional: bool = False) -> ServerLog | No
     reader = READERS[engine].Reader(str(path))
     lines = bad = 0
     for block in iter_blocks(p):
-        lines += block.count(b"\n")
+        scan = BlockScan(block)
+        lines += len(scan.newlines)
         bad += count_bad_text(block)
-        reader.feed(block)
+        reader.feed_scan(scan)
+        del scan, block  # the next piece is read before this one would be freed
     log = reader.finish()
     log.lines = lines
     log.skipped_lines += bad

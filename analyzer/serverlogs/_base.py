@@ -10,8 +10,8 @@ few bytes per record), so memory is bounded by the piece size plus the records k
 from __future__ import annotations
 
 import calendar
+import mmap
 import re
-from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,9 +20,10 @@ import numpy as np
 
 from ..errors import InputError
 from ..loaders._io import iter_content, read_head
+from ._scan import BlockScan
 
 #: Content bytes per piece handed to the readers.
-BLOCK_BYTES = 4 * 1024 * 1024
+BLOCK_BYTES = 1024 * 1024
 #: Logs are streamed, so the cap on their decompressed size only guards against a bomb.
 MAX_LOG_BYTES = 256 * 1024**3
 #: Bytes sniffed to decide what a file is, and to refuse binary content.
@@ -35,28 +36,78 @@ _MIB_PER_GIB = 1024.0
 
 
 class Column:
-    """A growable numeric column in one ``array`` (grown in place by ``realloc``, which for large
-    buffers moves pages rather than copying, and leaves no per-block pieces behind to fragment the
-    heap); read out once as a numpy array over the same memory."""
+    """A growable numeric column in its own anonymous memory map: grown by ``mremap`` (no copy, and no
+    per-block pieces left in the heap), only the pages written are resident; read out once as a
+    numpy array over the same memory. An integer column starts narrow (a batch size fits 16 bits,
+    a process index 8) and moves to the next wider type when a value does not fit."""
 
-    __slots__ = ("data", "dtype")
-    _CODES = {"f4": "f", "f8": "d", "i1": "b", "i2": "h", "i4": "i", "i8": "q"}
+    __slots__ = ("buf", "dtype", "n", "pending")
+    #: Values appended one at a time are gathered in a list and written this many at once.
+    FLUSH = 4096
+    _WIDER = {"i1": "i2", "i2": "i4", "i4": "i8"}
 
     def __init__(self, dtype: str) -> None:
         self.dtype = np.dtype(dtype)
-        self.data = array(self._CODES[dtype])
+        self.buf: mmap.mmap | None = None
+        self.n = 0
+        self.pending: list = []
+
+    def _reserve(self, k: int) -> None:
+        need = (self.n + k) * self.dtype.itemsize
+        cap = len(self.buf) if self.buf is not None else 0
+        if need <= cap:
+            return
+        size = -(-max(need, 2 * cap, 1 << 16) // mmap.PAGESIZE) * mmap.PAGESIZE
+        if self.buf is None:
+            self.buf = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        else:
+            self.buf.resize(size)
+
+    def _fit(self, lo: float, hi: float) -> None:
+        """Widen an integer column until ``lo`` and ``hi`` fit."""
+        while self.dtype.kind == "i" and self.dtype.str[1:] in self._WIDER:
+            info = np.iinfo(self.dtype)
+            if info.min <= lo and hi <= info.max:
+                return
+            old = np.frombuffer(self.buf, dtype=self.dtype, count=self.n).copy() if self.n else np.zeros(0, self.dtype)
+            self.dtype = np.dtype(self._WIDER[self.dtype.str[1:]])
+            self.buf, self.n = None, 0
+            self.extend(old)
 
     def append(self, v: float | int) -> None:
-        self.data.append(v)
+        self.pending.append(v)
+        if len(self.pending) >= self.FLUSH:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self.pending:
+            values, self.pending = np.array(self.pending), []
+            self.extend(values)
 
     def extend(self, values: np.ndarray) -> None:
-        self.data.frombytes(np.ascontiguousarray(values, dtype=self.dtype).tobytes())
+        if self.pending:
+            self._flush()
+        values = np.asarray(values)
+        k = len(values)
+        if not k:
+            return
+        if self.dtype.kind == "i" and values.dtype.kind in "iu":
+            self._fit(values.min(), values.max())
+        self._reserve(k)
+        view = np.frombuffer(self.buf, dtype=self.dtype, count=k, offset=self.n * self.dtype.itemsize)
+        view[:] = values
+        del view  # no buffer may stay exported: the map is resized later
+        self.n += k
 
     def __len__(self) -> int:
-        return len(self.data)
+        return self.n + len(self.pending)
 
     def numpy(self) -> np.ndarray:
-        return np.frombuffer(self.data, dtype=self.dtype) if len(self.data) else np.zeros(0, dtype=self.dtype)
+        """The values (over the column's own memory: append nothing after this)."""
+        self._flush()
+        if not self.n:
+            return np.zeros(0, dtype=self.dtype)
+        return np.frombuffer(self.buf, dtype=self.dtype, count=self.n)
 
 
 @dataclass
@@ -100,7 +151,8 @@ class ServerLog:
     (1 a graph ran, 0 eager, -1 the line does not say), ``decode_tok_s`` (generation
     throughput the line reports, NaN if none), ``decode_source`` (index into ``sources``: the
     rank / engine tag of the process that printed it). Prefill lines likewise
-    (``prefill_time_s``, ``prefill_batch``: new sequences, ``prefill_tokens``).
+    (``prefill_time_rel_s`` after ``time_origin_s`` as the decode lines', ``prefill_batch``: new
+    sequences, -1 where the line does not say, ``prefill_tokens``).
 
     ``graph_passes`` / ``eager_passes`` count forward passes where the server counts them
     itself (vLLM's ``--cudagraph-metrics`` table, SGLang's ``cuda_graph_passes_total`` counter);
@@ -133,7 +185,7 @@ class ServerLog:
     decode_tok_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
     decode_source: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     sources: list[str] = field(default_factory=list)
-    prefill_time_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    prefill_time_rel_s: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
     prefill_batch: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     prefill_tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     graph_passes: int | None = None
@@ -163,6 +215,11 @@ class ServerLog:
         return self.time_origin_s + self.decode_time_rel_s.astype(np.float64)
 
     @property
+    def prefill_time_s(self) -> np.ndarray:
+        """Absolute times of the prefill lines (float64, built on demand)."""
+        return self.time_origin_s + self.prefill_time_rel_s.astype(np.float64)
+
+    @property
     def max_captured(self) -> int | None:
         """The largest captured size (the ceiling), when the capture list or its maximum is known."""
         return max(self.capture_sizes) if self.capture_sizes else self.capture_max
@@ -173,7 +230,7 @@ class ServerLog:
         main = [c for c in self.captures if c.what == "decode"] or list(self.captures)
         if not main:
             return None
-        primary = self.sources[int(np.bincount(self.decode_source).argmax())] \
+        primary = self.sources[int(bincount(self.decode_source).argmax())] \
             if len(self.decode_source) and self.sources else None
         for c in main:
             if c.source == primary:
@@ -189,6 +246,20 @@ class ServerLog:
     def capture_memory_mib(self) -> float | None:
         c = self.main_capture()
         return c.memory_mib if c is not None else None
+
+
+#: Lines per slice where a whole-column operation would make a wide temporary (``bincount`` and
+#: fancy indexing convert their input to 64-bit integers first): 2 MiB at a time.
+SLICE = 1 << 18
+
+
+def bincount(x: np.ndarray) -> np.ndarray:
+    """``np.bincount`` of small non-negative integers, a slice at a time."""
+    out = np.zeros(int(x.max()) + 1 if len(x) else 0, dtype=np.int64)
+    for i in range(0, len(x), SLICE):
+        c = np.bincount(x[i:i + SLICE])
+        out[:len(c)] += c
+    return out
 
 
 def _rank_order(tag: str) -> tuple[int, str]:
@@ -336,8 +407,8 @@ def _epoch(y: int, mo: int, d: int, h: int, mi: int, s: int) -> float:
 
 def unwrap_years(t: np.ndarray) -> np.ndarray:
     """Month-day stamps (no year) across New Year go backwards by most of a year: add it back."""
-    if len(t) < 2:
-        return t
+    if len(t) < 2 or not np.isfinite(t).any() or float(np.nanmax(t)) - float(np.nanmin(t)) < 180 * 86400.0:
+        return t  # under half a year apart: no stamp went back across New Year (and no full-length diff)
     back = np.diff(t) < -180 * 86400.0
     if not back.any():
         return t
@@ -363,6 +434,8 @@ class Sources:
 
 def count_bad_text(block: bytes) -> int:
     """Lines of ``block`` that are not text (a NUL byte or invalid UTF-8): counted, then skipped."""
+    if block.isascii() and b"\0" not in block:
+        return 0
     bad = 0
     if b"\0" in block:
         bad += sum(1 for ln in block.split(b"\n") if b"\0" in ln)
@@ -395,10 +468,10 @@ class Reader:
         self.prefix_cache: dict[bytes, tuple[float, int]] = {}
         self.log = ServerLog(path=path, engine=self.ENGINE, kind="log")
         # compact types: a multi-GB log has millions of records (docs/serverlogs.md, speed and memory)
-        self.d_t, self.d_b, self.d_g, self.d_tok, self.d_src = (Column("f4"), Column("i4"), Column("i1"),
-                                                               Column("f4"), Column("i2"))
+        self.d_t, self.d_b, self.d_g, self.d_tok, self.d_src = (Column("f4"), Column("i2"), Column("i1"),
+                                                               Column("f4"), Column("i1"))
         self.t0 = float("nan")  # the first stamp: decode times are kept as float32 offsets from it
-        self.p_t, self.p_b, self.p_tok = Column("f8"), Column("i4"), Column("i4")
+        self.p_t, self.p_b, self.p_tok = Column("f4"), Column("i2"), Column("i4")  # p_t: offsets as d_t
         self.i_t, self.i_b, self.i_c, self.i_ms, self.i_src = (Column("f8"), Column("i4"), Column("i4"), Column("f8"),
                                                                Column("i2"))
         self.recognised = 0
@@ -406,6 +479,10 @@ class Reader:
 
     def feed(self, block: bytes) -> None:
         raise NotImplementedError
+
+    def feed_scan(self, scan: BlockScan) -> None:
+        """A block with its vectorised view (readers of dense records use it; the others read the bytes)."""
+        self.feed(scan.block)
 
     def rel(self, t: np.ndarray | float) -> np.ndarray | float:
         """Times as offsets from the file's first stamp (kept as float32)."""
@@ -432,8 +509,14 @@ class Reader:
         self.d_tok.append(tok_s)
         self.d_src.append(src)
 
+    def prefill_lines(self, t: np.ndarray, batch: np.ndarray, tokens: np.ndarray) -> None:
+        """A block's prefill records at once."""
+        self.p_t.extend(self.rel(t).astype(np.float32))
+        self.p_b.extend(batch)
+        self.p_tok.extend(tokens)
+
     def prefill_line(self, t: float, batch: int, tokens: int) -> None:
-        self.p_t.append(t)
+        self.p_t.append(float(self.rel(t)))
         self.p_b.append(batch)
         self.p_tok.append(tokens)
 
@@ -452,7 +535,7 @@ class Reader:
         log.decode_graph = self.d_g.numpy()
         log.decode_tok_s = self.d_tok.numpy()
         log.decode_source = self.d_src.numpy()
-        log.prefill_time_s = unwrap_years(self.p_t.numpy())
+        log.prefill_time_rel_s = unwrap_years(self.p_t.numpy())
         log.prefill_batch = self.p_b.numpy()
         log.prefill_tokens = self.p_tok.numpy()
         log.iter_time_s = unwrap_years(self.i_t.numpy())

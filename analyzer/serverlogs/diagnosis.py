@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._base import ServerLog
+from ._base import SLICE, ServerLog, bincount
 
 ABSORBING_MIN_LINES = 20
 ABSORBING_MIN_SECONDS = 60.0
@@ -107,39 +107,108 @@ class LogDiagnosis:
         }
 
 
-def _runs_above(above: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(start, length) of each run of True in ``above``."""
-    pad = np.zeros(1, dtype=np.int8)
-    x = np.concatenate((pad, above.astype(np.int8), pad))  # int8 throughout: a log has millions of lines
-    d = np.diff(x)
-    starts = np.flatnonzero(d == 1)
-    ends = np.flatnonzero(d == -1)
-    return starts, ends - starts
+def _runs_above(batch: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray]:
+    """(start, length) of each run of lines with ``batch > top``, a slice at a time (a log has millions)."""
+    n = len(batch)
+    if not n:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    edges = []
+    for i in range(0, n, SLICE):
+        lo = max(i - 1, 0)  # one line of overlap: a change at a slice's first line is seen
+        above = batch[lo:i + SLICE] > top
+        edges.append(np.flatnonzero(above[1:] != above[:-1]) + lo + 1)
+    bounds = np.concatenate([[0], *edges, [n]])
+    runs = batch[bounds[:-1]] > top
+    starts = bounds[:-1][runs]
+    return starts, bounds[1:][runs] - starts
 
 
 def ceiling_run(batch: np.ndarray, time_s: np.ndarray, source: np.ndarray, top: int) -> CeilingRun | None:
     """The longest run above ``top`` among each process's lines (None if no line is above)."""
     best: CeilingRun | None = None
-    one = len(source) == 0 or (source == source[0]).all()
+    one = len(source) == 0 or _count(lambda s: s != source[0], source) == 0
     for s in (source[:1] if one else np.unique(source)):  # one loop per process (a handful), not per line
-        idx = None if one else np.flatnonzero(source == s)  # one process: no index array (millions of lines)
-        bs = batch if idx is None else batch[idx]
-        starts, lengths = _runs_above(bs > top)
+        mine = None if one else source == s  # one process: no mask or copies (millions of lines)
+        bs = batch if mine is None else batch[mine]
+        starts, lengths = _runs_above(bs, top)
         if not len(starts):
             continue
-        t = time_s if idx is None else time_s[idx]
+        t = time_s if mine is None else time_s[mine]
         ends = starts + lengths - 1
         span = t[ends].astype(np.float64) - t[starts]
         qualifies = (lengths >= ABSORBING_MIN_LINES) & (np.isnan(span) | (span >= ABSORBING_MIN_SECONDS))
         order = np.lexsort((lengths, qualifies))  # qualifying first, then longest
         k = int(order[-1])
-        run = CeilingRun(first_line=int(starts[k] if idx is None else idx[starts[k]]), lines=int(lengths[k]),
+        first = int(starts[k]) if mine is None else int(np.flatnonzero(mine)[starts[k]])
+        run = CeilingRun(first_line=first, lines=int(lengths[k]),
                          seconds=None if np.isnan(span[k]) else float(span[k]),
                          median_batch=float(np.median(bs[starts[k]:ends[k] + 1])),
                          to_end=bool(ends[k] == len(bs) - 1))
         if best is None or (_qualifies(run), run.lines) > (_qualifies(best), best.lines):
             best = run
     return best
+
+
+def _order_keys(v: np.ndarray) -> np.ndarray:
+    """float32 values as uint32 keys in the same order (IEEE bits, negatives flipped)."""
+    bits = v.view(np.uint32)
+    return np.where(bits >> 31 == 1, ~bits, bits | np.uint32(0x80000000))
+
+
+def _from_key(k: int) -> np.float32:
+    bits = np.uint32(k & 0x7FFFFFFF) if k >> 31 else np.uint32(~k & 0xFFFFFFFF)
+    return np.array([bits], dtype=np.uint32).view(np.float32)[0]
+
+
+def streamed_median(values) -> float | None:
+    """``np.median`` of the float32 values that ``values()`` yields in pieces, without holding them:
+    an exact radix select over their bits (a histogram of the high 16 bits, then of the low 16 bits
+    within the bins that hold the middle ranks). Two passes over the pieces; None when there are none."""
+    high = np.zeros(1 << 16, dtype=np.int64)
+    for v in values():
+        high += np.bincount(_order_keys(v) >> 16, minlength=1 << 16)
+    n = int(high.sum())
+    if not n:
+        return None
+    cum = np.cumsum(high)
+    ranks = sorted({(n - 1) // 2, n // 2})
+    bins = {r: int(np.searchsorted(cum, r, side="right")) for r in ranks}
+    low = {h: np.zeros(1 << 16, dtype=np.int64) for h in set(bins.values())}
+    for v in values():
+        k = _order_keys(v)
+        for h, counts in low.items():
+            counts += np.bincount(k[(k >> 16) == h] & 0xFFFF, minlength=1 << 16)
+    picked = []
+    for r in ranks:
+        h = bins[r]
+        before = int(cum[h - 1]) if h else 0
+        lo = int(np.searchsorted(np.cumsum(low[h]), r - before, side="right"))
+        picked.append(_from_key((h << 16) | lo))
+    a, z = picked[0], picked[-1]
+    return float(np.float32((a + z) / np.float32(2))) if len(picked) > 1 else float(a)
+
+
+def _slices(*cols: np.ndarray):
+    """The columns a :data:`SLICE` of lines at a time."""
+    n = len(cols[0])
+    for i in range(0, n, SLICE):
+        yield tuple(c[i:i + SLICE] for c in cols)
+
+
+def _count(cond, *cols: np.ndarray) -> int:
+    """Lines where ``cond(*columns)`` holds, counted a slice at a time (no full-length masks)."""
+    return sum(int(cond(*part).sum()) for part in _slices(*cols))
+
+
+def _in(x: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``np.isin`` for small non-negative integers, through a lookup table a slice at a time."""
+    lut = np.zeros(max(int(x.max()) if len(x) else 0, int(values.max()) if len(values) else 0) + 1, dtype=bool)
+    lut[values[values >= 0]] = True
+    out = np.zeros(len(x), dtype=bool)
+    for i in range(0, len(x), SLICE):
+        xs = x[i:i + SLICE]
+        out[i:i + SLICE] = (xs >= 0) & lut[np.maximum(xs, 0)]
+    return out
 
 
 def _qualifies(run: CeilingRun) -> bool:
@@ -162,15 +231,15 @@ def diagnose(log: ServerLog) -> LogDiagnosis:
         counted, graph, eager = "passes", log.graph_passes, log.eager_passes
         above, within = log.eager_passes_above, log.eager_passes_within
     elif len(g) and (g >= 0).any():
-        known = g >= 0
         counted = "lines"
         graph, eager = int((g == 1).sum()), int((g == 0).sum())
         if top is not None:
-            above = int(((g == 0) & (b > top)).sum())
+            above = _count(lambda bs, gs: (gs == 0) & (bs > top), b, g)
             within = eager - above
-        if not known.all():
-            notes.append(f"{int((~known).sum())} decode lines do not say whether a graph ran (left out of the counts)")
-    lines_above = int((b > top).sum()) if top is not None and log.kind == "log" else None
+        if graph + eager < len(g):
+            notes.append(f"{len(g) - graph - eager} decode lines do not say whether a graph ran (left out of the "
+                         "counts)")
+    lines_above = _count(lambda bs: bs > top, b) if top is not None and log.kind == "log" else None
     run = ceiling_run(b, log.decode_time_rel_s, log.decode_source, top) if top is not None and len(b) else None
     absorbing = None if top is None or not len(b) else bool(run is not None and _qualifies(run))
     # the distribution: iteration lines where the engine logs every iteration, else decode lines
@@ -179,39 +248,45 @@ def diagnose(log: ServerLog) -> LogDiagnosis:
         dec = dec if len(dec) else np.zeros(0, dtype=np.int64)
         basis = "every decode iteration (per-iteration log lines, prefill and mixed iterations left out)"
     else:
-        dec = b if len(b) == 0 or b.min() > 0 else b[b > 0]
+        dec = None  # the decode lines themselves: counted below without a copy
         basis = {"sglang": f"decode lines: one decode step in decode_log_interval={log.decode_log_interval}",
                  "vllm": "stats lines: the running requests once per stats interval (a time sample)",
                  "tensorrt_llm": "every decode iteration"}.get(log.engine, "decode lines")
         if log.kind == "metrics":
             basis = "the running-requests gauge once per scrape"
-    counts = np.bincount(dec) if len(dec) else np.zeros(0, dtype=np.int64)  # batch sizes are small ints
+    hist = bincount(b if not len(b) or b.min() >= 0 else b[b >= 0])  # batch sizes are small ints
+    counts = bincount(dec) if dec is not None else hist.copy()
+    counts[:1] = 0  # an idle line (batch 0) is no decode step
     sizes = np.flatnonzero(counts)
     dist = {int(s): int(counts[s]) for s in sizes}
-    if len(b) and not len(log.iter_batch) and b.min() > 0:
-        hist = counts  # the same lines: no second pass over millions
-    else:
-        hist = np.bincount(b if not len(b) or b.min() >= 0 else b[b >= 0]) if len(b) else np.zeros(0, np.int64)
     batch_median = float(np.searchsorted(np.cumsum(hist), (hist.sum() + 1) / 2)) if hist.sum() else None
-    prefill = int(len(log.prefill_time_s)) + (int(((log.iter_context > 0)).sum()) if log.engine == "vllm" else 0)
+    prefill = int(len(log.prefill_time_rel_s)) + (int(((log.iter_context > 0)).sum()) if log.engine == "vllm" else 0)
     g_near = e_near = fb = g_same = None
     if top is not None and len(b) and not (g >= 0).any():
         # the lines do not say (vLLM, TensorRT-LLM): above the ceiling is eager on every engine, under it a graph
         g = np.where(b > top, 0, 1).astype(np.int8)
         notes.append("graph vs eager throughput compares lines by the ceiling (the lines do not flag graphs)")
-    def per_req(mask: np.ndarray) -> float | None:
-        """Median per-request throughput (token/s) of the masked lines (computed on the subset only)."""
-        bb = b[mask]
-        ok = bb > 0
-        return _median(log.decode_tok_s[mask][ok].astype(np.float64) / bb[ok])
+    def per_req(cond) -> float | None:
+        """Median per-request throughput (token/s, float32) of the lines where ``cond(batch, graph)`` holds."""
+        def values():
+            for i in range(0, len(b), SLICE):
+                bs = b[i:i + SLICE]
+                sel = cond(bs, g[i:i + SLICE]) & (bs > 0)
+                v = log.decode_tok_s[i:i + SLICE][sel].astype(np.float32) / bs[sel].astype(np.float32)
+                yield v[np.isfinite(v)]
+        return streamed_median(values)
 
     if top is not None and len(b):
-        g_near = per_req((g == 1) & (b <= top) & (b >= (1 - NEAR) * top))
-        e_near = per_req((g == 0) & (b > top) & (b <= (1 + NEAR) * top))
-        fb_mask = (g == 0) & (b <= top)
-        if fb_mask.any():
-            fb = per_req(fb_mask)
-            g_same = per_req((g == 1) & np.isin(b, np.unique(b[fb_mask])))
+        lo, hi = (1 - NEAR) * top, (1 + NEAR) * top
+        g_near = per_req(lambda bs, gs: (gs == 1) & (bs <= top) & (bs >= lo))
+        e_near = per_req(lambda bs, gs: (gs == 0) & (bs > top) & (bs <= hi))
+        fallback = np.zeros(top + 1, dtype=np.int64)  # eager lines per batch size within the captured range
+        for bs, gs in _slices(b, g):
+            fallback += np.bincount(bs[(gs == 0) & (bs <= top) & (bs >= 0)], minlength=top + 1)
+        if fallback.any():
+            fb = per_req(lambda bs, gs: (gs == 0) & (bs <= top))
+            sizes_fb = np.flatnonzero(fallback)
+            g_same = per_req(lambda bs, gs: (gs == 1) & _in(bs, sizes_fb))
     return LogDiagnosis(log=log, counted=counted, graph=graph, eager=eager, eager_above_max=above,
                         eager_within_captured=within, max_captured=top, lines_above_max=lines_above,
                         absorbing=absorbing, run=run, distribution=dist, distribution_basis=basis,

@@ -38,6 +38,7 @@ import re
 import numpy as np
 
 from ._base import CaptureEvent, Reader as BaseReader, gib_to_mib, int_list
+from ._scan import BlockScan, iso_stamps, read_decimal, read_uint
 
 ENGINE = "sglang"
 #: Texts that identify an SGLang log in its first MiB (detection by content, with weights).
@@ -47,22 +48,25 @@ CUES = ((b"Decode batch", 3), (b"Prefill batch", 3), (b"Capture cuda graph", 3),
 #: SGLang's default ``decode_log_interval`` (server_args.py).
 DEFAULT_DECODE_LOG_INTERVAL = 40
 
-#: One decode record with the ``[time tags]`` right before it, found block-wide by ``findall`` (C speed)
-#: and converted with numpy.
-_DECODE_ALL = re.compile(
-    rb"\[([^\]\n]{0,80})\] Decode batch(?:(?: ?\[\d+\])?[.,]? #running-req: (\d+),"
-    rb"(?:[^\n]* graph: (True|False)\b)?[^\n]* gen throughput \(token/s\): ([-+\w.]+))?")
-#: The same record alone, for a block where some decode line does not fit ``_DECODE_ALL`` (damaged,
-#: or a logging config without the ``[time]`` prefix): read line by line there.
+#: One decode record from its marker, for a line the vectorised path does not take (another prefix layout, the
+#: ``[N]`` counter, an unusual number, damage): read with this regex, at the marker.
 _DECODE = re.compile(
     rb"Decode batch(?: ?\[\d+\])?[.,]? #running-req: (\d+),"
     rb"(?:[^\n]* graph: (True|False)\b)?[^\n]* gen throughput \(token/s\): ([-+\w.]+)")
-_DECODE_AT = re.compile(rb"Decode batch[^\n]*")
-_PREFILL_AT = re.compile(rb"Prefill batch[^\n]*")
+#: Every literal the reader looks for in a block.
+_MARKERS = (b"Decode batch", b"Prefill batch", b" gen throughput (token/s): ", b"Captur", b"ServerArgs(",
+            b"max_running_requests=")
+#: Bytes of a line before a record's marker read as its ``[time tags]`` prefix (a longer one: line by line).
+PREFIX_BYTES = 80
+_TAGS = re.compile(rb"(?: [A-Z_]+\d+)*")
+_DOT_COMMA = np.array([ord("."), ord(",")], dtype=np.uint8)
+_RUNNING = np.frombuffer(b" #running-req: ", dtype=np.uint8)
+_GRAPH_TRUE = np.frombuffer(b"graph: True,", dtype=np.uint8)
+_GRAPH_FALSE = np.frombuffer(b"graph: False,", dtype=np.uint8)
+_NEW_TOKEN = np.frombuffer(b" #new-token: ", dtype=np.uint8)
 _CAPTURE_AT = re.compile(rb"Captur(?:e|ing batches) [^\n]*")
 _ARGS_AT = (re.compile(rb"ServerArgs\([^\n]*"), re.compile(rb"max_running_requests=[^\n]*"))
 
-_PREFILL_ALL = re.compile(rb"\[([^\]\n]{0,80})\] Prefill batch(?:(?: ?\[\d+\])?[.,]? #new-seq: (\d+), #new-token: (\d+))?")
 _PREFILL = re.compile(rb"Prefill batch(?: ?\[\d+\])?[.,]? #new-seq: (\d+), #new-token: (\d+)")
 _PREFIX = re.compile(rb"\[[^\]\n]*?\d\d:\d\d:\d\d(?:\.\d+)?((?: [A-Z_]+\d+)*)\]\s*$")
 _CAPTURE_END = re.compile(rb"Capture (.*?) end[.,] .*?(?:Time elapsed: |elapsed=)([\d.]+) ?s")
@@ -99,7 +103,6 @@ class Reader(BaseReader):
     def __init__(self, path: str) -> None:
         super().__init__(path)
         self.tqdm_sizes: set[int] = set()
-        self.stamp_cache: dict[bytes, tuple[float, int]] = {}
         self.blocks = 0
         self.list_from: str | None = None
 
@@ -117,72 +120,127 @@ class Reader(BaseReader):
             self.prefix_cache[key] = got
         return got
 
-    def _stamps(self, prefixes: tuple[bytes, ...]) -> tuple[np.ndarray, np.ndarray]:
-        """Times and source indices of the bracketed prefixes, each distinct one parsed once."""
-        known = self.stamp_cache
-        if len(known) > 100_000:
-            known.clear()
-        for p in dict.fromkeys(prefixes):  # distinct stamps in first-seen order: about one a second
-            if p not in known:
-                known[p] = self._prefix(b"[" + p + b"] ", len(p) + 3)
-        pairs = np.array([known[p] for p in prefixes], dtype=np.float64).reshape(-1, 2)
-        return pairs[:, 0].copy(), pairs[:, 1].astype(np.int16)
+    def _stamps(self, scan: BlockScan, pos: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Times and source indices of the records at ``pos`` (lines starting at ``start``): the
+        ``[YYYY-MM-DD HH:MM:SS(.fff)( TAG)*] `` prefix read vectorised; any other prefix line by line."""
+        t, tags_at, ok = iso_stamps(scan.a, start, pos)
+        ok &= pos - start <= PREFIX_BYTES
+        src = np.zeros(len(pos), dtype=np.int16)
+        if ok.any():
+            tag_len = np.where(ok, pos - 2 - tags_at, 0)
+            width = max(int(tag_len.max()), 1)
+            tags = scan.window(np.where(ok, tags_at, 0), width)
+            tags[np.arange(width) >= tag_len[:, None]] = 0
+            tags = tags[ok]
+            if (tags == tags[0]).all():  # one process (or every line of the block from one)
+                src[ok] = self._source_of_tag(tags[0].tobytes().rstrip(b"\0"))
+            else:
+                keys, first, inverse = np.unique(tags.view(f"S{width}").ravel(), return_index=True,
+                                                 return_inverse=True)
+                ids = np.zeros(len(keys), dtype=np.int16)
+                for k in np.argsort(first).tolist():  # sources numbered in the order they first print
+                    ids[k] = self._source_of_tag(keys[k])
+                src[ok] = ids[inverse.ravel()]
+        for i in np.flatnonzero(~ok).tolist():  # another prefix layout: parsed (and cached) one by one
+            t[i], src[i] = self._prefix(scan.block, int(pos[i]))
+        return t, src
+
+    def _source_of_tag(self, tag: bytes) -> int:
+        """Source index of a prefix's rank tags (`` TP0 EP1``); anything else is the untagged process."""
+        return self.sources.of(tag.strip() if _TAGS.fullmatch(tag) else b"")
 
     def feed(self, block: bytes) -> None:
-        if b"Decode batch" in block:
-            found = _DECODE_ALL.findall(block)
-            if len(found) != block.count(b"Decode batch"):
-                self._decode_lines(block)
-            elif found:
-                cols = np.array(found, dtype="S80")  # one C pass over the records: (n, 4) byte strings
-                del found
-                ok = cols[:, 1] != b""  # a damaged line: the marker without its fields, counted and skipped
-                if not ok.all():
-                    self.skipped += int((~ok).sum())
-                    cols = cols[ok]
-                if not len(cols):
-                    return self._rest(block)
-                t, src = self._stamps(tuple(cols[:, 0].tolist()))
-                f = cols[:, 2]
-                try:
-                    tok_s = cols[:, 3].astype(np.float64)
-                except ValueError:  # a damaged number: convert one by one
-                    tok_s = np.array([_float(x) for x in cols[:, 3].tolist()])
-                self.decode_lines(t, cols[:, 1].astype(np.int32),
-                                  np.where(f == b"True", 1, np.where(f == b"False", 0, -1)).astype(np.int8), tok_s, src)
-                self.recognised += len(cols)
-        self._rest(block)
+        self.feed_scan(BlockScan(block))
 
-    def _rest(self, block: bytes) -> None:
-        """Everything but the decode lines: prefill lines, captures, the server's arguments."""
-        found: list | None = []
-        if b"Prefill batch" in block:
-            found = _PREFILL_ALL.findall(block)
-            if len(found) == block.count(b"Prefill batch"):
-                pre, seqs, toks = zip(*found) if found else ((), (), ())
-                keep = [i for i, x in enumerate(seqs) if x]
-                self.skipped += len(seqs) - len(keep)
-                if keep:
-                    t, _ = self._stamps(tuple(pre[i] for i in keep))
-                    self.p_t.extend(t)
-                    self.p_b.extend(np.array([seqs[i] for i in keep]).astype(np.int64))
-                    self.p_tok.extend(np.array([toks[i] for i in keep]).astype(np.int64))
-                    self.recognised += len(keep)
-                found = None
-        if b"Prefill batch" in block and found is not None:
-            for m in _PREFILL_AT.finditer(block):
-                r = _PREFILL.match(m.group())
-                if r is None:
-                    self.skipped += 1
-                    continue
-                t, _ = self._prefix(block, m.start())
-                self.prefill_line(t, int(r.group(1)), int(r.group(2)))
-                self.recognised += 1
-        if b"Captur" in block:
+    def feed_scan(self, scan: BlockScan) -> None:
+        scan.find_many(_MARKERS)  # one pass over the block for every marker
+        if scan.has(b"Decode batch"):
+            self._decode_block(scan)
+        if scan.has(b"Prefill batch"):
+            self._prefill_block(scan)
+        self._rest(scan)
+
+    def _decode_block(self, scan: BlockScan) -> None:
+        """Every decode record of a block: the fields read vectorised where the line has the engines'
+        plain form, the rest (another prefix, the ``[N]`` counter, damage) by ``_DECODE`` line by line."""
+        pos = scan.find(b"Decode batch")
+        start, end = scan.lines(pos)
+        # ", #running-req: " (0.5.5+), ". #running-req: " (0.4-0.5.3) or " #running-req: " right after the marker
+        head = scan.window(pos + 12, 16)
+        plain = (head[:, 1:] == _RUNNING).all(axis=1)
+        gap = np.where(plain & np.isin(head[:, 0], _DOT_COMMA), 1, -1)
+        gap = np.where((head[:, :15] == _RUNNING).all(axis=1), 0, gap)
+        ok = gap >= 0
+        first = np.where(ok, pos + 12 + gap + 15, 0)
+        batch, nd = read_uint(scan.a, first, 10)
+        ok &= (nd >= 1) & (nd <= 9) & (scan.a[first + nd] == ord(","))
+        thr_at, thr_ok = scan.next_after(pos, end, scan.find(b" gen throughput (token/s): "))
+        ok &= thr_ok
+        thr_at = np.where(ok, thr_at, 16)
+        tok, tok_ok = read_decimal(scan, thr_at + 27)
+        ok &= tok_ok
+        # the graph flag comes right before the throughput in every version that prints it (0.4.6+)
+        true = (scan.window(thr_at - 12, 12) == _GRAPH_TRUE).all(axis=1)
+        false = (scan.window(thr_at - 13, 13) == _GRAPH_FALSE).all(axis=1)
+        graph = np.where(true, 1, np.where(false, 0, -1)).astype(np.int8)
+        # without it a line may still carry the flag elsewhere (or none, as 0.4.3): the regex decides
+        ok &= true | false
+        tok = tok.astype(np.float32)
+        keep = np.ones(len(pos), dtype=bool)
+        for i in np.flatnonzero(~ok).tolist():  # not the plain form: the regex, at the marker
+            r = _DECODE.match(scan.block, int(pos[i]), int(end[i]))
+            if r is None:
+                keep[i] = False
+                continue
+            flag = r.group(2)
+            batch[i], tok[i] = int(r.group(1)), _float(r.group(3))
+            graph[i] = -1 if flag is None else int(flag == b"True")
+        self.skipped += int((~keep).sum())
+        if not keep.all():
+            pos, start, batch, graph, tok = pos[keep], start[keep], batch[keep], graph[keep], tok[keep]
+        if len(pos):
+            t, src = self._stamps(scan, pos, start)
+            self.decode_lines(t, batch, graph, tok, src)
+            self.recognised += len(pos)
+
+    def _prefill_block(self, scan: BlockScan) -> None:
+        """Every prefill record of a block (new sequences, new tokens), as :meth:`_decode_block`."""
+        pos = scan.find(b"Prefill batch")
+        start, end = scan.lines(pos)
+        seq_at, ok = scan.next_after(pos, end, scan.find(b" #new-seq: "))
+        gap = seq_at - (pos + 13)
+        ok &= (gap == 0) | ((gap == 1) & np.isin(scan.a[np.minimum(pos + 13, scan.n)], _DOT_COMMA))
+        first = np.where(ok, seq_at + 11, 0)
+        seqs, nd = read_uint(scan.a, first, 10)
+        ok &= (nd >= 1) & (nd <= 9) & (scan.a[first + nd] == ord(","))
+        tok_first = first + nd + 1
+        ok &= (scan.window(np.where(ok, tok_first, 0), 13) == _NEW_TOKEN).all(axis=1)
+        second = np.where(ok, tok_first + 13, 0)
+        toks, nd2 = read_uint(scan.a, second, 13)
+        ok &= (nd2 >= 1) & (nd2 <= 12)
+        keep = np.ones(len(pos), dtype=bool)
+        for i in np.flatnonzero(~ok).tolist():
+            r = _PREFILL.match(scan.block, int(pos[i]), int(end[i]))
+            if r is None:
+                keep[i] = False
+                continue
+            seqs[i], toks[i] = int(r.group(1)), int(r.group(2))
+        self.skipped += int((~keep).sum())
+        if not keep.all():
+            pos, start, seqs, toks = pos[keep], start[keep], seqs[keep], toks[keep]
+        if len(pos):
+            t, _ = self._stamps(scan, pos, start)
+            self.prefill_lines(t, seqs, toks)
+            self.recognised += len(pos)
+
+    def _rest(self, scan: BlockScan) -> None:
+        """Everything but the decode and prefill lines: captures, the server's arguments, the version."""
+        block = scan.block
+        if scan.has(b"Captur"):
             for m in _CAPTURE_AT.finditer(block):
                 self._capture(block, m)
         for marker, pattern in zip((b"ServerArgs(", b"max_running_requests="), _ARGS_AT):
-            if marker in block:
+            if scan.has(marker):
                 for m in pattern.finditer(block):
                     self._args(m.group())
         self.blocks += 1
@@ -190,18 +248,6 @@ class Reader(BaseReader):
             v = _VERSION.search(block)
             if v:
                 self.log.version = v.group(1).decode("ascii", "replace")
-
-    def _decode_lines(self, block: bytes) -> None:
-        """Decode records one line at a time (a block with a damaged or unprefixed decode line)."""
-        for m in _DECODE_AT.finditer(block):
-            r = _DECODE.match(m.group())
-            if r is None:
-                self.skipped += 1
-                continue
-            t, src = self._prefix(block, m.start())
-            flag = r.group(2)
-            self.decode_line(t, int(r.group(1)), -1 if flag is None else int(flag == b"True"), _float(r.group(3)), src)
-            self.recognised += 1
 
     def _capture(self, block: bytes, m: re.Match) -> None:
         text = m.group()
