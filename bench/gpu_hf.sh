@@ -9,6 +9,7 @@
 #                                      eager/graph independent check; PART 2: the compiled sweeps,
 #                                      the non-compiled 1..128 run, the compiled independent check.
 #   bash bench/gpu_hf.sh OUT PART --dry-run    print the commands only
+#   ONLY=REGEX bash bench/gpu_hf.sh OUT PART   run only the parts whose names match (a part per call)
 set -u
 OUT=$1
 PART=${2:-1}
@@ -27,6 +28,7 @@ MEM="--capture-lists pow2-128,all-1-32 --memory-modes full"
 part() {  # part NAME LIMIT_S COMMAND...: run within the budget, log its wall time
     local name=$1 lim=$2 left
     shift 2
+    if [ -n "${ONLY:-}" ] && ! [[ "$name" =~ $ONLY ]]; then echo "=== $name: not asked (ONLY=$ONLY)"; return; fi
     left=$((BUDGET_S - ($(date +%s) - T0)))
     if [ "$left" -lt 25 ]; then echo "=== $name: SKIPPED (budget)"; return; fi
     [ "$lim" -gt "$left" ] && lim=$left
@@ -60,7 +62,7 @@ else
     for m in llama-3.2-1b-like qwen2.5-3b-like gemma-2-2b-like; do
         part "$m-compiled" 170 $H --hf-config $C/$m.json --compile --batch-sizes $SIZES $SWEEP $MEM --out "$W/sweep"
     done
-    part olmoe-1b-7b-like-compiled 120 $H --hf-config $C/olmoe-1b-7b-like.json --compile --batch-sizes $MOE_SIZES \
+    part olmoe-1b-7b-like-compiled 260 $H --hf-config $C/olmoe-1b-7b-like.json --compile --batch-sizes $MOE_SIZES \
         $SWEEP $MEM --out "$W/sweep"
     part fullrange-eager-graph 120 $H --hf-config $C/llama-3.2-1b-like.json --modes graph --batch-sizes 1..128 \
         --trace-batch-sizes 8,64 --repeats 20 --no-kernel-count --out "$W/fullrange"
