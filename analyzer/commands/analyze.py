@@ -12,7 +12,7 @@ from ..graph_mode import detect_capture
 from ..loaders import expand_paths, load_trace
 from ..ranks import JobReport, analyze_job, analyze_with_collectives, group_by_job, group_traces
 from ..report import SCHEMA, AnalysisOptions, TraceReport, with_capture
-from ..serverlogs import read_server_file, split_inputs
+from ..serverlogs import merge_scrapes, read_server_file, split_inputs
 from ..serverlogs.diagnosis import LogDiagnosis, diagnose
 from ..trace import Trace
 
@@ -111,19 +111,20 @@ def analyze_paths(paths: list[str], opts: AnalysisOptions, max_bytes: int, progr
 
 def analyze_server_files(files: list[Path], errors: list[AnalyzerError],
                          found: list[Path] = ()) -> list[LogDiagnosis]:
-    """Each server log or scrape read and diagnosed; a bad one is collected in ``errors``. ``found``:
-    files found in directories, passed over when they hold no server record."""
-    out: list[LogDiagnosis] = []
+    """Each server log read and diagnosed, one engine's scrape files as one series; a bad file is
+    collected in ``errors``. ``found``: files found in directories, passed over when they hold no
+    server record."""
+    logs = []
     for f, optional in [(f, False) for f in files] + [(f, True) for f in found]:
         try:
             log = read_server_file(f, optional=optional)
             if log is not None:
-                out.append(diagnose(log))
+                logs.append(log)
         except AnalyzerError as exc:
             if exc.path is None:
                 exc.path = str(f)
             errors.append(exc)
-    return out
+    return [diagnose(log) for log in merge_scrapes(logs)]  # one engine's scrape files: one series
 
 
 def report_json(reports: list[TraceReport], errors: list[AnalyzerError],

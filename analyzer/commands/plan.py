@@ -26,7 +26,7 @@ from ..planning.planner import Plan
 from ..planning.inputs import looks_like_timings
 from ..engines import LABELS
 from ..planning.request import PlanInput, plan_workloads, timings_among, trace_steps
-from ..serverlogs import read_server_file, split_inputs
+from ..serverlogs import merge_scrapes, read_server_file, split_inputs
 from ..serverlogs.diagnosis import LogDiagnosis, diagnose
 from ..render import render_plan
 from ..ranks import analyze_with_collectives
@@ -80,12 +80,14 @@ def server_inputs(args: argparse.Namespace, paths: list[str], in_dirs: list[str]
     (an average over each logged interval) only when nothing else gives them. One server plans: the
     first log fills the roles (a scrape gives the distribution when no log is given); the others
     are read for their ceiling notes only."""
-    read: list[tuple[str, LogDiagnosis]] = []
+    logs = []
     given = [*args.server_log, *args.metrics, *paths]
     for f, optional in [(f, False) for f in given] + [(f, True) for f in in_dirs]:
         log = read_server_file(f, optional=optional)
         if log is not None:
-            read.append((str(f), diagnose(log)))
+            logs.append(log)
+    # one engine's scrape files are one series over time (at the place of its first file)
+    read: list[tuple[str, LogDiagnosis]] = [(log.path, diagnose(log)) for log in merge_scrapes(logs)]
     lead = next((i for i, (_, d) in enumerate(read) if d.log.kind == "log"), 0)
     out: list[PlanInput] = []
     for i, (f, d) in enumerate(read):

@@ -28,7 +28,7 @@ READERS = {m.ENGINE: m for m in (vllm, sglang, tensorrt_llm)}
 MIN_SCORE = 3
 
 __all__ = ["ENGINES", "KINDS", "CaptureEvent", "ForwardTime", "ServerLog", "detect", "is_server_file",
-           "for_server_reader", "read_server_file", "split_inputs"]
+           "for_server_reader", "merge_scrapes", "read_server_file", "split_inputs"]
 
 
 def _scores(text: bytes) -> dict[str, int]:
@@ -144,6 +144,7 @@ def read_server_file(path: str | Path, optional: bool = False) -> ServerLog | No
     engine, kind = found
     if kind == "metrics":
         return prometheus.read_metrics(p, engine)
+    log_files = [str(path)]
     reader = READERS[engine].Reader(str(path))
     lines = bad = 0
     for block in iter_blocks(p):
@@ -153,6 +154,7 @@ def read_server_file(path: str | Path, optional: bool = False) -> ServerLog | No
         reader.feed_scan(scan)
         del scan, block  # the next piece is read before this one would be freed
     log = reader.finish()
+    log.files = log_files
     log.lines = lines
     log.skipped_lines += bad
     if log.recognised_lines == 0:
@@ -160,3 +162,20 @@ def read_server_file(path: str | Path, optional: bool = False) -> ServerLog | No
             return None
         raise InputError(f"no {engine} log line it could read (only its name appears)", str(path))
     return log
+
+
+def merge_scrapes(logs: list[ServerLog]) -> list[ServerLog]:
+    """``logs`` with every engine's scrape files merged into one time series (at the place of its first
+    file; :func:`~analyzer.serverlogs.prometheus.merge_metrics`): scrapes of one server taken over time
+    into several files read as one. Logs pass through as they are."""
+    groups: dict[str, list[ServerLog]] = {}
+    for lg in logs:
+        if lg.kind == "metrics":
+            groups.setdefault(lg.engine, []).append(lg)
+    out: list[ServerLog] = []
+    for lg in logs:
+        if lg.kind != "metrics":
+            out.append(lg)
+        elif groups.get(lg.engine) and groups[lg.engine][0] is lg:
+            out.append(prometheus.merge_metrics(groups[lg.engine]))
+    return out

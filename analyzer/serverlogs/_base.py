@@ -166,7 +166,9 @@ class ServerLog:
 
     Metrics (``kind == "metrics"``): ``scrapes``: per scrape, {sample name: value summed over
     label sets} (buckets left out); ``histograms``: per scrape, {histogram name: [(le, cumulative
-    count summed over label sets), ...]}; ``scrape_time_s`` per scrape (NaN when unstated).
+    count summed over label sets), ...]}; ``scrape_time_s`` per scrape (NaN when unstated);
+    ``scrape_passes``: per scrape, SGLang's ``cuda_graph_passes_total`` per ``mode``. ``files``: the
+    files read (several when scrape files were merged into one series; ``path`` is the first).
     """
 
     path: str
@@ -203,6 +205,8 @@ class ServerLog:
     scrapes: list[dict[str, float]] = field(default_factory=list)
     histograms: list[dict[str, list[tuple[float, float]]]] = field(default_factory=list)
     scrape_time_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    scrape_passes: list[dict[str, float]] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
     lines: int = 0
     recognised_lines: int = 0
     skipped_lines: int = 0

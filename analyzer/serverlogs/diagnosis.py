@@ -89,7 +89,7 @@ class LogDiagnosis:
         lg = self.log
         last = lg.scrapes[-1] if lg.scrapes else {}
         return {
-            "file": lg.path, "engine": lg.engine, "kind": lg.kind, "version": lg.version,
+            "file": lg.path, "files": list(lg.files or [lg.path]), "engine": lg.engine, "kind": lg.kind, "version": lg.version,
             "capture": {"sizes": list(lg.capture_sizes) if lg.capture_sizes else None,
                         "count": lg.capture_count, "mode": lg.capture_mode,
                         "seconds": lg.capture_seconds, "memory_mib": lg.capture_memory_mib},

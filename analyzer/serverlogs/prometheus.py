@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ._base import Column, ServerLog, iter_blocks
+from ._base import CaptureEvent, ServerLog, iter_blocks
 
 PREFIXES = {"vllm:": "vllm", "sglang:": "sglang", "trtllm_": "tensorrt_llm"}
 #: The running-requests gauge of each engine: the decode batch per scrape.
@@ -108,10 +108,8 @@ def read_metrics(path: Path, engine: str) -> ServerLog:
     """Every scrape in ``path`` (see the module text); ``engine`` from :func:`looks_like_metrics`."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    log = ServerLog(path=str(path), engine=engine, kind="metrics")
-    times = Column("f8")
-    run_t, run_b, run_g = Column("f8"), Column("i8"), Column("i1")
-    passes: dict[str, float] = {}
+    log = ServerLog(path=str(path), engine=engine, kind="metrics", files=[str(path)])
+    times: list[float] = []
     skipped = 0
     lines = 0
     for text, when, bad, stamps in _scrape_texts(path):
@@ -142,40 +140,90 @@ def read_metrics(path: Path, engine: str) -> ServerLog:
                 values[s.name] = values.get(s.name, 0.0) + float(s.value)
                 if s.name.startswith(PASSES) and "mode" in s.labels:
                     scrape_passes[s.labels["mode"]] = scrape_passes.get(s.labels["mode"], 0.0) + float(s.value)
-        t = when if not math.isnan(when) else newest
         log.scrapes.append(values)
         log.histograms.append({k: sorted(v.items()) for k, v in hists.items()})
-        times.append(t)
-        if scrape_passes:
-            passes = scrape_passes
-        running = values.get(RUNNING[engine])
-        if running is not None:
-            run_t.append(t)
-            run_b.append(int(round(running)))
-            g = values.get("sglang:is_cuda_graph")
-            run_g.append(-1 if g is None else int(g > 0))
+        log.scrape_passes.append(scrape_passes)
+        times.append(when if not math.isnan(when) else newest)
     if not log.scrapes:
         raise InputError("no metrics scrape could be read", str(path))
-    log.scrape_time_s = times.numpy()
-    t = run_t.numpy()
-    finite = t[np.isfinite(t)]
-    log.time_origin_s = float(finite[0]) if len(finite) else float("nan")
-    log.decode_time_rel_s = (t - (log.time_origin_s if len(finite) else 0.0)).astype(np.float32)
-    log.decode_batch = run_b.numpy().astype(np.int64)
-    log.decode_graph = run_g.numpy().astype(np.int8)
-    log.decode_tok_s = np.full(len(log.decode_batch), np.nan)
-    log.decode_source = np.zeros(len(log.decode_batch), dtype=np.int64)
-    log.sources = [""]
-    if passes:
-        log.graph_passes = int(round(passes.get("decode_cuda_graph", 0.0)))
-        log.eager_passes = int(round(passes.get("decode_none", 0.0)))
-    last = log.scrapes[-1]
-    cg = last.get("sglang:startup_cuda_graph_time_seconds")
-    if cg is not None and cg > 0:
-        from ._base import CaptureEvent
-
-        log.captures.append(CaptureEvent("decode", cg, None, None, ""))
+    log.scrape_time_s = np.array(times, dtype=np.float64)
     log.lines = lines
     log.recognised_lines = lines - skipped
     log.skipped_lines = skipped
+    return _series(log)
+
+
+def merge_metrics(logs: list[ServerLog]) -> ServerLog:
+    """Several scrape files of one engine as one time series: every scrape of every file in time order
+    (stable; when a scrape's time is unknown the files keep the order given and their own order), a
+    scrape that two files both hold (same time, same values) kept once; counters, gauges and
+    histograms then read per scrape as for one file. The files' lines and notes add up."""
+    if len(logs) == 1:
+        return logs[0]
+    first = logs[0]
+    out = ServerLog(path=first.path, engine=first.engine, kind="metrics",
+                    files=[f for lg in logs for f in (lg.files or [lg.path])])
+    rows = [(float(t), i, k, lg) for i, lg in enumerate(logs) for k, t in enumerate(lg.scrape_time_s)]
+    timed = all(not math.isnan(r[0]) for r in rows)
+    if timed:
+        rows.sort(key=lambda r: (r[0], r[1], r[2]))
+    else:
+        out.notes.append("some scrapes state no time: the files' scrapes are kept in the order the files were given")
+    seen: set[tuple[float, tuple]] = set()
+    dropped = 0
+    times = []
+    for t, _, k, lg in rows:
+        key = (t, tuple(sorted(lg.scrapes[k].items())))
+        if timed and key in seen:
+            dropped += 1
+            continue
+        seen.add(key)
+        out.scrapes.append(lg.scrapes[k])
+        out.histograms.append(lg.histograms[k])
+        out.scrape_passes.append(lg.scrape_passes[k] if k < len(lg.scrape_passes) else {})
+        times.append(t)
+    if dropped:
+        out.notes.append(f"{dropped} scrapes held by two files were kept once")
+    out.scrape_time_s = np.array(times, dtype=np.float64)
+    out.lines = sum(lg.lines for lg in logs)
+    out.recognised_lines = sum(lg.recognised_lines for lg in logs)
+    out.skipped_lines = sum(lg.skipped_lines for lg in logs)
+    out.notes += [f"{Path(lg.path).name}: {n}" for lg in logs for n in lg.notes]
+    out.notes.append(f"{len(logs)} scrape files merged into one series of {len(out.scrapes)} scrapes")
+    return _series(out)
+
+
+def counter_total(values: list[float]) -> float:
+    """A counter's count over a series of scrapes since the server started: its last value, plus the
+    value before each drop (a drop is the server restarting, the counter starting again at zero)."""
+    total = 0.0
+    for prev, cur in zip(values, values[1:]):
+        if cur < prev:
+            total += prev
+    return total + (values[-1] if values else 0.0)
+
+
+def _series(log: ServerLog) -> ServerLog:
+    """The running batch per scrape, the graph flag, pass totals and the capture time, from the scrapes."""
+    engine = log.engine
+    t = log.scrape_time_s
+    running = [v.get(RUNNING[engine]) for v in log.scrapes]
+    has = np.array([r is not None for r in running], dtype=bool)
+    rt = t[has]
+    finite = rt[np.isfinite(rt)]
+    log.time_origin_s = float(finite[0]) if len(finite) else float("nan")
+    log.decode_time_rel_s = (rt - (log.time_origin_s if len(finite) else 0.0)).astype(np.float32)
+    log.decode_batch = np.array([int(round(r)) for r in running if r is not None], dtype=np.int64)
+    log.decode_graph = np.array([-1 if v.get("sglang:is_cuda_graph") is None else int(v["sglang:is_cuda_graph"] > 0)
+                                 for v, r in zip(log.scrapes, running) if r is not None], dtype=np.int8)
+    log.decode_tok_s = np.full(len(log.decode_batch), np.nan)
+    log.decode_source = np.zeros(len(log.decode_batch), dtype=np.int64)
+    log.sources = [""]
+    modes = sorted({m for p in log.scrape_passes for m in p})
+    if modes:
+        series = {m: [p[m] for p in log.scrape_passes if m in p] for m in modes}
+        log.graph_passes = int(round(counter_total(series.get("decode_cuda_graph", []))))
+        log.eager_passes = int(round(counter_total(series.get("decode_none", []))))
+    cg = log.scrapes[-1].get("sglang:startup_cuda_graph_time_seconds")
+    log.captures = [CaptureEvent("decode", cg, None, None, "")] if cg is not None and cg > 0 else []
     return log

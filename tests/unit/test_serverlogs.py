@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from launchgap.errors import InputError
-from launchgap.serverlogs import detect, read_server_file, split_inputs
+from launchgap.serverlogs import detect, merge_scrapes, read_server_file, split_inputs
+from launchgap.serverlogs.prometheus import counter_total
 from launchgap.serverlogs.diagnosis import ABSORBING_MIN_LINES, ABSORBING_MIN_SECONDS, diagnose
 
 REPO = Path(__file__).resolve().parents[2]
@@ -270,6 +271,41 @@ def test_prometheus_scrapes_over_time(tmp_path):
     d = diagnose(log).to_dict()
     assert d["metrics"]["sglang:cuda_graph_passes_total"] == 460.0 and d["metrics"]["sglang:itl_count"] == 20.0
     assert d["decode"]["counted"] == "passes" and d["decode"]["lines"] is None
+
+
+def _scrape(stamp: str, run: float, g: float, e: float, b1: int, b2: int) -> str:
+    return f"{stamp}\n" + SCRAPE.format(run=run, g=g, e=e, b1=b1, b2=b2)
+
+
+def test_prometheus_scrape_files_merge_into_one_series(tmp_path, capsys):
+    """Scrapes over time in several files (given out of order, one scrape in two files, a restart
+    that resets the counters) read as one series: in time order, per scrape gauges, counters and
+    histograms; the pass counts over the restart; one logs[] entry naming every file."""
+    a = _write(tmp_path, "a.prom", _scrape("2026-11-03 08:00:30", 40.0, 200.0, 320.0, 9, 25)
+               + _scrape("2026-11-03 08:00:45", 30.0, 5.0, 2.0, 1, 2))  # restarted: counters from zero
+    b = _write(tmp_path, "b.prom", _scrape("2026-11-03 08:00:00", 66.0, 100.0, 300.0, 5, 9)
+               + _scrape("2026-11-03 08:00:15", 19.0, 150.0, 310.0, 8, 20)
+               + _scrape("2026-11-03 08:00:30", 40.0, 200.0, 320.0, 9, 25))  # also in a.prom
+    vllm = _write(tmp_path, "v.prom", "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 3.0\n")
+    rc, out, _ = _cli(capsys, ["analyze", str(a), str(b), str(vllm), "--format", "json"])
+    logs = json.loads(out)["logs"]
+    assert rc == 0 and [lg["engine"] for lg in logs] == ["sglang", "vllm"]  # one entry per engine
+    sg = logs[0]
+    assert sg["file"] == str(a) and sg["files"] == [str(a), str(b)] and logs[1]["files"] == [str(vllm)]
+    assert sg["decode"]["batch"] == [67, 20, 41, 31]  # 08:00:00, :15, :30 (once), :45
+    assert sg["decode"]["counted"] == "passes"
+    assert (sg["decode"]["graph"], sg["decode"]["eager"]) == (200 + 5, 320 + 2)  # before the restart + after
+    assert sg["metrics"]["sglang:itl_count"] == 2.0  # the last scrape's
+    merged = merge_scrapes([read_server_file(a), read_server_file(b)])[0]
+    assert merged.scrape_time_s.tolist() == [1793692800.0 + 15 * k for k in range(4)]
+    assert [h["sglang:itl"][-1][1] for h in merged.histograms] == [9.0, 20.0, 25.0, 2.0]
+    assert any("held by two files were kept once" in n for n in merged.notes)
+
+
+def test_counter_total_over_restarts():
+    assert counter_total([]) == 0.0 and counter_total([5.0]) == 5.0
+    assert counter_total([1.0, 4.0, 9.0]) == 9.0
+    assert counter_total([1.0, 4.0, 2.0, 3.0, 0.0, 7.0]) == 4.0 + 3.0 + 7.0
 
 
 # --- the absorbing ceiling state: both sides of the definition ------------------------------------------
