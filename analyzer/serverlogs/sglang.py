@@ -74,6 +74,8 @@ _MEM_USAGE = re.compile(rb"mem usage=([\d.]+) ?GB")
 _BS_LIST = re.compile(rb"\bbs=?\s*\[([\d,\s]*)\]")
 _BS_LINE = re.compile(rb"Capture cuda graph bs \[([\d,\s]*)\]")
 _TQDM_BS = re.compile(rb"Capturing batches \(bs=(\d+)")
+#: tqdm's ``| done/total [`` counter on the same bar: how many sizes the capture ran.
+_TQDM_TOTAL = re.compile(rb"\|\s*\d+/(\d+) \[")
 _ARG_BS = re.compile(rb"\bcuda_graph_bs(?:_decode)?=\[([\d,\s]*)\]")
 _ARG_MAX_BS = re.compile(rb"\bcuda_graph_max_bs(?:_decode)?=(\d+)")
 _ARG_DISABLE = re.compile(rb"\bdisable_cuda_graph=True")
@@ -103,6 +105,7 @@ class Reader(BaseReader):
     def __init__(self, path: str) -> None:
         super().__init__(path)
         self.tqdm_sizes: set[int] = set()
+        self.tqdm_total = 0
         self.blocks = 0
         self.list_from: str | None = None
 
@@ -255,6 +258,9 @@ class Reader(BaseReader):
         tq = _TQDM_BS.match(text)
         if tq:
             self.tqdm_sizes.add(int(tq.group(1)))
+            total = _TQDM_TOTAL.search(text)
+            if total:
+                self.tqdm_total = max(self.tqdm_total, int(total.group(1)))
             return
         end = _CAPTURE_END.match(text)
         lst = _BS_LINE.match(text)
@@ -307,7 +313,12 @@ class Reader(BaseReader):
 
     def finish(self):
         log = self.log
-        if not log.capture_sizes and self.tqdm_sizes:
+        if not log.capture_sizes and self.tqdm_sizes and len(self.tqdm_sizes) < self.tqdm_total:
+            # a terminal (or a paste of it) keeps only the bar's last state: the count, not the sizes
+            log.capture_count = self.tqdm_total
+            log.notes.append(f"the capture progress bar counts {self.tqdm_total} sizes but shows only "
+                             f"{sorted(self.tqdm_sizes)}: the capture list is not in the log")
+        elif not log.capture_sizes and self.tqdm_sizes:
             log.capture_sizes = sorted(self.tqdm_sizes)
             log.notes.append("capture list from the capture progress bar (Capturing batches (bs=...))")
         if log.decode_log_interval is None:

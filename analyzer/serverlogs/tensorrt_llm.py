@@ -70,6 +70,7 @@ class Reader(BaseReader):
         # per rank, the iteration whose device time its next line brings
         self.pending: dict[int, tuple[float, int, int, int]] = {}
         self.listed: list[int] | None = None
+        self.padded_note = False
 
     def feed(self, block: bytes) -> None:
         log = self.log
@@ -146,7 +147,8 @@ class Reader(BaseReader):
         text = m.group()
         sched = _SCHEDULED.search(text)
         ctx = _CTX.search(text)
-        if sched is None or ctx is None:
+        tokens = _GEN_TOKENS.search(text) if sched is None else None
+        if ctx is None or (sched is None and tokens is None):
             self.skipped += 1
             return
         stamp = _STAMP.search(text)
@@ -155,7 +157,14 @@ class Reader(BaseReader):
         rank = _RANK.search(text)
         src = self.sources.of(b"rank " + rank.group(1) if rank else b"")
         c = int(ctx.group(1))
-        gen = int(sched.group(1)) - c
+        if sched is not None:
+            gen = int(sched.group(1)) - c
+        else:  # before PR #3914 the line has no num_scheduled_requests: the generation tokens, padding included
+            gen = int(tokens.group(1))
+            if not self.padded_note:
+                self.padded_note = True
+                self.log.notes.append("iteration lines without num_scheduled_requests (before TensorRT-LLM PR #3914): "
+                                      "the decode batch is num_generation_tokens, which counts CUDA-graph padding")
         dev = _DEVICE_MS.search(text)
         if dev is not None or b"prev_device_step_time = N/A" in text:
             # the previous iteration's device time: it belongs to the same rank's previous line
