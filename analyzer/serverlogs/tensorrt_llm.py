@@ -75,8 +75,7 @@ class Reader(BaseReader):
     def feed(self, block: bytes) -> None:
         log = self.log
         if b"iter = " in block and not self._iterations_fast(block):
-            for m in _ITER_AT.finditer(block):
-                self._iteration(block, m)
+            self._iterations_around(block)
         if b"for batch size=" in block:
             for m in _WARMUP.finditer(block):
                 self.warm.add(int(m.group(1)))
@@ -101,6 +100,33 @@ class Reader(BaseReader):
             v = _VERSION.search(block)
             if v:
                 log.version = v.group(1).decode("ascii", "replace")
+
+    def _iterations_around(self, block: bytes) -> None:
+        """A block some of whose iteration lines the block-wide read does not take (damaged, another
+        layout): those lines one by one, the stretches between them block-wide, in file order (a
+        line's device time belongs to the line before it)."""
+        starts = [m.start() for m in _ITER_AT.finditer(block)]
+        fast = {m.start() for m in _ITER_FAST.finditer(block)}
+        odd = [at for at in starts if at not in fast]
+        if not odd or len(odd) > len(starts) // 10:  # many: every line on its own
+            for m in _ITER_AT.finditer(block):
+                self._iteration(block, m)
+            return
+        cut = 0
+        for at in odd:
+            start = block.rfind(b"\n", 0, at) + 1
+            end = block.find(b"\n", at)
+            end = len(block) if end < 0 else end + 1
+            self._stretch(block[cut:start])
+            for m in _ITER_AT.finditer(block, start, end):
+                self._iteration(block, m)
+            cut = end
+        self._stretch(block[cut:])
+
+    def _stretch(self, piece: bytes) -> None:
+        if b"iter = " in piece and not self._iterations_fast(piece):
+            for m in _ITER_AT.finditer(piece):
+                self._iteration(piece, m)
 
     def _iterations_fast(self, block: bytes) -> bool:
         """A block whose iteration lines all have the device-time layout (PR #3914 or 2026) and one rank:

@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 from ._base import CaptureEvent, ForwardTime, Reader as BaseReader, gib_to_mib, int_list
 
 ENGINE = "vllm"
@@ -82,6 +84,8 @@ class Reader(BaseReader):
         self.fwd: dict[int, list[float]] = {}  # bs -> [count, count x median]
         self.sizes_from: str | None = None
         self.estimated_mib: float | None = None
+        self.tag_cache: dict[bytes, int] = {}
+        self.raw_rows: dict[tuple[bytes, ...], int] = {}
 
     def _where(self, block: bytes, at: int) -> tuple[float, bytes]:
         start = block.rfind(b"\n", 0, at) + 1
@@ -89,6 +93,14 @@ class Reader(BaseReader):
         return self.clock.parse(prefix), prefix
 
     def _tag(self, prefix: bytes) -> int:
+        got = self.tag_cache.get(prefix)
+        if got is None:
+            if len(self.tag_cache) > 100_000:
+                self.tag_cache.clear()
+            got = self.tag_cache[prefix] = self._tag_of(prefix)
+        return got
+
+    def _tag_of(self, prefix: bytes) -> int:
         e = _ENGINE_TAG.search(prefix)
         if e:
             return self.sources.of(e.group(1))
@@ -98,16 +110,20 @@ class Reader(BaseReader):
     def feed(self, block: bytes) -> None:
         log = self.log
         if b"Avg prompt throughput:" in block:
+            rows = []  # (time, running, generation tok/s, source): one write per block
             for m in _STATS_AT.finditer(block):
                 r = _STATS.match(m.group())
                 if r is None:
                     self.skipped += 1
                     continue
                 t, prefix = self._where(block, m.start())
-                self.decode_line(t, int(r.group(3)), -1, float(r.group(2)), self._tag(prefix))
+                rows.append((t, int(r.group(3)), float(r.group(2)), self._tag(prefix)))
                 if float(r.group(1)) > 0:
                     self.prefill_line(t, -1, -1)
-                self.recognised += 1
+            if rows:
+                t, run, tok, src = (np.array(c) for c in zip(*rows))
+                self.decode_lines(t, run, np.full(len(rows), -1, dtype=np.int8), tok, src)
+                self.recognised += len(rows)
         if b"Iteration(" in block:
             for m in _ITER_AT.finditer(block):
                 r = _ITER.match(m.group())
@@ -140,13 +156,15 @@ class Reader(BaseReader):
             self.table_seen = True
             for m in _TABLE_MODE.finditer(block):
                 log.capture_mode = m.group(1).decode("ascii")
-            for m in _TABLE_SIZES.finditer(block):
-                self._sizes(int_list(m.group(1)), "table")
+            for text in dict.fromkeys(m.group(1) for m in _TABLE_SIZES.finditer(block)):  # one table per interval
+                self._sizes(int_list(text), "table")
         if self.table_seen and b"|" in block:
-            for m in _ROW.finditer(block):
-                key = (int(m.group(1)), int(m.group(2)), int(m.group(3)), m.group(4).decode("ascii"))
-                self.rows[key] = self.rows.get(key, 0) + int(m.group(5))
-                self.recognised += 1
+            found = _ROW.findall(block)  # (unpadded, padded, paddings, mode, count) as bytes: summed per key
+            raw = self.raw_rows
+            for *key, n in found:
+                key = tuple(key)
+                raw[key] = raw.get(key, 0) + int(n)
+            self.recognised += len(found)
         if b"Batchsize forward time stats" in block:
             for m in _FWD.finditer(block):
                 items = _FWD_ITEM.findall(m.group(1))
@@ -196,6 +214,9 @@ class Reader(BaseReader):
 
     def finish(self):
         log = self.log
+        for (u, p, k, mode), n in self.raw_rows.items():
+            key = (int(u), int(p), int(k), mode.decode("ascii"))
+            self.rows[key] = self.rows.get(key, 0) + n
         if self.rows:
             top = max(log.capture_sizes) if log.capture_sizes else log.capture_max
             eager = {k: n for k, n in self.rows.items() if k[3] == "NONE"}
