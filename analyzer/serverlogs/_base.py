@@ -158,7 +158,8 @@ class ServerLog:
     itself (vLLM's ``--cudagraph-metrics`` table, SGLang's ``cuda_graph_passes_total`` counter);
     ``eager_passes_above`` / ``eager_passes_within`` split vLLM's eager rows by the largest
     captured size. Per-iteration lines (TensorRT-LLM's ``print_iter_log``, vLLM's
-    ``VLLM_LOG_ITERATION_DETAILS``): ``iter_time_s``, ``iter_batch`` (generation requests),
+    ``VLLM_LOG_ITERATION_DETAILS``): ``iter_time_rel_s`` (float32 after ``time_origin_s``;
+    :attr:`iter_time_s` absolute), ``iter_batch`` (generation requests),
     ``iter_context`` (context requests: > 0 is a prefill or mixed iteration), ``iter_ms`` (the
     step's time as the line states it, NaN if none), ``iter_source``. ``capture_max``: the
     largest capture size the server states when its list is not known. ``forward_times``: vLLM's per-batch forward times. ``padding``: vLLM's table
@@ -194,7 +195,7 @@ class ServerLog:
     eager_passes: int | None = None
     eager_passes_above: int | None = None
     eager_passes_within: int | None = None
-    iter_time_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    iter_time_rel_s: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
     iter_batch: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     iter_context: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     iter_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))
@@ -217,6 +218,11 @@ class ServerLog:
     def decode_time_s(self) -> np.ndarray:
         """Absolute times of the decode lines (float64, built on demand: a large log has millions)."""
         return self.time_origin_s + self.decode_time_rel_s.astype(np.float64)
+
+    @property
+    def iter_time_s(self) -> np.ndarray:
+        """Absolute times of the iteration lines (float64, built on demand)."""
+        return self.time_origin_s + self.iter_time_rel_s.astype(np.float64)
 
     @property
     def prefill_time_s(self) -> np.ndarray:
@@ -476,8 +482,9 @@ class Reader:
                                                                Column("f4"), Column("i1"))
         self.t0 = float("nan")  # the first stamp: decode times are kept as float32 offsets from it
         self.p_t, self.p_b, self.p_tok = Column("f4"), Column("i2"), Column("i4")  # p_t: offsets as d_t
-        self.i_t, self.i_b, self.i_c, self.i_ms, self.i_src = (Column("f8"), Column("i4"), Column("i4"), Column("f8"),
-                                                               Column("i2"))
+        # i_t: offsets as d_t; i_ms: a step's milliseconds (float32 keeps 7 digits)
+        self.i_t, self.i_b, self.i_c, self.i_ms, self.i_src = (Column("f4"), Column("i2"), Column("i2"), Column("f4"),
+                                                               Column("i1"))
         self.recognised = 0
         self.skipped = 0
 
@@ -524,8 +531,17 @@ class Reader:
         self.p_b.append(batch)
         self.p_tok.append(tokens)
 
+    def iteration_lines(self, t: np.ndarray, batch: np.ndarray, context: np.ndarray, ms: np.ndarray,
+                        src: np.ndarray) -> None:
+        """A block's iteration records at once."""
+        self.i_t.extend(self.rel(t).astype(np.float32))
+        self.i_b.extend(batch)
+        self.i_c.extend(context)
+        self.i_ms.extend(ms)
+        self.i_src.extend(src)
+
     def iteration_line(self, t: float, batch: int, context: int, ms: float, src: int) -> None:
-        self.i_t.append(t)
+        self.i_t.append(float(self.rel(t)))
         self.i_b.append(batch)
         self.i_c.append(context)
         self.i_ms.append(ms)
@@ -542,7 +558,7 @@ class Reader:
         log.prefill_time_rel_s = unwrap_years(self.p_t.numpy())
         log.prefill_batch = self.p_b.numpy()
         log.prefill_tokens = self.p_tok.numpy()
-        log.iter_time_s = unwrap_years(self.i_t.numpy())
+        log.iter_time_rel_s = unwrap_years(self.i_t.numpy())
         log.iter_batch = self.i_b.numpy()
         log.iter_context = self.i_c.numpy()
         log.iter_ms = self.i_ms.numpy()

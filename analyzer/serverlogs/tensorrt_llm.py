@@ -155,11 +155,7 @@ class Reader(BaseReader):
             self.iteration_line(*first[:3], float(dev[0]), first[3])
         n = len(gen)
         ms = np.append(dev[1:], np.nan)
-        self.i_t.extend(t[:-1])
-        self.i_b.extend(gen[:-1])
-        self.i_c.extend(ctx[:-1])
-        self.i_ms.extend(ms[:-1])
-        self.i_src.extend(np.full(n - 1, src))
+        self.iteration_lines(t[:-1], gen[:-1], ctx[:-1], ms[:-1], np.full(n - 1, src))
         self.pending[src] = (float(t[-1]), int(gen[-1]), int(ctx[-1]), src)
         dec = ctx == 0
         self.decode_lines(t[dec], gen[dec], np.full(int(dec.sum()), -1, dtype=np.int8),
