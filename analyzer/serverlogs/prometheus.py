@@ -40,6 +40,7 @@ _SAMPLE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*(?:\{.*\})?\s+[-+]?(?:\d[\d.eE+-
                      r"(?:\s+-?\d+(?:\.\d+)?)?\s*$")
 _META = re.compile(r"^#\s*(HELP|TYPE|UNIT)\s+(\S+)")
 _STAMP = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)")
+_STAMP_LINE = re.compile(r"^\s*\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d\S*(?: ?[A-Z]{1,5}|[+-]\d\d:?\d\d)?\s*$")
 _ENGINE_NAME = re.compile(r"^(?:#\s*(?:HELP|TYPE)\s+)?(vllm:|sglang:|trtllm_)", re.MULTILINE)
 
 
@@ -50,7 +51,8 @@ def looks_like_metrics(head: bytes) -> str | None:
     lines = [ln for ln in text.splitlines()[:2000] if ln.strip()]
     if not lines:
         return None
-    metricish = sum(1 for ln in lines if ln.startswith("#") or _SAMPLE.match(ln))
+    # a scrape's own lines, and the time lines written between scrapes (``date -u '+%F %T'``)
+    metricish = sum(1 for ln in lines if ln.startswith("#") or _SAMPLE.match(ln) or _STAMP_LINE.match(ln))
     if metricish < 0.8 * len(lines) or not any(_META.match(ln) for ln in lines[:200]) and metricish < len(lines):
         return None
     counts: dict[str, int] = {}

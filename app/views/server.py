@@ -19,7 +19,7 @@ from launchgap.errors import AnalyzerError
 from launchgap.planning.planner import PlanOptions
 from launchgap.planning.request import PlanInput, PlanRequest, build_plan
 from launchgap.render import render_plan
-from launchgap.serverlogs import read_server_file
+from launchgap.serverlogs import merge_scrapes, read_server_file
 from launchgap.serverlogs.diagnosis import LogDiagnosis, diagnose, verdict
 from launchgap.dashboard.server_uploads import ServerUpload, server_logs
 from launchgap.dashboard.text import md_escape
@@ -57,6 +57,12 @@ for up in logs.values():
     if up.error:
         st.error(md_escape(up.error))
 good = {k: u.diagnosis for k, u in logs.items() if u.diagnosis is not None}
+# one engine's scrapes in several files (a scrape every few minutes, saved one by one): also as one series
+for eng in LABELS:
+    scrapes = [d.log for d in good.values() if d.log.kind == "metrics" and d.log.engine == eng]
+    if len(scrapes) > 1:
+        merged = merge_scrapes(scrapes)[0]
+        good[f"{LABELS[eng]} scrapes, {len(scrapes)} files as one series"] = diagnose(merged)
 if not good:
     st.info("No server log yet: upload a vLLM / SGLang / TensorRT-LLM log or a /metrics scrape on the Traces page "
             "(plain or gzipped), or pick a bundled one above.")

@@ -2,8 +2,12 @@
 whatever their names), the log's figures, the plan in the server's own syntax; a bad log is one error line."""
 from __future__ import annotations
 
+import base64
 import gzip
+import json
 from pathlib import Path
+
+import numpy as np
 
 from tests.unit.apptest_helpers import goto, metrics, new_app, upload
 
@@ -33,3 +37,23 @@ def test_a_text_file_with_no_server_line_is_one_error():
     at = upload(at, [("notes.log", b"hello\nworld\n")])
     errs = [e.value for e in at.error]
     assert len(errs) == 1 and "notes" in errs[0] and "no vLLM, SGLang or TensorRT" in errs[0], errs
+
+
+def test_scrape_files_uploaded_one_by_one_are_also_one_series():
+    def scrape(stamp: str, running: int) -> bytes:
+        return (f"{stamp}\n# TYPE vllm:num_requests_running gauge\n"
+                f'vllm:num_requests_running{{model_name="m"}} {running}.0\n').encode()
+
+    at = new_app()
+    at = upload(at, [("b.prom", scrape("2026-11-03 08:00:15", 7) + scrape("2026-11-03 08:00:30", 9)),
+                     ("a.prom", scrape("2026-11-03 08:00:00", 5))])
+    assert not at.error, [e.value for e in at.error]
+    at = goto(at, "server")
+    box = at.selectbox(key="lg_server_choice")
+    assert box.options == ["b.prom", "a.prom", "vLLM scrapes, 2 files as one series"]
+    assert box.value == "vLLM scrapes, 2 files as one series"  # the last: the merged series
+    assert at.subheader[0].value.startswith("vLLM metrics")
+    (trace,) = json.loads(at.get("plotly_chart")[0].proto.spec)["data"]  # the timeline: running requests per scrape
+    y = trace["y"]
+    assert (np.frombuffer(base64.b64decode(y["bdata"]), dtype=y["dtype"]).tolist() if isinstance(y, dict)
+            else y) == [5, 7, 9]  # a.prom's 08:00:00 first: in time order across the files
