@@ -470,6 +470,11 @@ class Reader:
     parse (garbage, truncated lines): they are skipped, never fatal."""
 
     ENGINE = ""
+    #: Whether the engine's decode lines say if a graph ran and state a throughput; when not
+    #: (TensorRT-LLM's iteration lines), those columns are not stored: a read-only view of -1 / NaN
+    #: stands in (no memory per line).
+    GRAPH_FLAG = True
+    THROUGHPUT = True
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -509,15 +514,19 @@ class Reader:
         """A block's decode records at once."""
         self.d_t.extend(self.rel(t).astype(np.float32))
         self.d_b.extend(batch)
-        self.d_g.extend(graph)
-        self.d_tok.extend(tok_s)
+        if self.GRAPH_FLAG:
+            self.d_g.extend(graph)
+        if self.THROUGHPUT:
+            self.d_tok.extend(tok_s)
         self.d_src.extend(src)
 
     def decode_line(self, t: float, batch: int, graph: int, tok_s: float, src: int) -> None:
         self.d_t.append(float(self.rel(t)))
         self.d_b.append(batch)
-        self.d_g.append(graph)
-        self.d_tok.append(tok_s)
+        if self.GRAPH_FLAG:
+            self.d_g.append(graph)
+        if self.THROUGHPUT:
+            self.d_tok.append(tok_s)
         self.d_src.append(src)
 
     def prefill_lines(self, t: np.ndarray, batch: np.ndarray, tokens: np.ndarray) -> None:
@@ -552,8 +561,9 @@ class Reader:
         log.time_origin_s = self.t0
         log.decode_time_rel_s = unwrap_years(self.d_t.numpy())
         log.decode_batch = self.d_b.numpy()
-        log.decode_graph = self.d_g.numpy()
-        log.decode_tok_s = self.d_tok.numpy()
+        n = len(log.decode_batch)
+        log.decode_graph = self.d_g.numpy() if self.GRAPH_FLAG else np.broadcast_to(np.int8(-1), (n,))
+        log.decode_tok_s = self.d_tok.numpy() if self.THROUGHPUT else np.broadcast_to(np.float32(np.nan), (n,))
         log.decode_source = self.d_src.numpy()
         log.prefill_time_rel_s = unwrap_years(self.p_t.numpy())
         log.prefill_batch = self.p_b.numpy()

@@ -244,8 +244,8 @@ def diagnose(log: ServerLog) -> LogDiagnosis:
     absorbing = None if top is None or not len(b) else bool(run is not None and _qualifies(run))
     # the distribution: iteration lines where the engine logs every iteration, else decode lines
     if len(log.iter_batch):
-        dec = log.iter_batch[(log.iter_context == 0) & (log.iter_batch > 0)]
-        dec = dec if len(dec) else np.zeros(0, dtype=np.int64)
+        dec = np.concatenate([ib[(ic == 0) & (ib > 0)] for ib, ic in _slices(log.iter_batch, log.iter_context)]
+                             or [np.zeros(0, dtype=np.int64)])
         basis = "every decode iteration (per-iteration log lines, prefill and mixed iterations left out)"
     else:
         dec = None  # the decode lines themselves: counted below without a copy
@@ -264,7 +264,7 @@ def diagnose(log: ServerLog) -> LogDiagnosis:
     g_near = e_near = fb = g_same = None
     if top is not None and len(b) and not (g >= 0).any():
         # the lines do not say (vLLM, TensorRT-LLM): above the ceiling is eager on every engine, under it a graph
-        g = np.where(b > top, 0, 1).astype(np.int8)
+        g = (b <= top).view(np.int8)  # 1 graph, 0 eager (one byte per line, no 64-bit temporary)
         notes.append("graph vs eager throughput compares lines by the ceiling (the lines do not flag graphs)")
     def per_req(cond) -> float | None:
         """Median per-request throughput (token/s, float32) of the lines where ``cond(batch, graph)`` holds."""

@@ -63,6 +63,8 @@ _VERSION = re.compile(rb"TensorRT-LLM version:? v?(\d+\.\d+[\w.+-]*)")
 
 class Reader(BaseReader):
     ENGINE = ENGINE
+    GRAPH_FLAG = False  # the iteration line says neither whether a graph ran nor a throughput
+    THROUGHPUT = False
 
     def __init__(self, path: str) -> None:
         super().__init__(path)
