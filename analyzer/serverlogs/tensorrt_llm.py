@@ -31,11 +31,15 @@ import re
 import numpy as np
 
 from ._base import Reader as BaseReader, int_list
+from ._scan import BlockScan
 
 ENGINE = "tensorrt_llm"
 CUES = ((b"[TRT-LLM]", 4), (b"[TensorRT-LLM]", 4), (b"TensorRT-LLM version", 5), (b"currank_total_requests", 5),
         (b"CUDA graph warmup for batch size", 4), (b"tensorrt_llm", 1), (b"trtllm-serve", 2))
 
+#: Every literal the reader looks for in a block.
+_MARKERS = (b"iter = ", b"for batch size=", b"Creating CUDA graph instances", b"batch_size", b"enable_padding",
+            b"TensorRT-LLM version")
 _ITER_AT = re.compile(rb"\biter = \d+,[^\n]*")
 #: The iteration line with device times, both layouts (``num_scheduled_requests = N, kv_cache_util`` first,
 #: 2026; or ``num_scheduled_requests: N`` after the timestamp, PR #3914): groups rank, scheduled (2026),
@@ -56,7 +60,9 @@ _WARMUP = re.compile(rb"(?:CUDA graph warmup|Run warmup) for batch size=(\d+)")
 _INSTANCES = re.compile(rb"Creating CUDA graph instances for (\d+) batch sizes")
 _CG_SIZES = re.compile(rb"cuda_graph_(?:batch_sizes|config)\W*[^\n]*?batch_sizes\W*\[([\d,\s]*)\]")
 _CG_MAX = re.compile(rb"cuda_graph_(?:max_batch_size|config\W*[^\n]*?max_batch_size)\W*(\d+)")
-_MAX_BATCH = re.compile(rb"(?<!graph_)\bmax_batch_size\W{1,3}(\d+)")
+#: starts with its literal (a leading look-behind made the regex engine try every byte): ``graph_`` before it is
+#: the graph config's own, checked by hand
+_MAX_BATCH = re.compile(rb"max_batch_size\W{1,3}(\d+)")
 _PADDING = re.compile(rb"enable_padding\W*(True|False|true|false)")
 _VERSION = re.compile(rb"TensorRT-LLM version:? v?(\d+\.\d+[\w.+-]*)")
 
@@ -75,30 +81,38 @@ class Reader(BaseReader):
         self.padded_note = False
 
     def feed(self, block: bytes) -> None:
+        self.feed_scan(BlockScan(block))
+
+    def feed_scan(self, scan: BlockScan) -> None:
+        block = scan.block
         log = self.log
-        if b"iter = " in block and not self._iterations_fast(block):
+        scan.find_many(_MARKERS)  # one numpy pass for every marker (``in`` scans the whole block when absent)
+        if scan.has(b"iter = ") and not self._iterations_fast(block):
             self._iterations_around(block)
-        if b"for batch size=" in block:
+        if scan.has(b"for batch size="):
             for m in _WARMUP.finditer(block):
                 self.warm.add(int(m.group(1)))
                 self.recognised += 1
-        if b"Creating CUDA graph instances" in block:
+        if scan.has(b"Creating CUDA graph instances"):
             for m in _INSTANCES.finditer(block):
                 log.capture_count = int(m.group(1))
                 self.recognised += 1
-        if b"batch_size" in block or b"batch_sizes" in block:
+        if scan.has(b"batch_size"):
             for m in _CG_SIZES.finditer(block):
                 self.listed = int_list(m.group(1))
             for m in _CG_MAX.finditer(block):
                 log.capture_max = int(m.group(1))
             for m in _MAX_BATCH.finditer(block):
+                if block[max(m.start() - 6, 0):m.start()] == b"graph_" or \
+                        (m.start() and (block[m.start() - 1:m.start()].isalnum() or block[m.start() - 1] == 95)):
+                    continue  # cuda_graph_max_batch_size, or inside a longer word (the old \b)
                 start, end = block.rfind(b"\n", 0, m.start()) + 1, block.find(b"\n", m.start())
                 if b"raph" not in block[start:end if end >= 0 else len(block)]:  # not the graph config's own
                     log.max_running_requests = int(m.group(1))
-        if b"enable_padding" in block:
+        if scan.has(b"enable_padding"):
             for m in _PADDING.finditer(block):
                 log.capture_mode = "padded" if m.group(1).lower() == b"true" else "exact"
-        if log.version is None and b"TensorRT-LLM version" in block:
+        if log.version is None and scan.has(b"TensorRT-LLM version"):
             v = _VERSION.search(block)
             if v:
                 log.version = v.group(1).decode("ascii", "replace")
