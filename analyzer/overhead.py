@@ -240,28 +240,31 @@ class OverheadTable:
 #: ``python -m launchgap.overhead_fit fit traces/h200-session-2026-12-01b`` on the FIT set, 24
 #: same-process H200 recordings by ``launchgap record`` with drift control (tiny, 1b, 3b, 8b x
 #: bs 1, 8, 64 x plain/shapes/stack; the 12 of 36 whose unprofiled eager step drifted over 5%
-#: across the trace left out): point = median implied overhead, range = the central 80%, graph
-#: band = the 80% quantile of |predicted / measured graph step - 1|. Held out (never fitted
-#: on): two other same-process H200 sessions (see docs/profiler-overhead.md for the error table).
+#: across the trace left out): point = median implied overhead, graph band = the 80% quantile of
+#: |predicted / measured graph step - 1|. Range = the prediction interval of :func:`_band` over the
+#: same 24 (2026-12-03: from their per-recording figures in docs/profiler-overhead.md, 11 of their traces
+#: not committed; before, the sample's 10-90% percentiles, which held 78% of the held-out recordings).
+#: Held out (never fitted on): two other same-process H200 sessions (see docs/profiler-overhead.md
+#: for the error table).
 #: ``shapes+stack`` (us per host event): issue 17's same-process recordings (no ``full``
 #: recording yet). ``cupti``: assumed (no recording without cpu_ops was timed): CUPTI's
 #: callback per runtime call, with a wide range. ``shares`` (the ratio model, point value of
 #: ``plain``, ``shapes``, ``stack``): the unprofiled step is (1 - share) x the profiled step; same
-#: FIT set, same fit (median share, central 80%); the range spans the share's and the rate's
+#: FIT set, same fit (median share, prediction interval); the range spans the share's and the rate's
 #: (``ratio+ref``). Chosen on the 23 interleaved H200 recordings (2026-12-02) scored
 #: leave-one-model-out against the trace truth: median 4.9%, worst 10.9%, 83% inside the range
 #: (the ref rates alone: 5.8%, 17.3%, 74%). Refit with ``python -m launchgap.overhead_fit fit``
 #: (its ``ratio+ref`` table).
 DEFAULT_OVERHEAD = OverheadTable(rates=(
     OverheadRate("cupti", 0.8, 0.4, 1.4, "assumed: CUPTI runtime-call tracing, not measured"),
-    OverheadRate("plain", 2.2185, 1.9289, 2.4956, "fitted: 5 same-process H200 recordings (2026-12-01b)", "ref"),
-    OverheadRate("shapes", 3.2916, 2.3742, 4.152, "fitted: 9 same-process H200 recordings (2026-12-01b)", "ref"),
-    OverheadRate("stack", 2.7761, 1.6696, 3.0755, "fitted: 10 same-process H200 recordings (2026-12-01b)", "ref"),
+    OverheadRate("plain", 2.2185, 1.9022, 2.6186, "fitted: 5 same-process H200 recordings (2026-12-01b)", "ref"),
+    OverheadRate("shapes", 3.2916, 2.183, 4.161, "fitted: 9 same-process H200 recordings (2026-12-01b)", "ref"),
+    OverheadRate("stack", 2.7761, 1.2187, 3.1711, "fitted: 10 same-process H200 recordings (2026-12-01b)", "ref"),
     OverheadRate("shapes+stack", 2.45, 2.1, 2.8, "issue 17: same-process H200 recordings"),
 ), graph_rel_err=0.031, shares=(
-    OverheadRate("plain", 0.235, 0.2162, 0.2584, "fitted: 5 same-process H200 recordings (2026-12-01b)", "share"),
-    OverheadRate("shapes", 0.3339, 0.3101, 0.5272, "fitted: 9 same-process H200 recordings (2026-12-01b)", "share"),
-    OverheadRate("stack", 0.2773, 0.1933, 0.3105, "fitted: 10 same-process H200 recordings (2026-12-01b)", "share"),
+    OverheadRate("plain", 0.235, 0.2097, 0.2633, "fitted: 5 same-process H200 recordings (2026-12-01b)", "share"),
+    OverheadRate("shapes", 0.3339, 0.2983, 0.5423, "fitted: 9 same-process H200 recordings (2026-12-01b)", "share"),
+    OverheadRate("stack", 0.2773, 0.1234, 0.3141, "fitted: 10 same-process H200 recordings (2026-12-01b)", "share"),
     # torch.compile'd eager steps (Inductor kernels launched one by one): the profiler takes a larger share
     OverheadRate("shapes+compiled", 0.4463, 0.4395, 0.4531,
                  "fitted: 2 same-process H200 recordings of a torch.compile'd 1B llama, bs 8 and 64 (2026-12-02)",
@@ -394,10 +397,18 @@ class Recording:
 
 
 def _band(values: np.ndarray, coverage: float) -> tuple[float, float, float]:
-    """Median and the central ``coverage`` interval of values (linear percentiles)."""
-    tail = (1.0 - coverage) / 2 * 100
-    lo, mid, hi = np.percentile(values, [tail, 50, 100 - tail])
-    return float(mid), float(lo), float(hi)
+    """Median and a range meant to hold ``coverage`` of the *next* recording's values: a distribution-free
+    prediction interval, the order statistics ``k`` and ``n + 1 - k`` of the ``n`` values with
+    ``k = floor((n + 1)(1 - coverage) / 2)``, which hold a new value with probability ``(n + 1 - 2k) / (n + 1)``.
+
+    Why not the sample's central ``coverage`` (its percentiles): that describes the fitted recordings, not a
+    new one; from 5 recordings the 10-90% percentiles hold about half of the next ones. Below 9 values no
+    pair of order statistics reaches 80% and the range is the fitted minimum to maximum (``k = 1``), which
+    holds ``(n - 1) / (n + 1)`` of new values.
+    """
+    v = np.sort(np.asarray(values, dtype=float))
+    k = max(1, int(np.floor((v.size + 1) * (1.0 - coverage) / 2 + 1e-9)))  # 1 - 0.8 is 0.19999...
+    return float(np.median(v)), float(v[k - 1]), float(v[v.size - k])
 
 
 def fit_overhead(recs: Sequence[Recording], base: OverheadTable = DEFAULT_OVERHEAD, coverage: float = 0.8,
@@ -405,8 +416,8 @@ def fit_overhead(recs: Sequence[Recording], base: OverheadTable = DEFAULT_OVERHE
     """Refit the per-tier rates on recordings; tiers without recordings keep ``base``'s rates.
 
     Per tier: point = median implied overhead per event (in ``unit``: us, multiples of the host
-    reference, or ``share`` of the profiled step: the ratio model); range = the central
-    ``coverage`` share of them. ``unit="ratio+ref"``: the rates in ``ref`` and, over them, the
+    reference, or ``share`` of the profiled step: the ratio model); range = the prediction interval
+    of :func:`_band` (meant to hold ``coverage`` of new recordings). ``unit="ratio+ref"``: the rates in ``ref`` and, over them, the
     shares (:attr:`OverheadTable.shares`: the ratio model's point, both models' range). Only host-bound
     recordings count (measured eager step at least 1.2x the GPU busy time: a GPU-bound step
     hides the profiler's host cost and implies nothing), and only those whose measured step is

@@ -86,7 +86,7 @@ def test_memory_events_raise_the_high_end(tmp_path) -> None:
     s = settings_of(tmp_path, events() + [memory_event(24)])
     assert s.profile_memory is True and s.tier == "shapes"
     est = estimate_overhead(s)
-    assert (est.us_per_event, est.low, est.high) == (6.5832, 4.7484, pytest.approx(8.304 * 1.3))
+    assert (est.us_per_event, est.low, est.high) == (6.5832, 4.366, pytest.approx(8.322 * 1.3))
 
 
 def test_runtime_calls_only_is_cupti(tmp_path) -> None:
@@ -101,27 +101,27 @@ def test_runtime_calls_only_is_cupti(tmp_path) -> None:
 
 def test_shapes_rate_scales_with_the_host_reference(tmp_path) -> None:
     est = estimate_overhead(settings_of(tmp_path, events()))
-    # shapes: 3.2916 (2.3742-4.152) x the 2 us host reference
-    assert (est.us_per_event, est.low, est.high) == (6.5832, 4.7484, 8.304)
+    # shapes: 3.2916 (2.183-4.161) x the 2 us host reference
+    assert (est.us_per_event, est.low, est.high) == (6.5832, 4.366, 8.322)
 
 
 def test_report_summary_numbers(tmp_path) -> None:
     s = analyze_trace(load_trace(write(tmp_path, events()))).summary
     assert s.profiler_settings["tier"] == "shapes" and s.profiler_settings["host_ref_us"] == 2.0
-    # the ratio model: share 0.3339 (0.3101-0.5272) of the 150 us step over its 6 host events = 8.3475 us
-    # (7.7525-13.18) per event; the range spans it and the host-reference rate's 4.7484-8.304 us
+    # the ratio model: share 0.3339 (0.2983-0.5423) of the 150 us step over its 6 host events = 8.3475 us
+    # (7.4575-13.5575) per event; the range spans it and the host-reference rate's 4.366-8.322 us
     assert (s.profiler_overhead_us_per_event, s.profiler_overhead_us_per_event_low,
-            s.profiler_overhead_us_per_event_high) == (8.348, 4.748, 13.18)
+            s.profiler_overhead_us_per_event_high) == (8.348, 4.366, 13.557)
     assert s.step_us_median == 150.0 and s.gpu_busy_us_median == 20.0
     assert s.predicted_graph_step_us_median == pytest.approx(23.68)
     assert s.estimated_unprofiled_step_us_median == pytest.approx(99.915, abs=1e-3)  # 0.6661 x 150
-    assert s.estimated_unprofiled_step_us_low == pytest.approx(70.92, abs=1e-3)  # 150 - 13.18 x 6
-    assert s.estimated_unprofiled_step_us_high == pytest.approx(121.51, abs=1e-3)  # 150 - 4.7484 x 6
+    assert s.estimated_unprofiled_step_us_low == pytest.approx(68.655, abs=1e-3)  # 150 - 13.5575 x 6
+    assert s.estimated_unprofiled_step_us_high == pytest.approx(123.804, abs=1e-3)  # 150 - 4.366 x 6
     assert s.predicted_speedup == pytest.approx(99.915 / 23.68, abs=1e-3)
-    assert s.predicted_speedup_low == pytest.approx(70.92 / (23.68 * 1.031), abs=1e-3)
-    assert s.predicted_speedup_high == pytest.approx(121.5096 / (23.68 * 0.969), abs=1e-3)
+    assert s.predicted_speedup_low == pytest.approx(68.655 / (23.68 * 1.031), abs=1e-3)
+    assert s.predicted_speedup_high == pytest.approx(123.804 / (23.68 * 0.969), abs=1e-3)
     assert s.eager_step_source == "estimated"
-    assert "150 us profiled less 8.35 us (4.75-13.2) per recorded host event for the profiler (record_shapes)" \
+    assert "150 us profiled less 8.35 us (4.37-13.6) per recorded host event for the profiler (record_shapes)" \
         in s.verdict_detail
     assert s.profiler_settings["overhead_source"].startswith("ratio model, fitted: 9 same-process H200")
     assert s.profiler_settings["notes"][0].startswith("ratio model: unprofiled step = 0.6661 x the profiled step")
@@ -129,10 +129,10 @@ def test_report_summary_numbers(tmp_path) -> None:
 
 def test_plain_ratio_model_numbers(tmp_path) -> None:
     s = analyze_trace(load_trace(write(tmp_path, events(dims=None)))).summary
-    # plain: share 0.235 (0.2162-0.2584) x 25 us per event = 5.875 (5.405-6.46); ref rate 2.2185
-    # (1.9289-2.4956) x 2 us = 4.437 (3.8578-4.9912): range 3.8578-6.46
+    # plain: share 0.235 (0.2097-0.2633) x 25 us per event = 5.875 (5.2425-6.5825); ref rate 2.2185
+    # (1.9022-2.6186) x 2 us = 4.437 (3.8044-5.2372): range 3.8044-6.5825
     assert (s.profiler_overhead_us_per_event, s.profiler_overhead_us_per_event_low,
-            s.profiler_overhead_us_per_event_high) == (5.875, 3.858, 6.46)
+            s.profiler_overhead_us_per_event_high) == (5.875, 3.804, 6.582)
     assert s.estimated_unprofiled_step_us_median == pytest.approx(114.75)  # 0.765 x 150
 
 
@@ -196,7 +196,8 @@ RECS = [rec(800.0, 1.0, "a"), rec(700.0, 1.5, "b"), rec(900.0, 0.5, "c")]  # imp
 
 def test_fit_in_us_and_in_host_reference_units() -> None:
     t = fit_overhead(RECS, DEFAULT_OVERHEAD, coverage=0.8, unit="us").rate("shapes")
-    assert (t.value, t.low, t.high, t.unit) == (2.0, 1.2, 2.8, "us")  # median and 10th/90th percentiles of 1, 2, 3
+    # median, and the prediction interval of 3 values: below 9 the minimum to the maximum
+    assert (t.value, t.low, t.high, t.unit) == (2.0, 1.0, 3.0, "us")
     r = fit_overhead(RECS, DEFAULT_OVERHEAD, coverage=0.8, unit="ref").rate("shapes")
     assert (r.value, r.low, r.high, r.unit) == (2.0, 2.0, 2.0, "ref")
     assert fit_overhead(RECS, DEFAULT_OVERHEAD).graph_rel_err == 0.0
@@ -224,15 +225,15 @@ def test_ref_rate_without_leaf_ops_uses_the_typical_reference() -> None:
 
 
 def test_fit_share_and_ratio_plus_ref() -> None:
-    # shares of the profiled 1000 us: 0.2, 0.3, 0.1 -> median 0.2, central 80% 0.12-0.28
+    # shares of the profiled 1000 us: 0.2, 0.3, 0.1 -> median 0.2, range their minimum to maximum
     r = fit_overhead(RECS, DEFAULT_OVERHEAD, unit="share").rate("shapes")
-    assert (r.value, r.low, r.high, r.unit) == (0.2, 0.12, 0.28, "share")
+    assert (r.value, r.low, r.high, r.unit) == (0.2, 0.1, 0.3, "share")
     assert fit_overhead(RECS, DEFAULT_OVERHEAD, unit="ref").shares == ()  # one model alone
     both = fit_overhead(RECS, DEFAULT_OVERHEAD, unit="ratio+ref")
     assert both.rate("shapes").unit == "ref" and both.share("shapes") == r and both.share("plain") is None
-    s = score(RECS[1], both)  # share 0.2 -> 2 us per event (range: 1.2-2.8 share, 3 us ref -> 1.2-3.0)
+    s = score(RECS[1], both)  # share 0.2 -> 2 us per event (range: 1-3 share, 3 us ref -> 1-3)
     assert (s.us_per_event, s.eager_est_us, s.speedup_pred) == (2.0, 800.0, 8.0)
-    assert (s.speedup_low, s.speedup_high, s.in_range) == (7.0, 8.8, True)
+    assert (s.speedup_low, s.speedup_high, s.in_range) == (7.0, 9.0, True)
     loo = evaluate_leave_one_out(RECS, DEFAULT_OVERHEAD, unit="share")
     # a: on b, c (0.3, 0.1: 0.2) -> 800; b: on a, c (0.2, 0.1: 0.15) -> 850; c: on a, b (0.25) -> 750
     assert [round(x.eager_est_us, 6) for x in loo.scored] == [800.0, 850.0, 750.0]
@@ -274,3 +275,13 @@ def test_fit_command_on_a_same_process_recording(tmp_path, capsys) -> None:
 def test_fit_command_refuses_a_folder_without_timings(tmp_path, capsys) -> None:
     assert fit_main(["fit", str(tmp_path)]) == 2
     assert "no timings.json, truth.json, timings_overhead.json in this folder" in capsys.readouterr().err
+
+
+def test_the_range_is_a_prediction_interval_for_the_next_recording() -> None:
+    """Order statistics k and n + 1 - k, k = floor((n + 1)(1 - coverage) / 2): they hold a new value with
+    probability (n + 1 - 2k) / (n + 1); below 9 values the range is the minimum to the maximum."""
+    from launchgap.overhead import _band
+    assert _band(np.array([5.0, 1.0, 3.0, 2.0, 4.0]), 0.8) == (3.0, 1.0, 5.0)  # n = 5: k = 1
+    nineteen = np.arange(1.0, 20.0)  # n = 19: k = 2, holding 16 / 20 = 80% of new values
+    assert _band(nineteen, 0.8) == (10.0, 2.0, 18.0)
+    assert _band(np.arange(1.0, 40.0), 0.9) == (20.0, 2.0, 38.0)  # n = 39: k = 2, 36 / 40 = 90%
