@@ -48,7 +48,7 @@ from .gaps import CAUSES, DeviceBusy, Gaps, compute_gaps
 from .engines import engine as engine_module
 from .errors import InputError
 from .graph_mode import COVERAGES, CaptureReport, StepCoverage, classify_mode, detect_capture, \
-    INFERRED_PADDING_REASON, compile_evidence, pair_capture, smallest_size_at_least, step_coverage
+    INFERRED_PADDING_REASON, compile_evidence, graph_trees_marker, pair_capture, smallest_size_at_least, step_coverage
 from .graph_mode.assembly import StepColumns, assemble_serving
 from .host_gaps import host_activity
 from .host_stalls import host_stalls
@@ -215,8 +215,10 @@ class Summary:
     # The per-node replay cost the predicted graph step used and where it came from (analyzer.predict).
     node_us: float = 0.0
     node_us_source: str = "prior"
-    # torch.compile without CUDA graphs: what the trace shows (analyzer.graph_mode.compile_evidence).
+    # torch.compile without CUDA graphs: what the trace shows (analyzer.graph_mode.compile_evidence), and
+    # which mode it shows: "reduce-overhead" when CUDA graph trees ran but replayed nothing, else "no graphs".
     compile_evidence: list[str] = field(default_factory=list)
+    compile_mode: str | None = None
     # Serving units of the headline's decode steps (see the module docstring).
     decode_batch_size: int | None = None
     decode_tpot_ms_before: float | None = None
@@ -346,7 +348,8 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
                          summary.kernels_per_step_median)
     if mode == "eager" and evidence:
         mode = "compiled"
-        summary = replace(summary, compile_evidence=evidence)
+        summary = replace(summary, compile_evidence=evidence,
+                          compile_mode="reduce-overhead" if graph_trees_marker(trace) else "no graphs")
     engine = detect_engine(trace, steps)
     summary = _with_step_groups(summary, inputs, opts, engine)
     step_reports, summary, curves = _with_graph_serving(trace, row_step, steps, win, lm, keep, step_reports, summary,

@@ -175,7 +175,7 @@ def decide(s, mode: str):
     else:
         verdict, detail = step_verdict(s, "eager" if mode == "compiled" else mode)
         if mode == "compiled":
-            verdict, detail = _compiled(verdict, detail)
+            verdict, detail = _compiled(verdict, detail, s.compile_mode == "reduce-overhead")
     if s.fallback_steps:
         nf = len(s.fallback_steps)
         words = (f"{nf} of {s.steps} decode steps fell back to eager although a captured size fits them "
@@ -187,8 +187,16 @@ def decide(s, mode: str):
                    residual_eager_launches_per_step_median=resid)
 
 
-def _compiled(verdict: str, detail: str) -> tuple[str, str]:
-    """A torch.compile'd trace without graph replays: its kernels are fused, its launches still eager."""
+def _compiled(verdict: str, detail: str, graph_trees: bool) -> tuple[str, str]:
+    """A torch.compile'd trace without graph replays: its kernels are fused, its launches still eager.
+    ``graph_trees``: CUDA graph trees ran (``mode="reduce-overhead"``) and replayed nothing in the trace."""
+    if graph_trees:
+        return (f"{verdict} (compiled, reduce-overhead: no graph replayed)",
+                "torch.compile ran with mode=\"reduce-overhead\" (CUDA graph trees in the trace) but no graph was "
+                "replayed: every step launched Inductor's kernels one by one. Graph trees run a shape eagerly on its "
+                "first calls (warm-up) before recording it, and run it eagerly for good when it is outside "
+                "cudagraph_capture_sizes, mutates an input they do not manage or passed the re-record limit "
+                "(TORCH_LOGS=cudagraphs names the reason); profile after a few steps of each size; " + detail)
     return (f"{verdict} (torch.compile, no CUDA graphs)",
             "torch.compile ran (Inductor kernels) but no CUDA graph was replayed (mode=\"reduce-overhead\" or "
-            "\"max-autotune\" would capture them; with it set, nothing was captured); " + detail)
+            "\"max-autotune\" would capture them); " + detail)

@@ -31,7 +31,7 @@ The package, one module per concern:
   ``launchgap.graph_mode.assembly``: it uses the cost curve, which the package itself does not need).
 """
 from .coverage import CAPTURE_UNRUN_FRACTION, COVERAGES, INDUCTOR_KERNEL_SHARE, RESIDUAL_EAGER_FRACTION, \
-    CaptureReport, StepCoverage, classify_mode, compile_evidence, detect_capture, step_coverage
+    CaptureReport, StepCoverage, classify_mode, compile_evidence, detect_capture, graph_trees_marker, step_coverage
 from .pairing import MATCHED_BY, CapturedNodes, CapturePairing, captured_nodes, pair_capture
 from .serving import BUCKET_REGEX, CAPTURE_SOURCES, EAGER_MARKER_REGEX, INFERRED_PADDING_REASON, PaddingCost, \
     ServingSteps, fallback_causes, marker_buckets, padding_cost, resolve_capture_sizes, serving_steps, \
@@ -41,5 +41,6 @@ __all__ = ["BUCKET_REGEX", "CAPTURE_SOURCES", "CAPTURE_UNRUN_FRACTION", "COVERAG
            "INDUCTOR_KERNEL_SHARE", "INFERRED_PADDING_REASON", "MATCHED_BY", "RESIDUAL_EAGER_FRACTION",
            "CaptureReport", "CapturePairing", "CapturedNodes", "PaddingCost", "ServingSteps",
            "StepCoverage", "captured_nodes", "classify_mode", "compile_evidence", "detect_capture", "fallback_causes",
+           "graph_trees_marker",
            "marker_buckets", "padding_cost", "pair_capture", "resolve_capture_sizes",
            "serving_steps", "smallest_size_at_least", "step_coverage"]
