@@ -68,7 +68,7 @@ from .loaders import DEFAULT_MAX_TRACE_BYTES, load_trace
 from .costmodel import curve_from_dict, curve_to_dict
 from .planning.inputs import TraceSteps, distribution_from_steps
 from .report import AnalysisOptions, TraceReport
-from .workload import Workload, pick_workload
+from .workload import Workload, display_names, pick_workload
 
 if TYPE_CHECKING:
     from .planning.planner import Plan
@@ -468,7 +468,8 @@ class FleetAccumulator:
         slowest = sorted(with_steps, key=lambda r: (-r.step_vs_peers, -r.step_us_median, r.path))[:top]
         launch_bound = sorted(with_steps, key=lambda r: (-r.host_idle_fraction, r.path))[:top]
         # Most traces first, then by id: the order does not depend on which trace finished first.
-        plans = sorted((self._workload_plan(wid, plan) for wid in self._workloads),
+        names = display_names(self._workloads.values())
+        plans = sorted((self._workload_plan(wid, names[wid], plan) for wid in self._workloads),
                        key=lambda p: (-p.traces, p.id))
         chosen, note = self._pick_plan(plans, workload, plan)
         modes: dict[str, int] = {}
@@ -509,14 +510,14 @@ class FleetAccumulator:
         return None, (f"the fleet runs {len(plans)} workloads (models, devices or ranks); their costs and batch "
                       f"sizes are not pooled: one plan per workload below, or --workload ID for one")
 
-    def _workload_plan(self, wid: str, request: PlanRequest | None) -> WorkloadPlan:
+    def _workload_plan(self, wid: str, name: str, request: PlanRequest | None) -> WorkloadPlan:
         mine = [self._costs[i] for i, r in enumerate(self._rows) if (r["workload_id"] or "unknown") == wid]
         hist = {b: int(n) for b, n in distribution_from_steps(mine).items()}
-        plan, note = _plan(hist, mine, wid, request)
+        plan, note = _plan(hist, mine, name, request)
         return WorkloadPlan(self._workloads[wid], len(mine), hist, plan, note)
 
 
-def _plan(hist: dict[int, int], steps: list[TraceSteps], wid: str,
+def _plan(hist: dict[int, int], steps: list[TraceSteps], workload: str,
           request: PlanRequest | None) -> tuple[Plan | None, str]:
     """A workload's capture plan by :func:`analyzer.planning.request.build_plan`, or ``None`` and why
     not (a fleet report never fails for want of a plan)."""
@@ -526,7 +527,7 @@ def _plan(hist: dict[int, int], steps: list[TraceSteps], wid: str,
     from .planning.request import PlanRequest, build_plan
 
     try:
-        req = (request or PlanRequest()).with_traces(steps, wid)
+        req = (request or PlanRequest()).with_traces(steps, workload)
         return build_plan(req)[0], ""
     except InputError as exc:
         return None, exc.message

@@ -254,6 +254,16 @@ def model_class(trace: Trace, row_step: np.ndarray) -> str | None:
     return f"{family + ' ' if family else ''}~{size}-class"
 
 
+def _rank_suffix(rank: int | None, world_size: int | None) -> str:
+    return "" if rank is None else f" · rank {rank}" + (f" of {world_size}" if world_size else "")
+
+
+def shared_label(w: Workload) -> str:
+    """The label of a rank's workload without its rank: what the job's ranks have in common."""
+    suffix = _rank_suffix(w.rank, w.world_size)
+    return w.label[:-len(suffix)] if suffix and w.label.endswith(suffix) else w.label
+
+
 def make_workload(*, device: str, kernels_per_step: float, structural_kernels_per_step: float,
                   families: Iterable[str], rank: int | None = None, world_size: int | None = None,
                   model: str | None = None) -> Workload:
@@ -267,8 +277,7 @@ def make_workload(*, device: str, kernels_per_step: float, structural_kernels_pe
     label = (f"{model + ' · ' if model else ''}{gpu_short_name(dev)}"
              f"{f' · TP{world_size}' if world_size and world_size > 1 else ''} · "
              f"{kernels_per_step:,.0f} kernels/step ({structural_kernels_per_step:,.0f} besides GEMM/attention)")
-    if rank is not None:
-        label += f" · rank {rank}" + (f" of {world_size}" if world_size else "")
+    label += _rank_suffix(rank, world_size)
     return Workload(id=wid, label=label, device=dev, kernels_per_step=float(kernels_per_step),
                     structural_kernels_per_step=float(structural_kernels_per_step), count_bin=cbin,
                     families=fams, families_hash=fhash, rank=rank, world_size=world_size)
@@ -329,7 +338,7 @@ class WorkloadGroup(Generic[T]):
 
     @property
     def label(self) -> str:
-        return self.workload.label if self.workload is not None else "unknown workload (no kernel signature)"
+        return self.workload.label if self.workload is not None else UNKNOWN_LABEL
 
 
 def group_by_workload(items: Sequence[T], workload: Callable[[T], Workload | None]) -> list[WorkloadGroup[T]]:
@@ -342,6 +351,21 @@ def group_by_workload(items: Sequence[T], workload: Callable[[T], Workload | Non
             groups[key] = WorkloadGroup(w, [])
         groups[key].items.append(it)
     return list(groups.values())
+
+
+#: What a workload without a kernel signature is called where a user reads it.
+UNKNOWN_LABEL = "unknown workload (no kernel signature)"
+
+
+def display_names(workloads: Iterable[Workload | None]) -> dict[str, str]:
+    """What a user reads for each workload, by id: its label, with the id after it only where two workloads
+    share a label (the id is the key, for JSON and ``--workload``; people read labels). None is ``unknown``."""
+    labels = {(w.id if w is not None else "unknown"): (w.label if w is not None else UNKNOWN_LABEL)
+              for w in workloads}
+    count: dict[str, int] = {}
+    for lab in labels.values():
+        count[lab] = count.get(lab, 0) + 1
+    return {i: lab if count[lab] == 1 else f"{lab} ({i})" for i, lab in labels.items()}
 
 
 def pick_workload(groups: Sequence[WorkloadGroup[T]], wanted: str) -> WorkloadGroup[T]:
@@ -360,6 +384,7 @@ def mix_warning(groups: Sequence[WorkloadGroup]) -> str | None:
     """A sentence for the user when items of several workloads would be pooled; None for one workload."""
     if len(groups) < 2:
         return None
-    parts = ", ".join(f"{g.id} ({len(g.items)} trace(s): {g.label})" for g in groups)
+    names = display_names(g.workload for g in groups)
+    parts = ", ".join(f"{names[g.id]} ({len(g.items)} trace(s))" for g in groups)
     return (f"the traces hold {len(groups)} different workloads (models, devices or ranks): {parts}; "
             f"their costs and batch sizes are not pooled")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from launchgap.workload import WorkloadGroup, group_by_workload
+from launchgap.workload import WorkloadGroup, display_names, group_by_workload
 from launchgap.dashboard.session import LoadedTrace
 from launchgap.dashboard.text import md_escape
 
@@ -16,6 +16,11 @@ from launchgap.dashboard.text import md_escape
 def workload_groups(entries: list[LoadedTrace]) -> list[WorkloadGroup[LoadedTrace]]:
     """Loaded traces grouped by their report's workload, in load order."""
     return group_by_workload(entries, lambda e: e.report.workload if e.report is not None else None)
+
+
+def workload_name(entries: list[LoadedTrace], workload_id: str) -> str:
+    """What the pages call one of the loaded traces' workloads (:func:`analyzer.workload.display_names`)."""
+    return display_names(g.workload for g in workload_groups(entries)).get(workload_id, workload_id)
 
 
 def pick_workload_entries(entries: list[LoadedTrace], key: str, default: str | None = None) -> list[LoadedTrace]:
@@ -35,8 +40,9 @@ def pick_workload_entries(entries: list[LoadedTrace], key: str, default: str | N
     st.warning(md_escape(f"The loaded traces hold {len(groups)} different workloads (models, devices or ranks). "
                          "Their step costs and batch sizes are not pooled: pick the workload to use."),
                icon=":material/warning:")
+    names = display_names(g.workload for g in groups)
     choice = st.selectbox("Workload", list(by_id), key=widget_key,
-                          format_func=lambda i: f"{by_id[i].label} ({i}) — {len(by_id[i].items)} trace(s): "
+                          format_func=lambda i: f"{names[i]} — {len(by_id[i].items)} trace(s): "
                                                 + ", ".join(e.name for e in by_id[i].items[:3])
                                                 + (" …" if len(by_id[i].items) > 3 else ""),
                           help="Traces of one model on one device (and rank): same kernels per step and kernel "

@@ -31,7 +31,7 @@ from ..serverlogs.diagnosis import LogDiagnosis, diagnose
 from ..render import render_plan
 from ..ranks import analyze_with_collectives
 from ..report import TraceReport
-from ..workload import Workload, group_by_workload
+from ..workload import Workload, display_names, group_by_workload
 
 NAME = "plan"
 HELP = "plan which batch sizes to capture as CUDA graphs for a batch-size distribution and budget"
@@ -144,8 +144,10 @@ def run(args: argparse.Namespace) -> int:
         text = render_plan(plans[0][1], markdown=md, notes=plans[0][2])
     else:
         parts = []
+        names = display_names(w for w, _, _ in plans)
         for w, plan, notes in plans:
-            title = f"Workload {w.id}: {w.label}" if w is not None else "Workload: unknown"
+            title = (f"Workload {names[w.id]} (--workload {w.id})" if w is not None
+                     else f"Workload: {names['unknown']}")
             parts.append(("## " if md else "") + title + ("\n" if md else "\n" + "=" * len(title) + "\n") + "\n"
                          + render_plan(plan, markdown=md, notes=notes))
         text = "\n\n".join(parts)

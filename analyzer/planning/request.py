@@ -147,7 +147,7 @@ class PlanRequest:
     options: PlanOptions = field(default_factory=PlanOptions)
     notes: tuple[str, ...] = ()
 
-    def with_traces(self, steps: Sequence[TraceSteps], workload_id: str) -> PlanRequest:
+    def with_traces(self, steps: Sequence[TraceSteps], workload: str) -> PlanRequest:
         """This request with its ``traces`` input holding ``steps`` (one workload's traces, see
         :func:`traces_input`): the roles stay as the request tagged them (:data:`TRACE_ROLES` when it
         has no traces input)."""
@@ -156,17 +156,18 @@ class PlanRequest:
         if not steps:
             return replace(self, inputs=rest)
         roles = old[0].roles if old else TRACE_ROLES
-        return replace(self, inputs=(traces_input(steps, workload_id, roles),) + rest)
+        return replace(self, inputs=(traces_input(steps, workload, roles),) + rest)
 
     @property
     def traces(self) -> tuple[TraceSteps, ...]:
         return tuple(s for i in self.inputs if i.kind == "traces" for s in (i.value or ()))
 
 
-def traces_input(steps: Sequence[TraceSteps], workload_id: str, roles: tuple[str, ...] = TRACE_ROLES) -> PlanInput:
-    """The ``traces`` input of one workload's analysed traces, named as every path names it
-    ("3 trace(s) of wl-1a2b3c4d"), so the same traces give the same plan sources everywhere."""
-    return PlanInput("traces", f"{len(steps)} trace(s) of {workload_id}", roles, value=tuple(steps))
+def traces_input(steps: Sequence[TraceSteps], workload: str, roles: tuple[str, ...] = TRACE_ROLES) -> PlanInput:
+    """The ``traces`` input of one workload's analysed traces, named as every path names it, by the
+    workload's name for people (:func:`analyzer.workload.display_names`: "3 trace(s) of Llama ~8B-class ·
+    H200"), so the same traces give the same plan sources everywhere."""
+    return PlanInput("traces", f"{len(steps)} trace(s) of {workload}", roles, value=tuple(steps))
 
 
 # --- the readers ------------------------------------------------------------------------------------
@@ -344,9 +345,10 @@ def plan_workloads(request: PlanRequest, groups: Sequence[tuple[Workload | None,
     histogram alone). A workload that cannot be planned is left out with a note on the others;
     none plannable raises :class:`InputError`.
     """
-    from ..workload import WorkloadGroup, pick_workload
+    from ..workload import WorkloadGroup, display_names, pick_workload
 
     wgroups = [WorkloadGroup(w, list(s)) for w, s in groups]
+    names = display_names(g.workload for g in wgroups)
     if wanted:
         if not wgroups:
             raise InputError("--workload picks among the traces' workloads; no trace was given")
@@ -355,20 +357,21 @@ def plan_workloads(request: PlanRequest, groups: Sequence[tuple[Workload | None,
         return [(None, *build_plan(request))]
     if len(wgroups) == 1:
         g = wgroups[0]
-        plan, notes = build_plan(request.with_traces(g.items, g.id))
+        plan, notes = build_plan(request.with_traces(g.items, names[g.id]))
         if wanted:
-            notes.append(f"workload {g.id} ({g.label}): {len(g.items)} of {sum(len(s) for _, s in groups)} trace(s)")
+            notes.append(f"workload {names[g.id]} ({g.id}): {len(g.items)} of {sum(len(s) for _, s in groups)} "
+                         "trace(s)")
         return [(g.workload, plan, notes)]
     out: list[tuple[Workload | None, Plan, list[str]]] = []
     failed: list[str] = []
     for g in wgroups:  # one plan per workload: costs and batch sizes of different models never mix
         try:
-            plan, notes = build_plan(request.with_traces(g.items, g.id))
+            plan, notes = build_plan(request.with_traces(g.items, names[g.id]))
         except InputError as exc:
-            failed.append(f"{g.id}: {exc.message}")
+            failed.append(f"{names[g.id]} ({g.id}): {exc.message}")
             continue
-        notes.append(f"workload {g.id} ({g.label}): {len(g.items)} of {sum(len(s) for _, s in groups)} trace(s); "
-                     f"the traces hold {len(wgroups)} workloads, one plan each (--workload ID for one)")
+        notes.append(f"workload {names[g.id]}: {len(g.items)} of {sum(len(s) for _, s in groups)} trace(s); "
+                     f"the traces hold {len(wgroups)} workloads, one plan each (--workload {g.id} for this one)")
         out.append((g.workload, plan, notes))
     if not out:
         raise InputError("no workload could be planned: " + "; ".join(failed))

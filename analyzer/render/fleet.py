@@ -8,6 +8,7 @@ from ..fleet import FleetReport, TraceRow
 from ..gaps import CAUSES
 from .plan import render_plan
 from .table import table
+from ..workload import display_names
 
 
 def _table(headers: list[str], rows: list[list[object]]) -> list[str]:
@@ -75,9 +76,9 @@ def render_fleet(rep: FleetReport) -> str:
     lines += ["", "Capture plan for the fleet"]
     lines += [f"  none: {rep.plan_note}"] if rep.plan is None else _indented_plan(rep.plan)
     if rep.plan is None and len(rep.workloads) > 1:
+        names = display_names(w.workload for w in rep.workloads)
         for w in rep.workloads:  # one plan per workload
-            label = w.workload.label if w.workload is not None else "unknown workload (no kernel signature)"
-            lines += ["", f"Capture plan for workload {w.id}: {label} ({w.traces} traces)"]
+            lines += ["", f"Capture plan for {names[w.id]} ({w.traces} traces; --workload {w.id})"]
             lines += _indented_plan(w.plan) if w.plan is not None else [f"  none: {w.plan_note}"]
     if rep.errors:
         lines += ["", f"Failed traces ({len(rep.errors)})"]

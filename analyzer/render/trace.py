@@ -85,7 +85,7 @@ def _facts(rep: TraceReport) -> list[tuple[str, str]]:
     if s.compile_evidence:
         facts.append(("torch.compile", "; ".join(s.compile_evidence)))
     if rep.workload is not None:
-        facts.append(("workload", f"{rep.workload.id}: {rep.workload.label}"))
+        facts.append(("workload", f"{rep.workload.label} ({rep.workload.id})"))
     cov = ", ".join(f"{n} {c}" for c, n in s.steps_by_coverage.items() if n) or "none"
     facts.insert(1, ("graph coverage", f"steps: {cov}"))
     if s.engine:

@@ -10,7 +10,7 @@ from launchgap.dashboard.charts import side_by_side_figure, speedup_figure, step
 from launchgap.dashboard.pairing import crossover_batch_size, pair_by_batch_size
 from launchgap.dashboard.text import md_escape
 from launchgap.dashboard.ui import loaded_traces_or_stop, pick_trace
-from launchgap.dashboard.workloads import pick_workload_entries
+from launchgap.dashboard.workloads import pick_workload_entries, workload_name
 from launchgap.verdict import headline
 
 state = st.session_state
@@ -101,7 +101,8 @@ st.caption(md_escape(f"A = {ea.name} ({ea.report.mode}, {ea.report.summary.verdi
                      f"B = {eb.name} ({eb.report.mode}, {eb.report.summary.verdict}{_phase(eb.report)})"))
 wa, wb = ea.report.workload, eb.report.workload
 if wa is not None and wb is not None and wa.id != wb.id:
-    st.caption(md_escape(f"A and B are different workloads: {wa.label} ({wa.id}) and {wb.label} ({wb.id})."))
+    st.caption(md_escape(f"A and B are different workloads: {workload_name(entries, wa.id)} and "
+                         f"{workload_name(entries, wb.id)}."))
 left, right = st.columns([2, 3])
 with left:
     st.dataframe(side, hide_index=True, column_config={

@@ -101,7 +101,7 @@ ps = s.profiler_settings
 st.caption(md_escape(
     f"Speedup range {h.predicted_speedup_low:.2f}-{h.predicted_speedup_high:.2f}x. Profiler settings detected: "
     f"{ps.get('tier', '?')} (" + ("; ".join(ps.get("evidence") or []) or "nothing recorded") + ")."
-    + (f" Workload: {rep.workload.label} ({rep.workload.id})." if rep.workload else "")))
+    + (f" Workload: {rep.workload.label}." if rep.workload else "")))
 
 if len(s.step_groups) > 1 or group:
     # decode and prefill apart, each with its own figures and verdict (the CLI's "Steps by phase" table)

@@ -12,6 +12,7 @@ from launchgap.errors import AnalyzerError
 from launchgap.fleet import FleetReport, load_fleet_results
 from launchgap.planning.planner import BASELINE_LABELS
 from launchgap.render import render_plan
+from launchgap.workload import display_names
 from launchgap.dashboard import session, uploads
 from launchgap.dashboard.charts import batch_histogram_figure, fleet_idle_figure
 from launchgap.dashboard.settings import MAX_FLEET_FILE_BYTES
@@ -94,13 +95,20 @@ ROW_CONFIG = {
     "predicted_speedup": st.column_config.NumberColumn("predicted speedup", format="%.2fx"),
     "step_vs_peers": st.column_config.NumberColumn("step vs peers", format="%.2fx"),
 }
-COLS = ["path", "rank", "mode", "main_batch_size", "steps", "step_us_median", "estimated_unprofiled_step_us_median",
-        "gpu_idle_fraction", "host_idle_fraction", "predicted_speedup", "step_vs_peers", "verdict"]
+COLS = ["path", "workload", "rank", "mode", "main_batch_size", "steps", "step_us_median",
+        "estimated_unprofiled_step_us_median", "gpu_idle_fraction", "host_idle_fraction", "predicted_speedup",
+        "step_vs_peers", "verdict"]
+#: What each workload is called (its label, never the wl- id a results file keys it by).
+NAMES = display_names(w.workload for w in rep.workloads)
 
 
 def _rows(rows) -> pd.DataFrame:
-    return pd.DataFrame([dataclasses.asdict(r) for r in rows], columns=list(COLS)) if rows else pd.DataFrame(
-        columns=COLS)
+    """Outlier rows as the table shows them: the workload by name; a rank or batch size a trace does not
+    say is a dash (text cells: a column mixing numbers and dashes breaks Arrow's conversion)."""
+    out = [{**dataclasses.asdict(r), "workload": NAMES.get(r.workload_id or "unknown", r.workload_id or "—"),
+            "rank": "—" if r.rank is None else str(r.rank),
+            "main_batch_size": "—" if r.main_batch_size is None else str(r.main_batch_size)} for r in rows]
+    return pd.DataFrame(out, columns=COLS) if out else pd.DataFrame(columns=COLS)
 
 
 st.subheader("Outliers")
@@ -119,8 +127,7 @@ if plan is None and len(rep.workloads) > 1:  # one plan per workload: costs of d
     st.warning(md_escape(rep.plan_note), icon=":material/warning:")
     by_id = {w.id: w for w in rep.workloads}
     pick = st.selectbox("Workload", list(by_id), key="lg_fleet_workload",
-                        format_func=lambda i: f"{i}: {by_id[i].workload.label if by_id[i].workload else 'unknown'}"
-                                              f" — {by_id[i].traces} trace(s)")
+                        format_func=lambda i: f"{NAMES[i]} — {by_id[i].traces} trace(s)")
     plan, note = by_id[pick].plan, by_id[pick].plan_note
 if plan is None:
     st.info(md_escape(f"No plan: {note}"))

@@ -30,7 +30,7 @@ from launchgap.dashboard import session, uploads
 from launchgap.dashboard.charts import pareto_figure, tradeoff_figure
 from launchgap.dashboard.text import json_safe, md_escape
 from launchgap.dashboard.ui import settings, show_buckets_and_charts, show_load_errors
-from launchgap.dashboard.workloads import pick_workload_entries
+from launchgap.dashboard.workloads import pick_workload_entries, workload_name
 
 state = st.session_state
 st.title("Capture plan")
@@ -42,7 +42,8 @@ uploaded = [e for e in loaded if e.source == "upload" and e.report.workload is n
 # Open on the workload of the latest upload (what the user came with), not the bundled samples'.
 entries = pick_workload_entries(loaded, "lg_plan_workload",
                                 default=uploaded[-1].report.workload.id if uploaded else None)
-workload_id = entries[0].report.workload.id if entries and entries[0].report.workload is not None else "unknown"
+workload = workload_name(loaded, entries[0].report.workload.id if entries and entries[0].report.workload is not None
+                         else "unknown")
 steps = [trace_steps(e.report, e.name) for e in entries]  # messages name the user's files
 
 
@@ -129,7 +130,7 @@ with inputs:
     roles = (("costs",) if src == "loaded traces" else ()) + (("distribution",) if dsrc.startswith("steps") else ())
     roles += ("graph_nodes",) if roles else ()  # their kernels per step size the graphs' capture time
     if roles and steps:
-        plan_inputs.append(traces_input(steps, workload_id, roles))
+        plan_inputs.append(traces_input(steps, workload, roles))
     if dsrc.startswith("steps") and steps and all(t.benchmark for t in steps):
         st.info("The loaded traces are benchmarks of one batch size each (launchgap record sweeps): they give the "
                 "step costs, never production's batch sizes. Load a serving trace, or upload a histogram.")

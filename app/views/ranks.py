@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from launchgap.errors import AnalyzerError
+from launchgap.workload import shared_label
 from launchgap.dashboard import session
 from launchgap.dashboard.charts import rank_split_figure
 from launchgap.dashboard.jobs import analyze_job_cached, find_jobs, job_label
@@ -41,6 +42,9 @@ except Exception as exc:  # noqa: BLE001 - a job the analyzer cannot align must 
     st.stop()
 
 s = job.summary
+labels_of = {shared_label(r.workload) for r in job.reports if r.workload is not None}
+if labels_of:
+    st.caption(md_escape("Workload: " + "; ".join(sorted(labels_of))))
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("Group CUDA-graph step", f"{s.predicted_graph_step_us_median:,.1f} us", border=True,
           help="Predicted CUDA-graph step of the group: median over matched steps of the slowest rank's "

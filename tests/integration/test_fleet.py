@@ -98,7 +98,7 @@ def test_fleet_matches_analyze_trace_by_trace(fleet_dir: Path, tmp_path: Path, s
     medians = sorted(x.summary.step_us_median for x in reports)
     assert rep["distributions"]["step_us"]["max"] == medians[-1]
     # The fleet plan is what the one plan builder makes of the same traces (launchgap plan's rules).
-    ref_plan = build_plan(PlanRequest().with_traces(steps, reports[0].workload.id))[0].to_dict()
+    ref_plan = build_plan(PlanRequest().with_traces(steps, reports[0].workload.label))[0].to_dict()
     assert rep["plan"] == ref_plan
     assert rep["plan"]["costs"] == plan_capture(costs_from_steps(steps), distribution_from_steps(steps)).to_dict()["costs"]
     assert rep["plan"]["buckets"]

@@ -118,7 +118,7 @@ def test_plan_from_the_serving_trace_alone(capsys) -> None:
     trace = str(HELD / "serving" / "3b_serving_serve.json.gz")
     assert main(["plan", trace, "--format", "json"]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert set(d["sources"].values()) - {None} == {"1 trace(s) of " + d["workload"]["id"]}
+    assert set(d["sources"].values()) - {None} == {"1 trace(s) of " + d["workload"]["label"]}
     assert d["sources"]["capture_sizes"] and d["baselines"]["current"]["buckets"] == [12, 16, 24, 32, 48, 64]
     assert [p["batch_size"] for p in d["costs"]["points"]] == list(range(1, 129))  # every size, with its source
     assert {p["source"] for p in d["costs"]["points"]} == {"predicted"}  # eager costs estimated from the fallbacks

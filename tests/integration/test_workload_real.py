@@ -73,10 +73,15 @@ def test_plan_cli_plans_each_workload(h200, tmp_path, capsys) -> None:
     assert plans[0]["per_batch"][0]["eager_us"] < plans[1]["per_batch"][0]["eager_us"]  # 1b is cheaper than 8b
     assert main(["plan", *files, "--workload", ids[1]]) == 0
     out = capsys.readouterr().out
-    assert f"workload {ids[1]}" in out and "Workload wl-" not in out  # one plan, its workload named
+    labels = [p["workload"]["label"] for p in plans]
+    # one plan, its workload named by its label (the id the user passed beside it)
+    assert f"workload {labels[1]} ({ids[1]})" in out and "Workload " not in out
     assert main(["plan", *files]) == 0
     text = capsys.readouterr().out
-    assert text.count("Workload wl-") == 2
+    # a title per workload: its label, and the id only as the handle --workload takes
+    assert [line for line in text.splitlines() if line.startswith("Workload ")] == [
+        f"Workload {lab} (--workload {i})" for lab, i in zip(labels, ids)]
+    assert f"of {labels[0]}" in text and "trace(s) of wl-" not in text  # the plan's sources too
     assert main(["plan", *files, "--workload", "wl-00000000"]) == 2
     assert "is not among the traces' workloads" in capsys.readouterr().err
 

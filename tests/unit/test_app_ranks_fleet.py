@@ -60,6 +60,14 @@ def _empty_samples(tmp_path: Path, monkeypatch) -> None:
 
 
 
+def _page_text(at: AppTest) -> str:
+    """Everything the page writes that a user reads: text, captions, markdown, tables, select options."""
+    parts = [e.value for kind in ("caption", "markdown", "text", "info", "warning") for e in getattr(at, kind)]
+    parts += [df.value.to_csv() for df in at.dataframe]
+    parts += [o for sb in at.selectbox for o in sb.options]
+    return "\n".join(str(p) for p in parts)
+
+
 # --- Ranks ---------------------------------------------------------------------------------------
 
 def test_ranks_page_shows_the_group_prediction_and_both_ranks(tmp_path, monkeypatch) -> None:
@@ -81,6 +89,10 @@ def test_ranks_page_shows_the_group_prediction_and_both_ranks(tmp_path, monkeypa
     assert len(steps) == job.summary.steps == 4
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert [t["name"] for t in spec["data"]] == ["GPU busy", "idle: own host", "waiting for peers", "other idle"]
+    # the job's workload by its label, the ranks' common part; never a wl- id
+    assert "Workload: ~1.1B-class · H200 · TP2 · 568 kernels/step (471 besides GEMM/attention)" in [
+        c.value.replace("\\", "") for c in at.caption]
+    assert "wl-" not in _page_text(at)
     assert not at.error
 
 
@@ -148,6 +160,25 @@ def test_fleet_page_shows_distributions_and_plan(tmp_path, monkeypatch, fleet_fi
     names = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
     assert names[:2] == ["Fleet idle by cause", "Batch sizes over the fleet"]
     assert str(tmp_path) not in json.dumps([w.value for w in at.warning])  # no temp path leaks
+    # outliers name each trace's workload by its label; a rank the trace does not say is a dash, never None
+    slowest = at.dataframe[1].value
+    assert set(slowest["workload"]) == {want.workloads[0].workload.label}
+    assert set(slowest["rank"]) == {"—"}
+    assert "wl-" not in _page_text(at) and "None" not in slowest.to_csv()
+
+
+def test_fleet_of_two_workloads_names_them_by_label(tmp_path, monkeypatch) -> None:
+    _empty_samples(tmp_path, monkeypatch)
+    out = tmp_path / "two.jsonl"
+    with open(out, "w") as fh:
+        fh.write(json.dumps(results_header(AnalysisOptions(), DEFAULT_MAX_TRACE_BYTES)) + "\n")
+        for p in (FLEET_DIR / FLEET_FILES[0], TP_DIR / RANK_FILES[0]):
+            fh.write(json.dumps(summarize_trace(p)) + "\n")
+    at = _upload_fleet(goto(new_app(), "fleet"), "two.jsonl", out.read_bytes())
+    want = load_fleet_results(out)
+    labels = [w.workload.label for w in want.workloads]
+    assert at.selectbox(key="lg_fleet_workload").options == [f"{lab} — 1 trace(s)" for lab in labels]
+    assert "wl-" not in _page_text(at)
 
 
 def test_fleet_page_bad_file_shows_one_line_error(tmp_path, monkeypatch) -> None:

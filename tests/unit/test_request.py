@@ -114,7 +114,7 @@ def _page_matches(at, want: dict) -> None:
 
 def test_cli_page_and_fleet_give_one_plan(traces, capsys) -> None:
     want = cli_plan(traces, [], capsys)
-    assert want["sources"]["costs"].startswith("2 trace(s) of wl-")
+    assert want["sources"]["costs"] == "2 trace(s) of " + want["workload"]["label"]  # its name, not its id
     assert want["sources"]["distribution"] == want["sources"]["costs"]
     assert want["n_graphs"] >= 1 and want["options"]["max_graphs"] is None
     fleet = fleet_plan(traces, [])

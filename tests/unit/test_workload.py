@@ -121,3 +121,20 @@ def test_workload_in_the_report_json(tmp_path) -> None:
     from launchgap.workload import Workload
 
     assert Workload.from_dict(d) == rep.workload
+
+
+def test_display_names_are_labels_with_the_id_only_where_two_share_one() -> None:
+    from launchgap.workload import display_names, make_workload, shared_label
+    a = make_workload(device="NVIDIA H200", kernels_per_step=536, structural_kernels_per_step=439,
+                      families=["gemm"], model="~1.0B-class")
+    b = make_workload(device="NVIDIA H200", kernels_per_step=536, structural_kernels_per_step=439,
+                      families=["gemm", "reduce_kernel"], model="~1.0B-class")  # same label, other families
+    c = make_workload(device="NVIDIA H100 80GB HBM3", kernels_per_step=900, structural_kernels_per_step=700,
+                      families=["gemm"], rank=1, world_size=4)
+    assert a.label == b.label and a.id != b.id
+    names = display_names([a, b, c, None])
+    assert names == {a.id: f"{a.label} ({a.id})", b.id: f"{b.label} ({b.id})", c.id: c.label,
+                     "unknown": "unknown workload (no kernel signature)"}
+    assert c.label == "H100 · TP4 · 900 kernels/step (700 besides GEMM/attention) · rank 1 of 4"
+    assert shared_label(c) == "H100 · TP4 · 900 kernels/step (700 besides GEMM/attention)"
+    assert shared_label(a) == a.label
