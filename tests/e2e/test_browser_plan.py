@@ -31,7 +31,7 @@ def test_plan_page_opens_on_the_upload_with_the_commands_defaults(app_server, br
     assert SERVING.is_file(), f"bundled trace {SERVING} missing (part of the repository)"
     upload = tmp_path / "3b_serving_serve.json.gz"
     shutil.copy(SERVING, upload)
-    wid = analyze_trace(load_trace(SERVING)).workload.id
+    wid = analyze_trace(load_trace(SERVING)).workload.label  # what the picker shows (never the wl- id)
     assert main(["plan", str(upload), "--format", "json"]) == 0
     want = json.loads(capsys.readouterr().out)
 

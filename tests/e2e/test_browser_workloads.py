@@ -28,7 +28,7 @@ def test_compare_and_plan_keep_1b_and_8b_apart(app_server, browser, artifacts, t
     assert EIGHT_B.is_file(), f"bundled trace {EIGHT_B} missing (part of the repository)"
     upload = tmp_path / "8b_bs1_eager.json.gz"
     shutil.copy(EIGHT_B, upload)
-    wid = analyze_trace(load_trace(EIGHT_B)).workload.id
+    wid = analyze_trace(load_trace(EIGHT_B)).workload.label  # what the picker shows (never the wl- id)
 
     ctx = browser.new_context(viewport=VIEWPORT)
     page = ctx.new_page()
