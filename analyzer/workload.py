@@ -255,7 +255,10 @@ def model_class(trace: Trace, row_step: np.ndarray) -> str | None:
 
 
 def _rank_suffix(rank: int | None, world_size: int | None) -> str:
-    return "" if rank is None else f" · rank {rank}" + (f" of {world_size}" if world_size else "")
+    """The label's rank part: none without a rank, nor for the one rank of a world of 1 (a lone GPU)."""
+    if rank is None or world_size == 1:
+        return ""
+    return f" · rank {rank}" + (f" of {world_size}" if world_size else "")
 
 
 def shared_label(w: Workload) -> str:

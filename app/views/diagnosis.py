@@ -146,7 +146,8 @@ elif steps_have_engine_info(rep):
         "step": x.index, "phase": x.phase or "—", "batch": _dash(x.batch_size), "requests": _dash(x.requests),
         "tokens": _dash(x.tokens),
         "coverage": x.graph_coverage, "graph launches": x.graph_launches, "eager launches": x.kernel_launches,
-        "step (us)": x.dur_us} for x in rep.steps]), hide_index=True, key="lg_engine_steps")
+        "step (us)": x.dur_us} for x in rep.steps]), hide_index=True, key="lg_engine_steps",
+        column_config={"step (us)": st.column_config.NumberColumn(format="%.1f")})
 
 # --- graph-mode serving: coverage strip, fallbacks, padding by bucket, host time between steps ----
 graph_steps = [x for x in rep.steps if x.graph_launches > 0]
@@ -178,9 +179,13 @@ if rep.mode != "capture" and len(rep.steps) > 1 and (graph_steps or s.capture_si
     if fb:
         st.markdown("**Fallbacks to eager**")
         st.dataframe(pd.DataFrame([{
-            "step": x.index, "batch": x.batch_size, "step (us)": x.dur_us, "time lost (us)": x.fallback_lost_us,
+            "step": x.index, "batch": x.batch_size, "GPU window (us)": x.dur_us, "time lost (us)": x.fallback_lost_us,
             "cause": x.fallback_cause or "not shown in the trace"} for x in fb]), hide_index=True,
-            key="lg_fallbacks")
+            key="lg_fallbacks", column_config={c: st.column_config.NumberColumn(format="%.1f")
+                                               for c in ("GPU window (us)", "time lost (us)")})
+        st.caption("Time lost: the fallback's host issue time without the profiler, less the FULL graph of its "
+                   "bucket. It can exceed the GPU window: in a graph sequence the host issues an eager step while "
+                   "the GPU still replays earlier ones.")
     padded = [x for x in rep.steps if x.padded_rows is not None]
     pad_col, host_col = st.columns(2)
     with pad_col:

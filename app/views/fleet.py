@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -94,24 +95,37 @@ ROW_CONFIG = {
     "host_idle_fraction": st.column_config.NumberColumn("host-side idle", format="percent"),
     "predicted_speedup": st.column_config.NumberColumn("predicted speedup", format="%.2fx"),
     "step_vs_peers": st.column_config.NumberColumn("step vs peers", format="%.2fx"),
+    "path": st.column_config.TextColumn("trace", width="medium"),
+    "main_batch_size": st.column_config.TextColumn("batch size"),
+    "workload": st.column_config.TextColumn(width="medium"),
 }
-COLS = ["path", "workload", "rank", "mode", "main_batch_size", "steps", "step_us_median",
-        "estimated_unprofiled_step_us_median", "gpu_idle_fraction", "host_idle_fraction", "predicted_speedup",
-        "step_vs_peers", "verdict"]
+# The figures first, then the workload: at 1400 px the long names must not push the numbers out of view.
+COLS = ["path", "mode", "main_batch_size", "steps", "step_us_median", "estimated_unprofiled_step_us_median",
+        "gpu_idle_fraction", "host_idle_fraction", "predicted_speedup", "step_vs_peers", "verdict", "workload",
+        "rank"]
 #: What each workload is called (its label, never the wl- id a results file keys it by).
 NAMES = display_names(w.workload for w in rep.workloads)
+#: The folder every trace of the fleet lies under: shown once, the table names the files below it.
+try:
+    ROOT = os.path.commonpath([r.path for r in rep.rows]) if len(rep.rows) > 1 else ""
+except ValueError:  # absolute and relative paths mixed: no common folder
+    ROOT = ""
 
 
 def _rows(rows) -> pd.DataFrame:
-    """Outlier rows as the table shows them: the workload by name; a rank or batch size a trace does not
-    say is a dash (text cells: a column mixing numbers and dashes breaks Arrow's conversion)."""
-    out = [{**dataclasses.asdict(r), "workload": NAMES.get(r.workload_id or "unknown", r.workload_id or "—"),
+    """Outlier rows as the table shows them: each trace below the fleet's common folder, the workload by
+    name; a rank or batch size a trace does not say is a dash (text cells: a column mixing numbers and
+    dashes breaks Arrow's conversion)."""
+    out = [{**dataclasses.asdict(r), "path": os.path.relpath(r.path, ROOT) if ROOT else r.path,
+            "workload": NAMES.get(r.workload_id or "unknown", r.workload_id or "—"),
             "rank": "—" if r.rank is None else str(r.rank),
             "main_batch_size": "—" if r.main_batch_size is None else str(r.main_batch_size)} for r in rows]
     return pd.DataFrame(out, columns=COLS) if out else pd.DataFrame(columns=COLS)
 
 
 st.subheader("Outliers")
+if ROOT:
+    st.caption(md_escape(f"Traces under {ROOT}"))
 st.markdown("**Slowest against their peers** (median step over that of the traces with the same mode and main "
             "batch size)")
 st.dataframe(_rows(rep.slowest), hide_index=True, column_config=ROW_CONFIG)
@@ -124,7 +138,8 @@ if rep.errors:
 st.subheader("Capture plan for the fleet")
 plan, note = rep.plan, rep.plan_note
 if plan is None and len(rep.workloads) > 1:  # one plan per workload: costs of different models are not pooled
-    st.warning(md_escape(rep.plan_note), icon=":material/warning:")
+    st.warning(md_escape(f"The fleet runs {len(rep.workloads)} workloads (models, devices or ranks); their costs "
+                         "and batch sizes are not pooled: pick the workload to plan."), icon=":material/warning:")
     by_id = {w.id: w for w in rep.workloads}
     pick = st.selectbox("Workload", list(by_id), key="lg_fleet_workload",
                         format_func=lambda i: f"{NAMES[i]} — {by_id[i].traces} trace(s)")

@@ -164,6 +164,10 @@ def test_fleet_page_shows_distributions_and_plan(tmp_path, monkeypatch, fleet_fi
     slowest = at.dataframe[1].value
     assert set(slowest["workload"]) == {want.workloads[0].workload.label}
     assert set(slowest["rank"]) == {"—"}
+    # each trace below the fleet's common folder (said once above the tables), the figures before the names
+    assert set(slowest["path"]) <= set(FLEET_FILES) and f"Traces under {FLEET_DIR}" in [
+        c.value.replace("\\", "") for c in at.caption]
+    assert list(slowest.columns[:3]) == ["path", "mode", "main_batch_size"]
     assert "wl-" not in _page_text(at) and "None" not in slowest.to_csv()
 
 

@@ -138,3 +138,6 @@ def test_display_names_are_labels_with_the_id_only_where_two_share_one() -> None
     assert c.label == "H100 · TP4 · 900 kernels/step (700 besides GEMM/attention) · rank 1 of 4"
     assert shared_label(c) == "H100 · TP4 · 900 kernels/step (700 besides GEMM/attention)"
     assert shared_label(a) == a.label
+    lone = make_workload(device="AMD Instinct MI300X", kernels_per_step=413, structural_kernels_per_step=293,
+                         families=["gemm"], rank=0, world_size=1)
+    assert lone.label == "MI300X · 413 kernels/step (293 besides GEMM/attention)"  # a world of one: no rank
