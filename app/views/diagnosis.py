@@ -84,16 +84,19 @@ d4.metric("Kernels per step", f"{h.kernels_per_step_median:g}",
                f"{h.graph_launches_per_step_median:g} per step (median).")
 if s.decode_tpot_ms_before is not None:
     t1, t2, t3 = st.columns([1, 1, 2])
+    d_ms = s.decode_tpot_ms_after - s.decode_tpot_ms_before
+    gain = abs(d_ms) >= 0.005  # below what the tile prints: no arrow (a red "+0.00" on a graphed trace misleads)
     t1.metric("Time per output token", f"{s.decode_tpot_ms_before:,.2f} ms",
-              delta=f"{s.decode_tpot_ms_after - s.decode_tpot_ms_before:+,.2f} ms with CUDA graphs", delta_color="inverse",
+              delta=f"{d_ms:+,.2f} ms with CUDA graphs" if gain else None, delta_color="inverse",
               help="A decode step gives each sequence one token: TPOT is the decode step (measured, else the "
                    "unprofiled estimate); with graphs, the predicted FULL-graph step.")
     if s.decode_tokens_per_s_before is not None:
         t2.metric(f"Tokens/s at batch {s.decode_batch_size}", f"{s.decode_tokens_per_s_before:,.0f}",
-                  delta=f"{s.decode_tokens_per_s_after - s.decode_tokens_per_s_before:+,.0f} with CUDA graphs",
-                  help="Batch over the decode step, before and after.")
+                  delta=f"{s.decode_tokens_per_s_after - s.decode_tokens_per_s_before:+,.0f} with CUDA graphs"
+                  if gain else None, help="Batch over the decode step, before and after.")
     t3.caption(md_escape(f"With CUDA graphs: {s.decode_tpot_ms_after:,.2f} ms per token"
-                         + (f", {s.decode_tokens_per_s_after:,.0f} tokens/s." if s.decode_tokens_per_s_after else ".")))
+                         + (f", {s.decode_tokens_per_s_after:,.0f} tokens/s." if s.decode_tokens_per_s_after else ".")
+                         if gain else "A FULL graph predicts no change to these decode steps."))
 
 with st.container(border=True):
     st.markdown(f"**Verdict: {md_escape(s.verdict)}** ({md_escape(rep.mode)} trace) — {md_escape(s.verdict_detail)}")

@@ -72,6 +72,7 @@ def test_verdicts_names_and_layout_at_1400px(app_server, browser, artifacts, tmp
         page.get_by_role("option").filter(has_text="vllm_mi300x.json.gz").click()
         page.get_by_text("MI300X").first.wait_for(timeout=UI_TIMEOUT_MS)  # named from its device properties
         assert "Workload: GptOss MoE · MI300X" in page.content()
+        assert "wl-" not in page.content() and "rank 0 of 1" not in page.content()  # a name, not a hash
         full_page_screenshot(page, artifacts / "verdicts-3-diagnosis-mi300x.png")
 
         open_page(page, "Compare")

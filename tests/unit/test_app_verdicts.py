@@ -112,3 +112,19 @@ def test_engine_table_mixes_known_and_unknown_without_none() -> None:
     engine = next(d.value for d in at.dataframe if "requests" in d.value.columns)
     cells = engine[["phase", "batch", "requests", "tokens"]].astype(str).values.tolist()
     assert ["—", "—", "—", "—"] in cells and "None" not in str(cells)
+
+
+def test_serving_tiles_show_no_arrow_where_graphs_change_nothing() -> None:
+    """A FULL-graph vLLM trace (MI300X): TPOT and tokens/s with graphs equal the trace's own, so the tiles carry no
+    delta (a red '+0.00 ms' arrow read as a regression); an eager trace keeps its arrows."""
+    graphed = (TRACES / "engines" / "tracelens-vllm-decode-fullgraph-mi300x" / "graph_execution.json.gz").read_bytes()
+    at = goto(upload(new_app(), [("graphed.json.gz", graphed)]), "diagnosis")
+    tiles = {m.label: m for m in at.metric}
+    assert tiles["Time per output token"].value == "10.72 ms"
+    assert not tiles["Time per output token"].delta and not tiles["Tokens/s at batch 32"].delta
+    assert "A FULL graph predicts no change to these decode steps." in [c.value.replace("\\", "") for c in at.caption]
+    eager = (TRACES / "h200-1b" / "1b_bs8_eager.json.gz").read_bytes()
+    at = goto(upload(new_app(), [("eager.json.gz", eager)]), "diagnosis")
+    tiles = {m.label: m for m in at.metric}
+    assert tiles["Time per output token"].delta == "-14.53 ms with CUDA graphs"
+    assert tiles["Tokens/s at batch 8"].delta == "+3,836 with CUDA graphs"
