@@ -172,6 +172,9 @@ def decide(s, mode: str):
         verdict = groups[0]["verdict"]
         detail = (f"{label} trace: " if label else "") + " | ".join(
             f"{g['description']} — {g['verdict']}: {g['verdict_detail']}" for g in groups)
+        if mode == "compiled":  # the engine compiled its model (vLLM's Inductor) and ran it without graphs
+            verdict = f"{verdict} ({_COMPILED_WORDS[s.compile_mode == 'reduce-overhead']})"
+            detail += f" | torch.compile ran ({'; '.join(s.compile_evidence)}); no CUDA graph was replayed"
     else:
         verdict, detail = step_verdict(s, "eager" if mode == "compiled" else mode)
         if mode == "compiled":
@@ -187,16 +190,20 @@ def decide(s, mode: str):
                    residual_eager_launches_per_step_median=resid)
 
 
+#: How a compiled trace's verdict names it, by whether CUDA graph trees ran (and replayed nothing).
+_COMPILED_WORDS = {False: "torch.compile, no CUDA graphs", True: "compiled, reduce-overhead: no graph replayed"}
+
+
 def _compiled(verdict: str, detail: str, graph_trees: bool) -> tuple[str, str]:
     """A torch.compile'd trace without graph replays: its kernels are fused, its launches still eager.
     ``graph_trees``: CUDA graph trees ran (``mode="reduce-overhead"``) and replayed nothing in the trace."""
     if graph_trees:
-        return (f"{verdict} (compiled, reduce-overhead: no graph replayed)",
+        return (f"{verdict} ({_COMPILED_WORDS[True]})",
                 "torch.compile ran with mode=\"reduce-overhead\" (CUDA graph trees in the trace) but no graph was "
                 "replayed: every step launched Inductor's kernels one by one. Graph trees run a shape eagerly on its "
                 "first calls (warm-up) before recording it, and run it eagerly for good when it is outside "
                 "cudagraph_capture_sizes, mutates an input they do not manage or passed the re-record limit "
                 "(TORCH_LOGS=cudagraphs names the reason); profile after a few steps of each size; " + detail)
-    return (f"{verdict} (torch.compile, no CUDA graphs)",
+    return (f"{verdict} ({_COMPILED_WORDS[False]})",
             "torch.compile ran (Inductor kernels) but no CUDA graph was replayed (mode=\"reduce-overhead\" or "
             "\"max-autotune\" would capture them); " + detail)

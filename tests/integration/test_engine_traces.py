@@ -74,6 +74,10 @@ def test_vllm_b200_eager_prefill(engines_dir: Path) -> None:
     assert _step(rep) == ("prefill", 1, 888, 1, "eager", 0, 768, 768)
     assert rep.summary.verdict_detail.startswith("vLLM trace: 1 prefill step, eager: 768 eager launches — "
                                                  "launch-bound: ")
+    # named compiled on every page (the verdict), as a trace of torch.compile without an engine is
+    assert rep.summary.verdict == "launch-bound (torch.compile, no CUDA graphs)"
+    assert rep.summary.verdict_detail.endswith(" | torch.compile ran (1 Torch-Compiled Region range); no CUDA graph "
+                                               "was replayed")
 
 
 @pytest.mark.parametrize("rel, engine, graphs, sizes, modes, nodes, recorded, ran", [
