@@ -122,7 +122,8 @@ if ok:
         column_config={
             "trace": st.column_config.TextColumn(width="medium"),
             "verdict": st.column_config.TextColumn(width="medium"),
-            "GPU idle": st.column_config.ProgressColumn("GPU idle", format="percent", min_value=0.0, max_value=1.0),
+            "GPU idle": st.column_config.ProgressColumn("GPU idle", format="percent", min_value=0.0, max_value=1.0,
+                                                        width="small"),
             "step (us, median)": st.column_config.NumberColumn(format="%.1f"),
             "kernels / step": st.column_config.NumberColumn(format="%g"),
         },
