@@ -4,8 +4,10 @@
 ``hidden``, ``heads``, ``kv_heads``, ``mlp``, ``vocab``, ``head_dim``) or a Hugging Face
 ``config.json`` (``num_hidden_layers``, ``hidden_size``, ...), and derives what the memory
 model (:mod:`analyzer.planning.memory`) and the KV-cache arithmetic need from them. It sits in
-the lowest layer, beside :mod:`analyzer.timings`, so the GPU harness may read configs through it
-too.
+the lowest layer, beside :mod:`analyzer.timings`, so the GPU harness builds on it: its preset
+decoder's :class:`~analyzer.harness.model.ModelConfig` and a ``--hf-config`` model's
+:class:`~analyzer.harness.hf.HFModelSpec` are ``ModelDims`` (subclasses adding what only the
+harness needs), and ``--hf-config`` reads a config's dimensions through :meth:`ModelDims.from_mapping`.
 """
 from __future__ import annotations
 
@@ -19,9 +21,29 @@ MIB = float(1 << 20)
 _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4, "float8_e4m3fn": 1}
 
 
+def text_config(doc: Mapping) -> Mapping:
+    """The part of a Hugging Face ``config.json`` that describes the text model: its ``text_config``
+    when it nests one (multimodal configs), else the config itself."""
+    text = doc.get("text_config")
+    return text if isinstance(text, Mapping) else doc
+
+
+#: Where each dimension is read, first key present wins: the harness's name, then Hugging Face's
+#: (``mlp``: a dense model's ``intermediate_size``, else one expert's width under the names MoE configs use).
+_KEYS = {"layers": ("layers", "num_hidden_layers"), "hidden": ("hidden", "hidden_size"),
+         "heads": ("heads", "num_attention_heads"), "kv_heads": ("kv_heads", "num_key_value_heads"),
+         "mlp": ("mlp", "intermediate_size", "moe_intermediate_size", "ffn_dim"), "vocab": ("vocab", "vocab_size"),
+         "head_dim": ("head_dim",)}
+
+
 @dataclass(frozen=True)
 class ModelDims:
-    """A decoder's dimensions, as the harness's ``timings["models"][name]`` or a Hugging Face config gives them."""
+    """A decoder's dimensions, as the harness's ``timings["models"][name]`` or a Hugging Face config gives them.
+
+    ``head_dim`` left out (``None``) is ``hidden // heads``. The harness's model descriptions
+    (:class:`analyzer.harness.model.ModelConfig`, :class:`analyzer.harness.hf.HFModelSpec`) are
+    ``ModelDims`` with what the harness needs besides.
+    """
 
     name: str
     layers: int
@@ -30,39 +52,50 @@ class ModelDims:
     kv_heads: int
     mlp: int
     vocab: int
-    head_dim: int
+    head_dim: int | None = None
     dtype_bytes: int = 2
 
     def __post_init__(self) -> None:
-        for f in ("layers", "hidden", "heads", "kv_heads", "mlp", "vocab", "head_dim", "dtype_bytes"):
+        def check(f: str) -> None:
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InputError(f"model dimension {f} of {self.name!r} is {v!r}, expected a positive integer")
 
+        for f in ("layers", "hidden", "heads", "kv_heads", "mlp", "vocab", "dtype_bytes"):
+            check(f)
+        if self.head_dim is None:  # frozen: set once, here
+            object.__setattr__(self, "head_dim", self.hidden // self.heads)
+        check("head_dim")
+
     @classmethod
     def from_mapping(cls, d: Mapping, name: str | None = None) -> ModelDims:
         """From the harness's layout (``layers``, ``hidden``, ``heads``, ``kv_heads``, ``mlp``, ``vocab``,
-        ``head_dim``) or a Hugging Face ``config.json`` (``num_hidden_layers``, ``hidden_size``, ...)."""
+        ``head_dim``) or a Hugging Face ``config.json`` (``num_hidden_layers``, ``hidden_size``, ...; the
+        ``text_config`` of one that nests it). A key whose value is ``null`` counts as absent; ``kv_heads``
+        defaults to ``heads``, ``head_dim`` to ``hidden // heads``."""
         if not isinstance(d, Mapping):
             raise InputError("model dimensions must be a JSON object")
+        text = text_config(d)
 
-        def get(*keys: str, default: object = None) -> object:
+        def get(dim: str, required: bool = True) -> object:
+            keys = _KEYS[dim]
             for k in keys:
-                if d.get(k) is not None:
-                    return d[k]
-            if default is None:
-                raise InputError(f"model dimensions lack {keys[0]!r} (or {keys[-1]!r})")
-            return default
+                v = text.get(k)
+                if v is not None:
+                    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                        raise InputError(f"model dimension {k} is {v!r}, expected a positive integer")
+                    return v
+            if required:
+                raise InputError(f"model dimensions lack {keys[0]!r} (or {keys[1]!r})")
+            return None
 
-        layers = get("layers", "num_hidden_layers")
-        hidden = get("hidden", "hidden_size")
-        heads = get("heads", "num_attention_heads")
-        kv = get("kv_heads", "num_key_value_heads", default=heads)
-        head_dim = get("head_dim", default=(hidden // heads) if isinstance(hidden, int) and isinstance(heads, int)
-                       and heads > 0 else -1)
-        dtype = d.get("dtype_bytes") or _DTYPE_BYTES.get(str(d.get("torch_dtype") or d.get("dtype") or "bfloat16"), 2)
-        return cls(str(name or d.get("name") or d.get("model_type") or "model"), layers, hidden, heads, kv,
-                   get("mlp", "intermediate_size"), get("vocab", "vocab_size"), head_dim, dtype)
+        layers, hidden, heads = get("layers"), get("hidden"), get("heads")  # read in order: the first missing is named
+        dtype = (d.get("dtype_bytes")
+                 or _DTYPE_BYTES.get(str(text.get("torch_dtype") or text.get("dtype") or d.get("torch_dtype")
+                                         or d.get("dtype") or "bfloat16"), 2))
+        return cls(str(name or d.get("name") or d.get("model_type") or "model"), layers, hidden, heads,
+                   get("kv_heads", required=False) or heads, get("mlp"), get("vocab"), get("head_dim", required=False),
+                   dtype)
 
     @property
     def act_row_mib(self) -> float:

@@ -35,10 +35,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from ..dims import ModelDims, text_config
 from ..errors import InputError
 from . import import_torch
 
@@ -58,44 +59,24 @@ def import_transformers():  # -> module transformers
     return transformers
 
 
-def _dim(d: dict[str, Any], path: str, *keys: str, default: int | None = None) -> int:
-    for k in keys:
-        v = d.get(k)
-        if v is not None:
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise InputError(f"{k} is {v!r}, expected a positive integer", path)
-            return v
-    if default is not None:
-        return default
-    raise InputError(f"config has no {keys[0]}", path)
-
-
-@dataclass(frozen=True)
-class HFModelSpec:
+@dataclass(frozen=True, kw_only=True)
+class HFModelSpec(ModelDims):
     """A transformers config read from disk: its dimensions, hash and architecture (no transformers needed).
 
+    The dimensions are a :class:`~analyzer.dims.ModelDims` read by :meth:`ModelDims.from_mapping`
+    (the text model's: ``text_config`` when the config nests one; ``mlp`` is ``intermediate_size``,
+    for experts one expert's width; ``dtype_bytes`` 2, as the harness builds the model in bf16).
     ``name`` labels the rows (``--name``, else the file's stem, or its folder's name for a file
-    named ``config.json``);
-    ``sha256`` is the hash of the config file's bytes; ``architecture`` its first
-    ``architectures`` entry (``None`` when the config names none; ``AutoModelForCausalLM``
-    then picks the class from ``model_type``). The dimensions are those of the text model
-    (``text_config`` when the config nests one), as :class:`analyzer.planning.memory.ModelDims`
-    reads them: ``mlp`` is ``intermediate_size`` (for experts, one expert's width).
+    named ``config.json``); ``sha256`` is the hash of the config file's bytes; ``architecture`` its
+    first ``architectures`` entry (``None`` when the config names none; ``AutoModelForCausalLM``
+    then picks the class from ``model_type``).
     """
 
-    name: str
     path: str
     config: dict[str, Any] = field(repr=False, compare=False, hash=False)
     sha256: str
     architecture: str | None
     model_type: str
-    layers: int
-    hidden: int
-    heads: int
-    kv_heads: int
-    mlp: int
-    vocab: int
-    head_dim: int
     sliding_window: int | None = None
     experts: int | None = None
     tied_embeddings: bool = False
@@ -148,19 +129,20 @@ def read_hf_config(path: str | Path, name: str | None = None) -> HFModelSpec:
         raise InputError("config has no model_type (a transformers config.json names one)", where)
     arch = doc.get("architectures")
     architecture = arch[0] if isinstance(arch, list) and arch and isinstance(arch[0], str) else None
-    text = doc.get("text_config") if isinstance(doc.get("text_config"), dict) else doc
-    heads = _dim(text, where, "num_attention_heads")
-    hidden = _dim(text, where, "hidden_size")
+    label = name or (p.stem if p.name != "config.json" else p.parent.name) or model_type
+    try:
+        dims = ModelDims.from_mapping(doc, label)
+    except InputError as exc:
+        raise InputError(exc.message, where) from None
+    dim_values = {f.name: getattr(dims, f.name) for f in fields(ModelDims)}
+    dim_values["dtype_bytes"] = 2  # built in bf16 whatever the config's torch_dtype
+    text = text_config(doc)
     sliding = text.get("sliding_window") if text.get("use_sliding_window", True) is not False else None
     experts = text.get("num_local_experts") or text.get("num_experts") or text.get("n_routed_experts")
-    label = name or (p.stem if p.name != "config.json" else p.parent.name) or model_type
     return HFModelSpec(
-        name=label, path=p.as_posix(), config=doc, sha256=hashlib.sha256(data).hexdigest(),
+        **dim_values,
+        path=p.as_posix(), config=doc, sha256=hashlib.sha256(data).hexdigest(),
         architecture=architecture, model_type=model_type,
-        layers=_dim(text, where, "num_hidden_layers"), hidden=hidden, heads=heads,
-        kv_heads=_dim(text, where, "num_key_value_heads", default=heads),
-        mlp=_dim(text, where, "intermediate_size", "moe_intermediate_size", "ffn_dim"),
-        vocab=_dim(text, where, "vocab_size"), head_dim=_dim(text, where, "head_dim", default=hidden // heads),
         sliding_window=sliding if isinstance(sliding, int) and not isinstance(sliding, bool) else None,
         experts=experts if isinstance(experts, int) and not isinstance(experts, bool) else None,
         tied_embeddings=bool(doc.get("tie_word_embeddings", text.get("tie_word_embeddings", False))),

@@ -21,40 +21,27 @@ eager step has a realistic number of small kernels (about 46 per layer).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..dims import ModelDims
 from ..errors import InputError
 from . import import_torch
 
 
 @dataclass(frozen=True)
-class ModelConfig:
-    """Dimensions of the decoder. ``head_dim`` is ``hidden // heads``."""
+class ModelConfig(ModelDims):
+    """The built-in decoder's dimensions (a :class:`~analyzer.dims.ModelDims`; ``head_dim`` is always
+    ``hidden // heads``) and its RoPE base and RMSNorm epsilon."""
 
-    name: str
-    layers: int
-    hidden: int
-    heads: int
-    kv_heads: int
-    mlp: int
-    vocab: int
+    head_dim: int | None = field(default=None, init=False)  # derived from hidden and heads, never given
     rope_theta: float = 10000.0
     norm_eps: float = 1e-5
     #: The preset it came from (``model_source`` in timings.json); not a dimension.
     preset: str | None = field(default=None, compare=False)
 
-    @property
-    def head_dim(self) -> int:
-        return self.hidden // self.heads
-
     def validate(self) -> None:
-        """Raise :class:`InputError` for dimensions the model cannot run."""
-        dims = {"layers": self.layers, "hidden": self.hidden, "heads": self.heads,
-                "kv_heads": self.kv_heads, "mlp": self.mlp, "vocab": self.vocab}
-        bad = [k for k, v in dims.items() if v <= 0]
-        if bad:
-            raise InputError(f"model {self.name!r}: {', '.join(bad)} must be positive")
+        """Raise :class:`InputError` for dimensions the decoder cannot run (positive ones were checked when made)."""
         if self.hidden % self.heads:
             raise InputError(f"model {self.name!r}: hidden {self.hidden} is not a multiple of heads {self.heads}")
         if self.heads % self.kv_heads:
@@ -71,11 +58,8 @@ class ModelConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """Dimensions, ``head_dim`` and ``params`` (what a rerun must match; the preset is not one)."""
-        out = asdict(self)
-        del out["preset"]
-        out["head_dim"] = self.head_dim
-        out["params"] = self.param_count()
-        return out
+        keys = ("name", "layers", "hidden", "heads", "kv_heads", "mlp", "vocab", "rope_theta", "norm_eps", "head_dim")
+        return {**{k: getattr(self, k) for k in keys}, "params": self.param_count()}
 
 
 #: Presets. ``1b`` matches traces/h200-1b; ``3b`` has Llama-3.2-3B's dims (a held-out size for
