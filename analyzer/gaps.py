@@ -171,7 +171,8 @@ def compute_gaps(trace: Trace, wait_ns: np.ndarray | None = None) -> tuple[Gaps,
                           prev_row=prev_row, next_row=next_row, host_ns=host, launch_ns=launch, sync_ns=sync,
                           gpu_ns=gpu, unattributed_ns=unattr, peer_ns=peer))
     if parts:
-        cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        # one device (the usual case): its arrays as they are, not a concatenated copy of them all
+        cols = parts[0] if len(parts) == 1 else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     else:
         empty = np.zeros(0, dtype=np.int64)
         cols = {k: empty for k in ("start_ns", "end_ns", "prev_row", "next_row", "host_ns", "launch_ns",

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .engines import ENGINES
-from .trace import Api, Kind, Trace
+from .trace import Api, Kind, Trace, smallest_int
 
 #: Nesting depths painted at most (deeper host ranges are counted under the range at this depth).
 MAX_DEPTH = 64
@@ -89,7 +89,7 @@ def host_gaps(trace: Trace, row_step: np.ndarray, step_cpu_start_ns: np.ndarray,
     g0, g1 = w1_ns[:-1][open_gap], w0_ns[1:][open_gap]
     disjoint = np.concatenate([[True], g0[1:] >= g1[:-1]]) if g0.size else np.zeros(0, bool)
     open_gap, g0, g1 = open_gap[disjoint], g0[disjoint], g1[disjoint]
-    name_ids, table, starts, ends, named = _host_ranges(trace, row_step, g0, g1)
+    name_ids, table, rows, prow, named = _host_ranges(trace, row_step, g0, g1)
     pmap = _phase_map(engine)
     phase_names = sorted({n for _, n in pmap})
     # a phase per name id of every host range (not only those in a gap: the map counts when any matches)
@@ -105,10 +105,14 @@ def host_gaps(trace: Trace, row_step: np.ndarray, step_cpu_start_ns: np.ndarray,
         mapped = code_of[name_ids]
         keep = mapped >= 0
         labels, lab_idx = np.array(phase_names, dtype=object), mapped[keep]
-        del mapped
+        del mapped, name_ids
+        # the times of the mapped ranges only (the map names few of a with_stack trace's Python calls)
+        n_rows = int(np.count_nonzero(rows))
+        s, e = _range_times(trace, _within(rows, keep[:n_rows]), _within(prow, keep[n_rows:]))
         source = f"engine:{engine}" if engine else "engine"
         innermost = True
     else:
+        starts, ends = _range_times(trace, rows, prow)
         # top-level: leave out ranges that hold a step's start (step markers and their wrappers)
         j = np.searchsorted(np.sort(step_cpu_start_ns), starts, side="left")
         srt = np.sort(step_cpu_start_ns)
@@ -127,8 +131,9 @@ def host_gaps(trace: Trace, row_step: np.ndarray, step_cpu_start_ns: np.ndarray,
         lab_idx = label_of_id[name_ids[keep]]
         source = "top-level"
         innermost = False
-    s, e = starts[keep], ends[keep]
-    del starts, ends, name_ids, keep
+        s, e = starts[keep], ends[keep]
+        del starts, ends, name_ids
+    del keep, rows, prow
     phases = _paint(s, e, lab_idx, labels, g0, g1, innermost)
     if open_gap.size == 0:  # one step, or every step's GPU work overlapped the previous one's: no host gap
         source = "none"
@@ -142,9 +147,10 @@ def _host_ranges(trace: Trace, row_step: np.ndarray, g0: np.ndarray, g1: np.ndar
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Host ranges on the launching thread (event rows and Python calls) that reach into a gap
     ``[g0, g1]`` (the only ones that can cover gap time; see :func:`_paint`): name ids, the table they
-    index (the trace's names, then the Python calls' names), starts and ends; and which names any
-    host range on that thread has, in a gap or not. Picked before anything is copied, so memory
-    follows the ranges in gaps, not the trace."""
+    index (the trace's names, then the Python calls' names), which event rows and which Python calls
+    they are (masks; :func:`_range_times` gives their times); and which names any host range on that
+    thread has, in a gap or not. Picked before anything is copied, so memory follows the ranges in
+    gaps, not the trace."""
     tid = _launch_tid(trace, row_step)
     host = np.isin(trace.kind, (Kind.CPU_OP, Kind.ANNOTATION, Kind.RUNTIME))
     if tid is not None:
@@ -153,53 +159,81 @@ def _host_ranges(trace: Trace, row_step: np.ndarray, g0: np.ndarray, g1: np.ndar
     table = np.concatenate([np.asarray(trace.names, dtype=object), np.asarray(pc.names, dtype=object)])
     named = np.zeros(table.size, dtype=bool)
     named[trace.name_id[host]] = True
-    rows = np.flatnonzero(host & _reaching(trace.start_ns, trace.end_ns, g0, g1))
-    del host
-    if len(pc) == 0:
-        return trace.name_id[rows], table, trace.start_ns[rows], trace.end_ns[rows], named
-    pmask = (pc.tid == tid) | (pc.tid < 0) if tid is not None else np.ones(len(pc), dtype=bool)
-    named[len(trace.names) + pc.name_id[pmask]] = True
-    pmask &= _reaching(pc.start_ns, pc.end_ns, g0, g1)
-    prow = np.flatnonzero(pmask)
-    del pmask
-    # the event rows, then the Python calls, written into one array each (no concatenated copies)
-    n, m = rows.size, prow.size
-    name_ids = np.empty(n + m, dtype=np.int64 if table.size >= 2**31 else np.int32)
-    starts, ends = np.empty(n + m, dtype=np.int64), np.empty(n + m, dtype=np.int64)
-    for out, ev_col, py_col in ((name_ids, trace.name_id, pc.name_id), (starts, trace.start_ns, pc.start_ns),
-                                (ends, trace.end_ns, pc.end_ns)):
-        np.take(ev_col, rows, out=out[:n], mode="clip")  # clip: indices are valid; "raise" buffers a copy
-        np.take(py_col, prow, out=out[n:], mode="clip")
+    host &= _reaching(trace.start_ns, trace.end_ns, g0, g1)
+    pmask = np.zeros(len(pc), dtype=bool)
+    if len(pc):
+        pmask = (pc.tid == tid) | (pc.tid < 0) if tid is not None else np.ones(len(pc), dtype=bool)
+        named[len(trace.names) + pc.name_id[pmask]] = True
+        pmask &= _reaching(pc.start_ns, pc.end_ns, g0, g1)
+    # the event rows, then the Python calls, written into one array (no concatenated copies)
+    n = int(np.count_nonzero(host))
+    name_ids = np.empty(n + int(np.count_nonzero(pmask)), dtype=np.int64 if table.size >= 2**31 else np.int32)
+    name_ids[:n] = trace.name_id[host]
+    name_ids[n:] = pc.name_id[pmask]
     name_ids[n:] += len(trace.names)
-    return name_ids, table, starts, ends, named
+    return name_ids, table, host, pmask, named
+
+
+def _range_times(trace: Trace, rows: np.ndarray, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Starts and ends of the event rows in mask ``rows``, then of the Python calls in mask ``calls``."""
+    pc = trace.python_calls
+    n = int(np.count_nonzero(rows))
+    size = n + int(np.count_nonzero(calls))
+    starts, ends = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64)
+    for out, ev_col, py_col in ((starts, trace.start_ns, pc.start_ns), (ends, trace.end_ns, pc.end_ns)):
+        out[:n] = ev_col[rows]
+        out[n:] = py_col[calls]
+    return starts, ends
+
+
+def _within(mask: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """``mask`` with only the places it holds where ``keep`` (one per place it holds) is True."""
+    out = mask.copy()
+    out[mask] = keep
+    return out
 
 
 def _reaching(s: np.ndarray, e: np.ndarray, g0: np.ndarray, g1: np.ndarray) -> np.ndarray:
     """Which ranges ``[s, e]`` reach into some gap ``[g0, g1]`` (gaps sorted and disjoint)."""
     n_gaps = int(g0.size)
+    out = np.zeros(s.shape[0], dtype=bool)
     if n_gaps == 0:
-        return np.zeros(s.shape[0], dtype=bool)
-    gi = np.searchsorted(g1, s, side="right")  # first gap ending after the range starts
-    return (gi < n_gaps) & (g0[np.minimum(gi, n_gaps - 1)] < e)
+        return out
+    for lo in range(0, s.shape[0], _BLOCK):  # in blocks: no int64 temporaries as long as the trace
+        gi = np.searchsorted(g1, s[lo:lo + _BLOCK], side="right")  # first gap ending after the range starts
+        out[lo:lo + _BLOCK] = (gi < n_gaps) & (g0[np.minimum(gi, n_gaps - 1)] < e[lo:lo + _BLOCK])
+    return out
 
 
-def host_ranges_with_kind(trace: Trace, row_step: np.ndarray
+#: Ranges per block where a per-range temporary is int64 (a with_stack trace has millions of Python calls).
+_BLOCK = 1 << 20
+
+
+def host_ranges_with_kind(trace: Trace, row_step: np.ndarray, touching: tuple[np.ndarray, np.ndarray] | None = None,
                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every host range on the launching thread (event rows and Python calls, in a gap or not): name ids,
     the table they index (the trace's names, then the Python calls' names), starts, ends, and per range
-    its :class:`~launchgap.trace.Kind` (-1 for a Python call). Written into one array each (int32 name
-    ids, int8 kinds), not concatenated copies: a with_stack trace has millions of Python calls."""
+    its :class:`~launchgap.trace.Kind` (-1 for a Python call). With ``touching`` (``(g0_ns, g1_ns)``, a
+    few intervals), only the ranges that overlap one of them. Written into one array each (int32 name
+    ids, int8 kinds), not concatenated copies, and picked before anything is copied: a with_stack trace
+    has millions of Python calls."""
     tid = _launch_tid(trace, row_step)
     host = np.isin(trace.kind, (Kind.CPU_OP, Kind.ANNOTATION, Kind.RUNTIME))
     if tid is not None:
         host &= trace.tid == tid
+    if touching is not None:
+        host &= _touching(trace.start_ns, trace.end_ns, *touching)
     rows = np.flatnonzero(host)
     del host
     pc = trace.python_calls
     table = np.concatenate([np.asarray(trace.names, dtype=object), np.asarray(pc.names, dtype=object)])
     prow = np.zeros(0, dtype=np.int64)
     if len(pc):
-        prow = np.flatnonzero((pc.tid == tid) | (pc.tid < 0)) if tid is not None else np.arange(len(pc))
+        pmask = (pc.tid == tid) | (pc.tid < 0) if tid is not None else np.ones(len(pc), dtype=bool)
+        if touching is not None:
+            pmask &= _touching(pc.start_ns, pc.end_ns, *touching)
+        prow = np.flatnonzero(pmask)
+        del pmask
     n, m = rows.size, prow.size
     name_ids = np.empty(n + m, dtype=np.int64 if table.size >= 2**31 else np.int32)
     starts, ends = np.empty(n + m, dtype=np.int64), np.empty(n + m, dtype=np.int64)
@@ -211,6 +245,14 @@ def host_ranges_with_kind(trace: Trace, row_step: np.ndarray
     kinds = np.full(n + m, -1, dtype=np.int8)
     np.take(trace.kind, rows, out=kinds[:n], mode="clip")
     return name_ids, table, starts, ends, kinds
+
+
+def _touching(s: np.ndarray, e: np.ndarray, g0: np.ndarray, g1: np.ndarray) -> np.ndarray:
+    """Which ranges ``[s, e]`` overlap one of the intervals ``[g0, g1]`` (a few; they may overlap)."""
+    out = np.zeros(s.shape[0], dtype=bool)
+    for a, b in zip(g0.tolist(), g1.tolist()):  # a few intervals (table rows)
+        out |= (s < b) & (e > a)
+    return out
 
 
 def sorted_unique(values: np.ndarray) -> np.ndarray:
@@ -228,14 +270,21 @@ def sorted_unique(values: np.ndarray) -> np.ndarray:
 def _depth(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Order (start ascending, longer first) and nesting depth of each range in that order."""
     order = np.lexsort((-e, s))
-    ss = s[order]
-    ended = np.searchsorted(np.sort(e), ss, side="right")  # the sort of e is the sort of e[order]
-    del ss
-    before = np.arange(ended.size)
+    n = order.size
+    pos = np.int32 if n < 2**31 else np.int64  # positions: int32 on any trace this side of 2^31 ranges
+    order = order.astype(pos, copy=False)
+    e_sorted = np.sort(e)  # the sort of e is the sort of e[order]
+    ended = np.empty(n, dtype=pos)
+    for lo in range(0, n, _BLOCK):  # in blocks: no copy of the starts in this order
+        ended[lo:lo + _BLOCK] = np.searchsorted(e_sorted, s[order[lo:lo + _BLOCK]], side="right")
+    del e_sorted
+    depth = np.arange(n, dtype=pos)  # ranges before this one in the order, then less those that ended
     # ranges that started earlier and had not ended by this start hold it (ranges on one thread nest)
-    depth = before - np.minimum(ended, before, out=ended)
+    np.minimum(ended, depth, out=ended)
+    np.subtract(depth, ended, out=depth)  # in place
+    del ended
     np.maximum(depth, 0, out=depth)
-    return order, depth
+    return order, smallest_int(depth)  # both kept while the ranges are painted: depths at a handful of levels
 
 
 def _paint(s: np.ndarray, e: np.ndarray, lab: np.ndarray, labels: np.ndarray, g0: np.ndarray, g1: np.ndarray,
@@ -288,16 +337,11 @@ def host_activity(trace: Trace, row_step: np.ndarray, g0_ns: np.ndarray, g1_ns: 
     interval the innermost host range (CPU op, runtime call, annotation, Python call) holding each instant,
     by name (Python line numbers and API version suffixes dropped), in us. Intervals may overlap (gaps of
     several devices); each is painted on its own."""
-    name_ids, table, starts, ends, _ = host_ranges_with_kind(trace, row_step)
-    out: list[dict[str, float]] = [{} for _ in range(int(g0_ns.size))]
     # only the ranges that overlap some interval can paint it (memory: millions of Python calls elsewhere)
-    touch = np.zeros(name_ids.size, dtype=bool)
-    for a, b in zip(g0_ns.tolist(), g1_ns.tolist()):  # a few intervals (table rows)
-        touch |= (starts < b) & (ends > a)
-    if not touch.any():
+    name_ids, table, starts, ends, _ = host_ranges_with_kind(trace, row_step, (g0_ns, g1_ns))
+    out: list[dict[str, float]] = [{} for _ in range(int(g0_ns.size))]
+    if name_ids.size == 0:
         return out
-    name_ids, starts, ends = name_ids[touch], starts[touch], ends[touch]
-    del touch
     uniq_ids, inv = np.unique(name_ids, return_inverse=True)
     texts = np.array([_API_SUFFIX.sub("", _PY_LINE.sub(": ", t)) for t in table[uniq_ids].tolist()], dtype=object)
     labels, lab_of_uniq = np.unique(texts, return_inverse=True)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .host_gaps import MAX_DEPTH, _depth, host_ranges_with_kind
+from .host_gaps import _BLOCK, MAX_DEPTH, _depth, host_ranges_with_kind
 from .trace import Kind, Trace
 
 #: A host stretch with no recorded event shorter than this is ordinary Python between ops, not a stall (us).
@@ -55,14 +55,15 @@ class HostStalls:
     frames: list[tuple[str, float, float]]
 
 
-def _holders(starts: np.ndarray, ends: np.ndarray, region: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per time ``t`` the innermost range holding it (-1: none) and whether any range holding it is in ``region``."""
+def _holders(ss: np.ndarray, ee: np.ndarray, rr: np.ndarray, depth: np.ndarray, order: np.ndarray, t: np.ndarray,
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Per time ``t`` the innermost range holding it (-1: none; an index before ``order``) and whether any
+    range holding it is in the region, from the ranges' starts, ends and region flags already in
+    :func:`~launchgap.host_gaps._depth`'s ``order``, and their depths."""
     owner = np.full(t.size, -1, dtype=np.int64)
     inside = np.zeros(t.size, dtype=bool)
-    if starts.size == 0 or t.size == 0:
+    if ss.size == 0 or t.size == 0:
         return owner, inside
-    order, depth = _depth(starts, ends)
-    ss, ee, rr = starts[order], ends[order], region[order]
     for d in range(int(min(depth.max(), MAX_DEPTH)) + 1):  # one pass per nesting depth, not per event
         at = np.flatnonzero(depth == d)
         j = np.searchsorted(ss[at], t, side="right") - 1
@@ -90,19 +91,29 @@ def host_stalls(trace: Trace, row_step: np.ndarray, n_steps: int, gap_start_ns: 
     stall = np.zeros(n_steps)
     in_graph = np.zeros(n_steps)
     frame: list[str | None] = [None] * n_steps
-    name_ids, table, starts, ends, kinds = host_ranges_with_kind(trace, row_step)
-    if starts.size == 0 or gap_start_ns.size == 0:
+    if gap_start_ns.size == 0:  # the GPU never waited for the host: nothing to copy
         return HostStalls(stall, in_graph, frame, [])
-    bnd = np.sort(np.concatenate([starts, ends]))  # equal boundaries give gaps of 0 (np.unique costs 15x more)
-    quiet = np.flatnonzero(np.diff(bnd) >= min_us * 1e3)
+    name_ids, table, starts, ends, kinds = host_ranges_with_kind(trace, row_step)
+    if starts.size == 0:
+        return HostStalls(stall, in_graph, frame, [])
+    bnd = np.concatenate([starts, ends])
+    bnd.sort()  # in place; equal boundaries give gaps of 0 (np.unique costs 15x more)
+    quiet = np.concatenate([lo + np.flatnonzero(np.diff(bnd[lo:lo + _BLOCK + 1]) >= min_us * 1e3)  # no diff as long
+                            for lo in range(0, max(bnd.size - 1, 1), _BLOCK)])  # as the boundaries
     q0, q1 = bnd[quiet], bnd[quiet + 1]
+    del bnd, quiet
     # per name id, not a unique/inverse over the ranges (memory: a with_stack trace has millions of them)
     present = np.zeros(table.size, dtype=bool)
     present[name_ids] = True
     region_of = np.zeros(table.size, dtype=bool)
     uniq = np.flatnonzero(present)
     region_of[uniq] = [bool(CAPTURED_REGION_RE.search(str(x))) for x in table[uniq]]
-    owner, inside = _holders(starts, ends, region_of[name_ids], (q0 + q1) // 2)
+    # the ranges in nesting order, each column replacing its unordered self (memory: one column at a time)
+    order, depth = _depth(starts, ends)
+    starts = starts[order]
+    ends = ends[order]
+    owner, inside = _holders(starts, ends, region_of[name_ids][order], depth, order, (q0 + q1) // 2)
+    del starts, ends, order, depth
     # held by a Python frame or an annotation: a long CPU op or runtime call is work or a wait the trace names
     held = owner >= 0
     held[held] = (kinds[owner[held]] < 0) | (kinds[owner[held]] == Kind.ANNOTATION)

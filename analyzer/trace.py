@@ -91,7 +91,11 @@ _COLUMNS: dict[str, Any] = {
     "block_y": np.int16,
     "block_z": np.int16,
 }
-_NARROW_COLUMNS = ("stream", "pid", "tid", "corr", "graph_id")
+_NARROW_COLUMNS = ("stream", "pid", "tid", "corr")
+#: Columns read only by comparison and as indices, nearly all -1 on most traces: stored at the smallest integer
+#: type that holds every value (:func:`smallest_int`; int8 when all are -1), at most the type of :data:`_COLUMNS`.
+_SMALLEST_COLUMNS = ("graph_id", "dims_id", "kernel_name_id", "grid_x", "grid_y", "grid_z", "block_x", "block_y",
+                     "block_z")
 _OPTIONAL_COLUMNS = ("kernel_name_id", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")
 #: The launch-configuration columns, in the order (grid x, y, z, block x, y, z).
 LAUNCH_CONFIG_COLUMNS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")
@@ -154,8 +158,10 @@ class Trace:
     Columns (numpy arrays): ``kind`` (:class:`Kind`), ``name_id``, ``device``, ``stream``,
     ``pid``, ``tid``, ``start_ns``, ``dur_ns``, ``corr``, ``graph_id``, ``dims_id``,
     ``kernel_name_id`` (on a launch call: the kernel it launched, as the call itself names it, which
-    ROCm traces do; a capture trace needs it, as its kernels never run), ``grid_x/y/z`` (int32) and
-    ``block_x/y/z`` (int16): a kernel's launch configuration, -1 where absent; derived
+    ROCm traces do; a capture trace needs it, as its kernels never run), ``grid_x/y/z`` (at most int32) and
+    ``block_x/y/z`` (at most int16): a kernel's launch configuration, -1 where absent. ``graph_id``,
+    ``dims_id``, ``kernel_name_id`` and the launch configuration are stored at the smallest integer type
+    their values allow (mostly -1: int8), so cast before arithmetic that could leave it; derived
     once at build time: ``end_ns``, ``api`` (:class:`Api` of runtime rows) and ``launch_idx``
     (for GPU ops: row index of the runtime call with the same correlation id, else -1).
     ``python_calls`` holds the Python function ranges of a ``with_stack`` trace, beside the table.
@@ -320,7 +326,8 @@ def _checked_columns(columns: dict[str, np.ndarray], warnings: list[str]) -> dic
             arr = arr[rows]
         if key in LAUNCH_CONFIG_COLUMNS:
             arr = np.where((arr >= 0) & (arr <= np.iinfo(dtype).max), arr, -1)
-        cols[key] = narrowest(arr) if key in _NARROW_COLUMNS else arr.astype(dtype, copy=False)
+        cols[key] = (narrowest(arr) if key in _NARROW_COLUMNS else smallest_int(arr, dtype) if key in _SMALLEST_COLUMNS
+                     else arr.astype(dtype, copy=False))
         del arr
     columns.clear()
     return cols
@@ -334,6 +341,20 @@ def narrowest(values: np.ndarray) -> np.ndarray:
     if values.size == 0 or (int(values.min()) >= -(2**31) and int(values.max()) < 2**31):
         return values.astype(np.int32)
     return values.astype(np.int64, copy=False)
+
+
+_SMALL_INTS = tuple((t, np.iinfo(t)) for t in (np.int8, np.int16, np.int32, np.int64))
+
+
+def smallest_int(values: np.ndarray, widest: Any = np.int64) -> np.ndarray:
+    """``values`` as the smallest signed integer type that holds every one, at most ``widest`` (values past
+    it must not occur: the caller has checked them); int8 when empty."""
+    values = np.asarray(values)
+    lo, hi = (int(values.min()), int(values.max())) if values.size else (0, 0)
+    for t, info in _SMALL_INTS:
+        if (info.min <= lo and hi <= info.max) or t == widest:
+            return values.astype(t, copy=False)
+    return values.astype(widest, copy=False)
 
 
 def _join_launches(kind: np.ndarray, corr: np.ndarray, runtime: np.ndarray) -> np.ndarray:

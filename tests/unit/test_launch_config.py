@@ -38,11 +38,16 @@ _LAUNCH = {
 }
 
 
+# The smallest integer type that holds each column's values (at most int32 for a grid, int16 for a block).
+_DTYPES = {"grid_x": np.int32, "grid_y": np.int32, "grid_z": np.int8, "block_x": np.int16, "block_y": np.int8,
+           "block_z": np.int8}
+
+
 def _check_launch(trace: Trace) -> None:
     assert trace.kind.tolist() == [Kind.RUNTIME, Kind.KERNEL] * 3 + [Kind.RUNTIME, Kind.MEMCPY]
     for col, want in _LAUNCH.items():
         arr = getattr(trace, col)
-        assert arr.dtype == (np.int32 if col.startswith("grid") else np.int16), col
+        assert arr.dtype == _DTYPES[col], col
         assert arr.tolist() == want, col
 
 

@@ -74,24 +74,35 @@ class _PythonCallColumns:
             parts = self.parts[key]
             out = np.concatenate(parts) if len(parts) > 1 else parts[0]
             parts.clear()
-            return out
+            return out if out.flags.writeable else out.copy()  # ours to change in place (below)
 
         ts = take("ts_us")
         dur = take("dur_ns")
         ok = (np.abs(ts) < 9.2e15) & (dur >= 0)
         rows = None if ok.all() else np.flatnonzero(ok)
         del ok
-        start = np.rint(((ts if rows is None else ts[rows]) - base_us) * 1000.0).astype(np.int64) \
-            + np.int64(int(base_us) * 1000)
+        if rows is not None:
+            ts, dur = ts[rows], dur[rows]
+        # In place on this builder's own array (an 8-byte column per call at a time, not five):
+        # rint((ts - base) * 1000) + base in ns, the same operations in the same order.
+        ts -= base_us
+        ts *= 1000.0
+        np.rint(ts, out=ts)
+        start = ts.astype(np.int64)
         del ts
-        end = start + (dur if rows is None else dur[rows])
+        start += np.int64(int(base_us) * 1000)
+        end = start + dur
         del dur
-        order = np.argsort(start, kind="stable")
-        start, end = start[order], end[order]
+        # sorted by start: no argsort (8 bytes a call) where the file already has them in that order
+        order = None if start.size < 2 or (start[1:] >= start[:-1]).all() else np.argsort(start, kind="stable")
+        if order is not None:
+            start = start[order]
+            end = end[order]
         columns = []
         for key in ("name_id", "tid"):  # one at a time
             col = take(key)
-            columns.append(narrowest(col if rows is None else col[rows])[order])
+            col = narrowest(col if rows is None else col[rows])
+            columns.append(col if order is None else col[order])
             del col
         names = np.empty(len(self.names), dtype=object)
         names[:] = list(self.names)
