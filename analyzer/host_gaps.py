@@ -163,7 +163,7 @@ def _host_ranges(trace: Trace, row_step: np.ndarray, g0: np.ndarray, g1: np.ndar
     pmask = np.zeros(len(pc), dtype=bool)
     if len(pc):
         pmask = (pc.tid == tid) | (pc.tid < 0) if tid is not None else np.ones(len(pc), dtype=bool)
-        named[len(trace.names) + pc.name_id[pmask]] = True
+        named[len(trace.names):][pc.name_id[pmask]] = True  # (a view: no sum in the ids' own small type)
         pmask &= _reaching(pc.start_ns, pc.end_ns, g0, g1)
     # the event rows, then the Python calls, written into one array (no concatenated copies)
     n = int(np.count_nonzero(host))
@@ -237,10 +237,11 @@ def host_ranges_with_kind(trace: Trace, row_step: np.ndarray, touching: tuple[np
     n, m = rows.size, prow.size
     name_ids = np.empty(n + m, dtype=np.int64 if table.size >= 2**31 else np.int32)
     starts, ends = np.empty(n + m, dtype=np.int64), np.empty(n + m, dtype=np.int64)
-    for out, ev_col, py_col in ((name_ids, trace.name_id, pc.name_id), (starts, trace.start_ns, pc.start_ns),
-                                (ends, trace.end_ns, pc.end_ns)):
+    for out, ev_col, py_col in ((starts, trace.start_ns, pc.start_ns), (ends, trace.end_ns, pc.end_ns)):
         np.take(ev_col, rows, out=out[:n], mode="clip")  # clip: indices are valid; "raise" buffers a copy
         np.take(py_col, prow, out=out[n:], mode="clip")
+    name_ids[:n] = trace.name_id[rows]  # (take's out must be of the column's own type; these are narrower)
+    name_ids[n:] = pc.name_id[prow]
     name_ids[n:] += len(trace.names)
     kinds = np.full(n + m, -1, dtype=np.int8)
     np.take(trace.kind, rows, out=kinds[:n], mode="clip")

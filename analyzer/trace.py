@@ -132,6 +132,8 @@ class PythonCalls:
     call-stack frames, which no metric counts; serving engines' step markers and detection cues
     are read from them (:mod:`analyzer.steps`, :mod:`analyzer.engines`). Sorted by ``start_ns``;
     ``name_id`` indexes ``names`` (``"path.py(line): function"``); ``tid`` is -1 when not an integer.
+    A with_stack trace holds millions of them, so ``name_id`` and ``tid`` are at the smallest integer
+    type their values allow (:func:`smallest_int`): cast before arithmetic that could leave it.
     """
 
     names: np.ndarray

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...trace import PythonCalls, narrowest, no_python_calls
+from ...trace import PythonCalls, no_python_calls, smallest_int
 from .arrays import _intern_local, _narrowest_int
 from .schema import _as_int, _as_us
 
@@ -101,9 +101,9 @@ class _PythonCallColumns:
         columns = []
         for key in ("name_id", "tid"):  # one at a time
             col = take(key)
-            col = narrowest(col if rows is None else col[rows])
+            col = smallest_int(col if rows is None else col[rows])
             columns.append(col if order is None else col[order])
             del col
         names = np.empty(len(self.names), dtype=object)
         names[:] = list(self.names)
-        return PythonCalls(names, columns[0].astype(np.int32, copy=False), start, end, columns[1])
+        return PythonCalls(names, columns[0], start, end, columns[1])
