@@ -89,7 +89,7 @@ def host_gaps(trace: Trace, row_step: np.ndarray, step_cpu_start_ns: np.ndarray,
     g0, g1 = w1_ns[:-1][open_gap], w0_ns[1:][open_gap]
     disjoint = np.concatenate([[True], g0[1:] >= g1[:-1]]) if g0.size else np.zeros(0, bool)
     open_gap, g0, g1 = open_gap[disjoint], g0[disjoint], g1[disjoint]
-    name_ids, table, rows, prow, named = _host_ranges(trace, row_step, g0, g1)
+    name_ids, table, row_mask, call_mask, named = _host_ranges(trace, row_step, g0, g1)
     pmap = _phase_map(engine)
     phase_names = sorted({n for _, n in pmap})
     # a phase per name id of every host range (not only those in a gap: the map counts when any matches)
@@ -107,12 +107,12 @@ def host_gaps(trace: Trace, row_step: np.ndarray, step_cpu_start_ns: np.ndarray,
         labels, lab_idx = np.array(phase_names, dtype=object), mapped[keep]
         del mapped, name_ids
         # the times of the mapped ranges only (the map names few of a with_stack trace's Python calls)
-        n_rows = int(np.count_nonzero(rows))
-        s, e = _range_times(trace, _within(rows, keep[:n_rows]), _within(prow, keep[n_rows:]))
+        n_rows = int(np.count_nonzero(row_mask))
+        s, e = _range_times(trace, _within(row_mask, keep[:n_rows]), _within(call_mask, keep[n_rows:]))
         source = f"engine:{engine}" if engine else "engine"
         innermost = True
     else:
-        starts, ends = _range_times(trace, rows, prow)
+        starts, ends = _range_times(trace, row_mask, call_mask)
         # top-level: leave out ranges that hold a step's start (step markers and their wrappers)
         j = np.searchsorted(np.sort(step_cpu_start_ns), starts, side="left")
         srt = np.sort(step_cpu_start_ns)
@@ -133,7 +133,7 @@ def host_gaps(trace: Trace, row_step: np.ndarray, step_cpu_start_ns: np.ndarray,
         innermost = False
         s, e = starts[keep], ends[keep]
         del starts, ends, name_ids
-    del keep, rows, prow
+    del keep, row_mask, call_mask
     phases = _paint(s, e, lab_idx, labels, g0, g1, innermost)
     if open_gap.size == 0:  # one step, or every step's GPU work overlapped the previous one's: no host gap
         source = "none"
