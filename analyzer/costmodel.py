@@ -13,8 +13,12 @@ follows from how each of its kernels scales with the rows of the batch (**the ba
   own KV cache, so a kernel's time is a fixed part (launch ramp, one wave) plus a part per row (its
   context tokens' KV bytes): ``t(b) = F + (t0 - F) * b / b0``, ``F`` = :attr:`ScalingModel.floor_us`
   of the class, at most ``t0``;
-* **element-wise work and sampling** (norms, activations, copies, argmax over the vocabulary) grow
-  per row the same way with their own floor;
+* **element-wise work and sampling** (norms, activations, copies, argmax over the vocabulary): small
+  latency-bound grids grow far slower than their rows; a grid with more blocks than the SMs hold at once
+  (work over the whole KV cache or vocabulary) runs in waves and grows with its rows above the fixed cost
+  of a kernel (the step's fastest kernel); a grid sized to the GPU (a multiple of the SMs that they hold at
+  once: grid-stride loops such as PyTorch's ``CatArrayBatchedCopy``) says nothing of its work and counts as
+  latency-bound;
 * **collectives** (NCCL, custom all-reduce) move the activations: bytes per row, the same rule.
 
 :func:`fit_cost_curve` fits the curve on whatever the trace has: per observed size the median step's
@@ -227,9 +231,12 @@ def _kernel_factor(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: flo
     blocks = x.blocks[:, None].astype(float)
     t0 = x.kernel_us[:, None]
     sms = float(max(sm_count or 1, 1))
-    # a persistent grid: as many blocks as SMs (or a small multiple), whatever the batch; the work is then read from
-    # the time (or from another observed size's grid)
-    persistent = (blocks > 0) & (np.mod(blocks, sms) == 0) & (blocks <= 4 * sms)
+    threads = np.maximum(x.threads[:, None].astype(float), 1.0)
+    resident = np.clip(np.floor(ELEMENTWISE_THREADS_PER_SM / threads), 1, 32) * sms  # blocks the SMs hold at once
+    # A grid sized to the GPU (a whole multiple of the SMs that they hold at once: a persistent or grid-stride
+    # kernel) whatever the batch: its grid does not say its work. Attention reads the work from its time (or from
+    # another observed size's grid); other kernels are taken as latency-bound.
+    persistent = (blocks > 0) & (np.mod(blocks, sms) == 0) & (blocks <= resident)
     u0 = np.maximum(1.0, t0 / model.attention_wave_us * (1 + f) - f)  # waves of work at b0, from the time
     # Blocks per row: from the grid where it follows the rows, else from another observed size's grid, else from the time.
     guess = per_row_hint if per_row_hint else np.maximum(1.0, np.round(u0 * sms / b0))
@@ -242,12 +249,12 @@ def _kernel_factor(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: flo
     k = model.elementwise_rows
     elem = (b / (b + k) * (b0 + k) / b0) ** model.elementwise_power
     # A grid that fills the GPU (more blocks than the SMs hold at once: work over the whole cache or vocabulary)
-    # runs in waves: beyond one full wave its time grows with its blocks, i.e. its rows.
-    threads = np.maximum(x.threads[:, None].astype(float), 1.0)
-    resident = np.clip(np.floor(ELEMENTWISE_THREADS_PER_SM / threads), 1, 32) * sms
-    fill0 = np.where(blocks > 0, blocks / resident, 0.0)
-    elem = np.where(fill0 >= 1.0, fill0 * b / b0 / np.maximum(fill0, 1.0),  # in waves already: time follows rows
-                    elem * np.maximum(1.0, fill0 * b / b0))
+    # runs in waves: beyond one full wave its time grows with its blocks, i.e. its rows, on top of the fixed cost
+    # of any kernel (the step's fastest kernel: launch and ramp).
+    fill0 = np.where((blocks > 0) & ~persistent, blocks / resident, 0.0)
+    floor = np.minimum(float(x.kernel_us[x.kernel_us > 0].min()) if (x.kernel_us > 0).any() else 0.0, t0)
+    in_waves = (floor + (t0 - floor) * b / b0) / np.where(t0 > 0, t0, 1.0)
+    elem = np.where(fill0 >= 1.0, in_waves, elem * np.maximum(1.0, fill0 * b / b0))
     coll = (model.collective_rows + b) / (model.collective_rows + b0)
     return np.where(c == _GEMM, gemm, np.where(c == _ATTN, attn, np.where(c == _COLL, coll, elem)))
 

@@ -129,11 +129,30 @@ def test_size_samples_take_each_size_median_step() -> None:
 def test_elementwise_grid_in_waves_follows_the_rows() -> None:
     m = ScalingModel()
     # a 128-thread element-wise kernel: 16 resident per SM (2,048 threads), 2,112 blocks per wave on 132 SMs.
-    # Over the whole KV cache at bs 8 it has 16,384 blocks (7.8 waves): its time follows the rows; a 32-block kernel
-    # stays latency-bound (the power law) until its blocks fill a wave (bs 8 x 2,112 / 32 = 528)
+    # Over the whole KV cache at bs 8 it has 16,384 blocks (7.8 waves): its time follows the rows above the fixed
+    # cost of a kernel (the step's fastest, 2 us: 2 + 18 x 64/8 = 146 us at bs 64); a 32-block kernel stays
+    # latency-bound (the power law) until its blocks fill a wave (bs 8 x 2,112 / 32 = 528)
     x = SizeSample(8, 100.0, np.array([ELEM, ELEM], dtype=np.int8), np.array([20.0, 2.0]),
                    np.array([16384, 32], dtype=np.int64), np.array([128, 128], dtype=np.int64))
     c = fit_cost_curve([x], 64, None, H200, m)
     k, p = m.elementwise_rows, m.elementwise_power
     small = 2.0 * ((64 / (64 + k)) / (8 / (8 + k))) ** p
-    assert c.at(64) == pytest.approx(100.0 + 20.0 * (64 / 8 - 1) + (small - 2.0))
+    assert c.at(64) == pytest.approx(100.0 + (146.0 - 20.0) + (small - 2.0))
+    assert c.at(1) == pytest.approx(100.0 + (2.0 + 18.0 / 8 - 20.0) + (2.0 * ((1 / (1 + k)) / (8 / (8 + k))) ** p - 2.0))
+
+
+def test_grid_sized_to_the_gpu_is_not_in_waves() -> None:
+    m = ScalingModel()
+    # PyTorch's CatArrayBatchedCopy launches 4 x 132 blocks of 512 threads (as many as the SMs hold at once: 2,048
+    # threads each) whatever it copies: a grid-stride loop, its grid does not say its work (HF llama at bs 8 and 64:
+    # 528 blocks, 2.19 -> 2.73 us). It scales as a latency-bound kernel, not with its rows (8x).
+    x = SizeSample(8, 50.0, np.array([ELEM], dtype=np.int8), np.array([2.0]), np.array([528], dtype=np.int64),
+                   np.array([512], dtype=np.int64))
+    c = fit_cost_curve([x], 64, None, H200, m)
+    k, p = m.elementwise_rows, m.elementwise_power
+    assert c.at(64) == pytest.approx(50.0 + 2.0 * (((64 / (64 + k)) / (8 / (8 + k))) ** p - 1))
+    # one block fewer than the SMs hold at once is not sized to the GPU (527 is no multiple of 132): 0.998 of a wave
+    y = SizeSample(8, 50.0, np.array([ELEM], dtype=np.int8), np.array([2.0]), np.array([527], dtype=np.int64),
+                   np.array([512], dtype=np.int64))
+    assert fit_cost_curve([y], 64, None, H200, m).at(64) == pytest.approx(
+        50.0 + 2.0 * (((64 / (64 + k)) / (8 / (8 + k))) ** p * (527 / 528 * 8) - 1))
