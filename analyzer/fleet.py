@@ -13,6 +13,8 @@ a small JSON-safe dict (schema ``launchgap.fleet-trace/1``), never the event tab
   ``idle_us_by_cause`` (one column per cause), ``predicted_graph_us``, ``kernels``,
   ``kernel_launches``, ``graph_launches``, ``host_events``, ``launch_api_us``;
 * ``batch_histogram``: steps per batch size (keys are decimal strings, JSON objects need them);
+* ``benchmark``: whether the trace is a ``launchgap record`` sweep
+  (:func:`analyzer.planning.request.is_benchmark`): it gives costs, never the distribution;
 * ``per_batch``: per batch size, the median profiled step ``step_us_median``, the median step
   cost ``cost_us_median`` (profiled step scaled to an unprofiled one, the rule of
   :func:`analyzer.planning.inputs.costs_from_steps`), ``predicted_graph_us_median`` and
@@ -36,7 +38,8 @@ per-step arrays per trace, not the dicts) and :meth:`FleetAccumulator.finish` bu
   slow) and the most launch-bound (highest host-side idle fraction);
 * fleet-wide idle fraction by cause: idle per cause summed over every step of every trace over
   the summed step windows;
-* the batch-size histogram (steps per size over the fleet) and a capture plan per workload
+* the batch-size histogram (steps per size over the fleet; ``launchgap record`` sweeps give costs only and are
+  left out of it and of every plan's distribution, as ``launchgap plan`` leaves them out) and a capture plan per workload
   (:mod:`analyzer.workload`: traces of different models, devices or ranks are never pooled):
   :func:`analyzer.planning.request.build_plan` given the fleet's plan request (the plan flags,
   read as ``launchgap plan`` reads them: timings, distribution, model dimensions, memory model,
@@ -67,6 +70,7 @@ from .gaps import CAUSES
 from .loaders import DEFAULT_MAX_TRACE_BYTES, load_trace
 from .costmodel import curve_from_dict, curve_to_dict
 from .planning.inputs import TraceSteps, distribution_from_steps
+from .planning.request import is_benchmark
 from .report import AnalysisOptions, TraceReport
 from .workload import Workload, display_names, pick_workload
 
@@ -147,9 +151,10 @@ def summary_from_report(report: TraceReport) -> dict:
             "warnings": d["warnings"], "summary": d["summary"], "devices": d["devices"], "steps": cols,
             "batch_histogram": hist, "per_batch": per_batch, "workload": d.get("workload"),
             "steps_by_phase": steps_by_phase(cols["phase"]),
-            # the plan's cost curve (analyzer.costmodel); a fleet's traces are its servers': production's, so their
-            # steps are the distribution even where a trace holds one batch size (no benchmark rule here)
-            "cost_curve": curve_to_dict(report.cost_curve, report.eager_curve)}
+            # the plan's cost curve (analyzer.costmodel)
+            "cost_curve": curve_to_dict(report.cost_curve, report.eager_curve),
+            # a launchgap record sweep gives costs, never the distribution: the rule launchgap plan applies
+            "benchmark": is_benchmark(report)}
 
 
 def analyze_file(path: str | Path, options: AnalysisOptions, max_bytes: int) -> TraceReport:
@@ -340,6 +345,9 @@ class FleetReport:
     #: steps per phase over the fleet (:data:`PHASE_KEYS`); traces per serving engine ("none": no engine)
     phases: dict[str, int] = field(default_factory=dict)
     engines: dict[str, int] = field(default_factory=dict)
+    #: traces recorded by ``launchgap record`` (one batch size, the sweep's markers): costs only, never counted in
+    #: ``batch_histogram`` or a plan's distribution (``launchgap plan``'s rule)
+    benchmark_traces: int = 0
 
     def to_dict(self) -> dict:
         return {
@@ -350,7 +358,7 @@ class FleetReport:
             "slowest": [asdict(r) for r in self.slowest],
             "most_launch_bound": [asdict(r) for r in self.most_launch_bound],
             "batch_histogram": {str(k): v for k, v in self.batch_histogram.items()},
-            "unknown_batch_steps": self.unknown_batch_steps,
+            "unknown_batch_steps": self.unknown_batch_steps, "benchmark_traces": self.benchmark_traces,
             "plan": self.plan.to_dict() if self.plan is not None else None, "plan_note": self.plan_note,
             "rows": [asdict(r) for r in self.rows], "errors": [asdict(e) for e in self.errors],
             "analysis_options": self.analysis_options, "warnings": list(self.warnings),
@@ -361,16 +369,16 @@ class FleetReport:
 
 def summary_steps(path: str, mode: str, summary: Mapping, bs: np.ndarray, dur_us: np.ndarray,
                   pred_us: np.ndarray, phase: Sequence[str | None], workload: Workload | None,
-                  curves: dict | None = None) -> TraceSteps:
+                  curves: dict | None = None, benchmark: bool = False) -> TraceSteps:
     """The planning view (:class:`~analyzer.planning.inputs.TraceSteps`) of one trace's summary: the
     same columns :func:`analyzer.planning.request.trace_steps` takes from its report, so the fleet's
-    plan follows ``launchgap plan``'s cost rules exactly."""
+    plan follows ``launchgap plan``'s rules exactly (``benchmark``: a ``launchgap record`` sweep, costs only)."""
     return TraceSteps(name=path, mode=mode,
                       unprofiled_scale=TraceSteps.scale_of(float(summary["step_us_median"]),
                                                            float(summary["estimated_unprofiled_step_us_median"])),
                       batch_size=bs, dur_us=dur_us, predicted_graph_us=pred_us, phase=tuple(phase),
                       kernels_per_step=workload.kernels_per_step if workload is not None else 0.0,
-                      graph_curve=curve_from_dict(curves)[0], eager=curve_from_dict(curves)[1],
+                      graph_curve=curve_from_dict(curves)[0], eager=curve_from_dict(curves)[1], benchmark=benchmark,
                       capture_sizes=tuple(summary["capture_sizes"]) if summary.get("capture_sizes")
                       and summary.get("capture_sizes_source") != "inferred" else None,
                       capture_sizes_detail=f"{summary.get('capture_sizes_source')}: {summary.get('capture_sizes_detail')}"
@@ -391,6 +399,7 @@ class FleetAccumulator:
         self._errors: list[TraceError] = []
         self._hist: dict[int, int] = {}
         self._unknown_bs = 0
+        self._benchmarks = 0
         self._win_us = 0.0
         self._busy_us = 0.0
         self._idle_by = {c: 0.0 for c in CAUSES}
@@ -434,7 +443,8 @@ class FleetAccumulator:
             "workload_id": wl.id if wl is not None else None,
             "steps_by_phase": steps_by_phase(phase), "engine": sm.get("engine"),
         }
-        cost = summary_steps(row["path"], row["mode"], sm, bs, dur, pred, phase, wl, s.get("cost_curve"))
+        bench = bool(s.get("benchmark"))
+        cost = summary_steps(row["path"], row["mode"], sm, bs, dur, pred, phase, wl, s.get("cost_curve"), bench)
         self._rows.append(row)
         self._costs.append(cost)
         self._workloads.setdefault(row["workload_id"] or "unknown", wl)
@@ -442,6 +452,9 @@ class FleetAccumulator:
         self._busy_us += float(busy.sum())
         for c in CAUSES:
             self._idle_by[c] += float(idle[c].sum())
+        if bench:  # a sweep's steps are not the fleet's traffic (distribution_from_steps skips them too)
+            self._benchmarks += 1
+            return
         self._unknown_bs += int(planned.sum() - known.size)
         for b, n in zip(sizes.tolist(), counts.tolist()):  # one per batch size
             self._hist[b] = self._hist.get(b, 0) + n
@@ -491,7 +504,7 @@ class FleetAccumulator:
             slowest=slowest, most_launch_bound=launch_bound, batch_histogram=dict(sorted(self._hist.items())),
             unknown_batch_steps=self._unknown_bs, plan=chosen, plan_note=note, rows=rows, errors=list(self._errors),
             analysis_options=self.analysis_options, warnings=list(self.warnings), workloads=plans,
-            phases=phases, engines=engines,
+            phases=phases, engines=engines, benchmark_traces=self._benchmarks,
         )
 
     def _pick_plan(self, plans: list[WorkloadPlan], workload: str | None,
@@ -521,7 +534,7 @@ def _plan(hist: dict[int, int], steps: list[TraceSteps], workload: str,
           request: PlanRequest | None) -> tuple[Plan | None, str]:
     """A workload's capture plan by :func:`analyzer.planning.request.build_plan`, or ``None`` and why
     not (a fleet report never fails for want of a plan)."""
-    if not hist:
+    if not hist and not any((t.batch_size >= 0).any() for t in steps):  # sweeps' sizes give costs: build_plan says
         return None, "no step with a known batch size: nothing to plan (annotate steps with bs=N or use " \
                      "--batch-regex/--batch-op)"
     from .planning.request import PlanRequest, build_plan

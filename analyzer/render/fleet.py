@@ -70,7 +70,8 @@ def render_fleet(rep: FleetReport) -> str:
                         [[names[r.path], rank(r), r.mode, phases(r), r.main_batch_size or "?",
                           f"{r.host_idle_fraction:.1%}", f"{r.predicted_speedup:.2f}x"] for r in rep.most_launch_bound])
     total = sum(rep.batch_histogram.values())
-    lines += ["", f"Batch sizes over the fleet ({total} steps with a known size, {rep.unknown_batch_steps} unknown)"]
+    bench = f"; {rep.benchmark_traces} launchgap record sweep(s) give costs only" if rep.benchmark_traces else ""
+    lines += ["", f"Batch sizes over the fleet ({total} steps with a known size, {rep.unknown_batch_steps} unknown{bench})"]
     if total:
         lines.append("  " + ", ".join(f"{b}: {n} ({n / total:.0%})" for b, n in rep.batch_histogram.items()))
     lines += ["", "Capture plan for the fleet"]

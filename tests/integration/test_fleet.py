@@ -5,7 +5,6 @@ run; one subprocess run over 10 copies that is interrupted and resumed.
 """
 from __future__ import annotations
 
-import dataclasses
 
 import json
 import os
@@ -24,7 +23,7 @@ from launchgap.fleet import STEP_COLUMNS, load_fleet_results
 from launchgap.gaps import CAUSES
 from launchgap.loaders import load_trace
 from launchgap.planning.inputs import costs_from_steps, distribution_from_steps
-from launchgap.planning.request import PlanRequest, build_plan, trace_steps
+from launchgap.planning.request import PlanInput, PlanRequest, build_plan, trace_steps
 from launchgap.planning.planner import plan_capture
 from launchgap.ranks import analyze_with_collectives
 
@@ -60,7 +59,10 @@ def _lines(path: Path) -> list[dict]:
 
 def test_fleet_matches_analyze_trace_by_trace(fleet_dir: Path, tmp_path: Path, scheduler: str, capsys) -> None:
     out = tmp_path / "results.jsonl"
-    rc = main(["fleet", str(fleet_dir), "--scheduler", scheduler, "--out", str(out), "--format", "json"])
+    dist = tmp_path / "hist.csv"  # the sample traces are launchgap record sweeps: costs only, the traffic from here
+    dist.write_text("8,3\n64,1\n")
+    rc = main(["fleet", str(fleet_dir), "--scheduler", scheduler, "--out", str(out), "--format", "json",
+               "--distribution", str(dist)])
     assert rc == 2  # one trace failed; the others were analysed
     cap = capsys.readouterr()
     rep = json.loads(cap.out)
@@ -91,20 +93,23 @@ def test_fleet_matches_analyze_trace_by_trace(fleet_dir: Path, tmp_path: Path, s
 
     # Fleet aggregates against the per-trace reports.
     assert rep["steps"] == sum(len(x.steps) for x in reports)
-    # a fleet's traces are its servers': production's (the sweeps here are not taken as benchmarks)
-    steps = [dataclasses.replace(trace_steps(r), benchmark=False) for r in reports]
-    assert rep["batch_histogram"] == {str(k): int(v) for k, v in distribution_from_steps(steps).items()}
+    # launchgap record sweeps give costs, never the distribution: in a fleet as in launchgap plan
+    steps = [trace_steps(r) for r in reports]
+    assert all(s.benchmark for s in steps) and distribution_from_steps(steps) == {}
+    assert rep["batch_histogram"] == {} and rep["benchmark_traces"] == 6
     assert rep["modes"] == {"eager": 4, "graph": 2}
     medians = sorted(x.summary.step_us_median for x in reports)
     assert rep["distributions"]["step_us"]["max"] == medians[-1]
-    # The fleet plan is what the one plan builder makes of the same traces (launchgap plan's rules).
-    ref_plan = build_plan(PlanRequest().with_traces(steps, reports[0].workload.label))[0].to_dict()
+    # The fleet plan is what the one plan builder makes of the same traces and histogram (launchgap plan's rules).
+    hist = PlanInput("distribution", str(dist), ("distribution",), path=str(dist))
+    ref_plan = build_plan(PlanRequest(inputs=(hist,)).with_traces(steps, reports[0].workload.label))[0].to_dict()
     assert rep["plan"] == ref_plan
-    assert rep["plan"]["costs"] == plan_capture(costs_from_steps(steps), distribution_from_steps(steps)).to_dict()["costs"]
+    assert [(p["batch_size"], p["weight"]) for p in rep["plan"]["per_batch"]] == [(8, 0.75), (64, 0.25)]
+    assert rep["plan"]["costs"] == plan_capture(costs_from_steps(steps), {8: 3, 64: 1}).to_dict()["costs"]
     assert rep["plan"]["buckets"]
 
     # The dashboard's entry point reads the same report back from the results file.
-    assert load_fleet_results(out).to_dict() == rep
+    assert load_fleet_results(out, PlanRequest(inputs=(hist,))).to_dict() == rep
 
 
 def test_rerun_skips_done_traces(fleet_dir: Path, tmp_path: Path, scheduler: str, capsys) -> None:
@@ -112,7 +117,10 @@ def test_rerun_skips_done_traces(fleet_dir: Path, tmp_path: Path, scheduler: str
     assert main(["fleet", str(fleet_dir / "srv-a"), "--scheduler", scheduler, "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert text.startswith("Fleet: 3 traces analysed, 0 failed, 18 steps\n")
-    assert "Capture plan for the fleet\n  Capture " in text and "--cuda-graph-bs" in text
+    # launchgap record sweeps only: costs, no traffic to plan for (as launchgap plan says)
+    assert ("Capture plan for the fleet\n  none: no batch-size distribution: benchmark traces (recorded by launchgap "
+            "record, or passed with --costs) give costs only; pass --distribution FILE or a serving trace") in text
+    assert "unknown; 3 launchgap record sweep(s) give costs only)" in text
     assert len(_lines(out)) == 3
     # Now the whole fleet: srv-a is already there and only srv-b is analysed.
     assert main(["fleet", str(fleet_dir), "--scheduler", scheduler, "--out", str(out), "--format", "json"]) == 2

@@ -9,6 +9,7 @@ from launchgap.cli import main
 from launchgap.fleet import FleetAccumulator, summarize_trace
 from launchgap.loaders import load_trace
 from launchgap.overhead_fit import main as fit_main
+from launchgap.planning.request import PlanInput, PlanRequest
 from launchgap.report import analyze_trace
 
 
@@ -86,19 +87,27 @@ def test_plan_cli_plans_each_workload(h200, tmp_path, capsys) -> None:
     assert "is not among the traces' workloads" in capsys.readouterr().err
 
 
-def test_fleet_plans_each_workload_and_compares_peers_within_one(h200) -> None:
+def test_fleet_plans_each_workload_and_compares_peers_within_one(h200, tmp_path) -> None:
     acc = FleetAccumulator()
     for f in ("1b_bs1_eager.json.gz", "1b_bs64_eager.json.gz", "8b_bs1_eager.json.gz"):
         rec = summarize_trace(h200 / f)
-        assert rec["error"] is None and rec["workload"]["id"].startswith("wl-")
+        assert rec["error"] is None and rec["workload"]["id"].startswith("wl-") and rec["benchmark"] is True
         acc.add(rec)
+    # launchgap record sweeps give costs only, in a fleet as in launchgap plan: no distribution of their own
     rep = acc.finish()
+    assert rep.batch_histogram == {} and rep.benchmark_traces == 3
+    assert all(w.plan is None and w.plan_note.startswith("no batch-size distribution: benchmark traces")
+               for w in rep.workloads)
+    dist = tmp_path / "d.csv"
+    dist.write_text("1,3\n64,1\n")
+    req = PlanRequest(inputs=(PlanInput("distribution", str(dist), ("distribution",), path=str(dist)),))
+    rep = acc.finish(req)
     assert rep.plan is None and "2 workloads" in rep.plan_note
     assert [w.traces for w in rep.workloads] == [2, 1]
     assert all(w.plan is not None for w in rep.workloads)
     assert {r.step_vs_peers for r in rep.rows} == {1.0}  # no trace has a peer of its own workload, mode and bs
-    chosen = acc.finish(workload=rep.workloads[1].id)
-    assert chosen.plan is not None and sorted(chosen.workloads[1].batch_histogram) == [1]
+    chosen = acc.finish(req, workload=rep.workloads[1].id)
+    assert chosen.plan is not None and [r["batch_size"] for r in chosen.plan.to_dict()["per_batch"]] == [1, 64]
     assert json.loads(json.dumps(rep.to_dict()))["workloads"][0]["workload"]["id"] == rep.workloads[0].id
 
 

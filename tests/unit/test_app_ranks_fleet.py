@@ -30,8 +30,10 @@ from launchgap.report import AnalysisOptions  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 TP_DIR = ROOT / "traces" / "h200x2-tp2-1b"
 RANK_FILES = ("tp1b_bs1_eager_rank0.json.gz", "tp1b_bs1_eager_rank1.json.gz")
-FLEET_DIR = ROOT / "traces" / "h200-1b"
-FLEET_FILES = ("1b_bs64_eager.json.gz", "1b_bs8_eager.json.gz", "1b_bs8_graph.json.gz")
+FLEET_DIR = ROOT / "traces"
+#: one workload: a serving trace (the distribution) and two launchgap record sweeps (costs only)
+FLEET_FILES = ("h200-session-2026-12-01/serving/1b_serving_serve.json.gz", "h200/1b_bs1_eager.json.gz",
+               "h200/1b_bs64_eager.json.gz")
 
 
 @pytest.fixture(autouse=True)
@@ -155,7 +157,8 @@ def test_fleet_page_shows_distributions_and_plan(tmp_path, monkeypatch, fleet_fi
     assert "predicted CUDA-graph speedup" in list(dist["metric"])
     assert at.code[0].value == ", ".join(str(b) for b in want.plan.buckets)
     baselines = at.dataframe[3].value
-    assert list(baselines["setup"]) == ["vLLM", "SGLang", "TensorRT-LLM", "all eager"]
+    # the serving trace's own capture list (its markers) is scored beside the engines' defaults
+    assert list(baselines["setup"]) == ["vLLM", "SGLang", "TensorRT-LLM", "current list", "all eager"]
     assert baselines["expected step (us)"].iloc[-1] == want.plan.all_eager_expected_step_us
     names = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
     assert names[:2] == ["Fleet idle by cause", "Batch sizes over the fleet"]
