@@ -325,10 +325,12 @@ def test_fleet_json_matches_the_doc(reference_traces, bad_trace, tmp_path, capsy
     tiny = sorted(map(str, (reference_traces / "h200").glob("tiny_*.json.gz")))
     wl = _run(["analyze", h1b[0], "--format", "json"], capsys)["traces"][0]["workload"]["id"]
     # with the analysis options that show up in analysis_options (capture sizes, graph timings)
+    hist = tmp_path / "hist.csv"  # launchgap record sweeps give costs only: the traffic from a histogram
+    hist.write_text("1,2\n8,1\n")
     doc = _run(["fleet", *h1b, *tiny, str(bad_trace), "--workers", "1", "--out", str(tmp_path / "fleet.jsonl"),
                 "--workload", wl, "--capture-sizes", "1,8,64,256", "--graph-timings",
-                str(reference_traces / "h200-session-2026-12-01" / "timings_fullrange.json"), "--format", "json"],
-               capsys, expect_rc=2)
+                str(reference_traces / "h200-session-2026-12-01" / "timings_fullrange.json"), "--distribution",
+                str(hist), "--format", "json"], capsys, expect_rc=2)
     c = Checker(CONTRACT)
     c.document(doc, "launchgap.fleet/1", "fleet run")
     assert not c.problems, c.summary()

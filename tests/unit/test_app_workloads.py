@@ -16,6 +16,7 @@ from tests.unit.apptest_helpers import goto, metrics, new_app, upload  # noqa: E
 H200 = TRACES / "h200"
 ONE_B = ["1b_bs1_eager.json.gz", "1b_bs64_eager.json.gz", "1b_bs1_graph.json.gz"]
 EIGHT_B = ["8b_bs1_eager.json.gz"]
+SERVING_1B = TRACES / "h200-session-2026-12-01" / "serving" / "1b_serving_serve.json.gz"
 
 
 @pytest.fixture(autouse=True)
@@ -110,15 +111,19 @@ def test_fleet_page_shows_one_plan_per_workload(tmp_path) -> None:
     from launchgap.fleet import load_fleet_results, results_header, summarize_trace
     from launchgap.report import AnalysisOptions
 
-    lines = [results_header(AnalysisOptions(), 1 << 31)] + [summarize_trace(H200 / f) for f in ONE_B[:2] + EIGHT_B]
+    # 1b: a serving trace (its traffic) and two launchgap record sweeps (costs only); 8b: one sweep alone
+    files = [SERVING_1B] + [H200 / f for f in ONE_B[:2] + EIGHT_B]
+    lines = [results_header(AnalysisOptions(), 1 << 31)] + [summarize_trace(f) for f in files]
     results = tmp_path / "fleet.jsonl"
     results.write_text("".join(json.dumps(x) + "\n" for x in lines))
     want = load_fleet_results(results)
-    assert want.plan is None and len(want.workloads) == 2
+    assert want.plan is None and len(want.workloads) == 2 and want.benchmark_traces == 3
+    assert [w.traces for w in want.workloads] == [3, 1] and want.workloads[1].plan is None
     at = goto(new_app(), "fleet")
     at.file_uploader(key="lg_fleet_widget").set_value(("fleet.jsonl", results.read_bytes(), "text/plain")).run()
     assert "2 workloads" in shown(at.warning)
-    assert metrics(at)["Expected step"] == f"{want.workloads[0].plan.expected_step_us:,.0f} us"  # 1b: two traces
+    assert metrics(at)["Expected step"] == f"{want.workloads[0].plan.expected_step_us:,.0f} us"  # 1b: three traces
     at.selectbox(key="lg_fleet_workload").select(want.workloads[1].id).run()
-    assert metrics(at)["Expected step"] == f"{want.workloads[1].plan.expected_step_us:,.0f} us"  # 8b
+    assert "Expected step" not in metrics(at)  # 8b: a sweep's costs, no traffic to plan for
+    assert "No plan: no batch-size distribution: benchmark traces" in shown(at.info)
     assert not at.exception
