@@ -14,7 +14,8 @@ a small JSON-safe dict (schema ``launchgap.fleet-trace/1``), never the event tab
   ``kernel_launches``, ``graph_launches``, ``host_events``, ``launch_api_us``;
 * ``batch_histogram``: steps per batch size (keys are decimal strings, JSON objects need them);
 * ``benchmark``: whether the trace is a ``launchgap record`` sweep
-  (:func:`analyzer.planning.request.is_benchmark`): it gives costs, never the distribution;
+  (:func:`analyzer.planning.request.is_benchmark`): it gives costs, never the distribution (absent in
+  results written before it was recorded: read as not a sweep);
 * ``per_batch``: per batch size, the median profiled step ``step_us_median``, the median step
   cost ``cost_us_median`` (profiled step scaled to an unprofiled one, the rule of
   :func:`analyzer.planning.inputs.costs_from_steps`), ``predicted_graph_us_median`` and
