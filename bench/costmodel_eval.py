@@ -8,7 +8,8 @@ Truth is the harness's unprofiled timings (CUDA events, no profiler) recorded wi
 model's constants were fitted on the 1b session of 2026-12-01 only (``1b-session`` below); every other set is
 held out. Sets named in ``HF_SETS`` (harness-hf's FULL-graph traces of other architectures) are used when present.
 Bars (issue 26, "Done when"): one size -> every size 1..128 within 3% median / 6% worst; two sizes 2% / 4%;
-padding from a serving trace alone within 20%; the plan's list within 1% of the plan made on the true costs.
+padding from a serving trace alone within 20%; piecewise -> FULL within 3% at a fixed batch; the plan's list within
+1% of the plan made on the true costs.
 Exit 0 when every bar is met on the held-out sets, 1 otherwise.
 """
 from __future__ import annotations
@@ -36,6 +37,7 @@ T = REPO / "traces"
 ONE_SIZE_BAR = (0.03, 0.06)
 TWO_SIZE_BAR = (0.02, 0.04)
 PADDING_BAR = 0.20
+PIECEWISE_BAR = 0.03
 PLAN_BAR = 0.01
 MAX_SIZE = 128
 
@@ -184,6 +186,32 @@ def check_plans(rows: list[dict]) -> bool:
     return ok
 
 
+def check_piecewise(rows: list[dict]) -> bool:
+    """Piecewise -> FULL at a fixed batch: the FULL step predicted from each piecewise trace against its unprofiled
+    FULL-graph timing (the bar on the worst held-out trace). The committed serving traces run FULL graphs: no
+    piecewise serving trace to take the serving median on."""
+    print("\nPiecewise -> FULL at a fixed batch (predicted FULL step from the piecewise trace vs its unprofiled timing)")
+    worst = 0.0
+    for folder, model, sizes, held in (("h200-heldout-3b-2026-12-02", "3b", (4, 16, 48), True),
+                                       ("h200-session-2026-12-01", "1b", (1, 8, 32, 64), False)):
+        truth = {r["batch_size"]: r for r in json.loads((T / folder / "timings_piecewise.json").read_text())["rows"]
+                 if r["model"] == model}
+        for bs in sizes:
+            s = analyze_trace(load_trace(T / folder / "piecewise" / f"{model}_bs{bs}_piecewise.json.gz"),
+                              AnalysisOptions()).summary
+            err = s.predicted_graph_step_us_median / truth[bs]["graph_us"] - 1
+            ratio = s.predicted_speedup / (truth[bs]["piecewise_us"] / truth[bs]["graph_us"]) - 1
+            rows.append({"set": model, "batch_size": bs, "full_step_error": err, "headline_error": ratio,
+                         "held_out": held})
+            worst = max(worst, abs(err)) if held else worst
+            print(f"  {model} bs {bs:3d}: FULL step {s.predicted_graph_step_us_median:9,.1f} us vs "
+                  f"{truth[bs]['graph_us']:9,.1f} ({err:+.2%}); piecewise/FULL headline {ratio:+.2%} off the measured"
+                  f"{'' if held else ' (fit set)'}")
+    met = worst <= PIECEWISE_BAR
+    print(f"{'PASS' if met else 'FAIL'}: held-out worst {worst:.2%} (bar {PIECEWISE_BAR:.0%})")
+    return met
+
+
 def check_batches(rows: list[dict]) -> bool:
     print("\nBatch per step on the engine traces (traces/engines; capture traces have no steps)")
     ok = True
@@ -204,9 +232,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", metavar="FILE", help="write every figure to this JSON file")
     args = ap.parse_args()
-    out: dict[str, list[dict]] = {"curves": [], "padding": [], "plans": [], "batches": []}
+    out: dict[str, list[dict]] = {"curves": [], "padding": [], "piecewise": [], "plans": [], "batches": []}
     ok = check_curves(out["curves"])
     ok &= check_padding(out["padding"])
+    ok &= check_piecewise(out["piecewise"])
     ok &= check_plans(out["plans"])
     ok &= check_batches(out["batches"])
     if args.json:
