@@ -236,3 +236,43 @@ def test_summarize_traces_is_summarize_trace_in_order(tmp_path) -> None:
     assert [r["path"] for r in recs] == [str(p), str(bad), str(p)]
     assert [r["error_kind"] for r in recs] == [None, "input", None]
     assert recs[0]["steps"] == summarize_trace(p, OPTS)["steps"]
+
+
+def _shifted(events: list[dict], dt: float, dc: int, bs: int) -> list[dict]:
+    """EVENTS moved ``dt`` us later, correlation ids ``dc`` higher, the step marker at batch ``bs``."""
+    out = []
+    for e in events:
+        e = json.loads(json.dumps(e))
+        e["ts"] += dt
+        if "correlation" in e.get("args", {}):
+            e["args"]["correlation"] += dc
+        if e["name"].startswith("decode_step"):
+            e["name"] = f"decode_step[bs={bs}]"
+        out.append(e)
+    return out
+
+
+def test_fleet_sweep_gives_costs_only_as_in_plan(tmp_path) -> None:
+    from launchgap.loaders import load_trace
+    from launchgap.planning.request import build_plan, trace_steps
+    from launchgap.report import analyze_trace
+    from tests.unit.kineto_tiny import write
+
+    # a launchgap record sweep: one step, decode_step[bs=2]; a served trace: steps at bs 2 and 5
+    sweep = write(tmp_path, EVENTS, name="sweep.json")
+    served = write(tmp_path, EVENTS + _shifted(EVENTS, 200.0, 100, 5), name="served.json")
+    recs = [summarize_trace(p, OPTS) for p in (sweep, served)]
+    assert [r["benchmark"] for r in recs] == [True, False]
+    assert [r["batch_histogram"] for r in recs] == [{"2": 1}, {"2": 1, "5": 1}]  # each trace's own steps
+    acc = FleetAccumulator()
+    for r in recs:
+        acc.add(r)
+    rep = acc.finish()
+    # the fleet's histogram is the served trace's two steps; the sweep's bs-2 step is a cost, not traffic
+    assert rep.batch_histogram == {2: 1, 5: 1} and rep.benchmark_traces == 1 and rep.unknown_batch_steps == 0
+    reports = [analyze_trace(load_trace(p), OPTS) for p in (sweep, served)]
+    ref, notes = build_plan(PlanRequest().with_traces([trace_steps(r) for r in reports], rep.workloads[0].id))
+    assert rep.plan.to_dict() == ref.to_dict()
+    assert [(p["batch_size"], p["weight"]) for p in ref.to_dict()["per_batch"]] == [(2, 0.5), (5, 0.5)]
+    assert "1 benchmark trace(s) (recorded by launchgap record, or --costs) give costs only" in " ".join(notes)
+    assert "(2 steps with a known size, 0 unknown; 1 launchgap record sweep(s) give costs only)" in render_fleet(rep)
