@@ -46,7 +46,7 @@ def test_fleet_plan_equals_plan_with_sweeps_costs_only(reference_traces, capsys)
     # the same request and notes from the one builder, given the fleet's planning view of the three summaries
     steps = [summary_steps(r["path"], r["mode"], r["summary"], *_cols(r), r["cost_curve"], r["benchmark"])
              for r in recs]
-    plan, built_notes = build_plan(PlanRequest().with_traces(steps, workload["id"]))
+    plan, built_notes = build_plan(PlanRequest().with_traces(steps, Workload.from_dict(workload).label))
     assert plan.to_dict() == got and built_notes == notes
     assert "1: 0" not in " ".join(render_fleet(rep).splitlines()) and \
         "(48 steps with a known size, 0 unknown; 2 launchgap record sweep(s) give costs only)" in render_fleet(rep)

@@ -271,7 +271,7 @@ def test_fleet_sweep_gives_costs_only_as_in_plan(tmp_path) -> None:
     # the fleet's histogram is the served trace's two steps; the sweep's bs-2 step is a cost, not traffic
     assert rep.batch_histogram == {2: 1, 5: 1} and rep.benchmark_traces == 1 and rep.unknown_batch_steps == 0
     reports = [analyze_trace(load_trace(p), OPTS) for p in (sweep, served)]
-    ref, notes = build_plan(PlanRequest().with_traces([trace_steps(r) for r in reports], rep.workloads[0].id))
+    ref, notes = build_plan(PlanRequest().with_traces([trace_steps(r) for r in reports], rep.workloads[0].workload.label))
     assert rep.plan.to_dict() == ref.to_dict()
     assert [(p["batch_size"], p["weight"]) for p in ref.to_dict()["per_batch"]] == [(2, 0.5), (5, 0.5)]
     assert "1 benchmark trace(s) (recorded by launchgap record, or --costs) give costs only" in " ".join(notes)
