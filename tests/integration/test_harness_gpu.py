@@ -163,7 +163,9 @@ def test_record_modes_memory_and_profiler_rows_end_to_end(tmp_path: Path) -> Non
         assert r["graph_nodes"] > r["piecewise_nodes"] > 0
     pvu = doc["profiled_vs_unprofiled"]
     assert [(p["batch_size"], p["profiler"]) for p in pvu] == [(4, "plain"), (4, "stack")]
-    assert all(p["unprofiled_graph_us"] == rows[4]["graph_us"] for p in pvu)
+    # each profiler row times its own graph step around its trace (the interleaved truth), the same
+    # size's step as the sweep's row within a few percent
+    assert all(abs(p["unprofiled_graph_us"] / rows[4]["graph_us"] - 1) < 0.10 for p in pvu)
     mem = {(g["mode"], g["list_name"]): g for g in doc["graph_memory"]}
     assert set(mem) == {(m, n) for m in ("full", "piecewise") for n in ("pow2-8", "single-8")}
     assert mem[("full", "pow2-8")]["graphs"] == 4 and mem[("piecewise", "pow2-8")]["graphs"] == 20
