@@ -1,9 +1,9 @@
 """launchgap: diagnose GPU launch gaps in LLM decode and plan CUDA-graph capture.
 
-Pipeline: ``loaders`` (file -> :class:`~analyzer.trace.Trace`) -> ``steps`` ->
+Pipeline: ``loaders`` (file -> :class:`~launchgap.trace.Trace`) -> ``steps`` ->
 ``gaps`` / ``launches`` -> ``predict`` -> ``report`` (small dataclasses, JSON);
 ``planner`` turns per-batch-size costs into a capture plan. Nothing here prints
-or plots; the CLI (``analyzer.cli``) and the dashboard (``app/``) render.
+or plots; the CLI (``launchgap.cli``) and the dashboard (``app/``) render.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The ``launchgap`` command line: one module per subcommand under ``analyzer/commands``.
 
 Each command module has ``NAME``, ``HELP``, ``prepare_parser(parser)`` and ``run(args) -> int``.
-:func:`main` turns any :class:`~analyzer.errors.AnalyzerError` into one line on stderr and
+:func:`main` turns any :class:`~launchgap.errors.AnalyzerError` into one line on stderr and
 exit code 2 (never a traceback).
 """
 from __future__ import annotations

@@ -7,7 +7,7 @@ group has started its own instance; only then does data move. So its duration is
 
 * ``wait_ns``: from the kernel's start until the last rank of the group started its
   instance. The GPU reports a running kernel but does nothing useful; the analysis counts
-  this part as idle with cause ``peer`` (:mod:`analyzer.gaps`), never as busy.
+  this part as idle with cause ``peer`` (:mod:`launchgap.gaps`), never as busy.
 * ``work_ns``: the rest, the collective's intrinsic cost (transfer and reduction).
 
 Which estimate produced a row's split is its :class:`WaitSource`:
@@ -60,7 +60,7 @@ from .trace import Kind, Trace
 #: Kernel names of communication: NCCL/RCCL/MSCCL device kernels and collectives by name (torch
 #: symmetric memory ``one_shot_all_reduce``/``two_shot_all_reduce``/``multimem_all_reduce``,
 #: TensorRT-LLM ``*AllReduce*``, all-gather, reduce-scatter, all-to-all), plus each serving
-#: engine's own kernels (``COLLECTIVE_KERNELS`` of :mod:`analyzer.engines`: vLLM/SGLang
+#: engine's own kernels (``COLLECTIVE_KERNELS`` of :mod:`launchgap.engines`: vLLM/SGLang
 #: ``cross_device_reduce_*`` and quick-reduce, NVIDIA userbuffers).
 COLLECTIVE_KERNEL_REGEX = (
     r"(?i)(?:^|[^a-z])(?:nccl|rccl|msccl)"

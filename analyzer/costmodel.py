@@ -22,7 +22,7 @@ follows from how each of its kernels scales with the rows of the batch (**the ba
 * **collectives** (NCCL, custom all-reduce) move the activations: bytes per row, the same rule.
 
 :func:`fit_cost_curve` fits the curve on whatever the trace has: per observed size the median step's
-FULL-graph cost (``predicted_graph_us``: GPU busy plus replay cost, :mod:`analyzer.predict`) and its
+FULL-graph cost (``predicted_graph_us``: GPU busy plus replay cost, :mod:`launchgap.predict`) and its
 GPU time per kernel class. With one size the model above carries it to every size; with two or more,
 each class's time is linear between the observed sizes (their measured growth) and the model extends it
 beyond them. Harness timings, when given, win at their sizes and the curve's shape is kept between
@@ -47,7 +47,7 @@ from .trace import Kind, Trace
 KERNEL_CLASSES = ("gemm", "attention", "kv_write", "collective", "elementwise")
 _GEMM, _ATTN, _KV, _COLL, _ELEM = range(len(KERNEL_CLASSES))
 #: Kernel-name patterns per class (first match wins; no match: element-wise). Engine-specific kernel names
-#: (vLLM's ``reshape_and_cache``) are in :mod:`analyzer.engines` for batch detection; here only the class.
+#: (vLLM's ``reshape_and_cache``) are in :mod:`launchgap.engines` for batch detection; here only the class.
 CLASS_PATTERNS = (
     # Inductor's fused pointwise / reduction kernels are element-wise work whatever op they were fused around
     # (``triton_poi_fused__scaled_dot_product_cudnn_attention_...`` copies q/k/v, it does not attend)
@@ -355,7 +355,7 @@ def fit_cost_curve(samples: list[SizeSample], max_size: int, timings: dict[int, 
 
     ``samples``: the trace's observed sizes (:func:`size_samples`; empty: timings only); ``timings``: harness
     FULL-graph timings ``{batch: us}``, which win at their sizes; ``device_props``: the trace's device
-    properties (:attr:`analyzer.trace.Trace.device_properties` of its device: name, SM count, thread limit).
+    properties (:attr:`launchgap.trace.Trace.device_properties` of its device: name, SM count, thread limit).
     """
     props = device_props or {}
     by_size = {x.batch: x for x in samples}  # one sample per size (the last given), ascending

@@ -3,10 +3,10 @@
 :class:`ModelDims` reads the harness's layout (``timings["models"][name]``: ``layers``,
 ``hidden``, ``heads``, ``kv_heads``, ``mlp``, ``vocab``, ``head_dim``) or a Hugging Face
 ``config.json`` (``num_hidden_layers``, ``hidden_size``, ...), and derives what the memory
-model (:mod:`analyzer.planning.memory`) and the KV-cache arithmetic need from them. It sits in
-the lowest layer, beside :mod:`analyzer.timings`, so the GPU harness builds on it: its preset
-decoder's :class:`~analyzer.harness.model.ModelConfig` and a ``--hf-config`` model's
-:class:`~analyzer.harness.hf.HFModelSpec` are ``ModelDims`` (subclasses adding what only the
+model (:mod:`launchgap.planning.memory`) and the KV-cache arithmetic need from them. It sits in
+the lowest layer, beside :mod:`launchgap.timings`, so the GPU harness builds on it: its preset
+decoder's :class:`~launchgap.harness.model.ModelConfig` and a ``--hf-config`` model's
+:class:`~launchgap.harness.hf.HFModelSpec` are ``ModelDims`` (subclasses adding what only the
 harness needs), and ``--hf-config`` reads a config's dimensions through :meth:`ModelDims.from_mapping`.
 """
 from __future__ import annotations
@@ -41,7 +41,7 @@ class ModelDims:
     """A decoder's dimensions, as the harness's ``timings["models"][name]`` or a Hugging Face config gives them.
 
     ``head_dim`` left out (``None``) is ``hidden // heads``. The harness's model descriptions
-    (:class:`analyzer.harness.model.ModelConfig`, :class:`analyzer.harness.hf.HFModelSpec`) are
+    (:class:`launchgap.harness.model.ModelConfig`, :class:`launchgap.harness.hf.HFModelSpec`) are
     ``ModelDims`` with what the harness needs besides.
     """
 

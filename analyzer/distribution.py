@@ -86,5 +86,5 @@ def parse_distribution(text: str, path: str = "distribution") -> dict[int, float
 
 def load_distribution(path: str | Path) -> dict[int, float]:
     """Read a distribution file (see :func:`parse_distribution`) through the one capped small-file
-    reader (:func:`analyzer.files.read_small_text`)."""
+    reader (:func:`launchgap.files.read_small_text`)."""
     return parse_distribution(read_small_text(path, "distribution", MAX_DISTRIBUTION_BYTES), str(path))

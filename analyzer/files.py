@@ -2,8 +2,8 @@
 
 Standard library only (the GPU harness reads timings and distributions through it). Every
 file is read whole, after its size is checked against a cap, so a wrong or huge file costs a
-one-line :class:`~analyzer.errors.InputError` naming the file and the reason, never unbounded
-memory. Traces have their own streaming loaders (:mod:`analyzer.loaders`).
+one-line :class:`~launchgap.errors.InputError` naming the file and the reason, never unbounded
+memory. Traces have their own streaming loaders (:mod:`launchgap.loaders`).
 """
 from __future__ import annotations
 

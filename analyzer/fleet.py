@@ -1,29 +1,29 @@
 """Fleet scale: a pure per-trace summary, mapped over many files, reduced into one fleet report.
 
 Map: :func:`summarize_trace` loads and analyses one trace (exactly as ``launchgap analyze``
-does: :func:`analyzer.loaders.load_trace` + :func:`analyzer.ranks.analyze_with_collectives`) and returns
+does: :func:`launchgap.loaders.load_trace` + :func:`launchgap.ranks.analyze_with_collectives`) and returns
 a small JSON-safe dict (schema ``launchgap.fleet-trace/1``), never the event table:
 
 * identity: ``path``, ``size_bytes``, ``mtime_ns`` (what a rerun matches to skip done files);
 * ``format``, ``mode``, ``rank``, ``world_size``, ``warnings``, ``elapsed_s`` (load + analysis);
-* ``summary``: the trace's :class:`~analyzer.report.Summary`, as ``analyze`` reports it;
-* ``devices``: per-device totals (:class:`~analyzer.report.DeviceReport`);
+* ``summary``: the trace's :class:`~launchgap.report.Summary`, as ``analyze`` reports it;
+* ``devices``: per-device totals (:class:`~launchgap.report.DeviceReport`);
 * ``steps``: per-step columns, one list entry per step, same values as ``analyze``'s steps:
   ``batch_size`` (``null`` when unknown), ``dur_us``, ``gpu_busy_us``, ``gpu_idle_us``,
   ``idle_us_by_cause`` (one column per cause), ``predicted_graph_us``, ``kernels``,
   ``kernel_launches``, ``graph_launches``, ``host_events``, ``launch_api_us``;
 * ``batch_histogram``: steps per batch size (keys are decimal strings, JSON objects need them);
 * ``benchmark``: whether the trace is a ``launchgap record`` sweep
-  (:func:`analyzer.planning.request.is_benchmark`): it gives costs, never the distribution (absent in
+  (:func:`launchgap.planning.request.is_benchmark`): it gives costs, never the distribution (absent in
   results written before it was recorded: read as not a sweep);
 * ``per_batch``: per batch size, the median profiled step ``step_us_median``, the median step
   cost ``cost_us_median`` (profiled step scaled to an unprofiled one, the rule of
-  :func:`analyzer.planning.inputs.costs_from_steps`), ``predicted_graph_us_median`` and
+  :func:`launchgap.planning.inputs.costs_from_steps`), ``predicted_graph_us_median`` and
   ``gpu_busy_us_median``;
-* ``workload``: the trace's :class:`~analyzer.workload.Workload` (model signature, device,
+* ``workload``: the trace's :class:`~launchgap.workload.Workload` (model signature, device,
   rank) as a dict;
 * ``error`` (``null`` when fine) and ``error_kind``: ``"input"`` for an
-  :class:`~analyzer.errors.AnalyzerError` (the file is bad: a rerun skips it while the file is
+  :class:`~launchgap.errors.AnalyzerError` (the file is bad: a rerun skips it while the file is
   unchanged), ``"memory"``, ``"internal"`` or ``"worker"`` (a rerun tries again).
 
 Reduce: :class:`FleetAccumulator` takes summaries one at a time (keeping a few numbers and
@@ -41,8 +41,8 @@ per-step arrays per trace, not the dicts) and :meth:`FleetAccumulator.finish` bu
   the summed step windows;
 * the batch-size histogram (steps per size over the fleet; ``launchgap record`` sweeps give costs only and are
   left out of it and of every plan's distribution, as ``launchgap plan`` leaves them out) and a capture plan per workload
-  (:mod:`analyzer.workload`: traces of different models, devices or ranks are never pooled):
-  :func:`analyzer.planning.request.build_plan` given the fleet's plan request (the plan flags,
+  (:mod:`launchgap.workload`: traces of different models, devices or ranks are never pooled):
+  :func:`launchgap.planning.request.build_plan` given the fleet's plan request (the plan flags,
   read as ``launchgap plan`` reads them: timings, distribution, model dimensions, memory model,
   budgets) with that workload's steps as its traces (:func:`summary_steps`), exactly as
   ``launchgap plan`` plans that workload. With one workload ``plan`` is its plan; with several
@@ -82,7 +82,7 @@ if TYPE_CHECKING:
 SCHEMA = "launchgap.fleet/1"
 TRACE_SCHEMA = "launchgap.fleet-trace/1"
 RUN_SCHEMA = "launchgap.fleet-run/1"
-#: Idle causes that mean "the GPU waited for the CPU" (see :mod:`analyzer.gaps`).
+#: Idle causes that mean "the GPU waited for the CPU" (see :mod:`launchgap.gaps`).
 HOST_CAUSES = ("host", "launch", "sync")
 #: Error kinds a rerun does not retry while the file is unchanged (the input itself is bad).
 FINAL_ERROR_KINDS = ("input",)
@@ -112,7 +112,7 @@ def file_identity(path: str | Path) -> dict:
 
 
 def _cost_scale(summary: Mapping) -> float:
-    """Profiled -> unprofiled factor of a trace, as :func:`analyzer.planning.inputs.costs_from_steps` applies it."""
+    """Profiled -> unprofiled factor of a trace, as :func:`launchgap.planning.inputs.costs_from_steps` applies it."""
     return TraceSteps.scale_of(summary["step_us_median"], summary["estimated_unprofiled_step_us_median"])
 
 
@@ -152,7 +152,7 @@ def summary_from_report(report: TraceReport) -> dict:
             "warnings": d["warnings"], "summary": d["summary"], "devices": d["devices"], "steps": cols,
             "batch_histogram": hist, "per_batch": per_batch, "workload": d.get("workload"),
             "steps_by_phase": steps_by_phase(cols["phase"]),
-            # the plan's cost curve (analyzer.costmodel)
+            # the plan's cost curve (launchgap.costmodel)
             "cost_curve": curve_to_dict(report.cost_curve, report.eager_curve),
             # a launchgap record sweep gives costs, never the distribution: the rule launchgap plan applies
             "benchmark": is_benchmark(report)}
@@ -320,7 +320,7 @@ class WorkloadPlan:
 class FleetReport:
     """The fleet diagnosis. ``to_dict`` gives the JSON contract (schema launchgap.fleet/1).
 
-    ``plan`` is a :class:`analyzer.planning.planner.Plan` (``None`` with the reason in ``plan_note``
+    ``plan`` is a :class:`launchgap.planning.planner.Plan` (``None`` with the reason in ``plan_note``
     when no plan could be made, e.g. no step with a known batch size).
     """
 
@@ -371,8 +371,8 @@ class FleetReport:
 def summary_steps(path: str, mode: str, summary: Mapping, bs: np.ndarray, dur_us: np.ndarray,
                   pred_us: np.ndarray, phase: Sequence[str | None], workload: Workload | None,
                   curves: dict | None = None, benchmark: bool = False) -> TraceSteps:
-    """The planning view (:class:`~analyzer.planning.inputs.TraceSteps`) of one trace's summary: the
-    same columns :func:`analyzer.planning.request.trace_steps` takes from its report, so the fleet's
+    """The planning view (:class:`~launchgap.planning.inputs.TraceSteps`) of one trace's summary: the
+    same columns :func:`launchgap.planning.request.trace_steps` takes from its report, so the fleet's
     plan follows ``launchgap plan``'s rules exactly (``benchmark``: a ``launchgap record`` sweep, costs only)."""
     return TraceSteps(name=path, mode=mode,
                       unprofiled_scale=TraceSteps.scale_of(float(summary["step_us_median"]),
@@ -465,7 +465,7 @@ class FleetAccumulator:
         """The fleet report.
 
         ``plan`` is the capture plan's request (inputs besides the traces, budgets, policy: the
-        same :class:`~analyzer.planning.request.PlanRequest` as ``launchgap plan`` builds from the
+        same :class:`~launchgap.planning.request.PlanRequest` as ``launchgap plan`` builds from the
         same flags; default budgets if None); each workload's traces are added to it.
         ``workload`` (an id) picks the workload whose plan is ``plan`` when there are several.
         """
@@ -533,7 +533,7 @@ class FleetAccumulator:
 
 def _plan(hist: dict[int, int], steps: list[TraceSteps], workload: str,
           request: PlanRequest | None) -> tuple[Plan | None, str]:
-    """A workload's capture plan by :func:`analyzer.planning.request.build_plan`, or ``None`` and why
+    """A workload's capture plan by :func:`launchgap.planning.request.build_plan`, or ``None`` and why
     not (a fleet report never fails for want of a plan)."""
     if not hist and not any((t.batch_size >= 0).any() for t in steps):  # sweeps' sizes give costs: build_plan says
         return None, "no step with a known batch size: nothing to plan (annotate steps with bs=N or use " \
@@ -648,7 +648,7 @@ def load_fleet_results(path: str | Path, plan: PlanRequest | None = None, top: i
                        workload: str | None = None) -> FleetReport:
     """The fleet report of a results file written by ``launchgap fleet --out FILE.jsonl``.
 
-    Every trace's last record counts. ``plan`` (a :class:`~analyzer.planning.request.PlanRequest`)
+    Every trace's last record counts. ``plan`` (a :class:`~launchgap.planning.request.PlanRequest`)
     sets the plan's inputs and budgets (see :meth:`FleetAccumulator.finish`): the report can be
     re-planned from the same file at no analysis cost.
     """

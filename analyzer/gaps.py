@@ -7,7 +7,7 @@ which the device runs nothing, between two GPU ops. Each gap is attributed by wh
 op that ends it (the *next* op) was waiting for:
 
 * ``peer``: the next op is a collective whose first ``wait_ns`` were spent spinning for
-  other ranks (see :mod:`analyzer.collectives`); that wait is idle, not busy, and the
+  other ranks (see :mod:`launchgap.collectives`); that wait is idle, not busy, and the
   part of the gap it covers (the end of the gap) has this cause.
 * ``host``: the next op's launch call started after the device went idle: the CPU was
   late. ``host`` is the part from the gap's start until the launch call began, less any

@@ -10,7 +10,7 @@ waits, unless the engine overlaps it with the previous step's GPU work ("async s
   first step).
 * **Host phases** (``host_phases_us``): the host ranges on the launching thread that lie inside that
   gap, by name, in us of the gap each covers. With a serving engine's map (``HOST_PHASES`` of its
-  module in :mod:`analyzer.engines`, e.g. vLLM's ``_update_states``, ``_prepare_inputs``, sampler,
+  module in :mod:`launchgap.engines`, e.g. vLLM's ``_update_states``, ``_prepare_inputs``, sampler,
   scheduler) only ranges the map names count, under the map's name; where they nest, the innermost
   takes the time. Phases never overlap: each instant of a gap counts for at most one phase — the
   innermost range holding it (of two ranges that cross instead of nesting, the later-started) — so a

@@ -492,7 +492,7 @@ def run_hta(path: str | Path, settings: HtaSettings | None = None) -> HtaReport:
 class OurNumbers:
     """launchgap's numbers for one trace file, under the definitions HTA uses where they differ.
 
-    ``gpu_*_us`` and ``kernels`` come from :func:`analyzer.report.analyze_trace` (summed over
+    ``gpu_*_us`` and ``kernels`` come from :func:`launchgap.report.analyze_trace` (summed over
     devices; HTA merges the devices of a file). ``streams``: launchgap's gaps computed per
     stream instead of per device, each gap put in HTA's category by launchgap's cause:
     ``host``, ``launch`` and ``sync`` -> host wait; ``gpu`` and ``unattributed`` -> kernel wait

@@ -10,7 +10,7 @@
   (includes the time the op queued behind earlier work). For a graph replay, the first
   replayed op's start.
 
-The graph mode of a trace and of its steps lives in :mod:`analyzer.graph_mode`.
+The graph mode of a trace and of its steps lives in :mod:`launchgap.graph_mode`.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``python -m launchgap.overhead_fit fit PATH... [--coverage C] [--truth window|trace] [--format text|markdown]``: refit the profiler
-overhead table (:mod:`analyzer.overhead`) and print the error table of the predicted speedup.
+overhead table (:mod:`launchgap.overhead`) and print the error table of the predicted speedup.
 
 Each PATH is a timings JSON or a folder holding one (``timings.json``, ``truth.json``), with
 the eager traces it names. Two layouts are read:
@@ -13,8 +13,8 @@ the eager traces it names. Two layouts are read:
        "unprofiled_graph_us": 1884.7,                          # optional; else rows[model, batch_size]
        "trace": "1b_bs8_eager_shapes.json.gz"}                 # beside the JSON or in a folder below it
 
-  The file is read through :func:`analyzer.timings.load_timings` (the one schema). The eager
-  step is :func:`analyzer.timings.pvu_eager_us` (the pooled median the harness writes, else
+  The file is read through :func:`launchgap.timings.load_timings` (the one schema). The eager
+  step is :func:`launchgap.timings.pvu_eager_us` (the pooled median the harness writes, else
   the mean of before and after). Records without a trace are skipped; records whose eager
   step drifted by more than ``--max-drift`` across the trace, or whose trace is not in the
   folder, are left out and listed under the table.
@@ -29,7 +29,7 @@ recording (measured speedup; the analyzer's former constant of 1.8 us per host e
 shipped table; the table refitted leaving that recording out, or its model; the ratio model
 alone and ``ratio+ref``, its point with both models' range), the summary of each (median and
 worst absolute error of the speedup, share of measured speedups inside the range), and the
-refitted tables as Python to paste into :mod:`analyzer.overhead`.
+refitted tables as Python to paste into :mod:`launchgap.overhead`.
 """
 from __future__ import annotations
 
@@ -126,7 +126,7 @@ def _find_trace(root: Path, name: str) -> Path | None:
     return hits[0] if hits else None
 
 
-#: The harness's profiler labels (``analyzer/timings.py``) as :data:`analyzer.overhead.TIERS`.
+#: The harness's profiler labels (``analyzer/timings.py``) as :data:`launchgap.overhead.TIERS`.
 LABEL_TIER = {"plain": "plain", "shapes": "shapes", "stack": "stack", "full": "shapes+stack"}
 
 
@@ -139,7 +139,7 @@ TRUTHS = ("window", "trace")
 
 def load_recordings(paths: list[str], max_drift: float = DRIFT_LIMIT,
                     skipped: Skipped | None = None, truth: str = "window") -> list[Recording]:
-    """Recordings (:class:`analyzer.overhead.Recording`) from timings files or folders, each trace analysed.
+    """Recordings (:class:`launchgap.overhead.Recording`) from timings files or folders, each trace analysed.
 
     Records whose unprofiled eager step drifted by more than ``max_drift`` across the trace, or
     whose trace is not in the folder, are left out (and listed in ``skipped``). ``truth``: see

@@ -19,7 +19,7 @@ The graph traces themselves show 0.42-0.47 us median gaps after short kernels an
 after long ones.
 
 Profiled eager steps are slower than unprofiled ones because the profiler records every
-host event. How much slower depends on the profiler's settings, which :mod:`analyzer.overhead`
+host event. How much slower depends on the profiler's settings, which :mod:`launchgap.overhead`
 reads from the trace: the estimated unprofiled step is the profiled step less the overhead
 per recorded CPU op and runtime call of that setting (``overhead``: 1.25 us without shapes;
 with ``record_shapes`` 2.8 times the trace's host reference, about 1.8 us on the H200 harness

@@ -6,8 +6,8 @@ are grouped by name (:func:`group_by_job`: the same name up to a rank token such
 ``distributedInfo`` (:func:`group_traces`). :func:`analyze_job` then gives a
 :class:`JobReport`:
 
-* per rank, the usual :class:`~analyzer.report.TraceReport` with each collective's wait for
-  peers counted as idle with cause ``peer`` (:mod:`analyzer.collectives`), split with the
+* per rank, the usual :class:`~launchgap.report.TraceReport` with each collective's wait for
+  peers counted as idle with cause ``peer`` (:mod:`launchgap.collectives`), split with the
   peers' start times when the ranks could be matched (``aligned``), else from that rank
   alone; and the rank's predicted CUDA-graph step both ways;
 * per matched step: **rank skew**, at each collective, ``start_skew_us`` (latest minus

@@ -3,37 +3,37 @@
 Per-step metrics (all times in microseconds):
 
 * ``dur_us``: the step's GPU window on its device, from the first to the last GPU op the
-  step launched (see :mod:`analyzer.steps`).
+  step launched (see :mod:`launchgap.steps`).
 * ``cpu_us``: the step's CPU range (annotation duration).
 * ``gpu_busy_us``: union of all GPU ops of that device inside the window.
 * ``gpu_idle_us``: ``dur_us - gpu_busy_us``, split by cause in ``idle_us_by_cause``
-  (:mod:`analyzer.gaps`); the causes sum to it exactly.
+  (:mod:`launchgap.gaps`); the causes sum to it exactly.
 * ``kernels``: kernels the step launched (eager or replayed from a graph).
 * ``kernel_launches`` / ``graph_launches``: launch calls of each kind inside the step.
 * ``launch_api_us``, ``launch_to_kernel_ratio``, ``launch_delay_us_median``: see
-  :mod:`analyzer.launches`.
-* ``predicted_graph_us``: the CUDA-graph step predicted by :mod:`analyzer.predict`.
+  :mod:`launchgap.launches`.
+* ``predicted_graph_us``: the CUDA-graph step predicted by :mod:`launchgap.predict`.
 * ``phase`` (``"decode"``, ``"prefill"``, ``"mixed"``, ``None`` when the trace does not say),
   ``requests`` (sequences in the step) and ``tokens`` (tokens it processed): from a serving
-  engine's step marker (:mod:`analyzer.steps`, :mod:`analyzer.engines`), never guessed.
-* ``graph_coverage``: ``"full"``, ``"piecewise"`` or ``"eager"`` (:mod:`analyzer.graph_mode`).
+  engine's step marker (:mod:`launchgap.steps`, :mod:`launchgap.engines`), never guessed.
+* ``graph_coverage``: ``"full"``, ``"piecewise"`` or ``"eager"`` (:mod:`launchgap.graph_mode`).
 
 The ``summary`` takes medians over steps; ``gpu_idle_fraction`` is total idle over total
 window of all steps; ``predicted_speedup`` is the real step time (``observed_step_us``
 when the user gives it: *measured*; else the profiled step less the estimated profiler
-overhead: *estimated*, see :mod:`analyzer.overhead`) over the median predicted graph step.
+overhead: *estimated*, see :mod:`launchgap.overhead`) over the median predicted graph step.
 ``predicted_speedup_low``/``_high`` bound it: the overhead's range per host event for the
 detected ``profiler_settings`` and the graph step's error band. The report's ``workload``
-(:mod:`analyzer.workload`) names the model, device and rank the trace ran. ``engine`` names the
+(:mod:`launchgap.workload`) names the model, device and rank the trace ran. ``engine`` names the
 serving engine that wrote the trace (``None`` for others), ``steps_by_coverage`` counts steps per
 graph coverage and ``step_groups`` has one entry per (phase, coverage) with its own medians and
 verdict. For engine steps the verdict speaks per group: one blend of prefill and decode steps
 says nothing.
 
-A capture trace (trace ``mode`` ``"capture"``, :func:`analyzer.graph_mode.detect_capture`)
+A capture trace (trace ``mode`` ``"capture"``, :func:`launchgap.graph_mode.detect_capture`)
 gets ``capture`` (graphs, sizes, nodes per graph) and no steps, gaps or speedup. An execution
 trace analysed beside the capture trace of the same engine run (:func:`with_capture`) gets
-``capture_pairing`` (:class:`analyzer.graph_mode.CapturePairing`): the kernels inside its graph
+``capture_pairing`` (:class:`launchgap.graph_mode.CapturePairing`): the kernels inside its graph
 replays named by the ops that launched them at capture, per graph and per kernel.
 """
 from __future__ import annotations
@@ -81,7 +81,7 @@ class AnalysisOptions:
     #: The capture list the server ran with (``--capture-sizes``); ``None``: from the engine or the trace.
     capture_sizes: tuple[int, ...] | None = None
     #: The server's capture settings from a pasted config (``--capture-sizes`` / ``--server-config`` text, the
-    #: dashboard's "server config" field; :func:`analyzer.engines.parse_server_config`); wins over ``capture_sizes``.
+    #: dashboard's "server config" field; :func:`launchgap.engines.parse_server_config`); wins over ``capture_sizes``.
     server_config: CaptureSettings | None = None
     #: Unprofiled FULL-graph step times by batch size, ``((batch, us), ...)`` (harness timings), for the
     #: padding cost curve; ``None``: the trace's own steps only.
@@ -127,7 +127,7 @@ class StepReport:
     graph_coverage: str
     batch_source: str = "none"
     batch_confidence: str | None = None
-    # Graph-mode serving (analyzer.graph_mode, analyzer.host_gaps; see the module docstring).
+    # Graph-mode serving (launchgap.graph_mode, launchgap.host_gaps; see the module docstring).
     bucket: int | None = None
     padded_rows: int | None = None
     padding_us: float | None = None
@@ -138,7 +138,7 @@ class StepReport:
     fallback_cause: str | None = None
     inter_step_host_us: float | None = None
     host_phases_us: dict[str, float] = field(default_factory=dict)
-    # Host stalls (analyzer.host_stalls): GPU idle while the host sat in a frame that recorded nothing.
+    # Host stalls (launchgap.host_stalls): GPU idle while the host sat in a frame that recorded nothing.
     host_stall_us: float = 0.0
     host_stall_in_graph_us: float = 0.0
     host_stall_frame: str | None = None
@@ -171,7 +171,7 @@ class Summary:
     batch_sizes: list[int]
     verdict: str
     verdict_detail: str
-    # The profiler's cost (analyzer.overhead): detected settings, us per recorded host event
+    # The profiler's cost (launchgap.overhead): detected settings, us per recorded host event
     # (point and range), the unprofiled step and the speedup as ranges; eager_step_source says
     # whether the eager step in predicted_speedup was "measured" (observed_step_us) or "estimated".
     profiler_settings: dict = field(default_factory=dict)
@@ -205,17 +205,17 @@ class Summary:
     host_phases_us_per_step: dict[str, float] = field(default_factory=dict)
     host_phases_source: str = "none"
     async_hidden_us_per_step: float = 0.0
-    # Host stalls and the host time a FULL graph removes / keeps (analyzer.host_stalls, analyzer.verdict).
+    # Host stalls and the host time a FULL graph removes / keeps (launchgap.host_stalls, launchgap.verdict).
     host_stall_us_per_step: float = 0.0
     host_stall_in_graph_us_per_step: float = 0.0
     host_stall_frame: str | None = None
     host_stall_frames: list[dict] = field(default_factory=list)
     graph_removes_host_us_per_step: float = 0.0
     graph_keeps_host_us_per_step: float = 0.0
-    # The per-node replay cost the predicted graph step used and where it came from (analyzer.predict).
+    # The per-node replay cost the predicted graph step used and where it came from (launchgap.predict).
     node_us: float = 0.0
     node_us_source: str = "prior"
-    # torch.compile without CUDA graphs: what the trace shows (analyzer.graph_mode.compile_evidence), and
+    # torch.compile without CUDA graphs: what the trace shows (launchgap.graph_mode.compile_evidence), and
     # which mode it shows: "reduce-overhead" when CUDA graph trees ran but replayed nothing, else "no graphs".
     compile_evidence: list[str] = field(default_factory=list)
     compile_mode: str | None = None
@@ -258,9 +258,9 @@ class TraceReport:
     warnings: list[str]
     workload: Workload | None = None
     capture: CaptureReport | None = None
-    #: :meth:`analyzer.graph_mode.CapturePairing.to_dict` when a capture trace was given beside this one.
+    #: :meth:`launchgap.graph_mode.CapturePairing.to_dict` when a capture trace was given beside this one.
     capture_pairing: dict | None = None
-    #: The FULL-graph cost curve of the trace's decode steps (:mod:`analyzer.costmodel`) and the eager cost per size
+    #: The FULL-graph cost curve of the trace's decode steps (:mod:`launchgap.costmodel`) and the eager cost per size
     #: beside it, for the planner and the dashboard; not in the JSON report (``None`` without decode steps).
     cost_curve: CostCurve | None = field(default=None, compare=False)
     eager_curve: EagerCurve | None = field(default=None, compare=False)
@@ -304,7 +304,7 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
     """Diagnose one parsed trace. Pure: the trace is not modified.
 
     ``wait_ns`` (per row) marks time collectives spent waiting for peers
-    (:mod:`analyzer.collectives`); it is counted as idle with cause ``peer``.
+    (:mod:`launchgap.collectives`); it is counted as idle with cause ``peer``.
 
     The stages, each a helper below: steps and their rows; per-(step, device) GPU windows;
     idle causes per window; launch metrics per step; then one report row per step and the
@@ -523,7 +523,7 @@ def _launch_metrics(trace: Trace, row_step: np.ndarray, win: _StepWindows, eff_s
 
 @dataclass(frozen=True, eq=False)
 class _Stalls:
-    """Host stalls per step (all steps; :mod:`analyzer.host_stalls`) and per frame over the trace."""
+    """Host stalls per step (all steps; :mod:`launchgap.host_stalls`) and per frame over the trace."""
 
     us: np.ndarray
     in_graph_us: np.ndarray
@@ -713,7 +713,7 @@ def _group_text(n: int, phase: str | None, coverage: str, s: Summary) -> str:
 
 def _with_step_groups(s: Summary, si: _SummaryInputs, opts: AnalysisOptions, engine: str | None) -> Summary:
     """Add the engine, steps per coverage and per-(phase, coverage) groups, each with its own figures
-    (:data:`analyzer.verdict.GROUP_FIELDS`); :func:`analyzer.verdict.decide` gives each its verdict."""
+    (:data:`launchgap.verdict.GROUP_FIELDS`); :func:`launchgap.verdict.decide` gives each its verdict."""
 
     steps = si.steps
     by_cov = {c: sum(st.graph_coverage == c for st in steps) for c in COVERAGES}
@@ -833,7 +833,7 @@ def with_observed_step(report: TraceReport, observed_step_us: float | None,
     estimate: speedup, its range, inflation, serving units and verdict recomputed from the summary, nothing
     re-analysed. ``None`` or 0 gives the estimate back. ``graph_rel_err`` is the graph step's error band.
     For a serving engine's steps the measured step is the headline group's (decode first): its speedup is
-    recomputed too, and :func:`analyzer.verdict.decide` decides every verdict again, as at analysis."""
+    recomputed too, and :func:`launchgap.verdict.decide` decides every verdict again, as at analysis."""
 
     if report.mode == "capture":  # nothing to calibrate: a capture trace makes no speedup claim
         return report
@@ -899,7 +899,7 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
                         keep: np.ndarray, reports: list[StepReport], s: Summary, oh: OverheadEstimate,
                         opts: AnalysisOptions, engine: str | None
                         ) -> tuple[list[StepReport], Summary, tuple[CostCurve | None, EagerCurve | None]]:
-    """Graph-mode serving per step and in the summary (:func:`analyzer.graph_mode.assembly.assemble_serving`):
+    """Graph-mode serving per step and in the summary (:func:`launchgap.graph_mode.assembly.assemble_serving`):
     capture sizes, fallbacks and the time they lose, buckets, padded rows and their cost, host time between
     steps; here only turned into report rows and summary fields, with the planner's comparison; and the trace's
     FULL-graph cost curve with the eager cost per size beside it (for the planner)."""
@@ -988,7 +988,7 @@ def _engine_default(trace: Trace, engine: str | None) -> tuple[list[int], str] |
 
 def _planner_comparison(batches: np.ndarray, eager_us: np.ndarray, eager_bs: np.ndarray, curve: CostCurve,
                         sizes: list[int] | None) -> dict | None:
-    """The planner on the same decode steps (:func:`analyzer.planning.planner.compare_capture_list`):
+    """The planner on the same decode steps (:func:`launchgap.planning.planner.compare_capture_list`):
     this trace's costs (its eager steps, the graph cost curve) and batch sizes, against the capture
     list up to the bucket of the largest batch. ``None`` without capture sizes, batches or costs."""
     b = batches[batches > 0]

@@ -4,7 +4,7 @@ A **step** is one decode iteration (one engine iteration in a serving engine's t
 from, in order of preference:
 
 1. annotations (record_function / NVTX ranges) whose text matches a user's ``step_regex``;
-2. a serving engine's own step markers (:mod:`analyzer.engines`: vLLM's ``execute_...``
+2. a serving engine's own step markers (:mod:`launchgap.engines`: vLLM's ``execute_...``
    annotations and ``execute_model``, SGLang's ``step[...]`` spans, TensorRT-LLM's
    ``[Executor] _forward_step`` ranges, and the engines' per-iteration Python functions in
    traces taken ``with_stack``). Markers that nest (one engine's range inside another's, an

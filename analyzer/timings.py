@@ -3,7 +3,7 @@
 Standard library only: the recording harness runs on GPU machines that have torch and
 nothing else, and writes through this module; ``record --curve`` and the planner read
 through it. :func:`validate_timings` checks a parsed document and raises an
-:class:`~analyzer.errors.InputError` (one line naming the file and the reason);
+:class:`~launchgap.errors.InputError` (one line naming the file and the reason);
 :func:`load_timings` reads and validates a file; :func:`write_timings` validates and
 writes atomically.
 
@@ -395,7 +395,7 @@ def validate_timings(obj: Any, path: str | Path = "timings.json") -> dict[str, A
 
 def load_timings(path: str | Path) -> dict[str, Any]:
     """Read and validate a timings file (see :func:`validate_timings`), through the one capped
-    small-file reader (:func:`analyzer.files.read_small_file`)."""
+    small-file reader (:func:`launchgap.files.read_small_file`)."""
     p = Path(path)
     try:
         text = read_small_file(p, "timings", MAX_TIMINGS_BYTES).decode("utf-8")

@@ -130,7 +130,7 @@ class PythonCalls:
     """Python function ranges of a torch.profiler trace taken ``with_stack`` (Kineto
     ``python_function`` events), kept beside the event table rather than in it: they are host
     call-stack frames, which no metric counts; serving engines' step markers and detection cues
-    are read from them (:mod:`analyzer.steps`, :mod:`analyzer.engines`). Sorted by ``start_ns``;
+    are read from them (:mod:`launchgap.steps`, :mod:`launchgap.engines`). Sorted by ``start_ns``;
     ``name_id`` indexes ``names`` (``"path.py(line): function"``); ``tid`` is -1 when not an integer.
     A with_stack trace holds millions of them, so ``name_id`` and ``tid`` are at the smallest integer
     type their values allow (:func:`smallest_int`): cast before arithmetic that could leave it.
@@ -201,7 +201,7 @@ class Trace:
     warnings: tuple[str, ...] = ()
     python_calls: PythonCalls = field(default_factory=no_python_calls)
     #: What the loader saw of the profiler's settings (Kineto: top-level flags and event counts; see
-    #: :func:`analyzer.loaders.kineto.schema._settings_of`); empty when the format says nothing of them.
+    #: :func:`launchgap.loaders.kineto.schema._settings_of`); empty when the format says nothing of them.
     profiler_settings: dict[str, Any] = field(default_factory=dict)
     device_properties: dict[int, dict[str, Any]] = field(default_factory=dict)
 

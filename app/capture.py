@@ -1,5 +1,5 @@
 """A capture trace beside an execution trace (Diagnosis page): which loaded capture traces fit, which one
-to pair automatically, and the pairing itself (:func:`analyzer.graph_mode.pair_capture`), cached."""
+to pair automatically, and the pairing itself (:func:`launchgap.graph_mode.pair_capture`), cached."""
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -1,6 +1,6 @@
 """Plotly figures for the dashboard. Inputs are analyzer results (or tables built from them).
 
-Names from traces reach the charts only through :func:`app.text.hover_escape`.
+Names from traces reach the charts only through :func:`launchgap.dashboard.text.hover_escape`.
 """
 from __future__ import annotations
 
@@ -349,7 +349,7 @@ def distribution_figure(plan):
 def rank_split_figure(ranks):
     """Each rank's median step split into GPU busy, idle for its own host, waiting for peers, and the rest.
 
-    ``ranks`` are :class:`analyzer.ranks.RankSummary` rows; the idle parts are the rank's idle
+    ``ranks`` are :class:`launchgap.ranks.RankSummary` rows; the idle parts are the rank's idle
     fractions times its median step, the rest (GPU-side waits, unattributed idle) closes the step.
     """
     import plotly.graph_objects as go

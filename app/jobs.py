@@ -1,7 +1,7 @@
 """Tensor-parallel jobs among a session's loaded traces, and their joint analysis (cached).
 
 A job is two or more loaded traces of one run's ranks. They are found the way
-``launchgap analyze DIR`` finds them (:func:`analyzer.ranks.group_traces`): by the original
+``launchgap analyze DIR`` finds them (:func:`launchgap.ranks.group_traces`): by the original
 file names (``..._rank0...`` / ``..._rank1...`` with the rest equal), else by Kineto
 ``distributedInfo`` (same folder, same world size, different ranks). The cached parsed
 traces carry their content hash as their path, so grouping and the job's messages use the
@@ -34,7 +34,7 @@ def job_label(group: list[LoadedTrace]) -> str:
 
 
 def analyze_job_cached(group: list[LoadedTrace], options: AnalysisOptions, cache: BoundedCache) -> JobReport:
-    """:func:`analyzer.ranks.analyze_job` over the group's parsed traces (through the cache).
+    """:func:`launchgap.ranks.analyze_job` over the group's parsed traces (through the cache).
 
     Keyed by the traces' content hashes, the names they were loaded under (ranks and the
     job's key can come from names) and the options; raises the analyzer's errors uncached.

@@ -2,9 +2,9 @@
 
 Per (mode, batch size) the table takes medians over all steps of that batch size in the
 loaded traces of that mode; the traces should be of one workload (one model on one device:
-the Compare page picks one with :func:`app.workloads.pick_workload_entries`). Step times are
+the Compare page picks one with :func:`launchgap.dashboard.workloads.pick_workload_entries`). Step times are
 the analyzer's unprofiled estimates per step
-(:meth:`analyzer.predict.PredictionModel.unprofiled_step_us`: the profiled step less the
+(:meth:`launchgap.predict.PredictionModel.unprofiled_step_us`: the profiled step less the
 profiler's cost per host event for the profiler settings each trace shows, its summary's
 ``profiler_overhead_us_per_event``, never below the GPU busy time), so eager and graph traces
 compare like for like. A helper like this could live in :mod:`analyzer` (the planner's

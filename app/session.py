@@ -4,13 +4,13 @@ A session holds its :class:`LoadedTrace` entries in its Streamlit session state 
 in here as a plain mapping, so the functions are testable without a server). Entries
 hold strong references to their parsed trace and report, so re-rendering never
 re-parses; when the session ends they go with it, and only the bounded server cache
-(:mod:`app.cache`) may still hold the parsed data, keyed by content hash.
+(:mod:`launchgap.dashboard.cache`) may still hold the parsed data, keyed by content hash.
 
 Uploads are written to a private temporary file only for the duration of the parse
 (the loaders take paths; in RAM-backed ``/dev/shm`` when it has room, see
-:func:`app.uploads.staging_dir`; hashed while it is written) and deleted right after; the
+:func:`launchgap.dashboard.uploads.staging_dir`; hashed while it is written) and deleted right after; the
 cached trace carries the content hash as its path, never the uploader's file name. An upload is parsed and analysed in a child process
-with a memory and a time limit (:mod:`app.worker`), so a huge file or a decompression bomb
+with a memory and a time limit (:mod:`launchgap.dashboard.worker`), so a huge file or a decompression bomb
 costs its own session a one-line error and leaves the server and the other sessions alone.
 """
 from __future__ import annotations
@@ -244,7 +244,7 @@ def add_upload(state: MutableMapping, name: str, data: bytes | memoryview, setti
 
 def add_staged_upload(state: MutableMapping, name: str, path: Path, size: int, digest: str, settings: Settings,
                       cache: BoundedCache) -> LoadedTrace:
-    """Parse and analyse an upload already whole in a private file (``app.uploads``), in place: no
+    """Parse and analyse an upload already whole in a private file (``launchgap.dashboard.uploads``), in place: no
     copy, the hash already known. Like :func:`add_upload` otherwise; the file is deleted after."""
     return _add_file(state, name, path, size, lambda: digest, digest, settings, cache)
 

@@ -38,7 +38,7 @@ def parse_worker_started() -> bool:
 
 @st.cache_resource
 def trace_cache() -> BoundedCache:
-    """The one cache of parsed traces and reports of this server (bounded; see app.cache)."""
+    """The one cache of parsed traces and reports of this server (bounded; see launchgap.dashboard.cache)."""
     s = settings()
     return BoundedCache(max_entries=s.cache_entries, max_bytes=s.cache_bytes, ttl_s=s.cache_ttl_s)
 

@@ -16,7 +16,7 @@ forks). A child starts in milliseconds with the analyzer loaded, instead of the 
 a fresh interpreter takes to import it on a busy two-core box. (``multiprocessing``'s
 forkserver would re-run the Streamlit script in each child: Streamlit makes the page
 script the ``__main__`` module while it runs.) The child writes its result, the pickled
-:class:`~analyzer.trace.Trace` and :class:`~analyzer.report.TraceReport` or a one-line
+:class:`~launchgap.trace.Trace` and :class:`~launchgap.report.TraceReport` or a one-line
 error, to a file in the request's folder and exits.
 
 Protocol on the zygote's stdin/stdout: 8-byte big-endian length + pickle, both ways; a

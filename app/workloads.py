@@ -1,6 +1,6 @@
 """Pages that pool traces (Compare, Capture plan) pool one workload at a time.
 
-A workload is a model on a device (and a rank): :mod:`analyzer.workload`. With traces of
+A workload is a model on a device (and a rank): :mod:`launchgap.workload`. With traces of
 several workloads loaded, :func:`pick_workload_entries` shows a selectbox of them and a
 warning that they are not pooled, and returns the chosen workload's entries.
 """
@@ -19,13 +19,13 @@ def workload_groups(entries: list[LoadedTrace]) -> list[WorkloadGroup[LoadedTrac
 
 
 def workload_name(entries: list[LoadedTrace], workload_id: str) -> str:
-    """What the pages call one of the loaded traces' workloads (:func:`analyzer.workload.display_names`)."""
+    """What the pages call one of the loaded traces' workloads (:func:`launchgap.workload.display_names`)."""
     return display_names(g.workload for g in workload_groups(entries)).get(workload_id, workload_id)
 
 
 def pick_workload_entries(entries: list[LoadedTrace], key: str, default: str | None = None) -> list[LoadedTrace]:
     """The entries of one workload: all of them when there is one, else the one picked in a selectbox
-    (its choice survives page switches, like :func:`app.ui.pick_trace`). ``default``: the workload id
+    (its choice survives page switches, like :func:`launchgap.dashboard.ui.pick_trace`). ``default``: the workload id
     the selectbox opens on until a choice is made (else the first group's)."""
     groups = workload_groups(entries)
     if len(groups) <= 1:

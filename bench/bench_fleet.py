@@ -7,14 +7,14 @@ Not a test (pytest does not collect ``bench_*.py``). Run from the project root::
 It copies every ``*.json.gz`` of ``--source`` ``--copies`` times into a temporary folder (a
 "fleet" of identical servers), then measures:
 
-* serial: :func:`analyzer.fleet.summarize_trace` in a loop in this process (no Dask);
+* serial: :func:`launchgap.fleet.summarize_trace` in a loop in this process (no Dask);
 * per worker count ``W`` and per batching (``--batch``: ``auto`` is what the CLI does,
-  :func:`analyzer.fleet.plan_batches`; a number forces that many traces per task, ``1`` being
+  :func:`launchgap.fleet.plan_batches`; a number forces that many traces per task, ``1`` being
   the CLI before batching): a LocalCluster of ``W`` processes, one thread each (as the CLI
   starts it), warmed up (imports done), then the whole fleet streamed through the CLI's own
-  :func:`analyzer.commands.fleet.stream_records` while the client does what the CLI does with
+  :func:`launchgap.commands.fleet.stream_records` while the client does what the CLI does with
   each record (one flushed JSON line to a file, fold into a
-  :class:`~analyzer.fleet.FleetAccumulator`); median wall time of ``--repeats`` runs;
+  :class:`~launchgap.fleet.FleetAccumulator`); median wall time of ``--repeats`` runs;
   traces/s, and parallel efficiency ``traces/s(W) / (W * traces/s(1 worker))`` against the
   1-worker run of the same batching;
 * the costs a bigger cluster would hit first: CPU seconds per trace of the workers and of this

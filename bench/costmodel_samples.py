@@ -1,9 +1,9 @@
-"""CPU seconds of the cost curve's per-size samples (:func:`analyzer.costmodel.trace_samples`) inside one
+"""CPU seconds of the cost curve's per-size samples (:func:`launchgap.costmodel.trace_samples`) inside one
 analysis of a big trace (not a test).
 
 Run from the project root: ``python bench/costmodel_samples.py [FILE] [REPEAT]`` (default: the 200 MB synthetic
 trace of ``make bench``, built by :mod:`tests.synth` into ``bench-out/``, 3 repeats). It loads the trace once,
-then analyses it REPEAT times (:func:`analyzer.report.analyze_trace`) with ``trace_samples`` wrapped in a timer,
+then analyses it REPEAT times (:func:`launchgap.report.analyze_trace`) with ``trace_samples`` wrapped in a timer,
 and prints the median CPU seconds (``time.process_time``) of ``trace_samples`` and of the whole analysis, and a
 digest of the samples (per size: batch, graph cost, kernels, their summed time) to check a change keeps them.
 """

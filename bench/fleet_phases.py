@@ -1,7 +1,7 @@
 """Where the fixed seconds of one ``launchgap fleet`` run go, by phase (not a test).
 
 Run from the project root: ``python bench/fleet_phases.py DIR WORKERS [shutdown]``. It does what
-:func:`analyzer.commands.fleet.run_fleet` does, in this order, and prints the wall seconds of
+:func:`launchgap.commands.fleet.run_fleet` does, in this order, and prints the wall seconds of
 each phase: importing Dask and launchgap, starting the local cluster and checking the workers'
 version (``_connect``), the map (streaming every trace's record, the workers' first task
 paying their imports), the reduce, and closing the cluster.

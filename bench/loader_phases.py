@@ -3,7 +3,7 @@
 Run from the project root: ``python bench/loader_phases.py FILE [REPEAT]``. In one process, with
 the loader's own functions and sizes, it does what the loader does, both ways:
 
-* **scan**: for each piece of the ``traceEvents`` text (:data:`~analyzer.loaders._io.CHUNK_BYTES`),
+* **scan**: for each piece of the ``traceEvents`` text (:data:`~launchgap.loaders._io.CHUNK_BYTES`),
   the C scan (``kineto._scan.scan``) and the columns from its records
   (:meth:`_ColumnBuilder.add_scanned`);
 * **msgspec** (the path of a text the scan declines, or of every text without it): for each

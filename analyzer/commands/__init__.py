@@ -1,1 +1,1 @@
-"""One module per ``launchgap`` subcommand (see :mod:`analyzer.cli`)."""
+"""One module per ``launchgap`` subcommand (see :mod:`launchgap.cli`)."""

@@ -1,5 +1,5 @@
 """What several commands share: the analysis flags and their options object, the plan flags and their
-:class:`~analyzer.planning.request.PlanRequest`, the progress line.
+:class:`~launchgap.planning.request.PlanRequest`, the progress line.
 
 Commands import this module, never each other; nothing below ``analyzer/commands`` sees an
 argparse ``Namespace``.
@@ -226,7 +226,7 @@ class Progress:
 
 def server_config(path: str | None, text: str | None) -> CaptureSettings | None:
     """``--server-config FILE`` (its text), else ``--capture-sizes TEXT`` (sizes like ``1,2,4,8`` or a server's
-    capture settings), read by :func:`analyzer.engines.parse_server_config`; ``None`` when neither is given."""
+    capture settings), read by :func:`launchgap.engines.parse_server_config`; ``None`` when neither is given."""
     if path is not None:
         # the one capped small-file reader; a stray byte of another encoding does not hide the settings
         body = read_small_file(path, "server config", MAX_CONFIG_CHARS).decode("utf-8", errors="replace")

@@ -47,10 +47,10 @@ def analyze_paths(paths: list[str], opts: AnalysisOptions, max_bytes: int, progr
 
     Files of one job (same name up to a rank token such as ``_rank0``, or, for names without
     one, the same folder and Kineto ``distributedInfo``) are analysed together
-    (:func:`analyzer.ranks.analyze_job`): their reports come back in the job's rank order and
+    (:func:`launchgap.ranks.analyze_job`): their reports come back in the job's rank order and
     the job itself in the second list. Every other trace gets its collectives' waits from
-    itself alone (:func:`analyzer.ranks.analyze_with_collectives`). With ``capture`` (a capture
-    trace), every execution trace's report gets its ``capture_pairing`` (:func:`analyzer.report.with_capture`).
+    itself alone (:func:`launchgap.ranks.analyze_with_collectives`). With ``capture`` (a capture
+    trace), every execution trace's report gets its ``capture_pairing`` (:func:`launchgap.report.with_capture`).
     """
     files = expand_paths(paths)
     reports: list[TraceReport] = []

@@ -1,14 +1,14 @@
 """``launchgap fleet DIR_OR_GLOB...``: analyse many traces on Dask into one fleet diagnosis and capture plan.
 
-Each trace is summarised by :func:`analyzer.fleet.summarize_trace` on a Dask worker (a local
+Each trace is summarised by :func:`launchgap.fleet.summarize_trace` on a Dask worker (a local
 cluster of ``--workers`` processes, one thread each, or an existing cluster at
-``--scheduler``), small traces several to a task (:func:`analyzer.fleet.plan_batches`);
+``--scheduler``), small traces several to a task (:func:`launchgap.fleet.plan_batches`);
 summaries stream back as their task finishes, are appended to ``--out`` (JSON lines, one
 flushed line per trace) and folded into the report. A rerun with the same ``--out`` skips
 every trace already there with the same size and mtime.
 
 :func:`run_fleet` takes a :class:`FleetRequest` of plain values; only :func:`fleet_request`
-and :func:`run` see the argparse namespace. The text report is :func:`analyzer.render.render_fleet`.
+and :func:`run` see the argparse namespace. The text report is :func:`launchgap.render.render_fleet`.
 """
 from __future__ import annotations
 
@@ -245,7 +245,7 @@ def stream_records(client, pending: list[str], idents: dict[str, dict], options:
                    max_bytes: int, workers: int, batch: int | None = None) -> Iterator[dict]:
     """Each pending trace's summary record, as the Dask task that holds it finishes.
 
-    Traces go to tasks in batches (:func:`analyzer.fleet.plan_batches` for ``workers``
+    Traces go to tasks in batches (:func:`launchgap.fleet.plan_batches` for ``workers``
     workers; ``batch`` forces that many per task). Records carry the identity the client saw
     (what a rerun compares against). A task that fails as a whole (its worker died) gives
     each of its traces a ``worker`` failure record, which a rerun retries.

@@ -1,8 +1,8 @@
 """``launchgap hta TRACE...``: Holistic Trace Analysis's breakdowns of Kineto traces.
 
 Runs HTA's temporal breakdown, kernel-type breakdown, per-stream idle-time breakdown and
-CUDA launch statistics (via :mod:`analyzer.hta_bridge`) and prints them as tables
-(:func:`analyzer.render.render_hta`) or JSON (schema ``launchgap.hta/1``). ``--compare`` adds
+CUDA launch statistics (via :mod:`launchgap.hta_bridge`) and prints them as tables
+(:func:`launchgap.render.render_hta`) or JSON (schema ``launchgap.hta/1``). ``--compare`` adds
 launchgap's number for each metric, HTA's number with its deviations from launchgap's
 definitions switched off, and how much each deviation moves it. Needs the ``hta`` extra:
 ``pip install 'launchgap[hta]'``.

@@ -1,14 +1,14 @@
 """``launchgap plan TRACES...``: which batch sizes to capture as CUDA graphs, and what that buys.
 
-The flags become a :class:`~analyzer.planning.request.PlanRequest` (declared once, in
+The flags become a :class:`~launchgap.planning.request.PlanRequest` (declared once, in
 :mod:`._shared`, for ``plan`` and ``fleet``) and the plan is built by
-:func:`analyzer.planning.request.plan_workloads`, as the dashboard and ``fleet`` build theirs.
+:func:`launchgap.planning.request.plan_workloads`, as the dashboard and ``fleet`` build theirs.
 Costs come from ``--timings`` (harness timings, preferred), else from a timings file found
 among the given paths (``truth.json`` beside the traces), else from the traces themselves.
 The batch-size distribution comes from ``--distribution`` when given, else from the steps
 in the traces.
 
-Traces of different workloads (models, devices, ranks: :mod:`analyzer.workload`) are never
+Traces of different workloads (models, devices, ranks: :mod:`launchgap.workload`) are never
 pooled: each workload gets its own plan, or ``--workload ID`` picks one.
 """
 from __future__ import annotations

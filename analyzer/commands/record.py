@@ -1,4 +1,4 @@
-"""``launchgap record``: the recording harness (:mod:`analyzer.harness.cli` holds its parser and runner).
+"""``launchgap record``: the recording harness (:mod:`launchgap.harness.cli` holds its parser and runner).
 
 The harness owns its command line so that ``python3 -m analyzer.harness`` on a GPU machine
 (stdlib + torch only) never imports the command layer.

@@ -5,7 +5,7 @@ only read these attributes (a unit test checks every registered module has them)
 
 * ``NAME`` (JSON key, e.g. ``"vllm"``), ``LABEL`` (display name), ``VERSIONS_READ`` (the source
   files, commits and PRs the facts come from; see docs/engines.md);
-* ``STEP_MARKERS``: :class:`~analyzer.engines._base.StepMarker` values, the texts the engine
+* ``STEP_MARKERS``: :class:`~launchgap.engines._base.StepMarker` values, the texts the engine
   writes once per iteration (annotations / NVTX ranges, Python function names) and their parsers;
 * ``CAPTURE_ANNOTATION``: regex of the range a capture trace writes per captured size (groups
   ``size`` and ``mode``), or ``None``;
@@ -16,10 +16,10 @@ only read these attributes (a unit test checks every registered module has them)
   ``(max_size, padding) -> sizes``), ``DEFAULT_MAX_SIZE``, ``default_sizes(max_size, padding)``
   (the newest list);
 * ``TOKEN_KERNELS`` / ``REQUEST_KERNELS``: regexes (or ``None``) of kernels launched with one block per token /
-  per sequence, whose grid gives a step's tokens / requests (:mod:`analyzer.steps`);
+  per sequence, whose grid gives a step's tokens / requests (:mod:`launchgap.steps`);
 * ``HOST_PHASES``: ``(regex, phase name)`` pairs over host range names (annotations, Python
   functions in ``with_stack`` traces) that name the engine's host work between steps (scheduler,
-  input preparation, sampler, output processing; :mod:`analyzer.host_gaps`);
+  input preparation, sampler, output processing; :mod:`launchgap.host_gaps`);
 * ``capture_config(buckets, padding)`` / ``config_snippet(buckets, padding)`` and
   ``SNIPPET_LANGUAGE``: the settings that capture a bucket list.
 

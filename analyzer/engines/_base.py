@@ -1,8 +1,8 @@
 """The pieces every engine module is made of: what a step marker says, and how a marker is described.
 
-An engine module (see :mod:`analyzer.engines`) lists its step markers as :class:`StepMarker`
+An engine module (see :mod:`launchgap.engines`) lists its step markers as :class:`StepMarker`
 values: a regex over one kind of text the engine leaves in a trace and a parser that turns a
-match into a :class:`StepInfo`. Nothing here reads a trace; :mod:`analyzer.steps` does.
+match into a :class:`StepInfo`. Nothing here reads a trace; :mod:`launchgap.steps` does.
 """
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ MAX_CONFIG_CHARS = 1 << 20
 
 @dataclass(frozen=True)
 class CaptureSettings:
-    """The CUDA-graph capture settings a server config says (:func:`analyzer.engines.parse_server_config`).
+    """The CUDA-graph capture settings a server config says (:func:`launchgap.engines.parse_server_config`).
 
     ``engine``: whose settings; ``sizes``: the explicit capture list (``None`` when the config gives
     none, then the engine's default list cut at ``max_size`` applies); ``max_size``: the largest size

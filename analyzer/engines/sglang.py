@@ -185,7 +185,7 @@ TOKEN_KERNELS = re.compile(r"store_kvcache|(?<!vllm::)rotary_embedding_kernel")
 REQUEST_KERNELS = None
 
 
-#: Host work between steps, by name (:mod:`analyzer.host_gaps`; innermost match wins), as Python
+#: Host work between steps, by name (:mod:`launchgap.host_gaps`; innermost match wins), as Python
 #: functions of a ``with_stack`` trace: the scheduler's ``get_next_batch_to_run`` and
 #: ``process_batch_result*`` (python/sglang/srt/managers/scheduler.py and its output-processor mixin),
 #: ``ScheduleBatch.prepare_for_decode`` (schedule_batch.py), ``ForwardBatch.init_new``

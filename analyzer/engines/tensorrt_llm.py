@@ -166,7 +166,7 @@ TOKEN_KERNELS = None
 REQUEST_KERNELS = None
 
 
-#: Host work between iterations, by name (:mod:`analyzer.host_gaps`; innermost match wins), as Python
+#: Host work between iterations, by name (:mod:`launchgap.host_gaps`; innermost match wins), as Python
 #: functions of a ``with_stack`` trace of the PyTorch backend: ``PyExecutor._schedule``,
 #: ``_fetch_new_requests``, ``_update_requests`` / ``_handle_responses`` (py_executor.py), the model
 #: engine's ``_prepare_inputs`` (model_engine.py) and the sampler (sampler.py).

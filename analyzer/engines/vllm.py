@@ -197,7 +197,7 @@ TOKEN_KERNELS = re.compile(r"reshape_and_cache(?:_flash)?_kernel|concat_and_cach
 REQUEST_KERNELS = None
 
 
-#: Host work between steps, by name (:mod:`analyzer.host_gaps`; innermost match wins). From
+#: Host work between steps, by name (:mod:`launchgap.host_gaps`; innermost match wins). From
 #: vllm/v1/worker/gpu_model_runner.py (``record_function_or_nullcontext("gpu_model_runner: preprocess")``
 #: around ``_update_states`` and ``_prepare_inputs``; ``"gpu_model_runner: sample"`` around ``_sample``;
 #: ``postprocess``, ``bookkeep``, ``draft``) and vllm/v1/core/sched/scheduler.py (``schedule``,

@@ -47,7 +47,7 @@ def resolve_capture_sizes(given: tuple[list[int], str, str] | None, marker_sizes
     """The capture list, where it came from (:data:`CAPTURE_SOURCES`) and a one-line detail, first that applies:
 
     ``given``: ``(sizes, source, detail)`` from the user — ``"flag"`` (``--capture-sizes 1,2,4``) or
-    ``"config"`` (a pasted server config, :func:`analyzer.engines.parse_server_config`); else the sizes
+    ``"config"`` (a pasted server config, :func:`launchgap.engines.parse_server_config`); else the sizes
     the steps' markers write (``marker_sizes``, -1 for none): ``"markers"``; else ``default``, the trace's
     engine's default list for its version with the settings the trace shows (GPU, memory, TP size):
     ``"default"``; else the batch sizes of the trace's own graph steps (``graph_batches``):
@@ -120,7 +120,7 @@ def serving_steps(coverage: list[str], batch: np.ndarray, decode: np.ndarray, ma
 @dataclass(frozen=True, eq=False)
 class PaddingCost:
     """Per step (arrays of length n_steps, NaN where the step is not padded) the padding cost in us,
-    cost(bucket) - cost(batch) on the FULL-graph cost curve (:class:`analyzer.costmodel.CostCurve`, the one
+    cost(bucket) - cost(batch) on the FULL-graph cost curve (:class:`launchgap.costmodel.CostCurve`, the one
     curve the planner and the dashboard use too):
 
     * ``us``: on the curve;

@@ -1,7 +1,7 @@
 """``python -m analyzer.harness ARGS``: ``launchgap record ARGS`` without loading the other commands.
 
 For GPU machines that have torch but not the analyzer's other dependencies: only the harness
-(stdlib + torch) is imported, never :mod:`analyzer.commands`.
+(stdlib + torch) is imported, never :mod:`launchgap.commands`.
 """
 from __future__ import annotations
 

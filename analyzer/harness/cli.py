@@ -2,7 +2,7 @@
 
 Records a Llama-style decoder without and with a profiler: a sweep over batch sizes in
 eager, FULL-graph and piecewise modes, profiled-vs-unprofiled rows per profiler setting,
-graph memory of capture lists, and serving replays (see :mod:`analyzer.harness.sweep`).
+graph memory of capture lists, and serving replays (see :mod:`launchgap.harness.sweep`).
 Writes ``timings.json`` (schema ``launchgap.timings/1``) and gzipped torch.profiler traces
 into ``--out``, then prints what it measured. ``--curve TIMINGS.json`` prints the speedup
 curve of an existing file; ``--dry-run`` prints the plan without touching torch.
@@ -124,7 +124,7 @@ def _curve_text(doc: dict[str, Any], fmt: str, threshold: float) -> str:
 
 
 def build_options(args: argparse.Namespace):  # -> SweepOptions
-    """The :class:`~analyzer.harness.sweep.SweepOptions` of parsed arguments (no torch needed)."""
+    """The :class:`~launchgap.harness.sweep.SweepOptions` of parsed arguments (no torch needed)."""
     from ..distribution import load_distribution
     from .lists import parse_batch_sizes, parse_capture_list, parse_capture_lists
     from .model import resolve_config

@@ -63,7 +63,7 @@ def import_transformers():  # -> module transformers
 class HFModelSpec(ModelDims):
     """A transformers config read from disk: its dimensions, hash and architecture (no transformers needed).
 
-    The dimensions are a :class:`~analyzer.dims.ModelDims` read by :meth:`ModelDims.from_mapping`
+    The dimensions are a :class:`~launchgap.dims.ModelDims` read by :meth:`ModelDims.from_mapping`
     (the text model's: ``text_config`` when the config nests one; ``mlp`` is ``intermediate_size``,
     for experts one expert's width; ``dtype_bytes`` 2, as the harness builds the model in bf16).
     ``name`` labels the rows (``--name``, else the file's stem, or its folder's name for a file
@@ -174,11 +174,11 @@ def build_hf_model(spec: HFModelSpec, device: Any, dtype: Any, seed: int) -> Any
 class HFDecoder:
     """A transformers causal LM with a static KV cache, stepped one token per row (module docstring).
 
-    The same interface as :class:`analyzer.harness.model.Decoder` where the harness uses it:
+    The same interface as :class:`launchgap.harness.model.Decoder` where the harness uses it:
     ``step(bs)``, ``tokens``, ``pos`` (here one position per cache layer), ``last_logits``,
     ``cfg`` (the :class:`HFModelSpec`), ``weight_bytes()``, ``kv_cache_bytes()``,
     ``param_count()``, ``max_batch_size``. ``compile=True`` runs the forward through
-    ``torch.compile`` (default mode, batch dimension dynamic: see :mod:`analyzer.harness.compiled`).
+    ``torch.compile`` (default mode, batch dimension dynamic: see :mod:`launchgap.harness.compiled`).
     """
 
     supports_piecewise = False

@@ -31,7 +31,7 @@ from . import import_torch
 
 @dataclass(frozen=True)
 class ModelConfig(ModelDims):
-    """The built-in decoder's dimensions (a :class:`~analyzer.dims.ModelDims`; ``head_dim`` is always
+    """The built-in decoder's dimensions (a :class:`~launchgap.dims.ModelDims`; ``head_dim`` is always
     ``hidden // heads``) and its RoPE base and RMSNorm epsilon."""
 
     head_dim: int | None = field(default=None, init=False)  # derived from hidden and heads, never given
@@ -195,7 +195,7 @@ class Decoder:
     def kv_cache_bytes(self) -> int:
         return sum(layer["k_cache"].nbytes + layer["v_cache"].nbytes for layer in self.layers)
 
-    # The step in stages. ``step`` runs them in order; :mod:`analyzer.harness.graphs` captures
+    # The step in stages. ``step`` runs them in order; :mod:`launchgap.harness.graphs` captures
     # the stages between attentions as separate graphs (piecewise mode). A stage reads and
     # writes a state dict ``s``: ``x`` (residual stream), ``cos``/``sin``/``mask`` (from the
     # device-side position), and per layer ``q<i>``/``k<i>``/``v<i>`` (attention inputs).
@@ -295,7 +295,7 @@ class Decoder:
         return self.epilogue(s, bs)
 
     def compile(self) -> None:
-        """Run the step through torch.compile from now on (see :mod:`analyzer.harness.compiled`)."""
+        """Run the step through torch.compile from now on (see :mod:`launchgap.harness.compiled`)."""
         from .compiled import compile_forward
 
         self._forward = compile_forward(import_torch(), self._run)

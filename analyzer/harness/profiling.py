@@ -1,6 +1,6 @@
 """torch.profiler traces for the harness: profiler settings, annotated steps, kernel counts.
 
-Settings (``--profiler-settings``; :data:`analyzer.timings.PROFILER_SETTINGS`): every trace
+Settings (``--profiler-settings``; :data:`launchgap.timings.PROFILER_SETTINGS`): every trace
 records CPU and CUDA activity; ``plain`` nothing more, ``shapes`` adds ``record_shapes=True``
 (the default of the normal traces), ``stack`` adds ``with_stack=True`` (Python stacks), ``full``
 both. Each step runs inside ``record_function(label)`` and an NVTX range of the same name.

@@ -24,7 +24,7 @@ Measured per list: unprofiled truth per step kind (``(mode, batch, bucket)``: gr
 of one bucket share the timing of that bucket's replay, eager kinds time the eager step of
 that batch), per-step times of the sequence and its throughput (real tokens per second of
 the whole sequence, median over rounds), capture seconds and graph memory of the list (as
-:func:`analyzer.harness.graphs.capture_list` measures them) and one trace of the sequence.
+:func:`launchgap.harness.graphs.capture_list` measures them) and one trace of the sequence.
 Without CUDA (tests) a graph step runs its bucket's step directly in place of a replay, and
 the memory and capture fields are null.
 """

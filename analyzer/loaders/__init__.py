@@ -1,4 +1,4 @@
-"""Input formats -> the same :class:`~analyzer.trace.Trace`.
+"""Input formats -> the same :class:`~launchgap.trace.Trace`.
 
 The format is chosen by sniffing content (gzip/JSON vs SQLite), not by file name.
 """

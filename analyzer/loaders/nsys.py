@@ -12,11 +12,11 @@ every kept event; its columns go straight into numpy arrays. Tables read (each o
   ``--cuda-graph-trace=graph``, the default): one :attr:`Kind.GRAPH` GPU op per replay,
   joined to its ``cudaGraphLaunch`` by correlation id. nsys records no kernels for them.
 * ``CUPTI_ACTIVITY_KIND_RUNTIME`` / ``_DRIVER`` -> API calls. Names keep nsys' version
-  suffix (``cudaLaunchKernel_v7000``); :func:`analyzer.trace.classify_api_name` ignores it.
+  suffix (``cudaLaunchKernel_v7000``); :func:`launchgap.trace.classify_api_name` ignores it.
 * ``NVTX_EVENTS`` -> :attr:`Kind.ANNOTATION` for push/pop (eventType 59) and start/end (60)
   ranges, text from ``text`` or ``textId``. Marks and ranges that never ended are skipped.
 * ``TARGET_INFO_GPU`` (+ ``TARGET_INFO_CUDA_DEVICE``) -> device names and
-  :attr:`~analyzer.trace.Trace.device_properties` (:data:`GPU_PROPERTY_COLUMNS`).
+  :attr:`~launchgap.trace.Trace.device_properties` (:data:`GPU_PROPERTY_COLUMNS`).
 
 Times are nanoseconds already. ``globalTid`` packs the process and thread ids
 (pid = ``(globalTid >> 24) & 0xFFFFFF``, tid = ``globalTid & 0xFFFFFF``; ``globalPid`` the
@@ -55,7 +55,7 @@ _COPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD",
                9: "HtoH", 10: "PtoP", 11: "HtoD (unified)", 12: "DtoH (unified)", 13: "DtoD (unified)"}
 #: Launch configuration columns of CUPTI_ACTIVITY_KIND_KERNEL, in the order of the Trace's launch columns.
 LAUNCH_COLUMNS = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ")
-#: TARGET_INFO_GPU column -> normalised key of :data:`analyzer.trace.DEVICE_PROPERTY_KEYS` (integers;
+#: TARGET_INFO_GPU column -> normalised key of :data:`launchgap.trace.DEVICE_PROPERTY_KEYS` (integers;
 #: nsys' schema gives memoryBandwidth in bytes/s and clockRate in Hz).
 GPU_PROPERTY_COLUMNS = {
     "totalMemory": "total_memory_bytes", "smCount": "sm_count", "memoryBandwidth": "memory_bandwidth_bytes_per_s",

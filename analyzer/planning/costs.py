@@ -6,23 +6,23 @@ says where the numbers came from, weakest part first:
 
 * ``"measured"``: both costs observed at this batch size (harness timings, or an eager and
   a graph trace of this size);
-* ``"predicted"``: eager observed, graph cost predicted by :mod:`analyzer.predict` from the
+* ``"predicted"``: eager observed, graph cost predicted by :mod:`launchgap.predict` from the
   eager trace (no graph trace at this size);
 * ``"interpolated"``: at least one cost derived from other batch sizes (between observed
   sizes, or clamped below the smallest one by :meth:`CostTable.extended_to`);
 * ``"extrapolated"``: above the largest size with costs, on the fitted growth (below).
 
 The readers that build tables from harness timings and from analysed traces live in
-:mod:`analyzer.planning.inputs`.
+:mod:`launchgap.planning.inputs`.
 
 **Monotone fit.** A bigger batch never takes less time to run, but measurements are noisy
 (truth.json's 1b eager step is 15.9 ms at bs 8 and 11.2 ms at bs 16). Each series (eager,
 graph) is replaced by its isotonic regression over the observed sizes (least squares,
 non-decreasing: pool adjacent violators, equal weights), each change listed in
 ``CostTable.warnings``; between observed sizes costs are linear, so the whole table is
-non-decreasing in batch size. The planner relies on that (see :mod:`analyzer.planning.planner`).
+non-decreasing in batch size. The planner relies on that (see :mod:`launchgap.planning.planner`).
 
-**No silent extrapolation.** :meth:`CostTable.at` raises :class:`~analyzer.errors.InputError`
+**No silent extrapolation.** :meth:`CostTable.at` raises :class:`~launchgap.errors.InputError`
 below the smallest or above the largest size in the table. :meth:`CostTable.extended_to` is
 the explicit alternative, and lists what it did in the new table's ``warnings``:
 

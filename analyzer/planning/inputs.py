@@ -11,8 +11,8 @@ Where the costs come from, best first:
 
 The distribution comes from :func:`load_distribution` (CSV or JSON histogram) or from the
 steps of analysed traces (:func:`distribution_from_steps`). Every reader returns the cost
-model's :class:`~analyzer.planning.costs.CostTable` or a plain ``{batch_size: count}``; bad
-files raise :class:`~analyzer.errors.InputError` naming the file and the reason.
+model's :class:`~launchgap.planning.costs.CostTable` or a plain ``{batch_size: count}``; bad
+files raise :class:`~launchgap.errors.InputError` naming the file and the reason.
 """
 from __future__ import annotations
 
@@ -43,16 +43,16 @@ class TraceSteps:
     """What planning reads of one analysed trace: its decode steps as columns (one entry per step).
 
     ``name``: the trace, as messages name it. ``mode``: ``eager``, ``graph``, ``mixed`` or
-    ``capture`` (:mod:`analyzer.graph_mode`). ``unprofiled_scale``: the trace's estimated
+    ``capture`` (:mod:`launchgap.graph_mode`). ``unprofiled_scale``: the trace's estimated
     unprofiled over profiled median step (``summary.estimated_unprofiled_step_us_median /
     summary.step_us_median``; 1 when either is 0). Per step: ``batch_size`` (-1: unknown),
     ``dur_us`` (profiled), ``predicted_graph_us`` and ``phase`` (``decode``, ``prefill``,
     ``mixed``, or ``None`` when the trace does not say). ``kernels_per_step``: the median kernels
-    per step (:attr:`analyzer.workload.Workload.kernels_per_step`; 0 when not known): the nodes of
+    per step (:attr:`launchgap.workload.Workload.kernels_per_step`; 0 when not known): the nodes of
     one size's FULL graph, which size its capture time.
 
-    Built from an analysed trace by :func:`analyzer.planning.request.trace_steps` and from a
-    fleet summary by :func:`analyzer.fleet.summary_steps`: planning never reads a report itself.
+    Built from an analysed trace by :func:`launchgap.planning.request.trace_steps` and from a
+    fleet summary by :func:`launchgap.fleet.summary_steps`: planning never reads a report itself.
     """
 
     name: str
@@ -63,7 +63,7 @@ class TraceSteps:
     predicted_graph_us: np.ndarray
     phase: tuple[str | None, ...]
     kernels_per_step: float = 0.0
-    #: The trace's FULL-graph cost curve and eager cost per size (:mod:`analyzer.costmodel`; ``None`` when not
+    #: The trace's FULL-graph cost curve and eager cost per size (:mod:`launchgap.costmodel`; ``None`` when not
     #: known, e.g. a fleet summary): with them a graph-only trace gives costs at every size.
     graph_curve: CostCurve | None = None
     eager: EagerCurve | None = None
@@ -167,7 +167,7 @@ def kernels_per_step_from_steps(traces: Sequence[TraceSteps]) -> float | None:
 
 
 def costs_from_curves(traces: Sequence[TraceSteps]) -> CostTable:
-    """Costs at every batch size 1..max from the traces' cost curves (:mod:`analyzer.costmodel`).
+    """Costs at every batch size 1..max from the traces' cost curves (:mod:`launchgap.costmodel`).
 
     Graph: per size, the median of the traces that measured it (their own steps ran that size), else of the
     curves' batch-scaling model (source ``predicted``). Eager: the eager traces' own decode steps where they ran
@@ -190,7 +190,7 @@ def costs_from_curves(traces: Sequence[TraceSteps]) -> CostTable:
         g[any_meas] = np.nanmedian(np.where(meas, curves, np.nan)[:, any_meas], axis=0)
     g_src = tuple("measured" if m else "predicted" for m in any_meas.tolist())
     notes = [f"graph costs at {int(any_meas.sum())} size(s) from the traces' own graph steps, at the others from the "
-             f"batch-scaling model of their kernels (analyzer.costmodel; GPU peaks: {with_curve[0].graph_curve.peaks})"]
+             f"batch-scaling model of their kernels (launchgap.costmodel; GPU peaks: {with_curve[0].graph_curve.peaks})"]
     eager_traces = [t for t in traces if t.mode in ("eager", "compiled")]
     eb, eu = [], []
     for t in eager_traces:  # measured eager steps
@@ -254,8 +254,8 @@ def looks_like_timings(path: str | Path) -> bool:
 
 
 def costs_from_timings(path: str | Path, model: str | None = None) -> CostTable:
-    """Costs from the harness's ``timings.json`` (:mod:`analyzer.timings`, read and checked by its
-    :func:`~analyzer.timings.load_timings`) or truth.json's layout.
+    """Costs from the harness's ``timings.json`` (:mod:`launchgap.timings`, read and checked by its
+    :func:`~launchgap.timings.load_timings`) or truth.json's layout.
 
     Rows: ``model``, ``batch_size`` (or ``bs``), ``eager_us``, ``graph_us`` (null when not
     measured), optional ``graph_pool_bytes``. With several models in the file ``model``

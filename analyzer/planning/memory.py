@@ -37,7 +37,7 @@ for a non-empty list ``S`` of batch sizes (both are 0 for the empty list), where
   ``nodes_per_layer * layers + nodes_base``. Measured counts vary little with the size (the
   1b preset: 737 kernels at bs 1-136, 721 at some sizes above), and one number per model keeps
   every size's share of memory and time the same, which is what makes the planner's budgets
-  exact (see :mod:`analyzer.planning.planner`).
+  exact (see :mod:`launchgap.planning.planner`).
 * ``base_mib``, ``graph_mib``, ``node_kib``: once per list (workspaces, pool bookkeeping), per
   graph, and per node (the executable that lives outside PyTorch's allocator, in device
   memory the driver counts).

@@ -13,10 +13,10 @@ chooses the bucket set that minimises it under three budgets: at most ``K`` grap
 ``M`` MiB of graph memory, at most ``T`` seconds of capture (start-up), each bucket at most
 ``max_batch_size``.
 
-**What a list costs** (:class:`~analyzer.planning.memory.ListCost`): with ``k`` buckets of
+**What a list costs** (:class:`~launchgap.planning.memory.ListCost`): with ``k`` buckets of
 which the largest is ``s``, memory is ``fixed + pool_per_row * s + per_size * k`` MiB and
 capture time ``fixed_s + per_size_s * k`` seconds (both 0 for ``k = 0``). With the model's
-dimensions this is the fitted memory model (:mod:`analyzer.planning.memory`: servers capture
+dimensions this is the fitted memory model (:mod:`launchgap.planning.memory`: servers capture
 largest first into one shared pool, so memory follows the largest size plus a part per
 graph); without them, a constant per graph (``graph_memory_mib``: given, else the largest
 pool growth the harness measured, else :data:`DEFAULT_GRAPH_MEMORY_MIB`, an assumption the
@@ -25,7 +25,7 @@ belongs to the largest bucket alone), but it depends on the bucket set only thro
 ``s``, and grows with both; that is what keeps the optimisation exact.
 
 **Exactness.** Candidate buckets are the batch sizes that occur in the distribution. That
-loses nothing for ``pad``: costs are non-decreasing in batch size (:mod:`analyzer.planning.costs`
+loses nothing for ``pad``: costs are non-decreasing in batch size (:mod:`launchgap.planning.costs`
 fits them so), so a bucket can always be moved down to the largest distribution size it
 serves; it still serves the same steps, each at a cost no higher, with the same number of
 graphs and a largest bucket no larger (so no more memory or capture time). For ``exact`` a
@@ -99,7 +99,7 @@ from .memory import (
 
 SCHEMA = "launchgap.plan/1"
 PADDING_POLICIES = ("pad", "exact")
-#: What a plan's inputs gave it, one entry each in ``sources`` (see :mod:`analyzer.planning.request`).
+#: What a plan's inputs gave it, one entry each in ``sources`` (see :mod:`launchgap.planning.request`).
 SOURCE_ROLES = ("costs", "distribution", "capture_sizes", "model_dims", "graph_nodes", "memory_model",
                 "capture_cost")
 #: The baseline name of the server's current capture list (when an input gives it).
@@ -278,7 +278,7 @@ class Plan:
     #: The model whose dimensions the memory model used (``None``: a constant per graph).
     model_dims: ModelDims | None = None
     #: Per role of :data:`SOURCE_ROLES`, the input that gave it (``None``: none did); set by
-    #: :func:`analyzer.planning.request.build_plan`.
+    #: :func:`launchgap.planning.request.build_plan`.
     sources: Mapping[str, str | None] = field(default_factory=dict)
 
     @property
@@ -325,7 +325,7 @@ class Plan:
         return self.all_eager_expected_step_us / self.expected_step_us if self.expected_step_us > 0 else 0.0
 
     def configs(self) -> dict:
-        """Ready-to-paste capture settings per server (see :mod:`analyzer.engines`)."""
+        """Ready-to-paste capture settings per server (see :mod:`launchgap.engines`)."""
         return {e.NAME: e.capture_config(list(self.buckets), self.options.padding) for e in ENGINES}
 
     def config_snippets(self) -> dict[str, str]:

@@ -15,15 +15,15 @@ format or an in-memory source) and tagged with the *roles* it is to fill:
   them the capture time is estimated even without the dimensions;
 * ``memory_model``: the fitted memory model to use instead of the committed one;
 * ``capture_cost``: a server's own capture memory and seconds for its own list
-  (:class:`~analyzer.planning.memory.CaptureCalibration`), which calibrate the memory and
-  capture-time model for that server (:func:`~analyzer.planning.memory.calibrate`).
+  (:class:`~launchgap.planning.memory.CaptureCalibration`), which calibrate the memory and
+  capture-time model for that server (:func:`~launchgap.planning.memory.calibrate`).
 
 :data:`KINDS` says which roles each kind can fill and how it reads each one: analysed
 traces (``traces``) give costs and the distribution; harness timings (``timings``) give costs
 and model dimensions, never the distribution; a histogram file (``distribution``) the
 distribution; a model config (``model_config``) the dimensions; traces and timings also give
 kernel nodes per graph; ``capture_sizes`` a list; ``memory_model`` a fitted model; a server log
-or ``/metrics`` scrape (``server_log``, :mod:`analyzer.planning.serverlog`) costs, the
+or ``/metrics`` scrape (``server_log``, :mod:`launchgap.planning.serverlog`) costs, the
 distribution, the capture list and the capture cost. When several inputs are tagged with one role, the kind with
 the lowest ``rank`` fills it (harness timings' unprofiled costs beat trace costs, a
 histogram beats the traces' own steps) and the plan's notes say which won; two inputs of the
@@ -165,7 +165,7 @@ class PlanRequest:
 
 def traces_input(steps: Sequence[TraceSteps], workload: str, roles: tuple[str, ...] = TRACE_ROLES) -> PlanInput:
     """The ``traces`` input of one workload's analysed traces, named as every path names it, by the
-    workload's name for people (:func:`analyzer.workload.display_names`: "3 trace(s) of Llama ~8B-class ·
+    workload's name for people (:func:`launchgap.workload.display_names`: "3 trace(s) of Llama ~8B-class ·
     H200"), so the same traces give the same plan sources everywhere."""
     return PlanInput("traces", f"{len(steps)} trace(s) of {workload}", roles, value=tuple(steps))
 

@@ -1,9 +1,9 @@
 """A server log or ``/metrics`` scrape as a plan input: costs, distribution, capture list, capture cost.
 
-Registered in :mod:`analyzer.planning.request` as the ``server_log`` input kind (ranked after
+Registered in :mod:`launchgap.planning.request` as the ``server_log`` input kind (ranked after
 harness timings, before traces for costs; before traces for the distribution; after a pasted
 config or ``--capture-sizes`` for the capture list). Each reader takes the file's
-:class:`~analyzer.serverlogs.diagnosis.LogDiagnosis` (read once, kept as the input's value).
+:class:`~launchgap.serverlogs.diagnosis.LogDiagnosis` (read once, kept as the input's value).
 
 **Costs from a log.** Decode step times per batch size, from the best line the log has:
 
@@ -21,11 +21,11 @@ its graph step plus the launches the graph removes, about the same at every batc
 (``eager(b) = graph(b) + overhead``, the overhead the median of ``eager - graph`` over the sizes
 where both are seen, else of eager points against the graph line's least-squares fit). Where the
 log shows no eager step at all the overhead is a prior: :data:`LAUNCH_US_PER_KERNEL` (measured on
-our H200 host) times the kernels of a decode step (:data:`~analyzer.planning.memory.NODES_PER_LAYER`
+our H200 host) times the kernels of a decode step (:data:`~launchgap.planning.memory.NODES_PER_LAYER`
 per layer of a :data:`PRIOR_LAYERS`-layer model), and the plan's notes say so.
 
 **Capture cost.** The server's own capture seconds and memory for its own list calibrate the
-memory and capture-time model for that server (:func:`analyzer.planning.memory.calibrate`).
+memory and capture-time model for that server (:func:`launchgap.planning.memory.calibrate`).
 """
 from __future__ import annotations
 

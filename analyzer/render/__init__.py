@@ -1,7 +1,7 @@
 """Every text and Markdown output of the analyzer: strings only, printed by the commands.
 
 One module per output (trace report, tensor-parallel job, capture plan, fleet report, HTA
-breakdowns, server logs) over one table helper (:mod:`analyzer.render.table`) with one Markdown escaping
+breakdowns, server logs) over one table helper (:mod:`launchgap.render.table`) with one Markdown escaping
 rule. Nothing else in ``analyzer`` formats tables for people.
 """
 from __future__ import annotations

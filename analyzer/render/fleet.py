@@ -1,4 +1,4 @@
-"""The fleet report (:class:`~analyzer.fleet.FleetReport`) as plain text."""
+"""The fleet report (:class:`~launchgap.fleet.FleetReport`) as plain text."""
 from __future__ import annotations
 
 import os

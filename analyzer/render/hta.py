@@ -1,5 +1,5 @@
-"""Holistic Trace Analysis's breakdowns of one trace (:class:`~analyzer.hta_bridge.HtaReport`),
-and their comparison with launchgap's numbers (:class:`~analyzer.hta_bridge.Comparison`), as text."""
+"""Holistic Trace Analysis's breakdowns of one trace (:class:`~launchgap.hta_bridge.HtaReport`),
+and their comparison with launchgap's numbers (:class:`~launchgap.hta_bridge.Comparison`), as text."""
 from __future__ import annotations
 
 from ..hta_bridge import KERNEL_WAIT_THRESHOLD_US, Comparison, HtaReport, HtaSettings

@@ -1,4 +1,4 @@
-"""A tensor-parallel job's section (:class:`~analyzer.ranks.JobReport`) as text or Markdown."""
+"""A tensor-parallel job's section (:class:`~launchgap.ranks.JobReport`) as text or Markdown."""
 from __future__ import annotations
 
 from ..ranks import JobReport

@@ -1,4 +1,4 @@
-"""A capture plan (:class:`~analyzer.planning.planner.Plan`) as text or Markdown: verdict first."""
+"""A capture plan (:class:`~launchgap.planning.planner.Plan`) as text or Markdown: verdict first."""
 from __future__ import annotations
 
 from ..engines import LABELS as _SERVER_LABEL

@@ -1,13 +1,13 @@
 """Serving engines' own logs and ``/metrics`` scrapes: one reader per engine, one result type.
 
 :func:`read_server_file` reads one file (plain or gzipped) into a
-:class:`~analyzer.serverlogs._base.ServerLog`; what it is comes from its content, never its name
+:class:`~launchgap.serverlogs._base.ServerLog`; what it is comes from its content, never its name
 (:func:`detect`): the engines' format strings in the first MiB (weighted cues per engine module,
 ``CUES``), else in the whole file; a Prometheus text exposition whose metric names carry an
 engine's prefix. Readers stream the file in pieces with bounded memory
-(:mod:`analyzer.serverlogs._base`). The diagnosis from a log is :mod:`analyzer.serverlogs.diagnosis`.
+(:mod:`launchgap.serverlogs._base`). The diagnosis from a log is :mod:`launchgap.serverlogs.diagnosis`.
 
-Engine modules (one per engine, as :mod:`analyzer.engines` is for traces): :mod:`.vllm`,
+Engine modules (one per engine, as :mod:`launchgap.engines` is for traces): :mod:`.vllm`,
 :mod:`.sglang`, :mod:`.tensorrt_llm`; metrics: :mod:`.prometheus`.
 
 Refused, with one line naming the file: binary content, an empty file, a file with no line any
@@ -166,7 +166,7 @@ def read_server_file(path: str | Path, optional: bool = False) -> ServerLog | No
 
 def merge_scrapes(logs: list[ServerLog]) -> list[ServerLog]:
     """``logs`` with every engine's scrape files merged into one time series (at the place of its first
-    file; :func:`~analyzer.serverlogs.prometheus.merge_metrics`): scrapes of one server taken over time
+    file; :func:`~launchgap.serverlogs.prometheus.merge_metrics`): scrapes of one server taken over time
     into several files read as one. Logs pass through as they are."""
     groups: dict[str, list[ServerLog]] = {}
     for lg in logs:

@@ -48,7 +48,7 @@ new_files = [f for f in (picked or []) if f.file_id not in seen]
 jobs = []
 for f in new_files:
     seen.add(f.file_id)
-    staged = uploads.take(f)  # streamed to a private file by the server (app.uploads), or None
+    staged = uploads.take(f)  # streamed to a private file by the server (launchgap.dashboard.uploads), or None
     if take_server_file(state, f.name, staged.path if staged is not None else None,
                         None if staged is not None else f.getvalue()):  # a server log or scrape: the Server page
         if staged is not None:

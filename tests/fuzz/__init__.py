@@ -1,10 +1,10 @@
 """Fuzzing of the trace loaders (hypothesis).
 
 The one property every test here checks: whatever the bytes of a file, loading it
-(:func:`analyzer.loaders.load_trace`) and analysing it (:func:`analyzer.report.analyze_trace`)
+(:func:`launchgap.loaders.load_trace`) and analysing it (:func:`launchgap.report.analyze_trace`)
 either gives a report whose JSON serialises without NaN/inf and whose times are possible
 (:func:`assert_sane`), or raises an
-:class:`~analyzer.errors.AnalyzerError` subclass with a one-line message naming the file;
+:class:`~launchgap.errors.AnalyzerError` subclass with a one-line message naming the file;
 and ``launchgap analyze FILE --format json`` returns 0 or 2, never a traceback.
 
 Examples per test and their seeds come from the hypothesis profile (tests/conftest.py): ``make test``

@@ -65,7 +65,7 @@ def test_padding_cost_with_timings_matches_the_full_range_truth() -> None:
 
 
 def test_padding_cost_from_the_trace_alone_within_20_percent() -> None:
-    """No timings: the cost curve of analyzer.costmodel from the trace's own kernels (the real list given)."""
+    """No timings: the cost curve of launchgap.costmodel from the trace's own kernels (the real list given)."""
     cost = _graph_cost()
     rep = _serving(AnalysisOptions(capture_sizes=SERVE_SIZES))
     steps = [st for st in rep.steps if st.padded_rows is not None and st.bucket <= max(cost)]

@@ -1,6 +1,6 @@
 """launchgap against Holistic Trace Analysis (HTA 0.5.0) on real traces.
 
-For each trace, :func:`analyzer.hta_bridge.compare_with_hta` gives, per metric (kernel
+For each trace, :func:`launchgap.hta_bridge.compare_with_hta` gives, per metric (kernel
 count, GPU window/busy/idle from HTA's temporal breakdown, idle per stream split into host
 wait / kernel wait / other, launch-delay statistics), launchgap's number, HTA's default
 number, and HTA's number with its documented deviations switched off ("aligned"):

@@ -1,7 +1,7 @@
 """docs/json.md is the JSON contract: checked here against the real output of the commands.
 
 The commands run on the bundled traces (``analyze``, ``plan`` and ``fleet`` with ``--format json``,
-through :func:`analyzer.cli.main` as the console script calls it). Every object in the output must
+through :func:`launchgap.cli.main` as the console script calls it). Every object in the output must
 have exactly the keys the doc lists for it, each value one of the documented types, every documented
 field must appear in some run, and each top level names its schema.
 

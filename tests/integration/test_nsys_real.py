@@ -1,7 +1,7 @@
 """The nsys loader on the real exports in traces/nsys (2xH100 windows + the minimal 6-table file).
 
 Kernel counts come straight from the file with SQL; GPU busy time is recomputed here from the
-kernel/memcpy/memset rows with a plain sorted sweep, independent of analyzer.gaps.
+kernel/memcpy/memset rows with a plain sorted sweep, independent of launchgap.gaps.
 """
 from __future__ import annotations
 

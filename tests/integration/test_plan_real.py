@@ -45,7 +45,7 @@ def _plan_json(capsys, argv) -> dict:
 
 def test_costs_from_all_eight_traces(h200, reports):
     t = costs_from_steps([trace_steps(r) for r in reports])
-    # every size 1..256: the graph cost curve of the traces' kernels (analyzer.costmodel), eager linear between
+    # every size 1..256: the graph cost curve of the traces' kernels (launchgap.costmodel), eager linear between
     # the eager traces' sizes
     assert t.batch_sizes == list(range(1, 257))
     measured = [p.batch_size for p in t.points if p.source == "measured"]

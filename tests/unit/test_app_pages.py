@@ -70,8 +70,8 @@ EAGER = trace_bytes(eager_events(0) + eager_events(1000))  # two identical steps
 GRAPH = trace_bytes(graph_events(0) + graph_events(1000), gz=True)
 BAD = b"\x00\x01 this is not a trace"
 
-# By hand (see eager_events), with the prediction model's constants (analyzer.predict):
-# Runtime calls only, no cpu_ops: the profiler-overhead tier is "cupti" (analyzer.overhead).
+# By hand (see eager_events), with the prediction model's constants (launchgap.predict):
+# Runtime calls only, no cpu_ops: the profiler-overhead tier is "cupti" (launchgap.overhead).
 UNPROF_US = 40 - DEFAULT_OVERHEAD.rate("cupti").value * 2  # profiled step less 2 host events
 PRED_US = 20 + DEFAULT_MODEL.node_us * 2 + DEFAULT_MODEL.graph_launch_us  # busy + 2 short kernels + 1 launch
 SPEEDUP = UNPROF_US / PRED_US

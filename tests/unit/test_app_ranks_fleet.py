@@ -2,7 +2,7 @@
 
 The Ranks tests use the two bundled rank traces (traces/h200x2-tp2-1b, copied from the
 project's reference set); the Fleet tests build a real results file with
-:func:`analyzer.fleet.summarize_trace` over the bundled h200-1b traces (no Dask needed).
+:func:`launchgap.fleet.summarize_trace` over the bundled h200-1b traces (no Dask needed).
 Expected numbers come from the analyzer itself on the same files: the page must show
 exactly what ``launchgap analyze`` computes.
 """

@@ -1,4 +1,4 @@
-"""The batch-scaling model and the one cost curve (analyzer.costmodel), with exact numbers on hand-built kernels."""
+"""The batch-scaling model and the one cost curve (launchgap.costmodel), with exact numbers on hand-built kernels."""
 from __future__ import annotations
 
 import numpy as np

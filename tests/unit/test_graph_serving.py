@@ -58,7 +58,7 @@ def test_fallbacks_buckets_padding_exact(serving_trace: Path) -> None:
     assert [st.padded_rows for st in rep.steps] == [1, 0, None, None]
     # predicted FULL-graph steps: graph steps 10 + 0.34*10 + 3 = 16.4 at bucket 4, bounded by the replay the trace
     # shows (10 us, no gaps: a graph step is never predicted above itself), so 10; eager steps at their batch:
-    # bs 2: 4 + 0.34*4 + 3 = 8.36, bs 6: 8 + 1.36 + 3 = 12.36. The cost curve (analyzer.costmodel) passes through
+    # bs 2: 4 + 0.34*4 + 3 = 8.36, bs 6: 8 + 1.36 + 3 = 12.36. The cost curve (launchgap.costmodel) passes through
     # 2 and 4; bs 3 lies between them, on the shape the prediction from 2 gives: its four 1-us kernels are
     # element-wise, g(b) = (b / (b + 16)) ** 0.116, so cost(3) = 8.36 + 1.64 * (g3/g2 - 1) / (g4/g2 - 1)
     assert [st.predicted_graph_us for st in rep.steps] == [10.0, 10.0, pytest.approx(8.36), pytest.approx(12.36)]

@@ -69,7 +69,7 @@ def test_padding_cost_against_the_full_range_truth() -> None:
     assert got == pytest.approx(truth_total, rel=0.20)
     assert with_timings.summary.padding_cost_source == "timings+trace"
     assert with_timings.summary.padding_estimated_steps == 0  # every batch and bucket is a timed size
-    # From the trace alone: the cost curve of analyzer.costmodel (the buckets' graph steps and the eager steps'
+    # From the trace alone: the cost curve of launchgap.costmodel (the buckets' graph steps and the eager steps'
     # batches measured, the batch-scaling model between them). This 1b's truth is 2.40 us per step because its
     # FULL-graph step dips by 30-50 us at multiples of 8 (GEMM tiles), which cancels the rise elsewhere; the model
     # has no tile dips and gives 16.97 (band 11.0-22.1), 0.5% of a 2,400-3,000 us step. On the held-out 3b it is

@@ -1,4 +1,4 @@
-"""``launchgap hta`` and :mod:`analyzer.hta_bridge` on tiny hand-built Kineto traces.
+"""``launchgap hta`` and :mod:`launchgap.hta_bridge` on tiny hand-built Kineto traces.
 
 The numbers below were worked out by hand from HTA 0.5.0's definitions (see the bridge's
 docstring) before running it; HTA reproduces them exactly. Times in us.

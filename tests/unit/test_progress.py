@@ -1,4 +1,4 @@
-"""The commands' one progress printer (analyzer.commands._shared.Progress): exact stderr text."""
+"""The commands' one progress printer (launchgap.commands._shared.Progress): exact stderr text."""
 from __future__ import annotations
 
 import io

@@ -1,4 +1,4 @@
-"""The one table helper (:mod:`analyzer.render.table`) and the HTA text built on it, exact text (no HTA needed)."""
+"""The one table helper (:mod:`launchgap.render.table`) and the HTA text built on it, exact text (no HTA needed)."""
 from __future__ import annotations
 
 import pytest

@@ -9,7 +9,7 @@
    (the step captured as one FULL CUDA graph in its own pool: ``graph_us``, ``capture_s``,
    ``graph_pool_bytes`` = growth of the caching allocator's reserved memory across the
    capture, ``graph_nodes`` = kernel nodes) and ``piecewise`` (graph pieces between eager
-   attentions, see :mod:`analyzer.harness.graphs`: ``piecewise_us``, ``piecewise_capture_s``,
+   attentions, see :mod:`launchgap.harness.graphs`: ``piecewise_us``, ``piecewise_capture_s``,
    ``piecewise_pool_bytes``, ``piecewise_graphs``, ``piecewise_nodes``). Each round times
    every size and mode once before the next round starts. ``kernels_per_step``: kernels of
    one eager step (a CUDA-only profile). Traces (CPU+CUDA, ``record_shapes=True``, schedule
@@ -20,9 +20,9 @@
    under each profiler setting (``<model>_bs<N>_eager_<setting>.json.gz``); a trace across
    which the eager step drifted beyond ``max_drift`` is recorded again (see :func:`.profiled.record_profiled`).
 3. **Graph memory** (``graph_memory``): per capture list and mode (full, piecewise), the
-   list captured largest first into one shared pool (:func:`analyzer.harness.graphs.capture_list`).
+   list captured largest first into one shared pool (:func:`launchgap.harness.graphs.capture_list`).
 4. **Serving** (``serving``): a sequence of batch sizes replayed on capture lists
-   (:mod:`analyzer.harness.serving`).
+   (:mod:`launchgap.harness.serving`).
 
 One module per concern: :mod:`.options` (what to record), :mod:`.tasks` (the work plan,
 resuming, progress), :mod:`.document` (the timings document, environment, model entries),
@@ -31,7 +31,7 @@ resuming, progress), :mod:`.document` (the timings document, environment, model 
 :mod:`.memory`, :mod:`.serving`, and :mod:`.run` (:func:`run_sweep`, building each model,
 compiled or not, transformers or built-in).
 
-``timings.json`` (schema ``launchgap.timings/1``, :mod:`analyzer.timings`) is rewritten after
+``timings.json`` (schema ``launchgap.timings/1``, :mod:`launchgap.timings`) is rewritten after
 every unit of work, so an interrupted run resumes where it stopped: rows, traces, profiler
 rows and graph-memory entries already there are skipped unless ``force`` (serving entries
 are always redone). Without CUDA the eager step runs on the CPU (timed with the host clock),

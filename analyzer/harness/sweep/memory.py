@@ -1,5 +1,5 @@
 """Part 3, graph memory: each capture list captured largest first into one shared pool, per mode
-(``graph_memory`` of timings.json; :func:`analyzer.harness.graphs.capture_list`)."""
+(``graph_memory`` of timings.json; :func:`launchgap.harness.graphs.capture_list`)."""
 from __future__ import annotations
 
 from ..model import Decoder

@@ -83,7 +83,7 @@ def record_profiled(ctx: Ctx, model: Decoder, tasks: list[Task]) -> None:
     eager step drifts by more than ``--max-drift`` across a trace (``after / before - 1``: the
     host changed speed), the trace is recorded again between the last block and a new one, up
     to ``--drift-retries`` times; the record keeps the last attempt, its drift and the number of
-    attempts. Record fields: see ``profiled_vs_unprofiled`` in :mod:`analyzer.timings`.
+    attempts. Record fields: see ``profiled_vs_unprofiled`` in :mod:`launchgap.timings`.
 
     With ``--interleave N`` the truth comes from inside the trace's own window instead
     (:func:`record_interleaved`): N cycles of unprofiled (wait-phase) and profiled (active)

@@ -26,11 +26,11 @@ from .tasks import Task, plan_tasks, task_done
 
 def run_sweep(opts: SweepOptions, progress: Callable[[int, int, str], None] | None = None,
               log: Callable[[str], None] | None = None) -> SweepResult:
-    """Run what ``opts`` asks; see :mod:`analyzer.harness.sweep` for what is measured.
+    """Run what ``opts`` asks; see :mod:`launchgap.harness.sweep` for what is measured.
 
     ``progress(done, total, label)`` is called after each unit of work; ``log(line)`` for
     notes (warnings, environment). Both default to silence: the CLI passes
-    :class:`~analyzer.harness.sweep.tasks.Progress` and a stderr writer.
+    :class:`~launchgap.harness.sweep.tasks.Progress` and a stderr writer.
     """
     opts.validate()
     torch = import_torch()

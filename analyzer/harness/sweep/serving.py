@@ -1,5 +1,5 @@
 """Part 4, serving: a sequence of batch sizes replayed on capture lists (``serving`` of timings.json;
-:mod:`analyzer.harness.serving`)."""
+:mod:`launchgap.harness.serving`)."""
 from __future__ import annotations
 
 from ..model import Decoder

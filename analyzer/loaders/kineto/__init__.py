@@ -23,7 +23,7 @@ The package, one concern per module:
 How a large file is read (memory follows the events kept, not the JSON text):
 
 * The content is read (and gunzipped) in pieces of a few MB by a background thread
-  (:func:`~analyzer.loaders._io.read_ahead`), so decompression overlaps decoding.
+  (:func:`~launchgap.loaders._io.read_ahead`), so decompression overlaps decoding.
 * Each piece is cut after the last complete event of ``traceEvents`` and read on its own as
   a JSON array. The C scan reads it in one pass straight to one record per event (ts, dur, ids,
   launch configuration, and indices into the piece's distinct strings), which
@@ -47,7 +47,7 @@ How a large file is read (memory follows the events kept, not the JSON text):
 Memory (issue 30): each piece's columns wait at the narrowest integer type their values allow;
 at the end they are folded into the table one column at a time, each piece let go as it is
 folded in, times converted in place, the heap trimmed between stages
-(:data:`~analyzer.loaders._io.HEAP`). Events of other categories never become rows (only the
+(:data:`~launchgap.loaders._io.HEAP`). Events of other categories never become rows (only the
 first :data:`SETTINGS_SAMPLE_EVENTS` are counted). Two tables are unavoidable and kept whole: the
 event table (every kept event is a row some analysis reads: CPU ops, annotations and runtime calls
 are the host ranges of the host stalls, phases and activity and carry the Input Dims the batch

@@ -1,7 +1,7 @@
 """Decoded events, piece by piece in file order, into the loader's columns (:class:`_ColumnBuilder`).
 
 Each piece's columns are kept at the narrowest integer types their values allow until :meth:`finish`
-folds them, one column at a time, into the :class:`~analyzer.trace.Trace` (pieces let go as they
+folds them, one column at a time, into the :class:`~launchgap.trace.Trace` (pieces let go as they
 are folded in). The C scan's records (:meth:`~_ColumnBuilder.add_scanned`) and msgspec's Structs
 (:meth:`~_ColumnBuilder.add`) give the same state, field for field.
 """

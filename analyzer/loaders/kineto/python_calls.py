@@ -11,7 +11,7 @@ from .schema import _as_int, _as_us
 
 
 class _PythonCallColumns:
-    """Python function ranges, piece by piece, into a :class:`~analyzer.trace.PythonCalls` table.
+    """Python function ranges, piece by piece, into a :class:`~launchgap.trace.PythonCalls` table.
 
     Names go to a table of their own, so the event table (its names, ids and columns) is what it
     would be without them. A with_stack trace holds more of these than anything else, so each piece

@@ -98,7 +98,7 @@ class _Device(msgspec.Struct, gc=False):
     maxSharedMemoryPerMultiProcessor: Any = None  # ROCm's spelling
 
 
-#: Kineto ``deviceProperties`` key -> normalised key of :data:`analyzer.trace.DEVICE_PROPERTY_KEYS` (ints).
+#: Kineto ``deviceProperties`` key -> normalised key of :data:`launchgap.trace.DEVICE_PROPERTY_KEYS` (ints).
 _DEVICE_INT_KEYS = {
     "totalGlobalMem": "total_memory_bytes", "numSms": "sm_count", "warpSize": "warp_size",
     "maxThreadsPerBlock": "max_threads_per_block", "maxThreadsPerMultiprocessor": "max_threads_per_sm",
@@ -233,7 +233,7 @@ def _dim3(value: Any) -> tuple[int, int, int]:
 
 
 def _device_properties(devices: Iterable[_Device] | None) -> dict[int, dict[str, Any]]:
-    """``deviceProperties`` under the normalised keys of :data:`analyzer.trace.DEVICE_PROPERTY_KEYS`:
+    """``deviceProperties`` under the normalised keys of :data:`launchgap.trace.DEVICE_PROPERTY_KEYS`:
     integers that are ints >= 0, the name when a str, ``compute_capability`` from both halves."""
     out: dict[int, dict[str, Any]] = {}
     for dev in devices or []:
@@ -302,7 +302,7 @@ def _rank_of(dist: _DistInfo | None) -> dict[str, int | None]:
 
 
 def _settings_of(flags: dict[str, _Scalar], sample: dict[str, int], sampled: int) -> dict:
-    """What the file says of the profiler's settings (read by :mod:`analyzer.overhead`).
+    """What the file says of the profiler's settings (read by :mod:`launchgap.overhead`).
 
     The top-level flags (True/False; None when the file does not name one: older torch writes
     none), then counts over the first ``events_sampled`` events of the file: ``python_function``
