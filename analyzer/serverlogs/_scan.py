@@ -121,7 +121,13 @@ def read_uint(a: np.ndarray, at: np.ndarray, width: int = 12) -> tuple[np.ndarra
 
 
 def read_decimal(scan: BlockScan, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The plain decimal (``123``, ``968.35``) at each offset: (value, ok).
+    """The plain decimal (``123``, ``968.35``) at each offset: (value, ok) (see :func:`read_decimal_end`)."""
+    value, _, ok = read_decimal_end(scan, at)
+    return value, ok
+
+
+def read_decimal_end(scan: BlockScan, at: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The plain decimal (``123``, ``968.35``) at each offset: (value, offset just after it, ok).
 
     ``ok`` is False where the token (the bytes up to the first that cannot continue a number,
     ``[-+\\w.]``) is anything else (a sign, ``nan``, an exponent, over 17 digits): the caller reads
@@ -135,7 +141,7 @@ def read_decimal(scan: BlockScan, at: np.ndarray) -> tuple[np.ndarray, np.ndarra
     after = scan.a[np.where(dot, second + nf, at + nd)]
     ok = (nd >= 1) & (nd + nf <= 17) & ~_WORDISH[after] & ~(dot & (nf == 0) & (scan.a[second] == ord(".")))
     mant = ip * _P10[nf] + np.where(dot, fp, 0)
-    return mant / _P10[nf].astype(np.float64), ok
+    return mant / _P10[nf].astype(np.float64), np.where(dot, second + nf, at + nd), ok
 
 
 # offsets in ``[YYYY-MM-DD HH:MM:SS``: the digits, and the separators between them
@@ -164,6 +170,38 @@ def iso_stamps(a: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.nd
     t = _days_from_civil(y, np.clip(mo, 1, 12), dd) * 86400 + hh * 3600 + mi * 60 + ss
     frac = np.where(nf > 0, fval / _P10[nf].astype(np.float64), 0.0)
     return t.astype(np.float64) + frac, start + np.where(has_frac, 21 + nf, 20), ok
+
+
+def month_day_stamps(a: np.ndarray, start: np.ndarray, end: np.ndarray, year: int,
+                     width: int = PAD) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Prefixes ``a[start:end]`` holding one month-day stamp ``MM-DD HH:MM:SS(.fff)`` (vLLM's datefmt)
+    and no other ``-`` or ``/`` (so no other stamp layout the general clock would try first):
+    (seconds since the epoch in ``year``, UTC as the log states it; offset of the stamp; ok). A prefix
+    longer than ``width`` bytes, or of another form, is not ok (the caller parses it with the clock)."""
+    n = len(start)
+    ok = (end - start >= 14) & (end - start <= width)
+    w = sliding_window_view(a, width)[np.where(ok, start, 0)]
+    inside = np.arange(width) < (end - start)[:, None]
+    dash = (w == ord("-")) & inside
+    ok &= (dash.sum(axis=1) == 1) & ~((w == ord("/")) & inside).any(axis=1)
+    s = np.where(ok, start + dash.argmax(axis=1) - 2, 0)
+    ok &= s >= start
+    before = a[np.maximum(s - 1, 0)]
+    ok &= (s == start) | ~(((before >= 48) & (before <= 57)) | (before == ord("-")))
+    ok &= (a[s + 5] == ord(" ")) & (a[s + 8] == ord(":")) & (a[s + 11] == ord(":")) & (s + 14 <= end)
+    d = [a[s + k].astype(np.int64) - 48 for k in (0, 1, 3, 4, 6, 7, 9, 10, 12, 13)]
+    for x in d:
+        ok &= (x >= 0) & (x <= 9)
+    mo, dd, hh, mi, ss = (d[k] * 10 + d[k + 1] for k in (0, 2, 4, 6, 8))
+    ok &= (mo >= 1) & (mo <= 12) & (dd >= 1) & (dd <= 31) & (hh < 24) & (mi < 60) & (ss < 62)
+    sep = a[s + 14]
+    fval, nf = read_uint(a, s + 15, 9)
+    nf = np.where((sep == ord(".")) | (sep == ord(",")), nf, 0)
+    ok &= s + 15 + nf <= end  # a fraction the prefix cuts short: the clock reads what the prefix holds
+    t = _days_from_civil(np.full(n, year, dtype=np.int64), np.clip(mo, 1, 12), dd) * 86400 \
+        + hh * 3600 + mi * 60 + ss
+    frac = np.where(nf > 0, fval / _P10[nf].astype(np.float64), 0.0)
+    return t.astype(np.float64) + frac, s, ok
 
 
 def _days_from_civil(y: np.ndarray, m: np.ndarray, d: np.ndarray) -> np.ndarray:

@@ -37,14 +37,17 @@ import re
 
 import numpy as np
 
-from ._base import CaptureEvent, ForwardTime, Reader as BaseReader, gib_to_mib, int_list
+from ._base import NO_YEAR, CaptureEvent, ForwardTime, Reader as BaseReader, gib_to_mib, int_list
+from ._scan import BlockScan, month_day_stamps, read_decimal_end, read_uint
 
 ENGINE = "vllm"
 CUES = ((b"Avg prompt throughput:", 4), (b"Graph capturing finished in", 4), (b"LLM engine (v", 5),
         (b"vLLM API server version", 5), (b"Batchsize forward time stats", 4), (b"CUDAGraph Stats", 4),
         (b"(EngineCore", 3), (b"[gpu_model_runner.py:", 3), (b"vllm", 1), (b"Iteration(", 1))
 
-_STATS_AT = re.compile(rb"Avg prompt throughput:[^\n]*")
+_STATS_MARK = b"Avg prompt throughput:"
+#: The stats line's literals between its numbers, as the block-wide read checks them.
+_STATS_LITERALS = (b" tokens/s, Avg generation throughput: ", b" tokens/s, Running: ", b" reqs")
 _STATS = re.compile(rb"Avg prompt throughput: ([\d.]+) tokens/s, Avg generation throughput: ([\d.]+) tokens/s, "
                     rb"Running: (\d+) reqs")
 _ENGINE_TAG = re.compile(rb"(Engine \d+): $")
@@ -107,23 +110,90 @@ class Reader(BaseReader):
         p = _PROC_TAG.search(prefix)
         return self.sources.of(p.group(1) if p else b"")
 
+    #: Read stats lines block-wide (False: every one with the regex; the tests compare the two).
+    fast = True
+
     def feed(self, block: bytes) -> None:
+        self.feed_scan(BlockScan(block))
+
+    def feed_scan(self, scan: BlockScan) -> None:
+        if scan.has(_STATS_MARK):
+            self._stats_block(scan)
+        self._rest(scan.block)
+
+    def _stats_block(self, scan: BlockScan) -> None:
+        """Every stats line of the block: numbers, month-day stamp and process tag read with numpy where
+        the line has the plain form; any other line (or every line, ``fast`` False) with the regexes."""
+        block, a = scan.block, scan.a
+        pos = scan.find(_STATS_MARK)
+        start, end = scan.lines(pos)
+        n = len(pos)
+        ok = np.full(n, self.fast) & (a[pos + 22] == ord(" "))
+        prompt, at, good = read_decimal_end(scan, pos + 23)
+        ok &= good
+        gen = np.zeros(n)
+        run = np.zeros(n, dtype=np.int64)
+        for k, lit in enumerate(_STATS_LITERALS):
+            at = np.where(ok & (at <= scan.n), at, scan.n)
+            ok &= (scan.window(at, len(lit)) == np.frombuffer(lit, dtype=np.uint8)).all(axis=1)
+            at = at + len(lit)
+            if k == 0:
+                gen, at, good = read_decimal_end(scan, np.minimum(at, scan.n))
+                ok &= good
+            elif k == 1:
+                run, nd = read_uint(a, np.minimum(at, scan.n), 12)
+                ok &= nd >= 1
+                at = at + nd
+        t, stamp_at, good = month_day_stamps(a, start, pos, NO_YEAR)
+        ok &= good
+        src = np.zeros(n, dtype=np.int64)
+        keep = ok.copy()
+        # sources are numbered in the order they first print: resolve each new tag at its first line
+        events: list[tuple[int, int]] = []  # (row, key index or -1: a line read with the regex)
+        inverse = np.zeros(n, dtype=np.int64)
+        if ok.any():
+            width = int((pos - start)[ok].max())
+            keys = scan.window(np.where(ok, start, 0), width).copy()
+            cols = np.arange(width)
+            keys[cols >= (pos - start)[:, None]] = 0
+            keys[(cols >= (stamp_at - start)[:, None]) & (cols < (stamp_at - start + 14)[:, None])] = 0
+            rows = np.flatnonzero(ok)
+            _, first, inv = np.unique(keys[rows].view(f"V{width}").ravel(), return_index=True, return_inverse=True)
+            inverse[rows] = inv.ravel()
+            events += [(int(rows[f]), k) for k, f in enumerate(first.tolist())]
+        slow = np.flatnonzero(~ok).tolist()
+        matched = {}
+        for i in slow:
+            r = _STATS.match(block, int(pos[i]), int(end[i]))
+            if r is None:
+                self.skipped += 1
+                continue
+            matched[i] = r
+            events.append((i, -1))
+        ids = {}
+        for i, k in sorted(events):
+            prefix = block[int(start[i]):int(pos[i])]
+            if k >= 0:
+                ids[k] = self._tag(prefix)
+            else:
+                r = matched[i]
+                t[i], src[i] = self.clock.parse(prefix), self._tag(prefix)
+                prompt[i], gen[i], run[i] = float(r.group(1)), float(r.group(2)), int(r.group(3))
+                keep[i] = True
+        if ids:
+            lut = np.array([ids[k] for k in range(len(ids))], dtype=np.int64)
+            src[ok] = lut[inverse[ok]]
+        if keep.any():
+            t, run, gen, src, prompt = t[keep], run[keep], gen[keep], src[keep], prompt[keep]
+            self.decode_lines(t, run, np.full(len(t), -1, dtype=np.int8), gen, src)
+            pre = prompt > 0
+            k = int(pre.sum())
+            if k:
+                self.prefill_lines(t[pre], np.full(k, -1, dtype=np.int64), np.full(k, -1, dtype=np.int64))
+            self.recognised += len(t)
+
+    def _rest(self, block: bytes) -> None:
         log = self.log
-        if b"Avg prompt throughput:" in block:
-            rows = []  # (time, running, generation tok/s, source): one write per block
-            for m in _STATS_AT.finditer(block):
-                r = _STATS.match(m.group())
-                if r is None:
-                    self.skipped += 1
-                    continue
-                t, prefix = self._where(block, m.start())
-                rows.append((t, int(r.group(3)), float(r.group(2)), self._tag(prefix)))
-                if float(r.group(1)) > 0:
-                    self.prefill_line(t, -1, -1)
-            if rows:
-                t, run, tok, src = (np.array(c) for c in zip(*rows))
-                self.decode_lines(t, run, np.full(len(rows), -1, dtype=np.int8), tok, src)
-                self.recognised += len(rows)
         if b"Iteration(" in block:
             for m in _ITER_AT.finditer(block):
                 r = _ITER.match(m.group())
