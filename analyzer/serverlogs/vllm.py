@@ -34,6 +34,7 @@ forward pass (runtime mode ``NONE`` = eager).
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 import numpy as np
 
@@ -224,16 +225,20 @@ class Reader(BaseReader):
             self._config(block)
         if b"CUDAGraph" in block or b"- Capture sizes:" in block:
             self.table_seen = True
-            for m in _TABLE_MODE.finditer(block):
-                log.capture_mode = m.group(1).decode("ascii")
-            for text in dict.fromkeys(m.group(1) for m in _TABLE_SIZES.finditer(block)):  # one table per interval
+            at = len(block)
+            while (at := block.rfind(b"- Mode: ", 0, at)) >= 0:  # the last table's mode is the one kept
+                m = _TABLE_MODE.match(block, at)
+                if m:
+                    log.capture_mode = m.group(1).decode("ascii")
+                    break
+            for text in dict.fromkeys(_TABLE_SIZES.findall(block)):  # one table per interval
                 self._sizes(int_list(text), "table")
         if self.table_seen and b"|" in block:
             found = _ROW.findall(block)  # (unpadded, padded, paddings, mode, count) as bytes: summed per key
             raw = self.raw_rows
-            for *key, n in found:
+            for (*key, n), times in Counter(found).items():  # tables repeat their rows: each kind once
                 key = tuple(key)
-                raw[key] = raw.get(key, 0) + int(n)
+                raw[key] = raw.get(key, 0) + int(n) * times
             self.recognised += len(found)
         if b"Batchsize forward time stats" in block:
             for m in _FWD.finditer(block):
@@ -273,7 +278,7 @@ class Reader(BaseReader):
         for m in _MODE.finditer(block):
             v = m.group(1).replace(b" ", b"")
             log.capture_mode = _MODE_VALUES.get(v) or v.decode("ascii")
-        if log.capture_mode is None and _EAGER.search(block):
+        if log.capture_mode is None and b"enforce_eager" in block and _EAGER.search(block):
             log.capture_mode = "NONE"
         if log.capture_mode is None:
             full = _FULL_GRAPH.search(block)
