@@ -120,26 +120,50 @@ def read_uint(a: np.ndarray, at: np.ndarray, width: int = 12) -> tuple[np.ndarra
     return val, nd
 
 
+def run_length(a: np.ndarray, at: np.ndarray, allowed: np.ndarray, width: int) -> np.ndarray:
+    """How many bytes from each offset are in ``allowed`` (a 256-entry bool table), up to ``width``
+    (a run that reaches ``width`` reads as ``width``: the caller treats it as too long)."""
+    n = np.zeros(len(at), dtype=np.int64)
+    live = np.ones(len(at), dtype=bool)
+    for j in range(width):
+        live &= allowed[a[at + j]]
+        if not live.any():
+            break
+        n += live
+    return n
+
+
+def literal_at(scan: BlockScan, at: np.ndarray, text: bytes) -> np.ndarray:
+    """Whether ``text`` starts at each offset (False past the block's end)."""
+    inside = at <= scan.n
+    got = scan.window(np.where(inside, at, scan.n), len(text)) == np.frombuffer(text, dtype=np.uint8)
+    return inside & got.all(axis=1)
+
+
 def read_decimal(scan: BlockScan, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The plain decimal (``123``, ``968.35``) at each offset: (value, ok) (see :func:`read_decimal_end`)."""
     value, _, ok = read_decimal_end(scan, at)
     return value, ok
 
 
-def read_decimal_end(scan: BlockScan, at: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The plain decimal (``123``, ``968.35``) at each offset: (value, offset just after it, ok).
+def read_decimal_end(scan: BlockScan, at: np.ndarray, any_after: bool = False) -> tuple[np.ndarray, np.ndarray,
+                                                                                       np.ndarray]:
+    """The plain decimal (``123``, ``968.35``) at each offset: (value, offset just after it, ok);
+    ``any_after``: whatever byte follows (``6.3ms``), the caller checks the token's end.
 
     ``ok`` is False where the token (the bytes up to the first that cannot continue a number,
-    ``[-+\\w.]``) is anything else (a sign, ``nan``, an exponent, over 17 digits): the caller reads
+    ``[-+\\w.]``) is anything else (a sign, ``nan``, an exponent, over 15 digits): the caller reads
     those with ``float()``. The value is the digits as one integer divided by a power of ten, one
-    correctly rounded division of exact numbers, so it equals ``float(token)``."""
+    correctly rounded division of exact numbers (15 digits stay under 2**53), so it equals ``float(token)``."""
     ip, nd = read_uint(scan.a, at, 17)
     dot = scan.a[at + nd] == ord(".")
     second = np.where(dot, at + nd + 1, at)
     fp, nf = read_uint(scan.a, second, 17)
     nf = np.where(dot, nf, 0)
     after = scan.a[np.where(dot, second + nf, at + nd)]
-    ok = (nd >= 1) & (nd + nf <= 17) & ~_WORDISH[after] & ~(dot & (nf == 0) & (scan.a[second] == ord(".")))
+    ok = (nd >= 1) & (nd + nf <= 15) & ~(dot & (nf == 0) & (scan.a[second] == ord(".")))
+    if not any_after:
+        ok &= ~_WORDISH[after]
     mant = ip * _P10[nf] + np.where(dot, fp, 0)
     return mant / _P10[nf].astype(np.float64), np.where(dot, second + nf, at + nd), ok
 

@@ -31,15 +31,12 @@ import re
 import numpy as np
 
 from ._base import Reader as BaseReader, int_list
-from ._scan import BlockScan
+from ._scan import BlockScan, literal_at, read_decimal_end, read_uint, run_length
 
 ENGINE = "tensorrt_llm"
 CUES = ((b"[TRT-LLM]", 4), (b"[TensorRT-LLM]", 4), (b"TensorRT-LLM version", 5), (b"currank_total_requests", 5),
         (b"CUDA graph warmup for batch size", 4), (b"tensorrt_llm", 1), (b"trtllm-serve", 2))
 
-#: Every literal the reader looks for in a block.
-_MARKERS = (b"iter = ", b"for batch size=", b"Creating CUDA graph instances", b"batch_size", b"enable_padding",
-            b"TensorRT-LLM version")
 _ITER_AT = re.compile(rb"\biter = \d+,[^\n]*")
 #: The iteration line with device times, both layouts (``num_scheduled_requests = N, kv_cache_util`` first,
 #: 2026; or ``num_scheduled_requests: N`` after the timestamp, PR #3914): groups rank, scheduled (2026),
@@ -48,6 +45,12 @@ _ITER_FAST = re.compile(
     rb"iter = \d+, global_rank = \d+, rank = (\d+), (?:num_scheduled_requests = (\d+), kv_cache_util = [^,\n]*, )?"
     rb"currank_total_requests = \d+/\d+, host_step_time = [\d.]+ ?ms, prev_device_step_time = ([\d.]+|N/A)(?: ?ms)?, "
     rb"timestamp = ([^,\n]*), (?:num_scheduled_requests: (\d+), )?states = \{'num_ctx_requests': (\d+)")
+#: Bytes of ``[\d.]`` and of ``[^,\n]`` (the block-wide read's runs), and the longest such run it takes.
+_DOTTED = np.zeros(256, dtype=bool)
+_DOTTED[list(b"0123456789.")] = True
+_NOT_COMMA = np.ones(256, dtype=bool)
+_NOT_COMMA[list(b",\n")] = False
+_RUN = 64
 _SCHEDULED = re.compile(rb"num_scheduled_requests(?: =|:) (\d+)")
 _CTX = re.compile(rb"'num_ctx_requests': (\d+)")
 _GEN_TOKENS = re.compile(rb"'num_generation_tokens': (\d+)")
@@ -71,6 +74,9 @@ class Reader(BaseReader):
     ENGINE = ENGINE
     GRAPH_FLAG = False  # the iteration line says neither whether a graph ran nor a throughput
     THROUGHPUT = False
+    #: Read iteration blocks with numpy where every line has the plain form (False: ``findall``; the tests
+    #: compare the two).
+    fast = True
 
     def __init__(self, path: str) -> None:
         super().__init__(path)
@@ -86,18 +92,17 @@ class Reader(BaseReader):
     def feed_scan(self, scan: BlockScan) -> None:
         block = scan.block
         log = self.log
-        scan.find_many(_MARKERS)  # one numpy pass for every marker (``in`` scans the whole block when absent)
-        if scan.has(b"iter = ") and not self._iterations_fast(block):
+        if scan.has(b"iter = ") and not self._iterations_fast(block, scan):
             self._iterations_around(block)
-        if scan.has(b"for batch size="):
+        if b"for batch size=" in block:
             for m in _WARMUP.finditer(block):
                 self.warm.add(int(m.group(1)))
                 self.recognised += 1
-        if scan.has(b"Creating CUDA graph instances"):
+        if b"Creating CUDA graph instances" in block:
             for m in _INSTANCES.finditer(block):
                 log.capture_count = int(m.group(1))
                 self.recognised += 1
-        if scan.has(b"batch_size"):
+        if b"batch_size" in block:
             for m in _CG_SIZES.finditer(block):
                 self.listed = int_list(m.group(1))
             for m in _CG_MAX.finditer(block):
@@ -109,10 +114,10 @@ class Reader(BaseReader):
                 start, end = block.rfind(b"\n", 0, m.start()) + 1, block.find(b"\n", m.start())
                 if b"raph" not in block[start:end if end >= 0 else len(block)]:  # not the graph config's own
                     log.max_running_requests = int(m.group(1))
-        if scan.has(b"enable_padding"):
+        if b"enable_padding" in block:
             for m in _PADDING.finditer(block):
                 log.capture_mode = "padded" if m.group(1).lower() == b"true" else "exact"
-        if log.version is None and scan.has(b"TensorRT-LLM version"):
+        if log.version is None and b"TensorRT-LLM version" in block:
             v = _VERSION.search(block)
             if v:
                 log.version = v.group(1).decode("ascii", "replace")
@@ -140,31 +145,26 @@ class Reader(BaseReader):
         self._stretch(block[cut:])
 
     def _stretch(self, piece: bytes) -> None:
-        if b"iter = " in piece and not self._iterations_fast(piece):
+        if b"iter = " in piece and not self._iterations_fast(piece, BlockScan(piece)):
             for m in _ITER_AT.finditer(piece):
                 self._iteration(piece, m)
 
-    def _iterations_fast(self, block: bytes) -> bool:
+    def _iterations_fast(self, block: bytes, scan: BlockScan | None = None) -> bool:
         """A block whose iteration lines all have the device-time layout (PR #3914 or 2026) and one rank:
-        read at once (``findall`` and numpy). False: the caller reads it line by line."""
-        found = _ITER_FAST.findall(block)
-        if not found or len(found) != block.count(b"iter = "):
+        read at once (numpy over the bytes where every line has the plain form, else ``findall``).
+        False: the caller reads it line by line."""
+        got = self._scan_columns(scan) if scan is not None and self.fast else None
+        if got is None:
+            got = self._regex_columns(block)
+        if got is None:
             return False
-        cols = np.array(found, dtype="S40")
-        ranks = np.unique(cols[:, 0])
-        if len(ranks) != 1:
-            return False
-        src = self.sources.of(b"rank " + ranks[0])
+        rank, stamps, sched, ctx, dev = got
+        src = self.sources.of(b"rank " + rank)
         if set(self.pending) - {src}:
             return False
-        stamps = cols[:, 3]
         known = {u: self.clock.parse(u) for u in dict.fromkeys(stamps.tolist())}
         t = np.array([known[x] for x in stamps.tolist()])
-        sched = np.where(cols[:, 1] != b"", cols[:, 1], cols[:, 4]).astype(np.int64)
-        ctx = cols[:, 5].astype(np.int64)
         gen = sched - ctx
-        prev = cols[:, 2]
-        dev = np.where(prev == b"N/A", b"nan", prev).astype(np.float64)
         # row i's device time is on row i + 1; the first row's belongs to the pending iteration
         first = self.pending.pop(src, None)
         if first is not None:
@@ -176,10 +176,92 @@ class Reader(BaseReader):
         dec = ctx == 0
         self.decode_lines(t[dec], gen[dec], np.full(int(dec.sum()), -1, dtype=np.int8),
                           np.full(int(dec.sum()), np.nan, dtype=np.float32), np.full(int(dec.sum()), src))
-        for ti, ci in zip(t[~dec].tolist(), ctx[~dec].tolist()):  # prefill iterations: a few percent
-            self.prefill_line(ti, ci, -1)
+        pre = ~dec  # prefill iterations: a few percent
+        self.prefill_lines(t[pre], ctx[pre], np.full(int(pre.sum()), -1, dtype=np.int64))
         self.recognised += n
         return True
+
+    @staticmethod
+    def _regex_columns(block: bytes) -> tuple[bytes, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """(rank, stamp texts, scheduled, context requests, previous device ms) of every iteration line
+        of the block by ``_ITER_FAST``; None unless every ``iter = `` is such a line, all of one rank."""
+        found = _ITER_FAST.findall(block)
+        if not found or len(found) != block.count(b"iter = "):
+            return None
+        cols = np.array(found, dtype="S40")
+        ranks = np.unique(cols[:, 0])
+        if len(ranks) != 1:
+            return None
+        sched = np.where(cols[:, 1] != b"", cols[:, 1], cols[:, 4]).astype(np.int64)
+        prev = cols[:, 2]
+        dev = np.where(prev == b"N/A", b"nan", prev).astype(np.float64)
+        return bytes(ranks[0]), cols[:, 3], sched, cols[:, 5].astype(np.int64), dev
+
+    @staticmethod
+    def _scan_columns(scan: BlockScan) -> tuple[bytes, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """:meth:`_regex_columns` read with numpy: ``_ITER_FAST`` checked piece by piece at every
+        ``iter = `` (each piece has one way to match). None where any line does not have the plain form
+        (a number the regex takes that is not a plain decimal, a run of 64 bytes or more, several
+        ranks): then the regex reads the block."""
+        a, n = scan.a, scan.n
+        p = scan.find(b"iter = ")
+        if not len(p):
+            return None
+        st = _Steps(scan, p + 7)
+        st.uint()
+        st.lit(b", global_rank = ")
+        st.uint()
+        st.lit(b", rank = ")
+        rank_at = st.at.copy()
+        st.uint()
+        rank_len = st.at - rank_at
+        st.lit(b", ")
+        new = st.lit(b"num_scheduled_requests = ", optional=True)
+        sched = st.uint(new)
+        st.lit(b", kv_cache_util = ", new)
+        st.run(_NOT_COMMA, 0, new)
+        st.lit(b", ", new)
+        st.lit(b"currank_total_requests = ")
+        st.uint()
+        st.lit(b"/")
+        st.uint()
+        st.lit(b", host_step_time = ")
+        st.run(_DOTTED, 1)
+        st.lit(b" ", optional=True)
+        st.lit(b"ms")
+        st.lit(b", prev_device_step_time = ")
+        na = st.lit(b"N/A", optional=True)
+        dev_at = st.at.copy()
+        dev, dev_end, plain = read_decimal_end(scan, np.minimum(dev_at, n), any_after=True)
+        dotted = run_length(a, np.minimum(dev_at, n), _DOTTED, _RUN)
+        st.ok &= na | ((dotted >= 1) & plain & (dev_end == dev_at + dotted))
+        st.at = np.where(na, st.at, dev_at + dotted)
+        dev = np.where(na, np.nan, dev)
+        spaced = st.lit(b" ms", optional=True)  # ``(?: ?ms)?``
+        st.lit(b"ms", ~spaced, optional=True)
+        st.lit(b", timestamp = ")
+        stamp_at = st.at.copy()
+        st.run(_NOT_COMMA, 0)
+        stamp_len = st.at - stamp_at
+        st.lit(b", ")
+        old = st.lit(b"num_scheduled_requests: ", optional=True)
+        sched = np.where(new, sched, st.uint(old))  # the regex path takes the 2026 group where both are there
+        st.lit(b", ", old)
+        st.lit(b"states = {'num_ctx_requests': ")
+        ctx = st.uint()
+        # S40: the regex path's columns hold 40 bytes; a match that swallows the next ``iter = `` is not its
+        ok = st.ok & (new | old) & (stamp_len <= 40)
+        ok[:-1] &= p[1:] >= st.at[:-1]
+        if not ok.all():
+            return None
+        ranks = scan.window(rank_at, 12)
+        width = int(rank_len[0])
+        if not ((rank_len == width).all() and (ranks[:, :width] == ranks[0, :width]).all()):
+            return None
+        w = int(stamp_len.max())
+        stamps = scan.window(stamp_at, max(w, 1)).copy()
+        stamps[np.arange(max(w, 1)) >= stamp_len[:, None]] = 0
+        return bytes(ranks[0, :width]), stamps.view(f"S{max(w, 1)}").ravel(), sched, ctx, dev
 
     def _iteration(self, block: bytes, m: re.Match) -> None:
         text = m.group()
@@ -233,3 +315,38 @@ class Reader(BaseReader):
             log.notes.append(f"the server announced {log.capture_count} graph sizes and warmed up "
                              f"{len(log.capture_sizes)}")
         return super().finish()
+
+
+class _Steps:
+    """The block-wide check of a regex at many offsets, one piece at a time: ``at`` each row's position,
+    ``ok`` whether the row still matches; a step applies to the rows of ``where`` (default: all)."""
+
+    def __init__(self, scan: BlockScan, at: np.ndarray) -> None:
+        self.scan, self.at, self.ok = scan, at, np.ones(len(at), dtype=bool)
+
+    def _pos(self) -> np.ndarray:
+        return np.minimum(self.at, self.scan.n)
+
+    def lit(self, text: bytes, where: np.ndarray | None = None, optional: bool = False) -> np.ndarray:
+        """``text`` next (``optional``: taken where present; the rows that have it are returned)."""
+        hit = literal_at(self.scan, self._pos(), text) & (self.at <= self.scan.n)
+        on = hit if where is None else hit & where
+        if not optional:
+            self.ok &= hit if where is None else hit | ~where
+        self.at = np.where(on, self.at + len(text), self.at)
+        return on
+
+    def uint(self, where: np.ndarray | None = None) -> np.ndarray:
+        """``\\d+`` next: its value."""
+        v, nd = read_uint(self.scan.a, self._pos(), 12)
+        good = (nd >= 1) & (nd < 12)
+        self.ok &= good if where is None else good | ~where
+        self.at = self.at + (nd if where is None else np.where(where, nd, 0))
+        return v
+
+    def run(self, allowed: np.ndarray, least: int, where: np.ndarray | None = None) -> None:
+        """A run of ``allowed`` bytes next, at least ``least`` long (greedy, as the regex takes it)."""
+        k = run_length(self.scan.a, self._pos(), allowed, _RUN)
+        good = (k >= least) & (k < _RUN)
+        self.ok &= good if where is None else good | ~where
+        self.at = self.at + (k if where is None else np.where(where, k, 0))
