@@ -40,6 +40,7 @@ class BlockScan:
         self._freq: np.ndarray | None = None
         self._newlines: np.ndarray | None = None
         self._found: dict[bytes, np.ndarray] = {}
+        self._windows: dict[int, np.ndarray] = {}
 
     def find(self, needle: bytes) -> np.ndarray:
         """Start offsets of every occurrence of ``needle``, ascending (see :meth:`find_many`)."""
@@ -100,7 +101,10 @@ class BlockScan:
 
     def window(self, pos: np.ndarray, width: int) -> np.ndarray:
         """(len(pos), width) bytes starting at each offset (newlines past the block's end)."""
-        return sliding_window_view(self.a, width)[pos]
+        view = self._windows.get(width)
+        if view is None:  # building the view costs more than reading a few thousand rows of it
+            view = self._windows[width] = sliding_window_view(self.a, width)
+        return view[pos]
 
 
 def read_uint(a: np.ndarray, at: np.ndarray, width: int = 12) -> tuple[np.ndarray, np.ndarray]:
