@@ -192,9 +192,12 @@ class Reader(BaseReader):
         ranks = np.unique(cols[:, 0])
         if len(ranks) != 1:
             return None
-        sched = np.where(cols[:, 1] != b"", cols[:, 1], cols[:, 4]).astype(np.int64)
         prev = cols[:, 2]
-        dev = np.where(prev == b"N/A", b"nan", prev).astype(np.float64)
+        try:
+            sched = np.where(cols[:, 1] != b"", cols[:, 1], cols[:, 4]).astype(np.int64)
+            dev = np.where(prev == b"N/A", b"nan", prev).astype(np.float64)
+        except ValueError:  # ``1.2.3ms``: the line path counts that line
+            return None
         return bytes(ranks[0]), cols[:, 3], sched, cols[:, 5].astype(np.int64), dev
 
     @staticmethod
@@ -286,6 +289,9 @@ class Reader(BaseReader):
                 self.log.notes.append("iteration lines without num_scheduled_requests (before TensorRT-LLM PR #3914): "
                                       "the decode batch is num_generation_tokens, which counts CUDA-graph padding")
         dev = _DEVICE_MS.search(text)
+        if dev is not None and dev.group(1).count(b".") > 1:  # ``[\d.]+`` also takes ``1.2.3``: damaged
+            self.skipped += 1
+            return
         if dev is not None or b"prev_device_step_time = N/A" in text:
             # the previous iteration's device time: it belongs to the same rank's previous line
             prev = self.pending.pop(src, None)

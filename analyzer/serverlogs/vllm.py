@@ -166,10 +166,13 @@ class Reader(BaseReader):
         matched = {}
         for i in slow:
             r = _STATS.match(block, int(pos[i]), int(end[i]))
-            if r is None:
+            try:  # ``[\d.]+`` also takes ``1.2.3``: a damaged line, counted
+                matched[i] = (float(r.group(1)), float(r.group(2)), int(r.group(3))) if r else None
+            except ValueError:
+                matched[i] = None
+            if matched[i] is None:
                 self.skipped += 1
                 continue
-            matched[i] = r
             events.append((i, -1))
         ids = {}
         for i, k in sorted(events):
@@ -177,9 +180,8 @@ class Reader(BaseReader):
             if k >= 0:
                 ids[k] = self._tag(prefix)
             else:
-                r = matched[i]
                 t[i], src[i] = self.clock.parse(prefix), self._tag(prefix)
-                prompt[i], gen[i], run[i] = float(r.group(1)), float(r.group(2)), int(r.group(3))
+                prompt[i], gen[i], run[i] = matched[i]
                 keep[i] = True
         if ids:
             lut = np.array([ids[k] for k in range(len(ids))], dtype=np.int64)
