@@ -173,14 +173,15 @@ def test_interrupted_run_resumes(tmp_path: Path, reference_traces: Path, schedul
     src = reference_traces / "h200-1b" / "1b_bs8_eager.json.gz"
     d = tmp_path / "many"
     d.mkdir()
-    # enough traces that the run is still going once two results are in, on any machine (ten of them
-    # took 1.2 s on a fresh CI clone: the run could end before the signal arrived)
-    n = 40
+    n = 40  # enough that the run is still going once two results are in
     for i in range(n):
         shutil.copy(src, d / f"rank{i:02d}.json.gz")
     out = tmp_path / "results.jsonl"
     proc = subprocess.Popen([sys.executable, "-m", "launchgap", "fleet", str(d), "--workers", "2", "--out", str(out)],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            # a suite started in the background (`make test &`) ignores SIGINT, and the child
+                            # would inherit that: Python then installs no KeyboardInterrupt handler
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
         if out.exists() and len(out.read_text().splitlines()) >= 3:  # header + 2 results
