@@ -92,6 +92,15 @@ class BlockScan:
         i = np.searchsorted(self._bounds, pos)  # bounds[i-1] < pos <= bounds[i]
         return self._bounds[i - 1] + 1, self._bounds[i]
 
+    def strings(self, width: int) -> np.ndarray:
+        """The padded bytes as overlapping ``S{width}`` strings, one starting at each offset."""
+        key = -width
+        view = self._windows.get(key)
+        if view is None:
+            view = self._windows[key] = np.ndarray(shape=(len(self.a) - width + 1,), dtype=f"S{width}",
+                                                   buffer=self.a, strides=(1,))
+        return view
+
     @staticmethod
     def next_after(pos: np.ndarray, end: np.ndarray, occurrences: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The first of ``occurrences`` at or after each ``pos`` and whether it is before ``end``."""
@@ -138,10 +147,10 @@ def run_length(a: np.ndarray, at: np.ndarray, allowed: np.ndarray, width: int) -
 
 
 def literal_at(scan: BlockScan, at: np.ndarray, text: bytes) -> np.ndarray:
-    """Whether ``text`` starts at each offset (False past the block's end)."""
+    """Whether ``text`` starts at each offset (False past the block's end): the bytes from each
+    offset read as one ``S{len}`` string and compared at once (``text`` holds no NUL)."""
     inside = at <= scan.n
-    got = scan.window(np.where(inside, at, scan.n), len(text)) == np.frombuffer(text, dtype=np.uint8)
-    return inside & got.all(axis=1)
+    return inside & (scan.strings(len(text))[np.where(inside, at, scan.n)] == text)
 
 
 def read_decimal(scan: BlockScan, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -39,7 +39,7 @@ from collections import Counter
 import numpy as np
 
 from ._base import NO_YEAR, CaptureEvent, ForwardTime, Reader as BaseReader, gib_to_mib, int_list
-from ._scan import BlockScan, month_day_stamps, read_decimal_end, read_uint
+from ._scan import BlockScan, literal_at, month_day_stamps, read_decimal_end, read_uint
 
 ENGINE = "vllm"
 CUES = ((b"Avg prompt throughput:", 4), (b"Graph capturing finished in", 4), (b"LLM engine (v", 5),
@@ -136,7 +136,7 @@ class Reader(BaseReader):
         run = np.zeros(n, dtype=np.int64)
         for k, lit in enumerate(_STATS_LITERALS):
             at = np.where(ok & (at <= scan.n), at, scan.n)
-            ok &= (scan.window(at, len(lit)) == np.frombuffer(lit, dtype=np.uint8)).all(axis=1)
+            ok &= literal_at(scan, at, lit)
             at = at + len(lit)
             if k == 0:
                 gen, at, good = read_decimal_end(scan, np.minimum(at, scan.n))
