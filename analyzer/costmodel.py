@@ -218,6 +218,18 @@ def _attention_blocks_per_row(xs: list[SizeSample], sm_count: int | None) -> flo
     return float(np.median(per)) if per else None
 
 
+def _persistent_blocks_per_row(t0: np.ndarray, b0: float, sms: float, model: ScalingModel) -> np.ndarray:
+    """Blocks per row of an attention kernel whose grid at ``b0`` rows is persistent (as many blocks as SMs), from its
+    time ``t0`` (us) alone: its whole waves ``W`` (``t0`` over :attr:`ScalingModel.attention_wave_us`, rounded), the
+    last one taken half full (``(W - 1/2)`` waves of blocks over ``b0`` rows), and the nearest power of two, at least
+    the grid's own ``sms / b0``: a decode attention grid is heads (query or KV) x KV splits per row, powers of two in
+    the models seen, and a persistent grid means more blocks than SMs."""
+    f = model.attention_fixed_waves
+    waves = np.maximum(1.0, np.round(t0 / model.attention_wave_us * (1 + f) - f))
+    least = 2.0 ** np.ceil(np.log2(sms / b0) - 1e-9)
+    return np.maximum(2.0 ** np.round(np.log2(np.maximum((waves - 0.5) * sms / b0, 1.0))), least)
+
+
 def _kernel_factor(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: float, sm_count: int | None,
                    per_row_hint: float | None = None) -> np.ndarray:
     """Per kernel of ``x`` (rows) and size (columns) its time at that size over its time at ``x.batch``."""
@@ -237,9 +249,8 @@ def _kernel_factor(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: flo
     # kernel) whatever the batch: its grid does not say its work. Attention reads the work from its time (or from
     # another observed size's grid); other kernels are taken as latency-bound.
     persistent = (blocks > 0) & (np.mod(blocks, sms) == 0) & (blocks <= resident)
-    u0 = np.maximum(1.0, t0 / model.attention_wave_us * (1 + f) - f)  # waves of work at b0, from the time
     # Blocks per row: from the grid where it follows the rows, else from another observed size's grid, else from the time.
-    guess = per_row_hint if per_row_hint else np.maximum(1.0, np.round(u0 * sms / b0))
+    guess = per_row_hint if per_row_hint else _persistent_blocks_per_row(t0, b0, sms, model)
     per_row = np.where(persistent, guess, blocks / b0)
     def waves_at(rows):
         return np.maximum(1.0, np.ceil(per_row * rows / sms - 1e-9))  # whole waves: a partial wave costs one

@@ -68,16 +68,22 @@ def test_one_size_exact() -> None:
 
 def test_persistent_attention_grid_reads_the_work_from_the_time() -> None:
     m = ScalingModel()
-    # 132 blocks on 132 SMs at bs 64: the grid no longer says the work; 4.5 waves' time of m.attention_wave_us each
-    t0 = m.attention_wave_us * (m.attention_fixed_waves + 4.5) / (1 + m.attention_fixed_waves)
-    x = _sample(64, 500.0, [t0], [ATTN], [132])
-    c = fit_cost_curve([x], 64, None, H200, m)
-    per_row = round(4.5 * 132 / 64)  # 9 blocks per row
     f = m.attention_fixed_waves
-    w0 = np.ceil(per_row * 64 / 132 - 1e-9)
-    for b in (1, 14, 15, 30, 32):
-        w = max(1.0, np.ceil(per_row * b / 132 - 1e-9))
+    # 132 blocks on 132 SMs at bs 19: the grid no longer says the work; 1.9 waves' time of m.attention_wave_us each
+    # (the 1b serving trace's cuDNN kernel: 8 blocks per row, 152 blocks in 2 waves). The time says 2 whole waves; the
+    # last one half full: 1.5 x 132 / 19 = 10.4 blocks per row, the nearest power of two 8 (at least 132 / 19 = 6.9).
+    # Before, 1.9 x 132 / 19 = 13 blocks per row put the waves every 10 rows (7 waves at 64 rows, not 4).
+    t0 = m.attention_wave_us * (f + 1.9) / (1 + f)
+    c = fit_cost_curve([_sample(19, 500.0, [t0], [ATTN], [132])], 64, None, H200, m)
+    w0 = 2.0  # 8 x 19 = 152 blocks
+    for b, w in ((1, 1), (16, 1), (17, 2), (33, 2), (34, 3), (49, 3), (50, 4), (64, 4)):
         assert c.at(b) == pytest.approx(500.0 + t0 * ((f + w) / (f + w0) - 1)), b
+    # one wave's time at bs 24 on a persistent grid: half a wave of blocks would be 2.75 per row, but more blocks than
+    # SMs means at least 132 / 24 = 5.5 per row: the power of two above it, 8 (64 rows: 512 blocks, 4 waves)
+    t1 = m.attention_wave_us
+    c = fit_cost_curve([_sample(24, 500.0, [t1], [ATTN], [132])], 64, None, H200, m)
+    for b, w in ((16, 1), (17, 2), (64, 4)):
+        assert c.at(b) == pytest.approx(500.0 + t1 * ((f + w) / (f + 2) - 1)), b
 
 
 def test_without_launch_configuration_the_row_ratio() -> None:
