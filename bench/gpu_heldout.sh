@@ -1,0 +1,57 @@
+#!/bin/bash
+# Issue 26's held-out recordings on one GPU (2026-12-03): FULL-graph traces at three sizes and unprofiled truth at
+# every size of SIZES for five transformers architectures the cost model was never looked at on (configs written
+# from public model cards under traces/h200-heldout-2026-12-03/configs/), and a piecewise serving trace with the
+# FULL-graph truth of the same sequence (the "serving median" of piecewise -> FULL). Each part is time-boxed and
+# skipped when the budget (BUDGET_S, default 540 s) runs out; whatever ran is packed into OUT/results.tar.gz.
+#
+#   bash bench/gpu_heldout.sh OUT PART          PART 1: the dense configs; PART 2: the MoE configs and serving
+#   bash bench/gpu_heldout.sh OUT PART --dry-run
+#   ONLY=REGEX bash bench/gpu_heldout.sh OUT PART
+set -u
+OUT=$1
+PART=${2:-1}
+DRY=${3:-}
+BUDGET_S=${BUDGET_S:-540}
+C=traces/h200-heldout-2026-12-03/configs
+W=${WORK:-/tmp/heldout}
+mkdir -p "$W" "$OUT"
+T0=$(date +%s)
+H="python3 -m analyzer.harness"
+SIZES=1,2,3,4,5,8,12,16,24,32,48,64,100,128
+SWEEP="--repeats 30 --rounds 2 --warmup 5 --steps 3 --trace-batch-sizes 1,8,64 --no-micro"
+SERVE="--capture-sizes serve=1,2,4,8,16,24,32,40,48,56,64 --distribution bench/serving_distribution.json --serving-steps 40
+       --inject-fallbacks 4 --repeats 20 --warmup 3 --serving-rounds 3 --seed 3 --no-micro"
+
+part() {  # part NAME LIMIT_S COMMAND...: run within the budget, log its wall time
+    local name=$1 lim=$2 left
+    shift 2
+    if [ -n "${ONLY:-}" ] && ! [[ "$name" =~ $ONLY ]]; then echo "=== $name: not asked (ONLY=$ONLY)"; return; fi
+    left=$((BUDGET_S - ($(date +%s) - T0)))
+    if [ "$left" -lt 25 ]; then echo "=== $name: SKIPPED (budget)"; return; fi
+    [ "$lim" -gt "$left" ] && lim=$left
+    echo "=== $name (limit ${lim}s, $(date -u +%T))"
+    if [ -n "$DRY" ]; then echo "$*"; return; fi
+    local s=$(date +%s) rc
+    PYTHONUNBUFFERED=1 timeout "$lim" "$@" > "$W/log_$name.txt" 2>&1
+    rc=$?
+    grep -v "USDT:" "$W/log_$name.txt" | grep -v "^\[" | tail -n 18 | cut -c1-160
+    echo "=== $name: rc=$rc wall=$(($(date +%s) - s))s"
+}
+finish() { [ -z "$DRY" ] && tar -czf "$OUT/results.tar.gz" -C "$W" . && ls -la "$OUT"; }
+trap finish EXIT
+
+[ -z "$DRY" ] && { nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw --format=csv;
+                    python3 -c "import torch, transformers; print(torch.__version__, transformers.__version__)"; }
+if [ "$PART" = 1 ]; then
+    for m in qwen3-4b-like phi-3-mini-like mistral-7b-like; do
+        part "$m" 180 $H --hf-config $C/$m.json --batch-sizes $SIZES $SWEEP --out "$W/sweep"
+    done
+else
+    for m in qwen1.5-moe-a2.7b-like mixtral-8x7b-8layer-like; do
+        part "$m" 150 $H --hf-config $C/$m.json --batch-sizes $SIZES $SWEEP --out "$W/sweep"
+    done
+    part serving-8b-piecewise 110 $H --model 8b $SERVE --serving-graphs piecewise --out "$W/serving_piecewise"
+    part serving-8b-full 100 $H --model 8b $SERVE --serving-graphs full --out "$W/serving_full"
+fi
+echo "=== done after $(($(date +%s) - T0)) s"
