@@ -19,7 +19,13 @@ follows from how each of its kernels scales with the rows of the batch (**the ba
   of a kernel (the step's fastest kernel); a grid sized to the GPU (a multiple of the SMs that they hold at
   once: grid-stride loops such as PyTorch's ``CatArrayBatchedCopy``) says nothing of its work and counts as
   latency-bound;
-* **collectives** (NCCL, custom all-reduce) move the activations: bytes per row, the same rule.
+* **collectives** (NCCL, custom all-reduce) move the activations: bytes per row, the same rule;
+* **routed experts** (``expert``: vLLM/SGLang's ``fused_moe_kernel``, grouped GEMMs such as ``torch._grouped_mm``,
+  TensorRT-LLM's MoE GEMMs) read the weights of the experts the batch's tokens hit: with top-``k`` of ``E`` experts
+  and uniform routing ``E·(1 - (1 - k/E)^b)`` of them (:func:`experts_hit`), above the fixed cost of a kernel, and
+  with the rows once compute-bound. ``k/E`` from the model config, else from the expert kernels' growth between two
+  observed sizes, else a prior the curve's notes call assumed (:func:`expert_share`). The routing's own kernels
+  (top-k gating, sorting tokens by expert) are element-wise.
 
 :func:`fit_cost_curve` fits the curve on whatever the trace has: per observed size the median step's
 FULL-graph cost (``predicted_graph_us``: GPU busy plus replay cost, :mod:`launchgap.predict`) and its
@@ -44,20 +50,31 @@ import numpy as np
 from .trace import Kind, Trace
 
 #: Kernel classes of the batch-scaling model, the class index of each kernel in :class:`SizeSample`.
-KERNEL_CLASSES = ("gemm", "attention", "kv_write", "collective", "elementwise")
-_GEMM, _ATTN, _KV, _COLL, _ELEM = range(len(KERNEL_CLASSES))
+KERNEL_CLASSES = ("gemm", "attention", "kv_write", "collective", "elementwise", "expert")
+_GEMM, _ATTN, _KV, _COLL, _ELEM, _EXPERT = range(len(KERNEL_CLASSES))
 #: Kernel-name patterns per class (first match wins; no match: element-wise). Engine-specific kernel names
 #: (vLLM's ``reshape_and_cache``) are in :mod:`launchgap.engines` for batch detection; here only the class.
 CLASS_PATTERNS = (
     # Inductor's fused pointwise / reduction kernels are element-wise work whatever op they were fused around
     # (``triton_poi_fused__scaled_dot_product_cudnn_attention_...`` copies q/k/v, it does not attend)
     (_ELEM, re.compile(r"^triton_(?:poi|red|per)_")),
+    # A mixture of experts' routing and bookkeeping (top-k gating, sorting tokens by expert, the grouped GEMM's
+    # argument set-up, the weighted sum): small latency-bound kernels, whatever "gemm"/"moe" their names hold
+    (_ELEM, re.compile(r"(?i)prepare_grouped|align_block_size|moe_sum|topk_?(?:gating|softmax)|topkGating|"
+                       r"sort_?(?:and_)?expert|count_and_sort|expandInputRows|finalizeMoe|computeStrides|moe_fused_gate|"
+                       r"grouped_topk|moe_routing|routing_?kernel")),
     (_COLL, re.compile(r"(?i)nccl|all_?reduce|allgather|all_gather|reduce_?scatter|cross_device_reduce|quick_?reduce|"
                        r"userbuffers|multimem|rccl")),
     (_KV, re.compile(r"(?i)reshape_and_cache|concat_and_cache|store_kv|kv_?cache|set_kv_buffer|append_paged_kv|"
                      r"write_to_kv|cache_kernel")),
     (_ATTN, re.compile(r"(?i)flash|fmha|sdpa|attention|attn|paged_|mha_|xformers|flashinfer|decode_kernel|"
                        r"batch_decode|batch_prefill|mla_")),
+    # The routed experts' matrix multiplies: vLLM/SGLang's Triton ``fused_moe_kernel``, grouped GEMMs over the experts
+    # (``torch._grouped_mm``'s CUTLASS kernel: ``GroupProblemShape``; vLLM's ``cutlass_moe_mm``; DeepGEMM's
+    # ``m_grouped`` / ``GemmType::Grouped...``), TensorRT-LLM's ``MoeFCGemm`` / ``moe_gemm``, Marlin MoE, AMD's
+    # ``fmoe`` / ``ck_moe``
+    (_EXPERT, re.compile(r"(?i)fused_moe|moe_?gemm|MoeFCGemm|moe_mm|moe_wna16|marlin_?moe|grouped_?(?:gemm|mm)|"
+                         r"GroupProblemShape|m_grouped|GemmType::Grouped|fmoe|ck_moe")),
     (_GEMM, re.compile(r"(?i)gemm|gemv|nvjet|cutlass|xmma|cublas(?!.*splitkreduce)|_mm_|matmul|Cijk_|wvSplitK|"
                        r"sm\d+_xmma|hgemm|sgemm|_tn_|_nt_|ampere_.*tensorop|triton_\w*mm")),
 )
@@ -131,6 +148,8 @@ class ScalingModel:
       ``g(b) / g(b0)`` with ``g(b) = (b / (b + K)) ** p`` — latency-bound small grids, whose time grows far
       slower than their rows and levels off once their blocks fill the GPU;
     * ``collective_rows``: collectives: latency plus bytes per row, ``(B + b) / (B + b0)``;
+    * ``expert_share``: a mixture of experts' routed share ``k/E`` (top-k of E experts) when neither a model
+      config nor two observed sizes give it: the median over public MoE configs (docs/costmodel.md), a prior;
     * ``band_factors``: every constant scaled by these gives the band.
     """
 
@@ -142,12 +161,14 @@ class ScalingModel:
     elementwise_rows: float = 16.0
     elementwise_power: float = 0.116
     collective_rows: float = 64.0
+    expert_share: float = 0.125
     band_factors: tuple[float, float] = (0.5, 2.0)
 
     def scaled(self, factor: float) -> ScalingModel:
         return ScalingModel(self.gemm_rows / factor, self.gemm_efficiency / factor, self.attention_fixed_waves / factor,
                             self.attention_wave_us / factor, self.attention_rows / factor, self.elementwise_rows / factor,
-                            self.elementwise_power * factor, self.collective_rows / factor, self.band_factors)
+                            self.elementwise_power * factor, self.collective_rows / factor,
+                            min(self.expert_share / factor, 1.0), self.band_factors)
 
 
 DEFAULT_SCALING = ScalingModel()
@@ -230,9 +251,22 @@ def _persistent_blocks_per_row(t0: np.ndarray, b0: float, sms: float, model: Sca
     return np.maximum(2.0 ** np.round(np.log2(np.maximum((waves - 0.5) * sms / b0, 1.0))), least)
 
 
+def experts_hit(b, share) -> np.ndarray:
+    """The expected share of a mixture's experts that ``b`` tokens hit when each token goes to ``k`` of ``E`` experts
+    chosen uniformly (``share = k/E``): ``1 - (1 - k/E)^b`` (times ``E``: the distinct experts hit)."""
+    return 1.0 - (1.0 - np.asarray(share, dtype=float)) ** np.asarray(b, dtype=float)
+
+
+def _expert_work(b, share: float, ridge: float) -> np.ndarray:
+    """An expert GEMM's work at ``b`` rows, in units of reading every expert's weights once: the weights of the experts
+    hit, or (compute-bound) the rows' FLOPs: ``b·k`` rows over ``E`` experts against the ridge."""
+    return np.maximum(experts_hit(b, share), np.asarray(b, dtype=float) * share / max(ridge, 1.0))
+
+
 def _kernel_factor(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: float, sm_count: int | None,
-                   per_row_hint: float | None = None) -> np.ndarray:
-    """Per kernel of ``x`` (rows) and size (columns) its time at that size over its time at ``x.batch``."""
+                   per_row_hint: float | None = None, expert_share: float | None = None) -> np.ndarray:
+    """Per kernel of ``x`` (rows) and size (columns) its time at that size over its time at ``x.batch``
+    (``expert_share``: the experts' ``k/E``, else the model's prior)."""
     b = np.asarray(b, dtype=float)[None, :]
     b0 = float(x.batch)
     c = x.kernel_class[:, None]
@@ -267,18 +301,24 @@ def _kernel_factor(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: flo
     in_waves = (floor + (t0 - floor) * b / b0) / np.where(t0 > 0, t0, 1.0)
     elem = np.where(fill0 >= 1.0, in_waves, elem * np.maximum(1.0, fill0 * b / b0))
     coll = (model.collective_rows + b) / (model.collective_rows + b0)
-    return np.where(c == _GEMM, gemm, np.where(c == _ATTN, attn, np.where(c == _COLL, coll, elem)))
+    # Routed experts: each launch reads the weights of the experts the batch's tokens hit (above the fixed cost of a
+    # kernel): flat at one row's k experts, growing until every expert is hit, then with the rows once compute-bound.
+    share = model.expert_share if expert_share is None else expert_share
+    work = _expert_work(b, share, r) / _expert_work(b0, share, r)
+    expert = (floor + (t0 - floor) * work) / np.where(t0 > 0, t0, 1.0)
+    return np.where(c == _GEMM, gemm, np.where(c == _ATTN, attn, np.where(c == _COLL, coll,
+                    np.where(c == _EXPERT, expert, elem))))
 
 
 def _single(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: float, sm_count: int | None,
-            per_row_hint: float | None = None) -> np.ndarray:
+            per_row_hint: float | None = None, expert_share: float | None = None) -> np.ndarray:
     """The FULL-graph step at sizes ``b`` predicted from one observed size: its cost plus each kernel's change."""
-    f = _kernel_factor(model, x, b, ridge, sm_count, per_row_hint)
+    f = _kernel_factor(model, x, b, ridge, sm_count, per_row_hint, expert_share)
     return x.graph_us + (x.kernel_us[:, None] * (f - 1.0)).sum(axis=0)
 
 
-def _predict(model: ScalingModel, xs: list[SizeSample], b: np.ndarray, ridge: float, sm_count: int | None
-             ) -> tuple[np.ndarray, np.ndarray]:
+def _predict(model: ScalingModel, xs: list[SizeSample], b: np.ndarray, ridge: float, sm_count: int | None,
+             expert_share: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The curve at ``b`` and the single-size predictions (one row per observed size).
 
     Between two observed sizes ``a < c`` the curve rises from the cost at ``a`` to the cost at ``c`` along the
@@ -287,7 +327,7 @@ def _predict(model: ScalingModel, xs: list[SizeSample], b: np.ndarray, ridge: fl
     Outside the observed sizes: the nearest size's prediction.
     """
     hint = _attention_blocks_per_row(xs, sm_count)
-    single = np.array([_single(model, x, b, ridge, sm_count, hint) for x in xs])  # per observed size
+    single = np.array([_single(model, x, b, ridge, sm_count, hint, expert_share) for x in xs])  # per observed size
     if len(xs) == 1:
         return single[0], single
     at = np.array([x.batch for x in xs], dtype=float)
@@ -296,7 +336,7 @@ def _predict(model: ScalingModel, xs: list[SizeSample], b: np.ndarray, ridge: fl
     cols = np.arange(b.size)
     shape = single[j, cols]
     ia, ic = (at[j] - 1).astype(np.int64), (at[j + 1] - 1).astype(np.int64)
-    full = np.array([_single(model, x, np.arange(1, at.max() + 1), ridge, sm_count, hint) for x in xs])
+    full = np.array([_single(model, x, np.arange(1, at.max() + 1), ridge, sm_count, hint, expert_share) for x in xs])
     m_a, m_c = full[j, ia], full[j, ic]  # the prediction from a, at a and at c
     rise = m_c - m_a
     linear = (b - at[j]) / (at[j + 1] - at[j])
@@ -360,13 +400,50 @@ class CostCurve:
         return "+".join(kinds) if kinds else "model"
 
 
+def _expert_us_above_floor(x: SizeSample) -> float:
+    """The expert kernels' time of a sample above the fixed cost of a kernel each (the step's fastest kernel)."""
+    pos = x.kernel_us > 0
+    floor = float(x.kernel_us[pos].min()) if pos.any() else 0.0
+    return float(np.maximum(x.kernel_us[x.kernel_class == _EXPERT] - floor, 0.0).sum())
+
+
+def expert_share(samples: list[SizeSample], experts: tuple[int, int] | None = None,
+                 model: ScalingModel = DEFAULT_SCALING) -> tuple[float | None, str]:
+    """The routed share ``k/E`` the expert kernels scale with and where it came from (``None``, ``""`` when the
+    samples run no expert kernel). First that applies: ``experts`` (``(E, k)``: the model config's experts and experts
+    per token); the growth of the expert kernels' time (above a kernel's fixed cost) from the smallest to the largest
+    observed size, ``(1 - (1-s)^c) / (1 - (1-s)^a)``, solved for ``s`` (flat: 1; as fast as the rows: every token its
+    own experts); else the model's prior (:attr:`ScalingModel.expert_share`), which the source then says is assumed."""
+    with_experts = sorted((x for x in samples if (x.kernel_class == _EXPERT).any()), key=lambda x: x.batch)
+    if not with_experts:
+        return None, ""
+    if experts is not None:
+        e, k = int(experts[0]), int(experts[1])
+        if e >= 1 and 1 <= k <= e:
+            return k / e, f"model config: top {k} of {e} experts"
+    lo, hi = with_experts[0], with_experts[-1]
+    t_lo, t_hi = _expert_us_above_floor(lo), _expert_us_above_floor(hi)
+    if hi.batch > lo.batch and t_lo > 0 and t_hi > 0:
+        grid = np.geomspace(1e-4, 1.0, 4001)  # candidate shares; the growth ratio falls monotonically with the share
+        growth = experts_hit(hi.batch, grid) / experts_hit(lo.batch, grid)
+        r = t_hi / t_lo
+        s = 1.0 if r <= 1.0 else float(grid[0]) if r >= hi.batch / lo.batch else float(grid[np.argmin(np.abs(growth - r))])
+        return s, (f"k/E {s:.3g} from the expert kernels' growth from bs {lo.batch} to {hi.batch} "
+                   f"({t_hi / t_lo:.3g}x), uniform routing")
+    return model.expert_share, (f"assumed: k/E {model.expert_share:g} (uniform routing; no model config and one "
+                                f"observed size to read it from)")
+
+
 def fit_cost_curve(samples: list[SizeSample], max_size: int, timings: dict[int, float] | None = None,
-                   device_props: dict | None = None, model: ScalingModel = DEFAULT_SCALING) -> CostCurve:
+                   device_props: dict | None = None, model: ScalingModel = DEFAULT_SCALING,
+                   experts: tuple[int, int] | None = None) -> CostCurve:
     """The FULL-graph cost curve over ``1..max_size`` (see the module docstring).
 
     ``samples``: the trace's observed sizes (:func:`size_samples`; empty: timings only); ``timings``: harness
     FULL-graph timings ``{batch: us}``, which win at their sizes; ``device_props``: the trace's device
-    properties (:attr:`launchgap.trace.Trace.device_properties` of its device: name, SM count, thread limit).
+    properties (:attr:`launchgap.trace.Trace.device_properties` of its device: name, SM count, thread limit);
+    ``experts``: a mixture of experts' ``(E, k)`` from its model config (:func:`launchgap.dims.moe_routing`), else
+    read from the trace (:func:`expert_share`).
     """
     props = device_props or {}
     by_size = {x.batch: x for x in samples}  # one sample per size (the last given), ascending
@@ -377,11 +454,15 @@ def fit_cost_curve(samples: list[SizeSample], max_size: int, timings: dict[int, 
     b = np.arange(1, max(int(max_size), 1) + 1, dtype=float)
     source = np.full(b.size, "model", dtype=object)
     notes: list[str] = []
+    share, share_source = expert_share(samples, experts, model)
+    if share is not None:
+        notes.append(f"experts scale with the distinct experts the batch hits, 1 - (1 - k/E)^b: {share_source}")
+    assumed = share_source.startswith("assumed")
     if samples:
-        us, single = _predict(model, samples, b, ridge, sm_count)
-        if len(samples) == 1:
-            alt = np.array([_predict(model.scaled(f), samples, b, ridge, sm_count)[0]
-                            for f in model.band_factors])
+        us, single = _predict(model, samples, b, ridge, sm_count, share)
+        if len(samples) == 1:  # the band: the constants halved and doubled (an assumed k/E with them)
+            alt = np.array([_predict(model.scaled(f), samples, b, ridge, sm_count,
+                                     None if assumed else share)[0] for f in model.band_factors])
         else:
             alt = single
         low, high = np.minimum(us, alt.min(axis=0)), np.maximum(us, alt.max(axis=0))

@@ -36,6 +36,23 @@ _KEYS = {"layers": ("layers", "num_hidden_layers"), "hidden": ("hidden", "hidden
          "head_dim": ("head_dim",)}
 
 
+#: Where a mixture of experts' routing is read, first key present wins: its routed experts and experts per token.
+_MOE_KEYS = (("num_experts", "num_local_experts", "n_routed_experts"), ("num_experts_per_tok", "num_experts_per_token"))
+
+
+def moe_routing(d: Mapping) -> tuple[int, int] | None:
+    """A mixture of experts' ``(E, k)`` from a Hugging Face ``config.json`` (its ``text_config`` where it nests one):
+    ``E`` routed experts (``num_experts``, ``num_local_experts`` or ``n_routed_experts``), ``k`` of them per token
+    (``num_experts_per_tok``); ``None`` for a dense model or when either is missing or not ``1 <= k <= E``. What the
+    cost model's expert scaling needs (:func:`launchgap.costmodel.fit_cost_curve`)."""
+    if not isinstance(d, Mapping):
+        return None
+    text = text_config(d)
+    e, k = ([v for key in keys if isinstance(v := text.get(key), int) and not isinstance(v, bool)][:1]
+            for keys in _MOE_KEYS)
+    return (e[0], k[0]) if e and k and 1 <= k[0] <= e[0] else None
+
+
 @dataclass(frozen=True)
 class ModelDims:
     """A decoder's dimensions, as the harness's ``timings["models"][name]`` or a Hugging Face config gives them.

@@ -8,7 +8,7 @@ from launchgap.costmodel import DEFAULT_SCALING, KERNEL_CLASSES, ScalingModel, S
     fit_cost_curve, gpu_peaks, size_samples
 
 H200 = {"name": "NVIDIA H200", "sm_count": 132}
-GEMM, ATTN, KV, COLL, ELEM = range(len(KERNEL_CLASSES))
+GEMM, ATTN, KV, COLL, ELEM, EXPERT = range(len(KERNEL_CLASSES))
 
 
 def test_kernel_classes() -> None:

@@ -1,0 +1,103 @@
+"""The batch-scaling model's routed experts (launchgap.costmodel): classes, k/E from config / two sizes / prior, exact numbers."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from launchgap.costmodel import KERNEL_CLASSES, ScalingModel, SizeSample, classify_kernels, expert_share, \
+    experts_hit, fit_cost_curve
+from launchgap.dims import moe_routing
+
+H200 = {"name": "NVIDIA H200", "sm_count": 132}
+RIDGE = 989e12 / 4.8e12  # rows at which an H200 bf16 matmul turns compute-bound
+GEMM, ATTN, KV, COLL, ELEM, EXPERT = range(len(KERNEL_CLASSES))
+
+
+def test_expert_kernels_and_their_routing_are_told_apart() -> None:
+    names = np.array([
+        "fused_moe_kernel",  # vLLM / SGLang Triton
+        "_ZN7cutlass13device_kernelIN2at4cuda6detail25enable_3x_kernel_for_sm9xINS_4gemm6kernel13GemmUniversalINS5_17"
+        "GroupProblemShapeIN4cute5tupleIJiiiEEEEE",  # torch._grouped_mm (transformers' grouped_mm experts)
+        "void tensorrt_llm::kernels::cutlass_kernels::MoeFCGemm<__nv_bfloat16>",
+        "void deep_gemm::fp8_m_grouped_gemm_nt_masked_kernel<128>",
+        "void at::cuda::detail::prepare_grouped_gemm_data<cutlass::bfloat16_t, float>",  # arguments of the grouped GEMM
+        "void vllm::moe::topkGatingSoftmax<4, 64, 4, 16, int>", "void vllm::moe::moe_align_block_size_kernel<int>",
+        "void vllm::moe::moe_sum_kernel<c10::BFloat16, 2>",
+        "triton_poi_fused__grouped_mm_ge_masked_fill_mul_silu_split_transpose_unsqueeze_10",  # Inductor's pointwise
+        "nvjet_sm90_tst_64x8_64x16_1x1_h_bz_TNT"])  # the router's own matmul: a dense one
+    assert classify_kernels(names).tolist() == [EXPERT] * 4 + [ELEM] * 5 + [GEMM]
+
+
+def test_distinct_experts_hit() -> None:
+    # 64 experts, top 8: one token hits 8; 8 tokens 64 * (1 - (7/8)^8) = 42.009; 64 tokens all but 0.012
+    assert 64 * experts_hit(1, 8 / 64) == pytest.approx(8.0)
+    assert 64 * experts_hit(8, 8 / 64) == pytest.approx(42.00903, abs=1e-5)
+    assert 64 * experts_hit(64, 8 / 64) == pytest.approx(63.98756, abs=1e-5)
+
+
+def _moe_sample(b0: int, expert_us: float, level: float = 300.0) -> SizeSample:
+    # a step of a 100-block (persistent-free) expert GEMM and a 2 us dense matmul: the fastest kernel, the floor
+    return SizeSample(b0, level, np.array([EXPERT, GEMM], dtype=np.int8), np.array([expert_us, 2.0]),
+                      np.array([132, 4], dtype=np.int64), np.array([384, 384], dtype=np.int64))
+
+
+def test_one_size_with_the_config_exact() -> None:
+    m = ScalingModel()
+    x = _moe_sample(8, 100.0)
+    c = fit_cost_curve([x], 2000, None, H200, m, experts=(64, 8))
+
+    def at(b: int) -> float:
+        work = max(1 - (7 / 8) ** b, b * 0.125 / RIDGE) / (1 - (7 / 8) ** 8)  # experts hit, or compute-bound rows
+        gemm = 2.0 * (1 + b / m.gemm_rows) / (1 + 8 / m.gemm_rows) * max(1.0, b / RIDGE)
+        return 300.0 + (2.0 + 98.0 * work - 100.0) + (gemm - 2.0)
+
+    for b in (1, 2, 8, 16, 64, 128, 1648, 2000):
+        assert c.at(b) == pytest.approx(at(b), rel=1e-12), b
+    # bs 1 hits 8 of the 42 experts bs 8 hits: 2 + 98 x 8/42.009 = 20.66 us of the 100
+    assert c.at(1) - c.at(8) == pytest.approx(2 + 98 * 8 / 42.00903 - 100 + 2.0 * ((1 + 1 / 5000) / (1 + 8 / 5000) - 1),
+                                               abs=1e-3)
+    assert c.notes == ("experts scale with the distinct experts the batch hits, 1 - (1 - k/E)^b: model config: top 8 "
+                       "of 64 experts",)
+    # the band leaves the config's k/E alone: at bs 1 it is the other constants' spread only
+    lo, hi = (fit_cost_curve([x], 2000, None, H200, m.scaled(f), experts=(64, 8)) for f in m.band_factors)
+    assert c.low(1) == pytest.approx(min(c.at(1), lo.at(1), hi.at(1)))
+
+
+def test_one_size_alone_assumes_the_prior_and_says_so() -> None:
+    m = ScalingModel()
+    x = _moe_sample(8, 100.0)
+    c = fit_cost_curve([x], 64, None, H200, m)
+    assert c.at(1) == pytest.approx(fit_cost_curve([x], 64, None, H200, m, experts=(8, 1)).at(1))  # the prior: 1/8
+    assert "assumed: k/E 0.125" in c.notes[0]
+    # the band: the prior halved and doubled with the other constants (k/E 1/4: fewer new experts per row, higher)
+    wide = fit_cost_curve([x], 64, None, H200, m.scaled(0.5))
+    assert wide.at(1) == pytest.approx(fit_cost_curve([x], 64, None, H200, m.scaled(0.5), experts=(4, 1)).at(1))
+    assert c.low(1) <= min(c.at(1), wide.at(1)) and c.high(1) >= max(c.at(1), wide.at(1))
+    assert c.high(1) > c.at(1) > c.low(1)
+
+
+def test_two_sizes_read_the_share_from_the_growth() -> None:
+    # the expert GEMM at bs 8 and 64 of a top-8-of-64 model (above the 2 us floor: 98 x 42.0 / 64.0 experts)
+    a = _moe_sample(8, 100.0)
+    b = _moe_sample(64, 2.0 + 98.0 * experts_hit(64, 0.125) / experts_hit(8, 0.125), 400.0)
+    s, how = expert_share([a, b])
+    assert s == pytest.approx(0.125, rel=3e-3) and how.startswith("k/E 0.125 from the expert kernels' growth from bs 8 to 64")
+    # the config wins over the growth
+    assert expert_share([a, b], (128, 8)) == (0.0625, "model config: top 8 of 128 experts")
+    # flat (every expert hit at both sizes): k/E 1; as fast as the rows (each token its own weights): the least share
+    assert expert_share([a, _moe_sample(64, 100.0)])[0] == 1.0
+    assert expert_share([a, _moe_sample(64, 2.0 + 98.0 * 8)])[0] == pytest.approx(1e-4)
+    # no expert kernel: no share, no note
+    dense = SizeSample(8, 50.0, np.array([GEMM], dtype=np.int8), np.array([10.0]), np.array([4]), np.array([384]))
+    assert expert_share([dense]) == (None, "")
+    assert fit_cost_curve([dense], 16, None, H200).notes == ()
+
+
+def test_moe_routing_from_a_config() -> None:
+    assert moe_routing({"num_experts": 64, "num_experts_per_tok": 8, "hidden_size": 2048}) == (64, 8)
+    assert moe_routing({"text_config": {"num_local_experts": 8, "num_experts_per_tok": 2}}) == (8, 2)  # Mixtral-like
+    assert moe_routing({"n_routed_experts": 256, "num_experts_per_tok": 8}) == (256, 8)  # DeepSeek-V3-like
+    assert moe_routing({"intermediate_size": 8192}) is None  # dense
+    assert moe_routing({"num_experts": 8, "num_experts_per_tok": 16}) is None  # k > E: not a routing
+    assert moe_routing({"num_experts": True, "num_experts_per_tok": 1}) is None
+    assert moe_routing([]) is None
