@@ -529,7 +529,7 @@ def curve_to_dict(curve: CostCurve | None, eager: EagerCurve | None = None) -> d
         return None
     # full precision: a plan from a fleet's summaries must equal the plan from the traces themselves
     out = {"us": curve.us.tolist(), "low_us": curve.low_us.tolist(), "high_us": curve.high_us.tolist(),
-           "source": list(curve.source), "peaks": curve.peaks}
+           "source": list(curve.source), "peaks": curve.peaks, "notes": list(curve.notes)}
     if eager is not None:
         out["eager"] = {"us": eager.us.tolist(), "source": eager.source, "detail": eager.detail}
     return out
@@ -541,7 +541,7 @@ def curve_from_dict(doc: dict | None) -> tuple[CostCurve | None, EagerCurve | No
         return None, None
     curve = CostCurve(us=np.asarray(doc["us"], dtype=float), low_us=np.asarray(doc["low_us"], dtype=float),
                       high_us=np.asarray(doc["high_us"], dtype=float), source=tuple(str(s) for s in doc["source"]),
-                      peaks=str(doc.get("peaks", "")))
+                      peaks=str(doc.get("peaks", "")), notes=tuple(str(n) for n in doc.get("notes", ())))
     e = doc.get("eager")
     eager = EagerCurve(np.asarray(e["us"], dtype=float), str(e["source"]), str(e["detail"])) if e else None
     return curve, eager

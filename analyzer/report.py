@@ -86,6 +86,9 @@ class AnalysisOptions:
     #: Unprofiled FULL-graph step times by batch size, ``((batch, us), ...)`` (harness timings), for the
     #: padding cost curve; ``None``: the trace's own steps only.
     graph_timings_us: tuple[tuple[int, float], ...] | None = None
+    #: A mixture of experts' ``(E, k)`` from the model config (``--model-config``, :func:`launchgap.dims.moe_routing`):
+    #: how the cost curve scales the expert kernels; ``None``: read from the trace (:func:`launchgap.costmodel.expert_share`).
+    moe_routing: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -916,7 +919,8 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
         w0_ns=win.w0_ns[win.pkey[keep]], w1_ns=win.w1_ns[win.pkey[keep]])
     a = assemble_serving(trace, row_step, [steps.names[i] for i in range(len(steps))], steps.cpu_start_ns, cols,
                          opts.model, oh.us_per_event, _given_sizes(opts), _engine_default(trace, engine), engine,
-                         dict(opts.graph_timings_us) if opts.graph_timings_us else None, CURVE_MIN_SIZE)
+                         dict(opts.graph_timings_us) if opts.graph_timings_us else None, CURVE_MIN_SIZE,
+                         experts=opts.moe_routing)
     ss, pc, padded, lost, hg = a.ss, a.pad, a.padded, a.lost_us, a.hg
     out = []
     for i, r in enumerate(reports):  # one per step (a report row)

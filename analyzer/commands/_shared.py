@@ -15,8 +15,9 @@ from typing import TextIO
 import numpy as np
 
 from ..engines import MAX_CONFIG_CHARS, CaptureSettings, capture_sizes_of, parse_server_config
+from ..dims import moe_routing
 from ..errors import InputError
-from ..files import read_small_file
+from ..files import read_json_file, read_small_file
 from ..loaders import DEFAULT_MAX_TRACE_BYTES
 from ..planning.planner import PADDING_POLICIES, PlanOptions
 from ..planning.request import PlanInput, PlanRequest
@@ -70,8 +71,10 @@ def analysis_options(args: argparse.Namespace) -> AnalysisOptions:
         raise InputError("--profiler-us-per-event must be >= 0")
     cfg = server_config(getattr(args, "server_config", None), getattr(args, "capture_sizes", None))
     plain = cfg is not None and not cfg.engine  # sizes alone: --capture-sizes 1,2,4
+    model_config = getattr(args, "model_config", None)  # a mixture of experts' routing scales its expert kernels
     return AnalysisOptions(
         capture_sizes=cfg.sizes if plain else None, server_config=None if plain else cfg,
+        moe_routing=moe_routing(read_json_file(model_config, "model config")) if model_config else None,
         graph_timings_us=graph_timings(getattr(args, "graph_timings", None)),
         steps=StepOptions(step_regex=args.step_regex, batch_regex=args.batch_regex, batch_op=args.batch_op),
         model=PredictionModel(node_us=args.node_us if args.node_us is not None else DEFAULT_MODEL.node_us,
@@ -100,7 +103,8 @@ def add_plan_flags(p: argparse.ArgumentParser) -> None:
                         "the model's dimensions: 2 x layers x kv_heads x head_dim x dtype bytes)")
     g.add_argument("--model-config", metavar="FILE",
                    help="the model's dimensions: a Hugging Face config.json or the harness's layout (default: the "
-                        "timings file's models section); switches graph memory to the fitted memory model")
+                        "timings file's models section); switches graph memory to the fitted memory model; a "
+                        "mixture of experts' experts and experts per token scale the traces' expert kernels")
     g.add_argument("--memory-model", metavar="FILE",
                    help="a fitted memory model (python -m launchgap.planning.memory fit); default: the committed one")
     g.add_argument("--graph-memory-mib", type=float, metavar="X",

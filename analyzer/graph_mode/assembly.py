@@ -77,11 +77,12 @@ class ServingAssembly:
 def assemble_serving(trace: Trace, row_step: np.ndarray, all_step_names: list[str], cpu_start_ns: np.ndarray,
                      cols: StepColumns, model: PredictionModel, us_per_event: float,
                      given: tuple[list[int], str, str] | None, engine_default: tuple[list[int], str] | None,
-                     engine: str | None, timings: dict[int, float] | None, min_size: int) -> ServingAssembly:
+                     engine: str | None, timings: dict[int, float] | None, min_size: int,
+                     experts: tuple[int, int] | None = None) -> ServingAssembly:
     """Graph-mode serving of the kept steps ``cols`` (see :class:`ServingAssembly`). ``given``: the capture list
     the user gave (sizes, source, detail); ``engine_default``: the engine's default for the trace's GPU and TP;
     ``timings``: harness FULL-graph timings by batch (they win in the cost curve); ``min_size``: the curve
-    spans at least ``1..min_size``."""
+    spans at least ``1..min_size``; ``experts``: a mixture of experts' ``(E, k)`` from the model config."""
     batch, decode = cols.batch, cols.decode
     mk = marker_buckets(cols.name)
     is_graph = np.isin(np.array(cols.coverage, dtype=object), ("full", "piecewise"))
@@ -100,7 +101,7 @@ def assemble_serving(trace: Trace, row_step: np.ndarray, all_step_names: list[st
     samples = trace_samples(trace, row_step, cols.step, cols.device, size, cols.graph_us)
     top = max([*(sizes or []), int(batch.max()) if batch.size else 1, min_size, *(timings or {})])
     props = trace.device_properties.get(int(cols.device[0]), {}) if cols.device.size else {}
-    curve = fit_cost_curve(samples, top, timings, props)
+    curve = fit_cost_curve(samples, top, timings, props, experts=experts)
     eager_steps = ~is_graph & decode & (batch > 0)
     kernels = float(np.median(cols.kernels[decode])) if decode.any() else float(np.median(cols.kernels))
     eager = eager_curve(curve, kernels, batch[eager_steps], unprof[eager_steps]) if np.isfinite(curve.us).all() \

@@ -191,6 +191,7 @@ def costs_from_curves(traces: Sequence[TraceSteps]) -> CostTable:
     g_src = tuple("measured" if m else "predicted" for m in any_meas.tolist())
     notes = [f"graph costs at {int(any_meas.sum())} size(s) from the traces' own graph steps, at the others from the "
              f"batch-scaling model of their kernels (launchgap.costmodel; GPU peaks: {with_curve[0].graph_curve.peaks})"]
+    notes += sorted({n for t in with_curve for n in t.graph_curve.notes})  # what the model assumed (experts' k/E)
     eager_traces = [t for t in traces if t.mode in ("eager", "compiled")]
     eb, eu = [], []
     for t in eager_traces:  # measured eager steps

@@ -101,3 +101,44 @@ def test_moe_routing_from_a_config() -> None:
     assert moe_routing({"num_experts": 8, "num_experts_per_tok": 16}) is None  # k > E: not a routing
     assert moe_routing({"num_experts": True, "num_experts_per_tok": 1}) is None
     assert moe_routing([]) is None
+
+
+def test_the_curve_keeps_its_notes_through_a_summary() -> None:
+    from launchgap.costmodel import curve_from_dict, curve_to_dict
+    c = fit_cost_curve([_moe_sample(8, 100.0)], 16, None, H200)
+    back, _ = curve_from_dict(curve_to_dict(c))
+    assert back.notes == c.notes and back.at(1) == c.at(1)
+
+
+def test_a_traces_expert_kernels_scale_with_the_config_given() -> None:
+    # OLMoE (64 experts, top 8) through transformers' grouped_mm experts at bs 8, one FULL graph: the config's k/E, or
+    # without it the prior, which the curve says it assumed (the same 1/8 here: the same curve)
+    from pathlib import Path
+
+    from launchgap.loaders import load_trace
+    from launchgap.report import AnalysisOptions, analyze_trace
+    path = Path(__file__).resolve().parents[2] / "traces/h200-hf-2026-12-02/traces/olmoe-1b-7b-like_bs8_graph.json.gz"
+    trace = load_trace(path)
+    given = analyze_trace(trace, AnalysisOptions(moe_routing=(64, 8))).cost_curve
+    alone = analyze_trace(trace, AnalysisOptions()).cost_curve
+    assert given.notes[-1].endswith("model config: top 8 of 64 experts") and "assumed: k/E 0.125" in alone.notes[-1]
+    assert given.at(1) == pytest.approx(alone.at(1)) and given.at(1) < 0.6 * given.at(8)  # 8 experts hit of 42
+    half = analyze_trace(trace, AnalysisOptions(moe_routing=(64, 4))).cost_curve  # top 4: 1 row hits 4 of 26.3
+    assert half.at(1) < given.at(1)
+
+
+def test_plan_model_config_gives_the_analysis_its_routing(tmp_path) -> None:
+    import json
+
+    from launchgap.cli import build_parser
+    from launchgap.commands._shared import analysis_options
+    moe, dense = tmp_path / "moe.json", tmp_path / "dense.json"
+    moe.write_text(json.dumps({"num_hidden_layers": 16, "hidden_size": 2048, "num_attention_heads": 16,
+                               "intermediate_size": 1024, "vocab_size": 50304, "num_experts": 64,
+                               "num_experts_per_tok": 8}))
+    dense.write_text(json.dumps({"num_hidden_layers": 16, "hidden_size": 2048, "num_attention_heads": 32,
+                                 "intermediate_size": 8192, "vocab_size": 128256}))
+    parse = build_parser("plan").parse_args
+    assert analysis_options(parse(["plan", "t.json", "--model-config", str(moe)])).moe_routing == (64, 8)
+    assert analysis_options(parse(["plan", "t.json", "--model-config", str(dense)])).moe_routing is None
+    assert analysis_options(parse(["plan", "t.json"])).moe_routing is None
