@@ -189,12 +189,14 @@ def check_plans(rows: list[dict]) -> bool:
 
 def check_piecewise(rows: list[dict]) -> bool:
     """Piecewise -> FULL at a fixed batch: the FULL step predicted from each piecewise trace against its unprofiled
-    FULL-graph timing (the bar on the worst held-out trace). The committed serving traces run FULL graphs: no
-    piecewise serving trace to take the serving median on."""
+    FULL-graph timing (the bar on the worst held-out trace)."""
     print("\nPiecewise -> FULL at a fixed batch (predicted FULL step from the piecewise trace vs its unprofiled timing)")
     worst = 0.0
-    for folder, model, sizes, held in (("h200-heldout-3b-2026-12-02", "3b", (4, 16, 48), True),
-                                       ("h200-session-2026-12-01", "1b", (1, 8, 32, 64), False)):
+    sets = [("h200-heldout-3b-2026-12-02", "3b", (4, 16, 48), True),
+            ("h200-session-2026-12-01", "1b", (1, 8, 32, 64), False)]
+    if (T / "h200-heldout-2026-12-03" / "timings_piecewise.json").exists():
+        sets.insert(1, ("h200-heldout-2026-12-03", "8b", (1, 8, 32, 64, 128), True))
+    for folder, model, sizes, held in sets:
         truth = {r["batch_size"]: r for r in json.loads((T / folder / "timings_piecewise.json").read_text())["rows"]
                  if r["model"] == model}
         for bs in sizes:
@@ -210,6 +212,42 @@ def check_piecewise(rows: list[dict]) -> bool:
                   f"{'' if held else ' (fit set)'}")
     met = worst <= PIECEWISE_BAR
     print(f"{'PASS' if met else 'FAIL'}: held-out worst {worst:.2%} (bar {PIECEWISE_BAR:.0%})")
+    return met
+
+
+def check_piecewise_serving(rows: list[dict]) -> bool:
+    """Piecewise -> FULL on a serving run: each graph step of a piecewise serving trace, its predicted FULL step
+    against the unprofiled FULL-graph replay of the same bucket in a FULL serving run of the same sequence (same
+    model, seed and capture list); the bar on the median over the steps. Folders holding
+    ``serving/*_serving_piecewise_*.json.gz`` with ``timings_serving_full.json`` beside it."""
+    print("\nPiecewise -> FULL on a serving run (each piecewise graph step's predicted FULL step vs the FULL run's"
+          " unprofiled replay of its bucket)")
+    met = True
+    found = False
+    for trace in sorted(T.glob("*/serving/*_serving_piecewise_*.json.gz")):
+        full = trace.parent.parent / "timings_serving_full.json"
+        if not full.exists():
+            continue
+        found = True
+        entry = json.loads(full.read_text())["serving"][0]
+        truth = {k["bucket"]: k["us"] for k in entry["kinds"] if k["mode"] == "graph"}
+        rep = analyze_trace(load_trace(trace), AnalysisOptions())
+        errs = [(st.predicted_graph_us / truth[st.bucket] - 1) for st in rep.steps
+                if st.bucket in truth and st.predicted_graph_us and st.phase in ("decode", None)]
+        if not errs:
+            print(f"  {trace.name}: no graph step with a FULL truth")
+            met = False
+            continue
+        med, worst = float(np.median(np.abs(errs))), float(np.max(np.abs(errs)))
+        rows.append({"trace": str(trace.relative_to(T)), "steps": len(errs), "median": med, "worst": worst,
+                     "signed_median": float(np.median(errs))})
+        ok = med <= PIECEWISE_BAR
+        met &= ok
+        print(f"{'PASS' if ok else 'FAIL'}: {trace.parent.parent.name} {entry['model']}: {len(errs)} graph steps, "
+              f"median error {med:.2%} (signed {np.median(errs):+.2%}), worst {worst:.2%} (bar {PIECEWISE_BAR:.0%} "
+              f"on the median)")
+    if not found:
+        print("  no piecewise serving trace with a FULL serving truth committed")
     return met
 
 
@@ -233,10 +271,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", metavar="FILE", help="write every figure to this JSON file")
     args = ap.parse_args()
-    out: dict[str, list[dict]] = {"curves": [], "padding": [], "piecewise": [], "plans": [], "batches": []}
+    out: dict[str, list[dict]] = {"curves": [], "padding": [], "piecewise": [], "piecewise_serving": [], "plans": [], "batches": []}
     ok = check_curves(out["curves"])
     ok &= check_padding(out["padding"])
     ok &= check_piecewise(out["piecewise"])
+    ok &= check_piecewise_serving(out["piecewise_serving"])
     ok &= check_plans(out["plans"])
     ok &= check_batches(out["batches"])
     if args.json:
