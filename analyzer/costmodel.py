@@ -15,8 +15,9 @@ follows from how each of its kernels scales with the rows of the batch (**the ba
   of the class, at most ``t0``;
 * **element-wise work and sampling** (norms, activations, copies, argmax over the vocabulary): small
   latency-bound grids grow far slower than their rows; a grid with more blocks than the SMs hold at once
-  (work over the whole KV cache or vocabulary) runs in waves and grows with its rows above the fixed cost
-  of a kernel (the step's fastest kernel); a grid sized to the GPU (a multiple of the SMs that they hold at
+  (work over the whole KV cache or vocabulary) runs in waves: its time is a fixed part of
+  :attr:`ScalingModel.elementwise_fixed_waves` of a wave (launch, ramp, tail) plus its waves, which follow
+  its rows; a grid sized to the GPU (a multiple of the SMs that they hold at
   once: grid-stride loops such as PyTorch's ``CatArrayBatchedCopy``) says nothing of its work and counts as
   latency-bound;
 * **collectives** (NCCL, custom all-reduce) move the activations: bytes per row, the same rule;
@@ -147,6 +148,8 @@ class ScalingModel:
     * ``elementwise_rows``, ``elementwise_power``: element-wise work, norms, KV-cache writes and sampling:
       ``g(b) / g(b0)`` with ``g(b) = (b / (b + K)) ** p`` — latency-bound small grids, whose time grows far
       slower than their rows and levels off once their blocks fill the GPU;
+    * ``elementwise_fixed_waves``: an element-wise grid that fills the GPU takes ``t0 · (f + W(b)) / (f + W(b0))``,
+      ``W`` its waves (blocks over the blocks the SMs hold at once, following the rows), ``f`` this fixed part;
     * ``collective_rows``: collectives: latency plus bytes per row, ``(B + b) / (B + b0)``;
     * ``expert_share``: a mixture of experts' routed share ``k/E`` (top-k of E experts) when neither a model
       config nor two observed sizes give it: the median over public MoE configs (docs/costmodel.md), a prior;
@@ -163,12 +166,14 @@ class ScalingModel:
     collective_rows: float = 64.0
     expert_share: float = 0.125
     band_factors: tuple[float, float] = (0.5, 2.0)
+    elementwise_fixed_waves: float = 0.7
 
     def scaled(self, factor: float) -> ScalingModel:
         return ScalingModel(self.gemm_rows / factor, self.gemm_efficiency / factor, self.attention_fixed_waves / factor,
                             self.attention_wave_us / factor, self.attention_rows / factor, self.elementwise_rows / factor,
                             self.elementwise_power * factor, self.collective_rows / factor,
-                            min(self.expert_share / factor, 1.0), self.band_factors)
+                            min(self.expert_share / factor, 1.0), self.band_factors,
+                            self.elementwise_fixed_waves / factor)
 
 
 DEFAULT_SCALING = ScalingModel()
@@ -294,11 +299,12 @@ def _kernel_factor(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: flo
     k = model.elementwise_rows
     elem = (b / (b + k) * (b0 + k) / b0) ** model.elementwise_power
     # A grid that fills the GPU (more blocks than the SMs hold at once: work over the whole cache or vocabulary)
-    # runs in waves: beyond one full wave its time grows with its blocks, i.e. its rows, on top of the fixed cost
-    # of any kernel (the step's fastest kernel: launch and ramp).
+    # runs in waves: its blocks, i.e. its rows, set its waves, on top of a fixed part of ~0.7 of a wave (launch,
+    # ramp, the last wave's tail: 0.6-0.8 measured between sizes on the H200 HF traces' repeat_kv copies).
     fill0 = np.where((blocks > 0) & ~persistent, blocks / resident, 0.0)
     floor = np.minimum(float(x.kernel_us[x.kernel_us > 0].min()) if (x.kernel_us > 0).any() else 0.0, t0)
-    in_waves = (floor + (t0 - floor) * b / b0) / np.where(t0 > 0, t0, 1.0)
+    fe = model.elementwise_fixed_waves
+    in_waves = (fe + fill0 * b / b0) / (fe + np.where(fill0 > 0, fill0, 1.0))
     elem = np.where(fill0 >= 1.0, in_waves, elem * np.maximum(1.0, fill0 * b / b0))
     coll = (model.collective_rows + b) / (model.collective_rows + b0)
     # Routed experts: each launch reads the weights of the experts the batch's tokens hit (above the fixed cost of a

@@ -135,16 +135,21 @@ def test_size_samples_take_each_size_median_step() -> None:
 def test_elementwise_grid_in_waves_follows_the_rows() -> None:
     m = ScalingModel()
     # a 128-thread element-wise kernel: 16 resident per SM (2,048 threads), 2,112 blocks per wave on 132 SMs.
-    # Over the whole KV cache at bs 8 it has 16,384 blocks (7.8 waves): its time follows the rows above the fixed
-    # cost of a kernel (the step's fastest, 2 us: 2 + 18 x 64/8 = 146 us at bs 64); a 32-block kernel stays
-    # latency-bound (the power law) until its blocks fill a wave (bs 8 x 2,112 / 32 = 528)
+    # Over the whole KV cache at bs 8 it has 16,384 blocks (W0 = 7.76 waves): its time is a fixed part of 0.7 of a
+    # wave plus its waves, which follow the rows: 20 x (0.7 + 8 W0) / (0.7 + W0) = 148.41 us at bs 64 and
+    # 20 x (0.7 + W0 / 8) / (0.7 + W0) = 3.95 us at bs 1; a 32-block kernel stays latency-bound (the power law)
+    # until its blocks fill a wave (bs 8 x 2,112 / 32 = 528)
     x = SizeSample(8, 100.0, np.array([ELEM, ELEM], dtype=np.int8), np.array([20.0, 2.0]),
                    np.array([16384, 32], dtype=np.int64), np.array([128, 128], dtype=np.int64))
     c = fit_cost_curve([x], 64, None, H200, m)
     k, p = m.elementwise_rows, m.elementwise_power
     small = 2.0 * ((64 / (64 + k)) / (8 / (8 + k))) ** p
-    assert c.at(64) == pytest.approx(100.0 + (146.0 - 20.0) + (small - 2.0))
-    assert c.at(1) == pytest.approx(100.0 + (2.0 + 18.0 / 8 - 20.0) + (2.0 * ((1 / (1 + k)) / (8 / (8 + k))) ** p - 2.0))
+    w0 = 16384 / 2112
+    assert m.elementwise_fixed_waves == 0.7
+    assert 20.0 * (0.7 + 8 * w0) / (0.7 + w0) == pytest.approx(148.41, abs=0.01)
+    assert c.at(64) == pytest.approx(100.0 + (20.0 * (0.7 + 8 * w0) / (0.7 + w0) - 20.0) + (small - 2.0))
+    assert c.at(1) == pytest.approx(100.0 + (20.0 * (0.7 + w0 / 8) / (0.7 + w0) - 20.0)
+                                    + (2.0 * ((1 / (1 + k)) / (8 / (8 + k))) ** p - 2.0))
 
 
 def test_grid_sized_to_the_gpu_is_not_in_waves() -> None:
