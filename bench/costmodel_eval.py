@@ -26,6 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from launchgap import costmodel as cm  # noqa: E402
+from launchgap.dims import moe_routing  # noqa: E402
 from launchgap.loaders import load_trace  # noqa: E402
 from launchgap.planning.costs import CostPoint, CostTable  # noqa: E402
 from launchgap.planning.planner import PlanOptions, plan_capture, score_buckets  # noqa: E402
@@ -67,33 +68,43 @@ def samples(path: Path) -> tuple[list[cm.SizeSample], dict]:
     return xs, trace.device_properties.get(int(dev[0]), {}) if dev.size else {}
 
 
-def errors(xs: list[cm.SizeSample], props: dict, truth: dict[int, float], top: int) -> tuple[float, float]:
-    c = cm.fit_cost_curve(xs, top, None, props)
+def errors(xs: list[cm.SizeSample], props: dict, truth: dict[int, float], top: int,
+           experts: tuple[int, int] | None = None) -> tuple[float, float]:
+    c = cm.fit_cost_curve(xs, top, None, props, experts=experts)
     e = np.abs([(c.at(b) - truth[b]) / truth[b] for b in sorted(truth) if b <= top])
     return float(np.median(e)), float(e.max())
 
 
-def curve_sets() -> dict[str, tuple[list[cm.SizeSample], dict, dict[int, float], int, bool]]:
-    """name -> (samples, device properties, truth, largest size checked, held out)."""
+def config_routing(doc: dict, model: str) -> tuple[int, int] | None:
+    """A mixture of experts' (E, k) from the config the timings name for ``model`` (record --hf-config's
+    ``models[model].model_source.path``), ``None`` for a dense model or no config."""
+    src = ((doc.get("models") or {}).get(model) or {}).get("model_source") or {}
+    path = REPO / str(src.get("path", "")) if src.get("kind") == "hf-config" else None
+    return moe_routing(json.loads(path.read_text())) if path is not None and path.is_file() else None
+
+
+def curve_sets() -> dict[str, tuple[list[cm.SizeSample], dict, dict[int, float], int, bool, tuple[int, int] | None]]:
+    """name -> (samples, device properties, truth, largest size checked, held out, a mixture of experts' (E, k)
+    from its config: the ``+ config`` sets, shown beside the trace-alone ones and not in the bars' medians)."""
     out = {}
     s1 = T / "h200-session-2026-12-01"
     xs = [samples(s1 / "piecewise" / f"1b_bs{b}_graph.json.gz")[0][0] for b in (1, 8, 32, 64)]
     out["1b-session (fit)"] = (xs, samples(s1 / "piecewise" / "1b_bs8_graph.json.gz")[1],
-                               truth_of(s1 / "timings_fullrange.json"), 64, False)
+                               truth_of(s1 / "timings_fullrange.json"), 64, False, None)
     xs, props = samples(s1 / "serving" / "1b_serving_serve.json.gz")
-    out["1b-serving (same model, other steps)"] = (xs, props, truth_of(s1 / "timings_fullrange.json"), 64, False)
+    out["1b-serving (same model, other steps)"] = (xs, props, truth_of(s1 / "timings_fullrange.json"), 64, False, None)
     h3 = T / "h200-heldout-3b-2026-12-02"
     xs, props = samples(h3 / "serving" / "3b_serving_serve.json.gz")
-    out["3b-serving"] = (xs, props, truth_of(h3 / "timings_fullrange.json"), 48, True)
+    out["3b-serving"] = (xs, props, truth_of(h3 / "timings_fullrange.json"), 48, True, None)
     xs = [samples(h3 / "piecewise" / f"3b_bs{b}_piecewise.json.gz")[0][0] for b in (4, 16, 48)]
-    out["3b-piecewise"] = (xs, props, truth_of(h3 / "timings_fullrange.json"), 48, True)
+    out["3b-piecewise"] = (xs, props, truth_of(h3 / "timings_fullrange.json"), 48, True, None)
     for model, sizes in (("1b", (1, 64)), ("70b-slice", (1, 64)), ("tiny", (1,)), ("8b", (1,))):
         got = [samples(T / "h200" / f"{model}_bs{b}_graph.json.gz") for b in sizes]
         out[f"h200 {model}"] = ([g[0][0] for g in got], got[0][1], truth_of(T / "h200" / "timings.json", model),
-                                MAX_SIZE, model != "1b")
+                                MAX_SIZE, model != "1b", None)
     got = [samples(T / "h200-1b" / f"1b_bs{b}_graph.json.gz") for b in (1, 8, 64)]
     out["h200-1b (older torch)"] = ([g[0][0] for g in got], got[0][1], truth_of(T / "h200-1b" / "truth.json", "1b"),
-                                    MAX_SIZE, True)
+                                    MAX_SIZE, True, None)
     # record --hf-config FULL-graph traces of other architectures, when present
     for d in sorted([*T.glob("h200-hf-*"), *T.glob("h200-heldout-2026-12-03")]):
         for tfile in sorted(d.glob("**/timings*.json")):
@@ -104,7 +115,10 @@ def curve_sets() -> dict[str, tuple[list[cm.SizeSample], dict, dict[int, float],
                     continue
                 got = [samples(p) for p in traces]
                 out[f"{d.name} {model}"] = ([x for g in got for x in g[0]], got[0][1], truth_of(tfile, model),
-                                            MAX_SIZE, True)
+                                            MAX_SIZE, True, None)
+                routing = config_routing(doc, model)
+                if routing is not None:  # the same traces with the model config's experts and experts per token
+                    out[f"{d.name} {model} + config"] = (*out[f"{d.name} {model}"][:5], routing)
     return out
 
 
@@ -112,20 +126,23 @@ def check_curves(rows: list[dict]) -> bool:
     ok = True
     print("\nFULL-graph step at every size from the trace's own kernels (error against unprofiled truth)")
     print(f"{'set':40s} {'from':>9s} {'median':>7s} {'worst':>7s}")
-    for name, (xs, props, truth, top, held) in curve_sets().items():
+    for name, (xs, props, truth, top, held, experts) in curve_sets().items():
         xs = [x for x in xs if x.batch <= top]
+        cfg = experts is not None
         for x in xs:
-            med, worst = errors([x], props, truth, top)
-            rows.append({"set": name, "sizes": [x.batch], "median": med, "worst": worst, "held_out": held})
+            med, worst = errors([x], props, truth, top, experts)
+            rows.append({"set": name, "sizes": [x.batch], "median": med, "worst": worst, "held_out": held,
+                         "with_config": cfg})
             print(f"{name:40s} {x.batch:>9d} {med:7.2%} {worst:7.2%}")
-        pairs = [errors([a, b], props, truth, top) for a, b in itertools.combinations(xs, 2)]
+        pairs = [errors([a, b], props, truth, top, experts) for a, b in itertools.combinations(xs, 2)]
         for (a, b), (med, worst) in zip(itertools.combinations(xs, 2), pairs):
-            rows.append({"set": name, "sizes": [a.batch, b.batch], "median": med, "worst": worst, "held_out": held})
+            rows.append({"set": name, "sizes": [a.batch, b.batch], "median": med, "worst": worst, "held_out": held,
+                         "with_config": cfg})
         if pairs:
             print(f"{name:40s} {'2 sizes':>9s} {np.median([p[0] for p in pairs]):7.2%} "
                   f"{np.median([p[1] for p in pairs]):7.2%}   (median over {len(pairs)} pairs; worst pair "
                   f"{max(p[1] for p in pairs):.2%})")
-    held = [r for r in rows if r["held_out"]]
+    held = [r for r in rows if r["held_out"] and not r["with_config"]]  # the bars are on the traces alone
     for n, bar in ((1, ONE_SIZE_BAR), (2, TWO_SIZE_BAR)):
         sel = [r for r in held if len(r["sizes"]) == n]
         med = float(np.median([r["median"] for r in sel])) if sel else float("nan")
