@@ -183,7 +183,8 @@ DEFAULT_SCALING = ScalingModel()
 class SizeSample:
     """One observed batch size: ``batch`` (for a graph step the bucket its kernels ran at), ``graph_us`` (the
     median step's FULL-graph cost, ``predicted_graph_us``) and that step's kernels (arrays): class (index into
-    :data:`KERNEL_CLASSES`), time (us), grid blocks and threads per block (-1 where the trace does not say)."""
+    :data:`KERNEL_CLASSES`), time (us), grid blocks and threads per block (-1 where the trace does not say);
+    ``experts``: a mixture's routed experts as the step's kernels say them (:func:`experts_of_kernels`), else ``None``."""
 
     batch: int
     graph_us: float
@@ -191,12 +192,40 @@ class SizeSample:
     kernel_us: np.ndarray
     blocks: np.ndarray
     threads: np.ndarray
+    experts: int | None = None
+
+
+#: Kernels that say how many routed experts a mixture has: PyTorch's grouped-GEMM set-up (``torch._grouped_mm``:
+#: ``prepare_grouped_gemm_data<<<1, group_count>>>``, one thread per expert) and the fused top-k gating of vLLM,
+#: SGLang and TensorRT-LLM (``topkGatingSoftmax<[T,] VPT, NUM_EXPERTS, ...>``: the experts in its template).
+_EXPERTS_AS_THREADS = re.compile(r"prepare_grouped_gemm_data")
+_EXPERTS_IN_TEMPLATE = re.compile(r"topkGatingSoftmax<\s*(?:[A-Za-z_][\w:]*\s*,\s*)?\d+\s*,\s*(\d+)\s*,")
+
+
+def experts_of_kernels(names: np.ndarray, threads: np.ndarray) -> np.ndarray:
+    """Per kernel the routed experts it says (see :data:`_EXPERTS_AS_THREADS`, :data:`_EXPERTS_IN_TEMPLATE`), -1
+    where it says none (the names are read once each)."""
+    names = np.asarray(names, dtype=object)
+    threads = np.asarray(threads, dtype=np.int64)
+    if names.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    uniq, inv = np.unique(names, return_inverse=True)
+    kind = np.zeros(uniq.size, dtype=np.int64)  # 0 none, -2 the launch's threads, >0 from the name
+    for i, n in enumerate(uniq.tolist()):  # unique kernel names, not events
+        if _EXPERTS_AS_THREADS.search(n):
+            kind[i] = -2
+        elif m := _EXPERTS_IN_TEMPLATE.search(n):
+            kind[i] = int(m.group(1))
+    k = kind[inv.reshape(-1)]
+    return np.where(k == -2, np.where(threads > 0, threads, -1), np.where(k > 0, k, -1))
 
 
 def size_samples(kernel_step: np.ndarray, kernel_class: np.ndarray, kernel_us: np.ndarray, blocks: np.ndarray,
-                 threads: np.ndarray, batch: np.ndarray, graph_us: np.ndarray) -> list[SizeSample]:
+                 threads: np.ndarray, batch: np.ndarray, graph_us: np.ndarray,
+                 kernel_experts: np.ndarray | None = None) -> list[SizeSample]:
     """Per observed batch size (ascending) its median step's kernels: ``kernel_*`` per kernel row (its step, -1
-    none; class; us; grid blocks; threads per block), ``batch`` and ``graph_us`` per step."""
+    none; class; us; grid blocks; threads per block; the routed experts it says, -1 none), ``batch`` and
+    ``graph_us`` per step."""
     batch = np.asarray(batch, dtype=np.int64)
     graph_us = np.asarray(graph_us, dtype=float)
     ok = (batch > 0) & np.isfinite(graph_us) & (graph_us > 0)
@@ -208,7 +237,9 @@ def size_samples(kernel_step: np.ndarray, kernel_class: np.ndarray, kernel_us: n
         med = idx[np.argsort(graph_us[idx], kind="stable")[(idx.size - 1) // 2]]  # the (lower) median step
         lo, hi = np.searchsorted(ks, med, "left"), np.searchsorted(ks, med, "right")
         r = order[lo:hi]
-        out.append(SizeSample(int(s), float(graph_us[med]), kernel_class[r], kernel_us[r], blocks[r], threads[r]))
+        said = kernel_experts[r][kernel_experts[r] > 0] if kernel_experts is not None else np.zeros(0)
+        out.append(SizeSample(int(s), float(graph_us[med]), kernel_class[r], kernel_us[r], blocks[r], threads[r],
+                              int(np.median(said)) if said.size else None))
     return out
 
 
@@ -231,8 +262,9 @@ def trace_samples(trace: Trace, row_step: np.ndarray, step_index: np.ndarray, st
     else:
         blocks = threads = np.full(k.size, -1, dtype=np.int64)
     ids, at = np.unique(trace.name_id[k], return_inverse=True)  # classified once per kernel name
-    return size_samples(ks, classify_kernels(trace.names[ids])[at.reshape(-1)], trace.dur_ns[k] / 1e3, blocks,
-                        threads, batch, graph_us)
+    at = at.reshape(-1)
+    return size_samples(ks, classify_kernels(trace.names[ids])[at], trace.dur_ns[k] / 1e3, blocks, threads, batch,
+                        graph_us, experts_of_kernels(trace.names[ids][at], threads))
 
 
 def _attention_blocks_per_row(xs: list[SizeSample], sm_count: int | None) -> float | None:
@@ -413,13 +445,22 @@ def _expert_us_above_floor(x: SizeSample) -> float:
     return float(np.maximum(x.kernel_us[x.kernel_class == _EXPERT] - floor, 0.0).sum())
 
 
+#: Experts per token assumed when the trace says the experts but nothing says ``k``: the usual ``k`` of public MoE
+#: configs with as many experts — 2 up to 16 experts (Mixtral, Grok-1, Phi-3.5-MoE, Jamba: 2 of 8 or 16; DBRX 4,
+#: Llama-4 Scout 1), 8 above (OLMoE, Qwen2-57B, Granite, Qwen3, DeepSeek-V3, Kimi K2: 8; DeepSeek-V2 6, Qwen1.5-MoE
+#: and gpt-oss 4).
+FEW_EXPERTS, EXPERTS_PER_TOKEN_FEW, EXPERTS_PER_TOKEN_MANY = 16, 2, 8
+
+
 def expert_share(samples: list[SizeSample], experts: tuple[int, int] | None = None,
                  model: ScalingModel = DEFAULT_SCALING) -> tuple[float | None, str]:
     """The routed share ``k/E`` the expert kernels scale with and where it came from (``None``, ``""`` when the
     samples run no expert kernel). First that applies: ``experts`` (``(E, k)``: the model config's experts and experts
     per token); the growth of the expert kernels' time (above a kernel's fixed cost) from the smallest to the largest
     observed size, ``(1 - (1-s)^c) / (1 - (1-s)^a)``, solved for ``s`` (flat: 1; as fast as the rows: every token its
-    own experts); else the model's prior (:attr:`ScalingModel.expert_share`), which the source then says is assumed."""
+    own experts); the experts the trace's kernels say (:attr:`SizeSample.experts`) with the usual experts per token for
+    as many (:data:`FEW_EXPERTS`), assumed; else the model's prior (:attr:`ScalingModel.expert_share`), assumed. An
+    assumed share's source starts with ``assumed``."""
     with_experts = sorted((x for x in samples if (x.kernel_class == _EXPERT).any()), key=lambda x: x.batch)
     if not with_experts:
         return None, ""
@@ -436,6 +477,12 @@ def expert_share(samples: list[SizeSample], experts: tuple[int, int] | None = No
         s = 1.0 if r <= 1.0 else float(grid[0]) if r >= hi.batch / lo.batch else float(grid[np.argmin(np.abs(growth - r))])
         return s, (f"k/E {s:.3g} from the expert kernels' growth from bs {lo.batch} to {hi.batch} "
                    f"({t_hi / t_lo:.3g}x), uniform routing")
+    said = [x.experts for x in with_experts if x.experts]
+    if said:
+        e = int(np.median(said))
+        k = min(EXPERTS_PER_TOKEN_FEW if e <= FEW_EXPERTS else EXPERTS_PER_TOKEN_MANY, e)
+        return k / e, (f"assumed: k/E {k}/{e} ({e} experts from the trace's kernels, {k} per token the usual for as many; "
+                       f"uniform routing; no model config and one observed size to read k from)")
     return model.expert_share, (f"assumed: k/E {model.expert_share:g} (uniform routing; no model config and one "
                                 f"observed size to read it from)")
 
@@ -468,7 +515,7 @@ def fit_cost_curve(samples: list[SizeSample], max_size: int, timings: dict[int, 
         us, single = _predict(model, samples, b, ridge, sm_count, share)
         if len(samples) == 1:  # the band: the constants halved and doubled (an assumed k/E with them)
             alt = np.array([_predict(model.scaled(f), samples, b, ridge, sm_count,
-                                     None if assumed else share)[0] for f in model.band_factors])
+                                     min(share / f, 1.0) if assumed else share)[0] for f in model.band_factors])
         else:
             alt = single
         low, high = np.minimum(us, alt.min(axis=0)), np.maximum(us, alt.max(axis=0))

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from launchgap.costmodel import KERNEL_CLASSES, ScalingModel, SizeSample, classify_kernels, expert_share, \
-    experts_hit, fit_cost_curve
+    experts_hit, experts_of_kernels, fit_cost_curve, size_samples
 from launchgap.dims import moe_routing
 
 H200 = {"name": "NVIDIA H200", "sm_count": 132}
@@ -112,7 +112,7 @@ def test_the_curve_keeps_its_notes_through_a_summary() -> None:
 
 def test_a_traces_expert_kernels_scale_with_the_config_given() -> None:
     # OLMoE (64 experts, top 8) through transformers' grouped_mm experts at bs 8, one FULL graph: the config's k/E, or
-    # without it the prior, which the curve says it assumed (the same 1/8 here: the same curve)
+    # without it the experts the trace says with an assumed k, which the curve says (the same 8/64 here: one curve)
     from pathlib import Path
 
     from launchgap.loaders import load_trace
@@ -121,7 +121,9 @@ def test_a_traces_expert_kernels_scale_with_the_config_given() -> None:
     trace = load_trace(path)
     given = analyze_trace(trace, AnalysisOptions(moe_routing=(64, 8))).cost_curve
     alone = analyze_trace(trace, AnalysisOptions()).cost_curve
-    assert given.notes[-1].endswith("model config: top 8 of 64 experts") and "assumed: k/E 0.125" in alone.notes[-1]
+    # torch._grouped_mm's set-up kernel runs one thread per expert: 64 experts, k the usual 8 for as many
+    assert given.notes[-1].endswith("model config: top 8 of 64 experts") and "assumed: k/E 8/64 (64 experts from the " \
+        "trace's kernels" in alone.notes[-1]
     assert given.at(1) == pytest.approx(alone.at(1)) and given.at(1) < 0.6 * given.at(8)  # 8 experts hit of 42
     half = analyze_trace(trace, AnalysisOptions(moe_routing=(64, 4))).cost_curve  # top 4: 1 row hits 4 of 26.3
     assert half.at(1) < given.at(1)
@@ -142,3 +144,37 @@ def test_plan_model_config_gives_the_analysis_its_routing(tmp_path) -> None:
     assert analysis_options(parse(["plan", "t.json", "--model-config", str(moe)])).moe_routing == (64, 8)
     assert analysis_options(parse(["plan", "t.json", "--model-config", str(dense)])).moe_routing is None
     assert analysis_options(parse(["plan", "t.json"])).moe_routing is None
+
+
+def test_the_experts_a_trace_says() -> None:
+    # torch._grouped_mm's set-up kernel: one thread per expert (<<<1, group_count>>>); the fused top-k gating of
+    # vLLM / TensorRT-LLM and SGLang: the experts in its template; anything else says nothing
+    names = np.array(["void at::cuda::detail::prepare_grouped_gemm_data<cutlass::bfloat16_t, float>(float*)",
+                      "void vllm::moe::topkGatingSoftmax<4, 64, 4, 16, int>(float const*, bool const*)",
+                      "void topkGatingSoftmax<float, 8, 256, 4, 16>(float const*)", "fused_moe_kernel",
+                      "void at::cuda::detail::prepare_grouped_gemm_data<cutlass::bfloat16_t, float>(float*)"], dtype=object)
+    assert experts_of_kernels(names, np.array([60, 128, 128, 128, -1])).tolist() == [60, 64, 256, -1, -1]
+    # per size, the median of what the step's kernels say: step 0 (bs 8) 60 twice, step 1 (bs 64) nothing
+    xs = size_samples(np.array([0, 0, 0, 1]), np.array([ELEM, ELEM, EXPERT, EXPERT], dtype=np.int8),
+                      np.array([1.0, 1.0, 50.0, 90.0]), np.full(4, -1), np.full(4, -1), np.array([8, 64]),
+                      np.array([100.0, 200.0]), np.array([60, 60, -1, -1]))
+    assert [x.experts for x in xs] == [60, None]
+
+
+def test_one_size_with_the_experts_the_trace_says() -> None:
+    m = ScalingModel()
+    few = SizeSample(**{**_moe_sample(8, 100.0).__dict__, "experts": 8})  # 8 experts: k 2 assumed, k/E 1/4
+    many = SizeSample(**{**_moe_sample(8, 100.0).__dict__, "experts": 60})  # 60: k 8, 8/60
+    assert expert_share([few]) == (0.25, "assumed: k/E 2/8 (8 experts from the trace's kernels, 2 per token the usual "
+                                         "for as many; uniform routing; no model config and one observed size to read "
+                                         "k from)")
+    assert expert_share([many])[0] == 8 / 60
+    c = fit_cost_curve([few], 64, None, H200, m)
+    assert c.at(1) == pytest.approx(fit_cost_curve([few], 64, None, H200, m, experts=(8, 2)).at(1))
+    # assumed: the band halves and doubles the share (1/8 and 1/2)
+    lo = fit_cost_curve([few], 64, None, H200, m.scaled(2.0), experts=(8, 1))
+    hi = fit_cost_curve([few], 64, None, H200, m.scaled(0.5), experts=(2, 1))
+    assert c.low(1) == pytest.approx(min(c.at(1), lo.at(1), hi.at(1)))
+    assert c.high(1) == pytest.approx(max(c.at(1), lo.at(1), hi.at(1)))
+    # the config and two sizes win over what the trace says
+    assert expert_share([few], (64, 8))[0] == 0.125
