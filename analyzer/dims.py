@@ -37,13 +37,15 @@ _KEYS = {"layers": ("layers", "num_hidden_layers"), "hidden": ("hidden", "hidden
 
 
 #: Where a mixture of experts' routing is read, first key present wins: its routed experts and experts per token.
-_MOE_KEYS = (("num_experts", "num_local_experts", "n_routed_experts"), ("num_experts_per_tok", "num_experts_per_token"))
+_MOE_KEYS = (("num_experts", "num_local_experts", "n_routed_experts", "experts"),
+             ("num_experts_per_tok", "num_experts_per_token", "experts_per_token"))
 
 
 def moe_routing(d: Mapping) -> tuple[int, int] | None:
-    """A mixture of experts' ``(E, k)`` from a Hugging Face ``config.json`` (its ``text_config`` where it nests one):
-    ``E`` routed experts (``num_experts``, ``num_local_experts`` or ``n_routed_experts``), ``k`` of them per token
-    (``num_experts_per_tok``); ``None`` for a dense model or when either is missing or not ``1 <= k <= E``. What the
+    """A mixture of experts' ``(E, k)`` from a Hugging Face ``config.json`` (its ``text_config`` where it nests one)
+    or the harness's ``models`` entry: ``E`` routed experts (``num_experts``, ``num_local_experts``,
+    ``n_routed_experts``; the harness's ``experts``), ``k`` of them per token (``num_experts_per_tok``; the harness's
+    ``experts_per_token``); ``None`` for a dense model or when either is missing or not ``1 <= k <= E``. What the
     cost model's expert scaling needs (:func:`launchgap.costmodel.fit_cost_curve`)."""
     if not isinstance(d, Mapping):
         return None

@@ -61,6 +61,17 @@ def add_analysis_arguments(p: argparse.ArgumentParser) -> None:
                         "settings the trace shows)")
 
 
+def model_config_routing(path: str, model: str | None) -> tuple[int, int] | None:
+    """A mixture of experts' ``(E, k)`` from ``--model-config``: a Hugging Face config, or a timings file's
+    ``models`` entry (``model``, or its only one); ``None`` for a dense model."""
+    doc = read_json_file(path, "model config")
+    models = doc.get("models") if isinstance(doc, dict) else None
+    if isinstance(models, dict):
+        entry = models.get(model) if model else (next(iter(models.values())) if len(models) == 1 else None)
+        return moe_routing(entry) if isinstance(entry, dict) else None
+    return moe_routing(doc)
+
+
 def analysis_options(args: argparse.Namespace) -> AnalysisOptions:
     if args.observed_step_us is not None and args.observed_step_us <= 0:
         raise InputError("--observed-step-us must be positive")
@@ -74,7 +85,7 @@ def analysis_options(args: argparse.Namespace) -> AnalysisOptions:
     model_config = getattr(args, "model_config", None)  # a mixture of experts' routing scales its expert kernels
     return AnalysisOptions(
         capture_sizes=cfg.sizes if plain else None, server_config=None if plain else cfg,
-        moe_routing=moe_routing(read_json_file(model_config, "model config")) if model_config else None,
+        moe_routing=model_config_routing(model_config, getattr(args, "model", None)) if model_config else None,
         graph_timings_us=graph_timings(getattr(args, "graph_timings", None)),
         steps=StepOptions(step_regex=args.step_regex, batch_regex=args.batch_regex, batch_op=args.batch_op),
         model=PredictionModel(node_us=args.node_us if args.node_us is not None else DEFAULT_MODEL.node_us,

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from ..dims import ModelDims, text_config
+from ..dims import ModelDims, moe_routing, text_config
 from ..errors import InputError
 from . import import_torch
 
@@ -79,6 +79,7 @@ class HFModelSpec(ModelDims):
     model_type: str
     sliding_window: int | None = None
     experts: int | None = None
+    experts_per_token: int | None = None
     tied_embeddings: bool = False
 
     def validate(self) -> None:  # dimensions were checked when read
@@ -98,7 +99,7 @@ class HFModelSpec(ModelDims):
         return {"layers": self.layers, "hidden": self.hidden, "heads": self.heads, "kv_heads": self.kv_heads,
                 "mlp": self.mlp, "vocab": self.vocab, "head_dim": self.head_dim,
                 "sliding_window": self.sliding_window, "experts": self.experts,
-                "tied_embeddings": self.tied_embeddings,
+                "experts_per_token": self.experts_per_token, "tied_embeddings": self.tied_embeddings,
                 "model_source": {"kind": "hf-config", "path": self.path, "sha256": self.sha256,
                                  "architecture": self.architecture, "model_type": self.model_type}}
 
@@ -139,12 +140,14 @@ def read_hf_config(path: str | Path, name: str | None = None) -> HFModelSpec:
     text = text_config(doc)
     sliding = text.get("sliding_window") if text.get("use_sliding_window", True) is not False else None
     experts = text.get("num_local_experts") or text.get("num_experts") or text.get("n_routed_experts")
+    routing = moe_routing(doc)  # (experts, experts per token): what the cost model scales the expert kernels with
     return HFModelSpec(
         **dim_values,
         path=p.as_posix(), config=doc, sha256=hashlib.sha256(data).hexdigest(),
         architecture=architecture, model_type=model_type,
         sliding_window=sliding if isinstance(sliding, int) and not isinstance(sliding, bool) else None,
         experts=experts if isinstance(experts, int) and not isinstance(experts, bool) else None,
+        experts_per_token=routing[1] if routing else None,
         tied_embeddings=bool(doc.get("tie_word_embeddings", text.get("tie_word_embeddings", False))),
     )
 

@@ -144,6 +144,13 @@ def test_plan_model_config_gives_the_analysis_its_routing(tmp_path) -> None:
     assert analysis_options(parse(["plan", "t.json", "--model-config", str(moe)])).moe_routing == (64, 8)
     assert analysis_options(parse(["plan", "t.json", "--model-config", str(dense)])).moe_routing is None
     assert analysis_options(parse(["plan", "t.json"])).moe_routing is None
+    # a timings file's models section (the harness's layout) names them too
+    timings = tmp_path / "timings.json"
+    timings.write_text(json.dumps({"models": {"moe": {"experts": 60, "experts_per_token": 4}, "dense": {"mlp": 1}}}))
+    assert analysis_options(parse(["plan", "t.json", "--model-config", str(timings), "--model", "moe"])).moe_routing \
+        == (60, 4)
+    assert analysis_options(parse(["plan", "t.json", "--model-config", str(timings), "--model", "dense"])).moe_routing \
+        is None
 
 
 def test_the_experts_a_trace_says() -> None:

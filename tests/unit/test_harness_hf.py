@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from launchgap.cli import main
+from launchgap.dims import moe_routing
 from launchgap.errors import InputError
 from launchgap.timings import load_timings, validate_timings
 
@@ -88,7 +89,7 @@ def test_spec_reads_dimensions_hash_and_architecture(tmp_path: Path) -> None:
     assert read_hf_config(folder).name == "my-model"
     assert read_hf_config(folder, name="x").name == "x"
     mix = read_hf_config(_write(tmp_path, "mixtral"))
-    assert mix.experts == 4 and not mix.tied_embeddings
+    assert mix.experts == 4 and mix.experts_per_token == 2 and not mix.tied_embeddings
 
 
 def test_tied_embeddings_are_counted_once(tmp_path: Path) -> None:
@@ -146,6 +147,7 @@ def test_cli_records_eager_on_cpu_with_model_source(tmp_path: Path, capsys: pyte
                    "model_type": "llama", "sha256": hashlib.sha256(cfgs[0].read_bytes()).hexdigest()}
     assert doc["models"]["llama"]["compiled"] is False
     assert doc["models"]["mixtral"]["experts"] == 4 and doc["models"]["mixtral"]["class"] == "MixtralForCausalLM"
+    assert moe_routing(doc["models"]["mixtral"]) == (4, 2)  # the timings' entry gives the cost model its routing
     assert sorted(p.name for p in out.glob("*.json.gz")) == ["llama_bs3_eager.json.gz", "mixtral_bs3_eager.json.gz"]
 
 
