@@ -445,6 +445,9 @@ def _expert_us_above_floor(x: SizeSample) -> float:
     return float(np.maximum(x.kernel_us[x.kernel_class == _EXPERT] - floor, 0.0).sum())
 
 
+#: Expert-kernel growth between two observed sizes below which it is read as every expert hit at both (noise), not
+#: as a share: the next source gives ``k/E``.
+SATURATED_GROWTH = 1.05
 #: Experts per token assumed when the trace says the experts but nothing says ``k``: the usual ``k`` of public MoE
 #: configs with as many experts — 2 up to 16 experts (Mixtral, Grok-1, Phi-3.5-MoE, Jamba: 2 of 8 or 16; DBRX 4,
 #: Llama-4 Scout 1), 8 above (OLMoE, Qwen2-57B, Granite, Qwen3, DeepSeek-V3, Kimi K2: 8; DeepSeek-V2 6, Qwen1.5-MoE
@@ -457,8 +460,8 @@ def expert_share(samples: list[SizeSample], experts: tuple[int, int] | None = No
     """The routed share ``k/E`` the expert kernels scale with and where it came from (``None``, ``""`` when the
     samples run no expert kernel). First that applies: ``experts`` (``(E, k)``: the model config's experts and experts
     per token); the growth of the expert kernels' time (above a kernel's fixed cost) from the smallest to the largest
-    observed size, ``(1 - (1-s)^c) / (1 - (1-s)^a)``, solved for ``s`` (flat: 1; as fast as the rows: every token its
-    own experts); the experts the trace's kernels say (:attr:`SizeSample.experts`) with the usual experts per token for
+    observed size, ``(1 - (1-s)^c) / (1 - (1-s)^a)``, solved for ``s`` (as fast as the rows: every token its own
+    experts; less than :data:`SATURATED_GROWTH`: every expert hit at both, no reading); the experts the trace's kernels say (:attr:`SizeSample.experts`) with the usual experts per token for
     as many (:data:`FEW_EXPERTS`), assumed; else the model's prior (:attr:`ScalingModel.expert_share`), assumed. An
     assumed share's source starts with ``assumed``."""
     with_experts = sorted((x for x in samples if (x.kernel_class == _EXPERT).any()), key=lambda x: x.batch)
@@ -470,11 +473,12 @@ def expert_share(samples: list[SizeSample], experts: tuple[int, int] | None = No
             return k / e, f"model config: top {k} of {e} experts"
     lo, hi = with_experts[0], with_experts[-1]
     t_lo, t_hi = _expert_us_above_floor(lo), _expert_us_above_floor(hi)
-    if hi.batch > lo.batch and t_lo > 0 and t_hi > 0:
+    # growth within the kernels' noise says every expert is hit at both sizes, not how many one row hits: no reading
+    if hi.batch > lo.batch and t_lo > 0 and t_hi >= SATURATED_GROWTH * t_lo:
         grid = np.geomspace(1e-4, 1.0, 4001)  # candidate shares; the growth ratio falls monotonically with the share
         growth = experts_hit(hi.batch, grid) / experts_hit(lo.batch, grid)
         r = t_hi / t_lo
-        s = 1.0 if r <= 1.0 else float(grid[0]) if r >= hi.batch / lo.batch else float(grid[np.argmin(np.abs(growth - r))])
+        s = float(grid[0]) if r >= hi.batch / lo.batch else float(grid[np.argmin(np.abs(growth - r))])
         return s, (f"k/E {s:.3g} from the expert kernels' growth from bs {lo.batch} to {hi.batch} "
                    f"({t_hi / t_lo:.3g}x), uniform routing")
     said = [x.experts for x in with_experts if x.experts]

@@ -84,8 +84,10 @@ def test_two_sizes_read_the_share_from_the_growth() -> None:
     assert s == pytest.approx(0.125, rel=3e-3) and how.startswith("k/E 0.125 from the expert kernels' growth from bs 8 to 64")
     # the config wins over the growth
     assert expert_share([a, b], (128, 8)) == (0.0625, "model config: top 8 of 128 experts")
-    # flat (every expert hit at both sizes): k/E 1; as fast as the rows (each token its own weights): the least share
-    assert expert_share([a, _moe_sample(64, 100.0)])[0] == 1.0
+    # flat within the noise (every expert hit at both sizes, 4% more): no reading, the prior; as fast as the rows (each
+    # token its own weights): the least share
+    assert expert_share([a, _moe_sample(64, 2.0 + 98.0 * 1.04)])[0] == ScalingModel().expert_share
+    assert expert_share([a, _moe_sample(64, 2.0 + 98.0 * 1.06)])[0] == pytest.approx(0.301, abs=0.002)  # (1-(1-s)^64)/(1-(1-s)^8) = 1.06
     assert expert_share([a, _moe_sample(64, 2.0 + 98.0 * 8)])[0] == pytest.approx(1e-4)
     # no expert kernel: no share, no note
     dense = SizeSample(8, 50.0, np.array([GEMM], dtype=np.int8), np.array([10.0]), np.array([4]), np.array([384]))
