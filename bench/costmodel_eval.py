@@ -69,10 +69,14 @@ def samples(path: Path) -> tuple[list[cm.SizeSample], dict]:
 
 
 def errors(xs: list[cm.SizeSample], props: dict, truth: dict[int, float], top: int,
-           experts: tuple[int, int] | None = None) -> tuple[float, float]:
+           experts: tuple[int, int] | None = None) -> tuple[float, float, float]:
+    """Median and worst |error| of the curve over the truth's sizes up to ``top``, and the share of those sizes
+    whose truth lies inside the curve's band."""
     c = cm.fit_cost_curve(xs, top, None, props, experts=experts)
-    e = np.abs([(c.at(b) - truth[b]) / truth[b] for b in sorted(truth) if b <= top])
-    return float(np.median(e)), float(e.max())
+    sizes = [b for b in sorted(truth) if b <= top]
+    e = np.abs([(c.at(b) - truth[b]) / truth[b] for b in sizes])
+    inside = np.mean([c.low(b) <= truth[b] <= c.high(b) for b in sizes])
+    return float(np.median(e)), float(e.max()), float(inside)
 
 
 def config_routing(doc: dict, model: str) -> tuple[int, int] | None:
@@ -130,14 +134,14 @@ def check_curves(rows: list[dict]) -> bool:
         xs = [x for x in xs if x.batch <= top]
         cfg = experts is not None
         for x in xs:
-            med, worst = errors([x], props, truth, top, experts)
-            rows.append({"set": name, "sizes": [x.batch], "median": med, "worst": worst, "held_out": held,
-                         "with_config": cfg})
+            med, worst, inside = errors([x], props, truth, top, experts)
+            rows.append({"set": name, "sizes": [x.batch], "median": med, "worst": worst, "in_band": inside,
+                         "held_out": held, "with_config": cfg})
             print(f"{name:40s} {x.batch:>9d} {med:7.2%} {worst:7.2%}")
         pairs = [errors([a, b], props, truth, top, experts) for a, b in itertools.combinations(xs, 2)]
-        for (a, b), (med, worst) in zip(itertools.combinations(xs, 2), pairs):
-            rows.append({"set": name, "sizes": [a.batch, b.batch], "median": med, "worst": worst, "held_out": held,
-                         "with_config": cfg})
+        for (a, b), (med, worst, inside) in zip(itertools.combinations(xs, 2), pairs):
+            rows.append({"set": name, "sizes": [a.batch, b.batch], "median": med, "worst": worst, "in_band": inside,
+                         "held_out": held, "with_config": cfg})
         if pairs:
             print(f"{name:40s} {'2 sizes':>9s} {np.median([p[0] for p in pairs]):7.2%} "
                   f"{np.median([p[1] for p in pairs]):7.2%}   (median over {len(pairs)} pairs; worst pair "
@@ -152,6 +156,9 @@ def check_curves(rows: list[dict]) -> bool:
         print(f"{'PASS' if met else 'FAIL'}: {n} size(s), held-out sets: median of medians {med:.2%} (bar {bar[0]:.0%}),"
               f" median of worst {worst:.2%} (bar {bar[1]:.0%}); worst single case "
               f"{max(r['worst'] for r in sel):.2%}")
+        within = sum(r["median"] <= bar[0] and r["worst"] <= bar[1] for r in sel)
+        print(f"      {within} of {len(sel)} cases within both bars; the truth inside the curve's band at "
+              f"{np.mean([r['in_band'] for r in sel]):.0%} of their sizes")
     return ok
 
 
