@@ -55,7 +55,7 @@ import numpy as np
 
 from .engines import ENGINES
 from .steps import Steps
-from .trace import Kind, Trace
+from .trace import Kind, Trace, one_of
 
 #: Kernel names of communication: NCCL/RCCL/MSCCL device kernels and collectives by name (torch
 #: symmetric memory ``one_shot_all_reduce``/``two_shot_all_reduce``/``multimem_all_reduce``,
@@ -193,7 +193,7 @@ def message_elems(trace: Trace, rows: np.ndarray) -> np.ndarray:
     out = np.full(rows.size, -1, dtype=np.int64)
     li = trace.launch_idx[rows]
     has_launch = li >= 0
-    host = np.flatnonzero(np.isin(trace.kind, (Kind.CPU_OP, Kind.ANNOTATION)) & (trace.dims_id >= 0))
+    host = np.flatnonzero(one_of(trace.kind, (Kind.CPU_OP, Kind.ANNOTATION)) & (trace.dims_id >= 0))
     if host.size == 0 or not has_launch.any():
         return out
     uniq = np.unique(trace.name_id[host])

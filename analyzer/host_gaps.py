@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .engines import ENGINES
-from .trace import Api, Kind, Trace, smallest_int
+from .trace import Api, Kind, Trace, one_of, smallest_int
 
 #: Nesting depths painted at most (deeper host ranges are counted under the range at this depth).
 MAX_DEPTH = 64
@@ -64,7 +64,7 @@ def _phase_map(engine: str | None) -> list[tuple[re.Pattern[str], str]]:
 
 
 def _launch_tid(trace: Trace, row_step: np.ndarray) -> int | None:
-    rows = np.flatnonzero((row_step >= 0) & np.isin(trace.api, (Api.KERNEL_LAUNCH, Api.GRAPH_LAUNCH)))
+    rows = np.flatnonzero((row_step >= 0) & one_of(trace.api, (Api.KERNEL_LAUNCH, Api.GRAPH_LAUNCH)))
     if rows.size == 0:
         return None
     tids, cnt = np.unique(trace.tid[rows], return_counts=True)
@@ -152,7 +152,7 @@ def _host_ranges(trace: Trace, row_step: np.ndarray, g0: np.ndarray, g1: np.ndar
     thread has, in a gap or not. Picked before anything is copied, so memory follows the ranges in
     gaps, not the trace."""
     tid = _launch_tid(trace, row_step)
-    host = np.isin(trace.kind, (Kind.CPU_OP, Kind.ANNOTATION, Kind.RUNTIME))
+    host = one_of(trace.kind, (Kind.CPU_OP, Kind.ANNOTATION, Kind.RUNTIME))
     if tid is not None:
         host &= trace.tid == tid
     pc = trace.python_calls
@@ -218,7 +218,7 @@ def host_ranges_with_kind(trace: Trace, row_step: np.ndarray, touching: tuple[np
     ids, int8 kinds), not concatenated copies, and picked before anything is copied: a with_stack trace
     has millions of Python calls."""
     tid = _launch_tid(trace, row_step)
-    host = np.isin(trace.kind, (Kind.CPU_OP, Kind.ANNOTATION, Kind.RUNTIME))
+    host = one_of(trace.kind, (Kind.CPU_OP, Kind.ANNOTATION, Kind.RUNTIME))
     if tid is not None:
         host &= trace.tid == tid
     if touching is not None:

@@ -21,7 +21,8 @@ removes it depends on *where* it sits.
   graph replays the forward without running its Python, so such a stall goes; a stall outside it
   (scheduling, input preparation, sampling, before the forward) stays in the graphed step too.
 
-Vectorised over events; the loops are over nesting depths (a handful) and over frame names.
+Vectorised over events; the loops are over windows of time (:data:`_WINDOW_RANGES` host ranges each, for
+memory), nesting depths (a handful) and frame names.
 """
 from __future__ import annotations
 
@@ -30,8 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .host_gaps import _BLOCK, MAX_DEPTH, _depth, host_ranges_with_kind
-from .trace import Kind, Trace
+from .host_gaps import _BLOCK, MAX_DEPTH, _launch_tid, sorted_unique
+from .trace import Kind, Trace, one_of
 
 #: A host stretch with no recorded event shorter than this is ordinary Python between ops, not a stall (us).
 HOST_STALL_MIN_US = 500.0
@@ -55,11 +56,11 @@ class HostStalls:
     frames: list[tuple[str, float, float]]
 
 
-def _holders(ss: np.ndarray, ee: np.ndarray, rr: np.ndarray, depth: np.ndarray, order: np.ndarray, t: np.ndarray,
+def _holders(ss: np.ndarray, ee: np.ndarray, rr: np.ndarray, depth: np.ndarray, ids: np.ndarray, t: np.ndarray,
              ) -> tuple[np.ndarray, np.ndarray]:
-    """Per time ``t`` the innermost range holding it (-1: none; an index before ``order``) and whether any
-    range holding it is in the region, from the ranges' starts, ends and region flags already in
-    :func:`~launchgap.host_gaps._depth`'s ``order``, and their depths."""
+    """Per time ``t`` the innermost range holding it (-1: none; else its id from ``ids``) and whether any range
+    holding it is in the region, from the ranges' starts, ends, region flags and ids in nesting order
+    (:func:`~launchgap.host_gaps._depth`'s ``order``), and their depths."""
     owner = np.full(t.size, -1, dtype=np.int64)
     inside = np.zeros(t.size, dtype=bool)
     if ss.size == 0 or t.size == 0:
@@ -69,7 +70,7 @@ def _holders(ss: np.ndarray, ee: np.ndarray, rr: np.ndarray, depth: np.ndarray, 
         j = np.searchsorted(ss[at], t, side="right") - 1
         cov = j >= 0
         cov[cov] = t[cov] < ee[at][j[cov]]
-        owner[cov] = order[at[j[cov]]]
+        owner[cov] = ids[at[j[cov]]]
         inside[cov] |= rr[at[j[cov]]]
     return owner, inside
 
@@ -84,6 +85,124 @@ def _covered_before(a0: np.ndarray, a1: np.ndarray, t: np.ndarray) -> np.ndarray
     return cum[np.maximum(j - 1, 0)] + np.maximum(part, 0) * (j > 0)
 
 
+def _quiet_stretches(trace: Trace, row_step: np.ndarray, min_us: float,
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every stretch of at least ``min_us`` on the launching thread in which no host range (event row or Python
+    call) starts or ends, in time order: its start and end (ns), the name id (into the returned table: the
+    trace's names, then the Python calls' names) and kind (-1: a Python call) of the innermost range holding its
+    middle (-1 name id: none), and whether a range holding it is in the captured region; and the table.
+
+    Computed over windows of time of about :data:`_WINDOW_RANGES` ranges each, not over the whole thread's
+    ranges at once (memory: 1.5 M host ranges on a 1 GB eager trace, millions of Python calls with stacks), with
+    the same result: what a window needs of the ranges before it is carried over (the ends of those still open,
+    how many there were, and the last range at each nesting depth), so every range's depth and every stretch's
+    holder are those of the whole thread."""
+    tid = _launch_tid(trace, row_step)
+    pc = trace.python_calls
+    n_rows, n_calls = int(trace.start_ns.shape[0]), len(pc)
+    host = one_of(trace.kind, (Kind.CPU_OP, Kind.ANNOTATION, Kind.RUNTIME))
+    if tid is not None:
+        host &= trace.tid == tid
+    pmask = np.zeros(n_calls, dtype=bool)
+    if n_calls:
+        pmask = (pc.tid == tid) | (pc.tid < 0) if tid is not None else np.ones(n_calls, dtype=bool)
+    table = np.concatenate([np.asarray(trace.names, dtype=object), np.asarray(pc.names, dtype=object)])
+    n_names = len(trace.names)
+    # per name id, not per range (regexes once per distinct name)
+    present = np.zeros(table.size, dtype=bool)
+    for lo in range(0, n_rows, _BLOCK):
+        present[trace.name_id[lo:lo + _BLOCK][host[lo:lo + _BLOCK]]] = True
+    for lo in range(0, n_calls, _BLOCK):
+        present[n_names:][pc.name_id[lo:lo + _BLOCK][pmask[lo:lo + _BLOCK]]] = True
+    region_of = np.zeros(table.size, dtype=bool)
+    uniq = np.flatnonzero(present)
+    region_of[uniq] = [bool(CAPTURED_REGION_RE.search(str(x))) for x in table[uniq]]
+    del present, uniq
+    # windows [cut_i, cut_i+1) of start time, cut every _WINDOW_RANGES rows and Python calls
+    cuts = sorted_unique(np.concatenate([trace.start_ns[_WINDOW_RANGES::_WINDOW_RANGES],
+                                         pc.start_ns[_WINDOW_RANGES::_WINDOW_RANGES]]))
+    rb = np.concatenate([[0], np.searchsorted(trace.start_ns, cuts, side="left"), [n_rows]]).tolist()
+    cb = np.concatenate([[0], np.searchsorted(pc.start_ns, cuts, side="left"), [n_calls]]).tolist()
+    ends_at = cuts.tolist() + [None]
+    min_ns = min_us * 1e3
+    n_prior = 0  # ranges before the window
+    open_e = np.zeros(0, dtype=np.int64)  # ends of the ranges before the window still open at its start
+    # the last range before the window at each depth (what it needs to find the innermost holder)
+    last = {k: np.zeros(MAX_DEPTH + 1, dtype=t) for k, t in
+            (("s", np.int64), ("e", np.int64), ("r", bool), ("nid", np.int64), ("kind", np.int8))}
+    has_last = np.zeros(MAX_DEPTH + 1, dtype=bool)
+    prev_b = None  # the last boundary before the window
+    out: list[tuple[np.ndarray, ...]] = []
+    for w in range(len(rb) - 1):  # a loop over windows of time (a handful per GB), not over events
+        r = rb[w] + np.flatnonzero(host[rb[w]:rb[w + 1]])
+        c = cb[w] + np.flatnonzero(pmask[cb[w]:cb[w + 1]])
+        s = np.concatenate([trace.start_ns[r], pc.start_ns[c]])
+        e = np.concatenate([trace.end_ns[r], pc.end_ns[c]])
+        nid = np.concatenate([trace.name_id[r].astype(np.int64), pc.name_id[c].astype(np.int64) + n_names])
+        kind = np.concatenate([trace.kind[r], np.full(c.size, -1, dtype=np.int8)])
+        del r, c
+        order = np.lexsort((-e, s))  # nesting order: start ascending, longer first
+        s, e, nid, kind = s[order], e[order], nid[order], kind[order]
+        del order
+        e_sorted = np.sort(e)
+        # depth as among all ranges: those before it less those that had ended by its start (see _depth)
+        pos = n_prior + np.arange(s.size, dtype=np.int64)
+        ended = (n_prior - open_e.size) + np.searchsorted(open_e, s, side="right") + \
+            np.searchsorted(e_sorted, s, side="right")
+        depth = pos - np.minimum(ended, pos)
+        del pos, ended
+        # boundaries in the window: its starts, and the ends in it of its ranges and of those still open
+        t1 = ends_at[w]
+        bnd = np.concatenate([s, open_e if t1 is None else open_e[open_e < t1],
+                              e_sorted if t1 is None else e_sorted[e_sorted < t1]])
+        bnd.sort()
+        if prev_b is not None:
+            bnd = np.concatenate([[prev_b], bnd])
+        if bnd.size:
+            prev_b = int(bnd[-1])
+        quiet = np.flatnonzero(np.diff(bnd) >= min_ns)
+        q0, q1 = bnd[quiet], bnd[quiet + 1]
+        del bnd, quiet
+        if q0.size:
+            held = has_last.copy()  # the last range at each depth before the window, then the window's ranges
+            owner, inside = _holders(np.concatenate([last["s"][held], s]), np.concatenate([last["e"][held], e]),
+                                     np.concatenate([last["r"][held], region_of[nid]]),
+                                     np.concatenate([np.flatnonzero(held), depth]), np.arange(int(held.sum()) + s.size),
+                                     (q0 + q1) // 2)
+            all_nid = np.concatenate([last["nid"][held], nid])
+            all_kind = np.concatenate([last["kind"][held], kind])
+            ok = owner >= 0
+            o_nid = np.where(ok, all_nid[np.maximum(owner, 0)], -1)
+            o_kind = np.where(ok, all_kind[np.maximum(owner, 0)], -1).astype(np.int8)
+            out.append((q0, q1, o_nid, o_kind, inside))
+        # carried to the next window
+        if s.size:
+            d = depth
+            top = np.flatnonzero(d <= MAX_DEPTH)
+            lvl = d[top]
+            # the last range at each depth in the window (the one latest in nesting order)
+            idx = np.full(MAX_DEPTH + 1, -1, dtype=np.int64)
+            np.maximum.at(idx, lvl, top)
+            got = idx >= 0
+            for k, col in (("s", s), ("e", e), ("nid", nid), ("kind", kind)):
+                last[k][got] = col[idx[got]]
+            last["r"][got] = region_of[nid[idx[got]]]
+            has_last |= got
+        n_prior += s.size
+        if t1 is not None:
+            open_e = np.sort(np.concatenate([open_e[open_e >= t1], e[e >= t1]]))
+        del s, e, nid, kind, depth, e_sorted
+    if not out:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty, np.zeros(0, np.int8), np.zeros(0, bool), table
+    cols = [np.concatenate([o[i] for o in out]) for i in range(5)]
+    return cols[0], cols[1], cols[2], cols[3], cols[4], table
+
+
+#: Host ranges per window of time in :func:`_quiet_stretches` (memory: its per-range temporaries).
+_WINDOW_RANGES = 1 << 16
+
+
 def host_stalls(trace: Trace, row_step: np.ndarray, n_steps: int, gap_start_ns: np.ndarray, gap_end_ns: np.ndarray,
                 gap_step: np.ndarray, min_us: float = HOST_STALL_MIN_US) -> HostStalls:
     """Host stalls of every step (see the module docstring). ``gap_*``: the part of each idle gap inside a
@@ -93,31 +212,10 @@ def host_stalls(trace: Trace, row_step: np.ndarray, n_steps: int, gap_start_ns: 
     frame: list[str | None] = [None] * n_steps
     if gap_start_ns.size == 0:  # the GPU never waited for the host: nothing to copy
         return HostStalls(stall, in_graph, frame, [])
-    name_ids, table, starts, ends, kinds = host_ranges_with_kind(trace, row_step)
-    if starts.size == 0:
-        return HostStalls(stall, in_graph, frame, [])
-    bnd = np.concatenate([starts, ends])
-    bnd.sort()  # in place; equal boundaries give gaps of 0 (np.unique costs 15x more)
-    quiet = np.concatenate([lo + np.flatnonzero(np.diff(bnd[lo:lo + _BLOCK + 1]) >= min_us * 1e3)  # no diff as long
-                            for lo in range(0, max(bnd.size - 1, 1), _BLOCK)])  # as the boundaries
-    q0, q1 = bnd[quiet], bnd[quiet + 1]
-    del bnd, quiet
-    # per name id, not a unique/inverse over the ranges (memory: a with_stack trace has millions of them)
-    present = np.zeros(table.size, dtype=bool)
-    present[name_ids] = True
-    region_of = np.zeros(table.size, dtype=bool)
-    uniq = np.flatnonzero(present)
-    region_of[uniq] = [bool(CAPTURED_REGION_RE.search(str(x))) for x in table[uniq]]
-    # the ranges in nesting order, each column replacing its unordered self (memory: one column at a time)
-    order, depth = _depth(starts, ends)
-    starts = starts[order]
-    ends = ends[order]
-    owner, inside = _holders(starts, ends, region_of[name_ids][order], depth, order, (q0 + q1) // 2)
-    del starts, ends, order, depth
+    q0, q1, owner_nid, owner_kind, inside, table = _quiet_stretches(trace, row_step, min_us)
     # held by a Python frame or an annotation: a long CPU op or runtime call is work or a wait the trace names
-    held = owner >= 0
-    held[held] = (kinds[owner[held]] < 0) | (kinds[owner[held]] == Kind.ANNOTATION)
-    q0, q1, owner, inside = q0[held], q1[held], owner[held], inside[held]
+    held = (owner_nid >= 0) & ((owner_kind < 0) | (owner_kind == Kind.ANNOTATION))
+    q0, q1, owner_nid, inside = q0[held], q1[held], owner_nid[held], inside[held]
     if q0.size == 0:
         return HostStalls(stall, in_graph, frame, [])
     order = np.argsort(gap_start_ns, kind="stable")
@@ -133,7 +231,7 @@ def host_stalls(trace: Trace, row_step: np.ndarray, n_steps: int, gap_start_ns: 
     j = np.searchsorted(g1, q0, side="right")
     hit = (j < g0.size) & (over > 0)
     # frame names of the stalls only (a trace has many more range names than stalls)
-    names_u, stall_name = np.unique(name_ids[owner], return_inverse=True)
+    names_u, stall_name = np.unique(owner_nid, return_inverse=True)
     label_u = np.array([_PY_LINE.sub(": ", str(x)) for x in table[names_u]], dtype=object)
     labels, lab_of_u = np.unique(label_u, return_inverse=True)
     lab = lab_of_u[stall_name]

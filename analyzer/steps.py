@@ -480,20 +480,29 @@ def _batch_from_op(trace: Trace, starts: np.ndarray, ends: np.ndarray, batch: np
 
 
 def assign_rows_to_steps(trace: Trace, steps: Steps) -> np.ndarray:
-    """Step index of every row (-1 if none).
+    """Step index of every row (-1 if none), int32 (int64 past 2^31 - 1 steps).
 
     GPU ops go to the step in whose CPU range their launch call started (GPU ops without a
     matched launch call get -1); host rows go to the step in whose range they started.
     """
-    t = trace.start_ns.copy()
-    gpu = trace.gpu_mask
+    n = int(trace.start_ns.shape[0])
+    out = np.empty(n, dtype=np.int32 if len(steps) < 2**31 - 1 else np.int64)
     li = trace.launch_idx
-    t[gpu] = np.where(li[gpu] >= 0, trace.start_ns[np.maximum(li[gpu], 0)], -1)
-    idx = np.searchsorted(steps.cpu_start_ns, t, side="right")
-    idx -= 1  # in place: a large trace's rows make each such array count
-    ok = idx >= 0
-    ok[ok] = t[ok] <= steps.cpu_end_ns[idx[ok]]
-    del t
-    ok &= ~(gpu & (li < 0))
-    idx[~ok] = -1
-    return idx
+    for lo in range(0, n, _ROW_BLOCK):  # in blocks: no int64 temporaries as long as the table
+        hi = min(lo + _ROW_BLOCK, n)
+        t = trace.start_ns[lo:hi].copy()
+        gpu = trace.kind[lo:hi] <= Kind.GRAPH  # (trace.gpu_mask, one block of it)
+        lg = li[lo:hi][gpu]
+        t[gpu] = np.where(lg >= 0, trace.start_ns[np.maximum(lg, 0)], -1)
+        idx = np.searchsorted(steps.cpu_start_ns, t, side="right")
+        idx -= 1
+        ok = idx >= 0
+        ok[ok] = t[ok] <= steps.cpu_end_ns[idx[ok]]
+        ok[gpu] &= lg >= 0
+        idx[~ok] = -1
+        out[lo:hi] = idx
+    return out
+
+
+#: Rows per block where a per-row temporary is int64 (a 1 GB trace has millions of rows).
+_ROW_BLOCK = 1 << 18

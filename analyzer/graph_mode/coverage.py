@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..engines import ENGINES
-from ..trace import Api, Kind, Trace
+from ..trace import Api, Kind, Trace, one_of
 
 RESIDUAL_EAGER_FRACTION = 0.10
 COVERAGES = ("full", "piecewise", "eager")
@@ -182,7 +182,7 @@ INDUCTOR_KERNEL_SHARE = 0.10
 
 def graph_trees_marker(trace: Trace) -> str | None:
     """The first host range or Python frame (by name) that shows CUDA graph trees ran, None when none does."""
-    ann = np.flatnonzero(np.isin(trace.kind, (Kind.ANNOTATION, Kind.CPU_OP)))
+    ann = np.flatnonzero(one_of(trace.kind, (Kind.ANNOTATION, Kind.CPU_OP)))
     names = trace.names
     found = sorted(names[i] for i in np.unique(trace.name_id[ann]).tolist() if _GRAPH_TREES_RE.search(names[i]))
     found += sorted(n for n in trace.python_calls.names if _GRAPH_TREES_RE.search(n))
@@ -199,7 +199,7 @@ def compile_evidence(trace: Trace) -> list[str]:
     reduce-overhead replayed nothing in the trace.
     """
     out: list[str] = []
-    ann = np.flatnonzero(np.isin(trace.kind, (Kind.ANNOTATION, Kind.CPU_OP)))
+    ann = np.flatnonzero(one_of(trace.kind, (Kind.ANNOTATION, Kind.CPU_OP)))
     names = trace.names
     ids, counts = np.unique(trace.name_id[ann], return_counts=True)
     region = sum(int(c) for i, c in zip(ids.tolist(), counts.tolist()) if _COMPILED_REGION_RE.match(names[i]))

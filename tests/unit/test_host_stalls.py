@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from launchgap import host_stalls
 from launchgap.loaders import load_trace
 from launchgap.predict import PredictionModel
 from launchgap.report import AnalysisOptions, analyze_trace, with_observed_step
-from tests.unit.kineto_tiny import HOST_PID, HOST_TID, ann, kernel, launch, write
+from tests.unit.kineto_tiny import HOST_PID, HOST_TID, ann, cpu_op, kernel, launch, write
 
 NO_PROFILER_COST = AnalysisOptions(model=PredictionModel(profiler_us_per_host_event=0.0))
 FORWARD = "vllm/model_executor/models/llama.py(100): forward"
@@ -98,3 +100,51 @@ def test_serving_units_of_the_decode_headline(tmp_path: Path) -> None:
     assert (s.decode_batch_size, s.decode_tpot_ms_before, s.decode_tpot_ms_after) == (4, 2.29, 0.933)
     assert s.decode_tokens_per_s_before == pytest.approx(4e6 / 2290.0, abs=1e-3)
     assert s.decode_tokens_per_s_after == pytest.approx(4e6 / 933.0, abs=1e-3)
+
+
+def _random_host_trace(tmp_path: Path, seed: int) -> Path:
+    """Steps of nested Python frames, annotations and CPU ops on the launching thread (some crossing, some sharing
+    a start, some of zero length), launches with silences of 0.2-3 ms between them, and Python calls on another
+    thread: every case :func:`launchgap.host_stalls._quiet_stretches` carries from one window of time to the next."""
+    rng = np.random.default_rng(seed)
+    frames = [FORWARD, SAMPLER, "vllm/v1/worker/gpu_model_runner.py(900): _prepare_inputs", "x.py(1): f"]
+    ev, corr, t = [], 1, 0.0
+    for step in range(6):
+        t0 = t
+        ev.append(ann(f"decode_step[bs={step + 1}]", t0, 0.0))  # its length is set below
+        depth_stack: list[float] = []
+        for _ in range(int(rng.integers(5, 15))):
+            kind = int(rng.integers(0, 5))
+            dur = float(rng.choice([0.0, 20.0, 400.0, 900.0, 2500.0]))
+            if kind == 0:
+                ev.append(_pyfn(frames[int(rng.integers(0, len(frames)))], t, dur + 600.0))
+                depth_stack.append(t + dur + 600.0)
+            elif kind == 1:
+                ev.append(ann("region", t, dur))  # may cross the frame around it
+            elif kind == 2:
+                ev.append(cpu_op("aten::mm", t, dur))
+            elif kind == 3:
+                ev.append(dict(_pyfn(frames[0], t, 50.0), tid=HOST_TID + 1))  # another thread
+            t += float(rng.choice([0.0, 5.0, 200.0, 700.0, 3000.0]))
+            ev += [launch(t, 5.0, corr), kernel(t + 10.0, 30.0, corr, "k")]
+            corr += 1
+            t += 40.0
+        ev[next(i for i in range(len(ev) - 1, -1, -1) if ev[i]["name"].startswith("decode_step"))]["dur"] = t - t0
+        t += float(rng.choice([100.0, 1500.0]))
+    return write(tmp_path, ev, name=f"random{seed}.json")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_windows_of_time_give_the_whole_threads_stalls(tmp_path: Path, seed: int,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # the stalls are computed over windows of time for memory; a window of 1-5 ranges finds every stall, depth
+    # and holder that one window over the whole thread finds
+    trace = load_trace(_random_host_trace(tmp_path, seed))
+    whole = analyze_trace(trace, NO_PROFILER_COST)
+    assert any(s.host_stall_us > 0 for s in whole.steps)  # the trace has stalls to find
+    for window in (1, 2, 5):
+        monkeypatch.setattr(host_stalls, "_WINDOW_RANGES", window)
+        rep = analyze_trace(trace, NO_PROFILER_COST)
+        assert [(s.host_stall_us, s.host_stall_in_graph_us, s.host_stall_frame) for s in rep.steps] == \
+            [(s.host_stall_us, s.host_stall_in_graph_us, s.host_stall_frame) for s in whole.steps]
+        assert rep.summary.host_stall_frames == whole.summary.host_stall_frames
