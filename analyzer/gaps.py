@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .trace import Api, Trace
+from .trace import Api, Trace, smallest_int
 
 CAUSES = ("host", "launch", "sync", "gpu", "unattributed", "peer")
 
@@ -38,6 +38,8 @@ class Gaps:
 
     ``prev_row`` is the op that ended last before the gap, ``next_row`` the op that ends it
     (rows of the trace). Cause columns are in ns and sum, per gap, to ``end_ns - start_ns``.
+    Stored at their narrowest: rows int32 below 2^31 rows; a cause column that is zero
+    throughout int8, the others one type that holds the longest gap. Cast before arithmetic that could leave it.
     """
 
     device: np.ndarray
@@ -138,44 +140,81 @@ def compute_gaps(trace: Trace, wait_ns: np.ndarray | None = None) -> tuple[Gaps,
         end = trace.end_ns[rows]
         run_end = np.maximum.accumulate(end)
         b_s, b_e = merge_intervals(eff_start, end)
-        busy.append(DeviceBusy(device=int(dev), start_ns=b_s, end_ns=b_e, ops=rows))
+        busy.append(DeviceBusy(device=int(dev), start_ns=b_s, end_ns=b_e,
+                               ops=rows.astype(np.int32) if len(trace) < 2**31 else rows))
         if rows.size < 2:
             continue
         # Which op set the running max end (for "the op before the gap").
-        idx = np.arange(rows.size)
+        idx = np.arange(rows.size, dtype=np.int32 if rows.size < 2**31 else np.int64)
         last_max = np.maximum.accumulate(np.where(end == run_end, idx, 0))
-        is_gap = eff_start[1:] > run_end[:-1]
-        nxt = np.flatnonzero(is_gap) + 1
-        g_start = run_end[nxt - 1]
-        g_end = eff_start[nxt]
-        next_row = rows[nxt]
-        prev_row = rows[last_max[nxt - 1]]
-        # The wait for peers is the tail of the gap, up to the op's real start.
-        op_start = trace.start_ns[next_row]
-        peer = g_end - np.maximum(op_start, g_start)
-        real_end = g_end - peer  # where the op (not its wait) would have started
-        launch_row = trace.launch_idx[next_row]
-        has_launch = launch_row >= 0
-        l_start = np.where(has_launch, trace.start_ns[np.maximum(launch_row, 0)], 0)
-        late = has_launch & (l_start > g_start)
-        cut = np.clip(l_start, g_start, real_end)  # launch call start, clamped into the gap
-        before = np.where(late, cut - g_start, 0)
-        sync = np.where(late, _covered_before(sync_s, sync_e, sync_cum, cut)
-                        - _covered_before(sync_s, sync_e, sync_cum, g_start), 0)
-        sync = np.minimum(sync, before)
-        host = before - sync
-        launch = np.where(late, real_end - cut, 0)
-        gpu = np.where(has_launch & ~late, real_end - g_start, 0)
-        unattr = np.where(has_launch, 0, real_end - g_start)
-        parts.append(dict(device=np.full(nxt.size, dev, dtype=np.int32), start_ns=g_start, end_ns=g_end,
-                          prev_row=prev_row, next_row=next_row, host_ns=host, launch_ns=launch, sync_ns=sync,
-                          gpu_ns=gpu, unattributed_ns=unattr, peer_ns=peer))
+        del idx
+        nxt = np.flatnonzero(eff_start[1:] > run_end[:-1]) + 1
+        # written at their final types (see Gaps): the longest gap first, in blocks
+        longest = max((int((eff_start[b] - run_end[b - 1]).max()) for b in
+                       (nxt[lo:lo + _GAP_BLOCK] for lo in range(0, nxt.size, _GAP_BLOCK))), default=0)
+        cause_t = smallest_int(np.array([0, longest], dtype=np.int64)).dtype
+        pos_t = np.int32 if len(trace) < 2**31 else np.int64
+        cols = {k: np.empty(nxt.size, dtype=np.int64 if k in ("start_ns", "end_ns") else pos_t if k.endswith("_row")
+                            else cause_t) for k in _GAP_COLUMNS}
+        for lo in range(0, nxt.size, _GAP_BLOCK):  # in blocks: a few dozen per-gap temporaries, each a block long
+            _attribute(trace, cols, lo, nxt[lo:lo + _GAP_BLOCK], rows, eff_start, run_end, last_max, sync_s, sync_e,
+                       sync_cum)
+        del last_max, nxt
+        parts.append(_zero_causes_int8(dict(device=np.full(cols["start_ns"].size, dev, dtype=np.int32), **cols)))
     if parts:
         # one device (the usual case): its arrays as they are, not a concatenated copy of them all
-        cols = parts[0] if len(parts) == 1 else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        cols = parts[0] if len(parts) == 1 else _zero_causes_int8(
+            {k: np.concatenate([p[k] for p in parts]) for k in parts[0]})
     else:
         empty = np.zeros(0, dtype=np.int64)
-        cols = {k: empty for k in ("start_ns", "end_ns", "prev_row", "next_row", "host_ns", "launch_ns",
-                                   "sync_ns", "gpu_ns", "unattributed_ns", "peer_ns")}
+        cols = {k: empty for k in _GAP_COLUMNS}
         cols["device"] = np.zeros(0, dtype=np.int32)
     return Gaps(**cols), busy
+
+
+_GAP_COLUMNS = ("start_ns", "end_ns", "prev_row", "next_row", "host_ns", "launch_ns", "sync_ns", "gpu_ns",
+                "unattributed_ns", "peer_ns")
+#: Gaps per block in :func:`compute_gaps` (memory: its per-gap temporaries).
+_GAP_BLOCK = 1 << 16
+
+
+def _attribute(trace: Trace, cols: dict[str, np.ndarray], lo: int, nxt: np.ndarray, rows: np.ndarray,
+               eff_start: np.ndarray, run_end: np.ndarray, last_max: np.ndarray, sync_s: np.ndarray,
+               sync_e: np.ndarray, sync_cum: np.ndarray) -> None:
+    """The gaps before the ops at positions ``nxt`` of one device's sorted ops, with their causes, written to
+    ``cols`` from position ``lo`` (see the module docstring for the causes)."""
+    hi = lo + nxt.size
+    g_start = run_end[nxt - 1]
+    g_end = eff_start[nxt]
+    next_row = rows[nxt]
+    cols["start_ns"][lo:hi] = g_start
+    cols["end_ns"][lo:hi] = g_end
+    cols["next_row"][lo:hi] = next_row
+    cols["prev_row"][lo:hi] = rows[last_max[nxt - 1]]
+    # The wait for peers is the tail of the gap, up to the op's real start.
+    peer = g_end - np.maximum(trace.start_ns[next_row], g_start)
+    cols["peer_ns"][lo:hi] = peer
+    real_end = g_end - peer  # where the op (not its wait) would have started
+    del g_end, peer
+    launch_row = trace.launch_idx[next_row]
+    has_launch = launch_row >= 0
+    l_start = np.where(has_launch, trace.start_ns[np.maximum(launch_row, 0)], 0)
+    late = has_launch & (l_start > g_start)
+    cut = np.clip(l_start, g_start, real_end)  # launch call start, clamped into the gap
+    before = np.where(late, cut - g_start, 0)
+    sync = np.where(late, _covered_before(sync_s, sync_e, sync_cum, cut)
+                    - _covered_before(sync_s, sync_e, sync_cum, g_start), 0)
+    sync = np.minimum(sync, before)
+    cols["sync_ns"][lo:hi] = sync
+    cols["host_ns"][lo:hi] = before - sync
+    cols["launch_ns"][lo:hi] = np.where(late, real_end - cut, 0)
+    cols["gpu_ns"][lo:hi] = np.where(has_launch & ~late, real_end - g_start, 0)
+    cols["unattributed_ns"][lo:hi] = np.where(has_launch, 0, real_end - g_start)
+
+
+def _zero_causes_int8(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``cols`` with each cause column that is zero throughout at int8 (see :class:`Gaps`)."""
+    for c in CAUSES:
+        if not cols[f"{c}_ns"].any():
+            cols[f"{c}_ns"] = cols[f"{c}_ns"].astype(np.int8)
+    return cols

@@ -206,7 +206,7 @@ def _reaching(s: np.ndarray, e: np.ndarray, g0: np.ndarray, g1: np.ndarray) -> n
 
 
 #: Ranges per block where a per-range temporary is int64 (a with_stack trace has millions of Python calls).
-_BLOCK = 1 << 20
+_BLOCK = 1 << 17
 
 
 def host_ranges_with_kind(trace: Trace, row_step: np.ndarray, touching: tuple[np.ndarray, np.ndarray] | None = None,

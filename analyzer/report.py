@@ -53,6 +53,7 @@ from .graph_mode.assembly import StepColumns, assemble_serving
 from .host_gaps import host_activity
 from .host_stalls import host_stalls
 from .launches import kernel_launch_table, launch_delays_ns
+from .loaders._io import HEAP
 from .overhead import OverheadEstimate, ProfilerSettings, detect_profiler_settings, estimate_overhead, \
     speedup_range
 from .planning.costs import table_of_steps
@@ -318,9 +319,13 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
     capture = detect_capture(trace)
     if capture is not None:
         return _capture_trace_report(trace, capture, opts, warnings)
+    # The heap is trimmed after the stages that free table-long temporaries: glibc keeps freed blocks resident
+    # until then, and a 1 GB trace's stages each free tens of MiB (docs/performance.md, issue 30).
     gaps, busy = compute_gaps(trace, wait_ns)
+    HEAP.trim()
     steps = find_steps(trace, opts.steps)
     row_step = assign_rows_to_steps(trace, steps)
+    HEAP.trim()
     # (read only: without collectives' waits it is the start column itself, not a copy of it)
     eff_start = trace.start_ns + np.minimum(wait_ns, trace.dur_ns) if wait_ns is not None else trace.start_ns
 
@@ -330,8 +335,10 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
     idle = _window_idle_causes(gaps, win)
     node_us, node_source = replay_node_us(trace, opts.model)
     lm = _launch_metrics(trace, row_step, win, eff_start, opts.model, node_us)
+    HEAP.trim()
     cov = step_coverage(trace, row_step, len(steps))
     stalls = _step_stalls(trace, row_step, gaps, idle, win)
+    HEAP.trim()
 
     keep = np.flatnonzero(win.step_ok)
     settings = detect_profiler_settings(trace)
@@ -355,8 +362,10 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
                           compile_mode="reduce-overhead" if graph_trees_marker(trace) else "no graphs")
     engine = detect_engine(trace, steps)
     summary = _with_step_groups(summary, inputs, opts, engine)
+    HEAP.trim()
     step_reports, summary, curves = _with_graph_serving(trace, row_step, steps, win, lm, keep, step_reports, summary,
                                                         inputs.overhead, opts, engine)
+    HEAP.trim()
     summary = _with_serving_units(decide(_with_kept_host(summary), mode))
     return TraceReport(
         path=trace.path, format=trace.format, mode=mode,

@@ -213,11 +213,14 @@ def find_steps(trace: Trace, options: StepOptions | None = None) -> Steps:
 def _generic_step_rows(trace: Trace, ann: np.ndarray) -> tuple[np.ndarray | None, str]:
     """ProfilerStep ranges or annotations matching :data:`DEFAULT_STEP_REGEX` (rules 3 and 4)."""
     # The old Kineto schema records ProfilerStep#N as an Operator (CPU op), not an annotation.
-    prof_cand = np.flatnonzero((trace.kind == Kind.ANNOTATION) | (trace.kind == Kind.CPU_OP))
-    prof_ids = np.array([i for i in np.unique(trace.name_id[prof_cand]) if _PROFILER_STEP.match(trace.names[i])],
-                        dtype=np.int32)
-    prof_rows = _outermost(prof_cand[np.isin(trace.name_id[prof_cand], prof_ids)], trace)
-    non_prof = ann[~np.isin(trace.name_id[ann], prof_ids)]
+    # masks and per-name tables, not copies of the rows (a 1 GB trace has over a million CPU ops)
+    prof_cand = (trace.kind == Kind.ANNOTATION) | (trace.kind == Kind.CPU_OP)
+    prof_ids = [i for i in np.flatnonzero(trace.name_counts(prof_cand)).tolist() if _PROFILER_STEP.match(trace.names[i])]
+    prof = trace.named(prof_ids)
+    prof_rows = _outermost(np.flatnonzero(prof_cand & prof), trace)
+    del prof_cand
+    non_prof = ann[~prof[ann]]
+    del prof
     dflt_ids = _matching_name_ids(trace, re.compile(DEFAULT_STEP_REGEX), non_prof)
     dflt_rows = _outermost(non_prof[np.isin(trace.name_id[non_prof], dflt_ids)], trace)
     if prof_rows.size and prof_rows.size >= dflt_rows.size:
@@ -333,8 +336,7 @@ def detect_engine(trace: Trace, steps: Steps | None = None) -> str | None:
         for e in ENGINES:
             if e.PYTHON_CUE.search(n):
                 counts[2][e.NAME] += 1
-    ann = np.flatnonzero(trace.kind == Kind.ANNOTATION)
-    for nid in np.unique(trace.name_id[ann]).tolist():  # unique annotation texts
+    for nid in np.flatnonzero(trace.name_counts(trace.kind == Kind.ANNOTATION)).tolist():  # unique annotation texts
         text = trace.names[nid]
         for m in STEP_MARKERS:
             if m.source == "annotation" and m.pattern.search(text):
@@ -342,8 +344,7 @@ def detect_engine(trace: Trace, steps: Steps | None = None) -> str | None:
         for e in ENGINES:
             if e.CAPTURE_ANNOTATION is not None and e.CAPTURE_ANNOTATION.match(text):
                 counts[1][e.NAME] += 1
-    ops = np.flatnonzero(trace.kind == Kind.CPU_OP)
-    for nid in np.unique(trace.name_id[ops]).tolist():  # unique op names
+    for nid in np.flatnonzero(trace.name_counts(trace.kind == Kind.CPU_OP)).tolist():  # unique op names
         for e in ENGINES:
             if e.OP_CUE.match(trace.names[nid]):
                 counts[3][e.NAME] += 1

@@ -213,6 +213,24 @@ class Trace:
         """Rows that occupy a device (kernels, copies, sets, whole-graph replays)."""
         return self.kind <= Kind.GRAPH  # the device kinds come first (see Kind)
 
+    def name_counts(self, mask: np.ndarray) -> np.ndarray:
+        """Rows per name id (int64, one entry per name) among the rows where ``mask`` holds, counted in blocks
+        of rows: no copy of the row list or of its name ids (a 1 GB trace has over a million CPU ops).
+        ``np.flatnonzero`` of it gives the distinct names of those rows, ascending."""
+        out = np.zeros(len(self.names), dtype=np.int64)
+        for lo in range(0, len(self), _ROW_BLOCK):
+            ids = self.name_id[lo:lo + _ROW_BLOCK][mask[lo:lo + _ROW_BLOCK]]
+            if ids.size:
+                out += np.bincount(ids, minlength=out.size)
+        return out
+
+    def named(self, ids: Any) -> np.ndarray:
+        """Rows whose name id is one of ``ids``: a byte a row, through a table per name (``np.isin`` would sort
+        copies of the column)."""
+        hit = np.zeros(len(self.names), dtype=bool)
+        hit[np.asarray(ids, dtype=np.int64)] = True
+        return hit[self.name_id]
+
     def name_of(self, rows: np.ndarray) -> np.ndarray:
         """Names (str objects) of the given row indices."""
         return self.names[self.name_id[rows]]
@@ -224,6 +242,8 @@ class Trace:
 
 
 _MAX_TIME_NS = 2**62
+#: Rows per block where a helper walks the whole table (its per-block temporaries stay small).
+_ROW_BLOCK = 1 << 18
 
 
 def build_trace(

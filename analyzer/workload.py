@@ -213,18 +213,19 @@ def model_class(trace: Trace, row_step: np.ndarray) -> str | None:
     recorded shapes (``record_shapes`` off); a mixture of experts (MoE kernels: its experts are not linear
     ops) is named ``MoE`` without a size; under :data:`MIN_MODEL_PARAMS` only the family is named.
     The label only: the workload id does not depend on it."""
-    cpu = np.flatnonzero((trace.kind == Kind.CPU_OP) & (row_step >= 0) & (trace.dims_id >= 0))
-    if cpu.size == 0:
+    cpu = (trace.kind == Kind.CPU_OP) & (row_step >= 0) & (trace.dims_id >= 0)  # a mask: millions of CPU ops
+    ids = np.flatnonzero(trace.name_counts(cpu))
+    if ids.size == 0:
         return None
     names = trace.names
-    ids = np.unique(trace.name_id[cpu])
     for op, arg in _WEIGHT_OPS:  # a handful of op names
         hit = [i for i in ids.tolist() if names[i] == op]
         if hit:
             break
     else:
         return None
-    rows = cpu[np.isin(trace.name_id[cpu], hit)]
+    rows = np.flatnonzero(cpu & trace.named(hit))
+    del cpu
     ud, inv = np.unique(trace.dims_id[rows], return_inverse=True)
     elems = np.array([_weight_elems(str(names[d]), arg) for d in ud.tolist()], dtype=float)[inv]
     per_step = np.bincount(row_step[rows], weights=elems)
@@ -234,11 +235,11 @@ def model_class(trace: Trace, row_step: np.ndarray) -> str | None:
     params = float(np.median(per_step)) * max(trace.world_size or 1, 1)
     b = params / 1e9
     size = f"{b:.0f}B" if b >= 10 else f"{b:.1f}B" if b >= 1 else f"{params / 1e6:.0f}M"
-    kern = np.unique(trace.name_id[trace.kind == Kind.KERNEL])
+    kern = np.flatnonzero(trace.name_counts(trace.kind == Kind.KERNEL))
     moe = any("moe" in str(names[i]).lower() for i in kern.tolist())  # experts run outside aten::linear
     family = None
-    texts = [str(x) for x in trace.python_calls.names] + [str(names[i]) for i in np.unique(
-        trace.name_id[trace.kind == Kind.CPU_OP]).tolist() if str(names[i]).startswith("nn.Module")]
+    texts = [str(x) for x in trace.python_calls.names] + [str(names[i]) for i in np.flatnonzero(
+        trace.name_counts(trace.kind == Kind.CPU_OP)).tolist() if str(names[i]).startswith("nn.Module")]
     for rx in _FAMILY_RES:
         for t in texts:  # distinct names
             m = rx.search(t)
