@@ -50,10 +50,10 @@ from .errors import InputError
 from .graph_mode import COVERAGES, CaptureReport, StepCoverage, classify_mode, detect_capture, \
     INFERRED_PADDING_REASON, compile_evidence, graph_trees_marker, pair_capture, smallest_size_at_least, step_coverage
 from .graph_mode.assembly import StepColumns, assemble_serving
+from .heap import HEAP
 from .host_gaps import host_activity
 from .host_stalls import host_stalls
 from .launches import kernel_launch_table, launch_delays_ns
-from .loaders._io import HEAP
 from .overhead import OverheadEstimate, ProfilerSettings, detect_profiler_settings, estimate_overhead, \
     speedup_range
 from .planning.costs import table_of_steps

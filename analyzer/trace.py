@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from .heap import HEAP
+
 
 class Kind(IntEnum):
     """What one row of the event table is. The kinds that occupy a device come first (KERNEL to
@@ -270,6 +272,7 @@ def build_trace(
     """
     warnings = list(warnings or ())
     cols = _checked_columns(columns, warnings)
+    HEAP.trim()  # the loader's columns, converted, are freed (launchgap.heap)
     n = int(cols["kind"].shape[0])
     # Stable sort, one column at a time: the table's memory plus one column at its peak.
     order = np.argsort(cols["start_ns"], kind="stable")
@@ -277,6 +280,7 @@ def build_trace(
         for key in list(cols):
             cols[key] = cols[key][order]
     del order
+    HEAP.trim()  # and the unsorted columns
     if (cols["dur_ns"] < 0).any():
         warnings.append(f"{int((cols['dur_ns'] < 0).sum())} events had a negative duration, counted as 0")
         cols["dur_ns"] = np.maximum(cols["dur_ns"], 0)

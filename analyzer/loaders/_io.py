@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import TraceFormatError, TraceTooLargeError
+from ..heap import HEAP  # noqa: F401 (the loaders' trims: launchgap.heap)
 
 try:  # ISA-L's inflate (python-isal): zlib's API, output and checks (CRC32, length) at about 3x the speed
     from isal import isal_zlib as _inflate
@@ -131,37 +132,6 @@ def read_text_bytes(path: Path, max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> byt
 _DONE = object()
 
 
-class _Heap:
-    """glibc's allocator: :meth:`trim` gives the heap's free pages back to the system.
-
-    glibc raises its mmap threshold to the size of each large block freed (up to 32 MiB), so after
-    the first few pieces the pieces and per-piece columns come from the heap, and the holes they
-    leave stay resident: about 90 MiB of a 1 GB trace's load was such holes. ``malloc_trim(0)``
-    after the loader's stages returns them (their pages, wherever they lie in the heap). A fixed
-    threshold (``mallopt``) would keep them out of the heap from the start, but costs a page fault
-    per page of every piece: 1.5-1.8 s more system time on a 1 GB trace. Elsewhere (no glibc) it
-    does nothing.
-    """
-
-    def __init__(self) -> None:
-        self._trim = None
-        try:
-            import ctypes
-
-            libc = ctypes.CDLL(None)
-            if hasattr(libc, "malloc_trim") and hasattr(libc, "gnu_get_libc_version"):
-                self._trim = libc.malloc_trim
-        except (OSError, ImportError):  # pragma: no cover - not glibc, or no ctypes
-            pass
-
-    def trim(self) -> None:
-        """Return the heap's free pages to the system."""
-        if self._trim is not None:
-            self._trim(0)
-
-
-#: The process's allocator (see :class:`_Heap`); the Kineto loader trims it after its stages.
-HEAP = _Heap()
 
 
 def read_ahead(pieces: Iterator[bytes], depth: int = 2) -> Iterator[bytes]:

@@ -9,7 +9,7 @@ the installed names.
 
 Layers, lowest first; a module may import its own layer and the ones below, never above:
 
-0. ``launchgap.errors``, ``.files``, ``.trace``, ``.timings``, ``.distribution``, ``.dims`` (data formats, stdlib only)
+0. ``launchgap.errors``, ``.files``, ``.trace``, ``.heap``, ``.timings``, ``.distribution``, ``.dims`` (data formats, stdlib only)
 1. ``launchgap.loaders`` (file -> Trace) and ``launchgap.engines`` (what each serving engine writes)
 2. the per-stage analyses: ``steps``, ``gaps``, ``launches``, ``predict``, ``collectives``, ``graph_mode``
    and the other flat analysis modules
@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parents[2]
 #: Source folder -> installed package name (pyproject's package-dir).
 INSTALLED = {"analyzer": "launchgap", "app": "launchgap.dashboard"}
 
-LOW = {"launchgap.errors": 0, "launchgap.files": 0, "launchgap.trace": 0, "launchgap.timings": 0,
+LOW = {"launchgap.errors": 0, "launchgap.files": 0, "launchgap.trace": 0, "launchgap.heap": 0, "launchgap.timings": 0,
        "launchgap.distribution": 0, "launchgap.dims": 0,
        "launchgap.loaders": 1, "launchgap.engines": 1}
 HIGH = {"launchgap.workload": 3.0, "launchgap.planning": 3.1, "launchgap.report": 3.2, "launchgap.overhead_fit": 3.2,

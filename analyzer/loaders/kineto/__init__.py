@@ -47,7 +47,7 @@ How a large file is read (memory follows the events kept, not the JSON text):
 Memory (issue 30): each piece's columns wait at the narrowest integer type their values allow;
 at the end they are folded into the table one column at a time, each piece let go as it is
 folded in, times converted in place, the heap trimmed between stages
-(:data:`~launchgap.loaders._io.HEAP`). Events of other categories never become rows (only the
+(:data:`~launchgap.heap.HEAP`). Events of other categories never become rows (only the
 first :data:`SETTINGS_SAMPLE_EVENTS` are counted). Two tables are unavoidable and kept whole: the
 event table (every kept event is a row some analysis reads: CPU ops, annotations and runtime calls
 are the host ranges of the host stalls, phases and activity and carry the Input Dims the batch

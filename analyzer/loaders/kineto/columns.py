@@ -403,6 +403,7 @@ class _ColumnBuilder:
         parts = self.parts[key]
         out = np.concatenate(parts) if len(parts) > 1 else parts[0] if parts else np.zeros(0, dtype=empty)
         parts.clear()
+        HEAP.trim()  # the pieces' pages go back now: freed blocks stay resident until a trim
         return out if out.flags.writeable else out.copy()  # ours to change in place (finish does)
 
     def _name_columns(self) -> tuple[np.ndarray, np.ndarray]:
