@@ -108,11 +108,11 @@ def host_gaps(trace: Trace, row_step: np.ndarray, step_cpu_start_ns: np.ndarray,
         del mapped, name_ids
         # the times of the mapped ranges only (the map names few of a with_stack trace's Python calls)
         n_rows = int(np.count_nonzero(row_mask))
-        s, e = _range_times(trace, _within(row_mask, keep[:n_rows]), _within(call_mask, keep[n_rows:]))
+        s, e = range_times(trace, _within(row_mask, keep[:n_rows]), _within(call_mask, keep[n_rows:]))
         source = f"engine:{engine}" if engine else "engine"
         innermost = True
     else:
-        starts, ends = _range_times(trace, row_mask, call_mask)
+        starts, ends = range_times(trace, row_mask, call_mask)
         # top-level: leave out ranges that hold a step's start (step markers and their wrappers)
         j = np.searchsorted(np.sort(step_cpu_start_ns), starts, side="left")
         srt = np.sort(step_cpu_start_ns)
@@ -143,38 +143,59 @@ def host_gaps(trace: Trace, row_step: np.ndarray, step_cpu_start_ns: np.ndarray,
     return HostGaps(gap_us=gap, phases_us=per_step, hidden_us=hidden, source=source)
 
 
-def _host_ranges(trace: Trace, row_step: np.ndarray, g0: np.ndarray, g1: np.ndarray,
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Host ranges on the launching thread (event rows and Python calls) that reach into a gap
-    ``[g0, g1]`` (the only ones that can cover gap time; see :func:`_paint`): name ids, the table they
-    index (the trace's names, then the Python calls' names), which event rows and which Python calls
-    they are (masks; :func:`_range_times` gives their times); and which names any host range on that
-    thread has, in a gap or not. Picked before anything is copied, so memory follows the ranges in
-    gaps, not the trace."""
+def launch_thread_ranges(trace: Trace, row_step: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The host ranges on the launching thread (the thread that launched most kernels in steps): masks over the
+    event rows (CPU ops, annotations, runtime calls) and over the Python calls (those of that thread, or of no
+    known thread). Masks, a byte a range: callers narrow them before anything is copied (a with_stack trace has
+    millions of Python calls)."""
     tid = _launch_tid(trace, row_step)
     host = one_of(trace.kind, (Kind.CPU_OP, Kind.ANNOTATION, Kind.RUNTIME))
     if tid is not None:
         host &= trace.tid == tid
     pc = trace.python_calls
-    table = np.concatenate([np.asarray(trace.names, dtype=object), np.asarray(pc.names, dtype=object)])
+    if not len(pc):
+        return host, np.zeros(0, dtype=bool)
+    return host, (pc.tid == tid) | (pc.tid < 0) if tid is not None else np.ones(len(pc), dtype=bool)
+
+
+def range_name_table(trace: Trace) -> np.ndarray:
+    """The names the host ranges' name ids index (:func:`range_names`): the trace's, then the Python calls'."""
+    return np.concatenate([np.asarray(trace.names, dtype=object), np.asarray(trace.python_calls.names, dtype=object)])
+
+
+def _host_ranges(trace: Trace, row_step: np.ndarray, g0: np.ndarray, g1: np.ndarray,
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Host ranges on the launching thread (event rows and Python calls) that reach into a gap
+    ``[g0, g1]`` (the only ones that can cover gap time; see :func:`_paint`): name ids, the table they
+    index (:func:`range_name_table`), which event rows and which Python calls they are (masks;
+    :func:`range_times` gives their times); and which names any host range on that thread has, in a gap
+    or not. Picked before anything is copied, so memory follows the ranges in gaps, not the trace."""
+    host, pmask = launch_thread_ranges(trace, row_step)
+    pc = trace.python_calls
+    table = range_name_table(trace)
     named = np.zeros(table.size, dtype=bool)
-    named[trace.name_id[host]] = True
+    named[:len(trace.names)] = trace.name_counts(host) > 0
     host &= _reaching(trace.start_ns, trace.end_ns, g0, g1)
-    pmask = np.zeros(len(pc), dtype=bool)
     if len(pc):
-        pmask = (pc.tid == tid) | (pc.tid < 0) if tid is not None else np.ones(len(pc), dtype=bool)
         named[len(trace.names):][pc.name_id[pmask]] = True  # (a view: no sum in the ids' own small type)
         pmask &= _reaching(pc.start_ns, pc.end_ns, g0, g1)
-    # the event rows, then the Python calls, written into one array (no concatenated copies)
-    n = int(np.count_nonzero(host))
-    name_ids = np.empty(n + int(np.count_nonzero(pmask)), dtype=np.int64 if table.size >= 2**31 else np.int32)
-    name_ids[:n] = trace.name_id[host]
-    name_ids[n:] = pc.name_id[pmask]
+    return range_names(trace, host, pmask), table, host, pmask, named
+
+
+def range_names(trace: Trace, rows: np.ndarray, calls: np.ndarray) -> np.ndarray:
+    """Name ids (into :func:`range_name_table`) of the event rows in mask ``rows``, then of the Python calls in
+    mask ``calls``, written into one array (int32 below 2^31 names; no concatenated copies)."""
+    pc = trace.python_calls
+    n = int(np.count_nonzero(rows))
+    wide = len(trace.names) + len(pc.names) >= 2**31
+    name_ids = np.empty(n + int(np.count_nonzero(calls)), dtype=np.int64 if wide else np.int32)
+    name_ids[:n] = trace.name_id[rows]
+    name_ids[n:] = pc.name_id[calls]
     name_ids[n:] += len(trace.names)
-    return name_ids, table, host, pmask, named
+    return name_ids
 
 
-def _range_times(trace: Trace, rows: np.ndarray, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def range_times(trace: Trace, rows: np.ndarray, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Starts and ends of the event rows in mask ``rows``, then of the Python calls in mask ``calls``."""
     pc = trace.python_calls
     n = int(np.count_nonzero(rows))
@@ -207,45 +228,6 @@ def _reaching(s: np.ndarray, e: np.ndarray, g0: np.ndarray, g1: np.ndarray) -> n
 
 #: Ranges per block where a per-range temporary is int64 (a with_stack trace has millions of Python calls).
 _BLOCK = 1 << 17
-
-
-def host_ranges_with_kind(trace: Trace, row_step: np.ndarray, touching: tuple[np.ndarray, np.ndarray] | None = None,
-                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Every host range on the launching thread (event rows and Python calls, in a gap or not): name ids,
-    the table they index (the trace's names, then the Python calls' names), starts, ends, and per range
-    its :class:`~launchgap.trace.Kind` (-1 for a Python call). With ``touching`` (``(g0_ns, g1_ns)``, a
-    few intervals), only the ranges that overlap one of them. Written into one array each (int32 name
-    ids, int8 kinds), not concatenated copies, and picked before anything is copied: a with_stack trace
-    has millions of Python calls."""
-    tid = _launch_tid(trace, row_step)
-    host = one_of(trace.kind, (Kind.CPU_OP, Kind.ANNOTATION, Kind.RUNTIME))
-    if tid is not None:
-        host &= trace.tid == tid
-    if touching is not None:
-        host &= _touching(trace.start_ns, trace.end_ns, *touching)
-    rows = np.flatnonzero(host)
-    del host
-    pc = trace.python_calls
-    table = np.concatenate([np.asarray(trace.names, dtype=object), np.asarray(pc.names, dtype=object)])
-    prow = np.zeros(0, dtype=np.int64)
-    if len(pc):
-        pmask = (pc.tid == tid) | (pc.tid < 0) if tid is not None else np.ones(len(pc), dtype=bool)
-        if touching is not None:
-            pmask &= _touching(pc.start_ns, pc.end_ns, *touching)
-        prow = np.flatnonzero(pmask)
-        del pmask
-    n, m = rows.size, prow.size
-    name_ids = np.empty(n + m, dtype=np.int64 if table.size >= 2**31 else np.int32)
-    starts, ends = np.empty(n + m, dtype=np.int64), np.empty(n + m, dtype=np.int64)
-    for out, ev_col, py_col in ((starts, trace.start_ns, pc.start_ns), (ends, trace.end_ns, pc.end_ns)):
-        np.take(ev_col, rows, out=out[:n], mode="clip")  # clip: indices are valid; "raise" buffers a copy
-        np.take(py_col, prow, out=out[n:], mode="clip")
-    name_ids[:n] = trace.name_id[rows]  # (take's out must be of the column's own type; these are narrower)
-    name_ids[n:] = pc.name_id[prow]
-    name_ids[n:] += len(trace.names)
-    kinds = np.full(n + m, -1, dtype=np.int8)
-    np.take(trace.kind, rows, out=kinds[:n], mode="clip")
-    return name_ids, table, starts, ends, kinds
 
 
 def _touching(s: np.ndarray, e: np.ndarray, g0: np.ndarray, g1: np.ndarray) -> np.ndarray:
@@ -339,7 +321,13 @@ def host_activity(trace: Trace, row_step: np.ndarray, g0_ns: np.ndarray, g1_ns: 
     by name (Python line numbers and API version suffixes dropped), in us. Intervals may overlap (gaps of
     several devices); each is painted on its own."""
     # only the ranges that overlap some interval can paint it (memory: millions of Python calls elsewhere)
-    name_ids, table, starts, ends, _ = host_ranges_with_kind(trace, row_step, (g0_ns, g1_ns))
+    rows, calls = launch_thread_ranges(trace, row_step)
+    rows &= _touching(trace.start_ns, trace.end_ns, g0_ns, g1_ns)
+    if calls.size:
+        calls &= _touching(trace.python_calls.start_ns, trace.python_calls.end_ns, g0_ns, g1_ns)
+    name_ids, table = range_names(trace, rows, calls), range_name_table(trace)
+    starts, ends = range_times(trace, rows, calls)
+    del rows, calls
     out: list[dict[str, float]] = [{} for _ in range(int(g0_ns.size))]
     if name_ids.size == 0:
         return out

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .host_gaps import _BLOCK, MAX_DEPTH, _launch_tid, sorted_unique
-from .trace import Kind, Trace, one_of
+from .host_gaps import _BLOCK, MAX_DEPTH, launch_thread_ranges, range_name_table, sorted_unique
+from .trace import Kind, Trace
 
 #: A host stretch with no recorded event shorter than this is ordinary Python between ops, not a stall (us).
 HOST_STALL_MIN_US = 500.0
@@ -97,21 +97,14 @@ def _quiet_stretches(trace: Trace, row_step: np.ndarray, min_us: float,
     the same result: what a window needs of the ranges before it is carried over (the ends of those still open,
     how many there were, and the last range at each nesting depth), so every range's depth and every stretch's
     holder are those of the whole thread."""
-    tid = _launch_tid(trace, row_step)
     pc = trace.python_calls
     n_rows, n_calls = int(trace.start_ns.shape[0]), len(pc)
-    host = one_of(trace.kind, (Kind.CPU_OP, Kind.ANNOTATION, Kind.RUNTIME))
-    if tid is not None:
-        host &= trace.tid == tid
-    pmask = np.zeros(n_calls, dtype=bool)
-    if n_calls:
-        pmask = (pc.tid == tid) | (pc.tid < 0) if tid is not None else np.ones(n_calls, dtype=bool)
-    table = np.concatenate([np.asarray(trace.names, dtype=object), np.asarray(pc.names, dtype=object)])
+    host, pmask = launch_thread_ranges(trace, row_step)
+    table = range_name_table(trace)
     n_names = len(trace.names)
     # per name id, not per range (regexes once per distinct name)
     present = np.zeros(table.size, dtype=bool)
-    for lo in range(0, n_rows, _BLOCK):
-        present[trace.name_id[lo:lo + _BLOCK][host[lo:lo + _BLOCK]]] = True
+    present[:n_names] = trace.name_counts(host) > 0
     for lo in range(0, n_calls, _BLOCK):
         present[n_names:][pc.name_id[lo:lo + _BLOCK][pmask[lo:lo + _BLOCK]]] = True
     region_of = np.zeros(table.size, dtype=bool)
