@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..costmodel import CostCurve
+from ..costmodel import BAND_PER_E_FOLD, CostCurve
 from ..trace import Kind, Trace
 from .coverage import _BEGIN_CAPTURE_RE, _runtime_rows
 
@@ -124,8 +124,9 @@ class PaddingCost:
     curve the planner and the dashboard use too):
 
     * ``us``: on the curve;
-    * ``low`` / ``high``: the least and most of it over the curve and its band's two curves (the model's
-      constants halved and doubled, or the single-size predictions from each observed size);
+    * ``low`` / ``high``: ``us`` less and plus the curve's measured error over the distance from the batch to the
+      bucket, :data:`launchgap.costmodel.BAND_PER_E_FOLD` of the bucket's cost per e-fold (``|ln(bucket/batch)|``):
+      the two costs' errors are mostly shared, so the band of a difference is not the difference of the bands;
     * ``measured``: both the batch's and the bucket's cost were measured (harness timings or the trace's own
       steps at those sizes), not modelled.
     """
@@ -143,11 +144,11 @@ def padding_cost(curve: CostCurve, bucket: np.ndarray, batch: np.ndarray) -> Pad
     padded = (bucket > 0) & (batch > 0)
     b, k = np.where(padded, batch, 1), np.where(padded, bucket, 1)
     est = curve.at(k) - curve.at(b)
-    alt = np.array([curve.low(k) - curve.low(b), curve.high(k) - curve.high(b), est])
+    spread = BAND_PER_E_FOLD * np.abs(np.log(k / b)) * curve.at(k)
     measured = curve.measured(b) & curve.measured(k) & padded
     nan = np.full(b.shape, np.nan)
-    return PaddingCost(us=np.where(padded, est, nan), low=np.where(padded, np.where(measured, est, alt.min(axis=0)), nan),
-                       high=np.where(padded, np.where(measured, est, alt.max(axis=0)), nan), measured=measured)
+    return PaddingCost(us=np.where(padded, est, nan), low=np.where(padded, np.where(measured, est, est - spread), nan),
+                       high=np.where(padded, np.where(measured, est, est + spread), nan), measured=measured)
 
 
 def fallback_causes(trace: Trace, row_step: np.ndarray, names: list[str], fallback: np.ndarray) -> list[str | None]:

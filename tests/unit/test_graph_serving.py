@@ -65,9 +65,9 @@ def test_fallbacks_buckets_padding_exact(serving_trace: Path) -> None:
     g = {b: (b / (b + 16)) ** 0.116 for b in (2, 3, 4)}
     frac = (g[3] / g[2] - 1) / (g[4] / g[2] - 1)
     pad = 1.64 * (1 - frac)  # cost(4) - cost(3) = 0.673 us
-    # band: the predictions from each observed size alone: from 2, 4 x 1 us x (g4 - g3) / g2; from 4 (ten 1-us
-    # kernels), 10 x (1 - g3/g4)
-    low, high = 4 * (g[4] - g[3]) / g[2], pad
+    # band: the curve's measured error over the distance, 1.5% of cost(4) = 10 per e-fold: 0.015 x ln(4/3) x 10
+    spread = 0.015 * np.log(4 / 3) * 10
+    low, high = pad - spread, pad + spread
     assert [st.padding_us for st in rep.steps] == [pytest.approx(pad, abs=1e-3), 0.0, None, None]
     assert [st.padding_us_low for st in rep.steps] == [pytest.approx(low, abs=1e-3), 0.0, None, None]
     assert [st.padding_us_high for st in rep.steps] == [pytest.approx(high, abs=1e-3), 0.0, None, None]
@@ -168,10 +168,14 @@ def test_padding_cost_on_the_curve_and_its_band() -> None:
                   high_us=np.array([11.0, 11, 14, 16, 22, 29]),
                   source=("model", "trace", "model", "trace", "model", "model"))
     pc = padding_cost(c, np.array([4, 4, 6, 4, -1]), np.array([2, 3, 5, 4, 2]))
-    # us = cost(bucket) - cost(batch): 16-11, 16-13, 25-20, 0; the band over the curve and its two band curves:
-    # bs 3 -> 4: low curve 16-12 = 4, high curve 16-14 = 2, curve 3 -> [2, 4]; bs 5 -> 6: 21-18 = 3, 29-22 = 7, 5
+    # us = cost(bucket) - cost(batch): 16-11, 16-13, 25-20, 0; the band: the curve's measured error over the
+    # distance, 1.5% of the bucket's cost per e-fold: bs 3 -> 4: 0.015 x ln(4/3) x 16 = 0.0690; bs 5 -> 6:
+    # 0.015 x ln(6/5) x 25 = 0.0684; measured at both ends (2 -> 4) or no padding (4 -> 4): none
     assert pc.us[:4].tolist() == [5.0, 3.0, 5.0, 0.0] and np.isnan(pc.us[4])
-    assert pc.low[:4].tolist() == [5.0, 2.0, 3.0, 0.0] and pc.high[:4].tolist() == [5.0, 4.0, 7.0, 0.0]
+    s34, s56 = 0.015 * np.log(4 / 3) * 16, 0.015 * np.log(6 / 5) * 25
+    assert s34 == pytest.approx(0.06905, abs=1e-5) and s56 == pytest.approx(0.06837, abs=1e-5)
+    assert pc.low[:4].tolist() == pytest.approx([5.0, 3.0 - s34, 5.0 - s56, 0.0])
+    assert pc.high[:4].tolist() == pytest.approx([5.0, 3.0 + s34, 5.0 + s56, 0.0])
     assert pc.measured.tolist() == [True, False, False, True, False]  # both sizes measured: no band
 
 
