@@ -5,7 +5,8 @@
 # FULL-graph truth of the same sequence (the "serving median" of piecewise -> FULL). Each part is time-boxed and
 # skipped when the budget (BUDGET_S, default 540 s) runs out; whatever ran is packed into OUT/results.tar.gz.
 #
-#   bash bench/gpu_heldout.sh OUT PART          PART 1: the dense configs; PART 2: the MoE configs and serving
+#   bash bench/gpu_heldout.sh OUT PART          PART 1: the dense configs; PART 2: the MoE configs and serving;
+#                                               PART 3: the final check's configs (traces/h200-final-2026-12-03)
 #   bash bench/gpu_heldout.sh OUT PART --dry-run
 #   ONLY=REGEX bash bench/gpu_heldout.sh OUT PART
 set -u
@@ -47,6 +48,14 @@ if [ "$PART" = 1 ]; then
     for m in qwen3-4b-like phi-3-mini-like mistral-7b-like; do
         part "$m" 180 $H --hf-config $C/$m.json --batch-sizes $SIZES $SWEEP --out "$W/sweep"
     done
+elif [ "$PART" = 3 ]; then  # a fresh held-out set for the final check (configs in traces/h200-final-2026-12-03)
+    for m in llama-3.1-8b-like qwen2.5-7b-like gemma-2-9b-like granite-3.0-1b-a400m-like; do
+        part "$m" 150 $H --hf-config traces/h200-final-2026-12-03/configs/$m.json --batch-sizes $SIZES $SWEEP \
+            --out "$W/final"
+    done
+    finish() { [ -z "$DRY" ] && tar -czf "$OUT/final.tar.gz" -C "$W" log_llama-3.1-8b-like.txt log_qwen2.5-7b-like.txt \
+        log_gemma-2-9b-like.txt log_granite-3.0-1b-a400m-like.txt final/timings.json $(cd "$W" && ls final/*_graph.json.gz) \
+        && ls -la "$OUT"; }
 else
     for m in qwen1.5-moe-a2.7b-like mixtral-8x7b-8layer-like; do
         part "$m" 150 $H --hf-config $C/$m.json --batch-sizes $SIZES $SWEEP --out "$W/sweep"
