@@ -212,7 +212,7 @@ def host_stalls(trace: Trace, row_step: np.ndarray, n_steps: int, gap_start_ns: 
     if q0.size == 0:
         return HostStalls(stall, in_graph, frame, [])
     order = np.argsort(gap_start_ns, kind="stable")
-    g0, g1, gs = gap_start_ns[order], gap_end_ns[order], gap_step[order]
+    g0, g1, gs = gap_start_ns[order], gap_end_ns[order], gap_step[order].astype(np.int64)
     # per gap the stall time inside it (stalls are disjoint: prefix sums over them)
     s_all = _covered_before(q0, q1, g1) - _covered_before(q0, q1, g0)
     q0i, q1i = q0[inside], q1[inside]

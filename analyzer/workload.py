@@ -313,7 +313,7 @@ def workload_of(trace: Trace, row_step: np.ndarray) -> Workload:
     total, structural = total[has], structural[has]
     families = {f for f in fam if f is not None}
     # The device that ran most of the kernels names the workload's GPU.
-    dev_n = np.bincount(trace.device[rows] + 1) if rows.size else np.zeros(1, dtype=np.int64)
+    dev_n = np.bincount(trace.device[rows].astype(np.int64) + 1) if rows.size else np.zeros(1, dtype=np.int64)
     dev = int(np.argmax(dev_n)) - 1 if rows.size else -1
     rank = trace_rank(trace)
     return make_workload(device=device_name(trace, dev),

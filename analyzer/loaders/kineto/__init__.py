@@ -156,7 +156,7 @@ def _load_streaming(path: Path, max_bytes: int, chunk_bytes: int, strict: bool, 
     plain = read_head(path, 2) != GZIP_MAGIC
     workers = _start_workers(path if plain else None, strict, decoders - 1)  # before our threads start (fork)
     try:
-        pieces = read_ahead(iter_content(path, max_bytes, chunk_bytes))
+        pieces = read_ahead(iter_content(path, max_bytes, chunk_bytes), depth=1)
         try:
             return _decode_stream(pieces, str(path), strict, workers, plain)
         finally:
@@ -181,7 +181,7 @@ def _decode_stream(pieces: Iterator[bytes], path: str, strict: bool, workers: li
         head = _HEADER_DECODER.decode(buf[: buf.rfind(_KEY, 0, start)] + b'"traceEvents":[]}')
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         raise _NotStreamable("the text before 'traceEvents' is not the start of a JSON object") from None
-    first = buf[start:]
+    first = [buf[start:]]  # emptied by the cutter once read: the first piece is not held to the end
     del buf
     jobs = _Jobs(strict, workers)
     for is_tail, parts, offset in _event_texts(pieces, first, start, plain):

@@ -9,7 +9,6 @@ they stream by, and texts denser than :data:`MIN_EVENT_BYTES` per event are refu
 
 from __future__ import annotations
 
-from itertools import chain
 from typing import Any, Iterable, Iterator
 
 import msgspec
@@ -157,7 +156,7 @@ def _all_whitespace(data: bytes) -> bool:
     return not data.lstrip() and b"\x0b" not in data and b"\x0c" not in data
 
 
-def _event_texts(pieces: Iterable[bytes], first: bytes, first_at: int, plain: bool,
+def _event_texts(pieces: Iterable[bytes], first: list[bytes], first_at: int, plain: bool,
                  ) -> Iterator[tuple[bool, list, int]]:
     """The traceEvents text cut at event boundaries, as ``(is_tail, parts, offset)``.
 
@@ -166,7 +165,8 @@ def _event_texts(pieces: Iterable[bytes], first: bytes, first_at: int, plain: bo
     closes the array and the document. ``offset`` is where the parts lie in the file, when they
     are one stretch of a plain (not gzip) file, else -1: a worker can then read them itself.
 
-    ``first`` is the text just after the array's ``[`` (at ``first_at`` in the content). A piece
+    ``first`` holds the text just after the array's ``[`` (at ``first_at`` in the content), taken out
+    of it when read, so that no one holds that piece past its use (8 MiB for the whole stream). A piece
     without a cut joins the text carried to the next one, except when it is all whitespace
     outside any string: then it is dropped (one space stands for the run), so whitespace,
     however much, costs no memory. More than :data:`MAX_UNCUT_BYTES` carried raises
@@ -177,7 +177,7 @@ def _event_texts(pieces: Iterable[bytes], first: bytes, first_at: int, plain: bo
     at = first_at if plain else -1  # where carry starts in the file; -1: not one stretch of it
     pos = first_at  # content offset of the next piece
     state = _StringState()
-    for data in chain((first,), pieces):
+    for data in _first_then(first, pieces):
         cut = _last_cut(data, 0)
         if cut is None:
             if _all_whitespace(data) and state.ends_outside(carry):
@@ -203,6 +203,12 @@ def _event_texts(pieces: Iterable[bytes], first: bytes, first_at: int, plain: bo
         pos += len(data)
         state = _StringState()
     yield True, carry, -1
+
+
+def _first_then(first: list[bytes], pieces: Iterable[bytes]) -> Iterator[bytes]:
+    """The piece in ``first`` (taken out of it), then ``pieces``."""
+    yield first.pop()
+    yield from pieces
 
 
 def _decode_piece(decoder: msgspec.json.Decoder, text: bytes | bytearray | memoryview, check: bool = True) -> Any:

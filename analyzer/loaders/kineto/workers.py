@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 
-from .._io import (GZIP_MAGIC, HEAP, read_head)
+from .._io import (GZIP_MAGIC, read_head)
 from .columns import _ColumnBuilder
 from .cutting import _NotStreamable, _NotStrict, _TooDense, _add_text
 from .schema import SETTINGS_SAMPLE_EVENTS, _EVENTS_DECODERS
@@ -367,7 +367,6 @@ class _Jobs:
         _add_text(cols, self.decoder, bytearray().join((b"[", *parts, b"]")))
         self.parts[seq] = cols
         self.counts[seq] = cols.n_events
-        HEAP.trim()
 
     def finish(self, tail_events: list) -> _ColumnBuilder:
         """The columns of every text, the tail's events last."""
