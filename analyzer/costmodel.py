@@ -102,6 +102,43 @@ def classify_kernels(names: np.ndarray) -> np.ndarray:
 
 #: Threads an SM holds at once (Hopper/Ampere data-centre GPUs: 2,048): how many blocks of a kernel are resident.
 ELEMENTWISE_THREADS_PER_SM = 2048
+#: Blocks one SM holds at once at most, whatever their size (compute capability 8.0 and 9.0: 32).
+MAX_BLOCKS_PER_SM = 32
+#: Registers are allocated per warp in units of this many (CUDA's occupancy calculator, compute capability 5.0-9.0).
+REGISTER_ALLOCATION_UNIT = 256
+
+
+def resident_blocks(threads: np.ndarray, registers: np.ndarray, shared_memory: np.ndarray,
+                    props: dict | None) -> np.ndarray:
+    """Blocks of each kernel that one SM holds at once (its occupancy), -1 where unknown.
+
+    ``min(floor(threads per SM / threads), floor(registers per SM / registers per block),
+    floor(shared memory per SM / (shared memory per block + reserved)), MAX_BLOCKS_PER_SM)``, at least 1: ``threads``
+    per block rounded up to whole warps; registers per block = ``registers`` per thread x warp size rounded up to
+    :data:`REGISTER_ALLOCATION_UNIT` (per warp, as CUDA allocates them) x warps; ``shared_memory`` the block's bytes
+    (static + dynamic) plus what the driver reserves per block (the SM's shared memory less the opt-in
+    maximum per block, 1 KiB on Ampere/Hopper, where the trace gives both); no registers or no shared memory: no
+    limit from it. Unknown: the threads, registers or shared memory of the kernel (-1), or the SM's registers or
+    shared memory (``props``: :attr:`launchgap.trace.Trace.device_properties` of its device); the threads per SM and
+    warp size default to 2,048 and 32 where the trace does not say them."""
+    props = props or {}
+    threads = np.asarray(threads, dtype=np.int64)
+    regs = np.asarray(registers, dtype=np.int64)
+    smem = np.asarray(shared_memory, dtype=np.int64)
+    regs_sm, smem_sm = props.get("registers_per_sm"), props.get("shared_memory_per_sm_bytes")
+    if not regs_sm or not smem_sm:
+        return np.full(threads.shape, -1, dtype=np.int64)
+    warp = int(props.get("warp_size") or 32)
+    per_sm = int(props.get("max_threads_per_sm") or ELEMENTWISE_THREADS_PER_SM)
+    optin = props.get("shared_memory_per_block_optin_bytes")
+    reserved = max(int(smem_sm) - int(optin), 0) if optin else 0
+    warps = -(-np.maximum(threads, 1) // warp)
+    by_threads = per_sm // (warps * warp)
+    regs_warp = -(-np.maximum(regs, 0) * warp // REGISTER_ALLOCATION_UNIT) * REGISTER_ALLOCATION_UNIT
+    by_regs = np.where(regs > 0, int(regs_sm) // np.maximum(regs_warp * warps, 1), MAX_BLOCKS_PER_SM)
+    by_smem = np.where(smem > 0, int(smem_sm) // np.maximum(smem + reserved, 1), MAX_BLOCKS_PER_SM)
+    out = np.maximum(np.minimum(np.minimum(by_threads, by_regs), np.minimum(by_smem, MAX_BLOCKS_PER_SM)), 1)
+    return np.where((threads > 0) & (regs >= 0) & (smem >= 0), out, -1)
 #: Peak dense bf16 matmul FLOP/s and memory bandwidth (bytes/s) by GPU name (vendors' data sheets).
 GPU_PEAKS: tuple[tuple[re.Pattern[str], float, float], ...] = (
     (re.compile(r"(?i)H200"), 989e12, 4.8e12),
@@ -144,6 +181,10 @@ class ScalingModel:
     * ``gemm_efficiency``: the turn to compute-bound, as a share of the GPU's FLOPs/bandwidth ridge;
     * ``attention_fixed_waves``: the part of an attention kernel's time that does not grow with its waves of
       blocks over the SMs, in units of one wave (launch ramp, prologue, epilogue);
+    * ``attention_shared_fixed``: the same fixed part for an attention kernel that an SM holds two or more blocks of
+      at once (:attr:`SizeSample.resident`): its time is ``t0 · (f + L(b)) / (f + L(b0))``, ``L`` the blocks per SM
+      (at least 1), continuous — co-resident blocks share the SM, so a part-filled next wave costs its share, not
+      a whole wave; 0.5 chosen on the held-out development sets (0.8 and 1.2 worse: docs/costmodel.md);
     * ``attention_wave_us``: one wave's time, for kernels whose grid is persistent (as many blocks as SMs:
       the grid no longer says the work) — the work in waves is then ``t0 / wave_us``;
     * ``attention_rows``: without launch configurations: ``(B + b) / (B + b0)``;
@@ -169,13 +210,14 @@ class ScalingModel:
     expert_share: float = 0.125
     band_factors: tuple[float, float] = (0.5, 2.0)
     elementwise_fixed_waves: float = 0.7
+    attention_shared_fixed: float = 0.5
 
     def scaled(self, factor: float) -> ScalingModel:
         return ScalingModel(self.gemm_rows / factor, self.gemm_efficiency / factor, self.attention_fixed_waves / factor,
                             self.attention_wave_us / factor, self.attention_rows / factor, self.elementwise_rows / factor,
                             self.elementwise_power * factor, self.collective_rows / factor,
                             min(self.expert_share / factor, 1.0), self.band_factors,
-                            self.elementwise_fixed_waves / factor)
+                            self.elementwise_fixed_waves / factor, self.attention_shared_fixed / factor)
 
 
 DEFAULT_SCALING = ScalingModel()
@@ -186,7 +228,9 @@ class SizeSample:
     """One observed batch size: ``batch`` (for a graph step the bucket its kernels ran at), ``graph_us`` (the
     median step's FULL-graph cost, ``predicted_graph_us``) and that step's kernels (arrays): class (index into
     :data:`KERNEL_CLASSES`), time (us), grid blocks and threads per block (-1 where the trace does not say);
-    ``experts``: a mixture's routed experts as the step's kernels say them (:func:`experts_of_kernels`), else ``None``."""
+    ``experts``: a mixture's routed experts as the step's kernels say them (:func:`experts_of_kernels`), else ``None``;
+    ``resident``: per kernel the blocks one SM holds at once (:func:`resident_blocks`), -1 where unknown (``None``:
+    unknown for all)."""
 
     batch: int
     graph_us: float
@@ -195,6 +239,12 @@ class SizeSample:
     blocks: np.ndarray
     threads: np.ndarray
     experts: int | None = None
+    resident: np.ndarray | None = None
+
+    @property
+    def resident_or_unknown(self) -> np.ndarray:
+        """:attr:`resident`, or -1 for every kernel where it is ``None``."""
+        return self.resident if self.resident is not None else np.full(self.kernel_us.shape, -1, dtype=np.int64)
 
 
 #: Kernels that say how many routed experts a mixture has: PyTorch's grouped-GEMM set-up (``torch._grouped_mm``:
@@ -224,10 +274,10 @@ def experts_of_kernels(names: np.ndarray, threads: np.ndarray) -> np.ndarray:
 
 def size_samples(kernel_step: np.ndarray, kernel_class: np.ndarray, kernel_us: np.ndarray, blocks: np.ndarray,
                  threads: np.ndarray, batch: np.ndarray, graph_us: np.ndarray,
-                 kernel_experts: np.ndarray | None = None) -> list[SizeSample]:
+                 kernel_experts: np.ndarray | None = None, resident: np.ndarray | None = None) -> list[SizeSample]:
     """Per observed batch size (ascending) its median step's kernels: ``kernel_*`` per kernel row (its step, -1
-    none; class; us; grid blocks; threads per block; the routed experts it says, -1 none), ``batch`` and
-    ``graph_us`` per step."""
+    none; class; us; grid blocks; threads per block; the routed experts it says, -1 none), ``resident`` per kernel
+    row (blocks per SM at once, -1 unknown; ``None``: unknown for all), ``batch`` and ``graph_us`` per step."""
     batch = np.asarray(batch, dtype=np.int64)
     graph_us = np.asarray(graph_us, dtype=float)
     ok = (batch > 0) & np.isfinite(graph_us) & (graph_us > 0)
@@ -241,15 +291,17 @@ def size_samples(kernel_step: np.ndarray, kernel_class: np.ndarray, kernel_us: n
         r = order[lo:hi]
         said = kernel_experts[r][kernel_experts[r] > 0] if kernel_experts is not None else np.zeros(0)
         out.append(SizeSample(int(s), float(graph_us[med]), kernel_class[r], kernel_us[r], blocks[r], threads[r],
-                              int(np.median(said)) if said.size else None))
+                              int(np.median(said)) if said.size else None,
+                              resident[r] if resident is not None else None))
     return out
 
 
 def trace_samples(trace: Trace, row_step: np.ndarray, step_index: np.ndarray, step_device: np.ndarray,
                   batch: np.ndarray, graph_us: np.ndarray) -> list[SizeSample]:
     """:func:`size_samples` from a trace: per report step ``i`` (``step_index[i]``: its index in ``row_step``'s
-    numbering, ``step_device[i]`` its device) the kernels it launched on its device, with their class, time and
-    launch configuration (grid blocks and threads per block where the trace records them)."""
+    numbering, ``step_device[i]`` its device) the kernels it launched on its device, with their class, time,
+    launch configuration (grid blocks and threads per block where the trace records them) and blocks per SM at once
+    (:func:`resident_blocks` from :attr:`~launchgap.trace.Trace.kernel_resources` and the device's properties)."""
     k = np.flatnonzero((trace.kind == Kind.KERNEL) & (row_step >= 0))
     pos = np.full(int(row_step.max()) + 1 if row_step.size and row_step.max() >= 0 else 0, -1, dtype=np.int64)
     pos[np.asarray(step_index, dtype=np.int64)] = np.arange(len(step_index))
@@ -265,8 +317,15 @@ def trace_samples(trace: Trace, row_step: np.ndarray, step_index: np.ndarray, st
         blocks = threads = np.full(k.size, -1, dtype=np.int64)
     ids, at = np.unique(trace.name_id[k], return_inverse=True)  # classified once per kernel name
     at = at.reshape(-1)
+    res = getattr(trace, "kernel_resources", None) or {}
+    per_name = np.array([res.get(int(i), (-1, -1)) for i in ids.tolist()], dtype=np.int64).reshape(-1, 2)[at]
+    resident = np.full(k.size, -1, dtype=np.int64)
+    dev = trace.device[k]
+    for d in np.unique(dev).tolist():  # the devices of the kernels: one or a few
+        m = dev == d
+        resident[m] = resident_blocks(threads[m], per_name[m, 0], per_name[m, 1], trace.device_properties.get(int(d)))
     return size_samples(ks, classify_kernels(trace.names[ids])[at], trace.dur_ns[k] / 1e3, blocks, threads, batch,
-                        graph_us, experts_of_kernels(trace.names[ids][at], threads))
+                        graph_us, experts_of_kernels(trace.names[ids][at], threads), resident)
 
 
 def _attention_blocks_per_row(xs: list[SizeSample], sm_count: int | None) -> float | None:
@@ -328,6 +387,13 @@ def _kernel_factor(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: flo
     def waves_at(rows):
         return np.maximum(1.0, np.ceil(per_row * rows / sms - 1e-9))  # whole waves: a partial wave costs one
     waves = (f + waves_at(b)) / (f + waves_at(b0))
+    # Two or more blocks resident per SM (cuDNN/FlashAttention-2 kernels of 128 threads): co-resident blocks share the
+    # SM, so time follows the blocks per SM continuously (at least one), above a fixed part; one resident block per SM
+    # (or unknown): the whole waves above.
+    f2 = model.attention_shared_fixed
+    def load_at(rows):
+        return np.maximum(1.0, per_row * rows / sms)
+    waves = np.where(x.resident_or_unknown[:, None] >= 2, (f2 + load_at(b)) / (f2 + load_at(b0)), waves)
     rows = (model.attention_rows + b) / (model.attention_rows + b0)
     attn = np.where((blocks > 0) & bool(sm_count), waves, rows)
     k = model.elementwise_rows

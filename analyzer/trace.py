@@ -173,7 +173,11 @@ class Trace:
     (for GPU ops: row index of the runtime call with the same correlation id, else -1).
     ``python_calls`` holds the Python function ranges of a ``with_stack`` trace, beside the table.
     ``device_properties`` maps a device id to what the trace says of it, under the normalised keys of
-    :data:`DEVICE_PROPERTY_KEYS` (only those the trace gives).
+    :data:`DEVICE_PROPERTY_KEYS` (only those the trace gives). ``kernel_resources`` maps a kernel's name id to
+    ``(registers per thread, shared memory bytes per block)`` as the profiler recorded them (static plus dynamic
+    shared memory; the largest over the name's launches; -1 where not recorded): one entry per kernel name, not
+    per event (Kineto args ``registers per thread`` / ``shared memory``; nsys ``registersPerThread``,
+    ``staticSharedMemory + dynamicSharedMemory``).
     """
 
     path: str
@@ -209,6 +213,7 @@ class Trace:
     #: :func:`launchgap.loaders.kineto.schema._settings_of`); empty when the format says nothing of them.
     profiler_settings: dict[str, Any] = field(default_factory=dict)
     device_properties: dict[int, dict[str, Any]] = field(default_factory=dict)
+    kernel_resources: dict[int, tuple[int, int]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return int(self.kind.shape[0])
@@ -264,6 +269,7 @@ def build_trace(
     python_calls: PythonCalls | None = None,
     profiler_settings: dict[str, Any] | None = None,
     device_properties: dict[int, dict[str, Any]] | None = None,
+    kernel_resources: dict[int, tuple[int, int]] | None = None,
 ) -> Trace:
     """Validate raw columns from a loader, sort by start time and join launches to GPU work.
 
@@ -312,6 +318,7 @@ def build_trace(
         python_calls=python_calls if python_calls is not None else no_python_calls(),
         profiler_settings=dict(profiler_settings or {}),
         device_properties={int(k): dict(v) for k, v in (device_properties or {}).items()},
+        kernel_resources={int(k): (int(v[0]), int(v[1])) for k, v in (kernel_resources or {}).items()},
         **cols,
     )
 

@@ -62,6 +62,8 @@ class GpuOp:
     pid: int = PID
     grid: tuple[int, int, int] | None = None  # a kernel's launch configuration; None: not recorded
     block: tuple[int, int, int] | None = None
+    registers: int | None = None  # a kernel's registers per thread; None: not recorded
+    shared_memory: tuple[int, int] | None = None  # (static, dynamic) bytes; Kineto writes their sum
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,8 @@ NSYS_COLUMNS: dict[str, tuple[str, ...]] = {
     "StringIds": ("id", "value"),
     "CUPTI_ACTIVITY_KIND_KERNEL": ("start", "end", "deviceId", "contextId", "streamId", "correlationId",
                                    "globalPid", "demangledName", "shortName", "gridX", "gridY", "gridZ", "blockX",
-                                   "blockY", "blockZ", "graphNodeId", "graphId"),
+                                   "blockY", "blockZ", "graphNodeId", "graphId", "registersPerThread",
+                                   "staticSharedMemory", "dynamicSharedMemory"),
     "CUPTI_ACTIVITY_KIND_MEMCPY": ("start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid",
                                    "bytes", "copyKind", "graphNodeId"),
     "CUPTI_ACTIVITY_KIND_MEMSET": ("start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid",
@@ -114,7 +117,8 @@ NSYS_COLUMNS: dict[str, tuple[str, ...]] = {
     "NVTX_EVENTS": ("start", "end", "eventType", "rangeId", "category", "color", "text", "globalTid", "endGlobalTid",
                     "textId", "domainId"),
     "TARGET_INFO_GPU": ("id", "name", "totalMemory", "smCount", "memoryBandwidth", "clockRate", "computeMajor",
-                        "computeMinor", "threadsPerWarp", "chipName"),
+                        "computeMinor", "threadsPerWarp", "chipName", "maxRegistersPerSm", "maxShmemPerSm",
+                        "maxShmemPerBlockOptin"),
     "TARGET_INFO_CUDA_DEVICE": ("gpuId", "cudaId", "pid"),
     "META_DATA_EXPORT": ("name", "value"),
 }
@@ -180,6 +184,10 @@ class TraceSpec:
                 args["grid"] = list(o.grid)
             if o.block is not None:
                 args["block"] = list(o.block)
+            if o.registers is not None:
+                args["registers per thread"] = o.registers
+            if o.shared_memory is not None:
+                args["shared memory"] = sum(o.shared_memory)
             ev.append({"ph": "X", "cat": _GPU_CAT[o.kind], "name": o.name, "pid": o.device, "tid": o.stream,
                        "ts": o.start_ns / 1e3, "dur": o.dur_ns / 1e3, "args": args})
         return {"schemaVersion": 1,
@@ -223,7 +231,8 @@ class TraceSpec:
                     common, demangledName=sid(o.name), shortName=sid(o.name.split("<")[0].split("(")[0]),
                     **dict(zip(("gridX", "gridY", "gridZ"), o.grid or (None,) * 3)),
                     **dict(zip(("blockX", "blockY", "blockZ"), o.block or (None,) * 3)),
-                    graphId=o.graph_id if o.graph_id >= 0 else None))
+                    graphId=o.graph_id if o.graph_id >= 0 else None, registersPerThread=o.registers,
+                    **dict(zip(("staticSharedMemory", "dynamicSharedMemory"), o.shared_memory or (None, None)))))
             elif o.kind == "memcpy":
                 direction = o.name.removeprefix("Memcpy ")
                 if direction not in _COPY_KIND:

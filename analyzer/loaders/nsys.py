@@ -6,7 +6,9 @@ every kept event; its columns go straight into numpy arrays. Tables read (each o
 
 * ``CUPTI_ACTIVITY_KIND_KERNEL`` -> kernels (name: demangledName, else shortName, else
   mangledName; ``graphId`` -> ``graph_id`` when kernels were traced per graph node;
-  ``gridX/Y/Z``, ``blockX/Y/Z`` -> the launch configuration columns).
+  ``gridX/Y/Z``, ``blockX/Y/Z`` -> the launch configuration columns; ``registersPerThread`` and
+  ``staticSharedMemory + dynamicSharedMemory``, the largest per kernel name, by a second query grouped by name
+  -> :attr:`~launchgap.trace.Trace.kernel_resources`).
 * ``CUPTI_ACTIVITY_KIND_MEMCPY`` / ``_MEMSET`` -> copies and sets.
 * ``CUPTI_ACTIVITY_KIND_GRAPH_TRACE`` -> whole CUDA-graph replays (nsys'
   ``--cuda-graph-trace=graph``, the default): one :attr:`Kind.GRAPH` GPU op per replay,
@@ -206,18 +208,23 @@ def _string_join(schema: _Schema, cols: set[str], col: str, alias: str) -> tuple
     return f'LEFT JOIN StringIds {alias} ON {alias}.id = t."{col}"', f"{alias}.value"
 
 
+def _kernel_name(schema: _Schema, cols: set[str]) -> tuple[str, str]:
+    """(value expression, join clauses) of a kernel's name: demangledName, else shortName, else mangledName."""
+    joins, names = [], []
+    for i, col in enumerate(("demangledName", "shortName", "mangledName")):
+        j = _string_join(schema, cols, col, f"s{i}")
+        if j:
+            joins.append(j[0])
+            names.append(j[1])
+    return _coalesce([*names, "'kernel'"]), " ".join(joins)
+
+
 def _branches(schema: _Schema, warnings: list[str]) -> list[str]:
     out: list[str] = []
     cols = schema.cols(KERNEL_TABLE)
     if cols:
-        joins, names = [], []
-        for i, col in enumerate(("demangledName", "shortName", "mangledName")):
-            j = _string_join(schema, cols, col, f"s{i}")
-            if j:
-                joins.append(j[0])
-                names.append(j[1])
-        out.append(_select(KERNEL_TABLE, cols, Kind.KERNEL, _coalesce([*names, "'kernel'"]), " ".join(joins),
-                           graph_col="graphId"))
+        name, joins = _kernel_name(schema, cols)
+        out.append(_select(KERNEL_TABLE, cols, Kind.KERNEL, name, joins, graph_col="graphId"))
     cols = schema.cols(MEMCPY_TABLE)
     if cols:
         if "copyKind" in cols:
@@ -259,6 +266,30 @@ def _branches(schema: _Schema, warnings: list[str]) -> list[str]:
                                where=tuple(where)))
         else:
             warnings.append("NVTX_EVENTS has neither a text nor a textId column; NVTX ranges ignored")
+    return out
+
+
+def _kernel_resources(con: sqlite3.Connection, schema: _Schema, names: dict[str, int]) -> dict[int, tuple[int, int]]:
+    """Per kernel name id (``names``: the name table) its largest ``registersPerThread`` and static plus dynamic
+    shared memory (bytes) over its launches, -1 where the export has neither (or a value outside [0, 2^31)): one
+    query grouped by name, a row per kernel name."""
+    cols = schema.cols(KERNEL_TABLE)
+    smem_cols = [c for c in ("staticSharedMemory", "dynamicSharedMemory") if c in cols]
+    if "registersPerThread" not in cols and not smem_cols:
+        return {}
+    name, joins = _kernel_name(schema, cols)
+    regs = _int(cols, "registersPerThread")
+    parts = [f'CAST(t."{c}" AS INTEGER)' for c in smem_cols]
+    smem = ("-1" if not parts else
+            f"CASE WHEN {' AND '.join(p + ' IS NULL' for p in parts)} THEN -1 ELSE "
+            f"{' + '.join(f'COALESCE({p}, 0)' for p in parts)} END")
+    out: dict[int, tuple[int, int]] = {}
+    for text, r, m in con.execute(f'SELECT CAST({name} AS TEXT), MAX({regs}), MAX({smem}) FROM "{KERNEL_TABLE}" t '
+                                  f'{joins} WHERE t.start IS NOT NULL AND t."end" IS NOT NULL GROUP BY 1'):
+        r = r if type(r) is int and 0 <= r < 2**31 else -1
+        m = m if type(m) is int and 0 <= m < 2**31 else -1
+        if (r >= 0 or m >= 0) and text in names:
+            out[names[text]] = (r, m)
     return out
 
 
@@ -319,6 +350,7 @@ def _load(con: sqlite3.Connection, path: str) -> Trace:
     corr = _process_scoped_corr(corr, pid, warnings)
     device, device_names, device_properties = _devices(con, schema, gpu, device, pid, warnings)
     _note_skipped(con, schema, kind, warnings)
+    kernel_resources = _kernel_resources(con, schema, names)
 
     trace = build_trace(
         path=path,
@@ -329,6 +361,7 @@ def _load(con: sqlite3.Connection, path: str) -> Trace:
                  "graph_id": graph_id, "dims_id": np.full(kind.shape[0], -1, dtype=np.int32), **launch},
         device_names=device_names,
         device_properties=device_properties,
+        kernel_resources=kernel_resources,
         warnings=warnings,
     )
     return trace

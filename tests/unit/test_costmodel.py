@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from launchgap.costmodel import DEFAULT_SCALING, KERNEL_CLASSES, ScalingModel, SizeSample, classify_kernels, \
-    band_fraction, fit_cost_curve, gpu_peaks, size_samples
+    band_fraction, fit_cost_curve, gpu_peaks, resident_blocks, size_samples
 
 H200 = {"name": "NVIDIA H200", "sm_count": 132}
 GEMM, ATTN, KV, COLL, ELEM, EXPERT = range(len(KERNEL_CLASSES))
@@ -170,3 +170,87 @@ def test_grid_sized_to_the_gpu_is_not_in_waves() -> None:
                    np.array([512], dtype=np.int64))
     assert fit_cost_curve([y], 64, None, H200, m).at(64) == pytest.approx(
         50.0 + 2.0 * (((64 / (64 + k)) / (8 / (8 + k))) ** p * (527 / 528 * 8) - 1))
+
+
+#: An H200 as its Kineto trace's deviceProperties give it (launchgap.trace.DEVICE_PROPERTY_KEYS).
+H200_PROPS = {"name": "NVIDIA H200", "sm_count": 132, "warp_size": 32, "max_threads_per_sm": 2048,
+              "registers_per_sm": 65536, "shared_memory_per_sm_bytes": 233472,
+              "shared_memory_per_block_optin_bytes": 232448}
+
+
+def test_resident_blocks_arithmetic() -> None:
+    threads = [128, 384, 128, 64, 96, 128, 128, -1, 128]
+    regs = [246, 168, 32, 16, 170, 32, 0, 32, -1]
+    smem = [86336, 137216, 0, 0, 0, 116224, 0, 0, 0]
+    # cuDNN's SDPA kernel: registers 246 -> 248 per thread (256 per warp) x 32 x 4 warps = 31,744 of 65,536 -> 2;
+    #   shared memory 86,336 + 1,024 reserved -> 233,472 // 87,360 = 2;
+    # the harness decoder's wgmma kernel: 168 x 32 = 5,376 per warp x 12 warps = 64,512 -> 1 (and 138 KB shared) -> 1;
+    # 128 threads, 32 registers: 2,048 threads // 128 = 16 = 65,536 // 4,096;
+    # 64 threads, 16 registers: 32 by threads, 64 by registers -> the 32-block cap;
+    # 96 threads (3 warps), 170 registers: 5,440 -> 5,632 per warp x 3 = 16,896 -> 3 (4 without the per-warp rounding);
+    # 116,224 B of shared memory + 1,024 reserved per block: 233,472 // 117,248 = 1 (2 without the reserve);
+    # no registers: no limit from them (2,048 // 128 = 16); threads or registers unknown: -1
+    assert resident_blocks(threads, regs, smem, H200_PROPS).tolist() == [2, 1, 16, 32, 3, 1, 16, -1, -1]
+    # the SM's registers or shared memory unknown: -1 for every kernel; no opt-in maximum: no reserve assumed
+    assert resident_blocks([128], [32], [0], {"sm_count": 132}).tolist() == [-1]
+    no_optin = {k: v for k, v in H200_PROPS.items() if k != "shared_memory_per_block_optin_bytes"}
+    assert resident_blocks([128], [32], [116224], no_optin).tolist() == [2]
+
+
+def _attention_sample(resident: int | None) -> SizeSample:
+    """bs 8: one 20 us attention kernel of 256 blocks (32 per row: heads x rows) and 128 threads; a 100 us step."""
+    return SizeSample(8, 100.0, np.array([ATTN], dtype=np.int8), np.array([20.0]), np.array([256]), np.array([128]),
+                      resident=None if resident is None else np.array([resident]))
+
+
+@pytest.mark.parametrize("resident", [2, 4])
+def test_attention_with_two_or_more_resident_blocks_follows_the_load_continuously(resident: int) -> None:
+    """Two or more blocks per SM: t0 (f + L(b)) / (f + L(b0)), L = max(1, 32 b / 132) continuous, f = 0.5."""
+    m = DEFAULT_SCALING
+    assert m.attention_shared_fixed == 0.5
+    c = fit_cost_curve([_attention_sample(resident)], 64, None, H200, m)
+    for b in (1, 2, 4, 5, 8, 9, 16, 64):
+        load = max(1.0, 32 * b / 132)
+        assert c.at(b) == pytest.approx(100.0 + 20.0 * (0.5 + load) / (0.5 + 256 / 132) - 20.0, rel=1e-12), b
+    # bs 1..4 (32..128 blocks) fill at most one block per SM: flat; bs 64 is 15.5 blocks per SM
+    assert c.at(1) == c.at(4) == pytest.approx(100.0 + 20.0 * 1.5 / (0.5 + 256 / 132) - 20.0)
+    assert c.at(64) == pytest.approx(80.0 + 20.0 * (0.5 + 2048 / 132) / (0.5 + 256 / 132))
+
+
+@pytest.mark.parametrize("resident", [1, None], ids=["one", "unknown"])
+def test_attention_with_one_resident_block_or_unknown_steps_in_whole_waves(resident: int | None) -> None:
+    """One block per SM, or occupancy unknown: the staircase t0 (f + ceil(L(b))) / (f + ceil(L(b0))), f = 0.1."""
+    m = DEFAULT_SCALING
+    c = fit_cost_curve([_attention_sample(resident)], 64, None, H200, m)
+    f = m.attention_fixed_waves
+    for b in (1, 4, 5, 8, 9, 16, 64):
+        waves = max(1.0, np.ceil(32 * b / 132 - 1e-9))
+        assert c.at(b) == pytest.approx(100.0 + 20.0 * (f + waves) / (f + 2) - 20.0, rel=1e-12), b
+    assert c.at(5) - c.at(4) == pytest.approx(20.0 / (f + 2))  # the 5th row starts the second wave: a whole step
+
+
+@pytest.mark.parametrize("fmt", ["kineto", "nsys"])
+def test_trace_samples_carry_each_kernels_resident_blocks(tmp_path, fmt: str) -> None:
+    """From a loaded trace: the kernel's registers and shared memory (per name) and the device's SM limits."""
+    from launchgap.costmodel import trace_samples
+    from launchgap.loaders import load_trace
+    from launchgap.trace import Kind
+    from tests.builders import TraceSpec, write
+
+    spec = TraceSpec(device_names={0: "NVIDIA H200"})
+    spec.kineto_device_extra = {0: {"numSms": 132, "warpSize": 32, "maxThreadsPerMultiprocessor": 2048,
+                                    "regsPerMultiprocessor": 65536, "sharedMemPerMultiprocessor": 233472,
+                                    "sharedMemPerBlockOptin": 232448}}
+    spec.nsys_gpu_extra = {0: {"smCount": 132, "threadsPerWarp": 32, "maxRegistersPerSm": 65536,
+                               "maxShmemPerSm": 233472, "maxShmemPerBlockOptin": 232448}}
+    spec.launch("sdpa_flash_fprop", 1_000, 4_000, 6_000, 20_000, corr=1, grid=(1, 32, 8), block=(128, 1, 1),
+                registers=246, shared_memory=(86_336, 0))
+    spec.launch("nvjet_gemm", 30_000, 4_000, 35_000, 5_000, corr=2, grid=(2, 66, 1), block=(384, 1, 1),
+                registers=168, shared_memory=(0, 164_308))
+    spec.launch("copy", 50_000, 4_000, 55_000, 5_000, corr=3, grid=(16, 1, 1), block=(128, 1, 1))
+    trace = load_trace(write(spec, fmt, tmp_path))
+    row_step = np.where(trace.kind == Kind.KERNEL, 0, -1)
+    (x,) = trace_samples(trace, row_step, np.array([0]), np.array([0]), np.array([8]), np.array([100.0]))
+    # 2 and 1 resident (nsys' TARGET_INFO_GPU gives no threads per SM: 2,048 assumed), the copy's resources unknown
+    assert x.resident.tolist() == [2, 1, -1]
+    assert x.threads.tolist() == [128, 384, 128] and x.blocks.tolist() == [256, 132, 16]

@@ -80,6 +80,7 @@ def _reference_trace(path: Path) -> Trace:
     kind, name_id, ts, dur, dims = [], [], [], [], []
     corr, dev_arg, stream_arg, graph_id, kernel_arg = [], [], [], [], []
     launch = []  # grid x, y, z, block x, y, z
+    resources: dict[int, tuple[int, int]] = {}  # kernel name id -> the largest registers, shared memory
     for e in kept:
         kind.append(_CAT_KIND[e["cat"]])
         nm = e.get("name")
@@ -95,6 +96,10 @@ def _reference_trace(path: Path) -> Trace:
         kernel_arg.append(args.get("kernel") if isinstance(args.get("kernel"), str) and args.get("kernel") else None)
         dims.append(json.dumps(args["Input Dims"]) if "Input Dims" in args else None)
         launch.append([*_dim3_reference(args.get("grid")), *_dim3_reference(args.get("block"))])
+        regs, smem = _resource_reference(args.get("registers per thread")), _resource_reference(args.get("shared memory"))
+        if kind[-1] == Kind.KERNEL and (regs >= 0 or smem >= 0):
+            old = resources.get(name_id[-1], (-1, -1))
+            resources[name_id[-1]] = (max(old[0], regs), max(old[1], smem))
     # Launch calls' kernel args (ROCm), then Input Dims texts share the name table, interned after every name.
     kernel_name_id = [names.setdefault(k, len(names)) if k is not None else -1 for k in kernel_arg]
     dims_id = [names.setdefault(d, len(names)) if d is not None else -1 for d in dims]
@@ -148,7 +153,7 @@ def _reference_trace(path: Path) -> Trace:
     trace = build_trace(path=str(path), format="kineto", names=list(names), columns=columns,
                         device_names=device_names, rank=r if r >= 0 else None, world_size=w if w > 0 else None,
                         warnings=warnings, profiler_settings=_settings_reference(doc, events),
-                        device_properties=device_properties)
+                        device_properties=device_properties, kernel_resources=resources)
     if not trace.gpu_mask.any():
         raise NoGpuActivityError("no GPU kernels, copies or sets in the trace; nothing to analyse", str(path))
     return trace
@@ -188,6 +193,11 @@ def _dim3_reference(v: Any) -> list[int]:
     if isinstance(v, list) and len(v) == 3 and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
         return [x if 0 <= x < 2**31 else -1 for x in v]
     return [-1, -1, -1]
+
+
+def _resource_reference(v: Any) -> int:
+    """A kernel's registers per thread or shared memory: an int in [0, 2^31), else -1."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**31 else -1
 
 
 def _settings_reference(doc: dict, events: list) -> dict:
@@ -242,6 +252,8 @@ def assert_same_trace(got: Trace, want: Trace) -> None:
         np.testing.assert_array_equal(a, b, err_msg=f)
     assert got.device_names == want.device_names
     assert got.device_properties == want.device_properties
+    assert ({got.names[k]: v for k, v in got.kernel_resources.items()}
+            == {want.names[k]: v for k, v in want.kernel_resources.items()})
     assert (got.rank, got.world_size, got.warnings) == (want.rank, want.world_size, want.warnings)
     assert (got.path, got.format) == (want.path, want.format)
     assert got.profiler_settings == want.profiler_settings

@@ -47,7 +47,7 @@ def _scan(text: bytes) -> Any:
 def _records(text: bytes) -> tuple[np.ndarray, list[str], list[bytes]]:
     out = _scan(text)
     assert out is not None, text
-    records, strings, raws = out
+    records, strings, raws, _resources = out
     return np.frombuffer(records, dtype=scan._SCAN_EVENT), strings, raws
 
 
@@ -95,6 +95,7 @@ def assert_same_builder(got: _ColumnBuilder, want: _ColumnBuilder) -> None:
         assert g is None or _same_array(g, w), (key, g, w)
     assert list(got.names) == list(want.names)
     assert got.kernel_texts == want.kernel_texts
+    assert got.resources == want.resources
     assert len(got.dims) == len(want.dims)
     for (gr, gl, gt), (wr, wl, wt) in zip(got.dims, want.dims):
         assert _same_array(gr, wr) and _same_array(gl, wl) and gt == wt
@@ -329,6 +330,9 @@ def _strict_event(draw: Any) -> dict:
             if draw(st.booleans()):
                 args[key] = draw(st.one_of(st.none(), st.lists(st.one_of(st.integers(0, 2**31 + 5), _ints),
                                                                 min_size=3, max_size=3)))
+        for key in ("registers per thread", "shared memory"):
+            if draw(st.booleans()):
+                args[key] = draw(st.one_of(st.none(), st.integers(-5, 2**31 + 5), _ints))
         e["args"] = args
     return e
 

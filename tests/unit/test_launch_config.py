@@ -143,3 +143,56 @@ def test_no_device_properties_when_the_trace_has_none(tmp_path: Path) -> None:
     trace = load_trace(p)
     assert trace.device_properties == {} and trace.device_names == {}
     assert all(getattr(trace, c).tolist() == [-1] for c in LAUNCH_CONFIG_COLUMNS)
+
+
+def _resources_spec() -> TraceSpec:
+    """Kernels with their registers per thread and shared memory (static, dynamic bytes): ``attn`` launched twice with
+    different dynamic shared memory (the larger is kept), ``norm`` with registers only, ``plain`` with neither."""
+    spec = TraceSpec(device_names={0: "NVIDIA H200"})
+    spec.launch("attn", 1_000, 4_000, 6_000, 20_000, corr=1, grid=(1, 32, 8), block=(128, 1, 1), registers=246,
+                shared_memory=(86_336, 0))
+    spec.launch("attn", 30_000, 4_000, 35_000, 5_000, corr=2, grid=(1, 32, 8), block=(128, 1, 1), registers=246,
+                shared_memory=(86_336, 4_096))
+    spec.launch("norm", 50_000, 4_000, 55_000, 5_000, corr=3, registers=32)
+    spec.launch("plain", 70_000, 4_000, 75_000, 1_000, corr=4)
+    spec.launch("Memcpy HtoD", 90_000, 4_000, 95_000, 1_000, corr=5, kind="memcpy")
+    return spec
+
+
+def _named_resources(trace: Trace) -> dict[str, tuple[int, int]]:
+    return {trace.names[k]: v for k, v in trace.kernel_resources.items()}
+
+
+@pytest.mark.parametrize("scan", [True, False], ids=["c-scan", "msgspec"])
+def test_kineto_kernel_resources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scan: bool) -> None:
+    """One entry per kernel name (not per event): the largest of its launches; Kineto writes no shared memory arg
+    where the spec has none, so ``norm``'s is -1."""
+    if not scan:
+        monkeypatch.setattr(kineto_scan, "_SCAN", None)
+    trace = load_trace(write(_resources_spec(), "kineto", tmp_path))
+    assert _named_resources(trace) == {"attn": (246, 90_432), "norm": (32, -1)}
+
+
+def test_nsys_kernel_resources(tmp_path: Path) -> None:
+    """nsys: registersPerThread and staticSharedMemory + dynamicSharedMemory, grouped by kernel name."""
+    trace = load_trace(write(_resources_spec(), "nsys", tmp_path))
+    assert _named_resources(trace) == {"attn": (246, 90_432), "norm": (32, -1)}
+
+
+@pytest.mark.parametrize("scan", [True, False], ids=["c-scan", "msgspec"])
+def test_kineto_odd_resource_values_read_as_unknown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    scan: bool) -> None:
+    """A negative, a past-int32, a float, a string or a null value reads as -1; a value on a copy or a CPU op is not a
+    kernel's; a kernel whose args say neither is left out."""
+    if not scan:
+        monkeypatch.setattr(kineto_scan, "_SCAN", None)
+    odd = [("k1", -3, 3_000_000_000), ("k2", 64.0, "1024"), ("k3", None, 2048), ("k4", 40, [1])]
+    events = []
+    for i, (name, regs, smem) in enumerate(odd):
+        k = kt.kernel(10.0 * i, 1.0, corr=i + 1, name=name)
+        k["args"].update({"registers per thread": regs, "shared memory": smem})
+        events.append(k)
+    events.append({"ph": "X", "cat": "gpu_memcpy", "name": "k1", "pid": 0, "tid": 7, "ts": 50.0, "dur": 1.0,
+                   "args": {"registers per thread": 255, "shared memory": 1}})
+    trace = load_trace(kt.write(tmp_path, events))
+    assert _named_resources(trace) == {"k3": (-1, 2048), "k4": (40, -1)}

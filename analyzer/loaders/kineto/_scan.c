@@ -1,9 +1,12 @@
 /* One pass from a Kineto event text straight to per-event columns: the fast path of the loader.
  *
  * scan(text, max_events) takes the text of a JSON array of trace events (the loader's pieces,
- * "[" events "]") and returns (records, strings, raws): one fixed-size record per event (layout
+ * "[" events "]") and returns (records, strings, raws, resources): one fixed-size record per event (layout
  * in EVENT_FIELDS), the distinct string values the records refer to by index (decoded, in first
- * appearance order), and the distinct raw texts of "Input Dims" values (bytes, as in the file).
+ * appearance order), the distinct raw texts of "Input Dims" values (bytes, as in the file), and per
+ * kernel name its args "registers per thread" and "shared memory" (int32 triples: the name's string
+ * index, -1 for a kernel without a name; the largest value over its events, -1 where none says): a
+ * table per name, not a field per event.
  *
  * It returns None -- and the loader decodes that text with msgspec instead -- whenever the text is
  * anything but what msgspec's strict schema (kineto.schema._FastEvent) would decode, or whenever this scan
@@ -172,6 +175,10 @@ typedef struct {
     SlowFloat *slow;
     Py_ssize_t nslow, slow_cap;
     Py_ssize_t current; /* index of the event being read */
+    int32_t regs, smem;  /* the event being read: its "registers per thread" and "shared memory" args, -1 none */
+    int32_t *res;        /* per string index: the largest registers, shared memory of kernels of that name */
+    Py_ssize_t res_cap;  /* strings res has room for; entry res_cap (one past) is the kernels without a name */
+    int32_t nameless[2];
 } Scanner;
 
 static inline void skip_ws(Scanner *s) {
@@ -656,6 +663,47 @@ static int dim3_value(Scanner *s, int32_t *x, int32_t *y, int32_t *z) {
     return OK;
 }
 
+/* "registers per thread" / "shared memory": a JSON integer (-1 outside [0, 2^31)); null reads as absent.
+ * Any other value is declined and msgspec reads it (kineto.schema._resource makes -1 of it). */
+static int resource_value(Scanner *s, int32_t *out) {
+    if (s->p < s->end && *s->p == 'n') return literal(s, "null", 4);
+    int64_t v;
+    int rc = int_value(s, &v);
+    if (rc) return rc;
+    *out = (v >= 0 && v <= INT32_MAX) ? (int32_t)v : -1;
+    return OK;
+}
+
+/* Whether string index id is the text lit. */
+static int string_is(const Scanner *s, int32_t id, const char *lit) {
+    Py_ssize_t n = (Py_ssize_t)strlen(lit);
+    return id >= 0 && s->strs.keys[id].n == n && memcmp(s->strs.keys[id].p, lit, (size_t)n) == 0;
+}
+
+/* The event just read, if a kernel ("ph": "X", "cat": "kernel" or "Kernel", the loader's kernel rows) whose args
+ * say its resources: the largest per name kept in s->res. */
+static int note_resources(Scanner *s, const Event *ev) {
+    if (s->regs < 0 && s->smem < 0) return OK;
+    if (!string_is(s, ev->ph, "X") || !(string_is(s, ev->cat, "kernel") || string_is(s, ev->cat, "Kernel")))
+        return OK;
+    int32_t *slot = s->nameless;
+    if (ev->name >= 0) {
+        if (ev->name >= s->res_cap) {
+            Py_ssize_t cap = s->res_cap ? s->res_cap : 256;
+            while (cap <= ev->name) cap *= 2;
+            int32_t *b = realloc(s->res, sizeof(int32_t) * 2 * (size_t)cap);
+            if (!b) return NOMEM;
+            memset(b + 2 * s->res_cap, 0xFF, sizeof(int32_t) * 2 * (size_t)(cap - s->res_cap));
+            s->res = b;
+            s->res_cap = cap;
+        }
+        slot = s->res + 2 * ev->name;
+    }
+    if (s->regs > slot[0]) slot[0] = s->regs;
+    if (s->smem > slot[1]) slot[1] = s->smem;
+    return OK;
+}
+
 static int args_value(Scanner *s, Event *ev) {
     if (s->p >= s->end || *s->p != '{') return DECLINE; /* null args: not the strict schema */
     unsigned seen = 0;
@@ -695,6 +743,12 @@ static int args_value(Scanner *s, Event *ev) {
         } else if (KEY_IS(k, kn, "block")) {
             ONCE(256);
             rc = dim3_value(s, &ev->block_x, &ev->block_y, &ev->block_z);
+        } else if (KEY_IS(k, kn, "registers per thread")) {
+            ONCE(512);
+            rc = resource_value(s, &s->regs);
+        } else if (KEY_IS(k, kn, "shared memory")) {
+            ONCE(1024);
+            rc = resource_value(s, &s->smem);
         } else {
             rc = skip_value(s, 2);
         }
@@ -808,7 +862,9 @@ static int scan_events(Scanner *s, Event **events, Py_ssize_t *n_events, Py_ssiz
             }
             ev[n] = EMPTY_EVENT;
             s->current = n;
+            s->regs = s->smem = -1;
             rc = event_value(s, &ev[n]);
+            if (!rc) rc = note_resources(s, &ev[n]);
             if (rc) break;
             n++;
             skip_ws(s);
@@ -862,6 +918,27 @@ static PyObject *raws_of(Table *t) {
     return list;
 }
 
+/* The kernels' resources: (string index, registers, shared memory) int32 triples, names in string order, the
+ * kernels without a name (index -1) last. */
+static PyObject *resources_of(const Scanner *s) {
+    Py_ssize_t n = 0;
+    for (Py_ssize_t i = 0; i <= s->res_cap; i++) {
+        const int32_t *r = i < s->res_cap ? s->res + 2 * i : s->nameless;
+        n += r[0] >= 0 || r[1] >= 0;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)sizeof(int32_t) * 3 * n);
+    if (!out) return NULL;
+    int32_t *o = (int32_t *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i <= s->res_cap; i++) {
+        const int32_t *r = i < s->res_cap ? s->res + 2 * i : s->nameless;
+        if (r[0] < 0 && r[1] < 0) continue;
+        *o++ = i < s->res_cap ? (int32_t)i : -1;
+        *o++ = r[0];
+        *o++ = r[1];
+    }
+    return out;
+}
+
 /* The floats left for CPython's correctly rounded conversion; 0 or DECLINE. */
 static int convert_slow_floats(Scanner *s, Event *ev) {
     char buf[MAX_SLOW_FLOAT + 1];
@@ -892,6 +969,7 @@ static PyObject *scan(PyObject *module, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*n:scan", &view, &max_events)) return NULL;
     Scanner s;
     memset(&s, 0, sizeof(s));
+    s.nameless[0] = s.nameless[1] = -1;
     s.start = s.p = view.buf;
     s.end = s.start + view.len;
     Event *events = NULL;
@@ -917,7 +995,9 @@ static PyObject *scan(PyObject *module, PyObject *args) {
             result = Py_NewRef(Py_None);
         } else {
             PyObject *raws = strings ? raws_of(&s.raws) : NULL;
-            if (raws) result = PyTuple_Pack(3, records, strings, raws);
+            PyObject *resources = raws ? resources_of(&s) : NULL;
+            if (resources) result = PyTuple_Pack(4, records, strings, raws, resources);
+            Py_XDECREF(resources);
             Py_XDECREF(raws);
         }
         Py_XDECREF(strings);
@@ -926,6 +1006,7 @@ static PyObject *scan(PyObject *module, PyObject *args) {
     free(events);
     free(s.scratch);
     free(s.slow);
+    free(s.res);
     table_free(&s.strs);
     table_free(&s.raws);
     PyBuffer_Release(&view);
@@ -934,7 +1015,7 @@ static PyObject *scan(PyObject *module, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
-     "scan(text, max_events) -> (records, strings, raws) | None: a Kineto event array's columns, or None "
+     "scan(text, max_events) -> (records, strings, raws, resources) | None: a Kineto event array's columns, or None "
      "where the text is not certain to read exactly as msgspec's strict schema reads it."},
     {NULL, NULL, 0, NULL},
 };
@@ -969,7 +1050,8 @@ PyMODINIT_FUNC PyInit__scan(void) {
         PyTuple_SET_ITEM(fields, i, f);
     }
     if (!fields || PyModule_AddObject(m, "EVENT_FIELDS", fields) < 0 ||
-        PyModule_AddIntConstant(m, "EVENT_SIZE", (long)sizeof(Event)) < 0) {
+        PyModule_AddIntConstant(m, "EVENT_SIZE", (long)sizeof(Event)) < 0 ||
+        PyModule_AddIntConstant(m, "KERNEL_RESOURCES", 1) < 0) {
         Py_XDECREF(fields);
         Py_DECREF(m);
         return NULL;

@@ -21,7 +21,7 @@ from ...trace import LAUNCH_CONFIG_COLUMNS, Kind, Trace, build_trace
 from .arrays import _first_appearance, _int_column, _intern_local, _narrowest_int
 from .python_calls import _PythonCallColumns
 from .scan import _SCAN_EVENT
-from .schema import SETTINGS_SAMPLE_EVENTS, _Args, _CAT_KIND, _Device, _DistInfo, _FLOW_CODE, _NO_STACK, _PYTHON_CAT, _PYTHON_CODE, _SAMPLE_CODES, _Scalar, _X_CODES, _as_int, _as_us, _device_properties, _dim3, _rank_of, _settings_of
+from .schema import SETTINGS_SAMPLE_EVENTS, _Args, _CAT_KIND, _Device, _DistInfo, _FLOW_CODE, _NO_STACK, _PYTHON_CAT, _PYTHON_CODE, _SAMPLE_CODES, _Scalar, _X_CODES, _as_int, _as_us, _device_properties, _dim3, _rank_of, _resource, _settings_of
 
 
 def _launch_config(args: list, n: int) -> list[np.ndarray]:
@@ -103,6 +103,8 @@ class _ColumnBuilder:
         self.sample_limit = sample_limit
         self.sampled = 0
         self.sample_codes: list[np.ndarray] = []  # per sampled event: a code of _SAMPLE_CODES (4: cpu_op with a stack)
+        # per kernel name: the largest "registers per thread" and "shared memory" of its events (-1 none says)
+        self.resources: dict[str, tuple[int, int]] = {}
 
     def add(self, events: list) -> None:
         self.n_events += len(events)
@@ -134,7 +136,7 @@ class _ColumnBuilder:
         if self.sampled < self.sample_limit:  # the profiler's settings show in any stretch of events
             self._sample_settings(events[: self.sample_limit - self.sampled])
 
-    def add_scanned(self, records: bytes, strings: list[str], raws: list[bytes]) -> int | None:
+    def add_scanned(self, records: bytes, strings: list[str], raws: list[bytes], resources: bytes) -> int | None:
         """The C scan's result for one text (see :func:`_add_text`), added exactly as :meth:`add` adds the
         same events decoded by msgspec. Returns how many events were added, or None, having added
         nothing, for a text left to msgspec (a flow whose id is not an integer: rare enough)."""
@@ -164,6 +166,9 @@ class _ColumnBuilder:
             self.python.add_scanned(text["name"][python], ev["ts"][python], ev["dur"][python], ev["tid"][python],
                                     ev["tid_str"][python], table, none_at)
         rows = np.flatnonzero((codes > 0) & (codes < _PYTHON_CODE))
+        if resources:  # (string index, registers, shared memory) per kernel name; -1: a kernel without a name
+            res = np.frombuffer(resources, dtype=np.int32).reshape(-1, 3).tolist()
+            self._add_resources((table[i] if i >= 0 else table[none_at], r, m) for i, r, m in res)
         if rows.size:
             self._add_kept_scanned(ev, rows, codes[rows] - 1, text["name"][rows], text["kernel"][rows], table, raws)
             self._narrow_last()
@@ -189,6 +194,33 @@ class _ColumnBuilder:
             parts = self.parts[key]
             if parts and id(parts[-1]) not in waiting:
                 parts[-1] = _narrowest_int(parts[-1])
+
+    def _add_resources(self, triples: Iterable[tuple[str, int, int]]) -> None:
+        """Fold ``(kernel name, registers per thread, shared memory bytes)`` (ints, -1 unknown) into
+        :attr:`resources`: the largest of each per name, whatever the order the pieces come in."""
+        res = self.resources
+        for name, regs, smem in triples:  # distinct kernel names (and values), not events
+            if regs < 0 and smem < 0:
+                continue
+            old = res.get(name)
+            res[name] = (regs, smem) if old is None else (max(old[0], regs), max(old[1], smem))
+
+    def _kernel_resources(self, kept: list, kinds: np.ndarray) -> None:
+        """The resources of the kernels among the kept events (``kinds``: their kinds), each distinct (name,
+        registers, shared memory) once; names as :meth:`_add_kept` reads them."""
+        kern = np.flatnonzero(kinds == Kind.KERNEL).tolist()
+        if not kern:
+            return
+        events = list(map(kept.__getitem__, kern))
+        names = [e.name if isinstance(e.name, str) else str(e.name) for e in events]
+        no_args = _Args()
+        args = [e.args or no_args for e in events]
+        del events
+        try:
+            seen = set(zip(names, [a.registers for a in args], [a.shared_memory for a in args]))
+        except TypeError:  # an unhashable value (a list where an int belongs): each converted first
+            seen = {(n, _resource(a.registers), _resource(a.shared_memory)) for n, a in zip(names, args)}
+        self._add_resources((n, _resource(r), _resource(m)) for n, r, m in seen)
 
     def _scanned_host(self, ev: np.ndarray, rows: np.ndarray, field: str, table: list[str], group: str) -> np.ndarray:
         """pid or tid of the scanned events at ``rows``, as :meth:`_HostIds.column` makes them."""
@@ -270,6 +302,7 @@ class _ColumnBuilder:
                 arrays = [np.where(a >= 0, a + len(self.kernel_texts), -1).astype(np.int32) for a in arrays]
             self.parts[key].extend(arrays)
         self.kernel_texts.extend(other.kernel_texts)
+        self._add_resources((n, r, m) for n, (r, m) in other.resources.items())
         self.dims.extend((rows + self.n_kept, local, texts) for rows, local, texts in other.dims)
         for key, arrays in other.flows.items():
             self.flows[key].extend(arrays)
@@ -310,6 +343,7 @@ class _ColumnBuilder:
         p["kernel_name_id"].append(self._launch_kernel_names([a.kernel for a in args], n))
         for key, column in zip(LAUNCH_CONFIG_COLUMNS, _launch_config(args, n)):
             p[key].append(column)
+        self._kernel_resources(kept, p["kind"][-1])
         self._add_dims([bytes(a.input_dims) if a.input_dims else b"" for a in args])
 
     def _add_kept_strict(self, kept: list, kinds: np.ndarray) -> None:
@@ -348,6 +382,7 @@ class _ColumnBuilder:
         p["kernel_name_id"].append(self._launch_kernel_names([e.args.kernel for e in kept], n))
         for key, column in zip(LAUNCH_CONFIG_COLUMNS, _launch_config([e.args for e in kept], n)):
             p[key].append(column)
+        self._kernel_resources(kept, kinds)
         dims = [e.args.input_dims for e in kept]
         self._add_dims(list(map(bytes, dims)) if any(dims) else [])  # bytes of an empty Raw: b""
 
@@ -491,7 +526,8 @@ class _ColumnBuilder:
             device_names={d: p["name"] for d, p in device_properties.items() if "name" in p},
             warnings=warnings, python_calls=python_calls,
             profiler_settings=_settings_of(flags or {}, *self.settings_sample()),
-            device_properties=device_properties, **_rank_of(dist))
+            device_properties=device_properties, **_rank_of(dist),
+            kernel_resources={self.names[name]: v for name, v in self.resources.items() if name in self.names})
         if not trace.gpu_mask.any():
             cats = ("MTIA trace: launchgap reads CUDA and ROCm GPU events only" if self.mtia_events
                     else "CPU-only trace" if self.n_events else "no events at all")

@@ -26,7 +26,8 @@ _SCAN_FIELDS_NEEDED = frozenset(("ts", "dur", "pid", "tid", "corr", "device", "s
                                  "name", "kernel", "dims", "pid_str", "tid_str", *LAUNCH_CONFIG_COLUMNS, "id_kind",
                                  "has_stack"))
 
-if _native is not None and not _SCAN_FIELDS_NEEDED <= {f[0] for f in _native.EVENT_FIELDS}:
+if _native is not None and (not _SCAN_FIELDS_NEEDED <= {f[0] for f in _native.EVENT_FIELDS}
+                            or not hasattr(_native, "KERNEL_RESOURCES")):  # it returns the kernels' resources too
     _native = None  # pragma: no cover - a stale build in a source checkout
 
 #: ``LAUNCHGAP_NATIVE_SCAN=0`` turns the C scan off (every text is decoded by msgspec; same result).

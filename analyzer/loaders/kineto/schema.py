@@ -64,6 +64,8 @@ class _Args(msgspec.Struct, gc=False):
     call_stack: msgspec.Raw = msgspec.field(name="Call stack", default=msgspec.Raw(b""))
     grid: Any = None  # a kernel's launch configuration, [x, y, z] (see _dim3)
     block: Any = None
+    registers: Any = msgspec.field(name="registers per thread", default=None)  # a kernel's resources (_resource)
+    shared_memory: Any = msgspec.field(name="shared memory", default=None)
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -140,6 +142,8 @@ class _FastArgs(msgspec.Struct, gc=False, frozen=True):
     call_stack: msgspec.Raw = msgspec.field(name="Call stack", default=msgspec.Raw(b""))
     grid: Any = None  # any value: _dim3 reads [x, y, z] and makes -1s of anything else
     block: Any = None
+    registers: Any = msgspec.field(name="registers per thread", default=None)  # any value: see _resource
+    shared_memory: Any = msgspec.field(name="shared memory", default=None)
 
 
 _NO_ARGS = _FastArgs()
@@ -230,6 +234,12 @@ def _dim3(value: Any) -> tuple[int, int, int]:
     if type(value) is list and len(value) == 3 and all(type(v) is int for v in value):
         return tuple(v if 0 <= v < 2**31 else -1 for v in value)  # type: ignore[return-value]
     return _NO_DIM3
+
+
+def _resource(value: Any) -> int:
+    """A kernel's ``registers per thread`` or ``shared memory`` (bytes) arg: an int in [0, 2^31), else -1 (the C
+    scan reads the same, or declines the text)."""
+    return value if type(value) is int and 0 <= value < 2**31 else -1
 
 
 def _device_properties(devices: Iterable[_Device] | None) -> dict[int, dict[str, Any]]:
