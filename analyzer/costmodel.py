@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -274,10 +275,12 @@ def experts_of_kernels(names: np.ndarray, threads: np.ndarray) -> np.ndarray:
 
 def size_samples(kernel_step: np.ndarray, kernel_class: np.ndarray, kernel_us: np.ndarray, blocks: np.ndarray,
                  threads: np.ndarray, batch: np.ndarray, graph_us: np.ndarray,
-                 kernel_experts: np.ndarray | None = None, resident: np.ndarray | None = None) -> list[SizeSample]:
+                 kernel_experts: np.ndarray | None = None,
+                 resident: np.ndarray | Callable[[np.ndarray], np.ndarray] | None = None) -> list[SizeSample]:
     """Per observed batch size (ascending) its median step's kernels: ``kernel_*`` per kernel row (its step, -1
     none; class; us; grid blocks; threads per block; the routed experts it says, -1 none), ``resident`` per kernel
-    row (blocks per SM at once, -1 unknown; ``None``: unknown for all), ``batch`` and ``graph_us`` per step."""
+    row (blocks per SM at once, -1 unknown; ``None``: unknown for all), or a function giving it for the kernel rows
+    it is passed (called for the median steps' kernels only), ``batch`` and ``graph_us`` per step."""
     batch = np.asarray(batch, dtype=np.int64)
     graph_us = np.asarray(graph_us, dtype=float)
     ok = (batch > 0) & np.isfinite(graph_us) & (graph_us > 0)
@@ -292,7 +295,7 @@ def size_samples(kernel_step: np.ndarray, kernel_class: np.ndarray, kernel_us: n
         said = kernel_experts[r][kernel_experts[r] > 0] if kernel_experts is not None else np.zeros(0)
         out.append(SizeSample(int(s), float(graph_us[med]), kernel_class[r], kernel_us[r], blocks[r], threads[r],
                               int(np.median(said)) if said.size else None,
-                              resident[r] if resident is not None else None))
+                              None if resident is None else resident(r) if callable(resident) else resident[r]))
     return out
 
 
@@ -318,12 +321,17 @@ def trace_samples(trace: Trace, row_step: np.ndarray, step_index: np.ndarray, st
     ids, at = np.unique(trace.name_id[k], return_inverse=True)  # classified once per kernel name
     at = at.reshape(-1)
     res = getattr(trace, "kernel_resources", None) or {}
-    per_name = np.array([res.get(int(i), (-1, -1)) for i in ids.tolist()], dtype=np.int64).reshape(-1, 2)[at]
-    resident = np.full(k.size, -1, dtype=np.int64)
-    dev = trace.device[k]
-    for d in np.unique(dev).tolist():  # the devices of the kernels: one or a few
-        m = dev == d
-        resident[m] = resident_blocks(threads[m], per_name[m, 0], per_name[m, 1], trace.device_properties.get(int(d)))
+    per_name = np.array([res.get(int(i), (-1, -1)) for i in ids.tolist()], dtype=np.int64).reshape(-1, 2)
+
+    def resident(r: np.ndarray) -> np.ndarray:  # for the median steps' kernels only: no array per kernel row
+        out = np.full(r.size, -1, dtype=np.int64)
+        dev = trace.device[k[r]]
+        for d in np.unique(dev).tolist():  # the devices of the kernels: one or a few
+            m = r[dev == d]
+            out[dev == d] = resident_blocks(threads[m], per_name[at[m], 0], per_name[at[m], 1],
+                                            trace.device_properties.get(int(d)))
+        return out
+
     return size_samples(ks, classify_kernels(trace.names[ids])[at], trace.dur_ns[k] / 1e3, blocks, threads, batch,
                         graph_us, experts_of_kernels(trace.names[ids][at], threads), resident)
 
