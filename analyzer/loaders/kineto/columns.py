@@ -203,7 +203,10 @@ class _ColumnBuilder:
             if regs < 0 and smem < 0:
                 continue
             old = res.get(name)
-            res[name] = (regs, smem) if old is None else (max(old[0], regs), max(old[1], smem))
+            if old is None:
+                res[name] = (regs, smem)
+            elif regs > old[0] or smem > old[1]:  # a new tuple only when it grows: none per piece otherwise
+                res[name] = (max(old[0], regs), max(old[1], smem))
 
     def _kernel_resources(self, kept: list, kinds: np.ndarray) -> None:
         """The resources of the kernels among the kept events (``kinds``: their kinds), each distinct (name,
