@@ -140,6 +140,8 @@ def resident_blocks(threads: np.ndarray, registers: np.ndarray, shared_memory: n
     by_smem = np.where(smem > 0, int(smem_sm) // np.maximum(smem + reserved, 1), MAX_BLOCKS_PER_SM)
     out = np.maximum(np.minimum(np.minimum(by_threads, by_regs), np.minimum(by_smem, MAX_BLOCKS_PER_SM)), 1)
     return np.where((threads > 0) & (regs >= 0) & (smem >= 0), out, -1)
+
+
 #: Peak dense bf16 matmul FLOP/s and memory bandwidth (bytes/s) by GPU name (vendors' data sheets).
 GPU_PEAKS: tuple[tuple[re.Pattern[str], float, float], ...] = (
     (re.compile(r"(?i)H200"), 989e12, 4.8e12),
