@@ -24,26 +24,8 @@ SWEEP="--repeats 30 --rounds 2 --warmup 5 --steps 3 --trace-batch-sizes 1,8,64 -
 SERVE="--capture-sizes serve=1,2,4,8,16,24,32,40,48,56,64 --distribution bench/serving_distribution.json --serving-steps 40
        --inject-fallbacks 4 --repeats 20 --warmup 3 --serving-rounds 3 --seed 3 --no-micro"
 
-part() {  # part NAME LIMIT_S COMMAND...: run within the budget, log its wall time
-    local name=$1 lim=$2 left
-    shift 2
-    if [ -n "${ONLY:-}" ] && ! [[ "$name" =~ $ONLY ]]; then echo "=== $name: not asked (ONLY=$ONLY)"; return; fi
-    left=$((BUDGET_S - ($(date +%s) - T0)))
-    if [ "$left" -lt 25 ]; then echo "=== $name: SKIPPED (budget)"; return; fi
-    [ "$lim" -gt "$left" ] && lim=$left
-    echo "=== $name (limit ${lim}s, $(date -u +%T))"
-    if [ -n "$DRY" ]; then echo "$*"; return; fi
-    local s=$(date +%s) rc
-    PYTHONUNBUFFERED=1 timeout "$lim" "$@" > "$W/log_$name.txt" 2>&1
-    rc=$?
-    grep -v "USDT:" "$W/log_$name.txt" | grep -v "^\[" | tail -n 18 | cut -c1-160
-    echo "=== $name: rc=$rc wall=$(($(date +%s) - s))s"
-}
-finish() { [ -z "$DRY" ] && tar -czf "$OUT/results.tar.gz" -C "$W" . && ls -la "$OUT"; }
-trap finish EXIT
-
-[ -z "$DRY" ] && { nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw --format=csv;
-                    python3 -c "import torch, transformers; print(torch.__version__, transformers.__version__)"; }
+LOG_TAIL=18
+. "$(dirname "$0")/gpu_parts.sh"  # part, finish, the versions
 if [ "$PART" = 1 ]; then
     for m in qwen3-4b-like phi-3-mini-like mistral-7b-like; do
         part "$m" 180 $H --hf-config $C/$m.json --batch-sizes $SIZES $SWEEP --out "$W/sweep"

@@ -25,26 +25,7 @@ MOE_SIZES=1,2,4,8,16,32,64,128
 SWEEP="--repeats 30 --rounds 2 --warmup 5 --steps 3 --trace-batch-sizes 8,64"
 MEM="--capture-lists pow2-128,all-1-32 --memory-modes full"
 
-part() {  # part NAME LIMIT_S COMMAND...: run within the budget, log its wall time
-    local name=$1 lim=$2 left
-    shift 2
-    if [ -n "${ONLY:-}" ] && ! [[ "$name" =~ $ONLY ]]; then echo "=== $name: not asked (ONLY=$ONLY)"; return; fi
-    left=$((BUDGET_S - ($(date +%s) - T0)))
-    if [ "$left" -lt 25 ]; then echo "=== $name: SKIPPED (budget)"; return; fi
-    [ "$lim" -gt "$left" ] && lim=$left
-    echo "=== $name (limit ${lim}s, $(date -u +%T))"
-    if [ -n "$DRY" ]; then echo "$*"; return; fi
-    local s=$(date +%s) rc
-    PYTHONUNBUFFERED=1 timeout "$lim" "$@" > "$W/log_$name.txt" 2>&1
-    rc=$?
-    grep -v "USDT:" "$W/log_$name.txt" | grep -v "^\[" | tail -n 14 | cut -c1-160
-    echo "=== $name: rc=$rc wall=$(($(date +%s) - s))s"
-}
-finish() { [ -z "$DRY" ] && tar -czf "$OUT/results.tar.gz" -C "$W" . && ls -la "$OUT"; }
-trap finish EXIT
-
-[ -z "$DRY" ] && { nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw --format=csv;
-                    python3 -c "import torch, transformers; print(torch.__version__, transformers.__version__)"; }
+. "$(dirname "$0")/gpu_parts.sh"  # part, finish, the versions
 if [ "$PART" = 1 ]; then
     part smoke 60 $H --hf-config $C/llama-3.2-1b-like.json --name smoke --modes eager,graph --batch-sizes 8 \
         --repeats 5 --no-trace --no-kernel-count --no-micro --out "$W/smoke"
