@@ -257,21 +257,23 @@ _EXPERTS_AS_THREADS = re.compile(r"prepare_grouped_gemm_data")
 _EXPERTS_IN_TEMPLATE = re.compile(r"topkGatingSoftmax<\s*(?:[A-Za-z_][\w:]*\s*,\s*)?\d+\s*,\s*(\d+)\s*,")
 
 
-def experts_of_kernels(names: np.ndarray, threads: np.ndarray) -> np.ndarray:
+def experts_of_kernels(names: np.ndarray, threads: np.ndarray, name_index: np.ndarray | None = None) -> np.ndarray:
     """Per kernel the routed experts it says (see :data:`_EXPERTS_AS_THREADS`, :data:`_EXPERTS_IN_TEMPLATE`), -1
-    where it says none (the names are read once each)."""
+    where it says none. ``names``: each kernel's name, or with ``name_index`` the distinct names and each kernel's
+    index into them (the names are read once each either way)."""
     names = np.asarray(names, dtype=object)
     threads = np.asarray(threads, dtype=np.int64)
-    if names.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    uniq, inv = np.unique(names, return_inverse=True)
-    kind = np.zeros(uniq.size, dtype=np.int64)  # 0 none, -2 the launch's threads, >0 from the name
-    for i, n in enumerate(uniq.tolist()):  # unique kernel names, not events
+    if name_index is None:
+        if names.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        names, name_index = np.unique(names, return_inverse=True)
+    kind = np.zeros(names.size, dtype=np.int64)  # 0 none, -2 the launch's threads, >0 from the name
+    for i, n in enumerate(names.tolist()):  # distinct kernel names, not events
         if _EXPERTS_AS_THREADS.search(n):
             kind[i] = -2
         elif m := _EXPERTS_IN_TEMPLATE.search(n):
             kind[i] = int(m.group(1))
-    k = kind[inv.reshape(-1)]
+    k = kind[np.asarray(name_index).reshape(-1)]
     return np.where(k == -2, np.where(threads > 0, threads, -1), np.where(k > 0, k, -1))
 
 
@@ -335,7 +337,7 @@ def trace_samples(trace: Trace, row_step: np.ndarray, step_index: np.ndarray, st
         return out
 
     return size_samples(ks, classify_kernels(trace.names[ids])[at], trace.dur_ns[k] / 1e3, blocks, threads, batch,
-                        graph_us, experts_of_kernels(trace.names[ids][at], threads), resident)
+                        graph_us, experts_of_kernels(trace.names[ids], threads, at), resident)
 
 
 def _attention_blocks_per_row(xs: list[SizeSample], sm_count: int | None) -> float | None:

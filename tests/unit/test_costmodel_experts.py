@@ -165,6 +165,9 @@ def test_the_experts_a_trace_says() -> None:
                       "void topkGatingSoftmax<float, 8, 256, 4, 16>(float const*)", "fused_moe_kernel",
                       "void at::cuda::detail::prepare_grouped_gemm_data<cutlass::bfloat16_t, float>(float*)"], dtype=object)
     assert experts_of_kernels(names, np.array([60, 128, 128, 128, -1])).tolist() == [60, 64, 256, -1, -1]
+    # the same from the distinct names and each kernel's index into them (as trace_samples passes them)
+    distinct, index = np.unique(names, return_inverse=True)
+    assert experts_of_kernels(distinct, np.array([60, 128, 128, 128, -1]), index).tolist() == [60, 64, 256, -1, -1]
     # per size, the median of what the step's kernels say: step 0 (bs 8) 60 twice, step 1 (bs 64) nothing
     xs = size_samples(np.array([0, 0, 0, 1]), np.array([ELEM, ELEM, EXPERT, EXPERT], dtype=np.int8),
                       np.array([1.0, 1.0, 50.0, 90.0]), np.full(4, -1), np.full(4, -1), np.array([8, 64]),
