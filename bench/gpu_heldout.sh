@@ -7,6 +7,7 @@
 #
 #   bash bench/gpu_heldout.sh OUT PART          PART 1: the dense configs; PART 2: the MoE configs and serving;
 #                                               PART 3: the final check's configs (traces/h200-final-2026-12-03)
+#                                               PART 4: the second fresh set's configs (traces/h200-fresh-2026-12-03b)
 #   bash bench/gpu_heldout.sh OUT PART --dry-run
 #   ONLY=REGEX bash bench/gpu_heldout.sh OUT PART
 set -u
@@ -38,6 +39,15 @@ elif [ "$PART" = 3 ]; then  # a fresh held-out set for the final check (configs 
     finish() { [ -z "$DRY" ] && tar -czf "$OUT/final.tar.gz" -C "$W" log_llama-3.1-8b-like.txt log_qwen2.5-7b-like.txt \
         log_gemma-2-9b-like.txt log_granite-3.0-1b-a400m-like.txt final/timings.json $(cd "$W" && ls final/*_graph.json.gz) \
         && ls -la "$OUT"; }
+elif [ "$PART" = 4 ]; then  # a second fresh set (configs in traces/h200-fresh-2026-12-03b), kept off the model's work
+    F=traces/h200-fresh-2026-12-03b/configs
+    part qwen3-30b-a3b-24layer-like 130 $H --hf-config $F/qwen3-30b-a3b-24layer-like.json --batch-sizes $SIZES $SWEEP --out "$W/fresh"
+    part deepseek-v2-lite-like 130 $H --hf-config $F/deepseek-v2-lite-like.json --batch-sizes $SIZES $SWEEP --out "$W/fresh"
+    part mistral-nemo-12b-like 140 $H --hf-config $F/mistral-nemo-12b-like.json --batch-sizes $SIZES $SWEEP --out "$W/fresh"
+    part smollm2-1.7b-like 90 $H --hf-config $F/smollm2-1.7b-like.json --batch-sizes $SIZES $SWEEP --out "$W/fresh"
+    part qwen2.5-0.5b-like 80 $H --hf-config $F/qwen2.5-0.5b-like.json --batch-sizes $SIZES $SWEEP --out "$W/fresh"
+    finish() { [ -z "$DRY" ] && tar -czf "$OUT/fresh.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) fresh/timings.json \
+        $(cd "$W" && ls fresh/*_graph.json.gz) && ls -la "$OUT"; }
 else
     for m in qwen1.5-moe-a2.7b-like mixtral-8x7b-8layer-like; do
         part "$m" 150 $H --hf-config $C/$m.json --batch-sizes $SIZES $SWEEP --out "$W/sweep"
