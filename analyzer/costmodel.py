@@ -23,8 +23,9 @@ follows from how each of its kernels scales with the rows of the batch (**the ba
 * **collectives** (NCCL, custom all-reduce) move the activations: bytes per row, the same rule;
 * **routed experts** (``expert``: vLLM/SGLang's ``fused_moe_kernel``, grouped GEMMs such as ``torch._grouped_mm``,
   TensorRT-LLM's MoE GEMMs) read the weights of the experts the batch's tokens hit: with top-``k`` of ``E`` experts
-  and uniform routing ``E·(1 - (1 - k/E)^b)`` of them (:func:`experts_hit`), above the fixed cost of a kernel, and
-  with the rows once compute-bound. ``k/E`` from the model config, else from the expert kernels' growth between two
+  and uniform routing ``E·(1 - (1 - k/E)^b)`` of them (:func:`experts_hit`), above a fixed part per launch
+  (:attr:`ScalingModel.expert_fixed_us`, 7 us: set-up, tile scheduling, an under-filled wave at a few rows; assumed,
+  the curve's notes say so), and with the rows once compute-bound. ``k/E`` from the model config, else from the expert kernels' growth between two
   observed sizes, else a prior the curve's notes call assumed (:func:`expert_share`). The routing's own kernels
   (top-k gating, sorting tokens by expert) are element-wise.
 
@@ -199,6 +200,11 @@ class ScalingModel:
     * ``collective_rows``: collectives: latency plus bytes per row, ``(B + b) / (B + b0)``;
     * ``expert_share``: a mixture of experts' routed share ``k/E`` (top-k of E experts) when neither a model
       config nor two observed sizes give it: the median over public MoE configs (docs/costmodel.md), a prior;
+    * ``expert_fixed_us``: the part of an expert launch's time (us) that does not follow the experts it reads (launch,
+      the grouped GEMM's set-up and tile scheduling, the under-filled first wave at a few rows): its time is
+      ``L + (t0 - L) · W(b) / W(b0)``, ``L`` this, at most ``t0``; a prior: the intercept of ``L + c · experts hit``
+      over the development MoE launches between their observed sizes, at the low end (granite 6.5-7.2 us, Qwen1.5-MoE
+      9-12, Mixtral 15-32: docs/costmodel.md) so that a small mixture's ~10 us launches keep a part that grows;
     * ``band_factors``: every constant scaled by these gives the band.
     """
 
@@ -214,13 +220,15 @@ class ScalingModel:
     band_factors: tuple[float, float] = (0.5, 2.0)
     elementwise_fixed_waves: float = 0.7
     attention_shared_fixed: float = 0.5
+    expert_fixed_us: float = 7.0
 
     def scaled(self, factor: float) -> ScalingModel:
         return ScalingModel(self.gemm_rows / factor, self.gemm_efficiency / factor, self.attention_fixed_waves / factor,
                             self.attention_wave_us / factor, self.attention_rows / factor, self.elementwise_rows / factor,
                             self.elementwise_power * factor, self.collective_rows / factor,
                             min(self.expert_share / factor, 1.0), self.band_factors,
-                            self.elementwise_fixed_waves / factor, self.attention_shared_fixed / factor)
+                            self.elementwise_fixed_waves / factor, self.attention_shared_fixed / factor,
+                            self.expert_fixed_us / factor)
 
 
 DEFAULT_SCALING = ScalingModel()
@@ -414,16 +422,17 @@ def _kernel_factor(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: flo
     # runs in waves: its blocks, i.e. its rows, set its waves, on top of a fixed part of ~0.7 of a wave (launch,
     # ramp, the last wave's tail: 0.6-0.8 measured between sizes on the H200 HF traces' repeat_kv copies).
     fill0 = np.where((blocks > 0) & ~persistent, blocks / resident, 0.0)
-    floor = np.minimum(float(x.kernel_us[x.kernel_us > 0].min()) if (x.kernel_us > 0).any() else 0.0, t0)
     fe = model.elementwise_fixed_waves
     in_waves = (fe + fill0 * b / b0) / (fe + np.where(fill0 > 0, fill0, 1.0))
     elem = np.where(fill0 >= 1.0, in_waves, elem * np.maximum(1.0, fill0 * b / b0))
     coll = (model.collective_rows + b) / (model.collective_rows + b0)
-    # Routed experts: each launch reads the weights of the experts the batch's tokens hit (above the fixed cost of a
-    # kernel): flat at one row's k experts, growing until every expert is hit, then with the rows once compute-bound.
+    # Routed experts: each launch reads the weights of the experts the batch's tokens hit, above a fixed part per launch
+    # (a grouped GEMM's set-up and tile scheduling, ~7 us on the H200: at bs 1 most of a small mixture's launch): flat at
+    # one row's k experts, growing until every expert is hit, then with the rows once compute-bound.
     share = model.expert_share if expert_share is None else expert_share
     work = _expert_work(b, share, r) / _expert_work(b0, share, r)
-    expert = (floor + (t0 - floor) * work) / np.where(t0 > 0, t0, 1.0)
+    fixed = np.minimum(model.expert_fixed_us, t0)
+    expert = (fixed + (t0 - fixed) * work) / np.where(t0 > 0, t0, 1.0)
     return np.where(c == _GEMM, gemm, np.where(c == _ATTN, attn, np.where(c == _COLL, coll,
                     np.where(c == _EXPERT, expert, elem))))
 
@@ -518,11 +527,9 @@ class CostCurve:
         return "+".join(kinds) if kinds else "model"
 
 
-def _expert_us_above_floor(x: SizeSample) -> float:
-    """The expert kernels' time of a sample above the fixed cost of a kernel each (the step's fastest kernel)."""
-    pos = x.kernel_us > 0
-    floor = float(x.kernel_us[pos].min()) if pos.any() else 0.0
-    return float(np.maximum(x.kernel_us[x.kernel_class == _EXPERT] - floor, 0.0).sum())
+def _expert_us_above_fixed(x: SizeSample, model: ScalingModel) -> float:
+    """The expert kernels' time of a sample above each launch's fixed part (:attr:`ScalingModel.expert_fixed_us`)."""
+    return float(np.maximum(x.kernel_us[x.kernel_class == _EXPERT] - model.expert_fixed_us, 0.0).sum())
 
 
 #: Expert-kernel growth between two observed sizes below which it is read as every expert hit at both (noise), not
@@ -552,7 +559,7 @@ def expert_share(samples: list[SizeSample], experts: tuple[int, int] | None = No
         if e >= 1 and 1 <= k <= e:
             return k / e, f"model config: top {k} of {e} experts"
     lo, hi = with_experts[0], with_experts[-1]
-    t_lo, t_hi = _expert_us_above_floor(lo), _expert_us_above_floor(hi)
+    t_lo, t_hi = _expert_us_above_fixed(lo, model), _expert_us_above_fixed(hi, model)
     # growth within the kernels' noise says every expert is hit at both sizes, not how many one row hits: no reading
     if hi.batch > lo.batch and t_lo > 0 and t_hi >= SATURATED_GROWTH * t_lo:
         grid = np.geomspace(1e-4, 1.0, 4001)  # candidate shares; the growth ratio falls monotonically with the share
@@ -612,6 +619,8 @@ def fit_cost_curve(samples: list[SizeSample], max_size: int, timings: dict[int, 
     share, share_source = expert_share(samples, experts, model)
     if share is not None:
         notes.append(f"experts scale with the distinct experts the batch hits, 1 - (1 - k/E)^b: {share_source}")
+        notes.append(f"expert launches keep a fixed part of {model.expert_fixed_us:g} us each (assumed: a grouped GEMM's "
+                     f"set-up and scheduling, the prior of docs/costmodel.md; not in the trace), the rest scales")
     assumed = share_source.startswith("assumed")
     if samples:
         us, single = _predict(model, samples, b, ridge, sm_count, share)

@@ -37,8 +37,16 @@ def test_distinct_experts_hit() -> None:
     assert 64 * experts_hit(64, 8 / 64) == pytest.approx(63.98756, abs=1e-5)
 
 
+#: An expert launch's fixed part (launchgap.costmodel.ScalingModel.expert_fixed_us): 7 us of a 100 us launch.
+FIXED = 7.0
+
+#: The curve's note on the expert launches' fixed part (an assumed prior, said as such).
+FIXED_NOTE = ("expert launches keep a fixed part of 7 us each (assumed: a grouped GEMM's set-up and scheduling, the "
+              "prior of docs/costmodel.md; not in the trace), the rest scales")
+
+
 def _moe_sample(b0: int, expert_us: float, level: float = 300.0) -> SizeSample:
-    # a step of a 100-block (persistent-free) expert GEMM and a 2 us dense matmul: the fastest kernel, the floor
+    # a step of a persistent expert GEMM (132 blocks) and a 2 us dense matmul
     return SizeSample(b0, level, np.array([EXPERT, GEMM], dtype=np.int8), np.array([expert_us, 2.0]),
                       np.array([132, 4], dtype=np.int64), np.array([384, 384], dtype=np.int64))
 
@@ -51,15 +59,16 @@ def test_one_size_with_the_config_exact() -> None:
     def at(b: int) -> float:
         work = max(1 - (7 / 8) ** b, b * 0.125 / RIDGE) / (1 - (7 / 8) ** 8)  # experts hit, or compute-bound rows
         gemm = 2.0 * (1 + b / m.gemm_rows) / (1 + 8 / m.gemm_rows) * max(1.0, b / RIDGE)
-        return 300.0 + (2.0 + 98.0 * work - 100.0) + (gemm - 2.0)
+        return 300.0 + (FIXED + (100.0 - FIXED) * work - 100.0) + (gemm - 2.0)
 
     for b in (1, 2, 8, 16, 64, 128, 1648, 2000):
         assert c.at(b) == pytest.approx(at(b), rel=1e-12), b
-    # bs 1 hits 8 of the 42 experts bs 8 hits: 2 + 98 x 8/42.009 = 20.66 us of the 100
-    assert c.at(1) - c.at(8) == pytest.approx(2 + 98 * 8 / 42.00903 - 100 + 2.0 * ((1 + 1 / 5000) / (1 + 8 / 5000) - 1),
+    # bs 1 hits 8 of the 42 experts bs 8 hits: 7 + 93 x 8/42.009 = 24.71 us of the 100
+    assert c.at(1) - c.at(8) == pytest.approx(7 + 93 * 8 / 42.00903 - 100 + 2.0 * ((1 + 1 / 5000) / (1 + 8 / 5000) - 1),
                                                abs=1e-3)
+    assert c.at(1) - c.at(8) == pytest.approx(24.7105 - 100 - 0.0028, abs=1e-4)
     assert c.notes == ("experts scale with the distinct experts the batch hits, 1 - (1 - k/E)^b: model config: top 8 "
-                       "of 64 experts",)
+                       "of 64 experts", FIXED_NOTE)
     # the band leaves the config's k/E alone: at bs 1 it is the other constants' spread only
     lo, hi = (fit_cost_curve([x], 2000, None, H200, m.scaled(f), experts=(64, 8)) for f in m.band_factors)
     assert c.low(1) == pytest.approx(min(c.at(1), lo.at(1), hi.at(1), c.at(1) * (1 - MEASURED_AT_1)))
@@ -79,18 +88,20 @@ def test_one_size_alone_assumes_the_prior_and_says_so() -> None:
 
 
 def test_two_sizes_read_the_share_from_the_growth() -> None:
-    # the expert GEMM at bs 8 and 64 of a top-8-of-64 model (above the 2 us floor: 98 x 42.0 / 64.0 experts)
+    # the expert GEMM at bs 8 and 64 of a top-8-of-64 model (above its 7 us fixed part: 93 x 64.0 / 42.0 experts)
     a = _moe_sample(8, 100.0)
-    b = _moe_sample(64, 2.0 + 98.0 * experts_hit(64, 0.125) / experts_hit(8, 0.125), 400.0)
+    b = _moe_sample(64, FIXED + 93.0 * experts_hit(64, 0.125) / experts_hit(8, 0.125), 400.0)
     s, how = expert_share([a, b])
     assert s == pytest.approx(0.125, rel=3e-3) and how.startswith("k/E 0.125 from the expert kernels' growth from bs 8 to 64")
     # the config wins over the growth
     assert expert_share([a, b], (128, 8)) == (0.0625, "model config: top 8 of 128 experts")
     # flat within the noise (every expert hit at both sizes, 4% more): no reading, the prior; as fast as the rows (each
     # token its own weights): the least share
-    assert expert_share([a, _moe_sample(64, 2.0 + 98.0 * 1.04)])[0] == ScalingModel().expert_share
-    assert expert_share([a, _moe_sample(64, 2.0 + 98.0 * 1.06)])[0] == pytest.approx(0.301, abs=0.002)  # (1-(1-s)^64)/(1-(1-s)^8) = 1.06
-    assert expert_share([a, _moe_sample(64, 2.0 + 98.0 * 8)])[0] == pytest.approx(1e-4)
+    assert expert_share([a, _moe_sample(64, FIXED + 93.0 * 1.04)])[0] == ScalingModel().expert_share
+    assert expert_share([a, _moe_sample(64, FIXED + 93.0 * 1.06)])[0] == pytest.approx(0.301, abs=0.002)  # (1-(1-s)^64)/(1-(1-s)^8) = 1.06
+    assert expert_share([a, _moe_sample(64, FIXED + 93.0 * 8)])[0] == pytest.approx(1e-4)
+    # read above the fixed part (7 us), not the 2 us of the rule before: 2 + 98 x 1.06 is 98.88 above it, 1.063 x 93
+    assert expert_share([a, _moe_sample(64, 2.0 + 98.0 * 1.06)])[0] == pytest.approx(0.297, abs=0.001)
     # no expert kernel: no share, no note
     dense = SizeSample(8, 50.0, np.array([GEMM], dtype=np.int8), np.array([10.0]), np.array([4]), np.array([384]))
     assert expert_share([dense]) == (None, "")
@@ -126,8 +137,9 @@ def test_a_traces_expert_kernels_scale_with_the_config_given() -> None:
     given = analyze_trace(trace, AnalysisOptions(moe_routing=(64, 8))).cost_curve
     alone = analyze_trace(trace, AnalysisOptions()).cost_curve
     # torch._grouped_mm's set-up kernel runs one thread per expert: 64 experts, k the usual 8 for as many
-    assert given.notes[-1].endswith("model config: top 8 of 64 experts") and "assumed: k/E 8/64 (64 experts from the " \
-        "trace's kernels" in alone.notes[-1]
+    assert given.notes[-2].endswith("model config: top 8 of 64 experts") and "assumed: k/E 8/64 (64 experts from the " \
+        "trace's kernels" in alone.notes[-2]
+    assert given.notes[-1] == alone.notes[-1] == FIXED_NOTE
     assert given.at(1) == pytest.approx(alone.at(1)) and given.at(1) < 0.6 * given.at(8)  # 8 experts hit of 42
     half = analyze_trace(trace, AnalysisOptions(moe_routing=(64, 4))).cost_curve  # top 4: 1 row hits 4 of 26.3
     assert half.at(1) < given.at(1)
@@ -192,3 +204,23 @@ def test_one_size_with_the_experts_the_trace_says() -> None:
     assert c.high(1) == pytest.approx(max(c.at(1), lo.at(1), hi.at(1), c.at(1) * (1 + MEASURED_AT_1)))
     # the config and two sizes win over what the trace says
     assert expert_share([few], (64, 8))[0] == 0.125
+
+
+def test_an_expert_launch_keeps_its_fixed_part() -> None:
+    # top 2 of 8 experts (k/E 1/4), bs 1: a 27 us launch (7 us fixed + 20 us for its 2 experts) and a 5 us one, below
+    # the fixed part, which stays flat; at bs 8 the first reads 8 x (1 - (3/4)^8) = 7.2 experts: 7 + 20 x 3.6 = 79.0 us
+    m = ScalingModel()
+    x = SizeSample(1, 300.0, np.array([EXPERT, EXPERT, GEMM], dtype=np.int8), np.array([27.0, 5.0, 2.0]),
+                   np.array([132, 132, 4], dtype=np.int64), np.array([384, 384, 384], dtype=np.int64))
+    c = fit_cost_curve([x], 8, None, H200, m, experts=(8, 2))
+    gemm = 2.0 * ((1 + 8 / 5000) / (1 + 1 / 5000) - 1)
+    assert c.at(8) - c.at(1) == pytest.approx(20.0 * (1 - 0.75 ** 8) / 0.25 - 20.0 + gemm, rel=1e-12)
+    assert c.at(8) - c.at(1) == pytest.approx(51.9910 + 0.0028, abs=1e-4)
+    # a 2 us fixed part (the step's fastest kernel, the rule before): the 27 us launch 2 + 25 x 3.6 = 92.0 us at bs 8
+    # and the 5 us one 2 + 3 x 3.6 = 12.8 us, 8 x (3.6 - 1) = 20.8 us more in all
+    g = (1 - 0.75 ** 8) / 0.25
+    low = fit_cost_curve([x], 8, None, H200, ScalingModel(expert_fixed_us=2.0), experts=(8, 2))
+    assert low.at(8) - c.at(8) == pytest.approx(8 * (g - 1), rel=1e-12) and low.at(8) - c.at(8) == pytest.approx(20.796,
+                                                                                                             abs=1e-3)
+    # the band: the fixed part halved and doubled with the other constants (14 us keeps the 5 us launch flat too)
+    assert c.low(8) <= min(low.at(8), c.at(8)) and c.high(8) >= c.at(8)
