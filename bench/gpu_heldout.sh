@@ -8,6 +8,7 @@
 #   bash bench/gpu_heldout.sh OUT PART          PART 1: the dense configs; PART 2: the MoE configs and serving;
 #                                               PART 3: the final check's configs (traces/h200-final-2026-12-03)
 #                                               PART 4: the second fresh set's configs (traces/h200-fresh-2026-12-03b)
+#                                               PART 5: the third fresh set's configs (traces/h200-fresh-2026-12-03c)
 #   bash bench/gpu_heldout.sh OUT PART --dry-run
 #   ONLY=REGEX bash bench/gpu_heldout.sh OUT PART
 set -u
@@ -39,6 +40,13 @@ elif [ "$PART" = 3 ]; then  # a fresh held-out set for the final check (configs 
     finish() { [ -z "$DRY" ] && tar -czf "$OUT/final.tar.gz" -C "$W" log_llama-3.1-8b-like.txt log_qwen2.5-7b-like.txt \
         log_gemma-2-9b-like.txt log_granite-3.0-1b-a400m-like.txt final/timings.json $(cd "$W" && ls final/*_graph.json.gz) \
         && ls -la "$OUT"; }
+elif [ "$PART" = 5 ]; then  # a third fresh set (configs in traces/h200-fresh-2026-12-03c), kept off the model's work
+    F=traces/h200-fresh-2026-12-03c/configs
+    for m in moonlight-16b-a3b-like qwen2-57b-a14b-8layer-like gemma-3-4b-like phi-4-mini-like olmo-2-7b-like; do
+        part "$m" 125 $H --hf-config $F/$m.json --batch-sizes $SIZES $SWEEP --out "$W/fresh3"
+    done
+    finish() { [ -z "$DRY" ] && tar -czf "$OUT/fresh3.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) fresh3/timings.json \
+        $(cd "$W" && ls fresh3/*_graph.json.gz) && ls -la "$OUT"; }
 elif [ "$PART" = 4 ]; then  # a second fresh set (configs in traces/h200-fresh-2026-12-03b), kept off the model's work
     F=traces/h200-fresh-2026-12-03b/configs
     part qwen3-30b-a3b-24layer-like 130 $H --hf-config $F/qwen3-30b-a3b-24layer-like.json --batch-sizes $SIZES $SWEEP --out "$W/fresh"
