@@ -110,7 +110,8 @@ def curve_sets() -> dict[str, tuple[list[cm.SizeSample], dict, dict[int, float],
     out["h200-1b (older torch)"] = ([g[0][0] for g in got], got[0][1], truth_of(T / "h200-1b" / "truth.json", "1b"),
                                     MAX_SIZE, True, None)
     # record --hf-config FULL-graph traces of other architectures, when present
-    for d in sorted([*T.glob("h200-hf-*"), *T.glob("h200-heldout-2026-12-03"), *T.glob("h200-final-2026-12-03")]):
+    for d in sorted([*T.glob("h200-hf-*"), *T.glob("h200-heldout-2026-12-03"), *T.glob("h200-final-2026-12-03"),
+                     *T.glob("h200-fresh-2026-12-03b"), *T.glob("h200-fresh-2026-12-03c")]):
         for tfile in sorted(d.glob("**/timings*.json")):
             doc = json.loads(tfile.read_text())
             for model in sorted({str(r.get("model")) for r in doc.get("rows", [])}):
