@@ -15,11 +15,16 @@ follows from how each of its kernels scales with the rows of the batch (**the ba
   of the class, at most ``t0``;
 * **element-wise work and sampling** (norms, activations, copies, argmax over the vocabulary): small
   latency-bound grids grow far slower than their rows; a grid with more blocks than the SMs hold at once
-  (work over the whole KV cache or vocabulary) runs in waves: its time is a fixed part of
-  :attr:`ScalingModel.elementwise_fixed_waves` of a wave (launch, ramp, tail) plus its waves, which follow
-  its rows; a grid sized to the GPU (a multiple of the SMs that they hold at
-  once: grid-stride loops such as PyTorch's ``CatArrayBatchedCopy``) says nothing of its work and counts as
-  latency-bound;
+  (work over the whole KV cache or vocabulary, or a grid per row once the rows are many) runs in waves: its time
+  is a fixed part of :attr:`ScalingModel.elementwise_fixed_waves` of a wave (launch, ramp, tail) plus its waves,
+  which follow its rows. One shape per kernel, the larger of the two, so a half-wave grid that fills 30 waves at
+  another size grows by its waves and one predicted down from many waves ends at the latency-bound time; a grid
+  sized to the GPU (a multiple of the SMs that they hold at once: grid-stride loops such as PyTorch's
+  ``CatArrayBatchedCopy``) says nothing of its work and counts as latency-bound;
+* **matrix multiplies over every row's context** (``row_gemm``: a matmul whose tile, as its name says, is at least
+  128 and twice the step's rows wide on both sides multiplies far more rows than the batch: HF DeepSeek-V2's
+  latent KV cache decompressed every step, attention written as matmuls): ``t0 · (F + b) / (F + b0)``, ``F`` =
+  :attr:`ScalingModel.row_gemm_fixed_rows`;
 * **collectives** (NCCL, custom all-reduce) move the activations: bytes per row, the same rule;
 * **routed experts** (``expert``: vLLM/SGLang's ``fused_moe_kernel``, grouped GEMMs such as ``torch._grouped_mm``,
   TensorRT-LLM's MoE GEMMs) read the weights of the experts the batch's tokens hit: with top-``k`` of ``E`` experts
@@ -55,8 +60,8 @@ import numpy as np
 from .trace import Kind, Trace
 
 #: Kernel classes of the batch-scaling model, the class index of each kernel in :class:`SizeSample`.
-KERNEL_CLASSES = ("gemm", "attention", "kv_write", "collective", "elementwise", "expert")
-_GEMM, _ATTN, _KV, _COLL, _ELEM, _EXPERT = range(len(KERNEL_CLASSES))
+KERNEL_CLASSES = ("gemm", "attention", "kv_write", "collective", "elementwise", "expert", "row_gemm")
+_GEMM, _ATTN, _KV, _COLL, _ELEM, _EXPERT, _ROW_GEMM = range(len(KERNEL_CLASSES))
 #: Kernel-name patterns per class (first match wins; no match: element-wise). Engine-specific kernel names
 #: (vLLM's ``reshape_and_cache``) are in :mod:`launchgap.engines` for batch detection; here only the class.
 CLASS_PATTERNS = (
@@ -101,6 +106,36 @@ def classify_kernels(names: np.ndarray) -> np.ndarray:
                 break
     return cls[inv.reshape(-1)]
 
+
+#: A matmul's output tile as its kernel name says it: nvjet ``tst_128x128_``, CUTLASS ``_64x64_8x5_`` / ``_64x64x64_``,
+#: cuBLAS ``tilesize64x64x64``, hipBLASLt/Tensile ``MT128x128x64``, cuBLAS sm80 ``s16816gemm_bf16_128x64_ldg8``; a
+#: name without one (gemv, Triton, CUTLASS 3's mangled ``device_kernel``) is unknown.
+_TILE_PATTERNS = (re.compile(r"nvjet_\w*?_(\d+)x(\d+)_"), re.compile(r"tilesize(\d+)x(\d+)x\d+"),
+                  re.compile(r"MT(\d+)x(\d+)x\d+"), re.compile(r"_(\d+)x(\d+)_\d+x\d+_"),
+                  re.compile(r"_(\d+)x(\d+)x\d+_"), re.compile(r"gemm_\w*?_(\d+)x(\d+)_"))
+
+
+def gemm_tile_side(names: np.ndarray) -> np.ndarray:
+    """Per kernel name the smaller side of the output tile its name says (rows or columns of one block's tile), -1 where
+    the name says none (the regexes run once per unique name)."""
+    names = np.asarray(names, dtype=object)
+    if names.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    uniq, inv = np.unique(names, return_inverse=True)
+    side = np.full(uniq.size, -1, dtype=np.int64)
+    for i, n in enumerate(uniq.tolist()):  # unique kernel names, not events
+        for pat in _TILE_PATTERNS:
+            m = pat.search(n)
+            if m:
+                side[i] = min(int(m.group(1)), int(m.group(2)))
+                break
+    return side[inv.reshape(-1)]
+
+
+#: A matmul in a decode step at ``b`` rows whose tile's smaller side is at least this many and twice ``b`` multiplies
+#: far more rows than the batch's (a KV cache decompressed every step, attention written as matmuls): its work
+#: follows the rows' context, not the weights (:data:`KERNEL_CLASSES` ``row_gemm``).
+ROW_GEMM_MIN_TILE = 128
 
 #: Threads an SM holds at once (Hopper/Ampere data-centre GPUs: 2,048): how many blocks of a kernel are resident.
 ELEMENTWISE_THREADS_PER_SM = 2048
@@ -205,6 +240,9 @@ class ScalingModel:
       ``L + (t0 - L) · W(b) / W(b0)``, ``L`` this, at most ``t0``; a prior: the intercept of ``L + c · experts hit``
       over the development MoE launches between their observed sizes, at the low end (granite 6.5-7.2 us, Qwen1.5-MoE
       9-12, Mixtral 15-32: docs/costmodel.md) so that a small mixture's ~10 us launches keep a part that grows;
+    * ``row_gemm_fixed_rows``: a ``row_gemm`` (a matmul over every row's context: :data:`ROW_GEMM_MIN_TILE`) takes
+      ``t0 · (F + b) / (F + b0)``, ``F`` this fixed part in rows (one row: the HF DeepSeek-V2 cache matmul's launches
+      between sizes, docs/costmodel.md);
     * ``band_factors``: every constant scaled by these gives the band.
     """
 
@@ -221,6 +259,7 @@ class ScalingModel:
     elementwise_fixed_waves: float = 0.7
     attention_shared_fixed: float = 0.5
     expert_fixed_us: float = 7.0
+    row_gemm_fixed_rows: float = 1.0
 
     def scaled(self, factor: float) -> ScalingModel:
         return ScalingModel(self.gemm_rows / factor, self.gemm_efficiency / factor, self.attention_fixed_waves / factor,
@@ -228,7 +267,7 @@ class ScalingModel:
                             self.elementwise_power * factor, self.collective_rows / factor,
                             min(self.expert_share / factor, 1.0), self.band_factors,
                             self.elementwise_fixed_waves / factor, self.attention_shared_fixed / factor,
-                            self.expert_fixed_us / factor)
+                            self.expert_fixed_us / factor, self.row_gemm_fixed_rows / factor)
 
 
 DEFAULT_SCALING = ScalingModel()
@@ -288,11 +327,14 @@ def experts_of_kernels(names: np.ndarray, threads: np.ndarray, name_index: np.nd
 def size_samples(kernel_step: np.ndarray, kernel_class: np.ndarray, kernel_us: np.ndarray, blocks: np.ndarray,
                  threads: np.ndarray, batch: np.ndarray, graph_us: np.ndarray,
                  kernel_experts: np.ndarray | None = None,
-                 resident: np.ndarray | Callable[[np.ndarray], np.ndarray] | None = None) -> list[SizeSample]:
+                 resident: np.ndarray | Callable[[np.ndarray], np.ndarray] | None = None,
+                 kernel_tile: np.ndarray | None = None) -> list[SizeSample]:
     """Per observed batch size (ascending) its median step's kernels: ``kernel_*`` per kernel row (its step, -1
     none; class; us; grid blocks; threads per block; the routed experts it says, -1 none), ``resident`` per kernel
     row (blocks per SM at once, -1 unknown; ``None``: unknown for all), or a function giving it for the kernel rows
-    it is passed (called for the median steps' kernels only), ``batch`` and ``graph_us`` per step."""
+    it is passed (called for the median steps' kernels only), ``batch`` and ``graph_us`` per step; ``kernel_tile``
+    per kernel row the smaller side of a matmul's tile (:func:`gemm_tile_side`, -1 unknown): a matmul whose tile is
+    at least :data:`ROW_GEMM_MIN_TILE` and twice the step's rows is a ``row_gemm``."""
     batch = np.asarray(batch, dtype=np.int64)
     graph_us = np.asarray(graph_us, dtype=float)
     ok = (batch > 0) & np.isfinite(graph_us) & (graph_us > 0)
@@ -305,7 +347,10 @@ def size_samples(kernel_step: np.ndarray, kernel_class: np.ndarray, kernel_us: n
         lo, hi = np.searchsorted(ks, med, "left"), np.searchsorted(ks, med, "right")
         r = order[lo:hi]
         said = kernel_experts[r][kernel_experts[r] > 0] if kernel_experts is not None else np.zeros(0)
-        out.append(SizeSample(int(s), float(graph_us[med]), kernel_class[r], kernel_us[r], blocks[r], threads[r],
+        cls = kernel_class[r]
+        if kernel_tile is not None:
+            cls = np.where((cls == _GEMM) & (kernel_tile[r] >= max(ROW_GEMM_MIN_TILE, 2 * s)), _ROW_GEMM, cls)
+        out.append(SizeSample(int(s), float(graph_us[med]), cls, kernel_us[r], blocks[r], threads[r],
                               int(np.median(said)) if said.size else None,
                               None if resident is None else resident(r) if callable(resident) else resident[r]))
     return out
@@ -345,7 +390,8 @@ def trace_samples(trace: Trace, row_step: np.ndarray, step_index: np.ndarray, st
         return out
 
     return size_samples(ks, classify_kernels(trace.names[ids])[at], trace.dur_ns[k] / 1e3, blocks, threads, batch,
-                        graph_us, experts_of_kernels(trace.names[ids], threads, at), resident)
+                        graph_us, experts_of_kernels(trace.names[ids], threads, at), resident,
+                        gemm_tile_side(trace.names[ids])[at])
 
 
 def _attention_blocks_per_row(xs: list[SizeSample], sm_count: int | None) -> float | None:
@@ -416,15 +462,21 @@ def _kernel_factor(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: flo
     waves = np.where(x.resident_or_unknown[:, None] >= 2, (f2 + load_at(b)) / (f2 + load_at(b0)), waves)
     rows = (model.attention_rows + b) / (model.attention_rows + b0)
     attn = np.where((blocks > 0) & bool(sm_count), waves, rows)
+    # Element-wise work: one time shape per kernel, g(rows), and its time at b is t0 · g(b) / g(b0). A grid short of a
+    # wave is latency-bound: g = (rows / (rows + K))^p, far slower than its rows (below 1: a few blocks take most of a
+    # wave's time). A grid past a wave (more blocks than the SMs hold at once: work over the whole cache or vocabulary,
+    # or a grid per row once the rows are many) runs in waves: g = (f + W) / (f + 1), W its waves (its blocks, i.e. its
+    # rows, over the blocks the SMs hold), f a fixed part of ~0.7 of a wave (launch, ramp, the last wave's tail:
+    # 0.6-0.8 measured between sizes on the H200 HF traces' repeat_kv copies). g is the larger of the two, so a
+    # half-wave grid at b0 that fills 30 waves at b grows by its waves (not its blocks times the latency growth), and
+    # predicting down from many waves ends at the latency-bound time, not at a sliver of a wave.
     k = model.elementwise_rows
-    elem = (b / (b + k) * (b0 + k) / b0) ** model.elementwise_power
-    # A grid that fills the GPU (more blocks than the SMs hold at once: work over the whole cache or vocabulary)
-    # runs in waves: its blocks, i.e. its rows, set its waves, on top of a fixed part of ~0.7 of a wave (launch,
-    # ramp, the last wave's tail: 0.6-0.8 measured between sizes on the H200 HF traces' repeat_kv copies).
-    fill0 = np.where((blocks > 0) & ~persistent, blocks / resident, 0.0)
+    p = model.elementwise_power
+    fill0 = np.where((blocks > 0) & ~persistent, blocks / resident, 0.0)  # waves at b0 (0: the grid does not say)
     fe = model.elementwise_fixed_waves
-    in_waves = (fe + fill0 * b / b0) / (fe + np.where(fill0 > 0, fill0, 1.0))
-    elem = np.where(fill0 >= 1.0, in_waves, elem * np.maximum(1.0, fill0 * b / b0))
+    def elem_shape(rows):
+        return np.maximum((rows / (rows + k)) ** p, (fe + fill0 * rows / b0) / (fe + 1.0))
+    elem = np.where(fill0 > 0, elem_shape(b) / elem_shape(b0), (b / (b + k) * (b0 + k) / b0) ** p)
     coll = (model.collective_rows + b) / (model.collective_rows + b0)
     # Routed experts: each launch reads the weights of the experts the batch's tokens hit, above a fixed part per launch
     # (a grouped GEMM's set-up and tile scheduling, ~7 us on the H200: at bs 1 most of a small mixture's launch): flat at
@@ -433,8 +485,10 @@ def _kernel_factor(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: flo
     work = _expert_work(b, share, r) / _expert_work(b0, share, r)
     fixed = np.minimum(model.expert_fixed_us, t0)
     expert = (fixed + (t0 - fixed) * work) / np.where(t0 > 0, t0, 1.0)
+    # A matmul over every row's context (a cache decompressed each step): its rows are the batch's times their tokens.
+    row_gemm = (model.row_gemm_fixed_rows + b) / (model.row_gemm_fixed_rows + b0)
     return np.where(c == _GEMM, gemm, np.where(c == _ATTN, attn, np.where(c == _COLL, coll,
-                    np.where(c == _EXPERT, expert, elem))))
+                    np.where(c == _EXPERT, expert, np.where(c == _ROW_GEMM, row_gemm, elem)))))
 
 
 def _single(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: float, sm_count: int | None,

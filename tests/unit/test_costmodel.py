@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 from launchgap.costmodel import DEFAULT_SCALING, KERNEL_CLASSES, ScalingModel, SizeSample, classify_kernels, \
-    band_fraction, fit_cost_curve, gpu_peaks, resident_blocks, size_samples
+    band_fraction, fit_cost_curve, gemm_tile_side, gpu_peaks, resident_blocks, size_samples
 
 H200 = {"name": "NVIDIA H200", "sm_count": 132}
-GEMM, ATTN, KV, COLL, ELEM, EXPERT = range(len(KERNEL_CLASSES))
+GEMM, ATTN, KV, COLL, ELEM, EXPERT, ROW_GEMM = range(len(KERNEL_CLASSES))
 
 
 def test_kernel_classes() -> None:
@@ -165,11 +165,63 @@ def test_grid_sized_to_the_gpu_is_not_in_waves() -> None:
     c = fit_cost_curve([x], 64, None, H200, m)
     k, p = m.elementwise_rows, m.elementwise_power
     assert c.at(64) == pytest.approx(50.0 + 2.0 * (((64 / (64 + k)) / (8 / (8 + k))) ** p - 1))
-    # one block fewer than the SMs hold at once is not sized to the GPU (527 is no multiple of 132): 0.998 of a wave
+    # one block fewer than the SMs hold at once is not sized to the GPU (527 is no multiple of 132): 0.998 of a wave,
+    # 7.98 waves at bs 64: in waves above the fixed part, (0.7 + 7.985) / (0.7 + 0.998) = 5.1144x
     y = SizeSample(8, 50.0, np.array([ELEM], dtype=np.int8), np.array([2.0]), np.array([527], dtype=np.int64),
                    np.array([512], dtype=np.int64))
-    assert fit_cost_curve([y], 64, None, H200, m).at(64) == pytest.approx(
-        50.0 + 2.0 * (((64 / (64 + k)) / (8 / (8 + k))) ** p * (527 / 528 * 8) - 1))
+    w = 527 / 528
+    assert (0.7 + 8 * w) / (0.7 + w) == pytest.approx(5.1144, abs=1e-4)
+    assert fit_cost_curve([y], 64, None, H200, m).at(64) == pytest.approx(50.0 + 2.0 * ((0.7 + 8 * w) / (0.7 + w) - 1))
+
+
+def test_elementwise_grid_short_of_a_wave_is_latency_bound_then_in_waves() -> None:
+    m = ScalingModel()
+    # A 128-thread kernel of 1,024 blocks per row (0.485 of the 2,112 blocks 132 SMs hold at once) takes 3.7 us at
+    # bs 1: latency-bound there, g(1) = (1 / 17)^0.116 = 0.71989 (above the waves' (0.7 + 0.485) / 1.7 = 0.69697); at
+    # bs 64 its 31.03 waves run above the fixed part, g(64) = (0.7 + 31.0303) / 1.7 = 18.6649: 25.93x, 95.93 us
+    # (granite's MoE kernels: 3.7 us at bs 1, 79 us at 64). Down from bs 64 it ends at the latency-bound time, 3.7 us.
+    x = SizeSample(1, 100.0, np.array([ELEM], dtype=np.int8), np.array([3.7]), np.array([1024], dtype=np.int64),
+                   np.array([128], dtype=np.int64))
+    assert (1 / 17) ** 0.116 == pytest.approx(0.71989, abs=1e-5)
+    assert (0.7 + 64 * 1024 / 2112) / 1.7 == pytest.approx(18.6649, abs=1e-4)
+    assert fit_cost_curve([x], 64, None, H200, m).at(64) == pytest.approx(100.0 + 3.7 * (18.6649 / 0.71989 - 1),
+                                                                            rel=1e-5)
+    assert 3.7 * 18.6649 / 0.71989 == pytest.approx(95.93, abs=0.01)
+    y = SizeSample(64, 200.0, np.array([ELEM], dtype=np.int8), np.array([95.93]),
+                   np.array([64 * 1024], dtype=np.int64), np.array([128], dtype=np.int64))
+    assert fit_cost_curve([y], 64, None, H200, m).at(1) == pytest.approx(200.0 + 3.7 - 95.93, abs=0.01)
+
+
+def test_gemm_tile_side() -> None:
+    names = np.array(["nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT", "nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT",
+                      "void cutlass::Kernel2<cutlass_80_simt_sgemm_64x64_8x5_tn_align1>(cutlass_80_simt_sgemm)",
+                      "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize64x128x64_warpgroupsize1x1x1_execute",
+                      "Cijk_Alik_Bljk_BBS_BH_MT128x64x64_MI16x16x16x1_SN", "ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_tn",
+                      "void gemv2T_kernel_val<int, int, __nv_bfloat16>", "triton_tem_fused_mm_1"], dtype=object)
+    assert gemm_tile_side(names).tolist() == [128, 8, 64, 64, 64, 64, -1, -1]
+    assert gemm_tile_side(np.array([], dtype=object)).tolist() == []
+
+
+def test_matmul_over_many_more_rows_than_the_batch_follows_the_rows() -> None:
+    m = ScalingModel()
+    # At bs 8 a matmul whose tile is 256x128 multiplies far more rows than 8 (HF DeepSeek-V2 decompresses its whole
+    # latent KV cache every step): a row_gemm, t0 (F + b) / (F + b0) with F = 1 row: 30 us -> 216.7 us at bs 64;
+    # a 64x8-tile matmul beside it reads its weights (flat). At bs 64 the 128 tile is still twice the rows; at bs 128
+    # it is not (weight matmuls' tiles reach 128 there).
+    xs = size_samples(np.zeros(2, dtype=np.int64), np.array([GEMM, GEMM], dtype=np.int8), np.array([30.0, 5.0]),
+                      np.array([132, 44]), np.array([384, 384]), np.array([8]), np.array([100.0]),
+                      kernel_tile=np.array([128, 8]))
+    assert xs[0].kernel_class.tolist() == [ROW_GEMM, GEMM]
+    assert m.row_gemm_fixed_rows == 1.0
+    c = fit_cost_curve(xs, 64, None, H200, m)
+    gemm = 5.0 * (1 + 64 / m.gemm_rows) / (1 + 8 / m.gemm_rows)
+    assert 30.0 * 65 / 9 == pytest.approx(216.67, abs=0.01)
+    assert c.at(64) == pytest.approx(100.0 + (30.0 * 65 / 9 - 30.0) + (gemm - 5.0))
+    for b0, want in ((64, ROW_GEMM), (128, GEMM)):
+        got = size_samples(np.zeros(1, dtype=np.int64), np.array([GEMM], dtype=np.int8), np.array([30.0]),
+                           np.array([132]), np.array([384]), np.array([b0]), np.array([100.0]),
+                           kernel_tile=np.array([128]))
+        assert got[0].kernel_class.tolist() == [want], b0
 
 
 #: An H200 as its Kineto trace's deviceProperties give it (launchgap.trace.DEVICE_PROPERTY_KEYS).

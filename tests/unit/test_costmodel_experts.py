@@ -10,7 +10,7 @@ from launchgap.dims import moe_routing
 
 H200 = {"name": "NVIDIA H200", "sm_count": 132}
 RIDGE = 989e12 / 4.8e12  # rows at which an H200 bf16 matmul turns compute-bound
-GEMM, ATTN, KV, COLL, ELEM, EXPERT = range(len(KERNEL_CLASSES))
+GEMM, ATTN, KV, COLL, ELEM, EXPERT, ROW_GEMM = range(len(KERNEL_CLASSES))
 
 #: The band's measured floor at bs 1 from a trace at bs 8 (launchgap.costmodel.band_fraction): 2% + 1.5% x ln 8.
 MEASURED_AT_1 = 0.02 + 0.015 * float(np.log(8))
