@@ -187,8 +187,8 @@ def find_steps(trace: Trace, options: StepOptions | None = None) -> Steps:
     # sequences (the argmax over the logits): per engine module, plus PyTorch's own sampling.
     tok, tok_name, tok_graph = _grid_per_step(trace, starts, ends, [e.TOKEN_KERNELS for e in ENGINES
                                                                      if e.TOKEN_KERNELS is not None])
-    req, req_name, req_graph = _grid_per_step(trace, starts, ends, [REQUEST_KERNELS] + [
-        e.REQUEST_KERNELS for e in ENGINES if e.REQUEST_KERNELS is not None])
+    req, req_name, req_graph = _request_grid_per_step(trace, starts, ends, [REQUEST_KERNELS] + [
+        e.REQUEST_KERNELS for e in ENGINES if e.REQUEST_KERNELS is not None], tail=marked is not None)
     # The sequences the argmax ran over win over the recorded input shapes (the token ids: tokens, not sequences,
     # in a flattened prefill); the tokens the KV-cache writes ran over come last.
     use_req = (src != "marker") & (req > 0)
@@ -201,10 +201,14 @@ def find_steps(trace: Trace, options: StepOptions | None = None) -> Steps:
         # inside a graph replay the kernel ran at the captured size: the batch is at most that (the bucket)
         conf[i] = "low" if graph else "medium"
     requests = np.where((requests < 0) & (req > 0), req, requests)
-    tokens = np.where((tokens < 0) & (tok > 0), tok, tokens)
+    # A token kernel replayed in a graph ran at the captured size: the step's tokens are at most that, not that.
+    tokens = np.where((tokens < 0) & (tok > 0) & ~tok_graph, tok, tokens)
     for i in range(n):  # phase where no marker says it: tokens against sequences
         if phase[i] is None and tok[i] > 0 and req[i] > 0:
-            phase[i] = "decode" if tok[i] == req[i] else "prefill" if tok[i] > req[i] else None
+            if tok_graph[i]:  # requests <= tokens <= captured size: equal ends say decode, else unknown
+                phase[i] = "decode" if tok[i] == req[i] else None
+            else:
+                phase[i] = "decode" if tok[i] == req[i] else "prefill" if tok[i] > req[i] else None
     return Steps(source=source, names=names, cpu_start_ns=starts, cpu_end_ns=ends, batch_size=batch, phase=phase,
                  requests=requests, tokens=tokens, engine=marked.engine if marked is not None else None,
                  batch_source=[str(x) for x in src], batch_confidence=[str(c) if c else None for c in conf])
@@ -413,14 +417,18 @@ def _batch_sizes(trace: Trace, starts: np.ndarray, ends: np.ndarray, names: list
 
 def _grid_per_step(trace: Trace, starts: np.ndarray, ends: np.ndarray, patterns: list[re.Pattern[str]]
                    ) -> tuple[np.ndarray, list[str | None], np.ndarray]:
-    """Per step the grid size (x) of the kernels matching ``patterns`` it launched (the median over them: one per
-    layer), the first such kernel's name, and whether it ran inside a graph replay; -1 / ``None`` where none."""
+    """Per step the grid size (x) of the kernels matching ``patterns`` it launched, the first such kernel's name, and
+    whether that grid is a graph replay's; -1 / ``None`` where none.
+
+    The grid is the median over the step's eagerly launched matches (one per layer) when it has any, else over the
+    ones its graph replays ran: a replayed kernel runs at the captured size, an eager one at the step's own count
+    (vLLM's PIECEWISE mode runs the KV-cache write eagerly and the rotary embedding inside the pieces)."""
     n = starts.size
     value, graph = np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=bool)
     names: list[str | None] = [None] * n
     gx = getattr(trace, "grid_x", None)
     k = np.flatnonzero((trace.kind == Kind.KERNEL) & (trace.launch_idx >= 0))
-    if gx is None or k.size == 0 or not patterns:
+    if gx is None or k.size == 0 or not patterns or n == 0:
         return value, names, graph
     k = k[gx[k] > 0]
     ids = [i for i in np.unique(trace.name_id[k]).tolist() if any(p.search(trace.names[i]) for p in patterns)]
@@ -433,15 +441,40 @@ def _grid_per_step(trace: Trace, starts: np.ndarray, ends: np.ndarray, patterns:
     ok = step >= 0
     ok[ok] = t[ok] <= ends[step[ok]]
     k, step, launch = k[ok], step[ok], launch[ok]
+    replayed = trace.api[launch] == Api.GRAPH_LAUNCH
+    has_eager = np.zeros(n, dtype=bool)
+    has_eager[step[~replayed]] = True
+    keep = ~replayed | ~has_eager[step]  # a step's replayed matches count only where it launched none eagerly
+    k, step, launch, replayed = k[keep], step[keep], launch[keep], replayed[keep]
     order = np.lexsort((trace.start_ns[k], step))
-    k, step, launch = k[order], step[order], launch[order]
+    k, step, replayed = k[order], step[order], replayed[order]
     hit, first, count = np.unique(step, return_index=True, return_counts=True)
     grid = gx[k].astype(np.int64)
     for h, f, c in zip(hit.tolist(), first.tolist(), count.tolist()):  # one per step (a report row)
         value[h] = int(np.median(grid[f:f + c]))
         names[h] = str(trace.names[trace.name_id[k[f]]])
-        graph[h] = bool(trace.api[launch[f]] == Api.GRAPH_LAUNCH)
+        graph[h] = bool(replayed[f])
     return value, names, graph
+
+
+def _request_grid_per_step(trace: Trace, starts: np.ndarray, ends: np.ndarray, patterns: list[re.Pattern[str]],
+                           tail: bool) -> tuple[np.ndarray, list[str | None], np.ndarray]:
+    """:func:`_grid_per_step` for the kernels that follow the sequences; with ``tail`` (engine steps) a step without
+    one takes those launched after it ended and before the next step started: vLLM samples in
+    ``Worker.sample_tokens``, a call of its own after the ``execute_model`` its step annotation wraps."""
+    req, name, graph = _grid_per_step(trace, starts, ends, patterns)
+    if not tail or starts.size == 0 or (req > 0).all():
+        return req, name, graph
+    # windows after each step's end (sorted, as the search over them needs) up to the next step's start; a window
+    # that ends before it starts holds nothing
+    g_start = np.maximum.accumulate(ends) + 1
+    g_end = np.append(starts[1:], np.iinfo(np.int64).max) - 1
+    t_req, t_name, t_graph = _grid_per_step(trace, g_start, g_end, patterns)
+    fill = (req <= 0) & (t_req > 0)
+    req = np.where(fill, t_req, req)
+    graph = np.where(fill, t_graph, graph)
+    name = [tn if f else nm for nm, tn, f in zip(name, t_name, fill.tolist())]
+    return req, name, graph
 
 
 def _short_kernel(name: str) -> str:

@@ -188,17 +188,32 @@ def config_snippet(buckets: list[int], padding: str) -> str:
     return text
 
 
-#: Kernels launched with one block per token (grid x = the step's tokens): the KV-cache writes
-#: (``csrc/cache_kernels.cu``: ``reshape_and_cache_kernel`` / ``reshape_and_cache_flash_kernel`` /
-#: ``concat_and_cache_mla_kernel`` launch ``grid(num_tokens)``) and ``rotary_embedding_kernel``
-#: (``csrc/pos_encoding_kernels.cu``: ``grid(num_tokens)``). In a graph replay they ran at the captured size.
-TOKEN_KERNELS = re.compile(r"reshape_and_cache(?:_flash)?_kernel|concat_and_cache_(?:ds_)?mla_kernel|vllm::rotary_embedding_kernel")
-#: Kernels launched with one block per sequence (grid x = the step's requests); ``None``: none known.
-REQUEST_KERNELS = None
+#: Kernels launched with one block per token (grid x = the step's tokens). The KV-cache writes: the CUDA/HIP kernels
+#: of ``csrc/cache_kernels.cu`` (``reshape_and_cache_kernel``: ROCM_ATTN's paged layout; ``reshape_and_cache_flash_kernel``:
+#: FLASH_ATTN, FLASHINFER, ROCM_AITER_FA, TRITON_ATTN on CUDA; ``concat_and_cache_mla_kernel`` /
+#: ``concat_and_cache_ds_mla_kernel``: MLA backends incl. ROCm AITER MLA), each ``grid(num_tokens)`` with
+#: ``num_tokens = slot_mapping.size(0)``; the Triton ones (``reshape_and_cache_kernel_flash`` and ``..._diffkv`` in
+#: ``triton_reshape_and_cache_flash.py``: grid ``(slot_mapping.shape[0], tiles)``; ``_reshape_cache_per_token``: grid
+#: ``(num_tokens,)``; ROCM_AITER_FA's shuffle-layout ``reshape_and_cache_shuffle_kernel``: grid ``(num_tokens,
+#: num_kv_heads)``). The slot mapping is not padded when the write runs eagerly (eager mode, and attention between
+#: the PIECEWISE pieces: the tokens scheduled); a write inside a graph replays at the size it was captured at (FULL
+#: graphs; padding slots are -1 and skipped). And ``vllm::rotary_embedding_kernel``
+#: (``csrc/pos_encoding_kernels.cu``: ``grid(num_tokens)``, positions padded as the model's input). Not matched: AITER's
+#: fused ``_fused_qk_rope_reshape_and_cache_kernel`` (grid x = tokens x query heads) and the context gathers
+#: (``cp_mha_gather_cache_kernel``: context tokens).
+TOKEN_KERNELS = re.compile(r"reshape_and_cache(?:_flash)?_kernel|reshape_and_cache_kernel_flash(?:_diffkv)?\b|"
+                           r"reshape_and_cache_shuffle_kernel|\b_reshape_cache_per_token\b|"
+                           r"concat_and_cache_(?:ds_)?mla_kernel|vllm::rotary_embedding_kernel")
+#: Kernels launched with one block per sequence (grid x = the step's requests): FlashInfer's sampling kernels
+#: (``include/flashinfer/sampling.cuh``: ``dim3 nblks(batch_size)``), which vLLM's V1 sampler calls for top-k / top-p
+#: sampling on CUDA (``vllm/v1/sample/ops/topk_topp_sampler.py``); greedy and plain random sampling take an argmax
+#: over the logits (:data:`launchgap.steps.REQUEST_KERNELS`).
+REQUEST_KERNELS = re.compile(r"flashinfer::sampling::\w*SamplingFrom\w*Kernel")
 
 
 #: Host work between steps, by name (:mod:`launchgap.host_gaps`; innermost match wins). From
-#: vllm/v1/worker/gpu_model_runner.py (``record_function_or_nullcontext("gpu_model_runner: preprocess")``
+#: vllm/v1/worker/gpu_model_runner.py (``record_function_or_nullcontext("gpu_model_runner: preprocess")``, written
+#: ``"Preprocess"`` / ``"Sample"`` / ``"Postprocess"`` / ``"Bookkeep"`` in V1 releases before that prefix,
 #: around ``_update_states`` and ``_prepare_inputs``; ``"gpu_model_runner: sample"`` around ``_sample``;
 #: ``postprocess``, ``bookkeep``, ``draft``) and vllm/v1/core/sched/scheduler.py (``schedule``,
 #: ``update_from_output``) as Python functions of a ``with_stack`` trace. Versions without the
@@ -208,11 +223,11 @@ REQUEST_KERNELS = None
 HOST_PHASES = (
     (re.compile(r"(?:^|/)gpu_model_runner\.py\(\d+\): _update_states$"), "_update_states"),
     (re.compile(r"(?:^|/)gpu_model_runner\.py\(\d+\): _prepare_inputs$"), "_prepare_inputs"),
-    (re.compile(r"^gpu_model_runner: preprocess$|(?:^|/)gpu_model_runner\.py\(\d+\): "
+    (re.compile(r"^(?:gpu_model_runner: preprocess|Preprocess)$|(?:^|/)gpu_model_runner\.py\(\d+\): "
                 r"(?:_determine_batch_execution_and_padding|_build_attention_metadata)$"), "preprocess"),
-    (re.compile(r"^gpu_model_runner: sample$|(?:^|/)vllm/v1/sample/sampler\.py\(\d+\): forward$|"
+    (re.compile(r"^(?:gpu_model_runner: sample|Sample)$|(?:^|/)vllm/v1/sample/sampler\.py\(\d+\): forward$|"
                 r"(?:^|/)gpu_model_runner\.py\(\d+\): (?:_sample|sample_tokens)$"), "sampler"),
-    (re.compile(r"^gpu_model_runner: (?:postprocess|bookkeep)$"), "postprocess"),
+    (re.compile(r"^(?:gpu_model_runner: (?:postprocess|bookkeep)|Postprocess|Bookkeep)$"), "postprocess"),
     (re.compile(r"^gpu_model_runner: draft$"), "draft"),
     (re.compile(r"(?:^|/)vllm/v1/core/sched/scheduler\.py\(\d+\): (?:schedule|update_from_output)$|"
                 r"^schedule: "), "scheduler"),
