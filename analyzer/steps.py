@@ -262,6 +262,26 @@ def _marker_matches(names: np.ndarray, ids: np.ndarray, source: str) -> dict[int
     return out
 
 
+def _one_process(trace: Trace, owner: np.ndarray, start: np.ndarray, end: np.ndarray, what: str) -> None:
+    """Refuse a file whose step markers come from several processes (threads) running at once: the ranks of a
+    tensor-parallel job merged into one file. A step is one rank's iteration; launches are matched to steps by
+    time alone, so the ranks' steps would mix. Engines write one file per rank."""
+    ids, first = np.unique(owner, return_index=True)
+    if ids.size < 2:
+        return
+    inv = np.searchsorted(ids, owner)
+    lo = np.full(ids.size, np.iinfo(np.int64).max, dtype=np.int64)
+    hi = np.full(ids.size, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(lo, inv, start)
+    np.maximum.at(hi, inv, end)
+    order = np.argsort(lo)
+    if (lo[order][1:] < np.maximum.accumulate(hi[order])[:-1]).any():  # two owners' step spans overlap
+        shown = ", ".join(str(int(i)) for i in ids[np.argsort(first)][:4]) + (", ..." if ids.size > 4 else "")
+        raise InputError(f"its step markers come from {ids.size} {what} {shown}) running at once: the ranks of a "
+                         f"job merged into one file; give one trace per rank, as the engine's profiler writes them "
+                         f"(vLLM: *-rank-N.*.pt.trace.json.gz)", trace.path)
+
+
 def engine_steps(trace: Trace) -> _EngineSteps | None:
     """Steps from serving engines' markers (rule 2 of the module docstring), ``None`` when there are none."""
     ann = np.flatnonzero(trace.kind == Kind.ANNOTATION)
@@ -272,6 +292,8 @@ def engine_steps(trace: Trace) -> _EngineSteps | None:
     p_rows = np.flatnonzero(np.isin(pc.name_id, list(p_hits)))
     if a_rows.size == 0 and p_rows.size == 0:
         return None
+    _one_process(trace, trace.pid[a_rows], trace.start_ns[a_rows], trace.end_ns[a_rows], "processes (pids")
+    _one_process(trace, pc.tid[p_rows], pc.start_ns[p_rows], pc.end_ns[p_rows], "threads (tids")
     start = np.concatenate([trace.start_ns[a_rows], pc.start_ns[p_rows]])
     end = np.concatenate([trace.end_ns[a_rows], pc.end_ns[p_rows]])
     texts = [str(t) for t in trace.names[trace.name_id[a_rows]]] + [str(t) for t in pc.names[pc.name_id[p_rows]]]

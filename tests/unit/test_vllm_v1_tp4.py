@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from launchgap.errors import InputError
 from launchgap.loaders import load_trace
 from launchgap.steps import find_steps
 from tests.unit.kineto_tiny import HOST_PID, HOST_TID, ann, doc
@@ -217,3 +218,24 @@ def test_plan_on_the_tp4_traces_alone(tmp_path: Path, gpu: Gpu) -> None:
     assert len(plans) == 4  # each rank is a workload of its own (launchgap.workload), one plan each
     for plan in plans:  # the decode steps (the prefill is not one): 3, 3, 3, 4, 5
         assert [(b["batch_size"], b["weight"]) for b in plan["per_batch"]] == [(3, 0.6), (4, 0.2), (5, 0.2)]
+
+
+@pytest.mark.parametrize("annotate", [False, True], ids=["python-markers", "annotations"])
+def test_ranks_merged_into_one_file_are_refused(tmp_path: Path, annotate: bool) -> None:
+    """Four ranks' events in one file (each rank's host process and thread ids its own): a step is one rank's
+    iteration and launches join steps by time, so the file is refused with one line, exit code 2."""
+    events: list[dict] = []
+    for rank in range(4):
+        body = json.loads(gzip.decompress(write_rank(tmp_path, H100, rank, annotate).read_bytes()))
+        for e in body["traceEvents"]:
+            if e["pid"] == HOST_PID:
+                e["pid"], e["tid"] = HOST_PID + rank, HOST_TID + rank
+        events += body["traceEvents"]
+    merged = tmp_path / "merged" / "tp4.json"
+    merged.parent.mkdir()
+    merged.write_text(json.dumps(doc(events)))
+    with pytest.raises(InputError, match=r"step markers come from 4 (processes|threads) .* give one trace per rank"):
+        find_steps(load_trace(merged))
+    done = _launchgap("analyze", str(merged))
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "Traceback" not in done.stderr
