@@ -50,6 +50,12 @@ VERSIONS_READ = (
     "torch.cuda.nvtx.range with the CUDA profiler)",
     "vllm-project/vllm vllm/config/vllm.py _set_cudagraph_sizes and CompilationConfig.max_cudagraph_capture_size "
     "docs (V1 capture sizes); vllm/worker/model_runner.py _BATCH_SIZES_TO_CAPTURE (V0)",
+    "vllm-project/vllm csrc/cache_kernels.cu @ 002a0ba9 and later (grid(num_tokens), num_tokens = "
+    "slot_mapping.size(0)); vllm/v1/attention/ops/triton_reshape_and_cache_flash.py @ 027e07f2; "
+    "vllm/v1/attention/backends/rocm_aiter_fa.py @ 002d0eb6 (KV-cache writes per backend)",
+    "vllm-project/vllm vllm/v1/worker/gpu_worker.py (annotate_profile wraps execute_model; sample_tokens a call of "
+    "its own); vllm/profiler/wrapper.py @ 02773ee0 ({instance_id}-rank-{rank} file per worker)",
+    "flashinfer-ai/flashinfer include/flashinfer/sampling.cuh (sampling kernels: nblks(batch_size))",
 )
 
 
