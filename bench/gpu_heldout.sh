@@ -9,6 +9,8 @@
 #                                               PART 3: the final check's configs (traces/h200-final-2026-12-03)
 #                                               PART 4: the second fresh set's configs (traces/h200-fresh-2026-12-03b)
 #                                               PART 5: the third fresh set's configs (traces/h200-fresh-2026-12-03c)
+#                                               PART 6: padding held out: serving traces with a real capture list and
+#                                               the FULL-graph truth at every size 1..64 (8b decoder, qwen2.5-0.5b)
 #   bash bench/gpu_heldout.sh OUT PART --dry-run
 #   ONLY=REGEX bash bench/gpu_heldout.sh OUT PART
 set -u
@@ -40,6 +42,16 @@ elif [ "$PART" = 3 ]; then  # a fresh held-out set for the final check (configs 
     finish() { [ -z "$DRY" ] && tar -czf "$OUT/final.tar.gz" -C "$W" log_llama-3.1-8b-like.txt log_qwen2.5-7b-like.txt \
         log_gemma-2-9b-like.txt log_granite-3.0-1b-a400m-like.txt final/timings.json $(cd "$W" && ls final/*_graph.json.gz) \
         && ls -la "$OUT"; }
+elif [ "$PART" = 6 ]; then  # padding cost from a serving trace alone, held out (traces/h200-padding-2026-12-03)
+    Q=traces/h200-fresh-2026-12-03b/configs/qwen2.5-0.5b-like.json
+    PAD="--capture-sizes serve=1,2,4,8,16,24,32,48,64 --distribution bench/serving_distribution.json --serving-steps 40
+         --inject-fallbacks 4 --repeats 20 --warmup 3 --serving-rounds 3 --seed 5 --no-micro"
+    FULL="--batch-sizes 1..64 --modes graph --repeats 20 --rounds 2 --warmup 3 --no-trace --no-micro"
+    part serving-8b 120 $H --model 8b $PAD --out "$W/pad/serving8b"
+    part fullrange-8b 120 $H --model 8b $FULL --out "$W/pad/fullrange8b"
+    part serving-qwen0.5b 100 $H --hf-config $Q $PAD --out "$W/pad/servingq"
+    part fullrange-qwen0.5b 100 $H --hf-config $Q $FULL --out "$W/pad/fullrangeq"
+    finish() { [ -z "$DRY" ] && tar -czf "$OUT/pad.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) pad && ls -la "$OUT"; }
 elif [ "$PART" = 5 ]; then  # a third fresh set (configs in traces/h200-fresh-2026-12-03c), kept off the model's work
     F=traces/h200-fresh-2026-12-03c/configs
     for m in moonlight-16b-a3b-like qwen2-57b-a14b-8layer-like gemma-3-4b-like phi-4-mini-like olmo-2-7b-like; do
