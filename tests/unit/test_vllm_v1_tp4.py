@@ -128,15 +128,17 @@ class _Writer:
             t = self.eager(t, ALL_REDUCE, None)
         return t
 
-    def step(self, t0: float, step: Step, annotate: bool, sampler: str) -> None:
+    def step(self, t0: float, step: Step, annotate: bool, sampler: str, sample_inside: bool = False) -> None:
         end = self.layers(t0 + 10.0, step) + 5.0
+        if sample_inside:  # V1 before the sampling split: the sampler runs at the end of execute_model
+            end = self.eager(end, sampler, step.requests) + 5.0
         if annotate:
             self.ev.append(ann(step.annotation, t0, end - t0 + 2.0))
         self.ev.append(_pyfn(RUNNER, t0 + 1.0, end - t0))
-        # Worker.sample_tokens: a call of its own after execute_model, one block per sequence
-        s0 = end + 5.0
-        self.ev.append(_pyfn(SAMPLE, s0, 12.0))
-        self.eager(s0 + 2.0, sampler, step.requests)
+        if not sample_inside:  # Worker.sample_tokens: a call of its own after execute_model
+            s0 = end + 5.0
+            self.ev.append(_pyfn(SAMPLE, s0, 12.0))
+            self.eager(s0 + 2.0, sampler, step.requests)
 
 
 def _pyfn(name: str, ts: float, dur: float) -> dict:
@@ -150,10 +152,10 @@ WORKLOAD = (Step(3, 1049), Step(3, 3, 4), Step(3, 3, 4), Step(3, 3, 4), Step(4, 
 
 
 def write_rank(folder: Path, gpu: Gpu, rank: int, annotate: bool, sampler: str = ARGMAX,
-               steps: tuple[Step, ...] = WORKLOAD) -> Path:
+               steps: tuple[Step, ...] = WORKLOAD, sample_inside: bool = False) -> Path:
     w = _Writer(gpu, rank)
     for i, st in enumerate(steps):
-        w.step(1000.0 * i + 7.0 * rank, st, annotate, sampler)
+        w.step(1000.0 * i + 7.0 * rank, st, annotate, sampler, sample_inside)
     body = doc(w.ev, distributedInfo={"backend": "nccl", "rank": rank, "world_size": 4})
     body["deviceProperties"] = [{"id": rank, "name": "NVIDIA H100 80GB HBM3" if gpu is H100 else ""}]
     path = folder / f"vllm-3f2a-rank-{rank}.1764760000{rank}.pt.trace.json.gz"
@@ -185,6 +187,21 @@ MARKED = [(3, "prefill", "marker", "high", 1049, 3)] + [(3, "decode", "marker", 
 def test_tp4_ranks_batch_phase_and_source(tmp_path: Path, gpu: Gpu, annotate: bool, expected: list[tuple]) -> None:
     for rank in range(4):  # every rank runs the same steps (and samples: V1 gathers the logits on all of them)
         assert _rows(write_rank(tmp_path, gpu, rank, annotate)) == expected
+
+
+@pytest.mark.parametrize("gpu", [H100, MI300X], ids=["h100", "mi300x"])
+def test_the_issue_shape_old_v1_piecewise_batch_one(tmp_path: Path, gpu: Gpu) -> None:
+    """The shape issue 26 reports (KV-cache write grid 1 in every decode step, 1,049 in the prefill): a V1
+    release before the step annotation and before the sampling split (sampler inside execute_model), PIECEWISE
+    graphs (the default then) with the attention eager between the pieces; one request."""
+    steps = (Step(1, 1049),) + (Step(1, 1, 1, piecewise=True),) * 4
+    for rank in range(4):
+        rows = _rows(write_rank(tmp_path, gpu, rank, annotate=False, steps=steps, sample_inside=True))
+        assert rows == [(1, "prefill", ARGMAX_SRC, "medium", 1049, 1)] + [(1, "decode", ARGMAX_SRC, "medium", 1, 1)] * 4
+    done = _launchgap("plan", str(tmp_path), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    for plan in json.loads(done.stdout)["workloads"]:  # the four decode steps at batch 1; the prefill left out
+        assert [(b["batch_size"], b["weight"]) for b in plan["per_batch"]] == [(1, 1.0)]
 
 
 @pytest.mark.parametrize("kv", [KV_HIP_PAGED, KV_TRITON], ids=["rocm-attn", "triton-attn"])
