@@ -30,11 +30,19 @@ else from the recorded input shapes of a chosen CPU op (``batch_op``; by default
 of :data:`DEFAULT_BATCH_OPS` found in the step), unless a kernel whose grid follows the sequences ran in the step
 (:data:`REQUEST_KERNELS`, the engines' ``REQUEST_KERNELS``: its grid wins, as the token ids' shape counts tokens in
 a flattened prefill); else the grid of kernels that follow the tokens (the engines' ``TOKEN_KERNELS``: KV-cache
-writes, rotary embedding); else unknown (-1). Each step says where its batch came
+writes, rotary embedding); else unknown (-1). A step's grid is the median over its eagerly launched matches,
+else over the ones its graph replays ran (a replayed kernel runs at the captured size: the batch is at most
+that, and it gives no token count). An engine step without a sequence kernel takes those launched after it
+and before the next step (vLLM samples in ``Worker.sample_tokens``, after the ``execute_model`` its marker
+wraps). Each step says where its batch came
 from (``batch_source``: :data:`BATCH_SOURCES`) and how sure that is (``batch_confidence``). Where no marker says
 the phase and both counts are known, it follows from them: as many tokens as sequences is ``decode``; more
 tokens than sequences is ``prefill`` (at least one sequence is in its prompt; a mixed step reads the same, the
-kernels cannot tell them apart), never a decode step of the batch distribution.
+kernels cannot tell them apart), never a decode step of the batch distribution; with the tokens' kernel
+replayed, only a captured size equal to the sequences says ``decode``.
+
+Engine markers of several processes (threads) running at once — the ranks of a job merged into one file — are
+refused (:class:`~launchgap.errors.InputError`): a step is one rank's iteration.
 """
 from __future__ import annotations
 
