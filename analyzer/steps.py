@@ -270,21 +270,27 @@ def _marker_matches(names: np.ndarray, ids: np.ndarray, source: str) -> dict[int
     return out
 
 
+#: Refuse a file when at least this share of its step markers start inside another process's (thread's) marker.
+MERGED_RANKS_OVERLAP_SHARE = 0.25
+
+
 def _one_process(trace: Trace, owner: np.ndarray, start: np.ndarray, end: np.ndarray, what: str) -> None:
     """Refuse a file whose step markers come from several processes (threads) running at once: the ranks of a
     tensor-parallel job merged into one file. A step is one rank's iteration; launches are matched to steps by
-    time alone, so the ranks' steps would mix. Engines write one file per rank."""
-    ids, first = np.unique(owner, return_index=True)
+    time alone, so the ranks' steps would mix. Engines write one file per rank. A marker counts as running at
+    once when it starts inside the longest-reaching earlier marker and that one is another owner's; a
+    quarter of the markers doing so (:data:`MERGED_RANKS_OVERLAP_SHARE`) is a merged file, not a stray one."""
+    ids = np.unique(owner)
     if ids.size < 2:
         return
-    inv = np.searchsorted(ids, owner)
-    lo = np.full(ids.size, np.iinfo(np.int64).max, dtype=np.int64)
-    hi = np.full(ids.size, np.iinfo(np.int64).min, dtype=np.int64)
-    np.minimum.at(lo, inv, start)
-    np.maximum.at(hi, inv, end)
-    order = np.argsort(lo)
-    if (lo[order][1:] < np.maximum.accumulate(hi[order])[:-1]).any():  # two owners' step spans overlap
-        shown = ", ".join(str(int(i)) for i in ids[np.argsort(first)][:4]) + (", ..." if ids.size > 4 else "")
+    order = np.lexsort((-end, start))
+    s, e, o = start[order], end[order], owner[order]
+    reach = np.maximum.accumulate(e)
+    holder = o[np.maximum.accumulate(np.where(e == reach, np.arange(e.size), 0))]  # owner of the furthest end
+    inside = np.zeros(s.size, dtype=bool)
+    inside[1:] = (s[1:] < reach[:-1]) & (holder[:-1] != o[1:])
+    if np.count_nonzero(inside) >= MERGED_RANKS_OVERLAP_SHARE * s.size:
+        shown = ", ".join(str(int(i)) for i in ids[:4]) + (", ..." if ids.size > 4 else "")
         raise InputError(f"its step markers come from {ids.size} {what} {shown}) running at once: the ranks of a "
                          f"job merged into one file; give one trace per rank, as the engine's profiler writes them "
                          f"(vLLM: *-rank-N.*.pt.trace.json.gz)", trace.path)

@@ -256,3 +256,20 @@ def test_ranks_merged_into_one_file_are_refused(tmp_path: Path, annotate: bool) 
     done = _launchgap("analyze", str(merged))
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_markers_of_two_threads_one_after_the_other_are_kept(tmp_path: Path) -> None:
+    """Two threads' step markers that do not run at once (one stray overlap in eight steps) are one trace's steps."""
+    events: list[dict] = []
+    for i in range(8):
+        tid = HOST_TID + (i % 2)  # alternating threads, one step after the other
+        t0 = 100.0 * i
+        events += [_pyfn(RUNNER, t0, 60.0 if i != 3 else 130.0) | {"tid": tid}]
+        events += [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": HOST_PID, "tid": tid,
+                    "ts": t0 + 5.0, "dur": 2.0, "args": {"correlation": i + 1}},
+                   {"ph": "X", "cat": "kernel", "name": ARGMAX, "pid": 0, "tid": 7, "ts": t0 + 8.0, "dur": 3.0,
+                    "args": {"device": 0, "stream": 7, "correlation": i + 1, "grid": [2, 1, 1], "block": [512, 1, 1]}}]
+    path = tmp_path / "two_threads.json"
+    path.write_text(json.dumps(doc(events)))
+    steps = find_steps(load_trace(path))
+    assert steps.source == "engine" and steps.batch_size.tolist() == [2] * 8
