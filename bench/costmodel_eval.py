@@ -39,6 +39,8 @@ ONE_SIZE_BAR = (0.03, 0.06)
 TWO_SIZE_BAR = (0.02, 0.04)
 PADDING_BAR = 0.20
 PIECEWISE_BAR = 0.03
+#: The capture list of the held-out padding recordings (bench/gpu_heldout.sh part 6).
+PADDING_HELD_OUT_LIST = (1, 2, 4, 8, 16, 24, 32, 48, 64)
 PLAN_BAR = 0.01
 MAX_SIZE = 128
 
@@ -166,19 +168,23 @@ def check_curves(rows: list[dict]) -> bool:
 def check_padding(rows: list[dict]) -> bool:
     ok = True
     print("\nPadding cost from a graph-mode serving trace alone, the real capture list given (no timings)")
-    for name, folder, trace, sizes in (
-            ("3b (held out)", "h200-heldout-3b-2026-12-02", "3b_serving_serve.json.gz", (1, 2, 4, 8, 12, 16, 24, 32,
-                                                                                        48, 64)),
-            ("1b", "h200-session-2026-12-01", "1b_serving_serve.json.gz", (1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64))):
-        truth = truth_of(T / folder / "timings_fullrange.json")
-        rep = analyze_trace(load_trace(T / folder / "serving" / trace), AnalysisOptions(capture_sizes=sizes))
+    sets = [("3b (held out)", T / "h200-heldout-3b-2026-12-02", "3b_serving_serve.json.gz",
+             (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)),
+            ("1b", T / "h200-session-2026-12-01", "1b_serving_serve.json.gz", (1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64))]
+    # held-out padding recordings (bench/gpu_heldout.sh part 6): one folder per model, its capture list in the name
+    for d in sorted(T.glob("h200-padding-*/*/serving")):
+        for tfile in sorted(d.glob("*_serving_serve.json.gz")):
+            sets.append((f"{d.parent.name} (held out)", d.parent, tfile.name, PADDING_HELD_OUT_LIST))
+    for name, folder, trace, sizes in sets:
+        truth = truth_of(folder / "timings_fullrange.json")
+        rep = analyze_trace(load_trace(folder / "serving" / trace), AnalysisOptions(capture_sizes=sizes))
         st = [s for s in rep.steps if s.padded_rows is not None and s.bucket in truth and s.batch_size in truth]
         want = sum(truth[s.bucket] - truth[s.batch_size] for s in st)
         got = sum(s.padding_us for s in st)
         err = (got - want) / want
         rows.append({"set": name, "truth_us": want, "launchgap_us": got, "error": err})
         met = abs(err) <= PADDING_BAR
-        if name.startswith("3b"):
+        if "held out" in name:
             ok &= met
         print(f"{'PASS' if met else 'FAIL'}: {name}: {got:,.1f} us vs truth {want:,.1f} us over {len(st)} padded steps "
               f"({err:+.1%}; bar {PADDING_BAR:.0%})")
@@ -188,13 +194,16 @@ def check_padding(rows: list[dict]) -> bool:
 def check_plans(rows: list[dict]) -> bool:
     ok = True
     print("\nlaunchgap plan SERVING_TRACE alone: its list under the true costs vs the list planned on them")
-    for name, folder, trace in (("3b (held out)", "h200-heldout-3b-2026-12-02", "3b_serving_serve.json.gz"),
-                                ("1b", "h200-session-2026-12-01", "1b_serving_serve.json.gz")):
-        rep = analyze_trace(load_trace(T / folder / "serving" / trace), AnalysisOptions())
+    sets = [("3b (held out)", T / "h200-heldout-3b-2026-12-02", "3b_serving_serve.json.gz"),
+            ("1b", T / "h200-session-2026-12-01", "1b_serving_serve.json.gz")]
+    sets += [(f"{d.parent.name} (held out)", d.parent, t.name) for d in sorted(T.glob("h200-padding-*/*/serving"))
+             for t in sorted(d.glob("*_serving_serve.json.gz"))]
+    for name, folder, trace in sets:
+        rep = analyze_trace(load_trace(folder / "serving" / trace), AnalysisOptions())
         plan, _ = build_plan(PlanRequest((traces_input([trace_steps(rep)], "w"),)))
-        doc = json.loads((T / folder / "timings_serving.json").read_text())["serving"][0]
+        doc = json.loads((folder / "timings_serving.json").read_text())["serving"][0]
         eager = [k["us"] for k in doc["kinds"] if k["mode"] == "eager"]
-        graph = truth_of(T / folder / "timings_fullrange.json")
+        graph = truth_of(folder / "timings_fullrange.json")
         gs = np.array(sorted(graph))
         true = CostTable.fitted([CostPoint(int(b), max(float(np.median(eager)), graph[b]), graph[b], "measured")
                                  for b in gs.tolist()], "truth")
