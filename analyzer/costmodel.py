@@ -90,21 +90,29 @@ CLASS_PATTERNS = (
 )
 
 
-def classify_kernels(names: np.ndarray) -> np.ndarray:
-    """Class index (into :data:`KERNEL_CLASSES`) of each kernel name (the regexes run once per unique name)."""
+def _per_distinct_name(names: np.ndarray, value: Callable[[str], int | None], fill: int, dtype) -> np.ndarray:
+    """``value(name)`` for each kernel name, evaluated once per distinct name (``None``: ``fill``)."""
     names = np.asarray(names, dtype=object)
     if names.size == 0:
-        return np.zeros(0, dtype=np.int8)
+        return np.zeros(0, dtype=dtype)
     # unique over the str objects themselves: astype(str) would make a fixed-width copy as wide as the
     # longest name (templated kernel names run to thousands of characters) for every kernel
     uniq, inv = np.unique(names, return_inverse=True)
-    cls = np.full(uniq.size, _ELEM, dtype=np.int8)
-    for i, n in enumerate(uniq.tolist()):  # unique kernel names, not events
-        for c, pat in CLASS_PATTERNS:
-            if pat.search(n):
-                cls[i] = c
-                break
-    return cls[inv.reshape(-1)]
+    out = np.full(uniq.size, fill, dtype=dtype)
+    for i, n in enumerate(uniq.tolist()):  # distinct kernel names, not events
+        v = value(n)
+        if v is not None:
+            out[i] = v
+    return out[inv.reshape(-1)]
+
+
+def _class_of(name: str) -> int | None:
+    return next((c for c, pat in CLASS_PATTERNS if pat.search(name)), None)
+
+
+def classify_kernels(names: np.ndarray) -> np.ndarray:
+    """Class index (into :data:`KERNEL_CLASSES`) of each kernel name (the regexes run once per unique name)."""
+    return _per_distinct_name(names, _class_of, _ELEM, np.int8)
 
 
 #: A matmul's output tile as its kernel name says it: nvjet ``tst_128x128_``, CUTLASS ``_64x64_8x5_`` / ``_64x64x64_``,
@@ -115,21 +123,17 @@ _TILE_PATTERNS = (re.compile(r"nvjet_\w*?_(\d+)x(\d+)_"), re.compile(r"tilesize(
                   re.compile(r"_(\d+)x(\d+)x\d+_"), re.compile(r"gemm_\w*?_(\d+)x(\d+)_"))
 
 
+def _tile_side_of(name: str) -> int | None:
+    for pat in _TILE_PATTERNS:
+        if m := pat.search(name):
+            return min(int(m.group(1)), int(m.group(2)))
+    return None
+
+
 def gemm_tile_side(names: np.ndarray) -> np.ndarray:
     """Per kernel name the smaller side of the output tile its name says (rows or columns of one block's tile), -1 where
     the name says none (the regexes run once per unique name)."""
-    names = np.asarray(names, dtype=object)
-    if names.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    uniq, inv = np.unique(names, return_inverse=True)
-    side = np.full(uniq.size, -1, dtype=np.int64)
-    for i, n in enumerate(uniq.tolist()):  # unique kernel names, not events
-        for pat in _TILE_PATTERNS:
-            m = pat.search(n)
-            if m:
-                side[i] = min(int(m.group(1)), int(m.group(2)))
-                break
-    return side[inv.reshape(-1)]
+    return _per_distinct_name(names, _tile_side_of, -1, np.int64)
 
 
 #: A matmul in a decode step at ``b`` rows whose tile's smaller side is at least this many and twice ``b`` multiplies
@@ -474,9 +478,9 @@ def _kernel_factor(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: flo
     p = model.elementwise_power
     fill0 = np.where((blocks > 0) & ~persistent, blocks / resident, 0.0)  # waves at b0 (0: the grid does not say)
     fe = model.elementwise_fixed_waves
-    def elem_shape(rows):
-        return np.maximum((rows / (rows + k)) ** p, (fe + fill0 * rows / b0) / (fe + 1.0))
-    elem = np.where(fill0 > 0, elem_shape(b) / elem_shape(b0), (b / (b + k) * (b0 + k) / b0) ** p)
+    def elem_shape(rows):  # a grid that does not say its work (fill0 0) has no waves: latency-bound
+        return np.maximum((rows / (rows + k)) ** p, np.where(fill0 > 0, (fe + fill0 * rows / b0) / (fe + 1.0), 0.0))
+    elem = elem_shape(b) / elem_shape(b0)
     coll = (model.collective_rows + b) / (model.collective_rows + b0)
     # Routed experts: each launch reads the weights of the experts the batch's tokens hit, above a fixed part per launch
     # (a grouped GEMM's set-up and tile scheduling, ~7 us on the H200: at bs 1 most of a small mixture's launch): flat at
