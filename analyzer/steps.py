@@ -498,19 +498,21 @@ def _request_grid_per_step(trace: Trace, starts: np.ndarray, ends: np.ndarray, p
     """:func:`_grid_per_step` for the kernels that follow the sequences; with ``tail`` (engine steps) a step without
     one takes those launched after it ended and before the next step started: vLLM samples in
     ``Worker.sample_tokens``, a call of its own after the ``execute_model`` its step annotation wraps."""
-    req, name, graph = _grid_per_step(trace, starts, ends, patterns)
-    if not tail or starts.size == 0 or (req > 0).all():
-        return req, name, graph
-    # windows after each step's end (sorted, as the search over them needs) up to the next step's start; a window
-    # that ends before it starts holds nothing
-    g_start = np.maximum.accumulate(ends) + 1
-    g_end = np.append(starts[1:], np.iinfo(np.int64).max) - 1
-    t_req, t_name, t_graph = _grid_per_step(trace, g_start, g_end, patterns)
-    fill = (req <= 0) & (t_req > 0)
-    req = np.where(fill, t_req, req)
-    graph = np.where(fill, t_graph, graph)
-    name = [tn if f else nm for nm, tn, f in zip(name, t_name, fill.tolist())]
-    return req, name, graph
+    n = starts.size
+    if not tail or n == 0:
+        return _grid_per_step(trace, starts, ends, patterns)
+    # One pass over interleaved windows: each step, then the gap after it up to the next step's start (sorted: a gap
+    # starts after every earlier step's end, at the latest where the next step starts; one that ends before it
+    # starts holds nothing)
+    nxt = np.append(starts[1:], np.iinfo(np.int64).max)
+    w_start, w_end = np.empty(2 * n, dtype=np.int64), np.empty(2 * n, dtype=np.int64)
+    w_start[0::2], w_end[0::2] = starts, ends
+    w_start[1::2], w_end[1::2] = np.minimum(np.maximum.accumulate(ends) + 1, nxt), nxt - 1
+    value, names, replayed = _grid_per_step(trace, w_start, w_end, patterns)
+    own, after = value[0::2], value[1::2]
+    fill = (own <= 0) & (after > 0)
+    pick = 2 * np.arange(n) + fill  # the step's window, else the gap after it
+    return value[pick], [names[i] for i in pick.tolist()], replayed[pick]
 
 
 def _short_kernel(name: str) -> str:
