@@ -165,16 +165,20 @@ def check_curves(rows: list[dict]) -> bool:
     return ok
 
 
+def padding_sets() -> list[tuple[str, Path, str]]:
+    """The held-out padding recordings (bench/gpu_heldout.sh part 6), one folder per model: (name, folder, serving
+    trace's file name); their capture list is :data:`PADDING_HELD_OUT_LIST`."""
+    return [(f"{d.parent.name} (held out)", d.parent, t.name) for d in sorted(T.glob("h200-padding-*/*/serving"))
+            for t in sorted(d.glob("*_serving_serve.json.gz"))]
+
+
 def check_padding(rows: list[dict]) -> bool:
     ok = True
     print("\nPadding cost from a graph-mode serving trace alone, the real capture list given (no timings)")
     sets = [("3b (held out)", T / "h200-heldout-3b-2026-12-02", "3b_serving_serve.json.gz",
              (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)),
             ("1b", T / "h200-session-2026-12-01", "1b_serving_serve.json.gz", (1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64))]
-    # held-out padding recordings (bench/gpu_heldout.sh part 6): one folder per model, its capture list in the name
-    for d in sorted(T.glob("h200-padding-*/*/serving")):
-        for tfile in sorted(d.glob("*_serving_serve.json.gz")):
-            sets.append((f"{d.parent.name} (held out)", d.parent, tfile.name, PADDING_HELD_OUT_LIST))
+    sets += [(name, folder, trace, PADDING_HELD_OUT_LIST) for name, folder, trace in padding_sets()]
     for name, folder, trace, sizes in sets:
         truth = truth_of(folder / "timings_fullrange.json")
         rep = analyze_trace(load_trace(folder / "serving" / trace), AnalysisOptions(capture_sizes=sizes))
@@ -196,8 +200,7 @@ def check_plans(rows: list[dict]) -> bool:
     print("\nlaunchgap plan SERVING_TRACE alone: its list under the true costs vs the list planned on them")
     sets = [("3b (held out)", T / "h200-heldout-3b-2026-12-02", "3b_serving_serve.json.gz"),
             ("1b", T / "h200-session-2026-12-01", "1b_serving_serve.json.gz")]
-    sets += [(f"{d.parent.name} (held out)", d.parent, t.name) for d in sorted(T.glob("h200-padding-*/*/serving"))
-             for t in sorted(d.glob("*_serving_serve.json.gz"))]
+    sets += padding_sets()
     for name, folder, trace in sets:
         rep = analyze_trace(load_trace(folder / "serving" / trace), AnalysisOptions())
         plan, _ = build_plan(PlanRequest((traces_input([trace_steps(rep)], "w"),)))
