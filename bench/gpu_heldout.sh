@@ -30,18 +30,29 @@ SERVE="--capture-sizes serve=1,2,4,8,16,24,32,40,48,56,64 --distribution bench/s
 
 LOG_TAIL=18
 . "$(dirname "$0")/gpu_parts.sh"  # part, finish, the versions
+sweep_set() {  # sweep_set CONFIG_DIR SUBFOLDER LIMIT_S MODEL...: each config's FULL-graph sweep, packed as SUBFOLDER.tar.gz
+    local dir=$1 lim=$3 m
+    SET=$2
+    shift 3
+    for m in "$@"; do
+        part "$m" "$lim" $H --hf-config "$dir/$m.json" --batch-sizes $SIZES $SWEEP --out "$W/$SET"
+    done
+    finish() { [ -z "$DRY" ] && tar -czf "$OUT/$SET.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) "$SET/timings.json" \
+        $(cd "$W" && ls "$SET"/*_graph.json.gz) && ls -la "$OUT"; }
+}
 if [ "$PART" = 1 ]; then
     for m in qwen3-4b-like phi-3-mini-like mistral-7b-like; do
         part "$m" 180 $H --hf-config $C/$m.json --batch-sizes $SIZES $SWEEP --out "$W/sweep"
     done
 elif [ "$PART" = 3 ]; then  # a fresh held-out set for the final check (configs in traces/h200-final-2026-12-03)
-    for m in llama-3.1-8b-like qwen2.5-7b-like gemma-2-9b-like granite-3.0-1b-a400m-like; do
-        part "$m" 150 $H --hf-config traces/h200-final-2026-12-03/configs/$m.json --batch-sizes $SIZES $SWEEP \
-            --out "$W/final"
-    done
-    finish() { [ -z "$DRY" ] && tar -czf "$OUT/final.tar.gz" -C "$W" log_llama-3.1-8b-like.txt log_qwen2.5-7b-like.txt \
-        log_gemma-2-9b-like.txt log_granite-3.0-1b-a400m-like.txt final/timings.json $(cd "$W" && ls final/*_graph.json.gz) \
-        && ls -la "$OUT"; }
+    sweep_set traces/h200-final-2026-12-03/configs final 150 llama-3.1-8b-like qwen2.5-7b-like gemma-2-9b-like \
+        granite-3.0-1b-a400m-like
+elif [ "$PART" = 4 ]; then  # a second fresh set (configs in traces/h200-fresh-2026-12-03b), kept off the model's work
+    sweep_set traces/h200-fresh-2026-12-03b/configs fresh 130 qwen3-30b-a3b-24layer-like deepseek-v2-lite-like \
+        mistral-nemo-12b-like smollm2-1.7b-like qwen2.5-0.5b-like
+elif [ "$PART" = 5 ]; then  # a third fresh set (configs in traces/h200-fresh-2026-12-03c), kept off the model's work
+    sweep_set traces/h200-fresh-2026-12-03c/configs fresh3 125 moonlight-16b-a3b-like qwen2-57b-a14b-8layer-like \
+        gemma-3-4b-like phi-4-mini-like olmo-2-7b-like
 elif [ "$PART" = 6 ]; then  # padding cost from a serving trace alone, held out (traces/h200-padding-2026-12-03)
     Q=traces/h200-fresh-2026-12-03b/configs/qwen2.5-0.5b-like.json
     PAD="--capture-sizes serve=1,2,4,8,16,24,32,48,64 --distribution bench/serving_distribution.json --serving-steps 40
@@ -52,22 +63,6 @@ elif [ "$PART" = 6 ]; then  # padding cost from a serving trace alone, held out 
     part serving-qwen0.5b 100 $H --hf-config $Q $PAD --out "$W/pad/servingq"
     part fullrange-qwen0.5b 100 $H --hf-config $Q $FULL --out "$W/pad/fullrangeq"
     finish() { [ -z "$DRY" ] && tar -czf "$OUT/pad.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) pad && ls -la "$OUT"; }
-elif [ "$PART" = 5 ]; then  # a third fresh set (configs in traces/h200-fresh-2026-12-03c), kept off the model's work
-    F=traces/h200-fresh-2026-12-03c/configs
-    for m in moonlight-16b-a3b-like qwen2-57b-a14b-8layer-like gemma-3-4b-like phi-4-mini-like olmo-2-7b-like; do
-        part "$m" 125 $H --hf-config $F/$m.json --batch-sizes $SIZES $SWEEP --out "$W/fresh3"
-    done
-    finish() { [ -z "$DRY" ] && tar -czf "$OUT/fresh3.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) fresh3/timings.json \
-        $(cd "$W" && ls fresh3/*_graph.json.gz) && ls -la "$OUT"; }
-elif [ "$PART" = 4 ]; then  # a second fresh set (configs in traces/h200-fresh-2026-12-03b), kept off the model's work
-    F=traces/h200-fresh-2026-12-03b/configs
-    part qwen3-30b-a3b-24layer-like 130 $H --hf-config $F/qwen3-30b-a3b-24layer-like.json --batch-sizes $SIZES $SWEEP --out "$W/fresh"
-    part deepseek-v2-lite-like 130 $H --hf-config $F/deepseek-v2-lite-like.json --batch-sizes $SIZES $SWEEP --out "$W/fresh"
-    part mistral-nemo-12b-like 140 $H --hf-config $F/mistral-nemo-12b-like.json --batch-sizes $SIZES $SWEEP --out "$W/fresh"
-    part smollm2-1.7b-like 90 $H --hf-config $F/smollm2-1.7b-like.json --batch-sizes $SIZES $SWEEP --out "$W/fresh"
-    part qwen2.5-0.5b-like 80 $H --hf-config $F/qwen2.5-0.5b-like.json --batch-sizes $SIZES $SWEEP --out "$W/fresh"
-    finish() { [ -z "$DRY" ] && tar -czf "$OUT/fresh.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) fresh/timings.json \
-        $(cd "$W" && ls fresh/*_graph.json.gz) && ls -la "$OUT"; }
 else
     for m in qwen1.5-moe-a2.7b-like mixtral-8x7b-8layer-like; do
         part "$m" 150 $H --hf-config $C/$m.json --batch-sizes $SIZES $SWEEP --out "$W/sweep"
