@@ -11,6 +11,9 @@
 #                                               PART 5: the third fresh set's configs (traces/h200-fresh-2026-12-03c)
 #                                               PART 6: padding held out: serving traces with a real capture list and
 #                                               the FULL-graph truth at every size 1..64 (8b decoder, qwen2.5-0.5b)
+#                                               PART 7: the fourth fresh set's configs (traces/h200-fresh-2026-12-03d)
+#                                               PART 8: padding held out on two more models (smollm2-1.7b-like,
+#                                               stablelm-2-1.6b-like): serving trace plus FULL-graph truth 1..64
 #   bash bench/gpu_heldout.sh OUT PART --dry-run
 #   ONLY=REGEX bash bench/gpu_heldout.sh OUT PART
 set -u
@@ -53,11 +56,25 @@ elif [ "$PART" = 4 ]; then  # a second fresh set (configs in traces/h200-fresh-2
 elif [ "$PART" = 5 ]; then  # a third fresh set (configs in traces/h200-fresh-2026-12-03c), kept off the model's work
     sweep_set traces/h200-fresh-2026-12-03c/configs fresh3 125 moonlight-16b-a3b-like qwen2-57b-a14b-8layer-like \
         gemma-3-4b-like phi-4-mini-like olmo-2-7b-like
-elif [ "$PART" = 6 ]; then  # padding cost from a serving trace alone, held out (traces/h200-padding-2026-12-03)
+elif [ "$PART" = 7 ]; then  # a fourth fresh set (configs in traces/h200-fresh-2026-12-03d), kept off the model's work
+    sweep_set traces/h200-fresh-2026-12-03d/configs fresh4 105 stablelm-2-1.6b-like nemotron-mini-4b-like \
+        starcoder2-3b-like glm-4-9b-like phi-3.5-moe-8layer-like
+elif [ "$PART" = 6 ] || [ "$PART" = 8 ]; then  # padding cost from a serving trace alone, held out
     Q=traces/h200-fresh-2026-12-03b/configs/qwen2.5-0.5b-like.json
     PAD="--capture-sizes serve=1,2,4,8,16,24,32,48,64 --distribution bench/serving_distribution.json --serving-steps 40
          --inject-fallbacks 4 --repeats 20 --warmup 3 --serving-rounds 3 --seed 5 --no-micro"
     FULL="--batch-sizes 1..64 --modes graph --repeats 20 --rounds 2 --warmup 3 --no-trace --no-micro"
+fi
+if [ "$PART" = 8 ]; then  # two more models for the padding check, another seed (traces/h200-padding-2026-12-03b)
+    S=traces/h200-fresh-2026-12-03b/configs/smollm2-1.7b-like.json
+    L=traces/h200-fresh-2026-12-03d/configs/stablelm-2-1.6b-like.json
+    PAD=${PAD/--seed 5/--seed 7}
+    part serving-smollm2 100 $H --hf-config $S $PAD --out "$W/pad/servings"
+    part fullrange-smollm2 100 $H --hf-config $S $FULL --out "$W/pad/fullranges"
+    part serving-stablelm 100 $H --hf-config $L $PAD --out "$W/pad/servingl"
+    part fullrange-stablelm 100 $H --hf-config $L $FULL --out "$W/pad/fullrangel"
+    finish() { [ -z "$DRY" ] && tar -czf "$OUT/pad.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) pad && ls -la "$OUT"; }
+elif [ "$PART" = 6 ]; then  # padding cost from a serving trace alone, held out (traces/h200-padding-2026-12-03)
     part serving-8b 120 $H --model 8b $PAD --out "$W/pad/serving8b"
     part fullrange-8b 120 $H --model 8b $FULL --out "$W/pad/fullrange8b"
     part serving-qwen0.5b 100 $H --hf-config $Q $PAD --out "$W/pad/servingq"
