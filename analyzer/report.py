@@ -364,7 +364,7 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
     summary = _with_step_groups(summary, inputs, opts, engine)
     HEAP.trim()
     step_reports, summary, curves = _with_graph_serving(trace, row_step, steps, win, lm, keep, step_reports, summary,
-                                                        inputs.overhead, opts, engine)
+                                                        inputs.overhead, opts, engine, warnings)
     HEAP.trim()
     summary = _with_serving_units(decide(_with_kept_host(summary), mode))
     return TraceReport(
@@ -931,12 +931,13 @@ _DECODE_OR_UNKNOWN = ("decode", None)
 
 def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _StepWindows, lm: _LaunchMetrics,
                         keep: np.ndarray, reports: list[StepReport], s: Summary, oh: OverheadEstimate,
-                        opts: AnalysisOptions, engine: str | None
+                        opts: AnalysisOptions, engine: str | None, warnings: list[str]
                         ) -> tuple[list[StepReport], Summary, tuple[CostCurve | None, EagerCurve | None]]:
     """Graph-mode serving per step and in the summary (:func:`launchgap.graph_mode.assembly.assemble_serving`):
     capture sizes, fallbacks and the time they lose, buckets, padded rows and their cost, host time between
     steps; here only turned into report rows and summary fields, with the planner's comparison; and the trace's
-    FULL-graph cost curve with the eager cost per size beside it (for the planner)."""
+    FULL-graph cost curve with the eager cost per size beside it (for the planner). A capture list given or assumed
+    that the trace's graph steps contradict is added to ``warnings``."""
     n = len(reports)
     if n == 0:
         return reports, s, (None, None)
@@ -953,6 +954,8 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
                          dict(opts.graph_timings_us) if opts.graph_timings_us else None, CURVE_MIN_SIZE,
                          experts=opts.moe_routing)
     ss, pc, padded, lost, hg = a.ss, a.pad, a.padded, a.lost_us, a.hg
+    if a.conflict:
+        warnings.append(a.conflict)
     out = []
     for i, r in enumerate(reports):  # one per step (a report row)
         out.append(replace(

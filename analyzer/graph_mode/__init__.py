@@ -34,13 +34,13 @@ from .coverage import CAPTURE_UNRUN_FRACTION, COVERAGES, INDUCTOR_KERNEL_SHARE, 
     CaptureReport, StepCoverage, classify_mode, compile_evidence, detect_capture, graph_trees_marker, step_coverage
 from .pairing import MATCHED_BY, CapturedNodes, CapturePairing, captured_nodes, pair_capture
 from .serving import BUCKET_REGEX, CAPTURE_SOURCES, EAGER_MARKER_REGEX, INFERRED_PADDING_REASON, PaddingCost, \
-    ServingSteps, fallback_causes, marker_buckets, padding_cost, resolve_capture_sizes, serving_steps, \
+    ServingSteps, capture_list_conflict, fallback_causes, marker_buckets, padding_cost, resolve_capture_sizes, serving_steps, \
     smallest_size_at_least
 
 __all__ = ["BUCKET_REGEX", "CAPTURE_SOURCES", "CAPTURE_UNRUN_FRACTION", "COVERAGES", "EAGER_MARKER_REGEX",
            "INDUCTOR_KERNEL_SHARE", "INFERRED_PADDING_REASON", "MATCHED_BY", "RESIDUAL_EAGER_FRACTION",
            "CaptureReport", "CapturePairing", "CapturedNodes", "PaddingCost", "ServingSteps",
-           "StepCoverage", "captured_nodes", "classify_mode", "compile_evidence", "detect_capture", "fallback_causes",
+           "StepCoverage", "capture_list_conflict", "captured_nodes", "classify_mode", "compile_evidence", "detect_capture", "fallback_causes",
            "graph_trees_marker",
            "marker_buckets", "padding_cost", "pair_capture", "resolve_capture_sizes",
            "serving_steps", "smallest_size_at_least", "step_coverage"]

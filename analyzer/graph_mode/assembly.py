@@ -16,7 +16,7 @@ from ..costmodel import CostCurve, EagerCurve, eager_curve, fit_cost_curve, trac
 from ..host_gaps import HostGaps, host_gaps
 from ..predict import PredictionModel
 from ..trace import Trace
-from .serving import PaddingCost, ServingSteps, fallback_causes, marker_buckets, padding_cost, resolve_capture_sizes, \
+from .serving import PaddingCost, ServingSteps, capture_list_conflict, fallback_causes, marker_buckets, padding_cost, resolve_capture_sizes, \
     serving_steps
 
 
@@ -55,7 +55,9 @@ class ServingAssembly:
     less the graph cost of its bucket (NaN elsewhere); ``unprof_us``: each step's own cost (its issue time
     less the profiler's cost, at least its busy time); ``causes``: why each fallback ran eager (per step of
     the whole trace); ``hg``: host time between steps; ``curve``: the FULL-graph cost curve; ``eager``: the
-    eager cost per size beside it (``None`` where the curve is not finite); ``is_graph``.
+    eager cost per size beside it (``None`` where the curve is not finite); ``is_graph``; ``conflict``: one line
+    when a capture list the trace does not state itself disagrees with its graph steps
+    (:func:`~launchgap.graph_mode.serving.capture_list_conflict`), else ``None``.
     """
 
     sizes: list[int] | None
@@ -72,6 +74,7 @@ class ServingAssembly:
     curve: CostCurve
     eager: EagerCurve | None
     is_graph: np.ndarray
+    conflict: str | None = None
 
 
 def assemble_serving(trace: Trace, row_step: np.ndarray, all_step_names: list[str], cpu_start_ns: np.ndarray,
@@ -88,6 +91,8 @@ def assemble_serving(trace: Trace, row_step: np.ndarray, all_step_names: list[st
     is_graph = np.isin(np.array(cols.coverage, dtype=object), ("full", "piecewise"))
     sizes, source, detail = resolve_capture_sizes(given, mk, engine_default,
                                                   np.where(is_graph & decode, np.where(mk > 0, mk, batch), -1))
+    conflict = capture_list_conflict(sizes, source, detail, np.where(is_graph & decode, mk, -1),
+                                     np.where(is_graph & decode, batch, -1))
     # a trace that replays no graph (enforce-eager) has no fallbacks: its eager steps are the engine's mode,
     # unless the user says which sizes the server captured (flag or pasted config)
     ss = serving_steps(cols.coverage, batch, decode, mk, sizes if is_graph.any() or source in ("flag", "config")
@@ -115,4 +120,4 @@ def assemble_serving(trace: Trace, row_step: np.ndarray, all_step_names: list[st
     hg = host_gaps(trace, row_step, cpu_start_ns, cols.w0_ns, cols.w1_ns, cols.busy_us, engine)
     return ServingAssembly(sizes=sizes, source=source, detail=detail, unknown=unknown, ss=ss, padded=padded, pad=pad,
                            lost_us=lost, unprof_us=unprof, causes=causes, hg=hg, curve=curve, eager=eager,
-                           is_graph=is_graph)
+                           is_graph=is_graph, conflict=conflict)

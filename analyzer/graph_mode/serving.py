@@ -67,6 +67,36 @@ def resolve_capture_sizes(given: tuple[list[int], str, str] | None, marker_sizes
     return None, None, None
 
 
+def capture_list_conflict(sizes: list[int] | None, source: str | None, detail: str | None,
+                          replayed: np.ndarray, graph_batches: np.ndarray) -> str | None:
+    """One line when a capture list the trace does not state itself (``source`` ``"flag"``, ``"config"`` or
+    ``"default"``) disagrees with what the trace's graph steps show, else ``None``: sizes their markers write
+    (``replayed``, -1 for none) that are not in the list, or batches of graph steps (``graph_batches``, -1 for
+    unknown) above its largest size (a graph replays no batch above the largest captured size). The list is still
+    used as given; the line says the config may be another server's (or the default not this server's)."""
+    if source not in ("flag", "config", "default") or not sizes:
+        return None
+    have = set(sizes)
+    off = sorted({int(x) for x in np.asarray(replayed)[np.asarray(replayed) > 0].tolist()} - have)
+    top = max(sizes)
+    b = np.asarray(graph_batches)
+    above = b[b > top]
+    if not off and not above.size:
+        return None
+    said = []
+    if off:
+        shown = ", ".join(str(x) for x in off[:8]) + (", ..." if len(off) > 8 else "")
+        said.append(f"its graph steps replayed size(s) {shown} (their step markers write them), not in that list")
+    if above.size:
+        said.append(f"{above.size} graph step(s) ran a batch above its largest size {top} (up to {int(above.max())}; "
+                    f"a graph replays no batch above the largest captured size)")
+    what = "the engine's default" if source == "default" else "the given list"
+    fix = ("pass the server's --capture-sizes or its config" if source == "default"
+           else "check that it is this server's list")
+    return (f"capture sizes from {detail} ({len(sizes)} size{'s' if len(sizes) != 1 else ''}, largest {top}) disagree with the trace: "
+            f"{'; '.join(said)}. Fallbacks and uncaptured sizes follow {what}: {fix}")
+
+
 def smallest_size_at_least(batch: np.ndarray, sizes: list[int] | None) -> np.ndarray:
     """Per batch the smallest captured size ``>= batch`` (-1 above the largest, unknown batch or no list)."""
     batch = np.asarray(batch, dtype=np.int64)

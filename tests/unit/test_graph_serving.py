@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from launchgap.costmodel import CostCurve
-from launchgap.graph_mode import marker_buckets, padding_cost, resolve_capture_sizes, serving_steps
+from launchgap.graph_mode import capture_list_conflict, marker_buckets, padding_cost, resolve_capture_sizes, serving_steps
 from launchgap.host_gaps import host_gaps
 from launchgap.loaders import load_trace
 from launchgap.predict import PredictionModel
@@ -130,6 +130,27 @@ def test_capture_sizes_flag_and_inferred(tmp_path: Path) -> None:
     assert s.capture_sizes_detail == "vLLM server config: max_cudagraph_capture_size=8"
     assert [st.bucket for st in rep.steps] == [4, 4, None, None] and s.fallback_steps == [2, 3]
     assert s.padding_unknown_reason is None and s.padding_cost_source != "unknown"
+
+
+def test_a_capture_list_the_trace_contradicts_is_warned(serving_trace: Path) -> None:
+    trace = load_trace(serving_trace)
+    # the graph steps' markers write bucket 4 and they ran bs 3 and 4: a given list [2] is not this server's
+    rep = analyze_trace(trace, AnalysisOptions(model=NO_PROFILER_COST, capture_sizes=(2,)))
+    assert rep.warnings == [
+        "capture sizes from --capture-sizes (1 size, largest 2) disagree with the trace: its graph steps replayed "
+        "size(s) 4 (their step markers write them), not in that list; 2 graph step(s) ran a batch above its largest "
+        "size 2 (up to 4; a graph replays no batch above the largest captured size). Fallbacks and uncaptured sizes "
+        "follow the given list: check that it is this server's list"]
+    assert "warning: capture sizes from --capture-sizes (1 size, largest 2) disagree" in render_trace(rep)
+    # a list holding what the trace replayed is no conflict
+    assert analyze_trace(trace, AnalysisOptions(model=NO_PROFILER_COST, capture_sizes=(4, 8))).warnings == []
+    # an engine default the graph steps outgrow; the trace's own markers and inferred sizes never conflict
+    assert capture_list_conflict([1, 2], "default", "vLLM V1 default", np.array([-1, -1]), np.array([3, 2])) == (
+        "capture sizes from vLLM V1 default (2 sizes, largest 2) disagree with the trace: 1 graph step(s) ran a batch "
+        "above its largest size 2 (up to 3; a graph replays no batch above the largest captured size). Fallbacks and "
+        "uncaptured sizes follow the engine's default: pass the server's --capture-sizes or its config")
+    assert capture_list_conflict([4], "markers", "m", np.array([4]), np.array([9])) is None
+    assert capture_list_conflict([3, 4], "inferred", "i", np.array([-1]), np.array([4])) is None
 
 
 def test_harness_timings_drive_the_cost_curve(serving_trace: Path) -> None:
