@@ -58,7 +58,7 @@ elif [ "$PART" = 5 ]; then  # a third fresh set (configs in traces/h200-fresh-20
         gemma-3-4b-like phi-4-mini-like olmo-2-7b-like
 elif [ "$PART" = 7 ]; then  # a fourth fresh set (configs in traces/h200-fresh-2026-12-03d), kept off the model's work
     sweep_set traces/h200-fresh-2026-12-03d/configs fresh4 105 stablelm-2-1.6b-like nemotron-mini-4b-like \
-        starcoder2-3b-like glm-4-9b-like phi-3.5-moe-8layer-like
+        starcoder2-3b-like glm-4-9b-like ernie-4.5-21b-a3b-12layer-like
 elif [ "$PART" = 6 ] || [ "$PART" = 8 ]; then  # padding cost from a serving trace alone, held out
     Q=traces/h200-fresh-2026-12-03b/configs/qwen2.5-0.5b-like.json
     PAD="--capture-sizes serve=1,2,4,8,16,24,32,48,64 --distribution bench/serving_distribution.json --serving-steps 40
@@ -80,7 +80,7 @@ elif [ "$PART" = 6 ]; then  # padding cost from a serving trace alone, held out 
     part serving-qwen0.5b 100 $H --hf-config $Q $PAD --out "$W/pad/servingq"
     part fullrange-qwen0.5b 100 $H --hf-config $Q $FULL --out "$W/pad/fullrangeq"
     finish() { [ -z "$DRY" ] && tar -czf "$OUT/pad.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) pad && ls -la "$OUT"; }
-else
+elif [ "$PART" = 2 ]; then
     for m in qwen1.5-moe-a2.7b-like mixtral-8x7b-8layer-like; do
         part "$m" 150 $H --hf-config $C/$m.json --batch-sizes $SIZES $SWEEP --out "$W/sweep"
     done
