@@ -74,6 +74,11 @@ class TraceSteps:
     #: engine's default; ``None`` when unknown or only inferred from its buckets) and where it came from.
     capture_sizes: tuple[int, ...] | None = None
     capture_sizes_detail: str | None = None
+    #: What the analysis warned about the trace (``TraceReport.warnings``: a capture list it contradicts, steps
+    #: left out): the plan's notes repeat them, as the plan rests on the same steps.
+    warnings: tuple[str, ...] = ()
+    #: The serving engine whose markers the trace holds (``summary.engine``; ``None`` when none or not known).
+    engine: str | None = None
 
     @staticmethod
     def scale_of(step_us_median: float, unprofiled_step_us_median: float) -> float:

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..dims import ModelDims
+from ..engines import LABELS
 from ..errors import InputError
 from ..files import read_json_file
 from .costs import CostTable
@@ -268,6 +269,53 @@ def _fill(request: PlanRequest, role: str, out: _Filled) -> None:
         return
 
 
+def _list_text(sizes: Sequence[int]) -> str:
+    s = list(sizes)
+    return "[" + ", ".join(map(str, s if len(s) <= 12 else s[:8])) + (", ..., " + str(s[-1]) if len(s) > 12 else "") + "]"
+
+
+def _input_notes(request: PlanRequest, filled: _Filled) -> list[str]:
+    """Which input gave the capture list scored as the server's current one (a trace's: how the trace gave it, and
+    when that is only its engine's default), a line per other input whose list differs from it, the traces'
+    analysis warnings, and the inputs that gave this plan nothing."""
+    out: list[str] = []
+    src = filled.source.get("capture_sizes")
+    if src is not None:
+        sizes = tuple(filled.value["capture_sizes"])  # type: ignore[arg-type]
+        if src.kind == "traces":
+            detail = next((t.capture_sizes_detail for t in _steps(src) if t.capture_sizes and not t.benchmark), None)
+            line = f"current list {_list_text(sizes)} from {src.name}" + (f" ({detail})" if detail else "")
+            if detail and detail.startswith("default:"):
+                line += ("; an assumption, the trace does not state its list: pass --capture-sizes or the server's "
+                         "config")
+            out.append(line)
+        for inp in request.inputs:
+            if inp is src or "capture_sizes" not in inp.roles:
+                continue
+            other = KINDS[inp.kind].readers["capture_sizes"](inp)
+            if inp.kind == "traces" and all((t.capture_sizes_detail or "").startswith("default:")
+                                            for t in _steps(inp) if t.capture_sizes and not t.benchmark):
+                continue  # an engine's default the traces assumed is no statement of the server's list
+            if other and tuple(sorted(other)) != tuple(sorted(sizes)):  # type: ignore[arg-type]
+                out.append(f"the capture lists differ: {src.name} gives {_list_text(sizes)}, {inp.name} "
+                           f"{_list_text(sorted(other))}; the plan scores {src.name}'s as the current list")  # type: ignore[arg-type]
+    for t in request.traces:
+        out += [f"{t.name}: {w}" for w in t.warnings]
+    engines = {t.engine for t in request.traces if t.engine}
+    for inp in request.inputs:  # a log of another engine than the traces' is another server's
+        log = inp.value.log if isinstance(inp.value, LogDiagnosis) else None
+        if log is not None and engines and log.engine not in engines:
+            theirs = ", ".join(sorted(LABELS.get(e, e) for e in engines))
+            out.append(f"{inp.name} is a {LABELS.get(log.engine, log.engine)} server's, the traces are {theirs}'s: "
+                       f"not the same server; check that they belong together")
+    for inp in request.inputs:
+        if inp.kind != "traces" and not any(filled.source.get(r) is inp for r in ROLES):
+            gave = "; ".join(f"{r.replace('_', ' ')} from {filled.source[r].name}" for r in KINDS[inp.kind].readers
+                             if r in filled.source)
+            out.append(f"{inp.name} gave nothing to this plan" + (f" ({gave})" if gave else ""))
+    return out
+
+
 def _baselines(request: PlanRequest, filled: _Filled) -> list[BaselineSpec]:
     """The servers' default lists, and the server's current list when an input gives it."""
     opts = request.options
@@ -313,7 +361,7 @@ def build_plan(request: PlanRequest) -> tuple[Plan, list[str]]:
     if bench:
         notes.append(f"{len(bench)} benchmark trace(s) (recorded by launchgap record, or --costs) give costs only, "
                      f"never the distribution: {', '.join(t.name for t in bench[:4])}{', ...' if len(bench) > 4 else ''}")
-    notes += list(request.notes) + filled.notes
+    notes += list(request.notes) + filled.notes + _input_notes(request, filled)
     dims = filled.value.get("model_dims")
     nodes = filled.value.get("graph_nodes")
     if dims is not None:
@@ -396,7 +444,8 @@ def trace_steps(report: TraceReport, name: str | None = None, benchmark: bool = 
         graph_curve=report.cost_curve, eager=report.eager_curve,
         benchmark=benchmark or is_benchmark(report),
         capture_sizes=tuple(s.capture_sizes) if s.capture_sizes and s.capture_sizes_source != "inferred" else None,
-        capture_sizes_detail=f"{s.capture_sizes_source}: {s.capture_sizes_detail}" if s.capture_sizes else None)
+        capture_sizes_detail=f"{s.capture_sizes_source}: {s.capture_sizes_detail}" if s.capture_sizes else None,
+        warnings=tuple(report.warnings), engine=s.engine)
 
 
 #: The step markers of a ``launchgap record`` sweep: ``decode_step[bs=8]`` (nothing else in it), or the

@@ -116,3 +116,19 @@ def test_plan_with_a_log_and_a_scrape(capsys):
     assert main(["plan", "--server-log", log, "--metrics", scrape, "--max-graphs", "4", "--format", "json"]) == 0
     src = json.loads(capsys.readouterr().out)["sources"]
     assert src["distribution"] == src["costs"] == "SGLang log sglang-0.5.9-tp2-ceiling.log.gz"
+
+
+def test_a_scrape_that_fills_nothing_and_a_log_of_another_engine_are_named(capsys):
+    log, scrape = str(LOGS / "sglang-0.5.9-tp2-ceiling.log.gz"), str(LOGS / "sglang-metrics.prom.gz")
+    assert main(["plan", "--server-log", log, "--metrics", scrape, "--max-graphs", "4", "--format", "json"]) == 0
+    notes = json.loads(capsys.readouterr().out)["inputs"]
+    assert ("SGLang metrics sglang-metrics.prom.gz gave nothing to this plan (costs from SGLang log "
+            "sglang-0.5.9-tp2-ceiling.log.gz; distribution from SGLang log sglang-0.5.9-tp2-ceiling.log.gz; capture "
+            "sizes from SGLang log sglang-0.5.9-tp2-ceiling.log.gz; capture cost from SGLang log "
+            "sglang-0.5.9-tp2-ceiling.log.gz)") in notes
+    trace = REPO / "traces/engines/tracelens-sglang-qwen3-8b-decode-mi300x/sglang_Qwen3-8B_decode.json.gz"
+    vllm = str(LOGS / "vllm-0.22-ceiling.log.gz")
+    assert main(["plan", str(trace), "--server-log", vllm, "--max-graphs", "4", "--format", "json"]) == 0
+    notes = json.loads(capsys.readouterr().out)["inputs"]
+    assert ("vLLM log vllm-0.22-ceiling.log.gz is a vLLM server's, the traces are SGLang's: not the same server; "
+            "check that they belong together") in notes

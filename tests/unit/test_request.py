@@ -3,6 +3,7 @@ same plan on the same inputs, with the same budgets (issue 29 item 1)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -183,6 +184,30 @@ def test_roles_pick_the_best_input_and_say_so(tmp_path) -> None:
         build_plan(PlanRequest((tim, two, PlanInput("distribution", "b.csv", ("distribution",), value={4: 1.0}))))
     with pytest.raises(InputError, match="a timings input cannot give the distribution"):
         PlanInput("timings", "t", ("distribution",), path=str(timings))
+
+
+def test_notes_say_where_the_current_list_came_from_and_where_inputs_disagree() -> None:
+    base = _steps("eager", [1, 1, 4], [80.0, 80.0, 90.0])
+    assumed = replace(base, capture_sizes=(1, 2, 4), capture_sizes_detail="default: vLLM V1 default, maximum 4",
+                      warnings=("3 of 9 steps launched no GPU work and were left out",))
+    roles = ("costs", "distribution", "capture_sizes")
+    _, notes = build_plan(PlanRequest((PlanInput("traces", "1 trace(s) of wl-x", roles, value=(assumed,)),)))
+    assert ("current list [1, 2, 4] from 1 trace(s) of wl-x (default: vLLM V1 default, maximum 4); an assumption, "
+            "the trace does not state its list: pass --capture-sizes or the server's config") in notes
+    assert "t: 3 of 9 steps launched no GPU work and were left out" in notes  # the analysis' warnings, repeated
+    # a given list wins; it differs from what the trace's markers write (not from an assumed default)
+    flag = PlanInput("capture_sizes", "--capture-sizes", ("capture_sizes",), value=(1, 8))
+    marked = replace(assumed, capture_sizes_detail="markers: the padded sizes the step markers write", warnings=())
+    _, notes = build_plan(PlanRequest((PlanInput("traces", "1 trace(s) of wl-x", roles, value=(marked,)), flag)))
+    assert [n for n in notes if "differ" in n] == [
+        "the capture lists differ: --capture-sizes gives [1, 8], 1 trace(s) of wl-x [1, 2, 4]; the plan scores "
+        "--capture-sizes's as the current list"]
+    _, notes = build_plan(PlanRequest((PlanInput("traces", "1 trace(s) of wl-x", roles, value=(assumed,)), flag)))
+    assert not [n for n in notes if "differ" in n or "current list [" in n]
+    # an input that fills no role is named, with what filled the roles it could have
+    extra = PlanInput("distribution", "b.csv", (), value={4: 1.0})
+    _, notes = build_plan(PlanRequest((PlanInput("traces", "1 trace(s) of wl-x", roles, value=(base,)), extra)))
+    assert "b.csv gave nothing to this plan (distribution from 1 trace(s) of wl-x)" in notes
 
 
 def test_a_new_input_kind_plugs_in(monkeypatch) -> None:
