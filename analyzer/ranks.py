@@ -176,11 +176,13 @@ class JobReport:
     steps: list[GroupStep]
     warnings: list[str]
     reports: tuple[TraceReport, ...]
+    #: One line when the ranks came from one file split per rank (:mod:`launchgap.rank_split`), else ``None``.
+    split: str | None = None
 
     def to_dict(self, include_traces: bool = False) -> dict:
         d = {"schema": SCHEMA, "key": self.key, "paths": list(self.paths), "summary": self.summary.to_dict(),
              "ranks": [r.to_dict() for r in self.ranks], "steps": [s.to_dict() for s in self.steps],
-             "warnings": list(self.warnings)}
+             "warnings": list(self.warnings), "split": self.split}
         if include_traces:
             d["traces"] = [r.to_dict() for r in self.reports]
         return d
@@ -230,8 +232,9 @@ def _ranks_of(traces: list[Trace], warnings: list[str]) -> list[int]:
 
 def analyze_job(items: Sequence[str | Path | Trace], options: AnalysisOptions | None = None,
                 model: CollectiveModel = DEFAULT_COLLECTIVE_MODEL,
-                max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> JobReport:
-    """Analyse the traces (files or loaded) of one job's ranks together (see the module docstring)."""
+                max_bytes: int = DEFAULT_MAX_TRACE_BYTES, split: str | None = None) -> JobReport:
+    """Analyse the traces (files or loaded) of one job's ranks together (see the module docstring); ``split``:
+    the line saying the ranks came from one file (:attr:`launchgap.rank_split.RankSplit.note`)."""
     if not items:
         raise InputError("analyze_job needs at least one trace")
     opts = options or AnalysisOptions()
@@ -303,7 +306,7 @@ def analyze_job(items: Sequence[str | Path | Trace], options: AnalysisOptions | 
     )
     key = job_key(traces[0].path) or traces[0].path
     return JobReport(key=key, paths=[t.path for t in traces], summary=summary, ranks=rank_rows, steps=group_steps,
-                     warnings=warnings, reports=tuple(reports))
+                     warnings=warnings, reports=tuple(reports), split=split)
 
 
 def _launch_lag(al: RankAlignment) -> np.ndarray:

@@ -41,8 +41,10 @@ tokens than sequences is ``prefill`` (at least one sequence is in its prompt; a 
 kernels cannot tell them apart), never a decode step of the batch distribution; with the tokens' kernel
 replayed, only a captured size equal to the sequences says ``decode``.
 
-Engine markers of several processes (threads) running at once — the ranks of a job merged into one file — are
-refused (:class:`~launchgap.errors.InputError`): a step is one rank's iteration.
+Engine markers of several processes (threads) running at once are refused (:class:`~launchgap.errors.InputError`): a
+step is one rank's iteration. A file holding several ranks, each a process driving its own GPU, is split per rank
+before steps are looked for (:mod:`launchgap.rank_split`); what reaches this check is what splitting cannot resolve
+(several threads of one process, or processes sharing their GPUs).
 """
 from __future__ import annotations
 
@@ -275,11 +277,11 @@ MERGED_RANKS_OVERLAP_SHARE = 0.25
 
 
 def _one_process(trace: Trace, owner: np.ndarray, start: np.ndarray, end: np.ndarray, what: str) -> None:
-    """Refuse a file whose step markers come from several processes (threads) running at once: the ranks of a
-    tensor-parallel job merged into one file. A step is one rank's iteration; launches are matched to steps by
-    time alone, so the ranks' steps would mix. Engines write one file per rank. A marker counts as running at
-    once when it starts inside the longest-reaching earlier marker and that one is another owner's; a
-    quarter of the markers doing so (:data:`MERGED_RANKS_OVERLAP_SHARE`) is a merged file, not a stray one."""
+    """Refuse a file whose step markers come from several processes (threads) running at once: ranks of a
+    tensor-parallel job that :mod:`launchgap.rank_split` could not split apart (threads of one process, processes
+    sharing GPUs). A step is one rank's iteration; launches are matched to steps by time alone, so the ranks' steps
+    would mix. A marker counts as running at once when it starts inside the longest-reaching earlier marker and
+    that one is another owner's; a quarter of the markers doing so (:data:`MERGED_RANKS_OVERLAP_SHARE`) is a merged file, not a stray one."""
     ids = np.unique(owner)
     if ids.size < 2:
         return
@@ -291,8 +293,9 @@ def _one_process(trace: Trace, owner: np.ndarray, start: np.ndarray, end: np.nda
     inside[1:] = (s[1:] < reach[:-1]) & (holder[:-1] != o[1:])
     if np.count_nonzero(inside) >= MERGED_RANKS_OVERLAP_SHARE * s.size:
         shown = ", ".join(str(int(i)) for i in ids[:4]) + (", ..." if ids.size > 4 else "")
-        raise InputError(f"its step markers come from {ids.size} {what} {shown}) running at once: the ranks of a "
-                         f"job merged into one file; give one trace per rank, as the engine's profiler writes them "
+        raise InputError(f"its step markers come from {ids.size} {what} {shown}) running at once, as if the ranks "
+                         f"of a job were merged into one file, and they could not be split per rank (a rank is a "
+                         f"process driving its own GPU); give one trace per rank, as the engine's profiler writes them "
                          f"(vLLM: *-rank-N.*.pt.trace.json.gz)", trace.path)
 
 

@@ -214,6 +214,8 @@ class Trace:
     profiler_settings: dict[str, Any] = field(default_factory=dict)
     device_properties: dict[int, dict[str, Any]] = field(default_factory=dict)
     kernel_resources: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: Host process id -> the name the profiler recorded for it (nsys ``PROCESSES``), where the format has one.
+    process_names: dict[int, str] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return int(self.kind.shape[0])
@@ -270,6 +272,7 @@ def build_trace(
     profiler_settings: dict[str, Any] | None = None,
     device_properties: dict[int, dict[str, Any]] | None = None,
     kernel_resources: dict[int, tuple[int, int]] | None = None,
+    process_names: dict[int, str] | None = None,
 ) -> Trace:
     """Validate raw columns from a loader, sort by start time and join launches to GPU work.
 
@@ -319,6 +322,7 @@ def build_trace(
         profiler_settings=dict(profiler_settings or {}),
         device_properties={int(k): dict(v) for k, v in (device_properties or {}).items()},
         kernel_resources={int(k): (int(v[0]), int(v[1])) for k, v in (kernel_resources or {}).items()},
+        process_names={int(k): str(v) for k, v in (process_names or {}).items()},
         **cols,
     )
 

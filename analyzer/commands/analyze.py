@@ -10,6 +10,7 @@ from ._shared import Progress, add_analysis_arguments, analysis_options
 from ..errors import AnalyzerError, InputError
 from ..graph_mode import detect_capture
 from ..loaders import expand_paths, load_trace
+from ..rank_split import split_ranks
 from ..ranks import JobReport, analyze_job, analyze_with_collectives, group_by_job, group_traces
 from ..report import SCHEMA, AnalysisOptions, TraceReport, with_capture
 from ..serverlogs import merge_scrapes, read_server_file, split_inputs
@@ -48,7 +49,8 @@ def analyze_paths(paths: list[str], opts: AnalysisOptions, max_bytes: int, progr
     Files of one job (same name up to a rank token such as ``_rank0``, or, for names without
     one, the same folder and Kineto ``distributedInfo``) are analysed together
     (:func:`launchgap.ranks.analyze_job`): their reports come back in the job's rank order and
-    the job itself in the second list. Every other trace gets its collectives' waits from
+    the job itself in the second list. A file that holds several ranks (:func:`launchgap.rank_split.split_ranks`)
+    is split and analysed as a job of its own (its ranks' paths are the file's with ``#rankN``). Every other trace gets its collectives' waits from
     itself alone (:func:`launchgap.ranks.analyze_with_collectives`). With ``capture`` (a capture
     trace), every execution trace's report gets its ``capture_pairing`` (:func:`launchgap.report.with_capture`).
     """
@@ -81,10 +83,10 @@ def analyze_paths(paths: list[str], opts: AnalysisOptions, max_bytes: int, progr
         by_path = {t.path: t for t in group}
         return [with_capture(r, by_path[r.path], capture, opts) if r.path in by_path else r for r in got]
 
-    def analyse(group: list[Trace]) -> None:
+    def analyse(group: list[Trace], split: str | None = None) -> None:
         try:
             if len(group) > 1:
-                job = analyze_job(group, opts)
+                job = analyze_job(group, opts, split=split)
                 jobs.append(job)
                 reports.extend(paired(job.reports, group))
             else:
@@ -94,15 +96,21 @@ def analyze_paths(paths: list[str], opts: AnalysisOptions, max_bytes: int, progr
                 exc.path = group[0].path
             errors.append(exc)
 
+    position = {str(f): i for i, f in enumerate(files)}
     for names in group_by_job(files):  # one job's files in memory at a time
         loaded = [t for t in (load(f) for f in names) if t is not None]
+        for t in list(loaded):  # a file holding several ranks (an nsys export of a TP server): a job of its own
+            split = split_ranks(t)
+            if split is not None:
+                loaded.remove(t)
+                position.update({p.path: position.get(t.path, len(position)) for p in split.traces})
+                analyse(list(split.traces), split.note)
         if len(names) == 1 and loaded and loaded[0].rank is not None and (loaded[0].world_size or 0) > 1:
             by_meta.extend(loaded)
         elif loaded:
             analyse(loaded)
     for group in group_traces(by_meta):
         analyse(group)
-    position = {str(f): i for i, f in enumerate(files)}
     reports.sort(key=lambda r: position.get(r.path, len(position)))  # file order, as without grouping
     if progress:
         progress.done()

@@ -9,7 +9,8 @@ The batch-size distribution comes from ``--distribution`` when given, else from 
 in the traces.
 
 Traces of different workloads (models, devices, ranks: :mod:`launchgap.workload`) are never
-pooled: each workload gets its own plan, or ``--workload ID`` picks one.
+pooled: each workload gets its own plan, or ``--workload ID`` picks one. Of a file that holds several ranks
+(an nsys export of a tensor-parallel server) one rank is planned from, and the plan's notes say which.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from ..planning.request import PlanInput, plan_workloads, timings_among, trace_s
 from ..serverlogs import merge_scrapes, read_server_file, split_inputs
 from ..serverlogs.diagnosis import LogDiagnosis, diagnose
 from ..render import render_plan
+from ..rank_split import plan_rank, split_ranks
 from ..ranks import analyze_with_collectives
 from ..report import TraceReport
 from ..workload import Workload, display_names, group_by_workload
@@ -57,14 +59,20 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
     add_analysis_arguments(p)
 
 
-def _load_reports(files: list[Path], args: argparse.Namespace) -> list[TraceReport]:
-    """Each trace analysed as ``analyze``, the dashboard and ``fleet`` analyse a lone trace."""
+def _load_reports(files: list[Path], args: argparse.Namespace, notes: list[str]) -> list[TraceReport]:
+    """Each trace analysed as ``analyze``, the dashboard and ``fleet`` analyse a lone trace; of a file holding
+    several ranks, the one rank the plan reads (:func:`launchgap.rank_split.plan_rank`, its line in ``notes``)."""
     opts = analysis_options(args)
     max_bytes = getattr(args, "max_trace_bytes", DEFAULT_MAX_TRACE_BYTES)
     reports = []
     for f in files:  # one trace at a time
         try:
-            reports.append(analyze_with_collectives(load_trace(f, max_bytes), opts))
+            trace = load_trace(f, max_bytes)
+            split = split_ranks(trace)
+            if split is not None:
+                trace, note = plan_rank(split, opts.steps)
+                notes.append(note)
+            reports.append(analyze_with_collectives(trace, opts))
         except AnalyzerError as exc:
             if exc.path is None:
                 exc.path = str(f)
@@ -118,8 +126,11 @@ def build_plans(args: argparse.Namespace) -> list[tuple[Workload | None, Plan, l
     logs = server_inputs(args, [str(f) for f in server], [str(f) for f in found_in_dirs], have_costs)
     if logs:
         request = replace(request, inputs=request.inputs + tuple(logs))
-    reports = _load_reports(trace_files, args)
-    bench = _load_reports(cost_files, args)  # --costs: costs only
+    split_notes: list[str] = []
+    reports = _load_reports(trace_files, args, split_notes)
+    bench = _load_reports(cost_files, args, split_notes)  # --costs: costs only
+    if split_notes:
+        request = replace(request, notes=request.notes + tuple(split_notes))
     flagged = {id(r) for r in bench}
     groups = group_by_workload(reports + bench, lambda r: r.workload)
     return plan_workloads(request, [(g.workload, [trace_steps(r, benchmark=id(r) in flagged) for r in g.items])

@@ -19,6 +19,8 @@ every kept event; its columns go straight into numpy arrays. Tables read (each o
   ranges, text from ``text`` or ``textId``. Marks and ranges that never ended are skipped.
 * ``TARGET_INFO_GPU`` (+ ``TARGET_INFO_CUDA_DEVICE``) -> device names and
   :attr:`~launchgap.trace.Trace.device_properties` (:data:`GPU_PROPERTY_COLUMNS`).
+* ``PROCESSES`` -> :attr:`~launchgap.trace.Trace.process_names` of the processes with events (a rank's
+  worker names its rank there: :mod:`launchgap.rank_split`).
 
 Times are nanoseconds already. ``globalTid`` packs the process and thread ids
 (pid = ``(globalTid >> 24) & 0xFFFFFF``, tid = ``globalTid & 0xFFFFFF``; ``globalPid`` the
@@ -351,6 +353,7 @@ def _load(con: sqlite3.Connection, path: str) -> Trace:
     device, device_names, device_properties = _devices(con, schema, gpu, device, pid, warnings)
     _note_skipped(con, schema, kind, warnings)
     kernel_resources = _kernel_resources(con, schema, names)
+    process_names = _process_names(con, schema, pid)
 
     trace = build_trace(
         path=path,
@@ -362,9 +365,20 @@ def _load(con: sqlite3.Connection, path: str) -> Trace:
         device_names=device_names,
         device_properties=device_properties,
         kernel_resources=kernel_resources,
+        process_names=process_names,
         warnings=warnings,
     )
     return trace
+
+
+def _process_names(con: sqlite3.Connection, schema: _Schema, pid: np.ndarray) -> dict[int, str]:
+    """``PROCESSES`` names of the processes that have events (a row per process, not per event)."""
+    if not {"pid", "name"} <= schema.cols("PROCESSES"):
+        return {}
+    seen = set(np.unique(pid).tolist())
+    return {int(p): str(n) for p, n in con.execute("SELECT CAST(pid AS INTEGER), name FROM PROCESSES "
+                                                   "WHERE pid IS NOT NULL AND name IS NOT NULL")
+            if type(p) is int and p in seen}
 
 
 def _process_scoped_corr(corr: np.ndarray, pid: np.ndarray, warnings: list[str]) -> np.ndarray:

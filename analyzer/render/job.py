@@ -11,6 +11,8 @@ def render_job(job: JobReport, markdown: bool = False) -> str:
     h = "## " if markdown else ""
     lines = [f"{h}Job {job.key}: ranks {', '.join(str(r) for r in s.ranks)}"
              + (f" of {s.world_size}" if s.world_size else ""), ""]
+    if job.split:
+        lines += [job.split, ""]
     facts = [
         ("collective wait estimate", f"{s.wait_estimate} ({s.aligned_collectives} collectives matched across ranks, "
                                      f"steps matched by {s.step_match})"),

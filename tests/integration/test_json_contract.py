@@ -226,9 +226,10 @@ def _analyze_outputs(traces: Path, bad_trace: Path, capsys) -> list[dict]:
     return [
         # vLLM / SGLang / TensorRT-LLM-era traces, engine steps and three capture traces
         _run(["analyze", str(traces / "engines"), "--format", "json"], capsys),
-        # a tensor-parallel job (jobs[]), an Nsight Systems export, a measured step, a bad file (errors[])
+        # a tensor-parallel job (jobs[]), Nsight Systems exports (one of two ranks: a job split from one file), a
+        # measured step, a bad file (errors[])
         _run(["analyze", *map(str, sorted((traces / "h200x2-tp2-1b").glob("tp1b_bs1_eager_rank*.json.gz"))),
-              str(traces / "nsys" / "healthy_1pct.sqlite"), str(traces / "h200-1b" / "1b_bs8_eager.json.gz"),
+              str(traces / "nsys" / "healthy_1pct.sqlite"), str(traces / "nsys" / "h100_2gpu_1s.sqlite"), str(traces / "h200-1b" / "1b_bs8_eager.json.gz"),
               str(bad_trace), "--observed-step-us", "16000", "--format", "json"], capsys, expect_rc=2),
         # graph-mode serving: capture sizes from the flag, padding from harness timings, fallbacks, planner comparison
         _run(["analyze", str(SERVING / "serving" / "1b_serving_serve.json.gz"), "--capture-sizes",

@@ -24,6 +24,7 @@ import pytest
 
 from launchgap.errors import InputError
 from launchgap.loaders import load_trace
+from launchgap.rank_split import split_ranks
 from launchgap.steps import find_steps
 from tests.unit.kineto_tiny import HOST_PID, HOST_TID, ann, doc
 
@@ -238,9 +239,10 @@ def test_plan_on_the_tp4_traces_alone(tmp_path: Path, gpu: Gpu) -> None:
 
 
 @pytest.mark.parametrize("annotate", [False, True], ids=["python-markers", "annotations"])
-def test_ranks_merged_into_one_file_are_refused(tmp_path: Path, annotate: bool) -> None:
-    """Four ranks' events in one file (each rank's host process and thread ids its own): a step is one rank's
-    iteration and launches join steps by time, so the file is refused with one line, exit code 2."""
+def test_ranks_merged_into_one_file_are_split(tmp_path: Path, annotate: bool) -> None:
+    """Four ranks' events in one file (each rank's host process and thread ids its own, each on its own GPU): the
+    file is split per rank (launchgap.rank_split); each rank has the steps of its own file, and a plan reads one
+    rank (pooling them would count every step four times)."""
     events: list[dict] = []
     for rank in range(4):
         body = json.loads(gzip.decompress(write_rank(tmp_path, H100, rank, annotate).read_bytes()))
@@ -251,7 +253,38 @@ def test_ranks_merged_into_one_file_are_refused(tmp_path: Path, annotate: bool) 
     merged = tmp_path / "merged" / "tp4.json"
     merged.parent.mkdir()
     merged.write_text(json.dumps(doc(events)))
-    with pytest.raises(InputError, match=r"step markers come from 4 (processes|threads) .* give one trace per rank"):
+    split = split_ranks(load_trace(merged))
+    assert [(r.rank, r.pid, r.devices) for r in split.ranks] == [(k, HOST_PID + k, (k,)) for k in range(4)]
+    for part in split.traces:
+        s = find_steps(part)
+        assert list(zip(s.batch_size.tolist(), s.phase, s.batch_source, s.batch_confidence, s.tokens.tolist(),
+                        s.requests.tolist())) == (MARKED if annotate else H100_BARE)
+    done = _launchgap("analyze", str(merged), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    job, = json.loads(done.stdout)["jobs"]
+    assert job["summary"]["ranks"] == [0, 1, 2, 3] and job["split"].startswith(f"{merged} held 4 ranks")
+    done = _launchgap("plan", str(merged), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)  # one plan (one rank), the decode steps of one rank: 3, 3, 3, 4, 5
+    assert [(b["batch_size"], b["weight"]) for b in plan["per_batch"]] == [(3, 0.6), (4, 0.2), (5, 0.2)]
+    assert any(n.startswith(f"{merged} holds 4 ranks of one job; the plan reads rank 0 = pid {HOST_PID} on GPU 0 "
+                            f"only") for n in plan["inputs"])
+
+
+def test_ranks_merged_on_one_gpu_are_refused(tmp_path: Path) -> None:
+    """Four ranks' markers running at once with every launch on one GPU and the same correlation ids: which process
+    drives the GPU is unknown, so the file cannot be split; refused with one line, exit code 2."""
+    events: list[dict] = []
+    for rank in range(4):
+        body = json.loads(gzip.decompress(write_rank(tmp_path, H100, 0, annotate=False).read_bytes()))
+        for e in body["traceEvents"]:
+            if e["pid"] == HOST_PID:
+                e["pid"], e["tid"] = HOST_PID + rank, HOST_TID + rank
+        events += body["traceEvents"]
+    merged = tmp_path / "merged" / "tp4.json"
+    merged.parent.mkdir()
+    merged.write_text(json.dumps(doc(events)))
+    with pytest.raises(InputError, match=r"step markers come from 4 threads .* could not be split per rank"):
         find_steps(load_trace(merged))
     done = _launchgap("analyze", str(merged))
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
