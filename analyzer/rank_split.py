@@ -21,6 +21,10 @@ A **rank** is a host process together with the GPU device(s) its launches go to:
   N, its ``world_size`` the ranks found (or the file's ``distributedInfo`` world size when larger). Rows of
   processes that are no rank are left out, and :attr:`RankSplit.note` says how many.
 
+``launchgap analyze`` analyses the ranks as a job (:func:`launchgap.ranks.analyze_job`); a capture plan reads one
+rank (:func:`plan_rank`: every rank of a tensor-parallel job runs the same batches, so pooling them would count each
+step once per rank), through :func:`launchgap.ranks.analyze_for_plan` in ``launchgap plan`` and the dashboard.
+
 Everything is column masks; the loops run over processes and ranks, never over events.
 """
 from __future__ import annotations
@@ -40,6 +44,8 @@ MIN_RANK_SHARE = 0.05
 #: A rank number in a process name: ``VLLM::Worker_TP1``, ``sglang::scheduler_TP1``, ``rank1``, ``rank-1``.
 PROCESS_RANK_REGEX = r"(?i)(?<![a-z0-9])(?:tp|rank)[_\-.]?(\d+)(?![0-9])"
 _PROCESS_RANK = re.compile(PROCESS_RANK_REGEX)
+#: Where :func:`plan_rank`'s line turns from the file's path to what it says (the dashboard names the upload there).
+PLAN_RANK_NOTE = re.compile(r" holds \d+ ranks of one job; the plan reads ")
 _HOST_KINDS = (Kind.RUNTIME, Kind.CPU_OP, Kind.ANNOTATION)
 _ROW_COLUMNS = ("kind", "name_id", "device", "stream", "pid", "tid", "start_ns", "dur_ns", "corr", "graph_id",
                 "dims_id", "kernel_name_id", *LAUNCH_CONFIG_COLUMNS)
@@ -182,4 +188,5 @@ def plan_rank(split: RankSplit, options: StepOptions | None = None) -> tuple[Tra
     return split.traces[best], note
 
 
-__all__ = ["MIN_RANK_SHARE", "PROCESS_RANK_REGEX", "Rank", "RankSplit", "find_ranks", "plan_rank", "split_ranks"]
+__all__ = ["MIN_RANK_SHARE", "PLAN_RANK_NOTE", "PROCESS_RANK_REGEX", "Rank", "RankSplit", "find_ranks", "plan_rank",
+           "split_ranks"]

@@ -38,6 +38,7 @@ from .collectives import (
 )
 from .errors import InputError
 from .loaders import DEFAULT_MAX_TRACE_BYTES, load_trace
+from .rank_split import plan_rank, split_ranks
 from .report import AnalysisOptions, TraceReport, analyze_trace
 from .verdict import LAUNCH_BOUND_IDLE_FRACTION
 from .steps import Steps, assign_rows_to_steps, find_steps
@@ -205,6 +206,21 @@ def analyze_with_collectives(trace: Trace, options: AnalysisOptions | None = Non
     For any trace not analysed with its peers; a trace without collectives gets the plain report.
     """
     return _with_wait(trace, options or AnalysisOptions(), estimate_wait_single(trace, model))
+
+
+def analyze_for_plan(trace: Trace, options: AnalysisOptions | None = None,
+                     model: CollectiveModel = DEFAULT_COLLECTIVE_MODEL) -> tuple[TraceReport, str | None]:
+    """A lone trace as a capture plan reads it (``launchgap plan``, the dashboard): :func:`analyze_with_collectives`,
+    except that of a file holding several ranks (:func:`launchgap.rank_split.split_ranks`) only the rank a plan
+    reads is analysed (:func:`launchgap.rank_split.plan_rank`), the line saying which and why first among its
+    report's warnings and returned beside it (``None`` for a trace of one rank)."""
+    opts = options or AnalysisOptions()
+    split = split_ranks(trace)
+    if split is None:
+        return analyze_with_collectives(trace, opts, model), None
+    rank_trace, note = plan_rank(split, opts.steps)
+    rep = analyze_with_collectives(rank_trace, opts, model)
+    return replace(rep, warnings=[note, *rep.warnings]), note
 
 
 def _load(items: Sequence[str | Path | Trace], max_bytes: int) -> list[Trace]:
@@ -400,6 +416,6 @@ def _slowest(rows: list[RankSummary], al: RankAlignment | None, n_r: int) -> tup
     return r.rank, f"{lead}; {why}"
 
 
-__all__ = ["SCHEMA", "GroupStep", "JobReport", "JobSummary", "RankSummary", "analyze_job",
+__all__ = ["SCHEMA", "GroupStep", "JobReport", "JobSummary", "RankSummary", "analyze_for_plan", "analyze_job",
            "analyze_with_collectives", "group_by_job", "group_traces", "job_key", "rank_from_name",
            "trace_rank"]

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from launchgap.errors import AnalyzerError
 from launchgap.loaders import load_trace
-from launchgap.ranks import analyze_with_collectives
+from launchgap.ranks import analyze_for_plan
 from launchgap.report import AnalysisOptions, TraceReport
 from launchgap.trace import Trace
 from launchgap.dashboard.cache import BoundedCache
@@ -160,11 +160,13 @@ def analyze_cached(trace: Trace, digest: str, options: AnalysisOptions, cache: B
 
     Collectives' waits for peers are split out (cause ``peer``) from the trace alone, exactly
     as ``launchgap analyze`` does for a lone file, so a tensor-parallel rank spinning in NCCL
-    is not called GPU-bound; a trace without collectives gets the plain report.
+    is not called GPU-bound; a trace without collectives gets the plain report. Of a file holding
+    several ranks, the report is of the one rank ``launchgap plan`` reads, the line saying which first
+    among its warnings (:func:`launchgap.ranks.analyze_for_plan`).
     """
     def compute() -> TraceReport:
         with stage("analyze", digest=digest[:12]):
-            return analyze_with_collectives(trace, options)
+            return analyze_for_plan(trace, options)[0]
 
     return cache.get_or_compute(("report", digest, options), compute)
 

@@ -81,14 +81,14 @@ def _write_result(result_path: str, path: str, max_bytes: int, options: Analysis
     tmp = result_path + ".part"
     try:
         from launchgap.loaders import load_trace
-        from launchgap.ranks import analyze_with_collectives
+        from launchgap.ranks import analyze_for_plan
 
         with stage("worker.load_trace"):
             trace = load_trace(path, max_bytes)
         if label is not None:  # the name the result is known by (not the temporary file's)
             trace = dataclasses.replace(trace, path=label)
         with stage("worker.analyze"):
-            report = analyze_with_collectives(trace, options)
+            report = analyze_for_plan(trace, options)[0]  # of a file of several ranks: the rank a plan reads
         with stage("worker.write_result"), open(tmp, "wb") as fh:
             fh.write(b"ok")
             pickle.dump((trace, report), fh, protocol=pickle.HIGHEST_PROTOCOL)
@@ -326,7 +326,7 @@ class ParseJob:
 
 def parse_in_worker(path: Path, max_bytes: int, options: AnalysisOptions, limits: Limits,
                     label: str | None = None) -> tuple[Trace, TraceReport]:
-    """``load_trace`` + ``analyze_with_collectives`` of ``path`` in a child process (:class:`ParseJob`)."""
+    """``load_trace`` + ``analyze_for_plan`` of ``path`` in a child process (:class:`ParseJob`)."""
     return ParseJob(path, max_bytes, options, label, limits.timeout_s).result(limits)
 
 

@@ -30,8 +30,7 @@ from ..planning.request import PlanInput, plan_workloads, timings_among, trace_s
 from ..serverlogs import merge_scrapes, read_server_file, split_inputs
 from ..serverlogs.diagnosis import LogDiagnosis, diagnose
 from ..render import render_plan
-from ..rank_split import plan_rank, split_ranks
-from ..ranks import analyze_with_collectives
+from ..ranks import analyze_for_plan
 from ..report import TraceReport
 from ..workload import Workload, display_names, group_by_workload
 
@@ -61,18 +60,16 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
 
 def _load_reports(files: list[Path], args: argparse.Namespace, notes: list[str]) -> list[TraceReport]:
     """Each trace analysed as ``analyze``, the dashboard and ``fleet`` analyse a lone trace; of a file holding
-    several ranks, the one rank the plan reads (:func:`launchgap.rank_split.plan_rank`, its line in ``notes``)."""
+    several ranks, the one rank the plan reads (:func:`launchgap.ranks.analyze_for_plan`, its line in ``notes``)."""
     opts = analysis_options(args)
     max_bytes = getattr(args, "max_trace_bytes", DEFAULT_MAX_TRACE_BYTES)
     reports = []
     for f in files:  # one trace at a time
         try:
-            trace = load_trace(f, max_bytes)
-            split = split_ranks(trace)
-            if split is not None:
-                trace, note = plan_rank(split, opts.steps)
+            report, note = analyze_for_plan(load_trace(f, max_bytes), opts)
+            reports.append(report)
+            if note is not None:
                 notes.append(note)
-            reports.append(analyze_with_collectives(trace, opts))
         except AnalyzerError as exc:
             if exc.path is None:
                 exc.path = str(f)

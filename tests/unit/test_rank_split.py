@@ -199,3 +199,51 @@ def test_overlapping_markers_of_one_process_are_still_refused(tmp_path: Path) ->
     assert split_ranks(trace) is None  # one process
     with pytest.raises(InputError, match=r"step markers come from 2 threads \(tids 100, 101\) running at once"):
         find_steps(trace)
+
+
+def _serving_rank(pid: int, device: int, corr0: int, shift: float) -> list[dict]:
+    """Three graph steps of one rank as the harness's serving runs mark them (bs 4, 4, 8), each a cudaGraphLaunch
+    replaying two kernels on ``device``."""
+    ev = []
+    for i, bs in enumerate((4, 4, 8)):
+        t, corr = 100.0 * i + shift, corr0 + i
+        ev += [ann(f"decode_step[bs={bs} bucket={bs} graph]", t, 60.0) | {"pid": pid, "tid": pid},
+               launch(t + 5.0, 5.0, corr, name="cudaGraphLaunch") | {"pid": pid, "tid": pid},
+               kernel(t + 12.0, 10.0, corr, name="k1", device=device),
+               kernel(t + 23.0, 10.0, corr, name="k2", device=device)]
+    return ev
+
+
+def test_dashboard_plan_page_reads_one_rank_of_an_uploaded_merged_file(tmp_path: Path, monkeypatch) -> None:
+    pytest.importorskip("streamlit")
+    import streamlit as st
+
+    from tests.unit.apptest_helpers import goto, new_app, upload
+
+    monkeypatch.setenv("LAUNCHGAP_SAMPLES_DIR", str(tmp_path))  # no bundled samples: the upload alone
+    st.cache_resource.clear()  # settings and the trace cache rebuilt with it
+
+    body = json.dumps(doc(_serving_rank(HOST_PID, 0, 1, 0.0) + _serving_rank(HOST_PID + 1, 1, 101, 2.0))).encode()
+    at = goto(upload(new_app(), [("tp2.json", body)]), "plan")
+    notes = "\n".join(m.value for m in at.markdown).replace("\\", "")  # md_escape's backslashes
+    assert "distribution from 3 decode steps in 1 serving trace(s)" in notes  # one rank's, not 6
+    assert ("tp2.json holds 2 ranks of one job; the plan reads rank 0 = pid 100 on GPU 0 only, the rank with the most "
+            "steps of a known batch size (3 of 3 steps; ranks 1: 3)") in notes
+
+
+def test_process_names_that_say_the_rank_number_the_ranks(tmp_path: Path) -> None:
+    """nsys' PROCESSES names (vLLM's VLLM::Worker_TP<N>) win over the device order when each says a different rank."""
+    path = tmp_path / "named.sqlite"
+    shutil.copy(NSYS_2GPU, path)
+    con = sqlite3.connect(path)
+    con.execute("UPDATE PROCESSES SET name = 'VLLM::Worker_TP1' WHERE pid = 111")
+    con.execute("UPDATE PROCESSES SET name = 'VLLM::Worker_TP0' WHERE pid = 112")
+    con.commit()
+    con.close()
+    trace = load_trace(path)
+    assert [(r.rank, r.pid, r.devices) for r in find_ranks(trace)] == [(0, 112, (1,)), (1, 111, (0,))]
+    con = sqlite3.connect(path)
+    con.execute("UPDATE PROCESSES SET name = 'VLLM::Worker_TP0' WHERE pid = 111")  # both say 0: device order
+    con.commit()
+    con.close()
+    assert [(r.rank, r.pid) for r in find_ranks(load_trace(path))] == [(0, 111), (1, 112)]
