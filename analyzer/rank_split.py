@@ -44,8 +44,6 @@ MIN_RANK_SHARE = 0.05
 #: A rank number in a process name: ``VLLM::Worker_TP1``, ``sglang::scheduler_TP1``, ``rank1``, ``rank-1``.
 PROCESS_RANK_REGEX = r"(?i)(?<![a-z0-9])(?:tp|rank)[_\-.]?(\d+)(?![0-9])"
 _PROCESS_RANK = re.compile(PROCESS_RANK_REGEX)
-#: Where :func:`plan_rank`'s line turns from the file's path to what it says (the dashboard names the upload there).
-PLAN_RANK_NOTE = re.compile(r" holds \d+ ranks of one job; the plan reads ")
 _HOST_KINDS = (Kind.RUNTIME, Kind.CPU_OP, Kind.ANNOTATION)
 _ROW_COLUMNS = ("kind", "name_id", "device", "stream", "pid", "tid", "start_ns", "dur_ns", "corr", "graph_id",
                 "dims_id", "kernel_name_id", *LAUNCH_CONFIG_COLUMNS)
@@ -173,7 +171,8 @@ def _rank_trace(trace: Trace, rank: Rank, rows: np.ndarray, names: list[str], wo
 
 
 def plan_rank(split: RankSplit, options: StepOptions | None = None) -> tuple[Trace, str]:
-    """The one rank a capture plan reads, and a line saying which and why. Every rank of a tensor-parallel job
+    """The one rank a capture plan reads, and a line saying which and why (the plan's notes give it after the rank's
+    name, as they give every analysis warning of its traces). Every rank of a tensor-parallel job
     runs the same batches, so pooling the ranks' steps would count each step once per rank: the plan takes the
     rank with the most steps of a known batch size, then the most steps, then the lowest rank number."""
     found = [find_steps(t, options) for t in split.traces]
@@ -181,12 +180,12 @@ def plan_rank(split: RankSplit, options: StepOptions | None = None) -> tuple[Tra
     best = min(range(len(found)), key=lambda i: (-counts[i][0], -counts[i][1], split.ranks[i].rank))
     known, total = counts[best]
     others = [i for i in range(len(found)) if i != best]
-    note = (f"{split.path} holds {len(split.ranks)} ranks of one job; the plan reads {split.ranks[best].describe()} "
+    note = (f"the file holds {len(split.ranks)} ranks of one job; the plan reads {split.ranks[best].describe()} "
             f"only, the rank with the most steps of a known batch size ({known} of {total} steps; ranks "
             f"{', '.join(str(split.ranks[i].rank) for i in others)}: {', '.join(str(counts[i][0]) for i in others)}"
             f"): every rank runs the same batches, so pooling them would count each step {len(split.ranks)} times")
     return split.traces[best], note
 
 
-__all__ = ["MIN_RANK_SHARE", "PLAN_RANK_NOTE", "PROCESS_RANK_REGEX", "Rank", "RankSplit", "find_ranks", "plan_rank",
+__all__ = ["MIN_RANK_SHARE", "PROCESS_RANK_REGEX", "Rank", "RankSplit", "find_ranks", "plan_rank",
            "split_ranks"]

@@ -213,7 +213,7 @@ def analyze_for_plan(trace: Trace, options: AnalysisOptions | None = None,
     """A lone trace as a capture plan reads it (``launchgap plan``, the dashboard): :func:`analyze_with_collectives`,
     except that of a file holding several ranks (:func:`launchgap.rank_split.split_ranks`) only the rank a plan
     reads is analysed (:func:`launchgap.rank_split.plan_rank`), the line saying which and why first among its
-    report's warnings and returned beside it (``None`` for a trace of one rank)."""
+    report's warnings (which the plan's notes repeat) and returned beside it (``None`` for a trace of one rank)."""
     opts = options or AnalysisOptions()
     split = split_ranks(trace)
     if split is None:

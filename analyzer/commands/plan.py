@@ -58,18 +58,16 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
     add_analysis_arguments(p)
 
 
-def _load_reports(files: list[Path], args: argparse.Namespace, notes: list[str]) -> list[TraceReport]:
+def _load_reports(files: list[Path], args: argparse.Namespace) -> list[TraceReport]:
     """Each trace analysed as ``analyze``, the dashboard and ``fleet`` analyse a lone trace; of a file holding
-    several ranks, the one rank the plan reads (:func:`launchgap.ranks.analyze_for_plan`, its line in ``notes``)."""
+    several ranks, the one rank the plan reads (:func:`launchgap.ranks.analyze_for_plan`; its report's warnings,
+    which the plan's notes repeat, say which)."""
     opts = analysis_options(args)
     max_bytes = getattr(args, "max_trace_bytes", DEFAULT_MAX_TRACE_BYTES)
     reports = []
     for f in files:  # one trace at a time
         try:
-            report, note = analyze_for_plan(load_trace(f, max_bytes), opts)
-            reports.append(report)
-            if note is not None:
-                notes.append(note)
+            reports.append(analyze_for_plan(load_trace(f, max_bytes), opts)[0])
         except AnalyzerError as exc:
             if exc.path is None:
                 exc.path = str(f)
@@ -123,11 +121,8 @@ def build_plans(args: argparse.Namespace) -> list[tuple[Workload | None, Plan, l
     logs = server_inputs(args, [str(f) for f in server], [str(f) for f in found_in_dirs], have_costs)
     if logs:
         request = replace(request, inputs=request.inputs + tuple(logs))
-    split_notes: list[str] = []
-    reports = _load_reports(trace_files, args, split_notes)
-    bench = _load_reports(cost_files, args, split_notes)  # --costs: costs only
-    if split_notes:
-        request = replace(request, notes=request.notes + tuple(split_notes))
+    reports = _load_reports(trace_files, args)
+    bench = _load_reports(cost_files, args)  # --costs: costs only
     flagged = {id(r) for r in bench}
     groups = group_by_workload(reports + bench, lambda r: r.workload)
     return plan_workloads(request, [(g.workload, [trace_steps(r, benchmark=id(r) in flagged) for r in g.items])

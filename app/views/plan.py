@@ -23,7 +23,6 @@ from launchgap.planning.inputs import (
     looks_like_timings,
 )
 from launchgap.planning.planner import BASELINE_LABELS, SERVERS, PlanOptions
-from launchgap.rank_split import PLAN_RANK_NOTE
 from launchgap.planning.request import PlanInput, PlanRequest, build_plan, trace_steps, traces_input
 from launchgap.render import render_plan
 from launchgap.render.plan import memory_basis, seconds_text
@@ -46,10 +45,6 @@ entries = pick_workload_entries(loaded, "lg_plan_workload",
 workload = workload_name(loaded, entries[0].report.workload.id if entries and entries[0].report.workload is not None
                          else "unknown")
 steps = [trace_steps(e.report, e.name) for e in entries]  # messages name the user's files
-# An upload of several ranks is planned from one (launchgap.ranks.analyze_for_plan): its report's first warning says
-# which and why; the plan's notes repeat it, naming the user's file.
-rank_notes = tuple(e.name + m.string[m.start():] for e in entries if e.report.warnings
-                   for m in [PLAN_RANK_NOTE.search(e.report.warnings[0])] if m is not None)
 
 
 def _upload_once(label: str, key: str, types: list[str], parse) -> tuple[str, object] | None:
@@ -183,7 +178,7 @@ try:
                        graph_memory_mib=graph_mib or None, max_batch_size=int(max_bs) or None, padding=padding,
                        win_threshold=win, capture_budget_s=float(cap_budget) or None,
                        kv_bytes_per_token=float(kv_bytes) or None)
-    request = PlanRequest(tuple(plan_inputs), opts, rank_notes)
+    request = PlanRequest(tuple(plan_inputs), opts)
     if timings is not None:
         name, raw, model = timings
         plan, notes = session.parse_small_upload(name, raw, lambda p: build_plan(dataclasses.replace(
