@@ -99,12 +99,12 @@ def analyze_paths(paths: list[str], opts: AnalysisOptions, max_bytes: int, progr
     position = {str(f): i for i, f in enumerate(files)}
     for names in group_by_job(files):  # one job's files in memory at a time
         loaded = [t for t in (load(f) for f in names) if t is not None]
-        for t in list(loaded):  # a file holding several ranks (an nsys export of a TP server): a job of its own
-            split = split_ranks(t)
-            if split is not None:
-                loaded.remove(t)
-                position.update({p.path: position.get(t.path, len(position)) for p in split.traces})
-                analyse(list(split.traces), split.note)
+        splits = [split_ranks(t) for t in loaded]  # a file holding several ranks (an nsys export of a TP server)
+        loaded = [t for t, split in zip(loaded, splits) if split is None]  # the whole file freed before analysing
+        for split in filter(None, splits):  # ... is a job of its own
+            position.update({p.path: position.get(split.path, len(position)) for p in split.traces})
+            analyse(list(split.traces), split.note)
+        splits = split = None  # its ranks freed before the next file is read
         if len(names) == 1 and loaded and loaded[0].rank is not None and (loaded[0].world_size or 0) > 1:
             by_meta.extend(loaded)
         elif loaded:
