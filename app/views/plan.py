@@ -128,7 +128,8 @@ with inputs:
                     horizontal=True, key="lg_plan_dsrc",
                     help="CSV `batch_size,count` (header optional) or JSON {\"8\": 120, ...}: what production runs.")
     roles = (("costs",) if src == "loaded traces" else ()) + (("distribution",) if dsrc.startswith("steps") else ())
-    roles += ("graph_nodes",) if roles else ()  # their kernels per step size the graphs' capture time
+    # their kernels per step size the graphs' capture time; a serving trace's capture list is the server's current one
+    roles += ("graph_nodes", "capture_sizes") if roles else ()
     if roles and steps:
         plan_inputs.append(traces_input(steps, workload, roles))
     if dsrc.startswith("steps") and steps and all(t.benchmark for t in steps):

@@ -123,6 +123,19 @@ def test_cli_page_and_fleet_give_one_plan(traces, capsys) -> None:
     _page_matches(page_plan(traces), want)
 
 
+def test_the_page_scores_the_traces_current_list_as_the_command_does(capsys) -> None:
+    serving = Path(__file__).resolve().parents[2] / "traces/h200-heldout-3b-2026-12-02/serving/3b_serving_serve.json.gz"
+    want = cli_plan([serving], [], capsys)
+    assert want["baselines"]["current"]["buckets"] == [12, 16, 24, 32, 48, 64]  # what the step markers write
+    at = page_plan([serving])
+    base = next(d.value for d in at.dataframe if "setup" in d.value.columns)
+    row = base[base["setup"] == "current list"]
+    assert row["graphs"].tolist() == [6]
+    assert row["expected step (us)"].tolist() == [pytest.approx(want["baselines"]["current"]["expected_step_us"])]
+    sources = "; ".join(f"{r.replace('_', ' ')} from {n}" for r, n in want["sources"].items() if n)
+    assert "capture sizes from" in sources and md_escape(f"Sources: {sources}") in [c.value for c in at.caption]
+
+
 def test_the_same_budgets_on_every_path(traces, capsys) -> None:
     """A graph limit: the page's widget and both commands' flag give one plan."""
     want = cli_plan(traces, ["--max-graphs", "1"], capsys)
