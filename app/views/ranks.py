@@ -24,7 +24,8 @@ jobs = find_jobs(session.loaded_ok(state))
 if not jobs:
     st.info("No job with two or more ranks is loaded. Upload all ranks' trace files of one job together on the "
             "Traces page (names like `..._rank0.json.gz`, `..._rank1.json.gz`, or Kineto traces with "
-            "distributedInfo), or pick the bundled `h200x2-tp2-1b` rank files.")
+            "distributedInfo; or one file holding every rank, as an nsys export of the server), or pick the bundled "
+            "`h200x2-tp2-1b` rank files.")
     st.page_link("views/traces.py", label="Go to Traces", icon=":material/upload_file:")
     st.stop()
 
@@ -42,6 +43,8 @@ except Exception as exc:  # noqa: BLE001 - a job the analyzer cannot align must 
     st.stop()
 
 s = job.summary
+if job.split:
+    st.info(md_escape(job.split), icon=":material/info:")
 labels_of = {shared_label(r.workload) for r in job.reports if r.workload is not None}
 if labels_of:
     st.caption(md_escape("Workload: " + "; ".join(sorted(labels_of))))

@@ -247,3 +247,22 @@ def test_process_names_that_say_the_rank_number_the_ranks(tmp_path: Path) -> Non
     con.commit()
     con.close()
     assert [(r.rank, r.pid) for r in find_ranks(load_trace(path))] == [(0, 111), (1, 112)]
+
+
+def test_dashboard_ranks_page_shows_an_uploaded_multi_rank_export_as_a_job(tmp_path: Path, monkeypatch) -> None:
+    pytest.importorskip("streamlit")
+    import streamlit as st
+
+    from launchgap.ranks import analyze_job
+    from tests.unit.apptest_helpers import goto, new_app, upload
+
+    monkeypatch.setenv("LAUNCHGAP_SAMPLES_DIR", str(tmp_path))
+    st.cache_resource.clear()
+    at = goto(upload(new_app(), [("tp2.sqlite", NSYS_2GPU.read_bytes())]), "ranks")
+    split = split_ranks(load_trace(NSYS_2GPU))
+    job = analyze_job(list(split.traces), AnalysisOptions())
+    ranks = at.dataframe[0].value
+    assert list(ranks["rank"]) == [0, 1] and list(ranks["trace"]) == ["tp2.sqlite#rank0", "tp2.sqlite#rank1"]
+    assert ranks["step (us)"].tolist() == [r.step_us_median for r in job.ranks]
+    assert [i.value.replace("\\", "") for i in at.info][0].startswith("tp2.sqlite held 2 ranks")
+    assert not at.error
