@@ -1,7 +1,8 @@
 """Fleet scale: a pure per-trace summary, mapped over many files, reduced into one fleet report.
 
 Map: :func:`summarize_trace` loads and analyses one trace (exactly as ``launchgap analyze``
-does: :func:`launchgap.loaders.load_trace` + :func:`launchgap.ranks.analyze_with_collectives`) and returns
+does: :func:`launchgap.loaders.load_trace` + :func:`launchgap.ranks.analyze_with_collectives`; of a file holding
+several ranks, the one rank ``launchgap plan`` reads: :func:`launchgap.ranks.analyze_for_plan`) and returns
 a small JSON-safe dict (schema ``launchgap.fleet-trace/1``), never the event table:
 
 * identity: ``path``, ``size_bytes``, ``mtime_ns`` (what a rerun matches to skip done files);
@@ -163,11 +164,12 @@ def analyze_file(path: str | Path, options: AnalysisOptions, max_bytes: int) -> 
     in step (the fleet's acceptance is the same numbers as ``analyze``, trace by trace).
 
     Collectives' waits for peers are estimated from the trace alone (each rank is one task here),
-    so a tensor-parallel rank that spins in NCCL does not look GPU-bound.
+    so a tensor-parallel rank that spins in NCCL does not look GPU-bound. A file holding several ranks gives the
+    one rank a plan reads (its steps counted once, not once per rank), a warning saying which.
     """
-    from .ranks import analyze_with_collectives
+    from .ranks import analyze_for_plan
 
-    return analyze_with_collectives(load_trace(path, max_bytes), options)
+    return analyze_for_plan(load_trace(path, max_bytes), options)[0]
 
 
 def summarize_trace(path: str | Path, options: AnalysisOptions | None = None,
