@@ -89,6 +89,29 @@ def padding_basis(s) -> str:
             f"graph --batch-sizes 1..N, then analyze --graph-timings) make it exact")
 
 
+#: How a step's ``batch_source`` reads in a sentence (``kernel_grid:<kernel>`` names its kernel).
+_BATCH_SOURCE_WORDS = {"marker": "the step's marker or an annotation in it", "input_shapes": "recorded input shapes", "none": "unknown"}
+
+
+def batch_basis(steps) -> str:
+    """Where the steps' batch sizes came from (``batch_source``) and how sure each is, in a few words: per source,
+    most steps first, how many steps of all; a kernel grid inside a graph replay (``low``) is the captured size, so
+    the batch is at most that. Empty when no step's batch is known."""
+    if all(st.batch_source == "none" for st in steps):
+        return ""
+    counts: dict[tuple[str, str | None], int] = {}
+    for st in steps:  # report rows
+        key = (st.batch_source, st.batch_confidence)
+        counts[key] = counts.get(key, 0) + 1
+    parts = []
+    for (src, conf), n in sorted(counts.items(), key=lambda kv: -kv[1]):
+        words = _BATCH_SOURCE_WORDS.get(src) or (f"the grid of {src.split(':', 1)[1]}" if src.startswith(
+            "kernel_grid:") else src)
+        sure = {"medium": ", the kernel ran eagerly", "low": ", inside a graph replay: at most that"}.get(conf or "", "")
+        parts.append(f"{words} ({n} of {len(steps)}{sure})")
+    return ", ".join(parts)
+
+
 def graph_split_text(s) -> str:
     """Which host time a FULL graph removes and which it keeps, per step, in one clause."""
     stall, inside = s.host_stall_us_per_step, s.host_stall_in_graph_us_per_step

@@ -5,7 +5,7 @@ from ..engines import LABELS
 from ..gaps import CAUSES
 from .table import table as _table
 from ..report import TraceReport
-from ..verdict import fallback_basis, padding_basis
+from ..verdict import batch_basis, fallback_basis, padding_basis
 
 
 def _short(name: str, n: int = 60) -> str:
@@ -46,7 +46,8 @@ def _facts(rep: TraceReport) -> list[tuple[str, str]]:
     s = rep.summary
     bs = ", ".join(str(b) for b in s.batch_sizes) or "unknown"
     facts = [
-        ("steps", f"{s.steps} (from {s.step_source}); batch sizes: {bs}"),
+        ("steps", f"{s.steps} (from {s.step_source}); batch sizes: {bs}"
+                  + (f"; batch from {batch_basis(rep.steps)}" if batch_basis(rep.steps) else "")),
         ("step (GPU window, profiled)", f"{s.step_us_median:,.1f} us median"),
         ("estimated unprofiled step", f"{s.estimated_unprofiled_step_us_median:,.1f} us "
                                       f"({s.estimated_unprofiled_step_us_low:,.0f}-"

@@ -10,7 +10,7 @@ import streamlit as st
 
 from launchgap.engines import LABELS
 from launchgap.report import SCHEMA, with_observed_step
-from launchgap.verdict import fallback_basis, headline, padding_basis
+from launchgap.verdict import batch_basis, fallback_basis, headline, padding_basis
 from launchgap.dashboard import session
 from launchgap.dashboard.capture import auto_pick, capture_entries, pairing
 from launchgap.dashboard.charts import ZOOM_OPS, coverage_strip_figure, first_ops_end_us, gap_histogram_figure, host_phases_figure, \
@@ -104,7 +104,8 @@ ps = s.profiler_settings
 st.caption(md_escape(
     f"Speedup range {h.predicted_speedup_low:.2f}-{h.predicted_speedup_high:.2f}x. Profiler settings detected: "
     f"{ps.get('tier', '?')} (" + ("; ".join(ps.get("evidence") or []) or "nothing recorded") + ")."
-    + (f" Workload: {rep.workload.label}." if rep.workload else "")))
+    + (f" Workload: {rep.workload.label}." if rep.workload else "")
+    + (f" Batch per step from {batch_basis(rep.steps)}." if batch_basis(rep.steps) else "")))
 
 if len(s.step_groups) > 1 or group:
     # decode and prefill apart, each with its own figures and verdict (the CLI's "Steps by phase" table)
@@ -146,7 +147,8 @@ elif steps_have_engine_info(rep):
     st.caption(md_escape(f"Graph coverage per step: {cov}. Phase, requests and tokens come from the engine's own "
                          "step markers; blank where the trace does not say."))
     st.dataframe(pd.DataFrame([{
-        "step": x.index, "phase": x.phase or "—", "batch": _dash(x.batch_size), "requests": _dash(x.requests),
+        "step": x.index, "phase": x.phase or "—", "batch": _dash(x.batch_size),
+        "batch from": x.batch_source if x.batch_size is not None else "—", "requests": _dash(x.requests),
         "tokens": _dash(x.tokens),
         "coverage": x.graph_coverage, "graph launches": x.graph_launches, "eager launches": x.kernel_launches,
         "step (us)": x.dur_us} for x in rep.steps]), hide_index=True, key="lg_engine_steps",

@@ -5,6 +5,7 @@ import pytest
 
 pytest.importorskip("streamlit")
 
+from launchgap.dashboard.text import md_escape  # noqa: E402
 from tests.conftest import TRACES  # noqa: E402
 from tests.unit.apptest_helpers import goto, new_app, upload  # noqa: E402
 
@@ -20,6 +21,10 @@ def test_engine_steps_table_shows_phase_requests_tokens_coverage() -> None:
     row = tables[0].iloc[0].to_dict()
     assert (row["phase"], row["requests"], row["tokens"], row["coverage"], row["graph launches"]) == \
         ("mixed", "46", "8192", "piecewise", 25)
+    # where each step's batch came from, in the table and in one line
+    assert row["batch from"] == "marker"
+    line = md_escape(" Batch per step from the step's marker or an annotation in it (1 of 1).")
+    assert any(c.value.endswith(line) for c in at.caption), [c.value for c in at.caption]
 
 
 def test_capture_trace_is_labelled_not_diagnosed() -> None:

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import gzip
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from launchgap.loaders import load_trace
+from launchgap.render import render_trace
+from launchgap.verdict import batch_basis
 from launchgap.report import AnalysisOptions, analyze_trace
 from launchgap.steps import find_steps
 from tests.conftest import TRACES
@@ -60,6 +63,12 @@ def test_batch_phase_and_source_from_kernel_grids(tmp_path: Path) -> None:
     assert [(st.batch_source, st.batch_confidence) for st in rep.steps][:2] == [
         ("kernel_grid:at::native::reduce_kernel", "medium")] * 2
     assert len(rep.steps) == 5  # the step without kernels has no GPU window
+    # the report says where the batches came from, most steps first, and how sure each is
+    assert ("; batch from the grid of at::native::reduce_kernel (2 of 5, the kernel ran eagerly), the grid of "
+            "vllm::reshape_and_cache_flash_kernel (1 of 5, the kernel ran eagerly), the grid of "
+            "vllm::reshape_and_cache_flash_kernel (1 of 5, inside a graph replay: at most that), the step's marker "
+            "or an annotation in it (1 of 5)\n") in render_trace(rep)
+    assert batch_basis([replace(st, batch_source="none", batch_confidence=None) for st in rep.steps]) == ""
 
 
 def _without_markers(src: Path, dst: Path) -> Path:
