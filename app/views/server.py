@@ -163,7 +163,9 @@ except AnalyzerError as exc:
 
 eng = engine(chosen[0].value.log.engine)
 top = chosen[0].value.max_captured
-st.write(md_escape(f"Capture {len(plan.buckets)} graphs up to {max(plan.buckets) if plan.buckets else '-'}: "
+# which file planned: for a scrape shown, the latest log (the scrape's own figures above are not the plan's)
+st.write(md_escape(f"From {chosen[0].name}: capture {len(plan.buckets)} graphs up to "
+                   f"{max(plan.buckets) if plan.buckets else '-'}: "
                    f"expected step {plan.expected_step_us:,.0f} us vs {plan.all_eager_expected_step_us:,.0f} us "
                    f"all eager"
                    + (f"; the server captures up to {top} now" if top is not None else "") + "."))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from launchgap.dashboard.text import md_escape
 from tests.unit.apptest_helpers import goto, metrics, new_app, upload
 
 LOGS = Path(__file__).resolve().parents[2] / "traces" / "serverlogs"
@@ -22,6 +23,9 @@ def test_log_and_scrape_uploaded_reach_the_server_page():
     at = goto(at, "server")
     assert at.selectbox(key="lg_server_choice").options == ["server.txt", "m.json"]
     assert metrics(at)["Eager share"] == "41.6%"  # the scrape: sglang:cuda_graph_passes_total, every step
+    # the plan under the scrape is the log's (a scrape gives no costs): the page says which file planned
+    assert [m.value for m in at.markdown if "graphs up to" in m.value][0].startswith(
+        md_escape("From SGLang log server.txt: capture 8 graphs up to "))
     at.selectbox(key="lg_server_choice").set_value("server.txt").run()
     assert not at.exception
     assert metrics(at) == {"Eager share": "73.5%", "Largest captured size": "32", "Absorbing ceiling state": "yes",
