@@ -98,6 +98,8 @@ from .memory import (
 )
 
 SCHEMA = "launchgap.plan/1"
+#: Costs this close (relative) count as equal (:attr:`Plan.eager_equals_graph`).
+_EQUAL_REL = 1e-9
 PADDING_POLICIES = ("pad", "exact")
 #: What a plan's inputs gave it, one entry each in ``sources`` (see :mod:`launchgap.planning.request`).
 SOURCE_ROLES = ("costs", "distribution", "capture_sizes", "model_dims", "graph_nodes", "memory_model",
@@ -288,6 +290,14 @@ class Plan:
     @property
     def expected_step_us(self) -> float:
         return self.score.expected_step_us
+
+    @property
+    def eager_equals_graph(self) -> bool:
+        """Eager and graph costs are equal at every batch size of the distribution: a graph cannot win on these
+        costs, which happens where the eager cost is an estimate at its floor (the graph step itself, no eager step
+        measured), not a measured tie."""
+        return bool(self.per_batch) and all(abs(r.eager_us - r.graph_us) <= _EQUAL_REL * r.eager_us
+                                            for r in self.per_batch)
 
     @property
     def graph_memory_mib(self) -> float:
@@ -890,7 +900,13 @@ def plan_capture(costs: CostTable, distribution: Mapping[int, float], options: P
             what = " and ".join(b for b, v in (("memory", opts.memory_budget_mib), ("capture", opts.capture_budget_s))
                                 if v is not None)
             notes.append(f"the {what} budget allows {opt.max_allowed} graphs at most ({cost.source})")
-    if not chosen:
+    if not chosen and np.all(np.abs(eager - graph) <= _EQUAL_REL * eager):
+        notes.append("no bucket lowers the expected step time: eager and graph costs are equal at every batch size "
+                     "of the distribution (an eager cost estimated at its floor, the graph step itself, where no "
+                     "eager step was measured), so graphs cost memory for nothing on these costs; a real eager step "
+                     "also pays the framework's host time per op: measure a few eager steps (or harness timings) "
+                     "before turning graphs off")
+    elif not chosen:
         notes.append("no bucket lowers the expected step time under these budgets: run eager")
     free_us, free_k = opt.free
     if free_k > len(chosen) and free_us < score.expected_step_us * (1 - _REL_TIE):

@@ -16,6 +16,10 @@ def _list(b: tuple[int, ...] | list[int], limit: int = 24) -> str:
 
 def _verdict(plan: Plan) -> str:
     n = plan.score.n_graphs
+    if n == 0 and plan.eager_equals_graph:
+        return (f"No CUDA graph is predicted to lower the expected step ({plan.expected_step_us:,.1f} us), but eager "
+                f"and graph costs are equal at every size (the eager one an estimate at its floor where no eager step "
+                f"was measured; see the notes): measure eager steps before turning graphs off.")
     if n == 0:
         return (f"Run eager: no CUDA graph lowers the expected step ({plan.expected_step_us:,.1f} us) "
                 f"under these budgets.")

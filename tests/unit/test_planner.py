@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from launchgap.errors import InputError
 from launchgap.planning.costs import CostPoint, CostTable
+from launchgap.render import render_plan
 from launchgap.planning.memory import ListCost, MemoryModel, ModelDims
 from launchgap.planning.planner import (
     SCHEMA,
@@ -131,6 +132,21 @@ def test_no_graph_plan_configs():
     plan = plan_capture(TINY, DIST, PlanOptions(max_graphs=0))
     assert plan.buckets == () and plan.config_snippets()["vllm"] == "--enforce-eager"
     assert any("run eager" in w for w in plan.warnings)
+
+
+def test_equal_eager_and_graph_costs_are_no_verdict_to_turn_graphs_off():
+    # an eager cost estimated at its floor (the graph step) where no eager step was measured: no graph can win
+    floor = CostTable((CostPoint(1, 20.0, 20.0, "predicted", None), CostPoint(8, 80.0, 80.0, "predicted", None)), "t")
+    # expected step 0.5 x 20 + 0.3 x (20 + 60/7) + 0.2 x (20 + 180/7) = 27.71 us, all eager
+    plan = plan_capture(floor, DIST)
+    assert plan.buckets == () and plan.eager_equals_graph and not plan_capture(TINY, DIST).eager_equals_graph
+    assert plan.warnings[-1].startswith("no bucket lowers the expected step time: eager and graph costs are equal at "
+                                        "every batch size of the distribution (an eager cost estimated at its floor")
+    assert render_plan(plan).splitlines()[0] == (
+        "No CUDA graph is predicted to lower the expected step (27.7 us), but eager and graph costs are equal at "
+        "every size (the eager one an estimate at its floor where no eager step was measured; see the notes): "
+        "measure eager steps before turning graphs off.")
+    assert render_plan(plan_capture(TINY, DIST, PlanOptions(max_graphs=0))).startswith("Run eager: ")
 
 
 def test_distribution_beyond_costs_is_extrapolated_with_band():
