@@ -193,8 +193,10 @@ def decide(s, mode: str):
     if s.step_source == "engine" and groups and s.steps:
         label = LABELS.get(s.engine, "") if s.engine else ""
         verdict = groups[0]["verdict"]
-        detail = (f"{label} trace: " if label else "") + " | ".join(
-            f"{g['description']} — {g['verdict']}: {g['verdict_detail']}" for g in groups)
+        # one group: its verdict is the trace's, said once; several: each group's own after its description
+        detail = (f"{label} trace: " if label else "") + (
+            f"{groups[0]['description']}; {groups[0]['verdict_detail']}" if len(groups) == 1 else " | ".join(
+                f"{g['description']} — {g['verdict']}: {g['verdict_detail']}" for g in groups))
         if mode == "compiled":  # the engine compiled its model (vLLM's Inductor) and ran it without graphs
             verdict = f"{verdict} ({_COMPILED_WORDS[s.compile_mode == 'reduce-overhead']})"
             detail += f" | torch.compile ran ({'; '.join(s.compile_evidence)}); no CUDA graph was replayed"

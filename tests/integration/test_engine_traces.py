@@ -43,7 +43,8 @@ def test_vllm_full_graph_decode(engines_dir: Path) -> None:
     assert rep.summary.steps_by_coverage == {"full": 1, "piecewise": 0, "eager": 0}
     assert rep.summary.verdict == "already graphed"
     assert rep.summary.verdict_detail.startswith("vLLM trace: 1 decode step, full: 1 graph launch and 4 eager "
-                                                 "launches left for 425 kernels")
+                                                 "launches left for 425 kernels; 1 graph launch(es) per step replay")
+    assert "already graphed" not in rep.summary.verdict_detail  # said once, in the verdict
 
 
 def test_vllm_piecewise_mixed_step(engines_dir: Path) -> None:
@@ -72,8 +73,8 @@ def test_vllm_b200_eager_prefill(engines_dir: Path) -> None:
     assert rep.summary.engine == "vllm" and rep.mode == "compiled"
     assert rep.summary.compile_evidence == ["1 Torch-Compiled Region range"]
     assert _step(rep) == ("prefill", 1, 888, 1, "eager", 0, 768, 768)
-    assert rep.summary.verdict_detail.startswith("vLLM trace: 1 prefill step, eager: 768 eager launches — "
-                                                 "launch-bound: ")
+    # one group: its verdict is the trace's, not repeated in the detail
+    assert rep.summary.verdict_detail.startswith("vLLM trace: 1 prefill step, eager: 768 eager launches; the GPU idles ")
     # named compiled on every page (the verdict), as a trace of torch.compile without an engine is
     assert rep.summary.verdict == "launch-bound (torch.compile, no CUDA graphs)"
     assert rep.summary.verdict_detail.endswith(" | torch.compile ran (1 Torch-Compiled Region range); no CUDA graph "

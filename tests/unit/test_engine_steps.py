@@ -82,7 +82,7 @@ def test_annotation_wins_over_the_python_function_it_wraps(tmp_path: Path) -> No
     assert (st.phase, st.requests, st.tokens, st.batch_size) == ("mixed", 8, 46, 8)
     assert (st.graph_coverage, st.graph_launches, st.kernel_launches, st.kernels) == ("piecewise", 2, 3, 11)
     assert rep.summary.verdict_detail.startswith("vLLM trace: 1 mixed step, piecewise: 2 graph launches, 3 eager "
-                                                 "launches between them — ")
+                                                 "launches between them; the GPU idles 68% of each step")
 
 
 @pytest.mark.parametrize("outer, inner, name, info", [
