@@ -123,3 +123,13 @@ def test_readme_command_table_lists_every_command():
     table = text[text.index("## Commands"):text.index("## What it measures")]
     missing = [c for c in COMMANDS if f"`launchgap {c}" not in table]
     assert not missing, f"README's command table lacks: {missing}"
+
+
+def test_docs_state_the_trace_size_cap_the_code_has():
+    """Where a page gives `--max-trace-bytes`' default, it is the loaders' default (docs/inputs.md and fleet.md
+    said 2 GiB after it became 8)."""
+    from launchgap.loaders import DEFAULT_MAX_TRACE_BYTES
+
+    said = re.compile(r"`--max-trace-bytes`(?:, default | \()(\d+) GiB")
+    found = [(md.name, int(m.group(1))) for md in [README, *DOCS] for m in said.finditer(md.read_text("utf-8"))]
+    assert len(found) >= 4 and {n for _, n in found} == {DEFAULT_MAX_TRACE_BYTES // 2**30}, found
