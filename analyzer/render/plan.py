@@ -29,7 +29,8 @@ def _verdict(plan: Plan) -> str:
     return (f"Capture {n} graph{'s' if n != 1 else ''} {_list(plan.buckets, 12)}: expected step "
             f"{plan.expected_step_us:,.1f} us vs {plan.all_eager_expected_step_us:,.1f} us all-eager "
             f"({plan.speedup_vs_all_eager:.2f}x); {cmp} the best server default "
-            f"({_SERVER_LABEL.get(best.name, best.name)}, {best.score.n_graphs} graphs).")
+            f"({_SERVER_LABEL.get(best.name, best.name)}, {best.score.n_graphs} graphs"
+            f"{'' if best.within_budget else ': over the budget'}).")
 
 
 def seconds_text(s: float | None) -> str:

@@ -398,7 +398,10 @@ def test_cli_plan_text_verdict_first(tiny_files, capsys):
     assert main(["plan", "--timings", str(timings), "--distribution", str(dist), "--max-graphs", "2"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0] == ("Capture 2 graphs [2, 4]: expected step 34.0 us vs 100.0 us all-eager (2.94x); "
-                                   "17.2% slower than the best server default (vLLM, 51 graphs).")
+                                   "17.2% slower than the best server default (vLLM, 51 graphs: over the budget).")
+    # without a budget every default is in it
+    assert main(["plan", "--timings", str(timings), "--distribution", str(dist)]) == 0
+    assert capsys.readouterr().out.splitlines()[0].endswith("(vLLM, 51 graphs).")
 
 
 @pytest.mark.parametrize("extra, message", [
