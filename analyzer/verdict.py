@@ -89,6 +89,18 @@ def padding_basis(s) -> str:
             f"graph --batch-sizes 1..N, then analyze --graph-timings) make it exact")
 
 
+#: How each ``capture_sizes_source`` reads: a list given, read from the trace, assumed or inferred.
+_CAPTURE_SOURCE_WORDS = {"flag": "given", "config": "given", "markers": "from the trace",
+                         "default": "assumed, the trace does not state it", "inferred": "inferred, a lower bound"}
+
+
+def capture_sizes_basis(s) -> str:
+    """Where the capture list came from and how far to trust it, with its one-line detail:
+    ``"assumed, the trace does not state it: vLLM V1 default, maximum 512"``."""
+    words = _CAPTURE_SOURCE_WORDS.get(s.capture_sizes_source or "", s.capture_sizes_source or "unknown")
+    return f"{words}: {s.capture_sizes_detail}" if s.capture_sizes_detail else words
+
+
 #: How a step's ``batch_source`` reads in a sentence (``kernel_grid:<kernel>`` names its kernel).
 _BATCH_SOURCE_WORDS = {"marker": "the step's marker or an annotation in it", "input_shapes": "recorded input shapes", "none": "unknown"}
 
@@ -207,8 +219,9 @@ def decide(s, mode: str):
     if s.fallback_steps:
         nf = len(s.fallback_steps)
         words = (f"{nf} of {s.steps} decode steps fell back to eager although a captured size fits them "
-                 f"(steps {', '.join(map(str, s.fallback_steps[:12]))}{', ...' if nf > 12 else ''}; capture sizes from "
-                 f"{s.capture_sizes_source}): {s.fallback_lost_us_per_step:,.0f} us lost per step of the trace")
+                 f"(steps {', '.join(map(str, s.fallback_steps[:12]))}{', ...' if nf > 12 else ''}; capture sizes "
+                 f"{_CAPTURE_SOURCE_WORDS.get(s.capture_sizes_source or '', s.capture_sizes_source)}): "
+                 f"{s.fallback_lost_us_per_step:,.0f} us lost per step of the trace")
         verdict = "graphed, with eager fallbacks" if verdict == "already graphed" else verdict
         detail = f"{words}; {detail}"
     return replace(s, verdict=verdict, verdict_detail=detail, step_groups=groups,

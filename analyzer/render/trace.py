@@ -5,7 +5,7 @@ from ..engines import LABELS
 from ..gaps import CAUSES
 from .table import table as _table
 from ..report import TraceReport
-from ..verdict import batch_basis, fallback_basis, padding_basis
+from ..verdict import batch_basis, capture_sizes_basis, fallback_basis, padding_basis
 
 
 def _short(name: str, n: int = 60) -> str:
@@ -180,8 +180,7 @@ def _serving_lines(rep: TraceReport, markdown: bool) -> list[str]:
         return []
     facts: list[tuple[str, str]] = []
     if s.capture_sizes is not None:
-        facts.append(("capture sizes", f"{_sizes_text(s.capture_sizes)} (from {s.capture_sizes_source}: "
-                                       f"{s.capture_sizes_detail})"))
+        facts.append(("capture sizes", f"{_sizes_text(s.capture_sizes)} ({capture_sizes_basis(s)})"))
         n = len(rep.steps)
         if s.fallback_steps:
             facts.append(("eager fallbacks", f"{len(s.fallback_steps)} of {n} steps ran eager although a captured size "

@@ -10,7 +10,7 @@ import streamlit as st
 
 from launchgap.engines import LABELS
 from launchgap.report import SCHEMA, with_observed_step
-from launchgap.verdict import batch_basis, fallback_basis, headline, padding_basis
+from launchgap.verdict import batch_basis, capture_sizes_basis, fallback_basis, headline, padding_basis
 from launchgap.dashboard import session
 from launchgap.dashboard.capture import auto_pick, capture_entries, pairing
 from launchgap.dashboard.charts import ZOOM_OPS, coverage_strip_figure, first_ops_end_us, gap_histogram_figure, host_phases_figure, \
@@ -174,7 +174,7 @@ if rep.mode != "capture" and len(rep.steps) > 1 and (graph_steps or s.capture_si
                   border=True, help=md_escape(f"cost(bucket) - cost(batch) per graph step, over all steps; "
                                               f"{padding_basis(s)}."))
     if s.capture_sizes is not None:
-        st.caption(md_escape(f"Capture sizes ({s.capture_sizes_source}: {s.capture_sizes_detail}): "
+        st.caption(md_escape(f"Capture sizes ({capture_sizes_basis(s)}): "
                              + ", ".join(str(x) for x in s.capture_sizes[:40])
                              + (", ..." if len(s.capture_sizes) > 40 else "")
                              + (f"; uncaptured sizes at steps {', '.join(map(str, s.uncaptured_steps))}"

@@ -20,7 +20,7 @@ def test_server_config_field_sets_the_capture_list() -> None:
     assert not at.error
     goto(at, "diagnosis")
     captions = " ".join(c.value for c in at.caption).replace("\\", "")  # Markdown escapes dropped
-    assert ("Capture sizes (config: SGLang server config: cuda_graph_bs=[1, 2, 4, 8, 12, 16, 24, 32, 48, 64]): "
+    assert ("Capture sizes (given: SGLang server config: cuda_graph_bs=[1, 2, 4, 8, 12, 16, 24, 32, 48, 64]): "
             "1, 2, 4, 8, 12, 16, 24, 32, 48, 64; uncaptured sizes at steps 0, 1, 15, 16, 33") in captions
     goto(at, "traces")
     _apply(at, "--cuda-graph-bs one")

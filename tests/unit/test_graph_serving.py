@@ -1,6 +1,7 @@
 """Graph-mode serving on hand-built traces: capture sizes, fallbacks, buckets, padding, host time between steps."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ from launchgap.engines import parse_server_config
 from launchgap.render import render_trace
 from launchgap.report import AnalysisOptions, analyze_trace
 from launchgap.steps import assign_rows_to_steps, find_steps
+from launchgap.verdict import capture_sizes_basis
 from tests.unit.kineto_tiny import HOST_PID, HOST_TID, ann, cpu_op, kernel, launch, write
 
 NO_PROFILER_COST = PredictionModel(profiler_us_per_host_event=0.0)
@@ -82,7 +84,7 @@ def test_fallbacks_buckets_padding_exact(serving_trace: Path) -> None:
     assert s.fallback_lost_us_per_step == pytest.approx((50.0 - 10.0) / 4)
     assert rep.steps[2].fallback_cause == "the step marker names it eager (decode_step[bs=2 eager])"
     assert s.verdict_detail.startswith("1 of 4 decode steps fell back to eager although a captured size fits them "
-                                       "(steps 2; capture sizes from markers): 10 us lost per step of the trace")
+                                       "(steps 2; capture sizes from the trace): 10 us lost per step of the trace")
 
 
 def test_host_time_between_steps_exact(serving_trace: Path) -> None:
@@ -114,6 +116,11 @@ def test_capture_sizes_flag_and_inferred(tmp_path: Path) -> None:
     # inferred sizes are a lower bound of the real list: padding is reported unknown, never 0 "measured"
     assert (s.padding_us_per_step, s.padding_us_per_step_low, s.padding_cost_source) == (None, None, "unknown")
     assert s.padding_unknown_reason.startswith("capture sizes inferred from the buckets the trace ran")
+    assert ("capture sizes       [3, 4] (inferred, a lower bound: the batch sizes the trace's graph steps ran)"
+            in render_trace(analyze_trace(trace, AnalysisOptions(model=NO_PROFILER_COST))))
+    assert capture_sizes_basis(replace(s, capture_sizes_source="default", capture_sizes_detail="vLLM V1 default, "
+                                       "maximum 512")) == ("assumed, the trace does not state it: vLLM V1 default, "
+                                                           "maximum 512")
     assert "unknown: capture sizes inferred from the buckets" in render_trace(analyze_trace(trace, AnalysisOptions(
         model=NO_PROFILER_COST)))
     # the flag wins: with 8 captured, bs 6 is a fallback too, and bs 3 replays 8
