@@ -85,6 +85,23 @@ def test_two_processes_on_one_gpu_are_not_split(tmp_path: Path) -> None:
     assert split_ranks(load_trace(same)) is None
 
 
+def test_correlation_ids_shared_by_the_ranks(tmp_path: Path) -> None:
+    """Kineto GPU events name no process: a kernel is the rank's whose calls used its correlation id. Ids shared in
+    part (3 and 4 used by both ranks) still leave each GPU to the process that launched most of its work, and each
+    rank's launches are joined again within it; ids all shared tell nothing, and the file is not split."""
+    part = tmp_path / "part.json"
+    part.write_text(json.dumps(doc(_rank_events(HOST_PID, 0, 1, 0.0) + _rank_events(HOST_PID + 1, 1, 3, 3.0))))
+    trace = load_trace(part)
+    assert [(r.pid, r.devices, r.launched) for r in find_ranks(trace)] == [(100, (0,), 4), (101, (1,), 4)]
+    for r, rank in enumerate(split_ranks(trace).traces):
+        gpu = np.flatnonzero(rank.gpu_mask)
+        assert (rank.pid[rank.launch_idx[gpu]] == 100 + r).all()
+        assert find_steps(rank).batch_size.tolist() == [4, 8]
+    same = tmp_path / "same.json"
+    same.write_text(json.dumps(doc(_rank_events(HOST_PID, 0, 1, 0.0) + _rank_events(HOST_PID + 1, 1, 1, 3.0))))
+    assert split_ranks(load_trace(same)) is None
+
+
 def _merged_sglang(tmp_path: Path) -> Path:
     """The real single-rank SGLang trace and a copy of it as a second rank: host pid and tid +1, device 9 -> 10,
     correlation and external ids + 10,000,000, 3 us later."""
