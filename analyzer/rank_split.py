@@ -80,6 +80,7 @@ def find_ranks(trace: Trace) -> list[Rank]:
     calls = np.flatnonzero(host)
     del host
     pids = np.unique(trace.pid[calls])
+    pids = pids[pids >= 0]  # -1: calls whose process the file does not say (a damaged export) are no process
     if pids.size < 2:
         return []
     ops = np.flatnonzero(trace.gpu_mask & (trace.corr >= 0))
