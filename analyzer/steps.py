@@ -39,7 +39,9 @@ from (``batch_source``: :data:`BATCH_SOURCES`) and how sure that is (``batch_con
 the phase and both counts are known, it follows from them: as many tokens as sequences is ``decode``; more
 tokens than sequences is ``prefill`` (at least one sequence is in its prompt; a mixed step reads the same, the
 kernels cannot tell them apart), never a decode step of the batch distribution; with the tokens' kernel
-replayed, only a captured size equal to the sequences says ``decode``.
+replayed, only a captured size equal to the sequences says ``decode``. A step found by its own annotation (not an
+engine's marker) whose text names one phase as a word (``decode_step[bs=8]``, ``prefill_step``:
+:data:`PHASE_WORDS`) is of that phase where nothing else says.
 
 Engine markers of several processes (threads) running at once are refused (:class:`~launchgap.errors.InputError`): a
 step is one rank's iteration. A file holding several ranks, each a process driving its own GPU, is split per rank
@@ -76,6 +78,8 @@ REQUEST_KERNELS = re.compile(r"reduce_kernel<.*ArgMaxOps")
 #: tokens or sequences it processed), ``low`` (the grid of a kernel inside a graph replay: the captured size,
 #: so the batch is at most that), ``None`` (unknown).
 BATCH_SOURCES = ("marker", "input_shapes", "kernel_grid", "none")
+#: A phase named as a word in a step's own annotation text (``decode_step[bs=8]``; not ``decoder``).
+PHASE_WORDS = re.compile(r"(?i)(?<![a-z])(decode|prefill)(?![a-z])")
 
 
 @dataclass(frozen=True)
@@ -219,6 +223,11 @@ def find_steps(trace: Trace, options: StepOptions | None = None) -> Steps:
                 phase[i] = "decode" if tok[i] == req[i] else None
             else:
                 phase[i] = "decode" if tok[i] == req[i] else "prefill" if tok[i] > req[i] else None
+    if marked is None:  # a step's own annotation naming one phase (one regex per step name: report rows)
+        for i, name in enumerate(names):
+            words = {w.lower() for w in PHASE_WORDS.findall(name)} if phase[i] is None else set()
+            if len(words) == 1:
+                phase[i] = words.pop()
     return Steps(source=source, names=names, cpu_start_ns=starts, cpu_end_ns=ends, batch_size=batch, phase=phase,
                  requests=requests, tokens=tokens, engine=marked.engine if marked is not None else None,
                  batch_source=[str(x) for x in src], batch_confidence=[str(c) if c else None for c in conf])

@@ -14,7 +14,7 @@ from launchgap.loaders import load_trace
 from launchgap.render import render_trace
 from launchgap.verdict import batch_basis
 from launchgap.report import AnalysisOptions, analyze_trace
-from launchgap.steps import find_steps
+from launchgap.steps import PHASE_WORDS, find_steps
 from tests.conftest import TRACES
 from tests.unit.kineto_tiny import ann, kernel, launch, write
 
@@ -43,12 +43,12 @@ def _step(t0: float, text: str, corr: int, tokens: int | None, seqs: int | None,
 
 
 def test_batch_phase_and_source_from_kernel_grids(tmp_path: Path) -> None:
-    events = (_step(0.0, "decode_step", 10, tokens=6, seqs=6)      # 6 tokens for 6 sequences: decode at 6
-              + _step(100.0, "decode_step", 20, tokens=1049, seqs=1)  # one sequence, 1,049 tokens: prefill
-              + _step(200.0, "decode_step", 30, tokens=4, seqs=None)  # tokens only: batch 4, phase unknown
-              + _step(300.0, "decode_step", 40, tokens=8, seqs=None, graph=True)  # inside a replay: captured size 8
-              + _step(400.0, "decode_step bs=3", 50, tokens=5, seqs=5)  # the marker wins
-              + _step(500.0, "decode_step", 60, tokens=None, seqs=None))  # nothing: unknown
+    events = (_step(0.0, "model_step", 10, tokens=6, seqs=6)      # 6 tokens for 6 sequences: decode at 6
+              + _step(100.0, "model_step", 20, tokens=1049, seqs=1)  # one sequence, 1,049 tokens: prefill
+              + _step(200.0, "model_step", 30, tokens=4, seqs=None)  # tokens only: batch 4, phase unknown
+              + _step(300.0, "model_step", 40, tokens=8, seqs=None, graph=True)  # inside a replay: captured size 8
+              + _step(400.0, "model_step bs=3", 50, tokens=5, seqs=5)  # the marker wins
+              + _step(500.0, "model_step", 60, tokens=None, seqs=None))  # nothing: unknown
     steps = find_steps(load_trace(write(tmp_path, events)))
     assert steps.batch_size.tolist() == [6, 1, 4, 8, 3, -1]
     assert steps.batch_source == [f"kernel_grid:{a}" for a in ("at::native::reduce_kernel", "at::native::reduce_kernel",
@@ -57,6 +57,12 @@ def test_batch_phase_and_source_from_kernel_grids(tmp_path: Path) -> None:
         "marker", "none"]
     assert steps.batch_confidence == ["medium", "medium", "medium", "low", "high", None]
     assert steps.phase == ["decode", "prefill", None, None, "decode", None]
+    # a step's own annotation naming its phase says it where the kernels do not; they win where they do
+    named = [{**e, "name": e["name"].replace("model_step", "decode_step")} for e in events]
+    assert find_steps(load_trace(write(tmp_path, named))).phase == ["decode", "prefill", "decode", "decode", "decode",
+                                                                     "decode"]
+    assert [m.group(1) for m in map(PHASE_WORDS.search, ["decode_step[bs=8]", "Prefill batch", "decoder_layer"])
+            if m] == ["decode", "Prefill"]
     # the replayed KV-cache write ran at the captured size 8: the batch is at most that, the tokens are not known
     assert steps.tokens.tolist() == [6, 1049, 4, -1, 5, -1] and steps.requests.tolist() == [6, 1, -1, -1, 5, -1]
     rep = analyze_trace(load_trace(write(tmp_path, events)), AnalysisOptions())
