@@ -274,11 +274,14 @@ def _list_text(sizes: Sequence[int]) -> str:
     return "[" + ", ".join(map(str, s if len(s) <= 12 else s[:8])) + (", ..., " + str(s[-1]) if len(s) > 12 else "") + "]"
 
 
-def _input_notes(request: PlanRequest, filled: _Filled) -> list[str]:
-    """Which input gave the capture list scored as the server's current one (a trace's: how the trace gave it, and
-    when that is only its engine's default), a line per other input whose list differs from it, the traces'
-    analysis warnings, and the inputs that gave this plan nothing."""
-    out: list[str] = []
+def _input_notes(request: PlanRequest, filled: _Filled) -> tuple[list[str], list[str]]:
+    """Notes and warnings on the inputs. Notes: which input gave the capture list scored as the server's current one
+    (a trace's: how the trace gave it, and when that is only its engine's default) and the inputs that gave this plan
+    nothing. Warnings (inputs that contradict each other or the plan's basis, shown where the plan's warnings are):
+    a line per other input whose capture list differs from it, the traces' analysis warnings, a server log of another
+    engine than the traces'."""
+    notes: list[str] = []
+    warns: list[str] = []
     src = filled.source.get("capture_sizes")
     if src is not None:
         sizes = tuple(filled.value["capture_sizes"])  # type: ignore[arg-type]
@@ -288,7 +291,7 @@ def _input_notes(request: PlanRequest, filled: _Filled) -> list[str]:
             if detail and detail.startswith("default:"):
                 line += ("; an assumption, the trace does not state its list: pass --capture-sizes or the server's "
                          "config")
-            out.append(line)
+            notes.append(line)
         for inp in request.inputs:
             if inp is src or "capture_sizes" not in inp.roles:
                 continue
@@ -297,23 +300,23 @@ def _input_notes(request: PlanRequest, filled: _Filled) -> list[str]:
                                             for t in _steps(inp) if t.capture_sizes and not t.benchmark):
                 continue  # an engine's default the traces assumed is no statement of the server's list
             if other and tuple(sorted(other)) != tuple(sorted(sizes)):  # type: ignore[arg-type]
-                out.append(f"the capture lists differ: {src.name} gives {_list_text(sizes)}, {inp.name} "
-                           f"{_list_text(sorted(other))}; the plan scores {src.name}'s as the current list")  # type: ignore[arg-type]
+                warns.append(f"the capture lists differ: {src.name} gives {_list_text(sizes)}, {inp.name} "
+                             f"{_list_text(sorted(other))}; the plan scores {src.name}'s as the current list")  # type: ignore[arg-type]
     for t in request.traces:
-        out += [f"{t.name}: {w}" for w in t.warnings]
+        warns += [f"{t.name}: {w}" for w in t.warnings]
     engines = {t.engine for t in request.traces if t.engine}
     for inp in request.inputs:  # a log of another engine than the traces' is another server's
         log = inp.value.log if isinstance(inp.value, LogDiagnosis) else None
         if log is not None and engines and log.engine not in engines:
             theirs = ", ".join(sorted(LABELS.get(e, e) for e in engines))
-            out.append(f"{inp.name} is a {LABELS.get(log.engine, log.engine)} server's, the traces are {theirs}'s: "
-                       f"not the same server; check that they belong together")
+            warns.append(f"{inp.name} is a {LABELS.get(log.engine, log.engine)} server's, the traces are {theirs}'s: "
+                         f"not the same server; check that they belong together")
     for inp in request.inputs:
         if inp.kind != "traces" and not any(filled.source.get(r) is inp for r in ROLES):
             gave = "; ".join(f"{r.replace('_', ' ')} from {filled.source[r].name}" for r in KINDS[inp.kind].readers
                              if r in filled.source)
-            out.append(f"{inp.name} gave nothing to this plan" + (f" ({gave})" if gave else ""))
-    return out
+            notes.append(f"{inp.name} gave nothing to this plan" + (f" ({gave})" if gave else ""))
+    return notes, warns
 
 
 def _baselines(request: PlanRequest, filled: _Filled) -> list[BaselineSpec]:
@@ -361,7 +364,8 @@ def build_plan(request: PlanRequest) -> tuple[Plan, list[str]]:
     if bench:
         notes.append(f"{len(bench)} benchmark trace(s) (recorded by launchgap record, or --costs) give costs only, "
                      f"never the distribution: {', '.join(t.name for t in bench[:4])}{', ...' if len(bench) > 4 else ''}")
-    notes += list(request.notes) + filled.notes + _input_notes(request, filled)
+    input_notes, input_warnings = _input_notes(request, filled)
+    notes += list(request.notes) + filled.notes + input_notes
     dims = filled.value.get("model_dims")
     nodes = filled.value.get("graph_nodes")
     if dims is not None:
@@ -382,7 +386,8 @@ def build_plan(request: PlanRequest) -> tuple[Plan, list[str]]:
     for inp in request.inputs:  # what the plan does to the ceiling a server log shows
         if inp.kind == "server_log" and isinstance(inp.value, LogDiagnosis):
             notes += ceiling_notes(inp.value, plan.buckets)
-    return replace(plan, sources={r: (src[r].name if r in src else None) for r in ROLES}), notes
+    return replace(plan, sources={r: (src[r].name if r in src else None) for r in ROLES},
+                   warnings=tuple(input_warnings) + plan.warnings), notes
 
 
 def plan_workloads(request: PlanRequest, groups: Sequence[tuple[Workload | None, Sequence[TraceSteps]]],

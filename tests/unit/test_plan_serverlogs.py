@@ -129,6 +129,6 @@ def test_a_scrape_that_fills_nothing_and_a_log_of_another_engine_are_named(capsy
     trace = REPO / "traces/engines/tracelens-sglang-qwen3-8b-decode-mi300x/sglang_Qwen3-8B_decode.json.gz"
     vllm = str(LOGS / "vllm-0.22-ceiling.log.gz")
     assert main(["plan", str(trace), "--server-log", vllm, "--max-graphs", "4", "--format", "json"]) == 0
-    notes = json.loads(capsys.readouterr().out)["inputs"]
+    notes = json.loads(capsys.readouterr().out)["warnings"]
     assert ("vLLM log vllm-0.22-ceiling.log.gz is a vLLM server's, the traces are SGLang's: not the same server; "
             "check that they belong together") in notes
