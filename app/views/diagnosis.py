@@ -142,10 +142,11 @@ if rep.mode == "capture" and rep.capture is not None:
                       + f"; {cap.launches_recorded} launches recorded into graphs, {cap.kernels_run} kernels ran. "
                       "No gap diagnosis or speedup for a capture trace."), icon=":material/photo_camera:")
 elif steps_have_engine_info(rep):
-    st.subheader("Engine steps" + (f" ({LABELS.get(s.engine, s.engine)})" if s.engine else ""))
+    st.subheader(f"Engine steps ({LABELS.get(s.engine, s.engine)})" if s.engine else "Steps")
     cov = ", ".join(f"{n} {c}" for c, n in s.steps_by_coverage.items() if n)
-    st.caption(md_escape(f"Graph coverage per step: {cov}. Phase, requests and tokens come from the engine's own "
-                         "step markers; blank where the trace does not say."))
+    st.caption(md_escape(f"Graph coverage per step: {cov}. Phase, requests and tokens come from the "
+                         + ("engine's own step markers" if s.engine else "step annotations")
+                         + " or the kernels' launch grids; blank where the trace does not say."))
     st.dataframe(pd.DataFrame([{
         "step": x.index, "phase": x.phase or "—", "batch": _dash(x.batch_size),
         "batch from": x.batch_source if x.batch_size is not None else "—", "requests": _dash(x.requests),

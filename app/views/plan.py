@@ -226,7 +226,7 @@ r4.metric("Extrapolation band", f"{x['expected_step_us_low']:,.0f}–{x['expecte
 st.caption(md_escape(memory_basis(plan)))
 show_buckets_and_charts(plan, "lg_plan")
 
-base = pd.DataFrame([{"setup": BASELINE_LABELS.get(k, k), "version": v.version, "graphs": v.score.n_graphs,
+base = pd.DataFrame([{"setup": BASELINE_LABELS.get(k, k), "version": v.version or "—", "graphs": v.score.n_graphs,
                       "expected step (us)": v.score.expected_step_us,
                       "graph memory (MiB)": v.memory_mib, "capture (s)": v.capture_s, "within budget": v.within_budget,
                       "plan saves": 1 - plan.expected_step_us / v.score.expected_step_us

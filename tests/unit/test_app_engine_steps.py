@@ -41,6 +41,10 @@ SERVING = TRACES / "h200-session-2026-12-01" / "serving" / "1b_serving_serve.jso
 def test_graph_mode_serving_section() -> None:
     at = goto(upload(new_app(), [("serving.json.gz", SERVING.read_bytes())]), "diagnosis")
     assert "Graph-mode serving" in [h.value for h in at.subheader]
+    # the harness's own annotations, no engine: the table is the trace's steps, not an engine's
+    assert "Steps" in [h.value for h in at.subheader] and not [h for h in at.subheader if "Engine" in h.value]
+    assert any(c.value.startswith(md_escape("Graph coverage per step: 41 full, 7 eager. Phase, requests and tokens "
+                                            "come from the step annotations")) for c in at.caption)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Eager fallbacks"] == "4 of 48"
     assert metrics["Padded rows"] == "14.7%"

@@ -130,7 +130,7 @@ def test_the_page_scores_the_traces_current_list_as_the_command_does(capsys) -> 
     at = page_plan([serving])
     base = next(d.value for d in at.dataframe if "setup" in d.value.columns)
     row = base[base["setup"] == "current list"]
-    assert row["graphs"].tolist() == [6]
+    assert row["graphs"].tolist() == [6] and row["version"].tolist() == ["—"]  # no engine version: the server's own
     assert row["expected step (us)"].tolist() == [pytest.approx(want["baselines"]["current"]["expected_step_us"])]
     sources = "; ".join(f"{r.replace('_', ' ')} from {n}" for r, n in want["sources"].items() if n)
     assert "capture sizes from" in sources and md_escape(f"Sources: {sources}") in [c.value for c in at.caption]
