@@ -282,7 +282,10 @@ def costs_from_timings(path: str | Path, model: str | None = None) -> CostTable:
     mine = [(i, r) for i, r in enumerate(rows) if str(r["model"]) == model]
     no_eager = [i for i, r in mine if r.get("eager_us") is None]
     if no_eager:
-        raise InputError(f"rows[{no_eager[0]}] has no 'eager_us': the plan compares graphs with the eager step", p)
+        raise InputError(f"rows[{no_eager[0]}] has no 'eager_us': the plan compares graphs with the eager step"
+                         + ("; these are graph-only timings (launchgap record --modes graph): record eager too "
+                            "(--modes eager,graph), or give them to analyze --graph-timings for the padding cost"
+                            if len(no_eager) == len(mine) else ""), p)
     bs = np.array([r["batch_size"] for _, r in mine], dtype=np.int64)
     eager = np.array([r["eager_us"] for _, r in mine], dtype=float)
     graph = np.array([np.nan if r.get("graph_us") is None else r["graph_us"] for _, r in mine], dtype=float)

@@ -221,7 +221,11 @@ def test_costs_from_timings_truth_layout_and_model_choice(tmp_path):
     (b'{"rows": [{"model": "m", "bs": 0, "eager_us": 1.0}]}', r"rows\[0\].bs is 0"),
     (b'{"rows": [{"model": "m", "bs": 1, "eager_us": "fast"}]}', r"rows\[0\].eager_us is 'fast'"),
     (b'{"rows": [{"model": "m", "bs": 1}]}', r"rows\[0\] times no mode"),
-    (b'{"rows": [{"model": "m", "bs": 1, "graph_us": 2.0}]}', r"rows\[0\] has no 'eager_us'"),
+    (b'{"rows": [{"model": "m", "bs": 1, "graph_us": 2.0}]}', r"rows\[0\] has no 'eager_us': the plan compares graphs "
+     r"with the eager step; these are graph-only timings \(launchgap record --modes graph\): record eager too "
+     r"\(--modes eager,graph\), or give them to analyze --graph-timings for the padding cost$"),
+    (b'{"rows": [{"model": "m", "bs": 1, "eager_us": 5.0, "graph_us": 2.0}, {"model": "m", "bs": 2, "graph_us": 3.0}]}',
+     r"rows\[1\] has no 'eager_us': the plan compares graphs with the eager step$"),
     (b'{"rows": [{"model": "m", "bs": 1, "eager_us": 5.0, "graph_us": null}]}', "no graph_us"),
 ])
 def test_costs_from_timings_bad_files(tmp_path, content, reason):
