@@ -311,6 +311,12 @@ def _input_notes(request: PlanRequest, filled: _Filled) -> tuple[list[str], list
             theirs = ", ".join(sorted(LABELS.get(e, e) for e in engines))
             warns.append(f"{inp.name} is a {LABELS.get(log.engine, log.engine)} server's, the traces are {theirs}'s: "
                          f"not the same server; check that they belong together")
+    named = [(inp.name, inp.value.log.models) for inp in request.inputs
+             if isinstance(inp.value, LogDiagnosis) and inp.value.log.models]
+    for name, models in named[1:]:  # a log or scrape of another model is another server's
+        if not set(models) & set(named[0][1]):
+            warns.append(f"{name} names the model {', '.join(models)}, {named[0][0]} {', '.join(named[0][1])}: "
+                         f"not the same server; check that they belong together")
     for inp in request.inputs:
         if inp.kind != "traces" and not any(filled.source.get(r) is inp for r in ROLES):
             gave = "; ".join(f"{r.replace('_', ' ')} from {filled.source[r].name}" for r in KINDS[inp.kind].readers

@@ -36,7 +36,8 @@ def render_server_log(d: LogDiagnosis, markdown: bool = False) -> str:
         cap += f", largest {d.max_captured}"
     if lg.capture_mode:
         cap += f", mode {lg.capture_mode}"
-    facts = [("engine", f"{label} {lg.version or '(version not in the file)'}"), ("capture list", cap),
+    facts = [("engine", f"{label} {lg.version or '(version not in the file)'}"),
+             ("model", ", ".join(lg.models) or "not in the file"), ("capture list", cap),
              ("capture cost", "not logged" if main is None else
               f"{_num(main.seconds, ',.2f', ' s')}, {_num(main.memory_mib, ',.1f', ' MiB')} (the server's own "
               f"figures{', ' + main.source if main.source else ''})"

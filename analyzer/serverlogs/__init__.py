@@ -167,15 +167,17 @@ def read_server_file(path: str | Path, optional: bool = False) -> ServerLog | No
 def merge_scrapes(logs: list[ServerLog]) -> list[ServerLog]:
     """``logs`` with every engine's scrape files merged into one time series (at the place of its first
     file; :func:`~launchgap.serverlogs.prometheus.merge_metrics`): scrapes of one server taken over time
-    into several files read as one. Logs pass through as they are."""
-    groups: dict[str, list[ServerLog]] = {}
+    into several files read as one. Scrapes naming other models (``model_name``) are other servers: never one
+    series. Logs pass through as they are."""
+    groups: dict[tuple[str, tuple[str, ...]], list[ServerLog]] = {}
     for lg in logs:
         if lg.kind == "metrics":
-            groups.setdefault(lg.engine, []).append(lg)
+            groups.setdefault((lg.engine, tuple(sorted(lg.models))), []).append(lg)
     out: list[ServerLog] = []
     for lg in logs:
+        key = (lg.engine, tuple(sorted(lg.models)))
         if lg.kind != "metrics":
             out.append(lg)
-        elif groups.get(lg.engine) and groups[lg.engine][0] is lg:
-            out.append(prometheus.merge_metrics(groups[lg.engine]))
+        elif groups.get(key) and groups[key][0] is lg:
+            out.append(prometheus.merge_metrics(groups[key]))
     return out

@@ -208,6 +208,9 @@ class ServerLog:
     scrape_time_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
     scrape_passes: list[dict[str, float]] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    #: The models the file names, in the order first seen: vLLM's engine config ``model='…'``, SGLang's
+    #: ``server_args`` ``model_path='…'``, a scrape's ``model_name`` label (empty where it names none).
+    models: list[str] = field(default_factory=list)
     lines: int = 0
     recognised_lines: int = 0
     skipped_lines: int = 0

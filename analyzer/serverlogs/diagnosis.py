@@ -90,6 +90,7 @@ class LogDiagnosis:
         last = lg.scrapes[-1] if lg.scrapes else {}
         return {
             "file": lg.path, "files": list(lg.files or [lg.path]), "engine": lg.engine, "kind": lg.kind, "version": lg.version,
+            "models": list(lg.models),
             "capture": {"sizes": list(lg.capture_sizes) if lg.capture_sizes else None,
                         "count": lg.capture_count, "mode": lg.capture_mode,
                         "seconds": lg.capture_seconds, "memory_mib": lg.capture_memory_mib},

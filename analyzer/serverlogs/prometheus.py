@@ -140,6 +140,9 @@ def read_metrics(path: Path, engine: str) -> ServerLog:
                 if s.name.endswith("_created") or "quantile" in s.labels or not math.isfinite(float(s.value)):
                     continue
                 values[s.name] = values.get(s.name, 0.0) + float(s.value)
+                model = s.labels.get("model_name")
+                if model and model not in log.models:
+                    log.models.append(model)
                 if s.name.startswith(PASSES) and "mode" in s.labels:
                     scrape_passes[s.labels["mode"]] = scrape_passes.get(s.labels["mode"], 0.0) + float(s.value)
         log.scrapes.append(values)
@@ -164,7 +167,8 @@ def merge_metrics(logs: list[ServerLog]) -> ServerLog:
         return logs[0]
     first = logs[0]
     out = ServerLog(path=first.path, engine=first.engine, kind="metrics",
-                    files=[f for lg in logs for f in (lg.files or [lg.path])])
+                    files=[f for lg in logs for f in (lg.files or [lg.path])],
+                    models=list(dict.fromkeys(m for lg in logs for m in lg.models)))
     rows = [(float(t), i, k, lg) for i, lg in enumerate(logs) for k, t in enumerate(lg.scrape_time_s)]
     timed = all(not math.isnan(r[0]) for r in rows)
     if timed:

@@ -78,6 +78,7 @@ _TQDM_BS = re.compile(rb"Capturing batches \(bs=(\d+)")
 _TQDM_TOTAL = re.compile(rb"\|\s*\d+/(\d+) \[")
 _ARG_BS = re.compile(rb"\bcuda_graph_bs(?:_decode)?=\[([\d,\s]*)\]")
 _ARG_MAX_BS = re.compile(rb"\bcuda_graph_max_bs(?:_decode)?=(\d+)")
+_ARG_MODEL = re.compile(rb"\bmodel_path=['\"]([^'\"\n]+)['\"]")
 _ARG_DISABLE = re.compile(rb"\bdisable_cuda_graph=True")
 _ARG_INTERVAL = re.compile(rb"\bdecode_log_interval=(\d+)")
 _ARG_MAX_RUNNING = re.compile(rb"\bmax_running_requests=(\d+)")
@@ -295,6 +296,9 @@ class Reader(BaseReader):
 
     def _args(self, text: bytes) -> None:
         log = self.log
+        model = _ARG_MODEL.search(text)
+        if model and model.group(1).decode("utf-8", "replace") not in log.models:
+            log.models.append(model.group(1).decode("utf-8", "replace"))
         bs = _ARG_BS.search(text)
         if bs:
             self._sizes(int_list(bs.group(1)), "server_args")

@@ -64,6 +64,8 @@ _MODE_VALUES = {b"0": "NONE", b"1": "PIECEWISE", b"2": "FULL", b"[2,0]": "FULL_D
 _FULL_GRAPH = re.compile(rb"""full_cuda_graph['"]?\s*[:=]\s*(true|false|True|False)""")
 _EAGER = re.compile(rb"""(?<!')\benforce_eager['"]?\s*[:=]\s*(?:True|true)\b(?!')""")
 _MAX_SEQS = re.compile(rb"""max_num_seqs['"]?\s*[:=]\s*(\d+)""")
+#: The model in the engine's config dump (``with config: model='Qwen/Qwen3-8B', speculative_config=…``).
+_MODEL = re.compile(rb"""with config: model=['"]([^'"\n]+)['"]""")
 _VERSION = re.compile(rb"(?:LLM engine \(v|vLLM API server version |vLLM version:? v?)(\d+\.\d+[\w.+-]*)")
 _TABLE_MODE = re.compile(rb"- Mode: (?:CUDAGraphMode\.)?([A-Z_]+)")
 _TABLE_SIZES = re.compile(rb"- Capture sizes: \[([\d,\s]*)\]")
@@ -225,6 +227,11 @@ class Reader(BaseReader):
                 self.recognised += 1
         if b"cudagraph" in block or b"capture_size" in block or b"max_num_seqs" in block or b"enforce_eager" in block:
             self._config(block)
+        if b"with config: model=" in block:
+            for m in _MODEL.finditer(block):
+                name = m.group(1).decode("utf-8", "replace")
+                if name not in log.models:
+                    log.models.append(name)
         if b"CUDAGraph" in block or b"- Capture sizes:" in block:
             self.table_seen = True
             at = len(block)

@@ -494,3 +494,24 @@ def test_a_directory_of_traces_and_logs(tmp_path, capsys):
     assert rc == 0 and doc["errors"] == [], err
     assert [t["path"] for t in doc["traces"]] == [str(tmp_path / "1b_bs8_eager.json.gz")]
     assert [lg["file"] for lg in doc["logs"]] == [str(tmp_path / "vllm-0.22-ceiling.log.gz")]
+
+
+def test_models_named_by_logs_and_scrapes(tmp_path, capsys):
+    """The model each file names: vLLM's engine config, SGLang's server_args, a scrape's model_name label; scrapes
+    of two models are two servers, never one series; a plan on a log and a scrape of other models warns."""
+    named = {p.name: read_server_file(p).models for p in FILES}
+    llama, qwen = ["meta-llama/Llama-3.1-8B-Instruct"], ["Qwen/Qwen3-8B"]
+    assert named == {"sglang-0.4.6-healthy.log.gz": llama, "sglang-0.5.9-tp2-ceiling.log.gz": llama,
+                     "sglang-metrics.prom.gz": llama, "tensorrt_llm-1.0-healthy.log.gz": [],
+                     "vllm-0.22-ceiling.log.gz": qwen, "vllm-0.6.4-healthy.log.gz": llama, "vllm-metrics.prom.gz": qwen}
+    a = _write(tmp_path, "a.prom", '# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name="m1"} 3\n')
+    b = _write(tmp_path, "b.prom", '# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name="m2"} 5\n')
+    c = _write(tmp_path, "c.prom", '# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name="m1"} 4\n')
+    assert [lg.files for lg in merge_scrapes([read_server_file(p) for p in (a, b, c)])] == [[str(a), str(c)], [str(b)]]
+    rc, out, _ = _cli(capsys, ["analyze", str(FIXTURES / "vllm-metrics.prom.gz")])
+    assert rc == 0 and "  model         Qwen/Qwen3-8B\n" in out
+    rc, out, _ = _cli(capsys, ["plan", "--server-log", str(FIXTURES / "vllm-0.6.4-healthy.log.gz"), "--metrics",
+                               str(FIXTURES / "vllm-metrics.prom.gz"), "--format", "json"])
+    assert rc == 0 and json.loads(out)["warnings"][0] == (
+        "vLLM metrics vllm-metrics.prom.gz names the model Qwen/Qwen3-8B, vLLM log vllm-0.6.4-healthy.log.gz "
+        "meta-llama/Llama-3.1-8B-Instruct: not the same server; check that they belong together")
