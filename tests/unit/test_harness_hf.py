@@ -65,6 +65,23 @@ def test_step_matches_transformers_own_forward(tmp_path: Path, name: str) -> Non
     assert dec.pos.tolist() == [18] * len(dec.cache.layers)
 
 
+def test_a_zero_initialised_router_is_drawn_at_random(tmp_path: Path) -> None:
+    """ERNIE-4.5-MoE's router is all zeros from from_config: every token would pick the same experts. The harness draws
+    it like the other weights, so 32 tokens spread over the experts as a trained model's do."""
+    cfg = {"architectures": ["Ernie4_5_MoeForCausalLM"], "model_type": "ernie4_5_moe", **BASE, "head_dim": 16,
+           "moe_intermediate_size": 32, "moe_num_experts": 16, "moe_k": 2, "moe_layer_start_index": 0,
+           "moe_num_shared_experts": 0}
+    p = tmp_path / "ernie.json"
+    p.write_text(json.dumps(cfg))
+    dec = HFDecoder(read_hf_config(p), max_batch_size=32, context_len=64, start_pos=16, device="cpu", seed=1)
+    gate = dict(dec.model.named_modules())["model.layers.0.mlp.gate"]
+    assert bool(gate.weight.any())
+    picked = []
+    gate.register_forward_hook(lambda mod, inp, out: picked.append(out[-1]))
+    dec.step(32)
+    assert picked[0].shape == (32, 2) and picked[0].unique().numel() > 2  # zeros: the same 2 for every token
+
+
 def test_positions_wrap_to_start_before_leaving_the_cache(tmp_path: Path) -> None:
     dec = HFDecoder(read_hf_config(_write(tmp_path, "llama")), max_batch_size=2, context_len=20, start_pos=16,
                     device="cpu")
