@@ -37,19 +37,22 @@ _KEYS = {"layers": ("layers", "num_hidden_layers"), "hidden": ("hidden", "hidden
 
 
 #: Where a mixture of experts' routing is read, first key present wins: its routed experts and experts per token.
-_MOE_KEYS = (("num_experts", "num_local_experts", "n_routed_experts", "experts"),
-             ("num_experts_per_tok", "num_experts_per_token", "experts_per_token"))
+_MOE_KEYS = (("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts", "experts"),
+             ("num_experts_per_tok", "num_experts_per_token", "moe_k", "moe_top_k", "moe_topk", "experts_per_token"))
 
 
 def moe_routing(d: Mapping) -> tuple[int, int] | None:
     """A mixture of experts' ``(E, k)`` from a Hugging Face ``config.json`` (its ``text_config`` where it nests one)
     or the harness's ``models`` entry: ``E`` routed experts (``num_experts``, ``num_local_experts``,
-    ``n_routed_experts``; the harness's ``experts``), ``k`` of them per token (``num_experts_per_tok``; the harness's
-    ``experts_per_token``); ``None`` for a dense model or when either is missing or not ``1 <= k <= E``. What the
+    ``n_routed_experts``, ERNIE-4.5's and DBRX's ``moe_num_experts``, DBRX's under ``ffn_config``; the harness's
+    ``experts``), ``k`` of them per token (``num_experts_per_tok``, ERNIE-4.5's ``moe_k``, DBRX's ``moe_top_k``,
+    Hunyuan's ``moe_topk``; the harness's ``experts_per_token``); ``None`` for a dense model or when either is missing or not ``1 <= k <= E``. What the
     cost model's expert scaling needs (:func:`launchgap.costmodel.fit_cost_curve`)."""
     if not isinstance(d, Mapping):
         return None
     text = text_config(d)
+    if isinstance(ffn := text.get("ffn_config"), Mapping):  # DBRX nests its experts there
+        text = {**ffn, **text}
     e, k = ([v for key in keys if isinstance(v := text.get(key), int) and not isinstance(v, bool)][:1]
             for keys in _MOE_KEYS)
     return (e[0], k[0]) if e and k and 1 <= k[0] <= e[0] else None

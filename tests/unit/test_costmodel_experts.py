@@ -112,6 +112,9 @@ def test_moe_routing_from_a_config() -> None:
     assert moe_routing({"num_experts": 64, "num_experts_per_tok": 8, "hidden_size": 2048}) == (64, 8)
     assert moe_routing({"text_config": {"num_local_experts": 8, "num_experts_per_tok": 2}}) == (8, 2)  # Mixtral-like
     assert moe_routing({"n_routed_experts": 256, "num_experts_per_tok": 8}) == (256, 8)  # DeepSeek-V3-like
+    assert moe_routing({"moe_num_experts": 64, "moe_k": 6, "moe_num_shared_experts": 2}) == (64, 6)  # ERNIE-4.5
+    assert moe_routing({"ffn_config": {"moe_num_experts": 16, "moe_top_k": 4}}) == (16, 4)  # DBRX
+    assert moe_routing({"num_experts": 64, "moe_topk": 8}) == (64, 8)  # Hunyuan-A13B-like
     assert moe_routing({"intermediate_size": 8192}) is None  # dense
     assert moe_routing({"num_experts": 8, "num_experts_per_tok": 16}) is None  # k > E: not a routing
     assert moe_routing({"num_experts": True, "num_experts_per_tok": 1}) is None
