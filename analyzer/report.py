@@ -910,11 +910,16 @@ def _gap_histogram(gaps: Gaps, gap_key: np.ndarray) -> dict[str, list[float]]:
             "count": counts.astype(float).tolist(), "idle_us": [round(v, 3) for v in total.tolist()]}
 
 
+#: The shortest gap listed among the longest (``top_gaps``): 50 ns, under which it prints as 0.0 us.
+TOP_GAP_MIN_NS = 50
+
+
 def _top_gaps(trace: Trace, row_step: np.ndarray, gaps: Gaps, gap_key: np.ndarray, n_dev: int,
               top: int) -> list[GapRow]:
     if len(gaps) == 0:
         return []
     idx = np.argsort(-gaps.dur_ns, kind="stable")[:top]
+    idx = idx[gaps.dur_ns[idx] >= TOP_GAP_MIN_NS]  # back-to-back copies' few ns read "0.0 us": no gap worth listing
     cause_mat = np.stack([gaps.cause_ns(c)[idx] for c in CAUSES])
     main = np.argmax(cause_mat, axis=0)
     activity = host_activity(trace, row_step, gaps.start_ns[idx], gaps.end_ns[idx])

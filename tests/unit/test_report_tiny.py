@@ -96,6 +96,15 @@ def test_top_gaps_and_kernels(report) -> None:
     assert sum(report.gap_histogram["idle_us"]) == pytest.approx(35.0)
 
 
+def test_top_gaps_leave_out_gaps_that_print_as_zero(tmp_path) -> None:
+    ev = [ann("decode_step[bs=1]", 0.0, 100.0), launch(1.0, 2.0, 1), kernel(10.0, 10.0, 1, name="k1"),
+          launch(4.0, 2.0, 2), kernel(20.01, 5.0, 2, name="k2"), launch(7.0, 2.0, 3), kernel(30.01, 5.0, 3, name="k3"),
+          launch(8.0, 2.0, 4), kernel(35.06, 1.0, 4, name="k4")]
+    rep = analyze_trace(load_trace(write(tmp_path, ev)))
+    # k1 -> k2: 10 ns (prints 0.0 us), k2 -> k3: 5 us, k3 -> k4: 50 ns: the 10 ns one is not listed
+    assert [(g.before, g.after, g.dur_us) for g in rep.top_gaps] == [("k2", "k3", 5.0), ("k3", "k4", 0.05)]
+
+
 def test_graph_step_counts(tmp_path) -> None:
     ev = []
     for i in range(2):
