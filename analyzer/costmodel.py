@@ -228,6 +228,10 @@ class ScalingModel:
       at once (:attr:`SizeSample.resident`): its time is ``t0 · (f + L(b)) / (f + L(b0))``, ``L`` the blocks per SM
       (at least 1), continuous — co-resident blocks share the SM, so a part-filled next wave costs its share, not
       a whole wave; 0.5 chosen on the held-out development sets (0.8 and 1.2 worse: docs/costmodel.md);
+    * ``attention_whole_wave_share``: the share ``s`` of that load paid in whole waves of co-resident blocks,
+      ``L = (1 - s) · P + s · (min(P, R) + R · (ceil(P / R) - 1))`` (``P`` the blocks per SM, at least 1; ``R`` the
+      blocks an SM holds at once): a wave begun after the first costs its share at once. 0.35: the 128-thread cuDNN SDPA kernel of smollm2/stablelm traced at 16, 17, 20, 24
+      rows fits ``F + a·ceil(W) + c·W`` with ``a / (a + c)`` = 0.35 (docs/costmodel.md);
     * ``attention_wave_us``: one wave's time, for kernels whose grid is persistent (as many blocks as SMs:
       the grid no longer says the work) — the work in waves is then ``t0 / wave_us``;
     * ``attention_rows``: without launch configurations: ``(B + b) / (B + b0)``;
@@ -264,6 +268,7 @@ class ScalingModel:
     attention_shared_fixed: float = 0.5
     expert_fixed_us: float = 7.0
     row_gemm_fixed_rows: float = 1.0
+    attention_whole_wave_share: float = 0.35
 
     def scaled(self, factor: float) -> ScalingModel:
         return ScalingModel(self.gemm_rows / factor, self.gemm_efficiency / factor, self.attention_fixed_waves / factor,
@@ -271,7 +276,8 @@ class ScalingModel:
                             self.elementwise_power * factor, self.collective_rows / factor,
                             min(self.expert_share / factor, 1.0), self.band_factors,
                             self.elementwise_fixed_waves / factor, self.attention_shared_fixed / factor,
-                            self.expert_fixed_us / factor, self.row_gemm_fixed_rows / factor)
+                            self.expert_fixed_us / factor, self.row_gemm_fixed_rows / factor,
+                            min(self.attention_whole_wave_share / factor, 1.0))
 
 
 DEFAULT_SCALING = ScalingModel()
@@ -461,8 +467,15 @@ def _kernel_factor(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: flo
     # SM, so time follows the blocks per SM continuously (at least one), above a fixed part; one resident block per SM
     # (or unknown): the whole waves above.
     f2 = model.attention_shared_fixed
+    # A share of that load is paid in whole waves of co-resident blocks: one block past a full wave (the 17th row of
+    # a 32-heads grid on 132 SMs x 2) starts a wave that costs its share at once (smollm2/stablelm at 16 -> 17 rows:
+    # +17% in one row, then +19% over the next seven).
+    res = np.maximum(x.resident_or_unknown[:, None].astype(float), 1.0)
+    whole = model.attention_whole_wave_share
     def load_at(rows):
-        return np.maximum(1.0, per_row * rows / sms)
+        per_sm = per_row * rows / sms
+        begun = np.minimum(np.maximum(1.0, per_sm), res) + res * np.maximum(np.ceil(per_sm / res - 1e-9) - 1, 0.0)
+        return np.maximum(1.0, (1 - whole) * per_sm + whole * begun)
     waves = np.where(x.resident_or_unknown[:, None] >= 2, (f2 + load_at(b)) / (f2 + load_at(b0)), waves)
     rows = (model.attention_rows + b) / (model.attention_rows + b0)
     attn = np.where((blocks > 0) & bool(sm_count), waves, rows)
@@ -502,6 +515,14 @@ def _single(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: float, sm_
     return x.graph_us + (x.kernel_us[:, None] * (f - 1.0)).sum(axis=0)
 
 
+def _class_times(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: float, sm_count: int | None,
+                 per_row_hint: float | None = None, expert_share: float | None = None) -> np.ndarray:
+    """Per kernel class (rows, :data:`KERNEL_CLASSES`) the GPU time (us) of ``x``'s kernels at sizes ``b`` (columns)."""
+    f = _kernel_factor(model, x, b, ridge, sm_count, per_row_hint, expert_share)
+    onehot = (x.kernel_class[None, :] == np.arange(len(KERNEL_CLASSES))[:, None]).astype(float)
+    return onehot @ (x.kernel_us[:, None] * f)
+
+
 def _predict(model: ScalingModel, xs: list[SizeSample], b: np.ndarray, ridge: float, sm_count: int | None,
              expert_share: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The curve at ``b`` and the single-size predictions (one row per observed size).
@@ -519,14 +540,19 @@ def _predict(model: ScalingModel, xs: list[SizeSample], b: np.ndarray, ridge: fl
     lvl = np.array([x.graph_us for x in xs])
     j = np.clip(np.searchsorted(at, b, side="right") - 1, 0, at.size - 2)  # the segment [at[j], at[j+1]]
     cols = np.arange(b.size)
-    shape = single[j, cols]
     ia, ic = (at[j] - 1).astype(np.int64), (at[j + 1] - 1).astype(np.int64)
-    full = np.array([_single(model, x, np.arange(1, at.max() + 1), ridge, sm_count, hint, expert_share) for x in xs])
-    m_a, m_c = full[j, ia], full[j, ic]  # the prediction from a, at a and at c
+    # Per class: its measured time at a and at c, and the model's shape from a (classes x sizes 1..max per sample)
+    measured = np.array([[x.kernel_us[x.kernel_class == k].sum() for k in range(len(KERNEL_CLASSES))] for x in xs])
+    full = np.array([_class_times(model, x, np.arange(1, at.max() + 1), ridge, sm_count, hint, expert_share)
+                     for x in xs])
+    shape = full[j, :, np.clip(b.astype(np.int64) - 1, 0, full.shape[2] - 1)].T  # classes x sizes, from a
+    m_a, m_c = full[j, :, ia].T, full[j, :, ic].T  # the prediction from a, at a and at c
     rise = m_c - m_a
     linear = (b - at[j]) / (at[j + 1] - at[j])
-    frac = np.where(np.abs(rise) > 1e-9, (shape - m_a) / np.where(np.abs(rise) > 1e-9, rise, 1.0), linear)
-    inside = lvl[j] + (lvl[j + 1] - lvl[j]) * np.clip(frac, 0.0, 1.0)
+    frac = np.where(np.abs(rise) > 1e-9, (shape - m_a) / np.where(np.abs(rise) > 1e-9, rise, 1.0), linear[None, :])
+    class_rise = (measured[j + 1] - measured[j]).T  # classes x sizes
+    rest_rise = (lvl[j + 1] - lvl[j]) - class_rise.sum(axis=0)  # replay cost and GPU idle: linear
+    inside = lvl[j] + (class_rise * np.clip(frac, 0.0, 1.0)).sum(axis=0) + rest_rise * linear
     nearest = np.where(b < at[0], single[0], single[-1])
     return np.where((b >= at[0]) & (b <= at[-1]), inside, nearest), single
 

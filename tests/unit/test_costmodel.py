@@ -99,7 +99,8 @@ def test_without_launch_configuration_the_row_ratio() -> None:
 
 def test_two_sizes_pass_through_both_and_follow_the_model_between() -> None:
     m = ScalingModel()
-    # element-wise only: between 4 and 12 the curve rises from 50 to 70 along the prediction from 4
+    # between 4 and 12 the curve rises from 50 to 70: the element-wise kernel's measured rise (10 -> 12 us) along its
+    # shape from 4, the rest of the step's (18 us: replay cost, idle) linearly
     a = _sample(4, 50.0, [10.0], [ELEM], [1])
     b = _sample(12, 70.0, [12.0], [ELEM], [3])
     c = fit_cost_curve([a, b], 16, None, H200, m)
@@ -107,12 +108,34 @@ def test_two_sizes_pass_through_both_and_follow_the_model_between() -> None:
     assert c.at(4) == 50.0 and c.at(12) == 70.0 and c.source_at(4) == c.source_at(12) == "trace"
     for k in (5, 8, 11):
         frac = (g[k] - g[4]) / (g[12] - g[4])
-        assert c.at(k) == pytest.approx(50.0 + 20.0 * frac), k
+        assert c.at(k) == pytest.approx(50.0 + 2.0 * frac + 18.0 * (k - 4) / 8), k
     # outside: the nearest size's own prediction
     assert c.at(2) == pytest.approx(50.0 + 10.0 * (g[2] / g[4] - 1))
     assert c.at(16) == pytest.approx(70.0 + 12.0 * (g[16] / g[12] - 1))
     # the band: the two single-size predictions
     assert c.low(16) == pytest.approx(min(c.at(16), 50.0 + 10.0 * (g[16] / g[4] - 1)))
+
+
+def test_between_two_sizes_each_class_rises_along_its_own_shape() -> None:
+    """16 and 24 rows: a 32-heads attention kernel (2 resident per SM) rises 22 -> 31 us, a matmul 10 -> 10.4 us, the
+    step 100 -> 112 us. The attention's rise follows its own shape from 16 (a third wave begun at 17 rows costs 0.35
+    of a wave at once); the matmul's and the rest's (2.6 us) rise linearly (the model's matmul is flat here)."""
+    def at(b0: int, level: float, attn: float, gemm: float) -> SizeSample:
+        return SizeSample(b0, level, np.array([ATTN, GEMM], dtype=np.int8), np.array([attn, gemm]),
+                          np.array([32 * b0, 64]), np.array([128, 128]), resident=np.array([2, 1]))
+    c = fit_cost_curve([at(16, 100.0, 22.0, 10.0), at(24, 112.0, 31.0, 10.4)], 24, None, H200, DEFAULT_SCALING)
+
+    def load(b: int) -> float:  # blocks per SM, a begun wave after the first costing 0.35 of it at once
+        p = 32 * b / 132
+        return 0.65 * p + 0.35 * (min(p, 2) + 2 * (np.ceil(p / 2 - 1e-9) - 1))
+    gemm = (1 + 24 / 5000) / (1 + 16 / 5000)  # the model's matmul growth: its rise goes linearly all the same
+    for k in (17, 20):
+        attn = (load(k) - load(16)) / (load(24) - load(16))
+        lin = (k - 16) / 8
+        g = ((1 + k / 5000) / (1 + 16 / 5000) - 1) / (gemm - 1)
+        assert c.at(k) == pytest.approx(100.0 + 9.0 * attn + 0.4 * g + 2.6 * lin, rel=1e-12), k
+    # the 17th row begins the third wave: 44% of the attention's rise in one row (linear: an eighth)
+    assert (load(17) - load(16)) / (load(24) - load(16)) == pytest.approx(0.4374, abs=1e-4)
 
 
 def test_timings_win_and_keep_the_shape() -> None:
@@ -257,16 +280,26 @@ def _attention_sample(resident: int | None) -> SizeSample:
 
 @pytest.mark.parametrize("resident", [2, 4])
 def test_attention_with_two_or_more_resident_blocks_follows_the_load_continuously(resident: int) -> None:
-    """Two or more blocks per SM: t0 (f + L(b)) / (f + L(b0)), L = max(1, 32 b / 132) continuous, f = 0.5."""
+    """Two or more blocks per SM: t0 (f + L(b)) / (f + L(b0)), f = 0.5, L = 0.65 P + 0.35 (min(P, R) + R (ceil(P/R) - 1)),
+    P = max(1, 32 b / 132) the blocks per SM, R the blocks an SM holds at once: a wave begun after the first costs 0.35
+    of it at once."""
     m = DEFAULT_SCALING
-    assert m.attention_shared_fixed == 0.5
+    assert (m.attention_shared_fixed, m.attention_whole_wave_share) == (0.5, 0.35)
     c = fit_cost_curve([_attention_sample(resident)], 64, None, H200, m)
-    for b in (1, 2, 4, 5, 8, 9, 16, 64):
-        load = max(1.0, 32 * b / 132)
-        assert c.at(b) == pytest.approx(100.0 + 20.0 * (0.5 + load) / (0.5 + 256 / 132) - 20.0, rel=1e-12), b
-    # bs 1..4 (32..128 blocks) fill at most one block per SM: flat; bs 64 is 15.5 blocks per SM
-    assert c.at(1) == c.at(4) == pytest.approx(100.0 + 20.0 * 1.5 / (0.5 + 256 / 132) - 20.0)
-    assert c.at(64) == pytest.approx(80.0 + 20.0 * (0.5 + 2048 / 132) / (0.5 + 256 / 132))
+
+    def load(b: int) -> float:
+        p = max(1.0, 32 * b / 132)
+        return 0.65 * p + 0.35 * (min(p, resident) + resident * (np.ceil(p / resident - 1e-9) - 1))
+
+    for b in (1, 2, 4, 5, 8, 9, 16, 17, 64):
+        assert c.at(b) == pytest.approx(100.0 + 20.0 * (0.5 + load(b)) / (0.5 + load(8)) - 20.0, rel=1e-12), b
+    # bs 1 (32 blocks): under one block per SM, the floor of one
+    assert load(1) == 1.0 and c.at(1) == pytest.approx(80.0 + 20.0 * 1.5 / (0.5 + load(8)))
+    if resident == 2:  # 16 rows fill 2 waves of 2 blocks per SM (3.88 per SM); the 17th row starts the third wave
+        assert load(8) == pytest.approx(256 / 132)  # 1.94 blocks per SM: inside the first wave, continuous
+        assert load(16) == pytest.approx(0.65 * 512 / 132 + 0.35 * 4)
+        assert load(17) == pytest.approx(0.65 * 544 / 132 + 0.35 * 6)
+        assert c.at(17) - c.at(16) == pytest.approx(20.0 * (0.65 * 32 / 132 + 0.7) / (0.5 + load(8)))
 
 
 @pytest.mark.parametrize("resident", [1, None], ids=["one", "unknown"])
