@@ -60,9 +60,11 @@ good = {k: u.diagnosis for k, u in logs.items() if u.diagnosis is not None}
 # one engine's scrapes in several files (a scrape every few minutes, saved one by one): also as one series
 for eng in LABELS:
     scrapes = [d.log for d in good.values() if d.log.kind == "metrics" and d.log.engine == eng]
-    if len(scrapes) > 1:
-        merged = merge_scrapes(scrapes)[0]
-        good[f"{LABELS[eng]} scrapes, {len(scrapes)} files as one series"] = diagnose(merged)
+    series = merge_scrapes(scrapes) if len(scrapes) > 1 else []
+    for merged in series:  # scrapes naming other models are other servers: a series each
+        if len(merged.files) > 1:
+            of = f" of {', '.join(merged.models)}" if len(series) > 1 and merged.models else ""
+            good[f"{LABELS[eng]} scrapes{of}, {len(merged.files)} files as one series"] = diagnose(merged)
 if not good:
     st.info("No server log yet: upload a vLLM / SGLang / TensorRT-LLM log or a /metrics scrape on the Traces page "
             "(plain or gzipped), or pick a bundled one above.")
@@ -74,6 +76,8 @@ lg = d.log
 v, detail = verdict(d)
 st.subheader(f"{LABELS.get(lg.engine, lg.engine)} {lg.kind}: {v}")
 st.write(md_escape(detail))
+st.caption(md_escape(f"Model: {', '.join(lg.models) or 'not in the file'}; "
+                     f"{LABELS.get(lg.engine, lg.engine)} {lg.version or '(version not in the file)'}."))
 
 cols = st.columns(5)
 share = d.eager_share

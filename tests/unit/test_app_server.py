@@ -61,3 +61,19 @@ def test_scrape_files_uploaded_one_by_one_are_also_one_series():
     y = trace["y"]
     assert (np.frombuffer(base64.b64decode(y["bdata"]), dtype=y["dtype"]).tolist() if isinstance(y, dict)
             else y) == [5, 7, 9]  # a.prom's 08:00:00 first: in time order across the files
+
+
+def test_scrapes_of_two_models_are_two_series_and_each_names_its_model():
+    def scrape(stamp: str, model: str, running: int) -> bytes:
+        return (f"{stamp}\n# TYPE vllm:num_requests_running gauge\n"
+                f'vllm:num_requests_running{{model_name="{model}"}} {running}.0\n').encode()
+
+    at = upload(new_app(), [("a1.prom", scrape("2026-11-03 08:00:00", "qwen", 5)),
+                            ("b1.prom", scrape("2026-11-03 08:00:00", "llama", 7)),
+                            ("a2.prom", scrape("2026-11-03 08:00:15", "qwen", 6)),
+                            ("b2.prom", scrape("2026-11-03 08:00:15", "llama", 8))])
+    at = goto(at, "server")
+    box = at.selectbox(key="lg_server_choice")
+    assert box.options == ["a1.prom", "b1.prom", "a2.prom", "b2.prom", "vLLM scrapes of qwen, 2 files as one series",
+                           "vLLM scrapes of llama, 2 files as one series"]
+    assert md_escape("Model: llama; vLLM (version not in the file).") in [c.value for c in at.caption]
