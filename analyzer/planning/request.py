@@ -344,6 +344,9 @@ def build_plan(request: PlanRequest) -> tuple[Plan, list[str]]:
     is bad (naming the file and the reason).
     """
     if not any("costs" in i.roles for i in request.inputs):
+        if any(i.kind == "server_log" for i in request.inputs):  # a scrape alone: no step cost in it
+            raise InputError("nothing to plan from: a /metrics scrape gives the batch-size distribution only; add "
+                             "traces, a server log or --timings FILE for the step costs")
         raise InputError("nothing to plan from: give traces, --timings FILE, or both")
     filled = _Filled()
     for role in ROLES:  # costs first: their errors are the most telling

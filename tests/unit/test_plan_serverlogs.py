@@ -132,3 +132,10 @@ def test_a_scrape_that_fills_nothing_and_a_log_of_another_engine_are_named(capsy
     notes = json.loads(capsys.readouterr().out)["warnings"]
     assert ("vLLM log vllm-0.22-ceiling.log.gz is a vLLM server's, the traces are SGLang's: not the same server; "
             "check that they belong together") in notes
+
+
+def test_a_scrape_alone_says_what_it_lacks(capsys):
+    assert main(["plan", str(LOGS / "vllm-metrics.prom.gz")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "launchgap: error: nothing to plan from: a /metrics scrape gives the batch-size distribution only; add traces, "
+        "a server log or --timings FILE for the step costs")
