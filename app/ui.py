@@ -153,7 +153,9 @@ def show_buckets_and_charts(plan, key: str) -> None:
     from launchgap.planning.planner import BASELINE_LABELS
 
     st.markdown("**Capture these batch sizes:**")
-    st.code(", ".join(str(b) for b in plan.buckets) or "none: run eager", language=None)
+    none = ("none predicted to win: eager and graph costs tie (the eager one estimated), measure eager steps before "
+            "turning graphs off" if plan.eager_equals_graph else "none: run eager")
+    st.code(", ".join(str(b) for b in plan.buckets) or none, language=None)
     left, right = st.columns(2)
     with left:
         st.plotly_chart(plan_comparison_figure(plan, BASELINE_LABELS), width="stretch", key=f"{key}_cmp")
