@@ -329,5 +329,8 @@ def verdict(d: LogDiagnosis) -> tuple[str, str]:
                                              f"batch above the largest captured size ({top}): those run eager")
     if top is not None:
         return "under the ceiling", f"every logged decode batch fits the largest captured size ({top})"
+    if d.log.kind == "metrics":  # no engine's /metrics states its capture list
+        return "capture list unknown", ("a /metrics scrape names no capture list: give the server's log or config "
+                                        "beside it (docs/serverlogs.md)")
     return "capture list unknown", ("the log names no capture list: pass the server's config, or turn on the lines "
                                     "that print it (docs/serverlogs.md)")

@@ -510,6 +510,9 @@ def test_models_named_by_logs_and_scrapes(tmp_path, capsys):
     assert [lg.files for lg in merge_scrapes([read_server_file(p) for p in (a, b, c)])] == [[str(a), str(c)], [str(b)]]
     rc, out, _ = _cli(capsys, ["analyze", str(FIXTURES / "vllm-metrics.prom.gz")])
     assert rc == 0 and "  model         Qwen/Qwen3-8B\n" in out
+    # a scrape is not a log: what to give beside it
+    assert ("Verdict: capture list unknown — a /metrics scrape names no capture list: give the server's log or config "
+            "beside it (docs/serverlogs.md)\n") in out
     rc, out, _ = _cli(capsys, ["plan", "--server-log", str(FIXTURES / "vllm-0.6.4-healthy.log.gz"), "--metrics",
                                str(FIXTURES / "vllm-metrics.prom.gz"), "--format", "json"])
     assert rc == 0 and json.loads(out)["warnings"][0] == (
