@@ -157,6 +157,9 @@ elif steps_have_engine_info(rep):
 
 # --- graph-mode serving: coverage strip, fallbacks, padding by bucket, host time between steps ----
 graph_steps = [x for x in rep.steps if x.graph_launches > 0]
+if rep.mode != "capture" and len(rep.steps) <= 1 and s.capture_sizes is not None:  # no serving section for one step
+    st.caption(md_escape(f"Capture sizes ({capture_sizes_basis(s)}): " + ", ".join(str(x) for x in s.capture_sizes[:40])
+                         + (", ..." if len(s.capture_sizes) > 40 else "")))
 if rep.mode != "capture" and len(rep.steps) > 1 and (graph_steps or s.capture_sizes is not None):
     st.subheader("Graph-mode serving")
     g1, g2, g3, g4 = st.columns(4)

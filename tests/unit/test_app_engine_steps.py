@@ -23,6 +23,9 @@ def test_engine_steps_table_shows_phase_requests_tokens_coverage() -> None:
         ("mixed", "46", "8192", "piecewise", 25)
     # where each step's batch came from, in the table and in one line
     assert row["batch from"] == "marker"
+    # one step: no serving section, but the capture list it was judged against (here an assumption)
+    assert md_escape("Capture sizes (assumed, the trace does not state it: vLLM V1 default, maximum 512): 1, 2, 4, 8, "
+                     "16, 24, 32, 40, ") in " ".join(c.value for c in at.caption)
     line = md_escape(" Batch per step from the step's marker or an annotation in it (1 of 1).")
     assert any(c.value.endswith(line) for c in at.caption), [c.value for c in at.caption]
 
