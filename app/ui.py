@@ -153,8 +153,9 @@ def show_buckets_and_charts(plan, key: str) -> None:
     from launchgap.planning.planner import BASELINE_LABELS
 
     st.markdown("**Capture these batch sizes:**")
-    none = ("none predicted to win: eager and graph costs tie (the eager one estimated), measure eager steps before "
-            "turning graphs off" if plan.eager_equals_graph else "none: run eager")
+    # the box does not wrap: a line that fits 1,400 px
+    none = ("none: the costs tie (eager only estimated): measure eager steps first" if plan.eager_equals_graph
+            else "none: run eager")
     st.code(", ".join(str(b) for b in plan.buckets) or none, language=None)
     left, right = st.columns(2)
     with left:
