@@ -51,6 +51,9 @@ def test_graph_mode_serving_section() -> None:
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Eager fallbacks"] == "4 of 48"
     assert metrics["Padded rows"] == "14.7%"
+    # per step in the label, the unit in the value (a value with "/step" did not fit its tile at 1,400 px)
+    assert metrics["Fallback time lost per step"].endswith(" us") and "/" not in metrics["Fallback time lost per step"]
+    assert metrics["Padding cost per step (estimate)"].endswith(" us")
     fb = next(d.value for d in at.dataframe if "time lost (us)" in d.value.columns)
     assert fb["step"].tolist() == [3, 5, 10, 25]
     pad = next(d.value for d in at.dataframe if "padded_rows" in d.value.columns)
