@@ -14,6 +14,8 @@
 #                                               PART 7: the fourth fresh set's configs (traces/h200-fresh-2026-12-03d)
 #                                               PART 8: padding held out on two more models (smollm2-1.7b-like,
 #                                               stablelm-2-1.6b-like): serving trace plus FULL-graph truth 1..64
+#                                               PART 9: the step's jump past a multiple of 8 rows: FULL-graph traces
+#                                               and timings at 16, 17, 20, 24 (stablelm-2-1.6b, smollm2-1.7b, 8b)
 #   bash bench/gpu_heldout.sh OUT PART --dry-run
 #   ONLY=REGEX bash bench/gpu_heldout.sh OUT PART
 set -u
@@ -80,6 +82,12 @@ elif [ "$PART" = 6 ]; then  # padding cost from a serving trace alone, held out 
     part serving-qwen0.5b 100 $H --hf-config $Q $PAD --out "$W/pad/servingq"
     part fullrange-qwen0.5b 100 $H --hf-config $Q $FULL --out "$W/pad/fullrangeq"
     finish() { [ -z "$DRY" ] && tar -czf "$OUT/pad.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) pad && ls -la "$OUT"; }
+elif [ "$PART" = 9 ]; then  # which kernels make a FULL-graph step jump one row past a multiple of 8
+    J="--batch-sizes 16,17,20,24 --trace-batch-sizes 16,17,20,24 --modes graph --repeats 30 --rounds 2 --warmup 5
+       --steps 3 --no-micro"
+    part jump-stablelm 90 $H --hf-config traces/h200-fresh-2026-12-03d/configs/stablelm-2-1.6b-like.json $J --out "$W/jump"
+    part jump-smollm2 90 $H --hf-config traces/h200-fresh-2026-12-03b/configs/smollm2-1.7b-like.json $J --out "$W/jump"
+    part jump-8b 90 $H --model 8b $J --out "$W/jump"
 elif [ "$PART" = 2 ]; then
     for m in qwen1.5-moe-a2.7b-like mixtral-8x7b-8layer-like; do
         part "$m" 150 $H --hf-config $C/$m.json --batch-sizes $SIZES $SWEEP --out "$W/sweep"
