@@ -51,7 +51,7 @@ STEP_MARKERS: tuple[StepMarker, ...] = tuple(m for e in ENGINES for m in e.STEP_
 
 __all__ = ["ENGINES", "ENGINE_MODULES", "LABELS", "MARKER_SOURCES", "NAMES", "PHASES", "REQUIRED", "STEP_MARKERS",
            "CaptureSettings", "MAX_CONFIG_CHARS", "StepInfo", "StepMarker", "capture_sizes_of", "default_sizes", "default_version", "engine",
-           "parse_server_config"]
+           "parse_server_config", "version_default"]
 
 
 def engine(name: str) -> ModuleType:
@@ -65,6 +65,17 @@ def engine(name: str) -> ModuleType:
 def default_sizes(name: str, max_size: int | None = None, padding: str = "pad") -> list[int]:
     """The newest default capture list of engine ``name`` cut at ``max_size`` under ``padding``."""
     return engine(name).default_sizes(max_size, padding)
+
+
+def version_default(name: str, version: str | None, max_running: int | None) -> tuple[list[int], str]:
+    """The default capture list a server of engine ``name`` at ``version`` captured, cut at its request cap
+    ``max_running``, and which default it is: the engine module's ``version_default`` where it has one (vLLM: V0
+    before 0.8), else its newest default."""
+    mod = engine(name)
+    pick = getattr(mod, "version_default", None)
+    if pick is not None:
+        return pick(version, max_running)
+    return mod.default_sizes(max_running), default_version(name)
 
 
 def default_version(name: str) -> str:

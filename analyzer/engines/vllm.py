@@ -127,6 +127,21 @@ def default_sizes(max_size: int | None = None, padding: str = "pad") -> list[int
     return v1_sizes(max_size)
 
 
+#: The first release whose default engine is V1 (``VLLM_USE_V1=1`` by default from 0.8.0).
+V1_DEFAULT_FROM = (0, 8)
+
+
+def version_default(version: str | None, max_num_seqs: int | None) -> tuple[list[int], str]:
+    """The default list a server of ``version`` captured (and which default it is), where its log names none: the
+    V0 engine's before 0.8 (up to ``max_num_seqs``, 256), else V1's (up to ``min(2 x max_num_seqs, 512)``); an
+    unknown version takes the newest."""
+    m = re.match(r"v?(\d+)\.(\d+)", version or "")
+    if m and (int(m.group(1)), int(m.group(2))) < V1_DEFAULT_FROM:
+        return v0_sizes(min(max_num_seqs, V0_DEFAULT_MAX_SIZE) if max_num_seqs else None), "V0 engine (up to 0.10)"
+    top = min(2 * max_num_seqs, DEFAULT_MAX_SIZE) if max_num_seqs else None
+    return v1_sizes(top), "V1 engine (0.11+, max_cudagraph_capture_size)"
+
+
 #: Largest default capture size on data-centre Blackwell GPUs (``max_cudagraph_capture_size`` docs, late 2025).
 BLACKWELL_MAX_SIZE = 1024
 _BLACKWELL = re.compile(r"(?i)\b(?:GB|B)(?:100|200|300)\b")

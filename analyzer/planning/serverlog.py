@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..engines import default_sizes, engine
+from ..engines import engine, version_default
 from ..errors import InputError
 from ..serverlogs import read_server_file
 from ..serverlogs.diagnosis import LogDiagnosis, diagnose
@@ -61,10 +61,12 @@ def _points(d: LogDiagnosis, notes: list[str]) -> tuple[np.ndarray, np.ndarray, 
     """(batch, step_us, graph flag 1/0/-1) per observation, and what they came from."""
     lg = d.log
     top = d.max_captured
-    if top is None:  # the log names no list: the engine's newest default, cut at its request cap
-        top = max(default_sizes(lg.engine, lg.max_running_requests))
+    if top is None:  # the log names no list: its version's default, cut at its request cap
+        sizes, which = version_default(lg.engine, lg.version, lg.max_running_requests)
+        top = max(sizes)
         notes.append(f"the log names no capture list: the {engine(lg.engine).LABEL} default's largest size {top} "
-                     f"is taken as the ceiling (batches above it ran eager)")
+                     f"({which}; the log's version {lg.version or 'unknown'}) is taken as the ceiling (batches above "
+                     f"it ran eager)")
     if lg.forward_times:
         b = np.array([f.batch_size for f in lg.forward_times], dtype=np.int64)
         us = np.array([f.median_ms for f in lg.forward_times]) * 1000.0

@@ -193,3 +193,16 @@ def test_engine_hint_and_trace_defaults() -> None:
     assert engine("vllm").trace_default("NVIDIA H100 80GB HBM3", 80.0, 4) == (
         engine("vllm").v1_sizes(), "vLLM V1 default, maximum 512")
     assert engine("tensorrt_llm").trace_default(None, None, None)[0][-3:] == [32, 64, 128]
+
+
+def test_the_default_list_of_a_logs_version():
+    """A log naming no capture list: vLLM before 0.8 ran the V0 engine (up to max_num_seqs, 256), later V1 (up to
+    min(2 x max_num_seqs, 512)); an unknown version takes the newest; engines without versioned defaults their newest."""
+    from launchgap.engines import version_default
+
+    assert [(max(s), w) for s, w in (version_default("vllm", "0.6.4.post1", None), version_default("vllm", "0.6.4", 64),
+                                     version_default("vllm", "0.22.0", 128), version_default("vllm", None, None))] == [
+        (256, "V0 engine (up to 0.10)"), (64, "V0 engine (up to 0.10)"),
+        (256, "V1 engine (0.11+, max_cudagraph_capture_size)"), (512, "V1 engine (0.11+, max_cudagraph_capture_size)")]
+    sizes, which = version_default("sglang", "0.5.9", None)
+    assert (sizes, which) == (engines.default_sizes("sglang"), engines.default_version("sglang"))

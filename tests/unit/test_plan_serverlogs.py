@@ -139,3 +139,10 @@ def test_a_scrape_alone_says_what_it_lacks(capsys):
     assert capsys.readouterr().err.strip() == (
         "launchgap: error: nothing to plan from: a /metrics scrape gives the batch-size distribution only; add traces, "
         "a server log or --timings FILE for the step costs")
+
+
+def test_a_log_without_a_list_takes_its_versions_default(capsys):
+    assert main(["plan", "--server-log", str(LOGS / "vllm-0.6.4-healthy.log.gz"), "--format", "json"]) == 0
+    notes = json.loads(capsys.readouterr().out)["warnings"]
+    assert ("the log names no capture list: the vLLM default's largest size 256 (V0 engine (up to 0.10); the log's "
+            "version 0.6.4.post1) is taken as the ceiling (batches above it ran eager)") in notes
