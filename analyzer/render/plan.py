@@ -14,6 +14,11 @@ def _list(b: tuple[int, ...] | list[int], limit: int = 24) -> str:
     return "[" + ", ".join(str(x) for x in b[:limit - 4]) + ", ..., " + ", ".join(str(x) for x in b[-3:]) + "]"
 
 
+#: Above the configs of a plan whose costs tie (:attr:`Plan.eager_equals_graph`): they turn graphs off.
+TIE_CONFIG_NOTE = ("(eager and graph costs tie, the eager one estimated: these configs turn graphs off; keep the "
+                   "server's until eager steps are measured)")
+
+
 def _verdict(plan: Plan) -> str:
     n = plan.score.n_graphs
     if n == 0 and plan.eager_equals_graph:
@@ -165,6 +170,8 @@ def render_plan(plan: Plan, markdown: bool = False, notes: list[str] | None = No
         pick = [c for c in curve if c[0] <= 12 or c == curve[-1]]
         lines.append("  " + ", ".join(f"{k}: {v:,.0f} us" for k, v in pick))
     lines += ["", f"{h}Configs" if markdown else "Configs"]
+    if not plan.buckets and plan.eager_equals_graph:
+        lines.append(TIE_CONFIG_NOTE)
     snip = plan.config_snippets()
     fence = "```"
     for name in SERVERS:

@@ -25,7 +25,7 @@ from launchgap.planning.inputs import (
 from launchgap.planning.planner import BASELINE_LABELS, SERVERS, PlanOptions
 from launchgap.planning.request import PlanInput, PlanRequest, build_plan, trace_steps, traces_input
 from launchgap.render import render_plan
-from launchgap.render.plan import memory_basis, seconds_text
+from launchgap.render.plan import TIE_CONFIG_NOTE, memory_basis, seconds_text
 from launchgap.dashboard import session, uploads
 from launchgap.dashboard.charts import pareto_figure, tradeoff_figure
 from launchgap.dashboard.text import json_safe, md_escape
@@ -250,6 +250,8 @@ st.dataframe(pd.DataFrame([{"graphs": p.graphs, "expected step (us)": p.expected
                             "capture (s)": st.column_config.NumberColumn(format="%.1f")})
 
 st.subheader("Configs to copy")
+if not plan.buckets and plan.eager_equals_graph:
+    st.caption(md_escape(TIE_CONFIG_NOTE))
 tabs = st.tabs([BASELINE_LABELS[s] for s in SERVERS])
 snippets = plan.config_snippets()
 configs = plan.configs()

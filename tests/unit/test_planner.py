@@ -147,6 +147,12 @@ def test_equal_eager_and_graph_costs_are_no_verdict_to_turn_graphs_off():
         "every size (the eager one an estimate at its floor where no eager step was measured; see the notes): "
         "measure eager steps before turning graphs off.")
     assert render_plan(plan_capture(TINY, DIST, PlanOptions(max_graphs=0))).startswith("Run eager: ")
+    # its configs turn graphs off: said above them
+    text = render_plan(plan)
+    assert text[text.index("\nConfigs\n"):].startswith(
+        "\nConfigs\n(eager and graph costs tie, the eager one estimated: these configs turn graphs off; keep the "
+        "server's until eager steps are measured)\nvLLM:\n    --enforce-eager")
+    assert "costs tie" not in render_plan(plan_capture(TINY, DIST, PlanOptions(max_graphs=0)))
 
 
 def test_distribution_beyond_costs_is_extrapolated_with_band():

@@ -20,6 +20,7 @@ from launchgap.errors import InputError  # noqa: E402
 from launchgap.fleet import FleetAccumulator, summarize_trace  # noqa: E402
 from launchgap.planning.inputs import TraceSteps  # noqa: E402
 from launchgap.planning.planner import PlanOptions  # noqa: E402
+from launchgap.render.plan import TIE_CONFIG_NOTE  # noqa: E402
 from launchgap.planning.request import (  # noqa: E402
     KINDS,
     InputKind,
@@ -142,6 +143,7 @@ def test_the_page_says_a_tie_is_no_reason_to_turn_graphs_off() -> None:
     full = Path(__file__).resolve().parents[2] / "traces/engines/tracelens-vllm-decode-fullgraph-mi300x/graph_execution.json.gz"
     at = page_plan([full])
     assert at.code[0].value == "none: the costs tie (eager only estimated): measure eager steps first"
+    assert md_escape(TIE_CONFIG_NOTE) in [c.value for c in at.caption]
 
 
 def test_the_same_budgets_on_every_path(traces, capsys) -> None:
