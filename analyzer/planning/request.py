@@ -276,10 +276,10 @@ def _list_text(sizes: Sequence[int]) -> str:
 
 def _input_notes(request: PlanRequest, filled: _Filled) -> tuple[list[str], list[str]]:
     """Notes and warnings on the inputs. Notes: which input gave the capture list scored as the server's current one
-    (a trace's: how the trace gave it, and when that is only its engine's default) and the inputs that gave this plan
-    nothing. Warnings (inputs that contradict each other or the plan's basis, shown where the plan's warnings are):
-    a line per other input whose capture list differs from it, the traces' analysis warnings, a server log of another
-    engine than the traces'."""
+    (a trace's: how the trace gave it, and when that is only its engine's default), the traces' analysis warnings,
+    and the inputs that gave this plan nothing. Warnings (inputs that contradict each other, shown where the plan's
+    warnings are): a line per other input whose capture list differs from it, a log or scrape of another engine or
+    model."""
     notes: list[str] = []
     warns: list[str] = []
     src = filled.source.get("capture_sizes")
@@ -302,8 +302,8 @@ def _input_notes(request: PlanRequest, filled: _Filled) -> tuple[list[str], list
             if other and tuple(sorted(other)) != tuple(sorted(sizes)):  # type: ignore[arg-type]
                 warns.append(f"the capture lists differ: {src.name} gives {_list_text(sizes)}, {inp.name} "
                              f"{_list_text(sorted(other))}; the plan scores {src.name}'s as the current list")  # type: ignore[arg-type]
-    for t in request.traces:
-        warns += [f"{t.name}: {w}" for w in t.warnings]
+    for t in request.traces:  # what the analysis said of each trace (a given list it contradicts, the rank read)
+        notes += [f"{t.name}: {w}" for w in t.warnings]
     engines = {t.engine for t in request.traces if t.engine}
     for inp in request.inputs:  # a log of another engine than the traces' is another server's
         log = inp.value.log if isinstance(inp.value, LogDiagnosis) else None
