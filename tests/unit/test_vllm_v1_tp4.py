@@ -238,14 +238,12 @@ def test_plan_on_the_tp4_traces_alone(tmp_path: Path, gpu: Gpu) -> None:
         assert [(b["batch_size"], b["weight"]) for b in plan["per_batch"]] == [(3, 0.6), (4, 0.2), (5, 0.2)]
 
 
-@pytest.mark.parametrize("annotate", [False, True], ids=["python-markers", "annotations"])
-def test_ranks_merged_into_one_file_are_split(tmp_path: Path, annotate: bool) -> None:
-    """Four ranks' events in one file (each rank's host process and thread ids its own, each on its own GPU): the
-    file is split per rank (launchgap.rank_split); each rank has the steps of its own file, and a plan reads one
-    rank (pooling them would count every step four times)."""
+def _merged_tp4(tmp_path: Path, annotate: bool, one_gpu: bool) -> Path:
+    """The four H100 rank files' events in one Kineto file, each rank's host process and thread its own; each rank on
+    its own GPU, or (``one_gpu``) all on GPU 0 with the same correlation ids."""
     events: list[dict] = []
     for rank in range(4):
-        body = json.loads(gzip.decompress(write_rank(tmp_path, H100, rank, annotate).read_bytes()))
+        body = json.loads(gzip.decompress(write_rank(tmp_path, H100, 0 if one_gpu else rank, annotate).read_bytes()))
         for e in body["traceEvents"]:
             if e["pid"] == HOST_PID:
                 e["pid"], e["tid"] = HOST_PID + rank, HOST_TID + rank
@@ -253,6 +251,15 @@ def test_ranks_merged_into_one_file_are_split(tmp_path: Path, annotate: bool) ->
     merged = tmp_path / "merged" / "tp4.json"
     merged.parent.mkdir()
     merged.write_text(json.dumps(doc(events)))
+    return merged
+
+
+@pytest.mark.parametrize("annotate", [False, True], ids=["python-markers", "annotations"])
+def test_ranks_merged_into_one_file_are_split(tmp_path: Path, annotate: bool) -> None:
+    """Four ranks' events in one file (each rank's host process and thread ids its own, each on its own GPU): the
+    file is split per rank (launchgap.rank_split); each rank has the steps of its own file, and a plan reads one
+    rank (pooling them would count every step four times)."""
+    merged = _merged_tp4(tmp_path, annotate, one_gpu=False)
     split = split_ranks(load_trace(merged))
     assert [(r.rank, r.pid, r.devices) for r in split.ranks] == [(k, HOST_PID + k, (k,)) for k in range(4)]
     for part in split.traces:
@@ -274,16 +281,7 @@ def test_ranks_merged_into_one_file_are_split(tmp_path: Path, annotate: bool) ->
 def test_ranks_merged_on_one_gpu_are_refused(tmp_path: Path) -> None:
     """Four ranks' markers running at once with every launch on one GPU and the same correlation ids: which process
     drives the GPU is unknown, so the file cannot be split; refused with one line, exit code 2."""
-    events: list[dict] = []
-    for rank in range(4):
-        body = json.loads(gzip.decompress(write_rank(tmp_path, H100, 0, annotate=False).read_bytes()))
-        for e in body["traceEvents"]:
-            if e["pid"] == HOST_PID:
-                e["pid"], e["tid"] = HOST_PID + rank, HOST_TID + rank
-        events += body["traceEvents"]
-    merged = tmp_path / "merged" / "tp4.json"
-    merged.parent.mkdir()
-    merged.write_text(json.dumps(doc(events)))
+    merged = _merged_tp4(tmp_path, annotate=False, one_gpu=True)
     with pytest.raises(InputError, match=r"step markers come from 4 threads .* could not be split per rank"):
         find_steps(load_trace(merged))
     done = _launchgap("analyze", str(merged))
