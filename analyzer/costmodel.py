@@ -539,7 +539,6 @@ def _predict(model: ScalingModel, xs: list[SizeSample], b: np.ndarray, ridge: fl
     at = np.array([x.batch for x in xs], dtype=float)
     lvl = np.array([x.graph_us for x in xs])
     j = np.clip(np.searchsorted(at, b, side="right") - 1, 0, at.size - 2)  # the segment [at[j], at[j+1]]
-    cols = np.arange(b.size)
     ia, ic = (at[j] - 1).astype(np.int64), (at[j + 1] - 1).astype(np.int64)
     # Per class: its measured time at a and at c, and the model's shape from a (classes x sizes 1..max per sample)
     measured = np.array([[x.kernel_us[x.kernel_class == k].sum() for k in range(len(KERNEL_CLASSES))] for x in xs])
