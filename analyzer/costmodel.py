@@ -523,6 +523,21 @@ def _class_times(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: float
     return onehot @ (x.kernel_us[:, None] * f)
 
 
+def _monotone_segments(v: np.ndarray, b: np.ndarray, seg: np.ndarray, direction: np.ndarray) -> np.ndarray:
+    """``v`` (at sizes ``b``) made monotone within each segment ``seg`` in its ``direction`` (+1 rising, -1 falling,
+    0 flat: left as it is), by the running maximum (minimum) from the segment's start: classes whose measured rises
+    differ in sign along different shapes must not make a rising step dip (or overshoot its end, clipped before)
+    between two observed sizes."""
+    order = np.argsort(b, kind="stable")
+    w = (v * np.where(direction == 0, 1.0, direction))[order]
+    span = float(np.ptp(w)) + 1.0 if w.size else 1.0
+    lifted = w + seg[order] * span  # each later segment above every earlier one: one running max serves all
+    out = np.empty_like(v)
+    run = np.maximum.accumulate(lifted) - seg[order] * span
+    out[order] = np.where(direction[order] == 0, w, run) * np.where(direction[order] == 0, 1.0, direction[order])
+    return out
+
+
 def _predict(model: ScalingModel, xs: list[SizeSample], b: np.ndarray, ridge: float, sm_count: int | None,
              expert_share: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The curve at ``b`` and the single-size predictions (one row per observed size).
@@ -552,6 +567,9 @@ def _predict(model: ScalingModel, xs: list[SizeSample], b: np.ndarray, ridge: fl
     class_rise = (measured[j + 1] - measured[j]).T  # classes x sizes
     rest_rise = (lvl[j + 1] - lvl[j]) - class_rise.sum(axis=0)  # replay cost and GPU idle: linear
     inside = lvl[j] + (class_rise * np.clip(frac, 0.0, 1.0)).sum(axis=0) + rest_rise * linear
+    inside = np.clip(inside, np.minimum(lvl[j], lvl[j + 1]), np.maximum(lvl[j], lvl[j + 1]))  # within its ends
+    inside = np.where(b < at[0], lvl[j], np.where(b > at[-1], lvl[j + 1], inside))  # outside: replaced below
+    inside = _monotone_segments(inside, b, j, np.sign(lvl[j + 1] - lvl[j]))
     nearest = np.where(b < at[0], single[0], single[-1])
     return np.where((b >= at[0]) & (b <= at[-1]), inside, nearest), single
 

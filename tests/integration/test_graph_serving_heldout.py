@@ -7,6 +7,7 @@ import json
 import statistics
 from functools import lru_cache
 
+import numpy as np
 import pytest
 
 from launchgap.loaders import load_trace
@@ -71,7 +72,7 @@ def test_padding_cost_from_the_trace_alone_within_20_percent() -> None:
     steps = [st for st in rep.steps if st.padded_rows is not None and st.bucket <= max(cost)]
     truth = sum(cost[st.bucket] - cost[st.batch_size] for st in steps)
     got = sum(st.padding_us for st in steps)
-    assert got == pytest.approx(1159.3, abs=0.1)  # +9.3% of the truth, 1,060.5 us
+    assert got == pytest.approx(1164.3, abs=0.1)  # +9.8% of the truth, 1,060.5 us
     assert got == pytest.approx(truth, rel=0.20)
     assert sum(st.padding_us_low for st in steps) <= truth <= sum(st.padding_us_high for st in steps)
 
@@ -126,3 +127,21 @@ def test_plan_from_the_serving_trace_alone(capsys) -> None:
                                "distribution from 40 decode steps in 1 serving trace(s)"]
     assert any(n.startswith("eager costs 10 eager decode step(s) of the trace") for n in d["costs"]["warnings"])
     assert d["expected_step_us"] < d["baselines"]["current"]["expected_step_us"]
+
+
+def test_the_cost_curve_rises_between_sizes_whose_steps_rise() -> None:
+    """Between two sizes the trace ran whose costs rise, the curve rises and stays within them: each kernel class
+    rises along its own shape, and classes whose rises differ in sign must not make it dip (the 3b's attention rises
+    with a wave step where its eager steps' element-wise time falls: a dip of 5-10 us at 17-19, 50-61, 69-91 before)."""
+    curve = _serving().cost_curve
+    assert curve is not None
+    us = np.array([curve.at(b) for b in range(1, curve.max_size + 1)])
+    seen = [b for b in range(1, curve.max_size + 1) if curve.source_at(b) == "trace"]
+    assert len(seen) >= 10
+    rising = 0
+    for a, c in zip(seen, seen[1:]):
+        if us[c - 1] >= us[a - 1]:
+            seg = us[a - 1:c]
+            assert (np.diff(seg) >= 0).all() and seg.min() >= us[a - 1] and seg.max() <= us[c - 1], (a, c)
+            rising += 1
+    assert rising >= 8

@@ -339,3 +339,17 @@ def test_trace_samples_carry_each_kernels_resident_blocks(tmp_path, fmt: str) ->
     # 2 and 1 resident (nsys' TARGET_INFO_GPU gives no threads per SM: 2,048 assumed), the copy's resources unknown
     assert x.resident.tolist() == [2, 1, -1]
     assert x.threads.tolist() == [128, 384, 128] and x.blocks.tolist() == [256, 132, 16]
+
+
+def test_a_segment_between_two_sizes_is_monotone_its_way() -> None:
+    """Within each segment between two observed sizes the curve runs one way: the running maximum of a rising segment,
+    the running minimum of a falling one, a flat one as it is (the sizes in any order)."""
+    from launchgap.costmodel import _monotone_segments
+    v = np.array([1.0, 3.0, 2.0, 4.0, 10.0, 8.0, 9.0, 5.0, 4.0])
+    seg = np.array([0, 0, 0, 0, 1, 1, 1, 2, 2])
+    way = np.array([1, 1, 1, 1, -1, -1, -1, 0, 0])
+    b = np.arange(1, 10)
+    assert _monotone_segments(v, b, seg, way).tolist() == [1.0, 3.0, 3.0, 4.0, 10.0, 8.0, 8.0, 5.0, 4.0]
+    order = np.array([3, 0, 8, 5, 1, 7, 2, 6, 4])  # the same sizes shuffled
+    assert _monotone_segments(v[order], b[order], seg[order], way[order]).tolist() == [4.0, 1.0, 4.0, 8.0, 3.0, 5.0,
+                                                                                       3.0, 8.0, 10.0]
