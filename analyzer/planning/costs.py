@@ -29,7 +29,11 @@ the explicit alternative, and lists what it did in the new table's ``warnings``:
 * below the smallest size, the smallest size's costs (an overestimate: costs grow with batch);
 * above the largest size ``t``, a straight line per series, anchored at ``t``'s cost, whose
   growth per batch row is the least-squares slope over the **upper sizes** (observed sizes
-  ``>= t / 4``, at least the two largest), floored at zero: ``c(b) = c(t) + s * (b - t)``.
+  ``>= t / 4``, at least the two largest), floored at zero and capped at ``c(t) / t``:
+  ``c(b) = c(t) + s * (b - t)``. The cap is a step whose every microsecond grows with its rows
+  (time proportional to the batch): decode reads its weights once, so no real step grows faster;
+  two noisy sizes one row apart (a server log's 20 and 21 running requests, 16.6 and 35.6 ms)
+  would otherwise give +19 ms a row.
   Past the launch-bound regime a step's cost grows with its device busy time, which is
   linear in the rows of the batch (the weights are read once, every row adds the same
   work), so the upper sizes' growth is the best evidence of what lies above them. The
@@ -321,8 +325,9 @@ class CostTable:
         top = pts[-1]
         up = x >= EXTRAPOLATION_UPPER_FRACTION * top.batch_size
         up[-2:] = True
-        return Extrapolation(top.batch_size, top.eager_us, top.graph_us, _upper_slope(x[up], e[up]),
-                             _upper_slope(x[up], g[up]), tuple(int(v) for v in x[up]))
+        return Extrapolation(top.batch_size, top.eager_us, top.graph_us,
+                             min(_upper_slope(x[up], e[up]), top.eager_us / top.batch_size),
+                             min(_upper_slope(x[up], g[up]), top.graph_us / top.batch_size), tuple(int(v) for v in x[up]))
 
     def extended_to(self, sizes: Iterable[int], band: str = "central") -> CostTable:
         """This table plus every size in ``sizes`` outside its range: clamped below, extrapolated above.

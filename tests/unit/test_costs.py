@@ -78,6 +78,18 @@ def test_extrapolation_of_one_size_is_flat():
     assert t.extended_to([8]).at(8) == CostPoint(8, 100.0, 50.0, "extrapolated", None)
 
 
+def test_extrapolation_grows_no_faster_than_the_rows():
+    """Two sizes one row apart whose costs double (a server log's 20 and 21 running requests): the fitted growth, +19
+    ms a row, is capped at the top size's cost over its rows (time proportional to the batch)."""
+    t = _table([(20, 27537.4, 16575.4), (21, 46567.3, 35605.3)])
+    ext = t.extrapolation()
+    assert (ext.eager_us_per_bs, ext.graph_us_per_bs) == (pytest.approx(46567.3 / 21), pytest.approx(35605.3 / 21))
+    assert t.extended_to([24]).at(24).graph_us == pytest.approx(35605.3 * 24 / 21)
+    # a growth below the cap is the fitted one
+    t = _table([(8, 100.0, 50.0), (16, 116.0, 58.0)])
+    assert (t.extrapolation().eager_us_per_bs, t.extrapolation().graph_us_per_bs) == (2.0, 1.0)
+
+
 def test_constructor_refuses_bad_tables():
     with pytest.raises(InputError, match="must not decrease"):
         _table([(1, 100.0, 20.0), (2, 90.0, 30.0)])
