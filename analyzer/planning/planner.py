@@ -375,6 +375,7 @@ class Plan:
             "speedup_vs_all_eager": _r(self.speedup_vs_all_eager, 4),
             "saving_vs_all_eager_fraction": _r(1 - s.expected_step_us / self.all_eager_expected_step_us, 6)
             if self.all_eager_expected_step_us > 0 else 0.0,
+            "eager_equals_graph": self.eager_equals_graph,
             "padding_waste_us": _r(s.padding_waste_us),
             "padded_rows_fraction": _r(s.padded_rows_fraction, 6),
             "graph_step_fraction": _r(s.graph_step_fraction, 6),

@@ -140,6 +140,9 @@ def test_equal_eager_and_graph_costs_are_no_verdict_to_turn_graphs_off():
     # expected step 0.5 x 20 + 0.3 x (20 + 60/7) + 0.2 x (20 + 180/7) = 27.71 us, all eager
     plan = plan_capture(floor, DIST)
     assert plan.buckets == () and plan.eager_equals_graph and not plan_capture(TINY, DIST).eager_equals_graph
+    # the JSON says so beside its configs (a script reading config_snippets would apply --enforce-eager)
+    assert plan.to_dict()["eager_equals_graph"] is True and plan.to_dict()["config_snippets"]["vllm"] == "--enforce-eager"
+    assert plan_capture(TINY, DIST).to_dict()["eager_equals_graph"] is False
     assert plan.warnings[-1].startswith("no bucket lowers the expected step time: eager and graph costs are equal at "
                                         "every batch size of the distribution (an eager cost estimated at its floor")
     assert render_plan(plan).splitlines()[0] == (
