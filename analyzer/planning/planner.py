@@ -900,7 +900,10 @@ def plan_capture(costs: CostTable, distribution: Mapping[int, float], options: P
         if opts.max_graphs is None or opt.max_allowed < opts.max_graphs:
             what = " and ".join(b for b, v in (("memory", opts.memory_budget_mib), ("capture", opts.capture_budget_s))
                                 if v is not None)
-            notes.append(f"the {what} budget allows {opt.max_allowed} graphs at most ({cost.source})")
+            basis = [f"memory: {cost.source}"] if opts.memory_budget_mib is not None else []
+            if opts.capture_budget_s is not None and cost.per_size_s is not None:
+                basis.append(f"capture: {cost.fixed_s or 0.0:.3g} s + {cost.per_size_s:.3g} s per size")
+            notes.append(f"the {what} budget allows {opt.max_allowed} graphs at most ({'; '.join(basis)})")
     if not chosen and np.all(np.abs(eager - graph) <= _EQUAL_REL * eager):
         notes.append("no bucket lowers the expected step time: eager and graph costs are equal at every batch size "
                      "of the distribution (an eager cost estimated at its floor, the graph step itself, where no "

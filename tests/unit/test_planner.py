@@ -466,6 +466,20 @@ def test_memory_and_capture_budgets_tiny(opts, buckets, us, mib):
     assert d["predicted_capture_s"] == pytest.approx(0.5 + 0.1 * len(buckets) if buckets else 0.0)
 
 
+def test_a_budgets_note_names_its_own_basis():
+    """The note on how many graphs a budget allows says what it rests on: the capture time per size for a capture
+    budget (it named the memory basis before), the memory per graph for a memory budget, both for both."""
+    def note(opts: PlanOptions) -> str:
+        plan = plan_capture(TINY, DIST, opts, dims=MEM_DIMS, memory_model=MEM_MODEL)
+        return next(w for w in plan.warnings if "budget allows" in w)
+    assert note(PlanOptions(capture_budget_s=0.65)) == "the capture budget allows 1 graphs at most (capture: 0.5 s + 0.1 s per size)"
+    memory = note(PlanOptions(memory_budget_mib=123))
+    assert memory.startswith("the memory budget allows ") and "(memory: " in memory and "capture:" not in memory
+    both = note(PlanOptions(memory_budget_mib=123, capture_budget_s=0.65))
+    assert both.startswith("the memory and capture budget allows 1 graphs at most (memory: ")
+    assert both.endswith("; capture: 0.5 s + 0.1 s per size)")
+
+
 def test_pareto_table_tiny():
     plan = plan_capture(TINY, DIST, PlanOptions(memory_budget_mib=123), dims=MEM_DIMS, memory_model=MEM_MODEL)
     rows = [(p.graphs, list(p.buckets), p.expected_step_us, p.memory_mib, p.capture_s, p.within_budget)
