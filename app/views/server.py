@@ -143,7 +143,8 @@ if lg.capture_sizes:
 
 st.subheader("Capture plan from the logs")
 c1, c2 = st.columns(2)
-max_graphs = c1.number_input("Max graphs (0: no limit)", min_value=0, value=8, step=1, key="lg_server_max_graphs")
+# no limit by default, as `launchgap plan --server-log` (the Capture plan page's default too)
+max_graphs = c1.number_input("Max graphs (0 = no limit)", min_value=0, value=0, step=1, key="lg_server_max_graphs")
 budget = c2.number_input("Graph memory budget, MiB (0: none)", min_value=0.0, value=0.0, step=256.0,
                          key="lg_server_memory")
 inputs = []

@@ -23,9 +23,10 @@ def test_log_and_scrape_uploaded_reach_the_server_page():
     at = goto(at, "server")
     assert at.selectbox(key="lg_server_choice").options == ["server.txt", "m.json"]
     assert metrics(at)["Eager share"] == "41.6%"  # the scrape: sglang:cuda_graph_passes_total, every step
-    # the plan under the scrape is the log's (a scrape gives no costs): the page says which file planned
+    # the plan under the scrape is the log's (a scrape gives no costs): the page says which file planned, and with
+    # no limit by default plans what `launchgap plan --server-log` plans on that log (81 graphs up to 89)
     assert [m.value for m in at.markdown if "graphs up to" in m.value][0].startswith(
-        md_escape("From SGLang log server.txt: capture 8 graphs up to "))
+        md_escape("From SGLang log server.txt: capture 81 graphs up to 89: expected step 7,926 us"))
     at.selectbox(key="lg_server_choice").set_value("server.txt").run()
     assert not at.exception
     assert metrics(at) == {"Eager share": "73.5%", "Largest captured size": "32", "Absorbing ceiling state": "yes",
