@@ -27,7 +27,7 @@ follows from how each of its kernels scales with the rows of the batch (**the ba
   :attr:`ScalingModel.row_gemm_fixed_rows`;
 * **collectives** (NCCL, custom all-reduce) move the activations: bytes per row, the same rule;
 * **routed experts** (``expert``: vLLM/SGLang's ``fused_moe_kernel``, grouped GEMMs such as ``torch._grouped_mm``,
-  TensorRT-LLM's MoE GEMMs) read the weights of the experts the batch's tokens hit: with top-``k`` of ``E`` experts
+  TensorRT-LLM's MoE GEMMs, triton_kernels' ``_matmul_ogs`` of vLLM's gpt-oss) read the weights of the experts the batch's tokens hit: with top-``k`` of ``E`` experts
   and uniform routing ``E·(1 - (1 - k/E)^b)`` of them (:func:`experts_hit`), above a fixed part per launch
   (:attr:`ScalingModel.expert_fixed_us`, 7 us: set-up, tile scheduling, an under-filled wave at a few rows; assumed,
   the curve's notes say so), and with the rows once compute-bound. ``k/E`` from the model config, else from the expert kernels' growth between two
@@ -82,9 +82,9 @@ CLASS_PATTERNS = (
     # The routed experts' matrix multiplies: vLLM/SGLang's Triton ``fused_moe_kernel``, grouped GEMMs over the experts
     # (``torch._grouped_mm``'s CUTLASS kernel: ``GroupProblemShape``; vLLM's ``cutlass_moe_mm``; DeepGEMM's
     # ``m_grouped`` / ``GemmType::Grouped...``), TensorRT-LLM's ``MoeFCGemm`` / ``moe_gemm``, Marlin MoE, AMD's
-    # ``fmoe`` / ``ck_moe``
+    # ``fmoe`` / ``ck_moe``, triton_kernels' ``_matmul_ogs_*`` (gather-scatter expert matmuls: vLLM's gpt-oss MoE)
     (_EXPERT, re.compile(r"(?i)fused_moe|moe_?gemm|MoeFCGemm|moe_mm|moe_wna16|marlin_?moe|grouped_?(?:gemm|mm)|"
-                         r"GroupProblemShape|m_grouped|GemmType::Grouped|fmoe|ck_moe")),
+                         r"GroupProblemShape|m_grouped|GemmType::Grouped|fmoe|ck_moe|matmul_ogs")),
     (_GEMM, re.compile(r"(?i)gemm|gemv|nvjet|cutlass|xmma|cublas(?!.*splitkreduce)|_mm_|matmul|Cijk_|wvSplitK|"
                        r"sm\d+_xmma|hgemm|sgemm|_tn_|_nt_|ampere_.*tensorop|triton_\w*mm")),
 )
