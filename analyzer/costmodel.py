@@ -75,10 +75,14 @@ CLASS_PATTERNS = (
                        r"grouped_topk|moe_routing|routing_?kernel")),
     (_COLL, re.compile(r"(?i)nccl|all_?reduce|allgather|all_gather|reduce_?scatter|cross_device_reduce|quick_?reduce|"
                        r"userbuffers|multimem|rccl")),
-    (_KV, re.compile(r"(?i)reshape_and_cache|concat_and_cache|store_kv|kv_?cache|set_kv_buffer|append_paged_kv|"
-                     r"write_to_kv|cache_kernel")),
+    # KV-cache writes by name first (vLLM's reshape_and_cache_flash_kernel says "flash"), then attention (whose
+    # template arguments may name the cache: ROCm's paged_attention_ll4mi_QKV_mfma16_kernel<..., Fp8KVCacheDataType>,
+    # ck_tile's FmhaBatchPrefillWithPagedKVCacheKernel), then anything else that names the KV cache
+    (_KV, re.compile(r"(?i)reshape_and_cache|_reshape_cache_per_token|concat_and_cache|store_kv|set_kv_buffer|"
+                     r"append_paged_kv|write_to_kv")),
     (_ATTN, re.compile(r"(?i)flash|fmha|sdpa|attention|attn|paged_|mha_|xformers|flashinfer|decode_kernel|"
                        r"batch_decode|batch_prefill|mla_")),
+    (_KV, re.compile(r"(?i)kv_?cache|cache_kernel")),
     # The routed experts' matrix multiplies: vLLM/SGLang's Triton ``fused_moe_kernel``, grouped GEMMs over the experts
     # (``torch._grouped_mm``'s CUTLASS kernel: ``GroupProblemShape``; vLLM's ``cutlass_moe_mm``; DeepGEMM's
     # ``m_grouped`` / ``GemmType::Grouped...``), TensorRT-LLM's ``MoeFCGemm`` / ``moe_gemm``, Marlin MoE, AMD's

@@ -21,6 +21,15 @@ def test_kernel_classes() -> None:
                       "triton_poi_fused__scaled_dot_product_cudnn_attention__to_copy_0", "triton_tem_fused_mm_1"])
     assert classify_kernels(names).tolist() == [GEMM, GEMM, GEMM, ELEM, ATTN, KV, COLL, COLL, ATTN, ELEM, ELEM, GEMM]
     assert classify_kernels(np.array([], dtype=object)).tolist() == []
+    # attention whose template arguments name the KV cache (SGLang on MI300X: the decode and prefill attention of the
+    # TraceLens traces) is attention; the KV writes stay KV writes, "flash" or "KVCache" in their names or not
+    rocm = np.array(["void paged_attention_ll4mi_QKV_mfma16_kernel<0, __hip_bfloat16, __hip_bfloat16, "
+                     "(vllm::Fp8KVCacheDataType)0, 256, 128>",
+                     "_ZN7ck_tile6kentryILi2ENS_38FmhaBatchPrefillWithPagedKVCacheKernelINS_40BlockFmhaBatchPrefill",
+                     "void (anonymous namespace)::store_kvcache<2048l, 4, false, long>",
+                     "void vllm::reshape_and_cache_flash_kernel<__hip_bfloat16, __hip_bfloat16, "
+                     "(vllm::Fp8KVCacheDataType)0>", "copy_kv_cache_to_buffer"])
+    assert classify_kernels(rocm).tolist() == [ATTN, ATTN, KV, KV, KV]
 
 
 def test_gpu_peaks() -> None:
