@@ -19,7 +19,7 @@ def test_kernel_classes() -> None:
                       "void vllm::cross_device_reduce_1stage<__nv_bfloat16, 4>", "_fwd_kernel_unified_attention_2d",
                       "void at::native::vectorized_elementwise_kernel<8, at::native::CUDAFunctor_add<c10::BFloat16>>",
                       "triton_poi_fused__scaled_dot_product_cudnn_attention__to_copy_0", "triton_tem_fused_mm_1"])
-    assert classify_kernels(names).tolist() == [GEMM, GEMM, GEMM, ELEM, ATTN, KV, COLL, COLL, ATTN, ELEM, ELEM, GEMM]
+    assert classify_kernels(names).tolist() == [GEMM, GEMM, GEMM, GEMM, ATTN, KV, COLL, COLL, ATTN, ELEM, ELEM, GEMM]
     assert classify_kernels(np.array([], dtype=object)).tolist() == []
     # attention whose template arguments name the KV cache (SGLang on MI300X: the decode and prefill attention of the
     # TraceLens traces) is attention; the KV writes stay KV writes, "flash" or "KVCache" in their names or not
@@ -30,6 +30,18 @@ def test_kernel_classes() -> None:
                      "void vllm::reshape_and_cache_flash_kernel<__hip_bfloat16, __hip_bfloat16, "
                      "(vllm::Fp8KVCacheDataType)0>", "copy_kv_cache_to_buffer"])
     assert classify_kernels(rocm).tolist() == [ATTN, ATTN, KV, KV, KV]
+    # FlashInfer's attention by its kernel name; its norms, activations and sampling, and a kernel whose argument list
+    # names flashinfer, are element-wise
+    fi = np.array(["void flashinfer::BatchDecodeWithPagedKVCacheKernel<true, 4u, 1u, 16u, 4u, 1u>(...)",
+                   "void flashinfer::BatchPrefillWithRaggedKVCacheKernel<128u, 1u>(flashinfer::Params)",
+                   "void flashinfer::norm::FusedAddRMSNormKernel<8u, __nv_bfloat16>(__nv_bfloat16*)",
+                   "void flashinfer::activation::act_and_mul_kernel<__nv_bfloat16, &silu>(__nv_bfloat16*)",
+                   "void flashinfer::sampling::TopKTopPSamplingFromProbKernel<1024u>(float*)",
+                   "void tensorrt_llm::kernels::quantize_with_block_size<(tensorrt_llm::BlockScaleQuantizationType)2, "
+                   "__nv_bfloat16, 32, true>(int, flashinfer::QuantizationSFLayout)",
+                   "void flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4>>(Flash_fwd_params)",
+                   "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<float>(float*)"])
+    assert classify_kernels(fi).tolist() == [ATTN, ATTN, ELEM, ELEM, ELEM, ELEM, ATTN, ELEM]
 
 
 def test_gpu_peaks() -> None:
