@@ -519,19 +519,10 @@ def _kernel_factor(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: flo
                     np.where(c == _EXPERT, expert, np.where(c == _ROW_GEMM, row_gemm, elem)))))
 
 
-def _single(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: float, sm_count: int | None,
-            per_row_hint: float | None = None, expert_share: float | None = None) -> np.ndarray:
-    """The FULL-graph step at sizes ``b`` predicted from one observed size: its cost plus each kernel's change."""
-    f = _kernel_factor(model, x, b, ridge, sm_count, per_row_hint, expert_share)
-    return x.graph_us + (x.kernel_us[:, None] * (f - 1.0)).sum(axis=0)
-
-
-def _class_times(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: float, sm_count: int | None,
-                 per_row_hint: float | None = None, expert_share: float | None = None) -> np.ndarray:
-    """Per kernel class (rows, :data:`KERNEL_CLASSES`) the GPU time (us) of ``x``'s kernels at sizes ``b`` (columns)."""
-    f = _kernel_factor(model, x, b, ridge, sm_count, per_row_hint, expert_share)
+def _by_class(x: SizeSample, us: np.ndarray) -> np.ndarray:
+    """``us`` (per kernel of ``x``, rows; any columns) summed per kernel class (rows, :data:`KERNEL_CLASSES`)."""
     onehot = (x.kernel_class[None, :] == np.arange(len(KERNEL_CLASSES))[:, None]).astype(float)
-    return onehot @ (x.kernel_us[:, None] * f)
+    return onehot @ us
 
 
 def _monotone_segments(v: np.ndarray, b: np.ndarray, seg: np.ndarray, direction: np.ndarray) -> np.ndarray:
@@ -540,37 +531,41 @@ def _monotone_segments(v: np.ndarray, b: np.ndarray, seg: np.ndarray, direction:
     differ in sign along different shapes must not make a rising step dip (or overshoot its end, clipped before)
     between two observed sizes."""
     order = np.argsort(b, kind="stable")
-    w = (v * np.where(direction == 0, 1.0, direction))[order]
+    sign = np.where(direction == 0, 1.0, direction)[order]
+    w = v[order] * sign  # a falling segment negated: its running minimum is a running maximum
     span = float(np.ptp(w)) + 1.0 if w.size else 1.0
     lifted = w + seg[order] * span  # each later segment above every earlier one: one running max serves all
-    out = np.empty_like(v)
     run = np.maximum.accumulate(lifted) - seg[order] * span
-    out[order] = np.where(direction[order] == 0, w, run) * np.where(direction[order] == 0, 1.0, direction[order])
+    out = np.empty_like(v)
+    out[order] = np.where(direction[order] == 0, w, run) * sign
     return out
 
 
 def _predict(model: ScalingModel, xs: list[SizeSample], b: np.ndarray, ridge: float, sm_count: int | None,
              expert_share: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The curve at ``b`` and the single-size predictions (one row per observed size).
+    """The curve at the batch sizes ``b`` (whole numbers) and the single-size predictions (one row per observed size:
+    its cost plus each kernel's change).
 
-    Between two observed sizes ``a < c`` the curve rises from the cost at ``a`` to the cost at ``c`` along the
-    model's shape there (the prediction from ``a``): where the model puts a step (attention's
-    next wave) the curve steps, by the measured rise; where the model is flat the curve is a straight line.
-    Outside the observed sizes: the nearest size's prediction.
+    Between two observed sizes ``a < c`` each kernel class rises from its time at ``a`` to its time at ``c`` along
+    its own shape in the prediction from ``a`` (where the model puts a step, attention's next wave, the class steps
+    by its measured rise), the rest of the step (replay cost, idle) linearly; the curve stays within the two costs
+    and runs one way. Outside the observed sizes: the nearest size's prediction.
     """
     hint = _attention_blocks_per_row(xs, sm_count)
-    single = np.array([_single(model, x, b, ridge, sm_count, hint, expert_share) for x in xs])  # per observed size
+    at = np.array([x.batch for x in xs], dtype=float)
+    sizes = np.arange(1, max(float(b.max(initial=1.0)), float(at.max())) + 1)
+    # per observed size, per class, its kernels' time at every size 1..max (samples x classes x sizes)
+    full = np.array([_by_class(x, x.kernel_us[:, None] * _kernel_factor(model, x, sizes, ridge, sm_count, hint,
+                                                                        expert_share)) for x in xs])
+    bi = b.astype(np.int64) - 1
+    single = (np.array([x.graph_us - x.kernel_us.sum() for x in xs])[:, None] + full.sum(axis=1))[:, bi]
     if len(xs) == 1:
         return single[0], single
-    at = np.array([x.batch for x in xs], dtype=float)
     lvl = np.array([x.graph_us for x in xs])
     j = np.clip(np.searchsorted(at, b, side="right") - 1, 0, at.size - 2)  # the segment [at[j], at[j+1]]
     ia, ic = (at[j] - 1).astype(np.int64), (at[j + 1] - 1).astype(np.int64)
-    # Per class: its measured time at a and at c, and the model's shape from a (classes x sizes 1..max per sample)
-    measured = np.array([[x.kernel_us[x.kernel_class == k].sum() for k in range(len(KERNEL_CLASSES))] for x in xs])
-    full = np.array([_class_times(model, x, np.arange(1, at.max() + 1), ridge, sm_count, hint, expert_share)
-                     for x in xs])
-    shape = full[j, :, np.clip(b.astype(np.int64) - 1, 0, full.shape[2] - 1)].T  # classes x sizes, from a
+    measured = np.array([_by_class(x, x.kernel_us) for x in xs])  # per class its time at each observed size
+    shape = full[j, :, bi].T  # classes x sizes, from a
     m_a, m_c = full[j, :, ia].T, full[j, :, ic].T  # the prediction from a, at a and at c
     rise = m_c - m_a
     linear = (b - at[j]) / (at[j + 1] - at[j])
