@@ -100,6 +100,12 @@ from .memory import (
 SCHEMA = "launchgap.plan/1"
 #: Costs this close (relative) count as equal (:attr:`Plan.eager_equals_graph`).
 _EQUAL_REL = 1e-9
+
+
+def _costs_tie(eager: np.ndarray, graph: np.ndarray) -> bool:
+    """Eager and graph costs equal at every size given (none given: no tie)."""
+    eager, graph = np.asarray(eager, dtype=float), np.asarray(graph, dtype=float)
+    return bool(eager.size) and bool(np.all(np.abs(eager - graph) <= _EQUAL_REL * eager))
 PADDING_POLICIES = ("pad", "exact")
 #: What a plan's inputs gave it, one entry each in ``sources`` (see :mod:`launchgap.planning.request`).
 SOURCE_ROLES = ("costs", "distribution", "capture_sizes", "model_dims", "graph_nodes", "memory_model",
@@ -296,8 +302,7 @@ class Plan:
         """Eager and graph costs are equal at every batch size of the distribution: a graph cannot win on these
         costs, which happens where the eager cost is an estimate at its floor (the graph step itself, no eager step
         measured), not a measured tie."""
-        return bool(self.per_batch) and all(abs(r.eager_us - r.graph_us) <= _EQUAL_REL * r.eager_us
-                                            for r in self.per_batch)
+        return _costs_tie([r.eager_us for r in self.per_batch], [r.graph_us for r in self.per_batch])
 
     @property
     def graph_memory_mib(self) -> float:
@@ -904,7 +909,7 @@ def plan_capture(costs: CostTable, distribution: Mapping[int, float], options: P
             if opts.capture_budget_s is not None and cost.per_size_s is not None:
                 basis.append(f"capture: {cost.fixed_s or 0.0:.3g} s + {cost.per_size_s:.3g} s per size")
             notes.append(f"the {what} budget allows {opt.max_allowed} graphs at most ({'; '.join(basis)})")
-    if not chosen and np.all(np.abs(eager - graph) <= _EQUAL_REL * eager):
+    if not chosen and _costs_tie(eager, graph):
         notes.append("no bucket lowers the expected step time: eager and graph costs are equal at every batch size "
                      "of the distribution (an eager cost estimated at its floor, the graph step itself, where no "
                      "eager step was measured), so graphs cost memory for nothing on these costs; a real eager step "
