@@ -175,19 +175,16 @@ def build_hf_model(spec: HFModelSpec, device: Any, dtype: Any, seed: int) -> Any
     return model.eval()
 
 
-def _randomise_zero_matrices(model: Any, std: float, torch: Any) -> list[str]:
-    """Draw every weight matrix that ``from_config`` left all zeros from ``N(0, std)``; their names.
+def _randomise_zero_matrices(model: Any, std: float, torch: Any) -> None:
+    """Draw every weight matrix that ``from_config`` left all zeros from ``N(0, std)``.
 
     Some architectures zero-initialise their router (ERNIE-4.5-MoE's ``mlp.gate``): every token would then score the
     experts alike and go to the same top-k at any batch size, so the expert kernels would read k experts' weights where
     a trained model's tokens spread over all of them. Timings of such a step say nothing of the real model."""
-    done = []
-    for name, p in model.named_parameters():
+    for p in model.parameters():
         if p.dim() == 2 and p.is_floating_point() and not bool(p.detach().any()):
             with torch.no_grad():
                 p.normal_(0.0, std)
-            done.append(name)
-    return done
 
 
 class HFDecoder:

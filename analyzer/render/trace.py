@@ -45,9 +45,9 @@ def _facts(rep: TraceReport) -> list[tuple[str, str]]:
     """The summary's figures, one (name, text) per line."""
     s = rep.summary
     bs = ", ".join(str(b) for b in s.batch_sizes) or "unknown"
+    basis = batch_basis(rep.steps)
     facts = [
-        ("steps", f"{s.steps} (from {s.step_source}); batch sizes: {bs}"
-                  + (f"; batch from {batch_basis(rep.steps)}" if batch_basis(rep.steps) else "")),
+        ("steps", f"{s.steps} (from {s.step_source}); batch sizes: {bs}" + (f"; batch from {basis}" if basis else "")),
         ("step (GPU window, profiled)", f"{s.step_us_median:,.1f} us median"),
         ("estimated unprofiled step", f"{s.estimated_unprofiled_step_us_median:,.1f} us "
                                       f"({s.estimated_unprofiled_step_us_low:,.0f}-"

@@ -101,11 +101,12 @@ if s.decode_tpot_ms_before is not None:
 with st.container(border=True):
     st.markdown(f"**Verdict: {md_escape(s.verdict)}** ({md_escape(rep.mode)} trace) — {md_escape(s.verdict_detail)}")
 ps = s.profiler_settings
+basis = batch_basis(rep.steps)
 st.caption(md_escape(
     f"Speedup range {h.predicted_speedup_low:.2f}-{h.predicted_speedup_high:.2f}x. Profiler settings detected: "
     f"{ps.get('tier', '?')} (" + ("; ".join(ps.get("evidence") or []) or "nothing recorded") + ")."
     + (f" Workload: {rep.workload.label}." if rep.workload else "")
-    + (f" Batch per step from {batch_basis(rep.steps)}." if batch_basis(rep.steps) else "")))
+    + (f" Batch per step from {basis}." if basis else "")))
 
 if len(s.step_groups) > 1 or group:
     # decode and prefill apart, each with its own figures and verdict (the CLI's "Steps by phase" table)
