@@ -16,6 +16,10 @@
 #                                               stablelm-2-1.6b-like): serving trace plus FULL-graph truth 1..64
 #                                               PART 9: the step's jump past a multiple of 8 rows: FULL-graph traces
 #                                               and timings at 16, 17, 20, 24 (stablelm-2-1.6b, smollm2-1.7b, 8b)
+#                                               PART 10: padding held out on three more models (qwen2.5-1.5b-like,
+#                                               granite-3.1-2b-like, phi-2-like; traces/h200-fresh-2026-12-03e/configs)
+#                                               PART 11: the fifth fresh set's sweeps (llama-3.2-3b-like,
+#                                               aya-expanse-8b-like, granite-3.0-3b-a800m-like)
 #   bash bench/gpu_heldout.sh OUT PART --dry-run
 #   ONLY=REGEX bash bench/gpu_heldout.sh OUT PART
 set -u
@@ -61,7 +65,10 @@ elif [ "$PART" = 5 ]; then  # a third fresh set (configs in traces/h200-fresh-20
 elif [ "$PART" = 7 ]; then  # a fourth fresh set (configs in traces/h200-fresh-2026-12-03d), kept off the model's work
     sweep_set traces/h200-fresh-2026-12-03d/configs fresh4 105 stablelm-2-1.6b-like nemotron-mini-4b-like \
         starcoder2-3b-like glm-4-9b-like ernie-4.5-21b-a3b-12layer-like
-elif [ "$PART" = 6 ] || [ "$PART" = 8 ]; then  # padding cost from a serving trace alone, held out
+elif [ "$PART" = 11 ]; then  # a fifth fresh set (configs in traces/h200-fresh-2026-12-03e), kept off the model's work
+    sweep_set traces/h200-fresh-2026-12-03e/configs fresh5 150 llama-3.2-3b-like aya-expanse-8b-like \
+        granite-3.0-3b-a800m-like
+elif [ "$PART" = 6 ] || [ "$PART" = 8 ] || [ "$PART" = 10 ]; then  # padding cost from a serving trace alone, held out
     Q=traces/h200-fresh-2026-12-03b/configs/qwen2.5-0.5b-like.json
     PAD="--capture-sizes serve=1,2,4,8,16,24,32,48,64 --distribution bench/serving_distribution.json --serving-steps 40
          --inject-fallbacks 4 --repeats 20 --warmup 3 --serving-rounds 3 --seed 5 --no-micro"
@@ -75,6 +82,14 @@ if [ "$PART" = 8 ]; then  # two more models for the padding check, another seed 
     part fullrange-smollm2 100 $H --hf-config $S $FULL --out "$W/pad/fullranges"
     part serving-stablelm 100 $H --hf-config $L $PAD --out "$W/pad/servingl"
     part fullrange-stablelm 100 $H --hf-config $L $FULL --out "$W/pad/fullrangel"
+    finish() { [ -z "$DRY" ] && tar -czf "$OUT/pad.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) pad && ls -la "$OUT"; }
+elif [ "$PART" = 10 ]; then  # three more models for the padding check, another seed (traces/h200-padding-2026-12-03c)
+    E=traces/h200-fresh-2026-12-03e/configs
+    PAD=${PAD/--seed 5/--seed 11}
+    for m in qwen2.5-1.5b-like granite-3.1-2b-like phi-2-like; do
+        part "serving-$m" 100 $H --hf-config $E/$m.json $PAD --out "$W/pad/serving-$m"
+        part "fullrange-$m" 110 $H --hf-config $E/$m.json $FULL --out "$W/pad/fullrange-$m"
+    done
     finish() { [ -z "$DRY" ] && tar -czf "$OUT/pad.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) pad && ls -la "$OUT"; }
 elif [ "$PART" = 6 ]; then  # padding cost from a serving trace alone, held out (traces/h200-padding-2026-12-03)
     part serving-8b 120 $H --model 8b $PAD --out "$W/pad/serving8b"
