@@ -57,6 +57,7 @@ from typing import Callable
 
 import numpy as np
 
+from .predict import MIN_HOST_INTERVALS, HostLaunchCost
 from .trace import Kind, Trace
 
 #: Kernel classes of the batch-scaling model, the class index of each kernel in :class:`SizeSample`.
@@ -763,7 +764,8 @@ def fit_cost_curve(samples: list[SizeSample], max_size: int, timings: dict[int, 
 
 
 #: Host time per kernel launch of an eager step (PyTorch dispatch plus the launch call), us: the H200 host's
-#: micro-benchmark (traces/h200-1b/truth.json ``micro.eager_host_us_per_op``, 7.95 us).
+#: micro-benchmark (traces/h200-1b/truth.json ``micro.eager_host_us_per_op``, 7.95 us). The prior an eager estimate
+#: falls back to where the trace holds too few eager launches to measure its own host (``predict.host_us_per_launch``).
 DEFAULT_HOST_US_PER_LAUNCH = 7.95
 
 
@@ -771,7 +773,8 @@ DEFAULT_HOST_US_PER_LAUNCH = 7.95
 class EagerCurve:
     """The eager step (us) at every batch size ``1..max`` (``us``), where it came from (``source``:
     ``"eager steps"`` when the trace's own eager decode steps calibrate it, ``"estimate"`` otherwise) and how
-    (``detail``, one line)."""
+    (``detail``, one line: it names the host's cost per launch and whether the trace measured it or the prior
+    stood in)."""
 
     us: np.ndarray
     source: str
@@ -779,12 +782,15 @@ class EagerCurve:
 
 
 def eager_curve(graph: CostCurve, kernels_per_step: float, eager_bs: np.ndarray, eager_us: np.ndarray,
-                host_us_per_launch: float = DEFAULT_HOST_US_PER_LAUNCH) -> EagerCurve:
+                host: HostLaunchCost | None = None) -> EagerCurve:
     """The eager cost per size of a trace that may hold only graph steps: an eager step launches each of its
-    ``kernels_per_step`` kernels from the host (``host_us_per_launch`` each), so it takes at least that and at
-    least the graph step; where the trace has eager decode steps (fallbacks, uncaptured sizes: ``eager_bs``,
-    their unprofiled cost ``eager_us``) that estimate is scaled to agree with them (the median ratio)."""
-    est = np.maximum(graph.us, kernels_per_step * host_us_per_launch)
+    ``kernels_per_step`` kernels from the host, so it takes at least that many times the host's cost per launch,
+    and at least the graph step. The cost per launch is ``host.us``, measured on the trace's own eager launches
+    (:func:`launchgap.predict.host_us_per_launch`), else :data:`DEFAULT_HOST_US_PER_LAUNCH` (a prior). Where the
+    trace has eager decode steps (fallbacks, uncaptured sizes: ``eager_bs``, their unprofiled cost ``eager_us``)
+    that estimate is scaled to agree with them (the median ratio)."""
+    per, how = _host_cost(host)
+    est = np.maximum(graph.us, kernels_per_step * per)
     eager_bs = np.asarray(eager_bs, dtype=np.int64)
     eager_us = np.asarray(eager_us, dtype=float)
     ok = (eager_bs > 0) & (eager_bs <= graph.max_size) & np.isfinite(eager_us) & (eager_us > 0)
@@ -792,9 +798,21 @@ def eager_curve(graph: CostCurve, kernels_per_step: float, eager_bs: np.ndarray,
         k = float(np.median(eager_us[ok] / est[eager_bs[ok] - 1]))
         return EagerCurve(np.maximum(est * k, graph.us), "eager steps",
                           f"{int(ok.sum())} eager decode step(s) of the trace: {kernels_per_step:,.0f} kernels x "
-                          f"{host_us_per_launch:g} us per launch, scaled by {k:.3g} to agree with them")
-    return EagerCurve(est, "estimate", f"estimated: {kernels_per_step:,.0f} kernels per step x {host_us_per_launch:g} "
-                                       f"us per launch (a host-bound eager step), at least the graph step")
+                          f"{how}, scaled by {k:.3g} to agree with them")
+    return EagerCurve(est, "estimate", f"estimated: {kernels_per_step:,.0f} kernels per step x {how} (a host-bound "
+                                       f"eager step), at least the graph step")
+
+
+def _host_cost(host: HostLaunchCost | None) -> tuple[float, str]:
+    """The host's cost per eager launch (us) and how it reads in an eager curve's detail."""
+    if host is not None and host.us is not None:
+        return host.us, f"{host.us:.3g} us per launch (measured: median of {host.intervals:,} intervals between the " \
+                        f"trace's eager launches)"
+    n = 0 if host is None else host.intervals
+    why = f"fewer than {MIN_HOST_INTERVALS} to measure its own" if n < MIN_HOST_INTERVALS else \
+        "their median, less the profiler's cost, not above 0"
+    return DEFAULT_HOST_US_PER_LAUNCH, f"{DEFAULT_HOST_US_PER_LAUNCH:g} us per launch (a prior, the H200 harness " \
+                                       f"host: {n:,} intervals between eager launches in the trace, {why})"
 
 
 def curve_to_dict(curve: CostCurve | None, eager: EagerCurve | None = None) -> dict | None:

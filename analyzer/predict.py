@@ -115,3 +115,55 @@ def replay_node_us(trace: Trace, model: PredictionModel) -> tuple[float, str]:
     if gap_us.size < MIN_REPLAY_GAPS:
         return model.node_us, "prior"
     return float(model.node_per_replay_gap * max(float(np.median(gap_us)), 0.0)), "trace replays"
+
+
+#: Fewest intervals between eager kernel launches that :func:`host_us_per_launch` measures the host's cost per
+#: launch on; with fewer the eager estimate keeps its prior (``costmodel.DEFAULT_HOST_US_PER_LAUNCH``).
+MIN_HOST_INTERVALS = 100
+
+
+@dataclass(frozen=True)
+class HostLaunchCost:
+    """The host's time per eager kernel launch as one trace shows it (:func:`host_us_per_launch`).
+
+    ``us``: the median interval, us (``None``: fewer than :data:`MIN_HOST_INTERVALS` intervals, or a median not
+    above 0 once the profiler's cost is taken off); ``intervals``: how many intervals were measured."""
+
+    us: float | None
+    intervals: int
+
+
+def host_us_per_launch(trace: Trace, row_step: np.ndarray, us_per_event: float,
+                       rows: np.ndarray | None = None, min_intervals: int = MIN_HOST_INTERVALS) -> HostLaunchCost:
+    """The host's time per eager kernel launch, measured on the trace's own eager launches (those a graph-mode
+    trace still holds: input preparation, sampling, prefill, warm-up, fallback steps).
+
+    An eager launch is a kernel-launch call whose correlation id ran a GPU op (a launch recorded into a graph
+    during capture runs nothing). Per host thread, in time order, an **interval** runs from one eager launch to the
+    next one in the same step (``row_step``; outside every step counts as one), with no graph launch between them:
+    its length less ``us_per_event`` times the host events (CPU ops, runtime calls) that start in it, so the
+    framework op around the call, its dispatch and the Python between ops count, the profiler's own cost does
+    not. The figure is the median interval (a synchronisation that waits for the GPU, a scheduler pause are the
+    outliers it passes over). ``rows`` (bool per row): only launches where it is true count."""
+    ran = np.zeros(len(trace), dtype=bool)
+    ran[trace.launch_idx[trace.gpu_mask & (trace.launch_idx >= 0)]] = True
+    eager = (trace.api == Api.KERNEL_LAUNCH) & ran
+    if rows is not None:
+        eager &= rows
+    seq = np.flatnonzero(eager | (trace.api == Api.GRAPH_LAUNCH))
+    seq = seq[np.lexsort((trace.start_ns[seq], trace.tid[seq], trace.pid[seq]))]
+    a, b = seq[:-1], seq[1:]
+    ok = eager[a] & eager[b] & (trace.pid[a] == trace.pid[b]) & (trace.tid[a] == trace.tid[b]) \
+        & (row_step[a] == row_step[b])
+    a, b = a[ok], b[ok]
+    if a.size < min_intervals:
+        return HostLaunchCost(None, int(a.size))
+    host = np.flatnonzero((trace.kind == Kind.CPU_OP) | (trace.kind == Kind.RUNTIME))
+    events = np.zeros(a.size, dtype=np.int64)
+    for pid, tid in set(zip(trace.pid[a].tolist(), trace.tid[a].tolist())):  # per host thread, not per event
+        h = np.sort(trace.start_ns[host[(trace.pid[host] == pid) & (trace.tid[host] == tid)]])
+        q = (trace.pid[a] == pid) & (trace.tid[a] == tid)
+        events[q] = np.searchsorted(h, trace.start_ns[b[q]], side="left") - \
+            np.searchsorted(h, trace.start_ns[a[q]], side="left")
+    us = float(np.median((trace.start_ns[b] - trace.start_ns[a]) / 1e3 - us_per_event * events))
+    return HostLaunchCost(us if us > 0 else None, int(a.size))

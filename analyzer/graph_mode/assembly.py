@@ -14,7 +14,7 @@ import numpy as np
 
 from ..costmodel import CostCurve, EagerCurve, eager_curve, fit_cost_curve, trace_samples
 from ..host_gaps import HostGaps, host_gaps
-from ..predict import PredictionModel
+from ..predict import PredictionModel, host_us_per_launch
 from ..trace import Trace
 from .serving import PaddingCost, ServingSteps, capture_list_conflict, fallback_causes, marker_buckets, padding_cost, resolve_capture_sizes, \
     serving_steps
@@ -109,8 +109,9 @@ def assemble_serving(trace: Trace, row_step: np.ndarray, all_step_names: list[st
     curve = fit_cost_curve(samples, top, timings, props, experts=experts)
     eager_steps = ~is_graph & decode & (batch > 0)
     kernels = float(np.median(cols.kernels[decode])) if decode.any() else float(np.median(cols.kernels))
-    eager = eager_curve(curve, kernels, batch[eager_steps], unprof[eager_steps]) if np.isfinite(curve.us).all() \
-        else None
+    # the host's own cost per eager launch where the trace holds enough eager launches (else the prior)
+    eager = eager_curve(curve, kernels, batch[eager_steps], unprof[eager_steps],
+                        host_us_per_launch(trace, row_step, us_per_event)) if np.isfinite(curve.us).all() else None
     unknown = source == "inferred"  # a batch's real bucket is unknown: padding is not costed
     padded = (ss.padded_rows >= 0) & (not unknown)
     pad = padding_cost(curve, np.where(padded, ss.bucket, -1), np.where(padded, batch, -1))

@@ -1,0 +1,95 @@
+"""The host's cost per eager launch measured on a trace, and the eager cost per size it gives a graph-only trace
+(``launchgap.predict.host_us_per_launch``, ``launchgap.costmodel.eager_curve``), on hand-built traces."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from launchgap.costmodel import DEFAULT_HOST_US_PER_LAUNCH, CostCurve, eager_curve
+from launchgap.loaders import load_trace
+from launchgap.predict import MIN_HOST_INTERVALS, HostLaunchCost, PredictionModel, host_us_per_launch
+from launchgap.report import AnalysisOptions, analyze_trace
+from launchgap.steps import assign_rows_to_steps, find_steps
+from tests.unit.kineto_tiny import ann, cpu_op, kernel, launch, write
+
+
+def _events() -> list[dict]:
+    """An eager decode step with 4 launches (at 11, 22, 40, 45 us; ops around the first two) and a graph step with a
+    launch before its graph launch (205), two after it (230, 236) and one recorded into a graph (240: it ran
+    nothing)."""
+    eager = [ann("decode_step[bs=2 eager]", 0.0, 100.0),
+             cpu_op("aten::mul", 10.0, 6.0), launch(11.0, 2.0, 1), kernel(50.0, 1.0, 1),
+             cpu_op("aten::add", 20.0, 10.0), launch(22.0, 2.0, 2), kernel(52.0, 1.0, 2),
+             launch(40.0, 2.0, 3), kernel(54.0, 1.0, 3), launch(45.0, 2.0, 4), kernel(56.0, 1.0, 4)]
+    graph = [ann("decode_step[bs=4 graph]", 200.0, 100.0),
+             launch(205.0, 2.0, 5), kernel(250.0, 1.0, 5),
+             launch(210.0, 3.0, 6, name="cudaGraphLaunch")] + [kernel(252.0 + i, 1.0, 6) for i in range(3)] + [
+             launch(230.0, 2.0, 7), kernel(260.0, 1.0, 7), launch(236.0, 2.0, 8), kernel(262.0, 1.0, 8),
+             launch(240.0, 2.0, 9)]
+    return eager + graph
+
+
+@pytest.fixture
+def trace_path(tmp_path: Path) -> Path:
+    return write(tmp_path, _events())
+
+
+def test_intervals_between_eager_launches_exact(trace_path: Path) -> None:
+    tr = load_trace(trace_path)
+    row_step = assign_rows_to_steps(tr, find_steps(tr))
+    # intervals (us, less 1 us per host event starting in them): 11 -> 22: 11 - 2 (the launch at 11, aten::add at
+    # 20) = 9; 22 -> 40: 18 - 1 = 17; 40 -> 45: 5 - 1 = 4; 230 -> 236: 6 - 1 = 5. Not counted: 45 -> 205 (another
+    # step), 205 -> 230 (a graph launch between), 236 -> 240 (240 ran nothing). Median of 4, 5, 9, 17 = 7
+    assert host_us_per_launch(tr, row_step, 1.0, min_intervals=4) == HostLaunchCost(7.0, 4)
+    # without the profiler's cost: 11, 18, 5, 6 -> 8.5
+    assert host_us_per_launch(tr, row_step, 0.0, min_intervals=4) == HostLaunchCost(8.5, 4)
+    # fewer intervals than the minimum: no figure, the count says why
+    assert host_us_per_launch(tr, row_step, 1.0) == HostLaunchCost(None, 4)
+    assert MIN_HOST_INTERVALS == 100
+    # the eager step hidden: only the graph step's 230 -> 236 is left
+    assert host_us_per_launch(tr, row_step, 1.0, rows=row_step != 0, min_intervals=1) == HostLaunchCost(5.0, 1)
+    # a profiler cost that takes every interval to 0 or below gives no figure
+    assert host_us_per_launch(tr, row_step, 20.0, min_intervals=4) == HostLaunchCost(None, 4)
+
+
+def _curve() -> CostCurve:
+    us = np.array([10.0, 20.0, 30.0])
+    return CostCurve(us=us, low_us=us, high_us=us, source=("trace", "model", "model"))
+
+
+def test_eager_curve_measured_host_cost() -> None:
+    e = eager_curve(_curve(), 2.0, np.zeros(0), np.zeros(0), HostLaunchCost(7.0, 150))
+    # 2 kernels x 7 us = 14, at least the graph step
+    assert e.us.tolist() == [14.0, 20.0, 30.0] and e.source == "estimate"
+    assert e.detail == ("estimated: 2 kernels per step x 7 us per launch (measured: median of 150 intervals between "
+                        "the trace's eager launches) (a host-bound eager step), at least the graph step")
+
+
+def test_eager_curve_falls_back_to_the_prior() -> None:
+    e = eager_curve(_curve(), 2.0, np.zeros(0), np.zeros(0), HostLaunchCost(None, 4))
+    assert DEFAULT_HOST_US_PER_LAUNCH == 7.95
+    assert e.us.tolist() == [15.9, 20.0, 30.0] and e.source == "estimate"
+    assert e.detail == ("estimated: 2 kernels per step x 7.95 us per launch (a prior, the H200 harness host: 4 "
+                        "intervals between eager launches in the trace, fewer than 100 to measure its own) (a "
+                        "host-bound eager step), at least the graph step")
+    assert eager_curve(_curve(), 2.0, np.zeros(0), np.zeros(0)).us.tolist() == [15.9, 20.0, 30.0]
+    many = eager_curve(_curve(), 2.0, np.zeros(0), np.zeros(0), HostLaunchCost(None, 150))
+    assert many.detail.endswith("150 intervals between eager launches in the trace, their median, less the "
+                                "profiler's cost, not above 0) (a host-bound eager step), at least the graph step")
+
+
+def test_eager_steps_scale_the_estimate() -> None:
+    # eager step at bs 1 measured 28 us: the estimate there (14) is scaled by 2 everywhere
+    e = eager_curve(_curve(), 2.0, np.array([1]), np.array([28.0]), HostLaunchCost(7.0, 150))
+    assert e.us.tolist() == [28.0, 40.0, 60.0] and e.source == "eager steps"
+    assert e.detail == ("1 eager decode step(s) of the trace: 2 kernels x 7 us per launch (measured: median of 150 "
+                        "intervals between the trace's eager launches), scaled by 2 to agree with them")
+
+
+def test_analysis_reports_which_host_cost_it_used(trace_path: Path) -> None:
+    rep = analyze_trace(load_trace(trace_path), AnalysisOptions(model=PredictionModel(profiler_us_per_host_event=0.0)))
+    assert rep.eager_curve is not None and rep.eager_curve.source == "eager steps"
+    assert ("7.95 us per launch (a prior, the H200 harness host: 4 intervals between eager launches in the trace, "
+            "fewer than 100 to measure its own)") in rep.eager_curve.detail
