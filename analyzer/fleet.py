@@ -14,6 +14,8 @@ a small JSON-safe dict (schema ``launchgap.fleet-trace/1``), never the event tab
   ``idle_us_by_cause`` (one column per cause), ``predicted_graph_us``, ``kernels``,
   ``kernel_launches``, ``graph_launches``, ``host_events``, ``launch_api_us``;
 * ``batch_histogram``: steps per batch size (keys are decimal strings, JSON objects need them);
+* ``notes``: what the analysis noted that a capture plan rests on (:func:`launchgap.verdict.plan_caveats`);
+  with ``warnings`` the fleet's plans carry them (absent in results written before: none);
 * ``benchmark``: whether the trace is a ``launchgap record`` sweep
   (:func:`launchgap.planning.request.is_benchmark`): it gives costs, never the distribution (absent in
   results written before it was recorded: read as not a sweep);
@@ -74,6 +76,7 @@ from .costmodel import curve_from_dict, curve_to_dict
 from .planning.inputs import TraceSteps, distribution_from_steps
 from .planning.request import is_benchmark
 from .report import AnalysisOptions, TraceReport
+from .verdict import plan_caveats
 from .workload import Workload, display_names, pick_workload
 
 if TYPE_CHECKING:
@@ -139,6 +142,7 @@ def summary_from_report(report: TraceReport) -> dict:
     pred = np.array(cols["predicted_graph_us"], dtype=float)
     busy = np.array(cols["gpu_busy_us"], dtype=float)
     scale = _cost_scale(d["summary"])
+    bench = is_benchmark(report)
     per_batch = []
     hist: dict[str, int] = {}
     for b in np.unique(bs[bs >= 0]).tolist():  # one row per batch size
@@ -156,7 +160,9 @@ def summary_from_report(report: TraceReport) -> dict:
             # the plan's cost curve (launchgap.costmodel)
             "cost_curve": curve_to_dict(report.cost_curve, report.eager_curve),
             # a launchgap record sweep gives costs, never the distribution: the rule launchgap plan applies
-            "benchmark": is_benchmark(report)}
+            "benchmark": bench,
+            # what the analysis noted that a plan rests on, carried into the fleet's plans with the warnings
+            "notes": plan_caveats(report.summary, report.steps, bench)}
 
 
 def analyze_file(path: str | Path, options: AnalysisOptions, max_bytes: int) -> TraceReport:
@@ -372,10 +378,12 @@ class FleetReport:
 
 def summary_steps(path: str, mode: str, summary: Mapping, bs: np.ndarray, dur_us: np.ndarray,
                   pred_us: np.ndarray, phase: Sequence[str | None], workload: Workload | None,
-                  curves: dict | None = None, benchmark: bool = False) -> TraceSteps:
+                  curves: dict | None = None, benchmark: bool = False, warnings: Sequence[str] = (),
+                  notes: Sequence[str] = ()) -> TraceSteps:
     """The planning view (:class:`~launchgap.planning.inputs.TraceSteps`) of one trace's summary: the
     same columns :func:`launchgap.planning.request.trace_steps` takes from its report, so the fleet's
-    plan follows ``launchgap plan``'s rules exactly (``benchmark``: a ``launchgap record`` sweep, costs only)."""
+    plan follows ``launchgap plan``'s rules exactly (``benchmark``: a ``launchgap record`` sweep, costs only;
+    ``warnings`` and ``notes``: what its analysis warned about and noted, which the plans carry)."""
     return TraceSteps(name=path, mode=mode,
                       unprofiled_scale=TraceSteps.scale_of(float(summary["step_us_median"]),
                                                            float(summary["estimated_unprofiled_step_us_median"])),
@@ -385,7 +393,7 @@ def summary_steps(path: str, mode: str, summary: Mapping, bs: np.ndarray, dur_us
                       capture_sizes=tuple(summary["capture_sizes"]) if summary.get("capture_sizes")
                       and summary.get("capture_sizes_source") != "inferred" else None,
                       capture_sizes_detail=f"{summary.get('capture_sizes_source')}: {summary.get('capture_sizes_detail')}"
-                      if summary.get("capture_sizes") else None)
+                      if summary.get("capture_sizes") else None, warnings=tuple(warnings), notes=tuple(notes))
 
 
 def _r(x: float, nd: int = 4) -> float:
@@ -447,7 +455,9 @@ class FleetAccumulator:
             "steps_by_phase": steps_by_phase(phase), "engine": sm.get("engine"),
         }
         bench = bool(s.get("benchmark"))
-        cost = summary_steps(row["path"], row["mode"], sm, bs, dur, pred, phase, wl, s.get("cost_curve"), bench)
+        # results written before notes were recorded have none (their warnings were always recorded)
+        cost = summary_steps(row["path"], row["mode"], sm, bs, dur, pred, phase, wl, s.get("cost_curve"), bench,
+                             [str(w) for w in s.get("warnings") or ()], [str(n) for n in s.get("notes") or ()])
         self._rows.append(row)
         self._costs.append(cost)
         self._workloads.setdefault(row["workload_id"] or "unknown", wl)

@@ -124,6 +124,33 @@ def batch_basis(steps) -> str:
     return ", ".join(parts)
 
 
+#: How sure a batch read from a kernel's grid is (``batch_confidence``), as a plan's caveat says it.
+_GRID_WORDS = {"medium": "the kernel ran eagerly", "low": "inside a graph replay, the captured size: the batch is "
+                                                         "at most that"}
+
+
+def plan_caveats(s, steps, benchmark: bool = False) -> list[str]:
+    """What a trace's analysis noted that a capture plan built on its decode steps rests on, one sentence each:
+    the padding cost unknown (capture sizes inferred from the buckets that ran), batch sizes read from a kernel's
+    grid (not from a marker or recorded shapes), and decode steps with no known batch size. Sentences hold
+    neither the trace's name nor counts of its own steps, so that traces of one server that say the same are said
+    once in a plan over many (:class:`launchgap.planning.planner.TraceNote`). The analysis' warnings
+    (``TraceReport.warnings``) are carried beside them, not repeated here. A ``benchmark`` of one batch size (a
+    ``launchgap record`` sweep) pads nothing: its padding is not a caveat."""
+    out = [f"padding cost unknown: {s.padding_unknown_reason}"] if s.padding_unknown_reason and not benchmark else []
+    planned = [st for st in steps if st.phase in ("decode", None)]  # the steps a plan reads
+    grids: dict[tuple[str, str | None], None] = {}
+    for st in planned:  # report rows
+        if st.batch_source.startswith("kernel_grid:"):
+            grids[(st.batch_source.split(":", 1)[1], st.batch_confidence)] = None
+    for kernel, conf in grids:
+        out.append(f"batch sizes read from the grid of {kernel}" + (f" ({_GRID_WORDS[conf]})" if conf in _GRID_WORDS
+                                                                     else ""))
+    if any(st.batch_source == "none" for st in planned):
+        out.append("decode steps of no known batch size were left out of the costs and the distribution")
+    return out
+
+
 def graph_split_text(s) -> str:
     """Which host time a FULL graph removes and which it keeps, per step, in one clause."""
     stall, inside = s.host_stall_us_per_step, s.host_stall_in_graph_us_per_step

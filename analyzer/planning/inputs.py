@@ -77,6 +77,9 @@ class TraceSteps:
     #: What the analysis warned about the trace (``TraceReport.warnings``: a capture list it contradicts, steps
     #: left out): the plan's notes repeat them, as the plan rests on the same steps.
     warnings: tuple[str, ...] = ()
+    #: What the analysis noted that a plan built on the trace rests on (:func:`launchgap.verdict.plan_caveats`:
+    #: padding unknown, batch sizes read from kernel grids or unknown): the plan carries them with the warnings.
+    notes: tuple[str, ...] = ()
     #: The serving engine whose markers the trace holds (``summary.engine``; ``None`` when none or not known).
     engine: str | None = None
 

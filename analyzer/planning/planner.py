@@ -264,6 +264,20 @@ class ParetoPoint:
 
 
 @dataclass(frozen=True)
+class TraceNote:
+    """What the analysis of one or more of a plan's traces warned about (``kind`` ``"warning"``) or noted
+    (``"note"``): ``text`` as the analysis said it, ``traces`` the names of the traces that said it, in the order
+    the plan read them (one entry per trace however often it said it)."""
+
+    kind: str
+    text: str
+    traces: tuple[str, ...]
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "text": self.text, "traces": list(self.traces)}
+
+
+@dataclass(frozen=True)
 class Plan:
     """The chosen buckets, what they buy, and how they compare. ``to_dict`` is schema launchgap.plan/1."""
 
@@ -288,6 +302,9 @@ class Plan:
     #: Per role of :data:`SOURCE_ROLES`, the input that gave it (``None``: none did); set by
     #: :func:`launchgap.planning.request.build_plan`.
     sources: Mapping[str, str | None] = field(default_factory=dict)
+    #: What the analyses of the traces the plan read warned about and noted, each said once with the traces that
+    #: said it (warnings first); set by :func:`launchgap.planning.request.build_plan`.
+    trace_notes: tuple[TraceNote, ...] = ()
 
     @property
     def buckets(self) -> tuple[int, ...]:
@@ -395,6 +412,7 @@ class Plan:
             "warnings": list(self.warnings),
             "extrapolation": dict(self.extrapolation) if self.extrapolation is not None else None,
             "sources": {r: self.sources.get(r) for r in SOURCE_ROLES},
+            "trace_notes": [n.to_dict() for n in self.trace_notes],
         }
 
 

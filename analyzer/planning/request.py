@@ -68,7 +68,7 @@ from .inputs import (
     model_dims_from_timings,
 )
 from .memory import CaptureCalibration, MemoryModel, calibrate, default_memory_model
-from .planner import SOURCE_ROLES, BaselineSpec, Plan, PlanOptions, default_baselines, plan_capture
+from .planner import SOURCE_ROLES, BaselineSpec, Plan, PlanOptions, TraceNote, default_baselines, plan_capture
 from .serverlog import (
     calibration_from_log,
     capture_sizes_from_log,
@@ -79,6 +79,7 @@ from .serverlog import (
 )
 
 from ..serverlogs.diagnosis import LogDiagnosis
+from ..verdict import plan_caveats
 
 if TYPE_CHECKING:
     from ..report import TraceReport
@@ -274,12 +275,23 @@ def _list_text(sizes: Sequence[int]) -> str:
     return "[" + ", ".join(map(str, s if len(s) <= 12 else s[:8])) + (", ..., " + str(s[-1]) if len(s) > 12 else "") + "]"
 
 
+def trace_notes(traces: Sequence[TraceSteps]) -> tuple[TraceNote, ...]:
+    """What the traces' analyses warned about and noted (:attr:`TraceSteps.warnings`, :attr:`TraceSteps.notes`),
+    each text once with the traces that said it, warnings first, in the order the traces and their lines come."""
+    said: dict[tuple[str, str], dict[str, None]] = {}
+    for kind in ("warning", "note"):
+        for t in traces:  # a few lines per trace
+            for text in t.warnings if kind == "warning" else t.notes:
+                said.setdefault((kind, text), {})[t.name] = None
+    return tuple(TraceNote(kind, text, tuple(names)) for (kind, text), names in said.items())
+
+
 def _input_notes(request: PlanRequest, filled: _Filled) -> tuple[list[str], list[str]]:
     """Notes and warnings on the inputs. Notes: which input gave the capture list scored as the server's current one
-    (a trace's: how the trace gave it, and when that is only its engine's default), the traces' analysis warnings,
-    and the inputs that gave this plan nothing. Warnings (inputs that contradict each other, shown where the plan's
-    warnings are): a line per other input whose capture list differs from it, a log or scrape of another engine or
-    model."""
+    (a trace's: how the trace gave it, and when that is only its engine's default) and the inputs that gave this
+    plan nothing (the traces' own warnings and notes are the plan's ``trace_notes``: :func:`trace_notes`). Warnings
+    (inputs that contradict each other, shown where the plan's warnings are): a line per other input whose capture
+    list differs from it, a log or scrape of another engine or model."""
     notes: list[str] = []
     warns: list[str] = []
     src = filled.source.get("capture_sizes")
@@ -302,8 +314,6 @@ def _input_notes(request: PlanRequest, filled: _Filled) -> tuple[list[str], list
             if other and tuple(sorted(other)) != tuple(sorted(sizes)):  # type: ignore[arg-type]
                 warns.append(f"the capture lists differ: {src.name} gives {_list_text(sizes)}, {inp.name} "
                              f"{_list_text(sorted(other))}; the plan scores {src.name}'s as the current list")  # type: ignore[arg-type]
-    for t in request.traces:  # what the analysis said of each trace (a given list it contradicts, the rank read)
-        notes += [f"{t.name}: {w}" for w in t.warnings]
     engines = {t.engine for t in request.traces if t.engine}
     for inp in request.inputs:  # a log of another engine than the traces' is another server's
         log = inp.value.log if isinstance(inp.value, LogDiagnosis) else None
@@ -396,7 +406,7 @@ def build_plan(request: PlanRequest) -> tuple[Plan, list[str]]:
         if inp.kind == "server_log" and isinstance(inp.value, LogDiagnosis):
             notes += ceiling_notes(inp.value, plan.buckets)
     return replace(plan, sources={r: (src[r].name if r in src else None) for r in ROLES},
-                   warnings=tuple(input_warnings) + plan.warnings), notes
+                   warnings=tuple(input_warnings) + plan.warnings, trace_notes=trace_notes(traces)), notes
 
 
 def plan_workloads(request: PlanRequest, groups: Sequence[tuple[Workload | None, Sequence[TraceSteps]]],
@@ -447,6 +457,7 @@ def trace_steps(report: TraceReport, name: str | None = None, benchmark: bool = 
     the trace gives costs only (``--costs``); a ``launchgap record`` sweep is recognised by its step markers."""
     s = report.summary
     steps = report.steps
+    benchmark = benchmark or is_benchmark(report)
     return TraceSteps(
         name=name if name is not None else str(report.path), mode=report.mode,
         unprofiled_scale=TraceSteps.scale_of(s.step_us_median, s.estimated_unprofiled_step_us_median),
@@ -456,10 +467,11 @@ def trace_steps(report: TraceReport, name: str | None = None, benchmark: bool = 
         phase=tuple(st.phase for st in steps),
         kernels_per_step=report.workload.kernels_per_step if report.workload is not None else 0.0,
         graph_curve=report.cost_curve, eager=report.eager_curve,
-        benchmark=benchmark or is_benchmark(report),
+        benchmark=benchmark,
         capture_sizes=tuple(s.capture_sizes) if s.capture_sizes and s.capture_sizes_source != "inferred" else None,
         capture_sizes_detail=f"{s.capture_sizes_source}: {s.capture_sizes_detail}" if s.capture_sizes else None,
-        warnings=tuple(report.warnings), engine=s.engine)
+        warnings=tuple(report.warnings), notes=tuple(plan_caveats(s, steps, benchmark)),
+        engine=s.engine)
 
 
 #: The step markers of a ``launchgap record`` sweep: ``decode_step[bs=8]`` (nothing else in it), or the

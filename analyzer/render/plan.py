@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..engines import LABELS as _SERVER_LABEL
 from ..engines import engine
-from ..planning.planner import BASELINE_LABELS, SERVERS, Plan
+from ..planning.planner import BASELINE_LABELS, SERVERS, Plan, TraceNote
 from .table import table
 
 
@@ -99,6 +99,45 @@ def _pareto_lines(plan: Plan, markdown: bool) -> list[str]:
         ["graphs", "expected_us", "memory_mib", "capture_s", "in budget", "buckets"], rows, markdown, indent="  ")
 
 
+#: A plan's text lists at most this many of its traces' notes (the JSON's ``trace_notes`` holds them all) ...
+TRACE_NOTES_SHOWN = 20
+#: ... and names at most this many of the traces that said each.
+TRACE_NAMES_SHOWN = 3
+
+
+def _counted(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def trace_note_line(note: TraceNote) -> str:
+    """One of a plan's trace notes for people, the traces that said it counted and named:
+    ``warning (2 traces: a.json, b.json): <text>``."""
+    names = ", ".join(note.traces[:TRACE_NAMES_SHOWN])
+    more = len(note.traces) - TRACE_NAMES_SHOWN
+    return (f"{note.kind} ({_counted(len(note.traces), 'trace')}: {names}{f' and {more} more' if more > 0 else ''}):"
+            f" {note.text}")
+
+
+def trace_notes_title(plan: Plan) -> str:
+    """The heading over a plan's trace notes, with how many warnings and notes there are."""
+    w = sum(n.kind == "warning" for n in plan.trace_notes)
+    counts = [_counted(n, word) for n, word in ((w, "warning"), (len(plan.trace_notes) - w, "note")) if n]
+    return f"What the traces' analyses warned about and noted ({', '.join(counts)})"
+
+
+def _trace_notes_lines(plan: Plan, markdown: bool) -> list[str]:
+    """The plan's trace notes (:attr:`Plan.trace_notes`), warnings first; empty when the analyses said nothing."""
+    if not plan.trace_notes:
+        return []
+    shown = plan.trace_notes[:TRACE_NOTES_SHOWN]
+    lines = ["", f"## {trace_notes_title(plan)}" if markdown else trace_notes_title(plan)]
+    lines += [("- " if markdown else "  ") + trace_note_line(n) for n in shown]
+    if len(plan.trace_notes) > len(shown):
+        lines.append(f"{'- ' if markdown else '  '}... {len(plan.trace_notes) - len(shown)} more "
+                     f"(use --format json for all)")
+    return lines
+
+
 def render_plan(plan: Plan, markdown: bool = False, notes: list[str] | None = None) -> str:
     """The plan for people: verdict first, then buckets, baselines, crossover, waste, configs."""
     h = "## " if markdown else ""
@@ -137,6 +176,7 @@ def render_plan(plan: Plan, markdown: bool = False, notes: list[str] | None = No
     else:
         w = max(len(k) for k, _ in facts)
         lines += [f"  {k:<{w}}  {v}" for k, v in facts]
+    lines += _trace_notes_lines(plan, markdown)
     lines += ["", f"{h}Against the servers' default lists" if markdown else "Against the servers' default lists"]
     rows = [["this plan", str(plan.score.n_graphs), f"{plan.expected_step_us:,.1f}", "-",
              f"{plan.score.padding_waste_us:,.1f}", f"{plan.memory_used_mib:,.1f}", seconds_text(plan.capture_s)]]

@@ -18,7 +18,7 @@ from launchgap.dashboard import session, uploads
 from launchgap.dashboard.charts import batch_histogram_figure, fleet_idle_figure
 from launchgap.dashboard.settings import MAX_FLEET_FILE_BYTES
 from launchgap.dashboard.text import json_safe, md_escape
-from launchgap.dashboard.ui import show_buckets_and_charts
+from launchgap.dashboard.ui import show_buckets_and_charts, show_trace_notes
 
 state = st.session_state
 FLEET_KEY = "lg_fleet"  # (file name, FleetReport | None, error | None) of this session's results file
@@ -152,6 +152,7 @@ else:
     p2.metric("Expected step", f"{plan.expected_step_us:,.0f} us", border=True,
               help=f"All eager: {plan.all_eager_expected_step_us:,.0f} us.")
     p3.metric("Speedup vs all eager", f"{plan.speedup_vs_all_eager:.1f}x", border=True)
+    show_trace_notes(plan)
     show_buckets_and_charts(plan, "lg_fleet_plan")
     base = pd.DataFrame([{"setup": BASELINE_LABELS[k], "graphs": v.score.n_graphs,
                           "expected step (us)": v.score.expected_step_us, "within budget": v.within_budget,

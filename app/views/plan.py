@@ -29,7 +29,7 @@ from launchgap.render.plan import TIE_CONFIG_NOTE, memory_basis, seconds_text
 from launchgap.dashboard import session, uploads
 from launchgap.dashboard.charts import pareto_figure, tradeoff_figure
 from launchgap.dashboard.text import json_safe, md_escape
-from launchgap.dashboard.ui import settings, show_buckets_and_charts, show_load_errors
+from launchgap.dashboard.ui import settings, show_buckets_and_charts, show_load_errors, show_trace_notes
 from launchgap.dashboard.workloads import pick_workload_entries, workload_name
 
 state = st.session_state
@@ -223,6 +223,7 @@ r4.metric("Extrapolation band", f"{x['expected_step_us_low']:,.0f}–{x['expecte
           if x is not None else "none", border=True,
           help="Costs above the largest measured batch size are extrapolated; the band takes half and twice the "
                "fitted growth.")
+show_trace_notes(plan)
 st.caption(md_escape(memory_basis(plan)))
 show_buckets_and_charts(plan, "lg_plan")
 

@@ -158,10 +158,12 @@ def test_plan_of_a_merged_file_reads_one_rank(tmp_path: Path, capsys) -> None:
     doc_ = json.loads(capsys.readouterr().out)
     assert [(b["batch_size"], b["weight"]) for b in doc_["per_batch"]] == [(32, 1.0)]
     assert "distribution from 1 decode steps in 1 serving trace(s)" in doc_["inputs"]
-    notes = [n for n in doc_["inputs"] if "ranks of one job" in n]  # the rank's analysis warning, named by the rank
-    assert notes == [f"{merged}#rank0: the file holds 2 ranks of one job; the plan reads rank 0 = pid 251 on GPU 9 "
-                     f"only, the rank with the most steps of a known batch size (1 of 1 steps; ranks 1: 1): every rank "
-                     f"runs the same batches, so pooling them would count each step 2 times"]
+    # the rank's analysis warning is the plan's trace note, named by the rank it read
+    assert [n for n in doc_["trace_notes"] if "ranks of one job" in n["text"]] == [
+        {"kind": "warning", "traces": [f"{merged}#rank0"],
+         "text": "the file holds 2 ranks of one job; the plan reads rank 0 = pid 251 on GPU 9 only, the rank with the "
+                 "most steps of a known batch size (1 of 1 steps; ranks 1: 1): every rank runs the same batches, so "
+                 "pooling them would count each step 2 times"}]
     split = split_ranks(load_trace(merged))
     assert plan_rank(split)[0] is split.traces[0]
 
@@ -244,8 +246,9 @@ def test_dashboard_plan_page_reads_one_rank_of_an_uploaded_merged_file(tmp_path:
     at = goto(upload(new_app(), [("tp2.json", body)]), "plan")
     notes = "\n".join(m.value for m in at.markdown).replace("\\", "")  # md_escape's backslashes
     assert "distribution from 3 decode steps in 1 serving trace(s)" in notes  # one rank's, not 6
-    assert ("tp2.json: the file holds 2 ranks of one job; the plan reads rank 0 = pid 100 on GPU 0 only, the rank "
-            "with the most steps of a known batch size (3 of 3 steps; ranks 1: 3)") in notes
+    warned = "\n".join(w.value for w in at.warning).replace("\\", "")  # the trace notes, under the plan's figures
+    assert ("warning (1 trace: tp2.json): the file holds 2 ranks of one job; the plan reads rank 0 = pid 100 on GPU 0 "
+            "only, the rank with the most steps of a known batch size (3 of 3 steps; ranks 1: 3)") in warned
 
 
 def test_process_names_that_say_the_rank_number_the_ranks(tmp_path: Path) -> None:
