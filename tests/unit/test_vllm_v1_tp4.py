@@ -274,8 +274,9 @@ def test_ranks_merged_into_one_file_are_split(tmp_path: Path, annotate: bool) ->
     assert done.returncode == 0, done.stderr
     plan = json.loads(done.stdout)  # one plan (one rank), the decode steps of one rank: 3, 3, 3, 4, 5
     assert [(b["batch_size"], b["weight"]) for b in plan["per_batch"]] == [(3, 0.6), (4, 0.2), (5, 0.2)]
-    assert any(n.startswith(f"{merged}#rank0: the file holds 4 ranks of one job; the plan reads rank 0 = pid "
-                            f"{HOST_PID} on GPU 0 only") for n in plan["inputs"])
+    assert any(n["kind"] == "warning" and n["traces"] == [f"{merged}#rank0"] and n["text"].startswith(
+        f"the file holds 4 ranks of one job; the plan reads rank 0 = pid {HOST_PID} on GPU 0 only")
+        for n in plan["trace_notes"])  # the rank's analysis warning, a trace note named by the rank read
 
 
 def test_ranks_merged_on_one_gpu_are_refused(tmp_path: Path) -> None:
