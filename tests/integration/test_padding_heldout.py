@@ -1,6 +1,7 @@
 """Padding cost from a graph-mode serving trace alone on held-out models (traces/h200-padding-2026-12-03: the 8b
 decoder and a transformers qwen2.5-0.5b-like; traces/h200-padding-2026-12-03b: smollm2-1.7b-like and
-stablelm-2-1.6b-like; PROVENANCE.md in each: a capture list and seeds no earlier recording used): the real list given,
+stablelm-2-1.6b-like; traces/h200-padding-2026-12-03c: qwen2.5-1.5b-like, granite-3.1-2b-like, phi-2-like, checked
+once when recorded; PROVENANCE.md in each: a capture list and seeds no earlier recording used): the real list given,
 no timings, within 20% of the FULL-graph truth at every size, but stablelm (+27.2%: its step jumps one row past each
 multiple of 8, docs/costmodel.md), pinned; the steps' buckets and padded rows exact against the harness's own record."""
 from __future__ import annotations
@@ -16,6 +17,7 @@ from tests.conftest import TRACES
 
 HELD = TRACES / "h200-padding-2026-12-03"
 HELD_B = TRACES / "h200-padding-2026-12-03b"
+HELD_C = TRACES / "h200-padding-2026-12-03c"
 SERVE_SIZES = (1, 2, 4, 8, 16, 24, 32, 48, 64)
 
 
@@ -23,7 +25,10 @@ SERVE_SIZES = (1, 2, 4, 8, 16, 24, 32, 48, 64)
     (HELD / "8b", 2978.6, 3248.1, 30, True),
     (HELD / "qwen2.5-0.5b-like", 12243.9, 11017.5, 30, True),
     (HELD_B / "smollm2-1.7b-like", 4835.0, 4378.9, 34, True),
-    (HELD_B / "stablelm-2-1.6b-like", 4162.7, 3272.6, 34, False)], ids=lambda v: getattr(v, "name", None))
+    (HELD_B / "stablelm-2-1.6b-like", 4162.7, 3272.6, 34, False),
+    (HELD_C / "qwen2.5-1.5b-like", 24390.5, 22734.3, 32, True),
+    (HELD_C / "granite-3.1-2b-like", 44483.9, 42306.1, 32, True),
+    (HELD_C / "phi-2-like", 8587.8, 8030.6, 32, True)], ids=lambda v: getattr(v, "name", None))
 def test_padding_from_the_trace_alone_within_20_percent(folder, expect_us: float, truth_us: float, steps: int,
                                                         within: bool) -> None:
     trace = f"{folder.name}_serving_serve.json.gz"
