@@ -74,13 +74,13 @@ from .gaps import CAUSES
 from .loaders import DEFAULT_MAX_TRACE_BYTES, load_trace
 from .costmodel import curve_from_dict, curve_to_dict
 from .planning.inputs import TraceSteps, distribution_from_steps
-from .planning.request import is_benchmark
+from .planning.request import is_benchmark, trace_notes
 from .report import AnalysisOptions, TraceReport
 from .verdict import plan_caveats
 from .workload import Workload, display_names, pick_workload
 
 if TYPE_CHECKING:
-    from .planning.planner import Plan
+    from .planning.planner import Plan, TraceNote
     from .planning.request import PlanRequest
 
 SCHEMA = "launchgap.fleet/1"
@@ -306,13 +306,16 @@ class TraceError:
 
 @dataclass(frozen=True)
 class WorkloadPlan:
-    """One workload of the fleet: its traces' count, batch sizes and capture plan (None with the reason)."""
+    """One workload of the fleet: its traces' count, batch sizes and capture plan (None with the reason), and what
+    its traces' analyses warned about and noted (:func:`launchgap.planning.request.trace_notes`; the plan's own
+    ``trace_notes`` when there is a plan: said here too, so that a workload with no plan still says them)."""
 
     workload: Workload | None
     traces: int
     batch_histogram: dict[int, int]
     plan: Plan | None
     plan_note: str
+    trace_notes: tuple[TraceNote, ...] = ()
 
     @property
     def id(self) -> str:
@@ -321,7 +324,8 @@ class WorkloadPlan:
     def to_dict(self) -> dict:
         return {"workload": self.workload.to_dict() if self.workload is not None else None, "traces": self.traces,
                 "batch_histogram": {str(k): v for k, v in self.batch_histogram.items()},
-                "plan": self.plan.to_dict() if self.plan is not None else None, "plan_note": self.plan_note}
+                "plan": self.plan.to_dict() if self.plan is not None else None, "plan_note": self.plan_note,
+                "trace_notes": [n.to_dict() for n in self.trace_notes]}
 
 
 @dataclass(frozen=True)
@@ -540,7 +544,7 @@ class FleetAccumulator:
         mine = [self._costs[i] for i, r in enumerate(self._rows) if (r["workload_id"] or "unknown") == wid]
         hist = {b: int(n) for b, n in distribution_from_steps(mine).items()}
         plan, note = _plan(hist, mine, name, request)
-        return WorkloadPlan(self._workloads[wid], len(mine), hist, plan, note)
+        return WorkloadPlan(self._workloads[wid], len(mine), hist, plan, note, trace_notes(mine))
 
 
 def _plan(hist: dict[int, int], steps: list[TraceSteps], workload: str,

@@ -164,20 +164,21 @@ def show_buckets_and_charts(plan, key: str) -> None:
         st.plotly_chart(distribution_figure(plan), width="stretch", key=f"{key}_dist")
 
 
-def show_trace_notes(plan) -> None:
-    """What the analyses of a plan's traces warned about and noted (``Plan.trace_notes``), each said once with the
-    traces that said it, under the plan's figures (the Capture plan and Fleet pages): why its verdict may not hold."""
+def show_trace_notes(trace_notes) -> None:
+    """What the analyses of a plan's traces warned about and noted (``Plan.trace_notes``, or a fleet workload's
+    with no plan), each said once with the traces that said it, under the plan's figures (the Capture plan and
+    Fleet pages): why its verdict may not hold."""
     from launchgap.render.plan import TRACE_NOTES_SHOWN, trace_note_line, trace_notes_title
 
-    if not plan.trace_notes:
+    if not trace_notes:
         return
-    st.markdown(f"**{md_escape(trace_notes_title(plan))}**")
-    shown = plan.trace_notes[:TRACE_NOTES_SHOWN]
+    st.markdown(f"**{md_escape(trace_notes_title(trace_notes))}**")
+    shown = trace_notes[:TRACE_NOTES_SHOWN]
     for n in shown:  # at most TRACE_NOTES_SHOWN
         if n.kind == "warning":
             st.warning(md_escape(trace_note_line(n)), icon=":material/warning:")
     notes = [n for n in shown if n.kind != "warning"]
     if notes:
         st.info("\n".join(f"- {md_escape(trace_note_line(n))}" for n in notes), icon=":material/info:")
-    if len(plan.trace_notes) > len(shown):
-        st.caption(f"… {len(plan.trace_notes) - len(shown)} more in the plan's JSON (trace_notes).")
+    if len(trace_notes) > len(shown):
+        st.caption(f"… {len(trace_notes) - len(shown)} more in the plan's JSON (trace_notes).")

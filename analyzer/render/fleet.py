@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..fleet import FleetReport, TraceRow
 from ..gaps import CAUSES
-from .plan import render_plan
+from .plan import render_plan, trace_notes_lines
 from .table import table
 from ..workload import display_names
 
@@ -30,8 +30,12 @@ def phases(r: TraceRow) -> str:
     return ", ".join(f"{n} {k}" for k, n in known) or "-"
 
 
+def _indented(lines: list[str]) -> list[str]:
+    return ["  " + ln if ln else ln for ln in lines]
+
+
 def _indented_plan(plan) -> list[str]:
-    return ["  " + ln if ln else ln for ln in render_plan(plan).splitlines()]
+    return _indented(render_plan(plan).splitlines())
 
 
 def render_fleet(rep: FleetReport) -> str:
@@ -75,12 +79,17 @@ def render_fleet(rep: FleetReport) -> str:
     if total:
         lines.append("  " + ", ".join(f"{b}: {n} ({n / total:.0%})" for b, n in rep.batch_histogram.items()))
     lines += ["", "Capture plan for the fleet"]
-    lines += [f"  none: {rep.plan_note}"] if rep.plan is None else _indented_plan(rep.plan)
+    if rep.plan is not None:
+        lines += _indented_plan(rep.plan)
+    else:  # no plan: what the traces' analyses said may say why
+        lines += [f"  none: {rep.plan_note}"] + (_indented(trace_notes_lines(rep.workloads[0].trace_notes))
+                                                 if len(rep.workloads) == 1 else [])
     if rep.plan is None and len(rep.workloads) > 1:
         names = display_names(w.workload for w in rep.workloads)
         for w in rep.workloads:  # one plan per workload
             lines += ["", f"Capture plan for {names[w.id]} ({w.traces} traces; --workload {w.id})"]
-            lines += _indented_plan(w.plan) if w.plan is not None else [f"  none: {w.plan_note}"]
+            lines += _indented_plan(w.plan) if w.plan is not None else (
+                [f"  none: {w.plan_note}"] + _indented(trace_notes_lines(w.trace_notes)))
     if rep.errors:
         lines += ["", f"Failed traces ({len(rep.errors)})"]
         lines += [f"  {names[e.path]}: {e.error}" for e in rep.errors]

@@ -1,6 +1,8 @@
 """A capture plan (:class:`~launchgap.planning.planner.Plan`) as text or Markdown: verdict first."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..engines import LABELS as _SERVER_LABEL
 from ..engines import engine
 from ..planning.planner import BASELINE_LABELS, SERVERS, Plan, TraceNote
@@ -118,23 +120,23 @@ def trace_note_line(note: TraceNote) -> str:
             f" {note.text}")
 
 
-def trace_notes_title(plan: Plan) -> str:
+def trace_notes_title(notes: Sequence[TraceNote]) -> str:
     """The heading over a plan's trace notes, with how many warnings and notes there are."""
-    w = sum(n.kind == "warning" for n in plan.trace_notes)
-    counts = [_counted(n, word) for n, word in ((w, "warning"), (len(plan.trace_notes) - w, "note")) if n]
+    w = sum(n.kind == "warning" for n in notes)
+    counts = [_counted(n, word) for n, word in ((w, "warning"), (len(notes) - w, "note")) if n]
     return f"What the traces' analyses warned about and noted ({', '.join(counts)})"
 
 
-def _trace_notes_lines(plan: Plan, markdown: bool) -> list[str]:
-    """The plan's trace notes (:attr:`Plan.trace_notes`), warnings first; empty when the analyses said nothing."""
-    if not plan.trace_notes:
+def trace_notes_lines(notes: Sequence[TraceNote], markdown: bool = False) -> list[str]:
+    """A plan's trace notes (:attr:`Plan.trace_notes`, or a fleet workload's that has no plan) under their
+    heading, warnings first, at most :data:`TRACE_NOTES_SHOWN`; empty when the analyses said nothing."""
+    if not notes:
         return []
-    shown = plan.trace_notes[:TRACE_NOTES_SHOWN]
-    lines = ["", f"## {trace_notes_title(plan)}" if markdown else trace_notes_title(plan)]
+    shown = notes[:TRACE_NOTES_SHOWN]
+    lines = ["", f"## {trace_notes_title(notes)}" if markdown else trace_notes_title(notes)]
     lines += [("- " if markdown else "  ") + trace_note_line(n) for n in shown]
-    if len(plan.trace_notes) > len(shown):
-        lines.append(f"{'- ' if markdown else '  '}... {len(plan.trace_notes) - len(shown)} more "
-                     f"(use --format json for all)")
+    if len(notes) > len(shown):
+        lines.append(f"{'- ' if markdown else '  '}... {len(notes) - len(shown)} more (use --format json for all)")
     return lines
 
 
@@ -176,7 +178,7 @@ def render_plan(plan: Plan, markdown: bool = False, notes: list[str] | None = No
     else:
         w = max(len(k) for k, _ in facts)
         lines += [f"  {k:<{w}}  {v}" for k, v in facts]
-    lines += _trace_notes_lines(plan, markdown)
+    lines += trace_notes_lines(plan.trace_notes, markdown)
     lines += ["", f"{h}Against the servers' default lists" if markdown else "Against the servers' default lists"]
     rows = [["this plan", str(plan.score.n_graphs), f"{plan.expected_step_us:,.1f}", "-",
              f"{plan.score.padding_waste_us:,.1f}", f"{plan.memory_used_mib:,.1f}", seconds_text(plan.capture_s)]]

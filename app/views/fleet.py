@@ -137,22 +137,24 @@ if rep.errors:
 
 st.subheader("Capture plan for the fleet")
 plan, note = rep.plan, rep.plan_note
+said = rep.workloads[0].trace_notes if len(rep.workloads) == 1 else ()  # what the traces' analyses said
 if plan is None and len(rep.workloads) > 1:  # one plan per workload: costs of different models are not pooled
     st.warning(md_escape(f"The fleet runs {len(rep.workloads)} workloads (models, devices or ranks); their costs "
                          "and batch sizes are not pooled: pick the workload to plan."), icon=":material/warning:")
     by_id = {w.id: w for w in rep.workloads}
     pick = st.selectbox("Workload", list(by_id), key="lg_fleet_workload",
                         format_func=lambda i: f"{NAMES[i]} — {by_id[i].traces} trace(s)")
-    plan, note = by_id[pick].plan, by_id[pick].plan_note
+    plan, note, said = by_id[pick].plan, by_id[pick].plan_note, by_id[pick].trace_notes
 if plan is None:
     st.info(md_escape(f"No plan: {note}"))
+    show_trace_notes(said)
 else:
     p1, p2, p3 = st.columns(3)
     p1.metric("Graphs to capture", f"{plan.score.n_graphs}", border=True)
     p2.metric("Expected step", f"{plan.expected_step_us:,.0f} us", border=True,
               help=f"All eager: {plan.all_eager_expected_step_us:,.0f} us.")
     p3.metric("Speedup vs all eager", f"{plan.speedup_vs_all_eager:.1f}x", border=True)
-    show_trace_notes(plan)
+    show_trace_notes(plan.trace_notes)
     show_buckets_and_charts(plan, "lg_fleet_plan")
     base = pd.DataFrame([{"setup": BASELINE_LABELS[k], "graphs": v.score.n_graphs,
                           "expected step (us)": v.score.expected_step_us, "within budget": v.within_budget,

@@ -223,7 +223,7 @@ r4.metric("Extrapolation band", f"{x['expected_step_us_low']:,.0f}–{x['expecte
           if x is not None else "none", border=True,
           help="Costs above the largest measured batch size are extrapolated; the band takes half and twice the "
                "fitted growth.")
-show_trace_notes(plan)
+show_trace_notes(plan.trace_notes)
 st.caption(md_escape(memory_basis(plan)))
 show_buckets_and_charts(plan, "lg_plan")
 

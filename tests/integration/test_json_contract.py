@@ -311,7 +311,7 @@ def test_plan_json_matches_the_doc(reference_traces, tmp_path, capsys):
     for i, (doc, name) in enumerate(outputs):
         c.document(doc, name, f"plan run {i}")
     assert not c.problems, c.summary()
-    for name in ("launchgap.plan/1", "plan-workloads", "baseline"):
+    for name in ("launchgap.plan/1", "plan-workloads", "baseline", "trace-note"):
         never = set(CONTRACT[name]) - c.seen[name]
         assert not never, f"documented in {name} but in no plan run: {sorted(never)}"
     # the runs above show the optional parts with values, not only as null

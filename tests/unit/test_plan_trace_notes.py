@@ -114,8 +114,8 @@ def test_plan_command_carries_each_traces_warnings_and_notes(traces, capsys) -> 
     checker = Checker(CONTRACT)  # the one JSON contract (docs/json.md) and its checker
     checker.document(doc, "launchgap.plan/1", "plan of four traces")
     assert not checker.problems, checker.summary()
-    assert {"trace_notes", "trace_notes[].kind", "trace_notes[].text", "trace_notes[].traces"} <= \
-        checker.seen["launchgap.plan/1"]
+    assert "trace_notes" in checker.seen["launchgap.plan/1"] and checker.seen["trace-note"] == {"kind", "text",
+                                                                                                "traces"}
     assert main(["plan", *map(str, traces)]) == 0
     text = capsys.readouterr().out
     a, b, c, x = map(str, traces)
@@ -154,7 +154,8 @@ def test_fleet_plan_carries_them_as_the_plan_command_does(traces, tmp_path) -> N
     checker = Checker(CONTRACT)
     checker.document(doc, "launchgap.fleet/1", "fleet of four traces")
     assert not checker.problems, checker.summary()
-    assert doc["plan"]["trace_notes"] == doc["workloads"][0]["plan"]["trace_notes"] == _want([str(p) for p in traces])
+    assert doc["plan"]["trace_notes"] == doc["workloads"][0]["plan"]["trace_notes"] == \
+        doc["workloads"][0]["trace_notes"] == _want([str(p) for p in traces])
     text = render_fleet(rep)
     assert f"    warning (2 traces: {traces[0]}, {traces[1]}): {EMPTY}\n" in text
     assert f"    note (1 trace: {traces[3]}): {NO_BATCH}\n" in text
@@ -164,6 +165,23 @@ def test_fleet_plan_carries_them_as_the_plan_command_does(traces, tmp_path) -> N
     old.write_text("\n".join([lines[0]] + [json.dumps({k: v for k, v in json.loads(ln).items() if k != "notes"})
                                            for ln in lines[1:]]) + "\n")
     assert [n.to_dict() for n in load_fleet_results(old).plan.trace_notes] == _want([str(p) for p in traces])[:1]
+
+
+def _no_batch(tmp_path: Path) -> Path:
+    """Three eager steps whose markers name no batch size and a step with no GPU work: no plan can be made."""
+    ev = [e for i in range(3) for e in _eager_step(1000.0 * i, None, 10 * i + 1)] + [ann("decode_step", 3000.0, 200)]
+    return write(tmp_path, ev, "y.json")
+
+
+def test_a_fleet_workload_with_no_plan_still_says_them(tmp_path) -> None:
+    y = _no_batch(tmp_path)
+    rep = load_fleet_results(_results([y], tmp_path / "y.jsonl"))
+    assert rep.plan is None and rep.plan_note.startswith("no step with a known batch size")
+    said = [{"kind": "warning", "text": EMPTY, "traces": [str(y)]}, {"kind": "note", "text": NO_BATCH, "traces": [str(y)]}]
+    assert rep.to_dict()["workloads"][0]["trace_notes"] == said
+    assert (f"Capture plan for the fleet\n  none: {rep.plan_note}\n\n"
+            f"  What the traces' analyses warned about and noted (1 warning, 1 note)\n"
+            f"    warning (1 trace: {y}): {EMPTY}\n    note (1 trace: {y}): {NO_BATCH}") in render_fleet(rep)
 
 
 def test_many_trace_notes_are_cut_in_the_text_not_in_the_json(traces) -> None:
@@ -208,3 +226,12 @@ def test_dashboard_plan_and_fleet_pages_show_them(traces, tmp_path, monkeypatch)
     a, b, c, x = map(str, traces)
     assert f"warning (2 traces: {a}, {b}): {EMPTY}" in _page_text(at.warning)
     assert f"- note (1 trace: {c}): {PADDING}\n- note (1 trace: {x}): {NO_BATCH}" in _page_text(at.info)
+    # a fleet with no plan: the page says why, and what the traces' analyses said
+    y = _no_batch(tmp_path)
+    at.file_uploader(key="lg_fleet_widget").set_value(("y.jsonl", _results([y], tmp_path / "y.jsonl").read_bytes(),
+                                                       "application/octet-stream"))
+    at.run()
+    assert not at.exception and not at.error
+    info = _page_text(at.info)
+    assert any(i.startswith("No plan: no step with a known batch size") for i in info)
+    assert f"warning (1 trace: {y}): {EMPTY}" in _page_text(at.warning) and f"- note (1 trace: {y}): {NO_BATCH}" in info
