@@ -17,7 +17,10 @@ launch)`` (``costmodel.eager_curve`` without eager steps); a trace's error is th
 * ``eager launches``: measured on every eager launch of the trace, the eager steps' step times not used (what a trace
   with eager prefill or warm-up steps gives: the model's own ops launched one by one).
 
-For reference, ``trace eager steps``: the eager curve as ``analyze`` makes it, calibrated on the eager steps' own
+For comparison, the brief's first reading of "the host time of the op that launched it": per eager launch the
+outermost CPU op around the launch call, its duration less the profiler's cost per host event inside it, shared by
+the launches it holds; ``op median`` (median over launches) and ``op mean`` (total over total launches), on every eager
+launch of the trace. For reference, ``trace eager steps``: the eager curve as ``analyze`` makes it, calibrated on the eager steps' own
 profiled times less the profiler's estimated cost. Engine traces (traces/engines): the host figure each gives, its
 eager source, and at how many sizes eager and graph costs tie.
 """
@@ -38,6 +41,7 @@ from launchgap.loaders import load_trace  # noqa: E402
 from launchgap.predict import host_us_per_launch  # noqa: E402
 from launchgap.report import analyze_trace  # noqa: E402
 from launchgap.steps import assign_rows_to_steps, find_steps  # noqa: E402
+from launchgap.trace import Api, Kind, Trace  # noqa: E402
 
 T = REPO / "traces"
 
@@ -52,6 +56,39 @@ def serving_sets() -> list[tuple[str, Path, dict[int, float]]]:
             if p.is_file() and truth:
                 out.append((f"{tim.parent.relative_to(T)}:{s['model']}", p, truth))
     return out
+
+
+def op_costs(tr: Trace, per_event: float) -> tuple[float, float]:
+    """(median, mean) host us per eager launch from the outermost CPU op around each launch call."""
+    ran = np.zeros(len(tr), dtype=bool)
+    ran[tr.launch_idx[tr.gpu_mask & (tr.launch_idx >= 0)]] = True
+    kl = np.flatnonzero((tr.api == Api.KERNEL_LAUNCH) & ran)
+    host = np.flatnonzero((tr.kind == Kind.CPU_OP) | (tr.kind == Kind.RUNTIME))
+    cpu = np.flatnonzero(tr.kind == Kind.CPU_OP)
+    per_op: list[np.ndarray] = []
+    counts: list[np.ndarray] = []
+    for pid, tid in set(zip(tr.pid[kl].tolist(), tr.tid[kl].tolist())):  # per host thread
+        c = cpu[(tr.pid[cpu] == pid) & (tr.tid[cpu] == tid)]
+        c = c[np.lexsort((-tr.end_ns[c], tr.start_ns[c]))]
+        if c.size == 0:
+            continue
+        reach = np.maximum.accumulate(tr.end_ns[c])
+        top = c[np.r_[True, tr.start_ns[c][1:] >= reach[:-1]]]  # ops no earlier op encloses
+
+        def owner(rows: np.ndarray) -> np.ndarray:
+            pos = np.searchsorted(tr.start_ns[top], tr.start_ns[rows], side="right") - 1
+            ok = (pos >= 0) & (tr.end_ns[top[np.maximum(pos, 0)]] >= tr.end_ns[rows])
+            return np.where(ok, pos, -1)
+
+        k = owner(kl[(tr.pid[kl] == pid) & (tr.tid[kl] == tid)])
+        h = owner(host[(tr.pid[host] == pid) & (tr.tid[host] == tid)])
+        n_k = np.bincount(k[k >= 0], minlength=top.size)
+        n_h = np.bincount(h[h >= 0], minlength=top.size)
+        has = n_k > 0
+        per_op.append(tr.dur_ns[top][has] / 1e3 - per_event * n_h[has])
+        counts.append(n_k[has])
+    us, n = np.concatenate(per_op), np.concatenate(counts)
+    return float(np.median(np.repeat(us / n, n))), float(us.sum() / n.sum())
 
 
 def serving_row(name: str, path: Path, truth: dict[int, float]) -> dict:
@@ -70,6 +107,7 @@ def serving_row(name: str, path: Path, truth: dict[int, float]) -> dict:
 
     hidden = host_us_per_launch(tr, row_step, per_event, rows=~np.isin(row_step, eager_steps))
     every = host_us_per_launch(tr, row_step, per_event)
+    op_med, op_mean = op_costs(tr, per_event)
     kernels_eager = float(np.median([st.kernels for st in rep.steps if st.graph_coverage == "eager"]))
     row = {"trace": name, "eager_sizes": sizes.tolist(), "kernels": graph_kernels,
            "truth_us_per_launch": round(float(np.median(t_us)) / kernels_eager, 2),
@@ -78,6 +116,7 @@ def serving_row(name: str, path: Path, truth: dict[int, float]) -> dict:
            "graph_steps_err": err(hidden.us if hidden.us is not None else DEFAULT_HOST_US_PER_LAUNCH),
            "eager_launches_intervals": every.intervals, "eager_launches_us": every.us,
            "eager_launches_err": err(every.us) if every.us is not None else None,
+           "op_median_err": err(op_med), "op_mean_err": err(op_mean),
            "trace_eager_steps_err": float(np.median(rep.eager_curve.us[sizes - 1] / t_us - 1))}
     return row
 
@@ -114,13 +153,15 @@ def main(argv: list[str] | None = None) -> int:
     rows = [serving_row(*s) for s in serving_sets()]
     print("H200 serving traces: eager step at the truth sizes, error vs unprofiled truth (median over sizes)")
     print(f"{'trace':44s} {'truth us/launch':>15s} {'prior 7.95':>10s} {'graph steps (n, us, err)':>26s} "
-          f"{'eager launches (n, us, err)':>28s} {'trace eager steps':>17s}")
+          f"{'eager launches (n, us, err)':>28s} {'op median':>9s} {'op mean':>8s} {'trace eager steps':>17s}")
     for r in rows:
         print(f"{r['trace']:44s} {r['truth_us_per_launch']:15.2f} {_pct(r['prior_err']):>10s} "
               f"{r['graph_steps_intervals']:>8d} {_us(r['graph_steps_us']):>7s} {_pct(r['graph_steps_err']):>9s} "
               f"{r['eager_launches_intervals']:>8d} {_us(r['eager_launches_us']):>7s} "
-              f"{_pct(r['eager_launches_err']):>11s} {_pct(r['trace_eager_steps_err']):>17s}")
-    for key in ("prior_err", "graph_steps_err", "eager_launches_err", "trace_eager_steps_err"):
+              f"{_pct(r['eager_launches_err']):>11s} {_pct(r['op_median_err']):>9s} {_pct(r['op_mean_err']):>8s} "
+              f"{_pct(r['trace_eager_steps_err']):>17s}")
+    for key in ("prior_err", "graph_steps_err", "eager_launches_err", "op_median_err", "op_mean_err",
+                "trace_eager_steps_err"):
         v = np.abs([r[key] for r in rows if r[key] is not None])
         print(f"  {key:24s} median |err| {np.median(v):.1%}, worst {v.max():.1%} over {v.size} traces")
     eng = engine_rows()
