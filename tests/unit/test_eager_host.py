@@ -93,3 +93,26 @@ def test_analysis_reports_which_host_cost_it_used(trace_path: Path) -> None:
     assert rep.eager_curve is not None and rep.eager_curve.source == "eager steps"
     assert ("7.95 us per launch (a prior, the H200 harness host: 4 intervals between eager launches in the trace, "
             "fewer than 100 to measure its own)") in rep.eager_curve.detail
+
+
+@pytest.mark.parametrize("fmt", ["kineto", "nsys"])
+def test_intervals_per_thread_in_both_formats(fmt: str, tmp_path: Path) -> None:
+    """Runtime calls alone (no CPU ops, as Nsight Systems records): two threads' launches pair only within each."""
+    from tests.builders import TraceSpec
+    from tests.builders import write as write_spec
+
+    spec = TraceSpec()
+    spec.annotate("decode_step[bs=2 eager]", 0, 100_000)
+    spec.launch("a", 1_000, 500, 40_000, 1_000, corr=1)
+    spec.launch("b", 5_000, 500, 42_000, 1_000, corr=2)
+    spec.call("cudaMemsetAsync", 6_000, 500, corr=3)
+    spec.launch("c", 12_000, 500, 44_000, 1_000, corr=4)
+    spec.graph_launch(20_000, 500, 5, 1, [("g", 46_000, 1_000)])
+    spec.launch("d", 25_000, 500, 48_000, 1_000, corr=6)
+    spec.launch("e", 3_000, 500, 50_000, 1_000, corr=7, tid=2)
+    spec.launch("f", 4_000, 500, 52_000, 1_000, corr=8, tid=2)
+    tr = load_trace(write_spec(spec, fmt, tmp_path))
+    row_step = assign_rows_to_steps(tr, find_steps(tr))
+    # thread 1: 1 -> 5 us: 4 - 0.5 (the launch at 1) = 3.5; 5 -> 12: 7 - 2 x 0.5 (launch, memset) = 6; 12 -> 25 has
+    # the graph launch between. Thread 2: 3 -> 4: 1 - 0.5 = 0.5. Median of 0.5, 3.5, 6
+    assert host_us_per_launch(tr, row_step, 0.5, min_intervals=3) == HostLaunchCost(3.5, 3)
