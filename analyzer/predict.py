@@ -133,18 +133,16 @@ class HostLaunchCost:
     intervals: int
 
 
-def host_us_per_launch(trace: Trace, row_step: np.ndarray, us_per_event: float,
-                       rows: np.ndarray | None = None, min_intervals: int = MIN_HOST_INTERVALS) -> HostLaunchCost:
-    """The host's time per eager kernel launch, measured on the trace's own eager launches (those a graph-mode
-    trace still holds: input preparation, sampling, prefill, warm-up, fallback steps).
+def eager_launch_intervals_us(trace: Trace, row_step: np.ndarray, us_per_event: float,
+                              rows: np.ndarray | None = None) -> np.ndarray:
+    """The host's time from each eager kernel launch to the next, us (see :func:`host_us_per_launch`).
 
     An eager launch is a kernel-launch call whose correlation id ran a GPU op (a launch recorded into a graph
-    during capture runs nothing). Per host thread, in time order, an **interval** runs from one eager launch to the
+    during capture runs nothing). Per host thread, in time order, an interval runs from one eager launch to the
     next one in the same step (``row_step``; outside every step counts as one), with no graph launch between them:
     its length less ``us_per_event`` times the host events (CPU ops, runtime calls) that start in it, so the
     framework op around the call, its dispatch and the Python between ops count, the profiler's own cost does
-    not. The figure is the median interval (a synchronisation that waits for the GPU, a scheduler pause are the
-    outliers it passes over). ``rows`` (bool per row): only launches where it is true count."""
+    not. ``rows`` (bool per row): only launches where it is true count."""
     ran = np.zeros(len(trace), dtype=bool)
     ran[trace.launch_idx[trace.gpu_mask & (trace.launch_idx >= 0)]] = True
     eager = (trace.api == Api.KERNEL_LAUNCH) & ran
@@ -156,8 +154,6 @@ def host_us_per_launch(trace: Trace, row_step: np.ndarray, us_per_event: float,
     ok = eager[a] & eager[b] & (trace.pid[a] == trace.pid[b]) & (trace.tid[a] == trace.tid[b]) \
         & (row_step[a] == row_step[b])
     a, b = a[ok], b[ok]
-    if a.size < min_intervals:
-        return HostLaunchCost(None, int(a.size))
     host = np.flatnonzero((trace.kind == Kind.CPU_OP) | (trace.kind == Kind.RUNTIME))
     events = np.zeros(a.size, dtype=np.int64)
     for pid, tid in set(zip(trace.pid[a].tolist(), trace.tid[a].tolist())):  # per host thread, not per event
@@ -165,5 +161,18 @@ def host_us_per_launch(trace: Trace, row_step: np.ndarray, us_per_event: float,
         q = (trace.pid[a] == pid) & (trace.tid[a] == tid)
         events[q] = np.searchsorted(h, trace.start_ns[b[q]], side="left") - \
             np.searchsorted(h, trace.start_ns[a[q]], side="left")
-    us = float(np.median((trace.start_ns[b] - trace.start_ns[a]) / 1e3 - us_per_event * events))
-    return HostLaunchCost(us if us > 0 else None, int(a.size))
+    return (trace.start_ns[b] - trace.start_ns[a]) / 1e3 - us_per_event * events
+
+
+def host_us_per_launch(trace: Trace, row_step: np.ndarray, us_per_event: float,
+                       rows: np.ndarray | None = None, min_intervals: int = MIN_HOST_INTERVALS) -> HostLaunchCost:
+    """The host's time per eager kernel launch, measured on the trace's own eager launches (those a graph-mode
+    trace still holds: input preparation, sampling, prefill, warm-up, fallback steps): the median of
+    :func:`eager_launch_intervals_us` over at least ``min_intervals`` of them (a synchronisation that waits for
+    the GPU, a scheduler pause are the outliers it passes over). ``rows`` (bool per row): only launches where it
+    is true count."""
+    iv = eager_launch_intervals_us(trace, row_step, us_per_event, rows)
+    if iv.size < min_intervals:
+        return HostLaunchCost(None, int(iv.size))
+    us = float(np.median(iv))
+    return HostLaunchCost(us if us > 0 else None, int(iv.size))

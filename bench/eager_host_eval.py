@@ -5,24 +5,30 @@ harness host's micro-benchmark), and what the engine traces give.
     python bench/eager_host_eval.py            # one table per check
     python bench/eager_host_eval.py --json out.json
 
-H200 serving traces (FULL-graph decode steps with injected eager fallbacks and uncaptured sizes, recorded by
-``launchgap record``): truth is the folder's ``timings_serving.json`` ``kinds`` with mode ``eager`` (CUDA events, no
-profiler, 20 repeats per size). The eager estimate at a truth size is ``max(graph step, kernels per step x host us per
-launch)`` (``costmodel.eager_curve`` without eager steps); a trace's error is the median over its truth sizes of
-``estimate / truth - 1``. Three ways to get the host's cost per launch:
+The eager step is estimated as ``max(graph step, kernels per step x host us per launch)`` (``costmodel.eager_curve``
+without eager steps). The host's cost per launch, read several ways:
 
 * ``prior``: 7.95 us (before);
 * ``graph steps``: measured on the launches outside the trace's eager steps (the eager steps hidden, as a FULL-graph
   trace without fallbacks would be); with fewer than ``MIN_HOST_INTERVALS`` intervals the prior stands in;
-* ``eager launches``: measured on every eager launch of the trace, the eager steps' step times not used (what a trace
-  with eager prefill or warm-up steps gives: the model's own ops launched one by one).
+* ``interval median`` (what ships) and ``interval mean``: over every eager launch of the trace
+  (``predict.eager_launch_intervals_us``), the eager steps' step times not used (what a trace with eager prefill or
+  warm-up steps gives: the model's own ops launched one by one);
+* ``op median`` / ``op mean``: the brief's first reading of "the host time of the op that launched it": per eager
+  launch the outermost CPU op around the launch call, its duration less the profiler's cost per host event inside it,
+  shared by the launches it holds (median over launches; total over total launches).
 
-For comparison, the brief's first reading of "the host time of the op that launched it": per eager launch the
-outermost CPU op around the launch call, its duration less the profiler's cost per host event inside it, shared by
-the launches it holds; ``op median`` (median over launches) and ``op mean`` (total over total launches), on every eager
-launch of the trace. For reference, ``trace eager steps``: the eager curve as ``analyze`` makes it, calibrated on the eager steps' own
-profiled times less the profiler's estimated cost. Engine traces (traces/engines): the host figure each gives, its
-eager source, and at how many sizes eager and graph costs tie.
+Set 1, H200 serving traces (FULL-graph decode steps with injected eager fallbacks and uncaptured sizes, recorded by
+``launchgap record``): truth is the folder's ``timings_serving.json`` ``kinds`` with mode ``eager`` (CUDA events, no
+profiler, 20 repeats per size, each size warm); a trace's error is the median over its truth sizes of
+``estimate / truth - 1``. For reference, ``trace eager steps``: the eager curve as ``analyze`` makes it, calibrated on
+the eager steps' own profiled times less the profiler's estimated cost.
+Set 2, the same-process eager recordings with unprofiled truth (``timings_overhead.json``'s
+``profiled_vs_unprofiled``, records that drifted over 5% left out, as ``launchgap.overhead_fit`` does): every launch of
+an eager trace is a model launch, so the estimate is checked where the profiler's cost model holds; ``step less
+profiler``: the analyzer's own unprofiled-step estimate.
+Set 3, engine traces (traces/engines): the host figure each gives, its eager source, and at how many sizes eager and
+graph costs tie.
 """
 from __future__ import annotations
 
@@ -38,9 +44,10 @@ sys.path.insert(0, str(REPO))
 
 from launchgap.costmodel import DEFAULT_HOST_US_PER_LAUNCH  # noqa: E402
 from launchgap.loaders import load_trace  # noqa: E402
-from launchgap.predict import host_us_per_launch  # noqa: E402
+from launchgap.predict import eager_launch_intervals_us, host_us_per_launch  # noqa: E402
 from launchgap.report import analyze_trace  # noqa: E402
 from launchgap.steps import assign_rows_to_steps, find_steps  # noqa: E402
+from launchgap.timings import DRIFT_LIMIT, load_timings, pvu_drift, pvu_eager_us  # noqa: E402
 from launchgap.trace import Api, Kind, Trace  # noqa: E402
 
 T = REPO / "traces"
@@ -91,6 +98,14 @@ def op_costs(tr: Trace, per_event: float) -> tuple[float, float]:
     return float(np.median(np.repeat(us / n, n))), float(us.sum() / n.sum())
 
 
+def variants(tr: Trace, row_step: np.ndarray, per_event: float) -> dict[str, float | None]:
+    """Host us per eager launch, each reading (see the module docstring), over every eager launch of the trace."""
+    iv = eager_launch_intervals_us(tr, row_step, per_event)
+    op_med, op_mean = op_costs(tr, per_event)
+    return {"interval median": host_us_per_launch(tr, row_step, per_event).us,
+            "interval mean": float(iv.mean()) if iv.size else None, "op median": op_med, "op mean": op_mean}
+
+
 def serving_row(name: str, path: Path, truth: dict[int, float]) -> dict:
     tr = load_trace(path)
     rep = analyze_trace(tr)
@@ -102,23 +117,46 @@ def serving_row(name: str, path: Path, truth: dict[int, float]) -> dict:
     t_us = np.array([truth[b] for b in sizes.tolist()])
     graph = rep.cost_curve.at(sizes)
 
-    def err(h: float) -> float:
-        return float(np.median(np.maximum(graph, graph_kernels * h) / t_us - 1))
+    def err(h: float | None) -> float | None:
+        return None if h is None else float(np.median(np.maximum(graph, graph_kernels * h) / t_us - 1))
 
     hidden = host_us_per_launch(tr, row_step, per_event, rows=~np.isin(row_step, eager_steps))
-    every = host_us_per_launch(tr, row_step, per_event)
-    op_med, op_mean = op_costs(tr, per_event)
     kernels_eager = float(np.median([st.kernels for st in rep.steps if st.graph_coverage == "eager"]))
-    row = {"trace": name, "eager_sizes": sizes.tolist(), "kernels": graph_kernels,
-           "truth_us_per_launch": round(float(np.median(t_us)) / kernels_eager, 2),
-           "prior_err": err(DEFAULT_HOST_US_PER_LAUNCH),
-           "graph_steps_intervals": hidden.intervals, "graph_steps_us": hidden.us,
-           "graph_steps_err": err(hidden.us if hidden.us is not None else DEFAULT_HOST_US_PER_LAUNCH),
-           "eager_launches_intervals": every.intervals, "eager_launches_us": every.us,
-           "eager_launches_err": err(every.us) if every.us is not None else None,
-           "op_median_err": err(op_med), "op_mean_err": err(op_mean),
-           "trace_eager_steps_err": float(np.median(rep.eager_curve.us[sizes - 1] / t_us - 1))}
-    return row
+    errs = {"prior": err(DEFAULT_HOST_US_PER_LAUNCH),
+            "graph steps": err(hidden.us if hidden.us is not None else DEFAULT_HOST_US_PER_LAUNCH)}
+    us = variants(tr, row_step, per_event)
+    errs.update({k: err(v) for k, v in us.items()})
+    errs["trace eager steps"] = float(np.median(rep.eager_curve.us[sizes - 1] / t_us - 1))
+    return {"trace": name, "eager_sizes": sizes.tolist(), "kernels": graph_kernels,
+            "truth_us_per_launch": round(float(np.median(t_us)) / kernels_eager, 2),
+            "graph_steps_intervals": hidden.intervals, "us_per_launch": us, "err": errs}
+
+
+def eager_recording_rows() -> list[dict]:
+    """Set 2: every eager recording with unprofiled truth (profiled vs unprofiled records)."""
+    rows = []
+    for tim in sorted(T.glob("h200-*/timings_overhead.json")):
+        for rec in load_timings(tim).get("profiled_vs_unprofiled") or []:
+            hits = sorted(tim.parent.rglob(Path(rec["trace"]).name)) if rec.get("trace") else []
+            if len(hits) != 1 or abs(pvu_drift(rec)) > DRIFT_LIMIT:
+                continue
+            tr = load_trace(hits[0])
+            rep = analyze_trace(tr)
+            s = rep.summary
+            row_step = assign_rows_to_steps(tr, find_steps(tr))
+            kernels = float(np.median([st.kernels for st in rep.steps]))
+            truth = pvu_eager_us(rec)
+
+            def err(h: float | None) -> float | None:
+                return None if h is None else max(s.gpu_busy_us_median, kernels * h) / truth - 1  # noqa: B023
+
+            us = variants(tr, row_step, s.profiler_overhead_us_per_event)
+            errs = {"prior": err(DEFAULT_HOST_US_PER_LAUNCH), **{k: err(v) for k, v in us.items()},
+                    "step less profiler": s.estimated_unprofiled_step_us_median / truth - 1}
+            rows.append({"trace": f"{tim.parent.name}/{rec['model']} bs{rec['batch_size']} {rec['profiler']}",
+                         "kernels": kernels, "truth_us_per_launch": round(truth / kernels, 2), "us_per_launch": us,
+                         "err": errs})
+    return rows
 
 
 def engine_rows() -> list[dict]:
@@ -146,26 +184,33 @@ def _us(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}"
 
 
+def _table(title: str, rows: list[dict]) -> None:
+    keys = list(rows[0]["err"])
+    print(title)
+    print(f"{'trace':48s} {'truth':>6s} {'shipped':>7s} " + " ".join(f"{k:>18s}" for k in keys))
+    for r in rows:
+        shipped = r["us_per_launch"]["interval median"]
+        print(f"{r['trace'][:48]:48s} {r['truth_us_per_launch']:6.2f} {_us(shipped):>7s} "
+              + " ".join(f"{_pct(r['err'][k]):>18s}" for k in keys))
+    for k in keys:
+        v = np.array([r["err"][k] for r in rows if r["err"][k] is not None])
+        print(f"  {k:20s} median error {np.median(v):+.1%}, median |error| {np.median(np.abs(v)):.1%}, worst "
+              f"{np.abs(v).max():.1%} over {v.size}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", type=Path, help="write the rows as JSON here")
     args = ap.parse_args(argv)
-    rows = [serving_row(*s) for s in serving_sets()]
-    print("H200 serving traces: eager step at the truth sizes, error vs unprofiled truth (median over sizes)")
-    print(f"{'trace':44s} {'truth us/launch':>15s} {'prior 7.95':>10s} {'graph steps (n, us, err)':>26s} "
-          f"{'eager launches (n, us, err)':>28s} {'op median':>9s} {'op mean':>8s} {'trace eager steps':>17s}")
-    for r in rows:
-        print(f"{r['trace']:44s} {r['truth_us_per_launch']:15.2f} {_pct(r['prior_err']):>10s} "
-              f"{r['graph_steps_intervals']:>8d} {_us(r['graph_steps_us']):>7s} {_pct(r['graph_steps_err']):>9s} "
-              f"{r['eager_launches_intervals']:>8d} {_us(r['eager_launches_us']):>7s} "
-              f"{_pct(r['eager_launches_err']):>11s} {_pct(r['op_median_err']):>9s} {_pct(r['op_mean_err']):>8s} "
-              f"{_pct(r['trace_eager_steps_err']):>17s}")
-    for key in ("prior_err", "graph_steps_err", "eager_launches_err", "op_median_err", "op_mean_err",
-                "trace_eager_steps_err"):
-        v = np.abs([r[key] for r in rows if r[key] is not None])
-        print(f"  {key:24s} median |err| {np.median(v):.1%}, worst {v.max():.1%} over {v.size} traces")
+    serving = [serving_row(*s) for s in serving_sets()]
+    _table("Set 1, H200 serving traces: eager step at the truth sizes against unprofiled truth (us per launch: truth, "
+           "shipped = interval median)", serving)
+    print("  intervals outside the eager steps: " + ", ".join(str(r["graph_steps_intervals"]) for r in serving))
+    eager = eager_recording_rows()
+    _table("\nSet 2, same-process eager recordings: eager step against unprofiled truth", eager)
     eng = engine_rows()
-    print("\nEngine traces: the host's cost per launch each gives, the eager source, sizes where eager ties graph")
+    print("\nSet 3, engine traces: the host's cost per launch each gives, the eager source, sizes where eager ties "
+          "graph")
     for r in eng:
         if r["eager"] is None:
             print(f"  {r['trace']}: {r['mode']}, no cost curve")
@@ -174,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{_us(r['host_us'])} us; eager = graph at {r['tie_sizes']} of {r['sizes']} sizes")
             print(f"      {r['detail']}")
     if args.json:
-        args.json.write_text(json.dumps({"serving": rows, "engines": eng}, indent=1))
+        args.json.write_text(json.dumps({"serving": serving, "eager_recordings": eager, "engines": eng}, indent=1))
     return 0
 
 
