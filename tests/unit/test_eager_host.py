@@ -9,7 +9,9 @@ import pytest
 
 from launchgap.costmodel import DEFAULT_HOST_US_PER_LAUNCH, CostCurve, eager_curve
 from launchgap.loaders import load_trace
-from launchgap.predict import MIN_HOST_INTERVALS, HostLaunchCost, PredictionModel, host_us_per_launch
+from launchgap.predict import (
+    MIN_HOST_INTERVALS, HostLaunchCost, PredictionModel, eager_launch_intervals_us, host_us_per_launch,
+)
 from launchgap.report import AnalysisOptions, analyze_trace
 from launchgap.steps import assign_rows_to_steps, find_steps
 from tests.unit.kineto_tiny import ann, cpu_op, kernel, launch, write
@@ -42,6 +44,7 @@ def test_intervals_between_eager_launches_exact(trace_path: Path) -> None:
     # intervals (us, less 1 us per host event starting in them): 11 -> 22: 11 - 2 (the launch at 11, aten::add at
     # 20) = 9; 22 -> 40: 18 - 1 = 17; 40 -> 45: 5 - 1 = 4; 230 -> 236: 6 - 1 = 5. Not counted: 45 -> 205 (another
     # step), 205 -> 230 (a graph launch between), 236 -> 240 (240 ran nothing). Median of 4, 5, 9, 17 = 7
+    assert sorted(eager_launch_intervals_us(tr, row_step, 1.0).tolist()) == [4.0, 5.0, 9.0, 17.0]
     assert host_us_per_launch(tr, row_step, 1.0, min_intervals=4) == HostLaunchCost(7.0, 4)
     # without the profiler's cost: 11, 18, 5, 6 -> 8.5
     assert host_us_per_launch(tr, row_step, 0.0, min_intervals=4) == HostLaunchCost(8.5, 4)
