@@ -782,25 +782,32 @@ class EagerCurve:
 
 
 def eager_curve(graph: CostCurve, kernels_per_step: float, eager_bs: np.ndarray, eager_us: np.ndarray,
-                host: HostLaunchCost | None = None) -> EagerCurve:
+                host: HostLaunchCost | None = None, among_graphs: bool = False) -> EagerCurve:
     """The eager cost per size of a trace that may hold only graph steps: an eager step launches each of its
     ``kernels_per_step`` kernels from the host, so it takes at least that many times the host's cost per launch,
     and at least the graph step. The cost per launch is ``host.us``, measured on the trace's own eager launches
     (:func:`launchgap.predict.host_us_per_launch`), else :data:`DEFAULT_HOST_US_PER_LAUNCH` (a prior). Where the
     trace has eager decode steps (fallbacks, uncaptured sizes: ``eager_bs``, their unprofiled cost ``eager_us``)
-    that estimate is scaled to agree with them (the median ratio)."""
+    that estimate is scaled to agree with them (the median ratio), unless they ran ``among_graphs`` (the trace
+    replays graphs) and the host's cost was measured: profiled among graph replays an eager step runs 1.8-3.3x its
+    unprofiled time, far more than the profiler's estimated cost takes off (the nine H200 serving traces: the
+    scaled estimate +43% median against the unprofiled eager truth, the launch intervals alone 9.6%;
+    docs/planner.md)."""
     per, how = _host_cost(host)
     est = np.maximum(graph.us, kernels_per_step * per)
     eager_bs = np.asarray(eager_bs, dtype=np.int64)
     eager_us = np.asarray(eager_us, dtype=float)
     ok = (eager_bs > 0) & (eager_bs <= graph.max_size) & np.isfinite(eager_us) & (eager_us > 0)
-    if ok.any() and np.isfinite(est).all():
+    measured = host is not None and host.us is not None
+    if ok.any() and np.isfinite(est).all() and not (among_graphs and measured):
         k = float(np.median(eager_us[ok] / est[eager_bs[ok] - 1]))
         return EagerCurve(np.maximum(est * k, graph.us), "eager steps",
                           f"{int(ok.sum())} eager decode step(s) of the trace: {kernels_per_step:,.0f} kernels x "
                           f"{how}, scaled by {k:.3g} to agree with them")
+    unused = f"; its {int(ok.sum())} eager decode step(s) among graph replays do not scale it (profiled there, an " \
+             f"eager step runs 1.8-3.3x its unprofiled time)" if ok.any() else ""
     return EagerCurve(est, "estimate", f"estimated: {kernels_per_step:,.0f} kernels per step x {how} (a host-bound "
-                                       f"eager step), at least the graph step")
+                                       f"eager step), at least the graph step{unused}")
 
 
 def _host_cost(host: HostLaunchCost | None) -> tuple[float, str]:

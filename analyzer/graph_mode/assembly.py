@@ -111,7 +111,8 @@ def assemble_serving(trace: Trace, row_step: np.ndarray, all_step_names: list[st
     kernels = float(np.median(cols.kernels[decode])) if decode.any() else float(np.median(cols.kernels))
     # the host's own cost per eager launch where the trace holds enough eager launches (else the prior)
     eager = eager_curve(curve, kernels, batch[eager_steps], unprof[eager_steps],
-                        host_us_per_launch(trace, row_step, us_per_event)) if np.isfinite(curve.us).all() else None
+                        host_us_per_launch(trace, row_step, us_per_event), among_graphs=bool(is_graph.any())) \
+        if np.isfinite(curve.us).all() else None
     unknown = source == "inferred"  # a batch's real bucket is unknown: padding is not costed
     padded = (ss.padded_rows >= 0) & (not unknown)
     pad = padding_cost(curve, np.where(padded, ss.bucket, -1), np.where(padded, batch, -1))

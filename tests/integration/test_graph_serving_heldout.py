@@ -125,7 +125,12 @@ def test_plan_from_the_serving_trace_alone(capsys) -> None:
     assert {p["source"] for p in d["costs"]["points"]} == {"predicted"}  # eager costs estimated from the fallbacks
     assert d["inputs"][:2] == ["costs from 0 eager and 1 graph trace(s), cost curve of their kernels",
                                "distribution from 40 decode steps in 1 serving trace(s)"]
-    assert any(n.startswith("eager costs 10 eager decode step(s) of the trace") for n in d["costs"]["warnings"])
+    # eager costs from the host's measured cost per launch; the eager steps among graph replays do not scale it
+    eager = [n for n in d["costs"]["warnings"] if n.startswith("eager costs ")]
+    assert len(eager) == 1 and eager[0].startswith("eager costs estimated: 1,307 kernels per step x 25.9 us per "
+                                                   "launch (measured: median of 12,844 intervals")
+    assert "its 10 eager decode step(s) among graph replays do not scale it" in eager[0]
+    assert d["all_eager_expected_step_us"] == pytest.approx(33810, abs=1)  # 1,307 x 25.9 us (truth 21.7 ms)
     assert d["expected_step_us"] < d["baselines"]["current"]["expected_step_us"]
 
 

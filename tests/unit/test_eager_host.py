@@ -91,6 +91,20 @@ def test_eager_steps_scale_the_estimate() -> None:
                         "intervals between the trace's eager launches), scaled by 2 to agree with them")
 
 
+def test_eager_steps_among_graph_replays_do_not_scale_a_measured_host_cost() -> None:
+    # the same eager step in a trace that replays graphs: with the host's cost measured it stays 2 x 7 us (profiled
+    # among graph replays an eager step runs far above its unprofiled time); with the prior, the step still scales
+    steps = (np.array([1]), np.array([28.0]))
+    e = eager_curve(_curve(), 2.0, *steps, HostLaunchCost(7.0, 150), among_graphs=True)
+    assert e.us.tolist() == [14.0, 20.0, 30.0] and e.source == "estimate"
+    assert e.detail == ("estimated: 2 kernels per step x 7 us per launch (measured: median of 150 intervals between "
+                        "the trace's eager launches) (a host-bound eager step), at least the graph step; its 1 eager "
+                        "decode step(s) among graph replays do not scale it (profiled there, an eager step runs "
+                        "1.8-3.3x its unprofiled time)")
+    prior = eager_curve(_curve(), 2.0, *steps, HostLaunchCost(None, 4), among_graphs=True)
+    assert prior.us == pytest.approx([28.0, 20.0 * 28 / 15.9, 30.0 * 28 / 15.9]) and prior.source == "eager steps"
+
+
 def test_analysis_reports_which_host_cost_it_used(trace_path: Path) -> None:
     rep = analyze_trace(load_trace(trace_path), AnalysisOptions(model=PredictionModel(profiler_us_per_host_event=0.0)))
     assert rep.eager_curve is not None and rep.eager_curve.source == "eager steps"
