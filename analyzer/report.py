@@ -131,6 +131,7 @@ class StepReport:
     graph_coverage: str
     batch_source: str = "none"
     batch_confidence: str | None = None
+    batch_note: str | None = None
     # Graph-mode serving (launchgap.graph_mode, launchgap.host_gaps; see the module docstring).
     bucket: int | None = None
     padded_rows: int | None = None
@@ -622,7 +623,7 @@ def _step_reports(steps: Steps, win: _StepWindows, idle: _WindowIdle, lm: _Launc
             host_stall_us=_f(stalls.us[s]), host_stall_in_graph_us=_f(stalls.in_graph_us[s]),
             host_stall_frame=stalls.frame[s],
             batch_source=steps.batch_source[s] if bs >= 0 else "none",
-            batch_confidence=steps.batch_confidence[s] if bs >= 0 else None,
+            batch_confidence=steps.batch_confidence[s] if bs >= 0 else None, batch_note=steps.batch_note[s],
         ))
     return out
 

@@ -30,18 +30,23 @@ else from the recorded input shapes of a chosen CPU op (``batch_op``; by default
 of :data:`DEFAULT_BATCH_OPS` found in the step), unless a kernel whose grid follows the sequences ran in the step
 (:data:`REQUEST_KERNELS`, the engines' ``REQUEST_KERNELS``: its grid wins, as the token ids' shape counts tokens in
 a flattened prefill); else the grid of kernels that follow the tokens (the engines' ``TOKEN_KERNELS``: KV-cache
-writes, rotary embedding); else unknown (-1). A step's grid is the median over its eagerly launched matches,
+writes, rotary embedding); else unknown (-1). Tokens are a batch only where each request has one: the step's marker or
+annotation says ``decode``, or the attention kernels it ran that run in one phase only
+(:data:`launchgap.engines.PHASE_KERNELS`) are decode kernels of one query token per request. Elsewhere a token
+kernel's grid and flattened token ids (a one-dimensional ``aten::embedding`` input, :data:`FLAT_TOKEN_IDS`) are
+tokens, the batch stays unknown and ``batch_note`` says why in one line. A step's grid is the median over its eagerly launched matches,
 else over the ones its graph replays ran (a replayed kernel runs at the captured size: the batch is at most
 that, and it gives no token count). An engine step without a sequence kernel takes those launched after it
 and before the next step (vLLM samples in ``Worker.sample_tokens``, after the ``execute_model`` its marker
 wraps). Each step says where its batch came
 from (``batch_source``: :data:`BATCH_SOURCES`) and how sure that is (``batch_confidence``). Where no marker says
 the phase and both counts are known, it follows from them: as many tokens as sequences is ``decode``; more
-tokens than sequences is ``prefill`` (at least one sequence is in its prompt; a mixed step reads the same, the
-kernels cannot tell them apart), never a decode step of the batch distribution; with the tokens' kernel
-replayed, only a captured size equal to the sequences says ``decode``. A step found by its own annotation (not an
-engine's marker) whose text names one phase as a word (``decode_step[bs=8]``, ``prefill_step``:
-:data:`PHASE_WORDS`) is of that phase where nothing else says.
+tokens than sequences is ``prefill`` (at least one sequence is in its prompt; the two counts cannot tell a mixed
+step apart), or ``mixed`` where a decode-only attention kernel ran too; never a decode step of
+the batch distribution; with the tokens' kernel replayed, only a captured size equal to the sequences says
+``decode``. A step found by its own annotation (not an engine's marker) whose text names one phase as a word
+(``decode_step[bs=8]``, ``prefill_step``: :data:`PHASE_WORDS`) is of that phase where the counts do not say; else
+its phase kernels say it: decode-only ones ``decode``, prefill-only ones ``prefill``, both ``mixed``.
 
 Engine markers of several processes (threads) running at once are refused (:class:`~launchgap.errors.InputError`): a
 step is one rank's iteration. A file holding several ranks, each a process driving its own GPU, is split per rank
@@ -56,7 +61,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .engines import ENGINES, STEP_MARKERS, StepInfo
+from .engines import ENGINES, PHASE_KERNELS, STEP_MARKERS, StepInfo
 from .errors import InputError
 from .trace import Api, Kind, Trace
 
@@ -67,6 +72,9 @@ _PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
 #: ``record_shapes=True``): the token ids fed to the embedding (``[batch, 1]`` or, flattened,
 #: ``[tokens]``), else the logits the next token is picked from (``argmax`` over ``[batch, vocab]``).
 DEFAULT_BATCH_OPS = ("aten::embedding:1:0", "aten::argmax:0:0")
+#: The default op whose one-dimensional argument is flattened token ids (vLLM, SGLang): its length is the step's
+#: tokens, a batch only where each request has one token (a decode step).
+FLAT_TOKEN_IDS = DEFAULT_BATCH_OPS[0]
 _MAX_BATCH = 1 << 31
 #: Kernels launched with one block per row of the logits, whose grid x is the step's sequences: PyTorch's argmax
 #: reduction (greedy sampling, ``reduce_kernel<..., ArgMaxOps<...>>``; checked on the H200 harness traces, HF
@@ -98,7 +106,9 @@ class Steps:
     ``source`` says how they were found: ``"user-regex"``, ``"engine"``, ``"profiler-step"``,
     ``"annotation"``, ``"graph-launch"`` or ``"whole-trace"``. ``phase`` (``None`` when
     unknown), ``requests`` and ``tokens`` (-1 when unknown) come from engine markers;
-    ``engine`` is the engine whose markers gave most steps (``None`` for other sources).
+    ``engine`` is the engine whose markers gave most steps (``None`` for other sources). ``batch_note``: one line
+    saying why a step that ran a token kernel has no batch (its tokens are not its requests), or why its tokens were
+    read as its requests (a decode step: one token per request); ``None`` otherwise.
     """
 
     source: str
@@ -112,11 +122,14 @@ class Steps:
     engine: str | None = None
     batch_source: list[str] | None = None  # None: "none" for every step
     batch_confidence: list[str | None] | None = None  # None: unknown for every step
+    batch_note: list[str | None] | None = None  # None: nothing to say for every step
 
     def __post_init__(self) -> None:
         n = len(self.names)
         if self.phase is None:
             object.__setattr__(self, "phase", [None] * n)
+        if self.batch_note is None:
+            object.__setattr__(self, "batch_note", [None] * n)
         if self.batch_source is None:
             object.__setattr__(self, "batch_source", ["none"] * n)
         if self.batch_confidence is None:
@@ -191,7 +204,7 @@ def find_steps(trace: Trace, options: StepOptions | None = None) -> Steps:
             ends = np.array([trace.end_ns.max() if len(trace) else 0], dtype=np.int64)
             names = ["whole trace"]
     starts, ends = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
-    batch, src = _batch_sizes(trace, starts, ends, names, opts, n_known)
+    batch, src, flat_ids = _batch_sizes(trace, starts, ends, names, opts, n_known)
     n = len(names)
     info = marked.info if marked is not None else [StepInfo()] * n
     phase = [i.phase for i in info]
@@ -203,34 +216,54 @@ def find_steps(trace: Trace, options: StepOptions | None = None) -> Steps:
                                                                      if e.TOKEN_KERNELS is not None])
     req, req_name, req_graph = _request_grid_per_step(trace, starts, ends, [REQUEST_KERNELS] + [
         e.REQUEST_KERNELS for e in ENGINES if e.REQUEST_KERNELS is not None], tail=marked is not None)
+    kp = _kernel_phases(trace, starts, ends)
+    # The phase the step's own text says: its engine marker's, else one phase word in its annotation
+    said = list(phase)
+    if marked is None:  # one regex per step name (report rows)
+        for i, name in enumerate(names):
+            words = {w.lower() for w in PHASE_WORDS.findall(name)}
+            said[i] = words.pop() if len(words) == 1 else None
+    # Tokens are requests only where each request has one: the text says decode, or the step's only phase
+    # kernels are decode ones that run one query token per request.
+    one_each = np.array([p == "decode" or (p is None and kp.phase[i] == "decode" and kp.one_token[i])
+                         for i, p in enumerate(said)], dtype=bool)
     # The sequences the argmax ran over win over the recorded input shapes (the token ids: tokens, not sequences,
-    # in a flattened prefill); the tokens the KV-cache writes ran over come last.
+    # in a flattened prefill); the tokens the KV-cache writes ran over come last, and only one per request.
     use_req = (src != "marker") & (req > 0)
-    use_tok = (batch < 0) & ~use_req & (tok > 0)
+    shape_tokens = np.where(flat_ids & (src == "input_shapes") & ~use_req & ~one_each, batch, -1)
+    batch[shape_tokens > 0], src[shape_tokens > 0] = -1, "none"
+    use_tok = (batch < 0) & ~use_req & (tok > 0) & one_each
     conf = np.where(src == "marker", "high", np.where(src == "input_shapes", "medium", "")).astype(object)
+    note: list[str | None] = [None] * n
     for i in np.flatnonzero(use_req | use_tok).tolist():  # steps without a batch from a marker (report rows)
         name, graph = (req_name[i], req_graph[i]) if use_req[i] else (tok_name[i], tok_graph[i])
         batch[i] = req[i] if use_req[i] else tok[i]
         src[i] = f"kernel_grid:{_short_kernel(name or '')}"
         # inside a graph replay the kernel ran at the captured size: the batch is at most that (the bucket)
         conf[i] = "low" if graph else "medium"
+        if use_tok[i]:
+            note[i] = "tokens as requests: " + (f"{kp.decode_kernel[i]} runs only in decode, one token per request"
+                                                if said[i] is None else "its marker or annotation says decode")
+    for i in np.flatnonzero((batch < 0) & ((tok > 0) | (shape_tokens > 0))).tolist():  # tokens, no batch
+        note[i] = f"{_not_one_each(said[i], kp, i)}: {_token_count(tok[i], tok_name[i], tok_graph[i], shape_tokens[i])}" \
+                  f", not its requests"
     requests = np.where((requests < 0) & (req > 0), req, requests)
     # A token kernel replayed in a graph ran at the captured size: the step's tokens are at most that, not that.
     tokens = np.where((tokens < 0) & (tok > 0) & ~tok_graph, tok, tokens)
-    for i in range(n):  # phase where no marker says it: tokens against sequences
+    for i in range(n):  # phase where no marker says it: tokens against sequences, the step's words, its kernels
         if phase[i] is None and tok[i] > 0 and req[i] > 0:
             if tok_graph[i]:  # requests <= tokens <= captured size: equal ends say decode, else unknown
                 phase[i] = "decode" if tok[i] == req[i] else None
-            else:
-                phase[i] = "decode" if tok[i] == req[i] else "prefill" if tok[i] > req[i] else None
-    if marked is None:  # a step's own annotation naming one phase (one regex per step name: report rows)
-        for i, name in enumerate(names):
-            words = {w.lower() for w in PHASE_WORDS.findall(name)} if phase[i] is None else set()
-            if len(words) == 1:
-                phase[i] = words.pop()
+            elif tok[i] == req[i]:
+                phase[i] = "decode"
+            elif tok[i] > req[i]:  # some request is in its prompt; a decode kernel says others generate
+                phase[i] = "mixed" if kp.phase[i] in ("decode", "mixed") else "prefill"
+        if phase[i] is None:
+            phase[i] = said[i] if said[i] is not None else kp.phase[i]
     return Steps(source=source, names=names, cpu_start_ns=starts, cpu_end_ns=ends, batch_size=batch, phase=phase,
                  requests=requests, tokens=tokens, engine=marked.engine if marked is not None else None,
-                 batch_source=[str(x) for x in src], batch_confidence=[str(c) if c else None for c in conf])
+                 batch_source=[str(x) for x in src], batch_confidence=[str(c) if c else None for c in conf],
+                 batch_note=note)
 
 
 def _generic_step_rows(trace: Trace, ann: np.ndarray) -> tuple[np.ndarray | None, str]:
@@ -429,9 +462,10 @@ def _contained(trace: Trace, rows: np.ndarray, starts: np.ndarray, ends: np.ndar
 
 
 def _batch_sizes(trace: Trace, starts: np.ndarray, ends: np.ndarray, names: list[str], opts: StepOptions,
-                 engine_requests: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Per step the batch size from the texts and recorded input shapes, and where each came from (``marker`` /
-    ``input_shapes`` / ``none``)."""
+                 engine_requests: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per step the batch size from the texts and recorded input shapes, where each came from (``marker`` /
+    ``input_shapes`` / ``none``), and whether it is the length of flattened token ids (a token count, not a batch,
+    unless each request has one token: :data:`FLAT_TOKEN_IDS`)."""
     pat = _compile(opts.batch_regex or DEFAULT_BATCH_REGEX, "--batch-regex")
     batch = _batch_from_text(names, pat)
     if engine_requests is not None:
@@ -455,12 +489,16 @@ def _batch_sizes(trace: Trace, starts: np.ndarray, ends: np.ndarray, names: list
             fill = batch[steps_hit] < 0
             batch[steps_hit[fill]] = values[fill]
     src = np.where(batch > 0, "marker", "none").astype(object)
+    flat = np.zeros(batch.size, dtype=bool)
     for spec in ([opts.batch_op] if opts.batch_op else DEFAULT_BATCH_OPS):
         if not (batch < 0).any():
             break
-        batch = _batch_from_op(trace, starts, ends, batch, spec)
+        before = batch < 0
+        batch, one_dim = _batch_from_op(trace, starts, ends, batch, spec)
+        if spec == FLAT_TOKEN_IDS and not opts.batch_op:  # a user's --batch-op is taken as given
+            flat |= before & one_dim
     src[(src == "none") & (batch > 0)] = "input_shapes"
-    return batch, src
+    return batch, src, flat
 
 
 def _grid_per_step(trace: Trace, starts: np.ndarray, ends: np.ndarray, patterns: list[re.Pattern[str]]
@@ -534,7 +572,82 @@ def _short_kernel(name: str) -> str:
     return base.strip() or name[:60]
 
 
-def _batch_from_op(trace: Trace, starts: np.ndarray, ends: np.ndarray, batch: np.ndarray, spec: str) -> np.ndarray:
+@dataclass(frozen=True, eq=False)
+class _KernelPhases:
+    """Per step what its phase kernels (:data:`launchgap.engines.PHASE_KERNELS`) say: ``phase`` (``None`` where it
+    ran none), ``one_token`` (every decode kernel it ran runs one query token per request), and the first decode /
+    prefill kernel's short name."""
+
+    phase: list[str | None]
+    one_token: np.ndarray
+    decode_kernel: list[str | None]
+    prefill_kernel: list[str | None]
+
+
+def _kernel_phases(trace: Trace, starts: np.ndarray, ends: np.ndarray) -> _KernelPhases:
+    """The phase each step's attention kernels say: a step that launched (eagerly or in a graph replay) a kernel that
+    runs only in decode holds generating requests, one that runs only in prefill holds requests in their prompt;
+    both: mixed."""
+    n = starts.size
+    out = _KernelPhases([None] * n, np.zeros(n, dtype=bool), [None] * n, [None] * n)
+    k = np.flatnonzero((trace.kind == Kind.KERNEL) & (trace.launch_idx >= 0))
+    if k.size == 0 or n == 0:
+        return out
+    ids, inv = np.unique(trace.name_id[k], return_inverse=True)
+    which = np.full(ids.size, -1, dtype=np.int64)  # index into PHASE_KERNELS per distinct kernel name
+    for j, nid in enumerate(ids.tolist()):  # distinct kernel names, not events
+        own = _short_kernel(str(trace.names[nid]))
+        which[j] = next((x for x, pk in enumerate(PHASE_KERNELS) if pk.pattern.search(own)), -1)
+    hit = which[inv.reshape(-1)] >= 0
+    k, kind = k[hit], which[inv.reshape(-1)][hit]
+    if k.size == 0:
+        return out
+    t = trace.start_ns[trace.launch_idx[k]]
+    step = np.searchsorted(starts, t, side="right") - 1
+    ok = step >= 0
+    ok[ok] = t[ok] <= ends[step[ok]]
+    order = np.lexsort((trace.start_ns[k[ok]], step[ok]))
+    k, kind, step = k[ok][order], kind[ok][order], step[ok][order]
+    decode = np.array([pk.phase == "decode" for pk in PHASE_KERNELS])[kind]
+    multi = np.array([pk.phase == "decode" and not pk.one_token for pk in PHASE_KERNELS])[kind]
+    has_dec, has_pre, has_multi = (np.bincount(step[m], minlength=n) > 0 for m in (decode, ~decode, multi))
+    for mask, names in ((decode, out.decode_kernel), (~decode, out.prefill_kernel)):
+        hit_steps, first = np.unique(step[mask], return_index=True)
+        for s, f in zip(hit_steps.tolist(), first.tolist()):  # one per step (report rows)
+            names[s] = _short_kernel(str(trace.names[trace.name_id[k[mask][f]]]))
+    for i in np.flatnonzero(has_dec | has_pre).tolist():
+        out.phase[i] = "mixed" if has_dec[i] and has_pre[i] else "decode" if has_dec[i] else "prefill"
+    out.one_token[:] = has_dec & ~has_pre & ~has_multi
+    return out
+
+
+def _not_one_each(said: str | None, kp: _KernelPhases, i: int) -> str:
+    """Why a step's tokens are not one per request, in a few words."""
+    if said in ("prefill", "mixed"):
+        return f"a {said} step (its marker says so)"
+    if kp.phase[i] == "prefill":
+        return f"a prefill step ({kp.prefill_kernel[i]} runs only in prefill)"
+    if kp.phase[i] == "mixed":
+        return (f"a mixed step ({kp.decode_kernel[i]} runs only in decode, {kp.prefill_kernel[i]} only in "
+                f"prefill)")
+    if kp.phase[i] == "decode":
+        return f"a decode step whose {kp.decode_kernel[i]} also runs several tokens per request (speculative decoding)"
+    return "no sampler kernel and no attention kernel that runs in one phase only"
+
+
+def _token_count(tok: int, tok_name: str | None, graph: bool, shape_tokens: int) -> str:
+    """What counted the step's tokens, and how many."""
+    if tok > 0:
+        kernel = _short_kernel(tok_name or "")
+        return (f"the grid of {kernel} in a graph replay is the captured size {tok:,}" if graph else
+                f"the grid of {kernel} counts its {tok:,} tokens")
+    return f"the token ids' shape counts its {shape_tokens:,} tokens"
+
+
+def _batch_from_op(trace: Trace, starts: np.ndarray, ends: np.ndarray, batch: np.ndarray, spec: str
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """``batch`` with its unknown steps filled from dimension DIM of argument ARG of the first ``OP`` in each step,
+    and per step whether that argument was one-dimensional."""
     # Op names contain colons (aten::embedding): ARG and DIM are the trailing integer parts.
     m = re.fullmatch(r"(.+?)(?::(\d+))?(?::(\d+))?", spec)
     if not m or m.group(1).endswith(":") or (m.group(1).count(":") % 2 == 1):
@@ -544,8 +657,9 @@ def _batch_from_op(trace: Trace, starts: np.ndarray, ends: np.ndarray, batch: np
     dim = int(m.group(3)) if m.group(3) else 0
     op_ids = [i for i, n in enumerate(trace.names) if n == op]
     rows = np.flatnonzero((trace.kind == Kind.CPU_OP) & np.isin(trace.name_id, op_ids) & (trace.dims_id >= 0))
+    one_dim = np.zeros(batch.size, dtype=bool)
     if rows.size == 0:
-        return batch
+        return batch, one_dim
     step_of, rows = _contained(trace, rows, starts, ends)
     inside = step_of >= 0
     steps_hit, first = np.unique(step_of[inside], return_index=True)
@@ -560,7 +674,8 @@ def _batch_from_op(trace: Trace, starts: np.ndarray, ends: np.ndarray, batch: np
             continue
         if 0 < value < _MAX_BATCH:
             out[s] = value
-    return out
+            one_dim[s] = len(dims[arg]) == 1
+    return out, one_dim
 
 
 def assign_rows_to_steps(trace: Trace, steps: Steps) -> np.ndarray:

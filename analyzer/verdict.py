@@ -108,19 +108,26 @@ _BATCH_SOURCE_WORDS = {"marker": "the step's marker or an annotation in it", "in
 def batch_basis(steps) -> str:
     """Where the steps' batch sizes came from (``batch_source``) and how sure each is, in a few words: per source,
     most steps first, how many steps of all; a kernel grid inside a graph replay (``low``) is the captured size, so
-    the batch is at most that. Empty when no step's batch is known."""
-    if all(st.batch_source == "none" for st in steps):
+    the batch is at most that; where steps say why (``batch_note``: tokens that are or are not the requests), the
+    most common reason of the group. Empty when no step's batch is known and none says why."""
+    if all(st.batch_source == "none" and not st.batch_note for st in steps):
         return ""
     counts: dict[tuple[str, str | None], int] = {}
+    notes: dict[tuple[str, str | None], dict[str, int]] = {}
     for st in steps:  # report rows
         key = (st.batch_source, st.batch_confidence)
         counts[key] = counts.get(key, 0) + 1
+        if st.batch_note:
+            group = notes.setdefault(key, {})
+            group[st.batch_note] = group.get(st.batch_note, 0) + 1
     parts = []
-    for (src, conf), n in sorted(counts.items(), key=lambda kv: -kv[1]):
+    for key, n in sorted(counts.items(), key=lambda kv: -kv[1]):
+        src, conf = key
         words = _BATCH_SOURCE_WORDS.get(src) or (f"the grid of {src.split(':', 1)[1]}" if src.startswith(
             "kernel_grid:") else src)
         sure = {"medium": ", the kernel ran eagerly", "low": ", inside a graph replay: at most that"}.get(conf or "", "")
-        parts.append(f"{words} ({n} of {len(steps)}{sure})")
+        why = f"; {max(notes[key], key=notes[key].get)}" if key in notes else ""
+        parts.append(f"{words} ({n} of {len(steps)}{sure}{why})")
     return ", ".join(parts)
 
 

@@ -17,6 +17,9 @@ only read these attributes (a unit test checks every registered module has them)
   (the newest list);
 * ``TOKEN_KERNELS`` / ``REQUEST_KERNELS``: regexes (or ``None``) of kernels launched with one block per token /
   per sequence, whose grid gives a step's tokens / requests (:mod:`launchgap.steps`);
+* ``PHASE_KERNELS``: :class:`~launchgap.engines._base.PhaseKernel` values, the engine's own attention kernels
+  that run in one phase only (the shared libraries' are in :mod:`launchgap.engines.attention`; all of them
+  together: :data:`PHASE_KERNELS`);
 * ``HOST_PHASES``: ``(regex, phase name)`` pairs over host range names (annotations, Python
   functions in ``with_stack`` traces) that name the engine's host work between steps (scheduler,
   input preparation, sampler, output processing; :mod:`launchgap.host_gaps`);
@@ -30,7 +33,8 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from ._base import MARKER_SOURCES, MAX_CONFIG_CHARS, PHASES, CaptureSettings, StepInfo, StepMarker
+from . import attention
+from ._base import MARKER_SOURCES, MAX_CONFIG_CHARS, PHASES, CaptureSettings, PhaseKernel, StepInfo, StepMarker
 from ..errors import InputError
 
 #: Engine modules, in the order reports and the planner list them.
@@ -39,7 +43,7 @@ ENGINE_MODULES = ("vllm", "sglang", "tensorrt_llm")
 REQUIRED = ("NAME", "LABEL", "VERSIONS_READ", "STEP_MARKERS", "CAPTURE_ANNOTATION", "PYTHON_CUE", "OP_CUE",
             "COLLECTIVE_KERNELS", "CAPTURE_LISTS", "DEFAULT_MAX_SIZE", "default_sizes", "capture_config",
             "config_snippet", "SNIPPET_LANGUAGE", "HOST_PHASES", "parse_config", "trace_default", "TOKEN_KERNELS",
-            "REQUEST_KERNELS")
+            "REQUEST_KERNELS", "PHASE_KERNELS")
 
 ENGINES: tuple[ModuleType, ...] = tuple(importlib.import_module(f"{__name__}.{m}") for m in ENGINE_MODULES)
 #: Engine names (JSON keys), in registry order.
@@ -48,9 +52,11 @@ NAMES: tuple[str, ...] = tuple(e.NAME for e in ENGINES)
 LABELS: dict[str, str] = {e.NAME: e.LABEL for e in ENGINES}
 #: Every step marker of every engine, in registry order.
 STEP_MARKERS: tuple[StepMarker, ...] = tuple(m for e in ENGINES for m in e.STEP_MARKERS)
+#: Attention kernels that run in one phase only: the shared libraries', then every engine's own.
+PHASE_KERNELS: tuple[PhaseKernel, ...] = attention.PHASE_KERNELS + tuple(k for e in ENGINES for k in e.PHASE_KERNELS)
 
-__all__ = ["ENGINES", "ENGINE_MODULES", "LABELS", "MARKER_SOURCES", "NAMES", "PHASES", "REQUIRED", "STEP_MARKERS",
-           "CaptureSettings", "MAX_CONFIG_CHARS", "StepInfo", "StepMarker", "capture_sizes_of", "default_sizes", "default_version", "engine",
+__all__ = ["ENGINES", "ENGINE_MODULES", "LABELS", "MARKER_SOURCES", "NAMES", "PHASES", "PHASE_KERNELS", "REQUIRED",
+           "STEP_MARKERS", "CaptureSettings", "PhaseKernel", "MAX_CONFIG_CHARS", "StepInfo", "StepMarker", "capture_sizes_of", "default_sizes", "default_version", "engine",
            "parse_server_config", "version_default"]
 
 

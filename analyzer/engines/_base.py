@@ -64,6 +64,22 @@ class StepMarker:
         return self.parse(m) if m else None
 
 
+@dataclass(frozen=True)
+class PhaseKernel:
+    """An attention kernel that runs in one phase only, so its presence in a step says which requests it holds.
+
+    ``pattern`` is searched in the kernel's own name (template arguments and parameters left out); ``phase`` is
+    ``"decode"`` (the step holds requests that generate) or ``"prefill"`` (it holds requests in their prompt);
+    ``one_token``: a decode kernel that only ever runs one query token per request (so a step whose only attention
+    is this one has as many tokens as requests); ``written_by`` names the source read (see docs/engines.md).
+    """
+
+    pattern: re.Pattern[str]
+    phase: str
+    one_token: bool
+    written_by: str
+
+
 def no_info(_: re.Match[str]) -> StepInfo:
     """Parser of markers that only delimit a step (a function name, a bare range)."""
     return StepInfo()

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 
-from ._base import CaptureSettings, StepInfo, StepMarker, capture_list, no_info, read_bool, read_int, read_int_list
+from ._base import CaptureSettings, PhaseKernel, StepInfo, StepMarker, capture_list, no_info, read_bool, read_int, read_int_list
 
 NAME = "sglang"
 LABEL = "SGLang"
@@ -183,6 +183,17 @@ def config_snippet(buckets: list[int], padding: str) -> str:
 TOKEN_KERNELS = re.compile(r"store_kvcache|(?<!vllm::)rotary_embedding_kernel")
 #: Kernels launched with one block per sequence (grid x = the step's requests); ``None``: none known.
 REQUEST_KERNELS = None
+#: Attention kernels of SGLang's own that run in one phase only (the libraries' are in
+#: :mod:`launchgap.engines.attention`): the Triton backend's decode attention (``_fwd_kernel_stage1``,
+#: ``_fwd_grouped_kernel_stage1`` and their ``_int8`` forms in ``layers/attention/triton_ops/decode_attention.py``,
+#: grid ``(batch, heads, kv_splits)`` over ``q`` of one row per request), called by ``forward_decode`` only; the
+#: extend (prefill) kernel is a bare ``_fwd_kernel``, too common a name to match. Its FlashInfer backend builds the
+#: decode wrapper with tensor cores for an FP8 KV cache or more than 4 query heads per KV head
+#: (``should_use_tensor_core``), which then runs FlashInfer's batch prefill kernel.
+PHASE_KERNELS = (
+    PhaseKernel(re.compile(r"\b_fwd_(?:grouped_)?kernel_stage1(?:_int8)?\b"), "decode", True,
+                "sgl-project/sglang python/sglang/srt/layers/attention/triton_ops/decode_attention.py @ 03cd2ec4"),
+)
 
 
 #: Host work between steps, by name (:mod:`launchgap.host_gaps`; innermost match wins), as Python

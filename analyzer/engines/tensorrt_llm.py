@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import re
 
-from ._base import CaptureSettings, StepInfo, StepMarker, capture_list, find_key, no_info, phase_from_counts, \
+from ._base import CaptureSettings, PhaseKernel, StepInfo, StepMarker, capture_list, find_key, no_info, phase_from_counts, \
     read_bool, read_int, read_int_list
 
 NAME = "tensorrt_llm"
@@ -164,6 +164,10 @@ def config_snippet(buckets: list[int], padding: str) -> str:
 TOKEN_KERNELS = None
 #: Kernels launched with one block per sequence (grid x = the step's requests); ``None``: none known.
 REQUEST_KERNELS = None
+#: Attention kernels of TensorRT-LLM's own that run in one phase only: none read yet (its context FMHA, XQA and
+#: masked multi-head attention kernels were not checked); its generated Blackwell FMHA kernels, which name their
+#: phase, are in :mod:`launchgap.engines.attention`.
+PHASE_KERNELS: tuple[PhaseKernel, ...] = ()
 
 
 #: Host work between iterations, by name (:mod:`launchgap.host_gaps`; innermost match wins), as Python

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import re
 
-from ._base import CaptureSettings, StepInfo, StepMarker, capture_list, no_info, phase_from_counts, read_bool, \
+from ._base import CaptureSettings, PhaseKernel, StepInfo, StepMarker, capture_list, no_info, phase_from_counts, read_bool, \
     read_int, read_int_list, read_word
 
 NAME = "vllm"
@@ -56,6 +56,8 @@ VERSIONS_READ = (
     "vllm-project/vllm vllm/v1/worker/gpu_worker.py (annotate_profile wraps execute_model; sample_tokens a call of "
     "its own); vllm/profiler/wrapper.py @ 02773ee0 ({instance_id}-rank-{rank} file per worker)",
     "flashinfer-ai/flashinfer include/flashinfer/sampling.cuh (sampling kernels: nblks(batch_size))",
+    "vllm-project/vllm vllm/v1/attention/backends/flashinfer.py @ 00a817ad (decode wrapper use_tensor_cores=True); "
+    "vllm/attention/ops/chunked_prefill_paged_decode.py @ 06964ace (paged_attention_rocm over every sequence)",
 )
 
 
@@ -230,6 +232,15 @@ TOKEN_KERNELS = re.compile(r"reshape_and_cache(?:_flash)?_kernel|reshape_and_cac
 #: sampling on CUDA (``vllm/v1/sample/ops/topk_topp_sampler.py``); greedy and plain random sampling take an argmax
 #: over the logits (:data:`launchgap.steps.REQUEST_KERNELS`).
 REQUEST_KERNELS = re.compile(r"flashinfer::sampling::\w*SamplingFrom\w*Kernel")
+#: Attention kernels of vLLM's own that run in one phase only (:class:`~launchgap.engines._base.PhaseKernel`; the
+#: libraries' in :mod:`launchgap.engines.attention`): none. What the V1 backends launch runs in every phase:
+#: FLASH_ATTN calls ``flash_attn_varlen_func`` for prefill, decode and mixed batches; FLASHINFER's decode wrapper is
+#: built ``use_tensor_cores=True`` and so runs the batch *prefill* kernel for decodes
+#: (``vllm/v1/attention/backends/flashinfer.py``); TRITON_ATTN's ``kernel_unified_attention_2d`` / ``_3d`` are
+#: chosen by program count in some releases; ROCM_ATTN's ``chunked_prefill_paged_decode`` launches
+#: ``paged_attention_rocm`` (``paged_attention_ll4mi_*``) or ``kernel_paged_attention_2d`` over every sequence of
+#: every step and skips the prompt rows inside (``vllm/attention/ops/chunked_prefill_paged_decode.py``).
+PHASE_KERNELS: tuple[PhaseKernel, ...] = ()
 
 
 #: Host work between steps, by name (:mod:`launchgap.host_gaps`; innermost match wins). From

@@ -19,6 +19,19 @@ from tests.conftest import TRACES
 from tests.unit.kineto_tiny import ann, kernel, launch, write
 
 KV = "void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16, __nv_bfloat16, (vllm::Fp8KVCacheDataType)0>"
+#: FlashInfer's CUDA-core decode kernel (one query token per request) and its batch prefill kernel (every phase).
+DECODE = ("void flashinfer::BatchDecodeWithPagedKVCacheKernel<(flashinfer::PosEncodingMode)0, 2u, 4u, 8u, 16u, 1u, 8u, "
+          "(flashinfer::PageStorage)0, flashinfer::DefaultAttention<false, false, false, false>, "
+          "flashinfer::BatchDecodeParams<__nv_bfloat16, __nv_bfloat16, __nv_bfloat16, int>>("
+          "flashinfer::BatchDecodeParams<__nv_bfloat16, __nv_bfloat16, __nv_bfloat16, int>)")
+PAGED_PREFILL = ("void flashinfer::BatchPrefillWithPagedKVCacheKernel<flashinfer::KernelTraits<(flashinfer::MaskMode)1, "
+                 "16u, 1u, 8u, 8u, 8u, 1u, 4u>, flashinfer::BatchPrefillPagedParams<__nv_bfloat16, __nv_bfloat16, "
+                 "__nv_bfloat16, int>>(flashinfer::BatchPrefillPagedParams<__nv_bfloat16, __nv_bfloat16, "
+                 "__nv_bfloat16, int>)")
+RAGGED = "void flashinfer::BatchPrefillWithRaggedKVCacheKernel<flashinfer::KernelTraits<(flashinfer::MaskMode)1>>"
+CONTEXT = "fmhaSm100aKernel_QkvE4m3OBfloat16H64PagedKvCausalP16VarSeqQ128Kv128PersistentContext"
+GEN = "fmhaSm100fKernel_QkvE4m3OBfloat16H64PagedKvCausalP16VarSeqQ8Kv128StaticSwapsAbForGen"
+FA2 = "void flash::flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, cutlass::bfloat16_t>>"
 ARGMAX = "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::ArgMaxOps<float>>>"
 
 
@@ -27,26 +40,32 @@ def _grid(ev: dict, x: int) -> dict:
     return ev
 
 
-def _step(t0: float, text: str, corr: int, tokens: int | None, seqs: int | None, graph: bool = False) -> list[dict]:
-    """A 50 us step: two KV-cache writes of ``tokens`` blocks (one per layer), an argmax of ``seqs`` blocks."""
+def _step(t0: float, text: str, corr: int, tokens: int | None, seqs: int | None, graph: bool = False,
+          attention: tuple[str, ...] = ()) -> list[dict]:
+    """A 50 us step: two KV-cache writes of ``tokens`` blocks (one per layer), the ``attention`` kernels (no grid), an
+    argmax of ``seqs`` blocks."""
     ev = [ann(text, t0, 50.0)]
     if graph:  # one graph launch replaying the kernels: they share its correlation id
         ev.append(launch(t0 + 1.0, 2.0, corr, name="cudaGraphLaunch"))
-    for i, (name, x) in enumerate([(KV, tokens), (KV, tokens), (ARGMAX, seqs)]):
+    attn = [(a, 0) for a in attention]
+    for i, (name, x) in enumerate([(KV, tokens), (KV, tokens), *attn, (ARGMAX, seqs)]):
         if x is None:
             continue
         c = corr if graph else corr + i
         if not graph:
             ev.append(launch(t0 + 2.0 + 10 * i, 2.0, c))
-        ev.append(_grid(kernel(t0 + 5.0 + 10 * i, 3.0, c, name=name), x))
+        ev.append(_grid(kernel(t0 + 5.0 + 10 * i, 3.0, c, name=name), x) if x else kernel(t0 + 5.0 + 10 * i, 3.0, c,
+                                                                                         name=name))
     return ev
 
 
 def test_batch_phase_and_source_from_kernel_grids(tmp_path: Path) -> None:
     events = (_step(0.0, "model_step", 10, tokens=6, seqs=6)      # 6 tokens for 6 sequences: decode at 6
               + _step(100.0, "model_step", 20, tokens=1049, seqs=1)  # one sequence, 1,049 tokens: prefill
-              + _step(200.0, "model_step", 30, tokens=4, seqs=None)  # tokens only: batch 4, phase unknown
-              + _step(300.0, "model_step", 40, tokens=8, seqs=None, graph=True)  # inside a replay: captured size 8
+              # tokens only, and a decode attention kernel of one token per request: batch 4, decode
+              + _step(200.0, "model_step", 30, tokens=4, seqs=None, attention=(DECODE,))
+              # inside a replay of a decode graph: the captured size 8
+              + _step(300.0, "model_step", 40, tokens=8, seqs=None, graph=True, attention=(DECODE,))
               + _step(400.0, "model_step bs=3", 50, tokens=5, seqs=5)  # the marker wins
               + _step(500.0, "model_step", 60, tokens=None, seqs=None))  # nothing: unknown
     steps = find_steps(load_trace(write(tmp_path, events)))
@@ -56,7 +75,7 @@ def test_batch_phase_and_source_from_kernel_grids(tmp_path: Path) -> None:
                                                                 "vllm::reshape_and_cache_flash_kernel")] + [
         "marker", "none"]
     assert steps.batch_confidence == ["medium", "medium", "medium", "low", "high", None]
-    assert steps.phase == ["decode", "prefill", None, None, "decode", None]
+    assert steps.phase == ["decode", "prefill", "decode", "decode", "decode", None]
     # a step's own annotation naming its phase says it where the kernels do not; they win where they do
     named = [{**e, "name": e["name"].replace("model_step", "decode_step")} for e in events]
     assert find_steps(load_trace(write(tmp_path, named))).phase == ["decode", "prefill", "decode", "decode", "decode",
@@ -70,11 +89,65 @@ def test_batch_phase_and_source_from_kernel_grids(tmp_path: Path) -> None:
         ("kernel_grid:at::native::reduce_kernel", "medium")] * 2
     assert len(rep.steps) == 5  # the step without kernels has no GPU window
     # the report says where the batches came from, most steps first, and how sure each is
+    decode = "tokens as requests: flashinfer::BatchDecodeWithPagedKVCacheKernel runs only in decode, one token per request"
     assert ("; batch from the grid of at::native::reduce_kernel (2 of 5, the kernel ran eagerly), the grid of "
-            "vllm::reshape_and_cache_flash_kernel (1 of 5, the kernel ran eagerly), the grid of "
-            "vllm::reshape_and_cache_flash_kernel (1 of 5, inside a graph replay: at most that), the step's marker "
-            "or an annotation in it (1 of 5)\n") in render_trace(rep)
-    assert batch_basis([replace(st, batch_source="none", batch_confidence=None) for st in rep.steps]) == ""
+            f"vllm::reshape_and_cache_flash_kernel (1 of 5, the kernel ran eagerly; {decode}), the grid of "
+            f"vllm::reshape_and_cache_flash_kernel (1 of 5, inside a graph replay: at most that; {decode}), the step's "
+            "marker or an annotation in it (1 of 5)\n") in render_trace(rep)
+    assert batch_basis([replace(st, batch_source="none", batch_confidence=None, batch_note=None)
+                        for st in rep.steps]) == ""
+
+
+NO_SAMPLER = "no sampler kernel and no attention kernel that runs in one phase only"
+
+
+@pytest.mark.parametrize("tokens, seqs, graph, attention, batch, phase, source, confidence, note", [
+    # decode with a sampler: the argmax's grid is the requests, as many as the tokens
+    (6, 6, False, (FA2,), 6, "decode", "kernel_grid:at::native::reduce_kernel", "medium", None),
+    # a chunked prefill in which no request finishes its prompt: no sampler; a prefill-only attention kernel
+    (1049, None, False, (RAGGED, PAGED_PREFILL), -1, "prefill", "none", None,
+     "a prefill step (flashinfer::BatchPrefillWithRaggedKVCacheKernel runs only in prefill): the grid of "
+     "vllm::reshape_and_cache_flash_kernel counts its 1,049 tokens, not its requests"),
+    (888, None, False, (CONTEXT,), -1, "prefill", "none", None,
+     f"a prefill step ({CONTEXT} runs only in prefill): the grid of vllm::reshape_and_cache_flash_kernel counts its "
+     f"888 tokens, not its requests"),
+    # decode and prefill kernels in one step, no sampler: mixed
+    (300, None, False, (DECODE, RAGGED), -1, "mixed", "none", None,
+     "a mixed step (flashinfer::BatchDecodeWithPagedKVCacheKernel runs only in decode, "
+     "flashinfer::BatchPrefillWithRaggedKVCacheKernel only in prefill): the grid of "
+     "vllm::reshape_and_cache_flash_kernel counts its 300 tokens, not its requests"),
+    # with a sampler the tokens against the requests say a prompt is in the step, the decode kernel that others
+    # generate: mixed, the batch from the sampler
+    (300, 9, False, (DECODE, PAGED_PREFILL), 9, "mixed", "kernel_grid:at::native::reduce_kernel", "medium", None),
+    # a decode kernel that also verifies draft tokens (speculative decoding): decode, the tokens are not the batch
+    (32, None, True, (GEN,), -1, "decode", "none", None,
+     f"a decode step whose {GEN} also runs several tokens per request (speculative decoding): the grid of "
+     f"vllm::reshape_and_cache_flash_kernel in a graph replay is the captured size 32, not its requests"),
+    # only kernels that run in every phase (FlashAttention's split-KV, FlashInfer's batch prefill): ambiguous
+    (1049, None, False, (FA2,), -1, None, "none", None,
+     f"{NO_SAMPLER}: the grid of vllm::reshape_and_cache_flash_kernel counts its 1,049 tokens, not its requests"),
+    (4, None, False, (PAGED_PREFILL,), -1, None, "none", None,
+     f"{NO_SAMPLER}: the grid of vllm::reshape_and_cache_flash_kernel counts its 4 tokens, not its requests"),
+    (8, None, True, (), -1, None, "none", None,
+     f"{NO_SAMPLER}: the grid of vllm::reshape_and_cache_flash_kernel in a graph replay is the captured size 8, "
+     f"not its requests"),
+], ids=["decode-sampler", "prefill-flashinfer", "prefill-trtllm-gen", "mixed", "mixed-sampler", "decode-spec",
+        "ambiguous-fa2", "ambiguous-flashinfer-paged", "ambiguous-replay"])
+def test_phase_and_batch_from_attention_kernels(tmp_path: Path, tokens: int, seqs: int | None, graph: bool,
+                                                attention: tuple[str, ...], batch: int, phase: str | None,
+                                                source: str, confidence: str | None, note: str | None) -> None:
+    """A step's token count is its batch only where each request has one token; which attention kernels ran say
+    the phase where no sampler kernel gives the requests (a chunked prefill in which no request finishes its prompt
+    samples nothing)."""
+    events = _step(0.0, "model_step", 10, tokens=tokens, seqs=seqs, graph=graph, attention=attention)
+    s = find_steps(load_trace(write(tmp_path, events)))
+    assert (s.batch_size.tolist(), s.phase, s.batch_source, s.batch_confidence, s.batch_note) == (
+        [batch], [phase], [source], [confidence], [note])
+    assert s.tokens.tolist() == [-1 if graph else tokens]  # a replayed write gives the captured size, not the tokens
+    rep = analyze_trace(load_trace(write(tmp_path, events)), AnalysisOptions())
+    assert (rep.steps[0].batch_size, rep.steps[0].batch_note) == (None if batch < 0 else batch, note)
+    if batch < 0:  # the report says why there is no batch
+        assert f"batch sizes: unknown; batch from unknown (1 of 1; {note})\n" in render_trace(rep)
 
 
 def _without_markers(src: Path, dst: Path) -> Path:
@@ -88,24 +161,29 @@ def _without_markers(src: Path, dst: Path) -> Path:
     return dst
 
 
-@pytest.mark.parametrize("folder, file, batch, source, phase, tokens", [
-    # vLLM PIECEWISE, one mixed step of 8,192 tokens: the KV-cache write runs eagerly, one block per token
-    ("tracelens-vllm-prefilldecode-piecewise-mi300x", "graph_execution.json.gz", 8192,
-     "kernel_grid:vllm::reshape_and_cache_flash_kernel", None, 8192),
+@pytest.mark.parametrize("folder, file, batch, source, phase, tokens, note", [
+    # vLLM PIECEWISE, one mixed step of 8,192 tokens (46 requests): the KV-cache write runs eagerly, one block per
+    # token; no sampler ran and the Triton unified attention runs in every phase: the tokens are no batch
+    ("tracelens-vllm-prefilldecode-piecewise-mi300x", "graph_execution.json.gz", None, "none", None, 8192,
+     "no sampler kernel and no attention kernel that runs in one phase only: the grid of "
+     "vllm::reshape_and_cache_flash_kernel counts its 8,192 tokens, not its requests"),
     # SGLang EXTEND of 15 requests (15,360 tokens): the argmax over the logits has one block per request
     ("tracelens-sglang-qwen3-8b-decode-mi300x", "sglang_Qwen3-8B_prefilldecode.json.gz", 15,
-     "kernel_grid:at::native::reduce_kernel", "prefill", 15360),
+     "kernel_grid:at::native::reduce_kernel", "prefill", 15360, None),
     # SGLang DECODE at 32: the replayed kernels carry no grid on ROCm; the eager argmax after the replay does
     ("tracelens-sglang-qwen3-8b-decode-mi300x", "sglang_Qwen3-8B_decode.json.gz", 32,
-     "kernel_grid:at::native::reduce_kernel", None, None),
-    # vLLM eager prefill of 888 tokens on a B200 (TP8): the token ids' recorded shape comes first (the same 888),
-    # the KV-cache write's grid gives the tokens
-    ("tracelens-b200-eager-llm", "eager_trace.json.gz", 888, "input_shapes", None, 888),
+     "kernel_grid:at::native::reduce_kernel", None, None, None),
+    # vLLM eager prefill of one request's 888 tokens on a B200 (TP8): the token ids' recorded shape is flattened (888
+    # tokens) and the attention is TensorRT-LLM's generated context-phase kernel: a prefill, no batch
+    ("tracelens-b200-eager-llm", "eager_trace.json.gz", None, "none", "prefill", 888,
+     "a prefill step (fmhaSm100aKernel_QkvE4m3OBfloat16H64PagedKvSlidingOrChunkedCausalP16VarSeqQ128Kv128"
+     "PersistentContext runs only in prefill): the grid of vllm::rotary_embedding_kernel counts its 888 tokens, not "
+     "its requests"),
 ])
-def test_engine_traces_without_markers(tmp_path: Path, folder: str, file: str, batch: int, source: str,
-                                       phase: str | None, tokens: int | None) -> None:
+def test_engine_traces_without_markers(tmp_path: Path, folder: str, file: str, batch: int | None, source: str,
+                                       phase: str | None, tokens: int | None, note: str | None) -> None:
     rep = analyze_trace(load_trace(_without_markers(TRACES / "engines" / folder / file, tmp_path / "t.json")),
                         AnalysisOptions())
     st = rep.steps[0]
-    assert (st.batch_size, st.batch_source, st.batch_confidence, st.phase, st.tokens) == (batch, source, "medium",
-                                                                                         phase, tokens)
+    assert (st.batch_size, st.batch_source, st.batch_confidence, st.phase, st.tokens, st.batch_note) == (
+        batch, source, "medium" if batch else None, phase, tokens, note)

@@ -213,13 +213,19 @@ def test_rocm_kv_write_kernels_give_the_tokens(tmp_path: Path, kv: str) -> None:
 
 
 def test_flashinfer_sampler_and_a_replay_without_sampler(tmp_path: Path) -> None:
-    """FlashInfer's top-k/top-p kernel has one block per sequence; where a step shows no sequence count, a FULL
-    graph's replayed KV-cache write gives the captured size as the batch, with low confidence."""
+    """FlashInfer's top-k/top-p kernel has one block per sequence. Where a step shows no sequence count, a FULL
+    graph's replayed KV-cache write is the captured size of its tokens: the batch (at most that, low confidence) only
+    where an attention kernel in the graph says decode of one token per request (FlashInfer's CUDA-core decode);
+    an attention kernel of every phase leaves it unknown."""
     rows = _rows(write_rank(tmp_path, H100, 0, annotate=False, sampler=FLASHINFER, steps=(Step(3, 1049),)))
     assert rows == [(3, "prefill", "kernel_grid:flashinfer::sampling::TopKTopPSamplingFromProbKernel", "medium",
                      1049, 3)]
     path = write_rank(tmp_path, H100, 0, annotate=False, sampler="some_other_kernel", steps=(Step(3, 3, 4),))
-    assert _rows(path) == [(4, None, "kernel_grid:vllm::reshape_and_cache_flash_kernel", "low", -1, -1)]
+    assert _rows(path) == [(-1, None, "none", None, -1, -1)]
+    body = gzip.decompress(path.read_bytes()).decode().replace(
+        '"attention_decode"', '"void flashinfer::BatchDecodeWithPagedKVCacheKernel<(flashinfer::PosEncodingMode)0>"')
+    path.write_bytes(gzip.compress(body.encode()))
+    assert _rows(path) == [(4, "decode", "kernel_grid:vllm::reshape_and_cache_flash_kernel", "low", -1, -1)]
 
 
 def _launchgap(*args: str) -> subprocess.CompletedProcess:
