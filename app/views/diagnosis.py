@@ -150,7 +150,9 @@ elif steps_have_engine_info(rep):
                          + " or the kernels' launch grids; blank where the trace does not say."))
     st.dataframe(pd.DataFrame([{
         "step": x.index, "phase": x.phase or "—", "batch": _dash(x.batch_size),
-        "batch from": x.batch_source if x.batch_size is not None else "—", "requests": _dash(x.requests),
+        # without a batch, why: tokens that are not the requests (a prefill, or no kernel says the phase)
+        "batch from": x.batch_source if x.batch_size is not None else (x.batch_note or "—"),
+        "requests": _dash(x.requests),
         "tokens": _dash(x.tokens),
         "coverage": x.graph_coverage, "graph launches": x.graph_launches, "eager launches": x.kernel_launches,
         "step (us)": x.dur_us} for x in rep.steps]), hide_index=True, key="lg_engine_steps",

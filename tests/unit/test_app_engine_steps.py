@@ -107,3 +107,18 @@ def test_timeline_names_replayed_kernels_by_op() -> None:
     changed = (plain["name"] != named["name"]).to_numpy()
     assert int(changed.sum()) == 361 and bool(np.all(kern.to_numpy()[changed]))
     assert int(named["name"].str.startswith("vllm::moe_forward: _matmul_ogs_").sum()) == 48
+
+
+def test_a_step_without_batch_says_why(tmp_path) -> None:
+    """The PIECEWISE trace with its step annotation taken out: no sampler, attention of every phase; the 8,192 tokens
+    are no batch, and the table and the caption say why."""
+    from tests.unit.test_batch_from_kernels import _without_markers
+
+    bare = _without_markers(PIECEWISE, tmp_path / "bare.json")
+    at = goto(upload(new_app(), [("vllm_bare.json", bare.read_bytes())]), "diagnosis")
+    row = next(d.value for d in at.dataframe if "coverage" in d.value.columns).iloc[0].to_dict()
+    why = ("no sampler kernel and no attention kernel that runs in one phase only: the grid of "
+           "vllm::reshape_and_cache_flash_kernel counts its 8,192 tokens, not its requests")
+    assert (row["phase"], row["batch"], row["tokens"], row["batch from"]) == ("—", "—", "8192", why)
+    line = md_escape(f" Batch per step from unknown (1 of 1; {why}).")
+    assert any(c.value.endswith(line) for c in at.caption), [c.value for c in at.caption]
