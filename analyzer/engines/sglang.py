@@ -40,6 +40,8 @@ VERSIONS_READ = (
     "GPU-memory table of cuda_graph_max_bs; cuda_graph_runner.get_batch_sizes_to_capture (older list)",
     "TraceLens traces at 8bb88d08 (SGLang with the unmerged profiling PR #21765: capture_{bs}_DECODE ranges "
     "and a vLLM-style execute_... range around each step[...])",
+    "sgl-project/sglang python/sglang/srt/layers/attention/triton_ops/decode_attention.py @ 03cd2ec4 (decode "
+    "kernels); layers/attention/flashinfer_backend.py should_use_tensor_core",
 )
 
 _PREFILL_MODES = {"EXTEND", "PREFILL", "SPLIT_PREFILL"}

@@ -132,7 +132,7 @@ def render_trace(rep: TraceReport, markdown: bool = False, max_steps: int = 20) 
     else:
         w = max(len(k) for k, _ in facts)
         lines += [f"  {k:<{w}}  {v}" for k, v in facts]
-    engine_steps = any(st.phase is not None or st.requests is not None for st in rep.steps)
+    engine_steps = any(st.phase is not None or st.requests is not None or st.tokens is not None for st in rep.steps)
     if len(s.step_groups) > 1 or engine_steps:
         lines += _heading("Steps by phase and graph coverage", markdown)
         lines += _table(["phase", "coverage", "steps", "step_us", "kernels", "graph_launches", "eager_launches",

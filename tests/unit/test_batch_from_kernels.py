@@ -146,8 +146,14 @@ def test_phase_and_batch_from_attention_kernels(tmp_path: Path, tokens: int, seq
     assert s.tokens.tolist() == [-1 if graph else tokens]  # a replayed write gives the captured size, not the tokens
     rep = analyze_trace(load_trace(write(tmp_path, events)), AnalysisOptions())
     assert (rep.steps[0].batch_size, rep.steps[0].batch_note) == (None if batch < 0 else batch, note)
-    if batch < 0:  # the report says why there is no batch
-        assert f"batch sizes: unknown; batch from unknown (1 of 1; {note})\n" in render_trace(rep)
+    if batch < 0:  # the report says why there is no batch, and shows the tokens it counted
+        text = render_trace(rep)
+        assert f"batch sizes: unknown; batch from unknown (1 of 1; {note})\n" in text
+        lines = text.splitlines()
+        header = next(i for i, line in enumerate(lines) if line.startswith("step "))
+        if not graph:  # a replayed write counts no tokens: then nothing of the engine columns is known
+            assert lines[header].split()[:5] == ["step", "bs", "phase", "reqs", "tokens"]
+            assert lines[header + 2].split()[:5] == ["0", "-", phase or "-", "-", str(tokens)]
 
 
 def _without_markers(src: Path, dst: Path) -> Path:
