@@ -31,7 +31,9 @@ cubins that FlashInfer ships). Read from the libraries' and the engines' source:
 * Not a phase kernel either: ROCm's paged attention ``paged_attention_ll4mi_QKV_mfma{4,16}_kernel`` (vLLM
   ``csrc/rocm/attention.cu``, and AITER's copy), a decode kernel that vLLM's ``chunked_prefill_paged_decode``
   launches over every sequence of every step, prefill-only steps included, skipping the prompt rows inside
-  (``vllm/attention/ops/chunked_prefill_paged_decode.py``).
+  (``vllm/attention/ops/chunked_prefill_paged_decode.py``). Nor FlashMLA's ``flash_fwd_splitkv_mla_kernel``
+  (``flash_mla_with_kvcache``, a decode kernel): vLLM's FLASHMLA backend sends prefills of up to 128 query tokens
+  down its decode path (``reorder_batch_threshold = 128``, ``vllm/v1/attention/backends/mla/flashmla.py``).
 """
 from __future__ import annotations
 
