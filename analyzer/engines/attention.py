@@ -27,7 +27,8 @@ cubins that FlashInfer ships). Read from the libraries' and the engines' source:
   type, ``toString(FmhaKernelType)``: ``Context`` (the context phase: prefill) or ``Gen`` / ``SwapsAbForGen`` /
   ``KeepsAbForGen`` (generation: decode; ``include/flashinfer/trtllm/fmha/fmhaRunnerParams.h``). The generation
   kernels also verify speculative decoding's several draft tokens per request (vLLM's FlashInfer backend
-  ``supports_spec_as_decode``): decode, tokens per request not fixed.
+  ``supports_spec_as_decode``: requests of up to 1 + draft tokens query tokens take the decode path): decode,
+  tokens per request not fixed.
 * Not a phase kernel either: ROCm's paged attention ``paged_attention_ll4mi_QKV_mfma{4,16}_kernel`` (vLLM
   ``csrc/rocm/attention.cu``, and AITER's copy), a decode kernel that vLLM's ``chunked_prefill_paged_decode``
   launches over every sequence of every step, prefill-only steps included, skipping the prompt rows inside
