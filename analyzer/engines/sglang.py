@@ -188,7 +188,8 @@ REQUEST_KERNELS = None
 #: Attention kernels of SGLang's own that run in one phase only (the libraries' are in
 #: :mod:`launchgap.engines.attention`): the Triton backend's decode attention (``_fwd_kernel_stage1``,
 #: ``_fwd_grouped_kernel_stage1`` and their ``_int8`` forms in ``layers/attention/triton_ops/decode_attention.py``,
-#: grid ``(batch, heads, kv_splits)`` over ``q`` of one row per request), called by ``forward_decode`` only; the
+#: grid ``(batch, heads, kv_splits)`` over ``q`` of one row per request; an EAGLE draft step with top-k > 1 has one
+#: row per request and branch), called by ``forward_decode`` only; the
 #: extend (prefill) kernel is a bare ``_fwd_kernel``, too common a name to match. Its FlashInfer backend builds the
 #: decode wrapper with tensor cores for an FP8 KV cache or more than 4 query heads per KV head
 #: (``should_use_tensor_core``), which then runs FlashInfer's batch prefill kernel.
