@@ -20,6 +20,8 @@
 #                                               granite-3.1-2b-like, phi-2-like; traces/h200-fresh-2026-12-03e/configs)
 #                                               PART 11: the fifth fresh set's sweeps (llama-3.2-3b-like,
 #                                               aya-expanse-8b-like, granite-3.0-3b-a800m-like)
+#                                               PART 12: padding held out on two mixtures of experts
+#                                               (granite-3.0-3b-a800m-like, olmoe-1b-7b-like)
 #   bash bench/gpu_heldout.sh OUT PART --dry-run
 #   ONLY=REGEX bash bench/gpu_heldout.sh OUT PART
 set -u
@@ -68,7 +70,7 @@ elif [ "$PART" = 7 ]; then  # a fourth fresh set (configs in traces/h200-fresh-2
 elif [ "$PART" = 11 ]; then  # a fifth fresh set (configs in traces/h200-fresh-2026-12-03e), kept off the model's work
     sweep_set traces/h200-fresh-2026-12-03e/configs fresh5 150 llama-3.2-3b-like aya-expanse-8b-like \
         granite-3.0-3b-a800m-like
-elif [ "$PART" = 6 ] || [ "$PART" = 8 ] || [ "$PART" = 10 ]; then  # padding cost from a serving trace alone, held out
+elif [ "$PART" = 6 ] || [ "$PART" = 8 ] || [ "$PART" = 10 ] || [ "$PART" = 12 ]; then  # padding cost from a serving trace alone, held out
     Q=traces/h200-fresh-2026-12-03b/configs/qwen2.5-0.5b-like.json
     PAD="--capture-sizes serve=1,2,4,8,16,24,32,48,64 --distribution bench/serving_distribution.json --serving-steps 40
          --inject-fallbacks 4 --repeats 20 --warmup 3 --serving-rounds 3 --seed 5 --no-micro"
@@ -89,6 +91,15 @@ elif [ "$PART" = 10 ]; then  # three more models for the padding check, another 
     for m in qwen2.5-1.5b-like granite-3.1-2b-like phi-2-like; do
         part "serving-$m" 100 $H --hf-config $E/$m.json $PAD --out "$W/pad/serving-$m"
         part "fullrange-$m" 110 $H --hf-config $E/$m.json $FULL --out "$W/pad/fullrange-$m"
+    done
+    finish() { [ -z "$DRY" ] && tar -czf "$OUT/pad.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) pad && ls -la "$OUT"; }
+elif [ "$PART" = 12 ]; then  # two mixtures of experts for the padding check (traces/h200-padding-2026-12-03d)
+    PAD=${PAD/--seed 5/--seed 17}
+    for c in traces/h200-fresh-2026-12-03e/configs/granite-3.0-3b-a800m-like.json \
+             traces/h200-hf-2026-12-02/configs/olmoe-1b-7b-like.json; do
+        m=$(basename "$c" .json)
+        part "serving-$m" 120 $H --hf-config "$c" $PAD --out "$W/pad/serving-$m"
+        part "fullrange-$m" 150 $H --hf-config "$c" $FULL --out "$W/pad/fullrange-$m"
     done
     finish() { [ -z "$DRY" ] && tar -czf "$OUT/pad.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) pad && ls -la "$OUT"; }
 elif [ "$PART" = 6 ]; then  # padding cost from a serving trace alone, held out (traces/h200-padding-2026-12-03)
