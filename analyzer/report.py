@@ -139,6 +139,7 @@ class StepReport:
     padding_us_low: float | None = None
     padding_us_high: float | None = None
     fallback: bool = False
+    fallback_eager_us: float | None = None
     fallback_lost_us: float | None = None
     fallback_cause: str | None = None
     inter_step_host_us: float | None = None
@@ -199,6 +200,7 @@ class Summary:
     fallback_steps: list[int] = field(default_factory=list)
     uncaptured_steps: list[int] = field(default_factory=list)
     fallback_lost_us_per_step: float = 0.0
+    fallback_eager_detail: str | None = None
     padded_rows_fraction: float = 0.0
     padding_us_per_step: float | None = 0.0
     padding_cost_source: str = "none"
@@ -971,6 +973,8 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
             padding_us_low=_f(pc.low[i]) if padded[i] and np.isfinite(pc.low[i]) else None,
             padding_us_high=_f(pc.high[i]) if padded[i] and np.isfinite(pc.high[i]) else None,
             fallback=bool(ss.fallback[i]),
+            fallback_eager_us=_f(a.fallback_eager_us[i]) if ss.fallback[i] and np.isfinite(a.fallback_eager_us[i])
+            else None,
             fallback_lost_us=_f(lost[i]) if ss.fallback[i] and np.isfinite(lost[i]) else None,
             fallback_cause=a.causes[int(cols.step[i])],
             inter_step_host_us=_f(hg.gap_us[i]) if hg.gap_us[i] >= 0 else None,
@@ -990,6 +994,7 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
         fallback_steps=[reports[i].index for i in np.flatnonzero(ss.fallback).tolist()],
         uncaptured_steps=[reports[i].index for i in np.flatnonzero(ss.uncaptured).tolist()],
         fallback_lost_us_per_step=_f(np.nansum(lost) / n) if ss.fallback.any() else 0.0,
+        fallback_eager_detail=a.fallback_eager_detail,
         padded_rows_fraction=_f(ss.padded_rows[padded].sum() / rows) if rows > 0 else 0.0,
         padding_us_per_step=None if unknown else _f(np.nansum(pc.us) / n) if padded.any() else 0.0,
         padding_us_per_step_low=None if unknown else _f(np.nansum(pc.low) / n) if padded.any() else 0.0,
@@ -997,8 +1002,8 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
         padding_estimated_steps=int(estimated.sum()),
         padding_cost_source="unknown" if unknown else
         (a.curve.origin + ("-estimate" if estimated.any() else "")) if padded.any() else "none",
-        planner_comparison=_planner_comparison(cols.batch[decode], a.unprof_us[decode & ~is_graph],
-                                               cols.batch[decode & ~is_graph], a.curve, a.sizes),
+        planner_comparison=_planner_comparison(cols.batch[decode], *_eager_costs(a, decode & ~is_graph, cols.batch),
+                                               a.curve, a.sizes),
         inter_step_host_us_median=_f(_median(gaps)) if gaps.size else 0.0,
         host_phases_us_per_step={k: _f(v / n_gaps) for k, v in sorted(phase_tot.items(), key=lambda kv: -kv[1])},
         host_phases_source=hg.source,
@@ -1030,10 +1035,19 @@ def _engine_default(trace: Trace, engine: str | None) -> tuple[list[int], str] |
     return engine_module(engine).trace_default(name, mem / 2**30 if mem else None, trace.world_size)
 
 
+def _eager_costs(a, eager_steps: np.ndarray, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The eager costs the planner comparison prices an uncaptured size at, and their sizes: where the trace has
+    eager decode steps (``eager_steps``; none: no comparison), the eager curve (as ``launchgap plan`` prices an eager
+    step and a fallback's lost time is costed), else without a curve those steps' own costs."""
+    if a.eager is not None and eager_steps.any():
+        return a.eager.us, np.arange(1, a.eager.us.size + 1)
+    return a.unprof_us[eager_steps], batch[eager_steps]
+
+
 def _planner_comparison(batches: np.ndarray, eager_us: np.ndarray, eager_bs: np.ndarray, curve: CostCurve,
                         sizes: list[int] | None) -> dict | None:
     """The planner on the same decode steps (:func:`launchgap.planning.planner.compare_capture_list`):
-    this trace's costs (its eager steps, the graph cost curve) and batch sizes, against the capture
+    this trace's costs (eager: :func:`_eager_costs`; graph: the cost curve) and batch sizes, against the capture
     list up to the bucket of the largest batch. ``None`` without capture sizes, batches or costs."""
     b = batches[batches > 0]
     curve_sizes = np.arange(1, curve.max_size + 1) if np.isfinite(curve.us).all() else np.zeros(0, dtype=np.int64)

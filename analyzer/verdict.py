@@ -69,10 +69,11 @@ def eager_basis(s) -> str:
 
 
 def fallback_basis(s) -> str:
-    """Which part of a fallback's lost time is estimated, in a few words."""
-    return (f"estimated: each eager step's profiled host time less {s.profiler_overhead_us_per_event:.3g} us per "
-            f"recorded host event, less the graph cost of its bucket; --profiler-us-per-event sets the rate, "
-            f"--observed-step-us does not apply to fallbacks")
+    """Where a fallback's lost time comes from and which part is estimated, in one clause: its eager step
+    (``summary.fallback_eager_detail``) less the FULL-graph cost of its bucket, the costs ``launchgap plan`` uses."""
+    eager = s.fallback_eager_detail or "its own profiled host time less the profiler's cost per recorded host event"
+    return (f"estimated: each fallback's eager step is {eager}, less the FULL-graph cost of its bucket, the costs "
+            f"launchgap plan uses; --observed-step-us does not apply to fallbacks")
 
 
 def padding_basis(s) -> str:

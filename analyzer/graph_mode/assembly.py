@@ -51,9 +51,12 @@ class ServingAssembly:
 
     ``sizes`` / ``source`` / ``detail``: the capture list and where it came from; ``unknown``: the list was
     inferred, so a batch's bucket and padding are unknown; ``ss``: buckets, padded rows, fallbacks;
-    ``padded``: steps whose padding is costed; ``pad``: its cost; ``lost_us``: per fallback its eager step
-    less the graph cost of its bucket (NaN elsewhere); ``unprof_us``: each step's own cost (its issue time
-    less the profiler's cost, at least its busy time); ``causes``: why each fallback ran eager (per step of
+    ``padded``: steps whose padding is costed; ``pad``: its cost; ``fallback_eager_us``: per fallback the eager
+    step at its batch on the eager curve ``eager`` (the cost the planner gives an eager step of that size; the
+    step's own cost where there is no curve), NaN elsewhere; ``lost_us``: that less the graph cost of its bucket
+    (NaN elsewhere); ``fallback_eager_detail``: how that eager cost was estimated, in one line (``None`` without
+    fallbacks); ``unprof_us``: each step's own cost (its issue time less the profiler's cost, at least its busy
+    time); ``causes``: why each fallback ran eager (per step of
     the whole trace); ``hg``: host time between steps; ``curve``: the FULL-graph cost curve; ``eager``: the
     eager cost per size beside it (``None`` where the curve is not finite); ``is_graph``; ``conflict``: one line
     when a capture list the trace does not state itself disagrees with its graph steps
@@ -67,7 +70,9 @@ class ServingAssembly:
     ss: ServingSteps
     padded: np.ndarray
     pad: PaddingCost
+    fallback_eager_us: np.ndarray
     lost_us: np.ndarray
+    fallback_eager_detail: str | None
     unprof_us: np.ndarray
     causes: list[str | None]
     hg: HostGaps
@@ -116,10 +121,22 @@ def assemble_serving(trace: Trace, row_step: np.ndarray, all_step_names: list[st
     unknown = source == "inferred"  # a batch's real bucket is unknown: padding is not costed
     padded = (ss.padded_rows >= 0) & (not unknown)
     pad = padding_cost(curve, np.where(padded, ss.bucket, -1), np.where(padded, batch, -1))
-    lost = np.where(ss.fallback, unprof - curve.at(np.where(ss.fallback, ss.fallback_bucket, 1)), np.nan)
+    # A fallback's eager cost is the eager curve's at its batch, as the planner prices an eager step, not the step's
+    # own profiled time: among graph replays a profiled eager step runs 1.8-3.3x its unprofiled time, more than the
+    # profiler's estimated cost takes off (nine H200 serving traces, lost per step against the harness's eager step
+    # less the bucket's replay: own time +29..+167%, median |err| 57.7%; eager curve median |err| 12.8%)
+    if eager is not None:
+        eager_at = eager.us[np.clip(batch, 1, eager.us.size) - 1]
+        eager_detail = f"the eager curve at its batch ({eager.detail})"
+    else:
+        eager_at = unprof
+        eager_detail = "its own profiled host time less the profiler's cost per recorded host event"
+    fb_eager = np.where(ss.fallback, eager_at, np.nan)
+    lost = np.where(ss.fallback, fb_eager - curve.at(np.where(ss.fallback, ss.fallback_bucket, 1)), np.nan)
     causes = fallback_causes(trace, row_step, all_step_names,
                              np.isin(np.arange(len(all_step_names)), cols.step[ss.fallback]))
     hg = host_gaps(trace, row_step, cpu_start_ns, cols.w0_ns, cols.w1_ns, cols.busy_us, engine)
     return ServingAssembly(sizes=sizes, source=source, detail=detail, unknown=unknown, ss=ss, padded=padded, pad=pad,
-                           lost_us=lost, unprof_us=unprof, causes=causes, hg=hg, curve=curve, eager=eager,
+                           fallback_eager_us=fb_eager, lost_us=lost,
+                           fallback_eager_detail=eager_detail if ss.fallback.any() else None, unprof_us=unprof, causes=causes, hg=hg, curve=curve, eager=eager,
                            is_graph=is_graph, conflict=conflict)

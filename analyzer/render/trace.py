@@ -199,12 +199,15 @@ def _serving_lines(rep: TraceReport, markdown: bool) -> list[str]:
                                  f"{s.padding_us_per_step:,.1f} us per step ({padding_basis(s)})"))
     pc = s.planner_comparison
     if pc:
+        # priced as the plan prices them: every decode step at its bucket (fallbacks too), so its padding is not
+        # the padding line's (the graph steps that ran)
         facts.append(("planner's list", f"{pc['graphs']} graphs {_sizes_text(pc['capture_sizes'])}: padded rows "
                                         f"{pc['padded_rows_fraction']:.1%}, padding {pc['padding_waste_us']:,.1f} us/step, "
-                                        f"expected step {pc['expected_step_us']:,.1f} us (current list "
+                                        f"expected step {pc['expected_step_us']:,.1f} us; current list priced the same "
                                         f"{pc['current_padded_rows_fraction']:.1%}, "
                                         f"{pc['current_padding_waste_us']:,.1f} us/step, "
-                                        f"{pc['current_expected_step_us']:,.1f} us)"))
+                                        f"{pc['current_expected_step_us']:,.1f} us (every decode step at its bucket, "
+                                        f"eager above the largest, on launchgap plan's costs)"))
     if len(rep.steps) > 1:
         top = list(s.host_phases_us_per_step.items())[:6]
         phases = ", ".join(f"{k} {v:,.1f}" for k, v in top) or "none named"
@@ -224,9 +227,12 @@ def _serving_lines(rep: TraceReport, markdown: bool) -> list[str]:
     fb = [st for st in rep.steps if st.fallback]
     if fb:
         lines += ["", f"{h}Fallbacks" if markdown else "Fallbacks"]
-        lines += _table(["step", "bs", "should_replay", "dur_us", "lost_us", "cause"],
-                        [(st.index, st.batch_size, _fallback_bucket(st.batch_size, s.capture_sizes), f"{st.dur_us:,.1f}",
-                          f"{st.fallback_lost_us:,.1f}" if st.fallback_lost_us is not None else "-",
+        # lost_us = eager_us - bucket_graph_us, each column the cost it is made of (not the profiled step's window)
+        lines += _table(["step", "bs", "should_replay", "eager_us", "bucket_graph_us", "lost_us", "cause"],
+                        [(st.index, st.batch_size, _fallback_bucket(st.batch_size, s.capture_sizes),
+                          _us(st.fallback_eager_us),
+                          _us(st.fallback_eager_us - st.fallback_lost_us if st.fallback_eager_us is not None
+                              and st.fallback_lost_us is not None else None), _us(st.fallback_lost_us),
                           _short(st.fallback_cause or "not shown in the trace", 70)) for st in fb], markdown)
     if padded:
         by: dict[int, list] = {}
@@ -239,6 +245,10 @@ def _serving_lines(rep: TraceReport, markdown: bool) -> list[str]:
                           f"{sum(x.padding_us_low or 0.0 for x in v):,.1f}-{sum(x.padding_us_high or 0.0 for x in v):,.1f}")
                          for b, v in sorted(by.items())], markdown)
     return lines
+
+
+def _us(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.1f}"
 
 
 def _sizes_text(sizes: list[int]) -> str:

@@ -192,13 +192,14 @@ if rep.mode != "capture" and len(rep.steps) > 1 and (graph_steps or s.capture_si
     if fb:
         st.markdown("**Fallbacks to eager**")
         st.dataframe(pd.DataFrame([{
-            "step": x.index, "batch": x.batch_size, "GPU window (us)": x.dur_us, "time lost (us)": x.fallback_lost_us,
+            "step": x.index, "batch": x.batch_size, "eager step (us)": x.fallback_eager_us,
+            "graph at bucket (us)": (x.fallback_eager_us - x.fallback_lost_us
+                                     if x.fallback_eager_us is not None and x.fallback_lost_us is not None else None),
+            "time lost (us)": x.fallback_lost_us,
             "cause": x.fallback_cause or "not shown in the trace"} for x in fb]), hide_index=True,
             key="lg_fallbacks", column_config={c: st.column_config.NumberColumn(format="%.1f")
-                                               for c in ("GPU window (us)", "time lost (us)")})
-        st.caption("Time lost: the fallback's host issue time without the profiler, less the FULL graph of its "
-                   "bucket. It can exceed the GPU window: in a graph sequence the host issues an eager step while "
-                   "the GPU still replays earlier ones.")
+                                               for c in ("eager step (us)", "graph at bucket (us)", "time lost (us)")})
+        st.caption(md_escape(f"Time lost = eager step - graph at bucket: {fallback_basis(s)}."))
     padded = [x for x in rep.steps if x.padded_rows is not None]
     pad_col, host_col = st.columns(2)
     with pad_col:
@@ -216,10 +217,15 @@ if rep.mode != "capture" and len(rep.steps) > 1 and (graph_steps or s.capture_si
             st.caption(md_escape(f"Padding cost {s.padding_us_per_step:,.1f} us/step, {padding_basis(s)}."))
             pc = s.planner_comparison
             if pc:
-                st.caption(md_escape(f"The planner's {pc['graphs']} graphs on the same steps: padded rows "
-                                     f"{pc['padded_rows_fraction']:.1%}, padding {pc['padding_waste_us']:,.1f} us/step "
-                                     f"(current list {pc['current_padded_rows_fraction']:.1%}, "
-                                     f"{pc['current_padding_waste_us']:,.1f} us/step)."))
+                # priced as the plan prices them: every decode step at its bucket, fallbacks too, so the current
+                # list's padding here is not the figure above (the graph steps that ran)
+                st.caption(md_escape(f"The planner's {pc['graphs']} graphs on the same decode steps, each priced at "
+                                     f"its bucket (fallbacks too) on launchgap plan's costs: padded rows "
+                                     f"{pc['padded_rows_fraction']:.1%}, padding {pc['padding_waste_us']:,.1f} us/step, "
+                                     f"expected step {pc['expected_step_us']:,.1f} us; the current list priced the "
+                                     f"same: {pc['current_padded_rows_fraction']:.1%}, "
+                                     f"{pc['current_padding_waste_us']:,.1f} us/step, "
+                                     f"{pc['current_expected_step_us']:,.1f} us."))
     with host_col:
         st.markdown("**Host time between steps**")
         if s.host_phases_us_per_step:

@@ -56,6 +56,16 @@ def test_graph_mode_serving_section() -> None:
     assert metrics["Padding cost per step (estimate)"].endswith(" us")
     fb = next(d.value for d in at.dataframe if "time lost (us)" in d.value.columns)
     assert fb["step"].tolist() == [3, 5, 10, 25]
+    # the two costs the lost time is made of, as the text report and the plan give them (the eager curve at the
+    # batch, the graph curve at the bucket), not the profiled step's window
+    assert fb["eager step (us)"].tolist() == [10522.547] * 4
+    assert (fb["eager step (us)"] - fb["graph at bucket (us)"]).round(3).tolist() == fb["time lost (us)"].tolist() == [
+        7928.15, 7893.947, 7740.246, 7893.947]
+    assert metrics["Fallback time lost per step"] == "655 us"
+    captions = [c.value.replace("\\", "") for c in at.caption]
+    assert any(c.startswith("Time lost = eager step - graph at bucket: estimated: each fallback's eager step is the "
+                            "eager curve at its batch (estimated: 739 kernels per step x 14.2 us per launch") for c in
+               captions), captions
     pad = next(d.value for d in at.dataframe if "padded_rows" in d.value.columns)
     assert pad["bucket"].tolist() == [8, 16, 24, 32, 40, 48, 56, 64]
     assert int(pad["padded_rows"].sum()) == 189

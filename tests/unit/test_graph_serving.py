@@ -80,8 +80,17 @@ def test_fallbacks_buckets_padding_exact(serving_trace: Path) -> None:
                                                                        pytest.approx(high / 4, abs=1e-3))
     assert s.padding_estimated_steps == 1  # bs 3: its own cost is bounded, not measured
     assert s.padding_cost_source == "trace-estimate"
-    # the fallback's own cost: its 50 us CPU range (no profiler cost) less cost(4) = 10
+    # the fallback's eager cost is the eager curve's at bs 2, the cost the planner gives an eager step: 7 kernels per
+    # step x the 7.95 us prior (too few launches to measure the host's own), scaled to the two eager steps' own
+    # costs (their 50 us CPU ranges, no profiler cost): 50 us; less cost(4) = 10
+    assert rep.steps[2].fallback_eager_us == 50.0
+    assert s.fallback_eager_detail == (
+        "the eager curve at its batch (2 eager decode step(s) of the trace: 7 kernels x 7.95 us per launch (a prior, "
+        "the H200 harness host: 6 intervals between eager launches in the trace, fewer than 100 to measure its own), "
+        "scaled by 0.898 to agree with them)")
     assert rep.steps[2].fallback_lost_us == pytest.approx(50.0 - 10.0)
+    assert "2      2              4      50.0             10.0     40.0  the step marker names it eager" in \
+        render_trace(rep)
     assert s.fallback_lost_us_per_step == pytest.approx((50.0 - 10.0) / 4)
     assert rep.steps[2].fallback_cause == "the step marker names it eager (decode_step[bs=2 eager])"
     assert s.verdict_detail.startswith("1 of 4 decode steps fell back to eager although a captured size fits them "

@@ -1,0 +1,48 @@
+"""One figure, one value: what `launchgap analyze` says of a graph-mode serving trace's fallbacks and capture list
+against what `launchgap plan` says of the same trace (H200 serving trace with unprofiled truth,
+traces/h200-padding-2026-12-03c/qwen2.5-1.5b-like, PROVENANCE.md there)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from launchgap.cli import main
+from tests.conftest import TRACES
+
+TRACE = TRACES / "h200-padding-2026-12-03c" / "qwen2.5-1.5b-like" / "serving" / "qwen2.5-1.5b-like_serving_serve.json.gz"
+
+
+def _json(capsys, *args: str) -> dict:
+    assert main([*args, "--format", "json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_fallback_lost_and_planner_comparison_are_the_plans_costs(capsys) -> None:
+    rep = _json(capsys, "analyze", str(TRACE))["traces"][0]
+    plan = _json(capsys, "plan", str(TRACE))
+    s, pts = rep["summary"], {p["batch_size"]: p for p in plan["costs"]["points"]}
+    fb = [st for st in rep["steps"] if st["fallback"]]
+    # each fallback loses the plan's eager cost at its batch less the plan's graph cost at its bucket
+    assert [(st["index"], st["batch_size"]) for st in fb] == [(19, 33), (24, 16), (32, 28), (35, 19)]
+    bucket = {33: 48, 16: 16, 28: 32, 19: 24}
+    for st in fb:
+        assert st["fallback_eager_us"] == pytest.approx(pts[st["batch_size"]]["eager_us"], abs=1e-3)
+        assert st["fallback_lost_us"] == pytest.approx(pts[st["batch_size"]]["eager_us"]
+                                                       - pts[bucket[st["batch_size"]]]["graph_us"], abs=1e-3)
+    assert [st["fallback_lost_us"] for st in fb] == [11141.046, 15292.759, 13178.728, 14071.753]
+    assert s["fallback_lost_us_per_step"] == 1342.107  # truth 1,480.4 (eager step in isolation less the bucket's
+    # replay, timings_serving.json 'kinds' and timings_fullrange.json): -9.3%; each step's own profiled time gave +57.7%
+    # the analysis' planner comparison prices the current list as the plan's baseline does
+    pc, cur = s["planner_comparison"], plan["baselines"]["current"]
+    assert cur["buckets"] == s["capture_sizes"] == [8, 16, 24, 32, 48, 64]
+    assert (pc["current_expected_step_us"], pc["current_padding_waste_us"]) == (cur["expected_step_us"],
+                                                                                cur["padding_waste_us"]) == (
+        9756.531, 687.429)
+    # and the list it finds is the plan's best of as many graphs
+    six = next(t for t in plan["tradeoff"] if t["graphs"] == pc["graphs"] == 6)
+    assert pc["expected_step_us"] == six["expected_step_us"] == 8857.912
+    # the padding line counts the graph steps that ran (609.8 us per step); the planner prices the fallbacks at their
+    # buckets too: 33 -> 48, 19 -> 24, 28 -> 32 add 3,106.7 us over 40 steps
+    assert s["padding_us_per_step"] == 609.762
+    assert (pc["current_padding_waste_us"] - s["padding_us_per_step"]) * 40 == pytest.approx(3106.7, abs=0.1)
