@@ -58,12 +58,26 @@ def settings_words(ps: dict) -> str:
     return " + ".join(on) if on else "no shapes, no stacks"
 
 
-def eager_basis(s) -> str:
-    """Which part of the predicted speedup is measured and which estimated, in one sentence."""
+def step_word(mode: str) -> str:
+    """What the speedup's "before" step is: ``eager step`` in an eager or compiled trace; in a trace that replays
+    graphs (``graph``, ``mixed``) the typical step already replays some, so ``step``."""
+    return "eager step" if mode in ("eager", "compiled") else "step"
+
+
+def graphs_word(mode: str) -> str:
+    """How the predicted step reads beside the step it replaces: ``with CUDA graphs`` for an eager or compiled trace;
+    ``as one FULL graph`` for a trace already replaying graphs (the prediction is the step captured whole)."""
+    return "with CUDA graphs" if mode in ("eager", "compiled") else "as one FULL graph"
+
+
+def eager_basis(s, mode: str = "eager") -> str:
+    """Which part of the predicted speedup is measured and which estimated, in one sentence (``mode``: the steps'
+    trace mode, which names the step, :func:`step_word`)."""
     graph = "graph step predicted from the GPU busy time"
+    word = step_word(mode)
     if s.eager_step_source == "measured":
-        return f"eager step measured: {s.observed_step_us:,.0f} us observed ({s.step_us_median:,.0f} us profiled); {graph}"
-    return (f"eager step estimated: {s.step_us_median:,.0f} us profiled less {s.profiler_overhead_us_per_event:.3g} us "
+        return f"{word} measured: {s.observed_step_us:,.0f} us observed ({s.step_us_median:,.0f} us profiled); {graph}"
+    return (f"{word} estimated: {s.step_us_median:,.0f} us profiled less {s.profiler_overhead_us_per_event:.3g} us "
             f"({s.profiler_overhead_us_per_event_low:.3g}-{s.profiler_overhead_us_per_event_high:.3g}) per recorded "
             f"host event for the profiler ({settings_words(s.profiler_settings)}); {graph}")
 
@@ -194,7 +208,7 @@ def step_verdict(s, mode: str) -> tuple[str, str]:
     if peer >= max(host_side, 0.15):
         return "waiting for peers", (f"collectives wait for other ranks {peer:.0%} of the step; host-side idle "
                                      f"{host_side:.0%}; CUDA graphs on every rank predicted {speedup_text(s)}; "
-                                     f"{split}; {eager_basis(s)}")
+                                     f"{split}; {eager_basis(s, mode)}")
     if stall_share >= HOST_STALL_SHARE and s.host_stall_us_per_step >= 0.5 * host_side * s.step_us_median:
         inside = s.host_stall_in_graph_us_per_step >= 0.5 * s.host_stall_us_per_step
         where = ("inside the captured forward: a FULL graph replays it without its Python, so the stall goes"
@@ -203,15 +217,15 @@ def step_verdict(s, mode: str) -> tuple[str, str]:
             f"the host thread sits {s.host_stall_us_per_step:,.0f} us per step ({stall_share:.0%} of the step) in "
             f"{s.host_stall_frame or 'a range'} with no op, launch or Python call recorded under it while the GPU "
             f"idles; {where}; CUDA graphs predicted to take the step from {real:,.0f} us to "
-            f"{s.predicted_graph_step_us_median:,.0f} us: {speedup_text(s)}; {split}; {eager_basis(s)}")
+            f"{s.predicted_graph_step_us_median:,.0f} us: {speedup_text(s)}; {split}; {eager_basis(s, mode)}")
     if host_side >= LAUNCH_BOUND_IDLE_FRACTION or s.predicted_speedup >= 1.2:
         return "launch-bound" + part, (
             f"the GPU idles {s.gpu_idle_fraction:.0%} of each step, {host_side:.0%} waiting for the CPU; CUDA graphs "
             f"predicted to take the step from {real:,.0f} us to {s.predicted_graph_step_us_median:,.0f} us: "
-            f"{speedup_text(s)}; {split}; {eager_basis(s)}")
+            f"{speedup_text(s)}; {split}; {eager_basis(s, mode)}")
     return "GPU-bound" + part, (f"the GPU is busy {1 - s.gpu_idle_fraction:.0%} of each step; CUDA graphs predicted "
                                 f"{speedup_text(s)} ({s.predicted_graph_step_us_median:,.0f} us per step); {split}; "
-                                f"{eager_basis(s)}")
+                                f"{eager_basis(s, mode)}")
 
 
 def group_summary(s, group: dict):

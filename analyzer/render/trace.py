@@ -5,7 +5,7 @@ from ..engines import LABELS
 from ..gaps import CAUSES
 from .table import table as _table
 from ..report import TraceReport
-from ..verdict import batch_basis, capture_sizes_basis, fallback_basis, padding_basis
+from ..verdict import batch_basis, capture_sizes_basis, fallback_basis, graphs_word, padding_basis, step_word
 
 
 def _short(name: str, n: int = 60) -> str:
@@ -68,15 +68,15 @@ def _facts(rep: TraceReport) -> list[tuple[str, str]]:
                          f"p99 {s.launch_delay_us_p99:,.1f} us"),
         ("predicted CUDA-graph step", f"{s.predicted_graph_step_us_median:,.1f} us -> speedup "
                                       f"{s.predicted_speedup:.2f}x ({s.predicted_speedup_low:.2f}-"
-                                      f"{s.predicted_speedup_high:.2f}x; {s.eager_step_source} eager step; "
+                                      f"{s.predicted_speedup_high:.2f}x; {s.eager_step_source} {step_word(rep.mode)}; "
                                       f"vs profiled step {s.predicted_speedup_profiled:.2f}x; node cost "
                                       f"{s.node_us:.3g} us from {s.node_us_source})"),
     ]
     if s.decode_tpot_ms_before is not None:
         tps = (f"; {s.decode_tokens_per_s_before:,.0f} -> {s.decode_tokens_per_s_after:,.0f} tokens/s at batch "
                f"{s.decode_batch_size}" if s.decode_tokens_per_s_before is not None else "")
-        facts.append(("decode TPOT", f"{s.decode_tpot_ms_before:,.2f} ms -> {s.decode_tpot_ms_after:,.2f} ms with "
-                                     f"CUDA graphs{tps}"))
+        facts.append(("decode TPOT", f"{s.decode_tpot_ms_before:,.2f} ms -> {s.decode_tpot_ms_after:,.2f} ms "
+                                     f"{graphs_word(rep.mode)}{tps}"))
     if s.host_stall_us_per_step > 0:
         facts.append(("host stalls", f"{s.host_stall_us_per_step:,.1f} us per step, "
                                      f"{s.host_stall_in_graph_us_per_step:,.1f} inside the captured forward; "

@@ -10,7 +10,7 @@ import streamlit as st
 
 from launchgap.engines import LABELS
 from launchgap.report import SCHEMA, with_observed_step
-from launchgap.verdict import batch_basis, capture_sizes_basis, fallback_basis, headline, padding_basis
+from launchgap.verdict import batch_basis, capture_sizes_basis, fallback_basis, graphs_word, headline, padding_basis
 from launchgap.dashboard import session
 from launchgap.dashboard.capture import auto_pick, capture_entries, pairing
 from launchgap.dashboard.charts import ZOOM_OPS, coverage_strip_figure, first_ops_end_us, gap_histogram_figure, host_phases_figure, \
@@ -87,14 +87,14 @@ if s.decode_tpot_ms_before is not None:
     d_ms = s.decode_tpot_ms_after - s.decode_tpot_ms_before
     gain = abs(d_ms) >= 0.005  # below what the tile prints: no arrow (a red "+0.00" on a graphed trace misleads)
     t1.metric("Time per output token", f"{s.decode_tpot_ms_before:,.2f} ms",
-              delta=f"{d_ms:+,.2f} ms with CUDA graphs" if gain else None, delta_color="inverse",
+              delta=f"{d_ms:+,.2f} ms {graphs_word(rep.mode)}" if gain else None, delta_color="inverse",
               help="A decode step gives each sequence one token: TPOT is the decode step (measured, else the "
                    "unprofiled estimate); with graphs, the predicted FULL-graph step.")
     if s.decode_tokens_per_s_before is not None:
         t2.metric(f"Tokens/s at batch {s.decode_batch_size}", f"{s.decode_tokens_per_s_before:,.0f}",
-                  delta=f"{s.decode_tokens_per_s_after - s.decode_tokens_per_s_before:+,.0f} with CUDA graphs"
+                  delta=f"{s.decode_tokens_per_s_after - s.decode_tokens_per_s_before:+,.0f} {graphs_word(rep.mode)}"
                   if gain else None, help="Batch over the decode step, before and after.")
-    t3.caption(md_escape(f"With CUDA graphs: {s.decode_tpot_ms_after:,.2f} ms per token"
+    t3.caption(md_escape(f"{graphs_word(rep.mode).capitalize()}: {s.decode_tpot_ms_after:,.2f} ms per token"
                          + (f", {s.decode_tokens_per_s_after:,.0f} tokens/s." if s.decode_tokens_per_s_after else ".")
                          if gain else "A FULL graph predicts no change to these decode steps."))
 

@@ -114,6 +114,11 @@ def test_host_time_between_steps_exact(serving_trace: Path) -> None:
     assert s.async_hidden_us_per_step == 8.0
     text = render_trace(rep)
     assert "would hide up to 8.0 us per step" in text and "Padding by bucket" in text and "Fallbacks" in text
+    # the trace replays graphs: its typical step is not an eager one, and the prediction is the step as one FULL graph
+    assert rep.mode == "mixed"
+    assert "10.0 us -> speedup 2.05x (1.99-2.12x; estimated step; vs profiled step 2.05x;" in text
+    assert "decode TPOT                  0.02 ms -> 0.01 ms as one FULL graph;" in text
+    assert "; step estimated: 20 us profiled less 0 us (0-0) per recorded host event" in s.verdict_detail
 
 
 def test_capture_sizes_flag_and_inferred(tmp_path: Path) -> None:
