@@ -105,7 +105,9 @@ def padding_basis(s) -> str:
 
 
 #: How each ``capture_sizes_source`` reads: a list given, read from the trace, assumed or inferred.
-_CAPTURE_SOURCE_WORDS = {"flag": "given", "config": "given", "markers": "from the trace",
+_CAPTURE_SOURCE_WORDS = {"flag": "given", "config": "given",
+                         # markers show only the buckets that ran: the server may capture more sizes
+                         "markers": "from the trace, the sizes that ran",
                          "default": "assumed, the trace does not state it", "inferred": "inferred, a lower bound"}
 
 

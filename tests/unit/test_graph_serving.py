@@ -94,7 +94,10 @@ def test_fallbacks_buckets_padding_exact(serving_trace: Path) -> None:
     assert s.fallback_lost_us_per_step == pytest.approx((50.0 - 10.0) / 4)
     assert rep.steps[2].fallback_cause == "the step marker names it eager (decode_step[bs=2 eager])"
     assert s.verdict_detail.startswith("1 of 4 decode steps fell back to eager although a captured size fits them "
-                                       "(steps 2; capture sizes from the trace): 10 us lost per step of the trace")
+                                       "(steps 2; capture sizes from the trace, the sizes that ran): 10 us lost per step of "
+                                       "the trace")
+    assert "capture sizes       [4] (from the trace, the sizes that ran: the padded sizes the step markers write)" in \
+        render_trace(rep)
 
 
 def test_host_time_between_steps_exact(serving_trace: Path) -> None:
