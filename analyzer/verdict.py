@@ -42,7 +42,9 @@ GROUP_FIELDS = (
     "estimated_unprofiled_step_us_median", "estimated_unprofiled_step_us_low", "estimated_unprofiled_step_us_high",
     "predicted_speedup", "predicted_speedup_low", "predicted_speedup_high",
     "host_stall_us_per_step", "host_stall_in_graph_us_per_step", "host_stall_frame",
-    "graph_removes_host_us_per_step", "graph_keeps_host_us_per_step", "batch_sizes", "decode_batch_size")
+    "graph_removes_host_us_per_step", "graph_keeps_host_us_per_step", "batch_sizes", "decode_batch_size",
+    # only an eager decode group of a trace that replays graphs carries it ("eager curve"); others take the trace's
+    "eager_step_source")
 
 
 def speedup_text(s) -> str:
@@ -75,6 +77,10 @@ def eager_basis(s, mode: str = "eager") -> str:
     trace mode, which names the step, :func:`step_word`)."""
     graph = "graph step predicted from the GPU busy time"
     word = step_word(mode)
+    if s.eager_step_source == "eager curve":
+        return (f"eager step from the eager curve at the steps' batches, {s.estimated_unprofiled_step_us_median:,.0f} "
+                f"us (the cost launchgap plan gives an eager step; among graph replays the profiled "
+                f"{s.step_us_median:,.0f} us window is no measure of it); {graph}")
     if s.eager_step_source == "measured":
         return f"{word} measured: {s.observed_step_us:,.0f} us observed ({s.step_us_median:,.0f} us profiled); {graph}"
     return (f"{word} estimated: {s.step_us_median:,.0f} us profiled less {s.profiler_overhead_us_per_event:.3g} us "
@@ -183,9 +189,10 @@ def graph_split_text(s, graphed: bool = False) -> str:
     stall, inside = s.host_stall_us_per_step, s.host_stall_in_graph_us_per_step
     removes = f"a FULL graph removes {s.graph_removes_host_us_per_step:,.0f} us of host time per step"
     if graphed:
-        removes = (f"the steps already replay FULL graphs: the {s.graph_removes_host_us_per_step:,.0f} us per step "
-                   f"between the step and its predicted FULL graph is mostly the profiler's cost inside the replays, "
-                   f"not host time a graph would remove")
+        removes = "the steps already replay FULL graphs: a graph removes no more host time"
+        if s.graph_removes_host_us_per_step >= 0.5:
+            removes += (f" (the {s.graph_removes_host_us_per_step:,.0f} us per step between the step and its predicted "
+                        f"FULL graph is mostly the profiler's cost inside the replays)")
     elif inside > 0:
         removes += f" (with {inside:,.0f} us of host stall inside the captured forward)"
     keeps = f"keeps {s.graph_keeps_host_us_per_step:,.0f} us"

@@ -122,6 +122,24 @@ def test_host_time_between_steps_exact(serving_trace: Path) -> None:
     assert "10.0 us -> speedup 2.05x (1.99-2.12x; estimated step; vs profiled step 2.05x;" in text
     assert "decode TPOT                  0.02 ms -> 0.01 ms as one FULL graph;" in text
     assert "; step estimated: 20 us profiled less 0 us (0-0) per recorded host event" in s.verdict_detail
+    # the eager decode group (a fallback at bs 2, an uncaptured size at bs 6) among graph replays: its step is the
+    # eager curve at bs 2 and 6 (50 us each), not its profiled windows (31 and 32 us); the predicted FULL graph at
+    # those sizes 8.36 and 12.36 us, median 10.36: 50 / 10.36 = 4.826x, the graph step's +-3.1% band alone
+    full, eager = s.step_groups
+    assert full["verdict_detail"].startswith("1 graph launch(es) per step replay 10 kernels; 0 eager launches left per "
+                                             "step; GPU idle 0% of the step; the steps already replay FULL graphs: a "
+                                             "graph removes no more host time; keeps 80 us")
+    assert "eager_step_source" not in full
+    assert {k: eager[k] for k in ("eager_step_source", "estimated_unprofiled_step_us_median", "step_us_median",
+                                  "predicted_graph_step_us_median", "predicted_speedup", "predicted_speedup_low",
+                                  "predicted_speedup_high")} == {
+        "eager_step_source": "eager curve", "estimated_unprofiled_step_us_median": 50.0, "step_us_median": 31.5,
+        "predicted_graph_step_us_median": 10.36, "predicted_speedup": 4.826, "predicted_speedup_low": 4.681,
+        "predicted_speedup_high": 4.981}
+    assert eager["verdict_detail"].endswith(
+        "eager step from the eager curve at the steps' batches, 50 us (the cost launchgap plan gives an eager step; "
+        "among graph replays the profiled 32 us window is no measure of it); graph step predicted from the GPU busy "
+        "time")
 
 
 def test_capture_sizes_flag_and_inferred(tmp_path: Path) -> None:
