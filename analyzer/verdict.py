@@ -104,10 +104,11 @@ def padding_basis(s) -> str:
     points = src.removesuffix("-estimate").replace("+", " and ")
     if not src.endswith("-estimate"):
         return f"measured: every padded batch and bucket has its own cost, from {points}"
-    return (f"estimated from {points}: {s.padding_estimated_steps} padded batches lie between measured sizes and are "
-            f"costed as the next one (GPU tiles); {s.padding_us_per_step_low:,.1f}-{s.padding_us_per_step_high:,.1f} "
-            f"us if the cost rises in between. Harness FULL-graph timings at every size (launchgap record --modes "
-            f"graph --batch-sizes 1..N, then analyze --graph-timings) make it exact")
+    return (f"estimated: {s.padding_estimated_steps} padded batch{'es' if s.padding_estimated_steps != 1 else ''} "
+            f"not measured, costed on the batch-scaling model of the trace's kernels through the sizes measured by "
+            f"the {points}; band {s.padding_us_per_step_low:,.1f}-{s.padding_us_per_step_high:,.1f} us per step (the "
+            f"curve's measured error over the distance from batch to bucket). Harness FULL-graph timings at every "
+            f"size (launchgap record --modes graph --batch-sizes 1..N, then analyze --graph-timings) make it exact")
 
 
 #: How each ``capture_sizes_source`` reads: a list given, read from the trace, assumed or inferred.

@@ -16,7 +16,7 @@ from launchgap.engines import parse_server_config
 from launchgap.render import render_trace
 from launchgap.report import AnalysisOptions, analyze_trace
 from launchgap.steps import assign_rows_to_steps, find_steps
-from launchgap.verdict import capture_sizes_basis
+from launchgap.verdict import capture_sizes_basis, padding_basis
 from tests.unit.kineto_tiny import HOST_PID, HOST_TID, ann, cpu_op, kernel, launch, write
 
 NO_PROFILER_COST = PredictionModel(profiler_us_per_host_event=0.0)
@@ -80,6 +80,11 @@ def test_fallbacks_buckets_padding_exact(serving_trace: Path) -> None:
                                                                        pytest.approx(high / 4, abs=1e-3))
     assert s.padding_estimated_steps == 1  # bs 3: its own cost is bounded, not measured
     assert s.padding_cost_source == "trace-estimate"
+    # what the basis says is what was done: bs 3 costed on the batch-scaling model between the measured 2 and 4
+    assert padding_basis(s).startswith(
+        f"estimated: 1 padded batch not measured, costed on the batch-scaling model of the trace's kernels through the "
+        f"sizes measured by the trace; band {low / 4:,.1f}-{high / 4:,.1f} us per step (the curve's measured error over "
+        f"the distance from batch to bucket)")
     # the fallback's eager cost is the eager curve's at bs 2, the cost the planner gives an eager step: 7 kernels per
     # step x the 7.95 us prior (too few launches to measure the host's own), scaled to the two eager steps' own
     # costs (their 50 us CPU ranges, no profiler cost): 50 us; less cost(4) = 10
