@@ -219,9 +219,13 @@ def step_verdict(s, mode: str) -> tuple[str, str]:
     stall_share = s.host_stall_us_per_step / s.step_us_median if s.step_us_median > 0 else 0.0
     part = "" if mode == "eager" else " (partly graphed)"
     if mode == "graph":
+        # eager steps among the replays (fallbacks, uncaptured sizes) idle most: the FULL-graph steps' own idle apart
+        full = [g for g in s.step_groups if g["graph_coverage"] == "full"]
+        own = (f" ({full[0]['gpu_idle_fraction']:.0%} in its {full[0]['steps']} FULL-graph steps)"
+               if len(full) == 1 and len(s.step_groups) > 1 else "")
         return "already graphed", (f"{s.graph_launches_per_step_median:g} graph launch(es) per step replay "
                                    f"{s.kernels_per_step_median:g} kernels; {resid:g} eager launches left per step; "
-                                   f"GPU idle {s.gpu_idle_fraction:.0%} of the step; {split}")
+                                   f"GPU idle {s.gpu_idle_fraction:.0%} of the step{own}; {split}")
     if peer >= max(host_side, 0.15):
         return "waiting for peers", (f"collectives wait for other ranks {peer:.0%} of the step; host-side idle "
                                      f"{host_side:.0%}; CUDA graphs on every rank predicted {speedup_text(s)}; "
