@@ -94,7 +94,7 @@ if s.decode_tpot_ms_before is not None:
         t2.metric(f"Tokens/s at batch {s.decode_batch_size}", f"{s.decode_tokens_per_s_before:,.0f}",
                   delta=f"{s.decode_tokens_per_s_after - s.decode_tokens_per_s_before:+,.0f} {graphs_word(rep.mode)}"
                   if gain else None, help="Batch over the decode step, before and after.")
-    t3.caption(md_escape(f"{graphs_word(rep.mode).capitalize()}: {s.decode_tpot_ms_after:,.2f} ms per token"
+    t3.caption(md_escape(f"{graphs_word(rep.mode)[0].upper()}{graphs_word(rep.mode)[1:]}: {s.decode_tpot_ms_after:,.2f} ms per token"
                          + (f", {s.decode_tokens_per_s_after:,.0f} tokens/s." if s.decode_tokens_per_s_after else ".")
                          if gain else "A FULL graph predicts no change to these decode steps."))
 

@@ -63,6 +63,8 @@ def test_graph_mode_serving_section() -> None:
         7928.15, 7893.947, 7740.246, 7893.947]
     assert metrics["Fallback time lost per step"] == "655 us"
     captions = [c.value.replace("\\", "") for c in at.caption]
+    # a trace that already replays graphs: the prediction is its step as one FULL graph, not "with CUDA graphs"
+    assert any(c.startswith("As one FULL graph: 2.62 ms per token") for c in captions), captions
     assert any(c.startswith("Time lost = eager step - graph at bucket: estimated: each fallback's eager step is the "
                             "eager curve at its batch (estimated: 739 kernels per step x 14.2 us per launch") for c in
                captions), captions
