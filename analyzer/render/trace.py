@@ -190,7 +190,8 @@ def _serving_lines(rep: TraceReport, markdown: bool) -> list[str]:
         else:
             facts.append(("eager fallbacks", "none"))
         if s.uncaptured_steps:
-            facts.append(("uncaptured sizes", f"{len(s.uncaptured_steps)} steps above the largest captured size "
+            k = len(s.uncaptured_steps)
+            facts.append(("uncaptured sizes", f"{k} step{'s' if k != 1 else ''} above the largest captured size "
                                               f"(steps {', '.join(map(str, s.uncaptured_steps))})"))
     if s.padding_unknown_reason:
         facts.append(("padding", f"unknown: {s.padding_unknown_reason}"))

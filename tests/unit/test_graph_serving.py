@@ -122,6 +122,7 @@ def test_host_time_between_steps_exact(serving_trace: Path) -> None:
     assert s.async_hidden_us_per_step == 8.0
     text = render_trace(rep)
     assert "would hide up to 8.0 us per step" in text and "Padding by bucket" in text and "Fallbacks" in text
+    assert "uncaptured sizes    1 step above the largest captured size (steps 3)" in text
     # the trace replays graphs: its typical step is not an eager one, and the prediction is the step as one FULL graph
     assert rep.mode == "mixed"
     assert "10.0 us -> speedup 2.05x (1.99-2.12x; estimated step; vs profiled step 2.05x;" in text
