@@ -169,10 +169,14 @@ def render_plan(plan: Plan, markdown: bool = False, notes: list[str] | None = No
     ]
     x = plan.extrapolation
     if x is not None:
+        if x["expected_step_us_low"] == x["expected_step_us_high"]:  # only the default lists' buckets reach there
+            said = ("the plan's expected step does not depend on them (only the server lists' buckets above the "
+                    "largest batch reach there)")
+        else:
+            said = (f"expected step {x['expected_step_us_low']:,.1f} to {x['expected_step_us_high']:,.1f} us if costs "
+                    f"grow {x['band_factors'][0]:g}x to {x['band_factors'][1]:g}x as fast as fitted")
         facts.append(("above the costs", f"bs {_list(x['batch_sizes'], 8)} extrapolated from bs {x['top_batch_size']}: "
-                                         f"expected step {x['expected_step_us_low']:,.1f} to "
-                                         f"{x['expected_step_us_high']:,.1f} us if costs grow "
-                                         f"{x['band_factors'][0]:g}x to {x['band_factors'][1]:g}x as fast as fitted"))
+                                         f"{said}"))
     if markdown:
         lines += table(["", ""], [[k, v] for k, v in facts], True, indent="  ")
     else:

@@ -146,3 +146,15 @@ def test_a_log_without_a_list_takes_its_versions_default(capsys):
     notes = json.loads(capsys.readouterr().out)["warnings"]
     assert ("the log names no capture list: the vLLM default's largest size 256 (V0 engine (up to 0.10); the log's "
             "version 0.6.4.post1) is taken as the ceiling (batches above it ran eager)") in notes
+
+
+def test_extrapolation_only_the_server_lists_need_says_so(capsys):
+    # the SGLang TP2 log's batches reach 89; vLLM's default list buckets 89 at 96, above the log's costs: the plan's
+    # own expected step does not use 96, so its band is a point and the text says why instead of "7,925.8 to 7,925.8"
+    assert main(["plan", "--server-log", str(LOGS / "sglang-0.5.9-tp2-ceiling.log.gz")]) == 0
+    out = capsys.readouterr().out
+    assert ("  above the costs    bs [96] extrapolated from bs 89: the plan's expected step does not depend on them "
+            "(only the server lists' buckets above the largest batch reach there)") in out
+    assert main(["plan", "--server-log", str(LOGS / "sglang-0.5.9-tp2-ceiling.log.gz"), "--format", "json"]) == 0
+    x = json.loads(capsys.readouterr().out)["extrapolation"]
+    assert (x["batch_sizes"], x["expected_step_us_low"], x["expected_step_us_high"]) == ([96], 7925.774, 7925.774)
