@@ -45,6 +45,7 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
+from .costmodel import KERNEL_CLASSES, classify_kernels
 from .errors import InputError
 from .trace import Kind, Trace
 
@@ -210,8 +211,8 @@ def model_class(trace: Trace, row_step: np.ndarray) -> str | None:
     """``"Llama ~70B-class"``: the parameters one step's matrix multiplies read (the weights of every layer and
     the LM head, from the ops' recorded Input Dims; times the tensor-parallel world size: each rank holds a
     shard), rounded to a model class, with the family a Python frame or module names. ``None`` without
-    recorded shapes (``record_shapes`` off); a mixture of experts (MoE kernels: its experts are not linear
-    ops) is named ``MoE`` without a size; under :data:`MIN_MODEL_PARAMS` only the family is named.
+    recorded shapes (``record_shapes`` off); a mixture of experts (MoE kernels or grouped expert GEMMs,
+    :func:`launchgap.costmodel.classify_kernels`: its experts are not linear ops) is named ``MoE`` without a size; under :data:`MIN_MODEL_PARAMS` only the family is named.
     The label only: the workload id does not depend on it."""
     cpu = (trace.kind == Kind.CPU_OP) & (row_step >= 0) & (trace.dims_id >= 0)  # a mask: millions of CPU ops
     ids = np.flatnonzero(trace.name_counts(cpu))
@@ -236,7 +237,10 @@ def model_class(trace: Trace, row_step: np.ndarray) -> str | None:
     b = params / 1e9
     size = f"{b:.0f}B" if b >= 10 else f"{b:.1f}B" if b >= 1 else f"{params / 1e6:.0f}M"
     kern = np.flatnonzero(trace.name_counts(trace.kind == Kind.KERNEL))
-    moe = any("moe" in str(names[i]).lower() for i in kern.tolist())  # experts run outside aten::linear
+    # experts run outside aten::linear (fused MoE kernels, or grouped GEMMs the cost model classes as experts):
+    # the linear ops' parameters are then the dense part only, no model class
+    moe = any("moe" in str(names[i]).lower() for i in kern.tolist()) or \
+        bool((classify_kernels(names[kern]) == KERNEL_CLASSES.index("expert")).any())
     family = None
     texts = [str(x) for x in trace.python_calls.names] + [str(names[i]) for i in np.flatnonzero(
         trace.name_counts(trace.kind == Kind.CPU_OP)).tolist() if str(names[i]).startswith("nn.Module")]

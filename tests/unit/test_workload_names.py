@@ -49,3 +49,13 @@ def test_gpu_short_names() -> None:
     assert [gpu_short_name(n) for n in ("NVIDIA H100 80GB HBM3", "AMD Instinct MI300X", "NVIDIA H200", "Test GPU",
                                          "NVIDIA GeForce RTX 4090")] == ["H100", "MI300X", "H200", "Test GPU",
                                                                          "RTX 4090"]
+
+
+def test_a_mixture_of_experts_by_its_grouped_gemm_is_named_moe_without_a_size(tmp_path: Path) -> None:
+    # transformers' grouped_mm experts: a CUTLASS kernel with GroupProblemShape in its name, no "moe" in it; the
+    # linear ops' 302M weights are the dense part only, so no class is read from them
+    expert = "cutlass::device_kernel<GemmUniversal<cutlass::gemm::GroupProblemShape<cute::tuple<int, int, int>>>>"
+    ev = _events(0) + [launch(31.0, 2.0, 3), kernel(35.0, 5.0, 3, expert, device=0)]
+    props = [{"id": 0, "name": "NVIDIA H200"}]
+    w = analyze_trace(load_trace(write(tmp_path, ev, deviceProperties=props))).workload
+    assert w.label == "Llama MoE · H200 · 3 kernels/step (0 besides GEMM/attention)"
