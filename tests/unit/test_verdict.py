@@ -155,3 +155,16 @@ def test_compiled_llama_unprofiled_step_and_speedup_against_the_truth() -> None:
         assert rep.mode == "compiled"
         assert abs(s.estimated_unprofiled_step_us_median / t["eager_us"] - 1) < 0.015
         assert abs(s.predicted_speedup / (t["eager_us"] / t["graph_us"]) - 1) < 0.015
+
+
+def test_host_idle_is_read_on_the_unprofiled_step() -> None:
+    from launchgap.verdict import unprofiled_host_idle_fraction
+
+    # a 10,000 us profiled step idles 46% host-side; its unprofiled estimate is 5,400 us: the profiler's 4,600 us
+    # slowed the host, so 4,600 - 4,600 = 0 us of that idle is left: 0% of the real step
+    assert unprofiled_host_idle_fraction(10_000.0, 0.46, 5_400.0) == 0.0
+    # 90% host-side idle, 2,000 us real: 9,000 - 8,000 = 1,000 us of the real 2,000: 50%
+    assert unprofiled_host_idle_fraction(10_000.0, 0.90, 2_000.0) == pytest.approx(0.5)
+    # no unprofiled estimate (or a real step above the profiled one: nothing taken off): the profiled share
+    assert unprofiled_host_idle_fraction(10_000.0, 0.30, None) == 0.30
+    assert unprofiled_host_idle_fraction(10_000.0, 0.30, 12_000.0) == pytest.approx(3_000 / 12_000)
