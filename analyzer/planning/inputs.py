@@ -221,7 +221,11 @@ def costs_from_curves(traces: Sequence[TraceSteps]) -> CostTable:
                                    np.concatenate([t.eager.us, np.full(top - t.eager.us.size, t.eager.us[-1])])
                                    for t in eag]), axis=0)
         e_src = tuple("predicted" for _ in e_sizes)
-        notes.append(f"eager costs {eag[0].eager.detail} ({eag[0].name}): an uncaptured size runs eager")
+        if len(eag) == 1:
+            notes.append(f"eager costs {eag[0].eager.detail} ({eag[0].name}): an uncaptured size runs eager")
+        else:  # each trace's own estimate, named: the median of them is the plan's
+            notes.append(f"eager costs: the median over {len(eag)} traces' eager curves (an uncaptured size runs "
+                         f"eager): " + "; ".join(f"{t.name}: {t.eager.detail}" for t in eag))
     notes.append("trace costs are profiled steps' kernels and step times, scaled to estimated unprofiled ones; "
                  "harness timings (launchgap record) are more accurate")
     n_graph = sum(t.mode not in ("eager", "compiled") for t in traces)

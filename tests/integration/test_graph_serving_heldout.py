@@ -160,3 +160,22 @@ def test_steps_that_replay_full_graphs_gain_nothing_from_one() -> None:
     full, eager = groups["full"], groups["eager"]
     assert (full["predicted_speedup"], full["predicted_speedup_low"], full["predicted_speedup_high"]) == (1.0, 1.0, 1.0)
     assert eager["predicted_speedup"] > 2.0
+
+
+def test_plan_from_two_graph_traces_names_each_eager_estimate(tmp_path, capsys) -> None:
+    """Two graph-only traces of one server: the plan's eager cost is the median of their eager curves, and its note
+    names each trace with its own estimate (it named the first trace only)."""
+    import shutil
+
+    from launchgap.cli import main
+
+    src = HELD / "serving" / "3b_serving_serve.json.gz"
+    a, b = tmp_path / "server-a.json.gz", tmp_path / "server-b.json.gz"
+    shutil.copy(src, a)
+    shutil.copy(src, b)
+    assert main(["plan", str(a), str(b), "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    eager = [n for n in d["costs"]["warnings"] if n.startswith("eager costs")]
+    assert len(eager) == 1 and eager[0].startswith("eager costs: the median over 2 traces' eager curves")
+    assert f"{a}: estimated: 1,307 kernels per step x 25.9 us per launch" in eager[0]
+    assert f"{b}: estimated: 1,307 kernels per step x 25.9 us per launch" in eager[0]
