@@ -631,7 +631,8 @@ def _not_one_each(said: str | None, kp: _KernelPhases, i: int) -> str:
         return (f"a mixed step ({kp.decode_kernel[i]} runs only in decode, {kp.prefill_kernel[i]} only in "
                 f"prefill)")
     if kp.phase[i] == "decode":
-        return f"a decode step whose {kp.decode_kernel[i]} also runs several tokens per request (speculative decoding)"
+        return (f"a decode step whose {kp.decode_kernel[i]} may run several tokens per request (speculative "
+                f"decoding's draft tokens, beam search's beams)")
     return "no sampler kernel and no attention kernel that runs in one phase only"
 
 

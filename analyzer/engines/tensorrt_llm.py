@@ -164,10 +164,19 @@ def config_snippet(buckets: list[int], padding: str) -> str:
 TOKEN_KERNELS = None
 #: Kernels launched with one block per sequence (grid x = the step's requests); ``None``: none known.
 REQUEST_KERNELS = None
-#: Attention kernels of TensorRT-LLM's own that run in one phase only: none read yet (its context FMHA, XQA and
-#: masked multi-head attention kernels were not checked); its generated Blackwell FMHA kernels, which name their
-#: phase, are in :mod:`launchgap.engines.attention`.
-PHASE_KERNELS: tuple[PhaseKernel, ...] = ()
+#: Attention kernels of TensorRT-LLM's own that run in one phase only: the masked multi-head attention kernel
+#: (``tensorrt_llm::kernels::mmha::masked_multihead_attention_kernel``), which ``AttentionOp::enqueueGeneration``
+#: (and the TensorRT plugin's ``GPTAttentionPluginCommon::enqueueGeneration``) launches through
+#: ``fusedQKV_masked_attention_dispatch``: generation only, one row per sequence and beam (so not one token per
+#: request under beam search). Not read, so not matched: its context FMHA (``fmha_v2_*``) and XQA kernels. Its
+#: generated Blackwell FMHA kernels, which name their phase, are in
+#: :mod:`launchgap.engines.attention`.
+PHASE_KERNELS: tuple[PhaseKernel, ...] = (
+    PhaseKernel(re.compile(r"\bmmha::masked_multihead_attention_kernel\b"), "decode", False,
+                "NVIDIA/TensorRT-LLM cpp/tensorrt_llm/common/attentionOp.cpp and "
+                "plugins/gptAttentionCommon/gptAttentionCommon.cpp (enqueueGeneration -> "
+                "fusedQKV_masked_attention_dispatch; rows batch x beam)"),
+)
 
 
 #: Host work between iterations, by name (:mod:`launchgap.host_gaps`; innermost match wins), as Python

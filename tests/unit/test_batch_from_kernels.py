@@ -31,6 +31,9 @@ PAGED_PREFILL = ("void flashinfer::BatchPrefillWithPagedKVCacheKernel<flashinfer
 RAGGED = "void flashinfer::BatchPrefillWithRaggedKVCacheKernel<flashinfer::KernelTraits<(flashinfer::MaskMode)1>>"
 CONTEXT = "fmhaSm100aKernel_QkvE4m3OBfloat16H64PagedKvCausalP16VarSeqQ128Kv128PersistentContext"
 GEN = "fmhaSm100fKernel_QkvE4m3OBfloat16H64PagedKvCausalP16VarSeqQ8Kv128StaticSwapsAbForGen"
+MMHA = ("void tensorrt_llm::kernels::mmha::masked_multihead_attention_kernel<__nv_bfloat16, __nv_bfloat16, "
+        "tensorrt_llm::kernels::KVBlockArray, 128u, 8u>(tensorrt_llm::kernels::Multihead_attention_params"
+        "<__nv_bfloat16, false>, tensorrt_llm::kernels::KVBlockArray)")
 FA2 = "void flash::flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, cutlass::bfloat16_t>>"
 ARGMAX = "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::ArgMaxOps<float>>>"
 
@@ -121,8 +124,14 @@ NO_SAMPLER = "no sampler kernel and no attention kernel that runs in one phase o
     (300, 9, False, (DECODE, PAGED_PREFILL), 9, "mixed", "kernel_grid:at::native::reduce_kernel", "medium", None),
     # a decode kernel that also verifies draft tokens (speculative decoding): decode, the tokens are not the batch
     (32, None, True, (GEN,), -1, "decode", "none", None,
-     f"a decode step whose {GEN} also runs several tokens per request (speculative decoding): the grid of "
-     f"vllm::reshape_and_cache_flash_kernel in a graph replay is the captured size 32, not its requests"),
+     f"a decode step whose {GEN} may run several tokens per request (speculative decoding's draft tokens, beam "
+     f"search's beams): the grid of vllm::reshape_and_cache_flash_kernel in a graph replay is the captured size 32, "
+     f"not its requests"),
+    # TensorRT-LLM's masked multi-head attention: generation only, one row per sequence and beam
+    (24, None, False, (MMHA,), -1, "decode", "none", None,
+     "a decode step whose tensorrt_llm::kernels::mmha::masked_multihead_attention_kernel may run several tokens per "
+     "request (speculative decoding's draft tokens, beam search's beams): the grid of "
+     "vllm::reshape_and_cache_flash_kernel counts its 24 tokens, not its requests"),
     # only kernels that run in every phase (FlashAttention's split-KV, FlashInfer's batch prefill): ambiguous
     (1049, None, False, (FA2,), -1, None, "none", None,
      f"{NO_SAMPLER}: the grid of vllm::reshape_and_cache_flash_kernel counts its 1,049 tokens, not its requests"),
@@ -132,6 +141,7 @@ NO_SAMPLER = "no sampler kernel and no attention kernel that runs in one phase o
      f"{NO_SAMPLER}: the grid of vllm::reshape_and_cache_flash_kernel in a graph replay is the captured size 8, "
      f"not its requests"),
 ], ids=["decode-sampler", "prefill-flashinfer", "prefill-trtllm-gen", "mixed", "mixed-sampler", "decode-spec",
+        "decode-trtllm-mmha",
         "ambiguous-fa2", "ambiguous-flashinfer-paged", "ambiguous-replay"])
 def test_phase_and_batch_from_attention_kernels(tmp_path: Path, tokens: int, seqs: int | None, graph: bool,
                                                 attention: tuple[str, ...], batch: int, phase: str | None,
