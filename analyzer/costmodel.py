@@ -780,6 +780,12 @@ class EagerCurve:
     source: str
     detail: str
 
+    def at(self, batch) -> np.ndarray:
+        """The eager step (us) at each batch size (sizes above the curve take its last size's, as
+        :meth:`CostCurve.at`)."""
+        b = np.asarray(batch, dtype=np.int64)
+        return self.us[np.clip(b, 1, self.us.size) - 1] if self.us.size else np.full(b.shape, np.nan)
+
 
 def eager_curve(graph: CostCurve, kernels_per_step: float, eager_bs: np.ndarray, eager_us: np.ndarray,
                 host: HostLaunchCost | None = None, among_graphs: bool = False) -> EagerCurve:

@@ -716,7 +716,7 @@ def _summary(si: _SummaryInputs, opts: AnalysisOptions) -> Summary:
         launch_delay_us_p99=_f(np.percentile(d, 99)) if d.size else 0.0,
         predicted_graph_step_us_median=_f(pred_med), estimated_unprofiled_step_us_median=_f(unprof_med),
         estimated_profiler_inflation=_f(inflation), observed_step_us=opts.observed_step_us,
-        predicted_speedup=_f(sp.speedup) if full else _f(real / pred_med) if pred_med > 0 else 0.0,
+        predicted_speedup=_f(sp.speedup),
         predicted_speedup_profiled=_f(step_med / pred_med) if pred_med > 0 else 0.0,
         batch_sizes=sorted({s.batch_size for s in steps if s.batch_size is not None}),
         verdict="", verdict_detail="",
@@ -1036,7 +1036,7 @@ def _eager_groups_on_the_curve(s: Summary, reports: list[StepReport], eager: Eag
         b = np.array([r.batch_size for r in reports if r.phase == g["phase"] and r.graph_coverage == "eager"
                       and r.batch_size], dtype=np.int64)
         if g["graph_coverage"] == "eager" and g["phase"] in _DECODE_OR_UNKNOWN and b.size:
-            est = _f(float(np.median(eager.us[np.clip(b, 1, eager.us.size) - 1])))
+            est = _f(float(np.median(eager.at(b))))
             g = {**g, "estimated_unprofiled_step_us_median": est, "estimated_unprofiled_step_us_low": est,
                  "estimated_unprofiled_step_us_high": est, "eager_step_source": "eager curve"}
             g = {**g, **_speedup_fields(group_summary(s, g), None, graph_rel_err)}

@@ -126,7 +126,7 @@ def assemble_serving(trace: Trace, row_step: np.ndarray, all_step_names: list[st
     # profiler's estimated cost takes off (nine H200 serving traces, lost per step against the harness's eager step
     # less the bucket's replay: own time +29..+167%, median |err| 57.7%; eager curve median |err| 12.8%)
     if eager is not None:
-        eager_at = eager.us[np.clip(batch, 1, eager.us.size) - 1]
+        eager_at = eager.at(batch)
         eager_detail = f"the eager curve at its batch ({eager.detail})"
     else:
         eager_at = unprof
@@ -138,5 +138,5 @@ def assemble_serving(trace: Trace, row_step: np.ndarray, all_step_names: list[st
     hg = host_gaps(trace, row_step, cpu_start_ns, cols.w0_ns, cols.w1_ns, cols.busy_us, engine)
     return ServingAssembly(sizes=sizes, source=source, detail=detail, unknown=unknown, ss=ss, padded=padded, pad=pad,
                            fallback_eager_us=fb_eager, lost_us=lost,
-                           fallback_eager_detail=eager_detail if ss.fallback.any() else None, unprof_us=unprof, causes=causes, hg=hg, curve=curve, eager=eager,
-                           is_graph=is_graph, conflict=conflict)
+                           fallback_eager_detail=eager_detail if ss.fallback.any() else None, unprof_us=unprof,
+                           causes=causes, hg=hg, curve=curve, eager=eager, is_graph=is_graph, conflict=conflict)

@@ -217,9 +217,7 @@ def costs_from_curves(traces: Sequence[TraceSteps]) -> CostTable:
             raise InputError("only graph-mode traces and no eager cost per size: add eager traces of the same model "
                              "or pass --timings")
         e_sizes = b
-        e_us = np.median(np.array([t.eager.us[:top] if t.eager.us.size >= top else
-                                   np.concatenate([t.eager.us, np.full(top - t.eager.us.size, t.eager.us[-1])])
-                                   for t in eag]), axis=0)
+        e_us = np.median(np.array([t.eager.at(b) for t in eag]), axis=0)
         e_src = tuple("predicted" for _ in e_sizes)
         if len(eag) == 1:
             notes.append(f"eager costs {eag[0].eager.detail} ({eag[0].name}): an uncaptured size runs eager")

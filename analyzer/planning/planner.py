@@ -100,12 +100,6 @@ from .memory import (
 SCHEMA = "launchgap.plan/1"
 #: Costs this close (relative) count as equal (:attr:`Plan.eager_equals_graph`).
 _EQUAL_REL = 1e-9
-
-
-def _costs_tie(eager: np.ndarray, graph: np.ndarray) -> bool:
-    """Eager and graph costs equal at every size given (none given: no tie)."""
-    eager, graph = np.asarray(eager, dtype=float), np.asarray(graph, dtype=float)
-    return bool(eager.size) and bool(np.all(np.abs(eager - graph) <= _EQUAL_REL * eager))
 PADDING_POLICIES = ("pad", "exact")
 #: What a plan's inputs gave it, one entry each in ``sources`` (see :mod:`launchgap.planning.request`).
 SOURCE_ROLES = ("costs", "distribution", "capture_sizes", "model_dims", "graph_nodes", "memory_model",
@@ -134,6 +128,11 @@ PARETO_MAX_POINTS = 40
 _REL_TIE = 1e-12
 _MIB = float(1 << 20)
 
+
+def _costs_tie(eager: np.ndarray, graph: np.ndarray) -> bool:
+    """Eager and graph costs equal at every size given (none given: no tie)."""
+    eager, graph = np.asarray(eager, dtype=float), np.asarray(graph, dtype=float)
+    return bool(eager.size) and bool(np.all(np.abs(eager - graph) <= _EQUAL_REL * eager))
 
 @dataclass(frozen=True)
 class PlanOptions:
