@@ -149,6 +149,14 @@ class StepReport:
     host_stall_in_graph_us: float = 0.0
     host_stall_frame: str | None = None
 
+    @property
+    def fallback_bucket_graph_us(self) -> float | None:
+        """A fallback's FULL-graph cost at its bucket (us): its eager step less its lost time, the cost those two
+        are made of (``None`` where either is unknown)."""
+        if self.fallback_eager_us is None or self.fallback_lost_us is None:
+            return None
+        return self.fallback_eager_us - self.fallback_lost_us
+
 
 @dataclass(frozen=True)
 class Summary:

@@ -232,8 +232,7 @@ def _serving_lines(rep: TraceReport, markdown: bool) -> list[str]:
         lines += _table(["step", "bs", "should_replay", "eager_us", "bucket_graph_us", "lost_us", "cause"],
                         [(st.index, st.batch_size, _fallback_bucket(st.batch_size, s.capture_sizes),
                           _us(st.fallback_eager_us),
-                          _us(st.fallback_eager_us - st.fallback_lost_us if st.fallback_eager_us is not None
-                              and st.fallback_lost_us is not None else None), _us(st.fallback_lost_us),
+                          _us(st.fallback_bucket_graph_us), _us(st.fallback_lost_us),
                           _short(st.fallback_cause or "not shown in the trace", 70)) for st in fb], markdown)
     if padded:
         by: dict[int, list] = {}

@@ -193,8 +193,7 @@ if rep.mode != "capture" and len(rep.steps) > 1 and (graph_steps or s.capture_si
         st.markdown("**Fallbacks to eager**")
         st.dataframe(pd.DataFrame([{
             "step": x.index, "batch": x.batch_size, "eager step (us)": x.fallback_eager_us,
-            "graph at bucket (us)": (x.fallback_eager_us - x.fallback_lost_us
-                                     if x.fallback_eager_us is not None and x.fallback_lost_us is not None else None),
+            "graph at bucket (us)": x.fallback_bucket_graph_us,
             "time lost (us)": x.fallback_lost_us,
             "cause": x.fallback_cause or "not shown in the trace"} for x in fb]), hide_index=True,
             key="lg_fallbacks", column_config={c: st.column_config.NumberColumn(format="%.1f")
