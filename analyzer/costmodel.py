@@ -379,11 +379,15 @@ def size_samples(kernel_step: np.ndarray, kernel_class: np.ndarray, kernel_us: n
 
 
 def trace_samples(trace: Trace, row_step: np.ndarray, step_index: np.ndarray, step_device: np.ndarray,
-                  batch: np.ndarray, graph_us: np.ndarray) -> list[SizeSample]:
+                  batch: np.ndarray, graph_us: np.ndarray, short_kernel_excess_us: np.ndarray | None = None
+                  ) -> list[SizeSample]:
     """:func:`size_samples` from a trace: per report step ``i`` (``step_index[i]``: its index in ``row_step``'s
     numbering, ``step_device[i]`` its device) the kernels it launched on its device, with their class, time,
     launch configuration (grid blocks and threads per block where the trace records them) and blocks per SM at once
-    (:func:`resident_blocks` from :attr:`~launchgap.trace.Trace.kernel_resources` and the device's properties)."""
+    (:func:`resident_blocks` from :attr:`~launchgap.trace.Trace.kernel_resources` and the device's properties).
+    ``short_kernel_excess_us`` (per report step, us): added to each of the step's kernels shorter than
+    :data:`SHORT_KERNEL_US`, and so to its cost: an eager step's short kernels lifted to their time in a graph replay
+    (:func:`graph_kernel_excess`)."""
     k = np.flatnonzero((trace.kind == Kind.KERNEL) & (row_step >= 0))
     pos = np.full(int(row_step.max()) + 1 if row_step.size and row_step.max() >= 0 else 0, -1, dtype=np.int64)
     pos[np.asarray(step_index, dtype=np.int64)] = np.arange(len(step_index))
@@ -411,7 +415,14 @@ def trace_samples(trace: Trace, row_step: np.ndarray, step_index: np.ndarray, st
                                             trace.device_properties.get(int(d)))
         return out
 
-    return size_samples(ks, classify_kernels(trace.names[ids])[at], trace.dur_ns[k] / 1e3, blocks, threads, batch,
+    us = trace.dur_ns[k] / 1e3
+    if short_kernel_excess_us is not None:  # per step, added to each of its kernels under SHORT_KERNEL_US
+        add = np.where((ks >= 0) & (us < SHORT_KERNEL_US),
+                       np.asarray(short_kernel_excess_us, dtype=float)[np.maximum(ks, 0)], 0.0)
+        us = us + add
+        graph_us = np.asarray(graph_us, dtype=float) + np.bincount(ks[ks >= 0], weights=add[ks >= 0],
+                                                                   minlength=len(step_index))
+    return size_samples(ks, classify_kernels(trace.names[ids])[at], us, blocks, threads, batch,
                         graph_us, experts_of_kernels(trace.names[ids], threads, at), resident,
                         gemm_tile_side(trace.names[ids])[at])
 
@@ -850,3 +861,62 @@ def curve_from_dict(doc: dict | None) -> tuple[CostCurve | None, EagerCurve | No
     e = doc.get("eager")
     eager = EagerCurve(np.asarray(e["us"], dtype=float), str(e["source"]), str(e["detail"])) if e else None
     return curve, eager
+
+
+
+#: A kernel shorter than this (us) when launched eagerly is launch-latency-bound: its time says little of its work,
+#: and it is where a graph replay's per-kernel excess over an eager launch shows (:func:`graph_kernel_excess`).
+SHORT_KERNEL_US = 2.0
+#: Least kernels of one launch configuration in each mode for the configuration to count, and least matched kernels
+#: in all, for :func:`graph_kernel_excess` to measure a trace's excess.
+EXCESS_MIN_PER_CONFIG = 3
+EXCESS_MIN_KERNELS = 100
+
+
+@dataclass(frozen=True)
+class GraphExcess:
+    """How much longer a short kernel runs inside a graph replay than launched eagerly, in one trace: ``us`` per
+    kernel, measured on ``configs`` launch configurations and ``kernels`` matched kernels (per configuration the
+    fewer of its graph and eager kernels)."""
+
+    us: float
+    configs: int
+    kernels: int
+
+
+def graph_kernel_excess(trace: Trace, row_step: np.ndarray, graph_steps: np.ndarray,
+                        eager_steps: np.ndarray) -> GraphExcess | None:
+    """The trace's :class:`GraphExcess`: per launch configuration (kernel name, grid and block) that both the graph
+    steps and the eager steps ran at least :data:`EXCESS_MIN_PER_CONFIG` times and that runs under
+    :data:`SHORT_KERNEL_US` eagerly, its mean time in the graph steps less its mean in the eager steps; their mean
+    weighted by matched kernels (``None`` below :data:`EXCESS_MIN_KERNELS` of them).
+
+    Why: a serving trace's eager fallbacks and its graph replays are both samples of the cost curve, but the same
+    short kernel (a norm, a copy, one block) takes 0.04-0.12 us longer inside a replay on the H200 serving traces
+    (seven of nine; one -0.05, one 0.00): over the ~650 short kernels of a small model's step that is 30-80 us, which
+    the curve between an eager sample and a graph sample took for growth with the batch, so padding ran +5% to +27%
+    high (docs/costmodel.md). Matching one configuration in both modes keeps the work the same; only short kernels
+    count, since a longer kernel with the same grid may do more work at a larger batch (a grid over heads, a
+    grid-stride loop)."""
+    k = np.flatnonzero((trace.kind == Kind.KERNEL) & (row_step >= 0))
+    s = row_step[k]
+    mode = np.zeros(int(max(graph_steps.max(initial=-1), eager_steps.max(initial=-1), s.max(initial=-1))) + 1,
+                    dtype=np.int8)
+    mode[graph_steps], mode[eager_steps] = 1, 2
+    m = mode[s]
+    k, m = k[m > 0], m[m > 0]
+    if not k.size:
+        return None
+    cfg = [trace.name_id[k]]
+    if getattr(trace, "grid_x", None) is not None and getattr(trace, "block_x", None) is not None:
+        cfg += [trace.grid_x[k], trace.grid_y[k], trace.grid_z[k], trace.block_x[k], trace.block_y[k], trace.block_z[k]]
+    key = np.unique(np.stack(cfg, axis=1), axis=0, return_inverse=True)[1].reshape(-1)
+    us = trace.dur_ns[k] / 1e3
+    n = int(key.max()) + 1
+    count = [np.bincount(key[m == mm], minlength=n) for mm in (1, 2)]
+    mean = [np.bincount(key[m == mm], weights=us[m == mm], minlength=n) / np.maximum(c, 1) for mm, c in zip((1, 2), count)]
+    ok = (count[0] >= EXCESS_MIN_PER_CONFIG) & (count[1] >= EXCESS_MIN_PER_CONFIG) & (mean[1] < SHORT_KERNEL_US)
+    w = np.minimum(count[0], count[1])[ok]
+    if w.sum() < EXCESS_MIN_KERNELS:
+        return None
+    return GraphExcess(float(np.average((mean[0] - mean[1])[ok], weights=w)), int(ok.sum()), int(w.sum()))

@@ -8,11 +8,12 @@ adds the planner's comparison (a planning function).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..costmodel import CostCurve, EagerCurve, eager_curve, fit_cost_curve, trace_samples
+from ..costmodel import SHORT_KERNEL_US, CostCurve, EagerCurve, eager_curve, fit_cost_curve, graph_kernel_excess, \
+    trace_samples
 from ..host_gaps import HostGaps, host_gaps
 from ..predict import PredictionModel, host_us_per_launch
 from ..trace import Trace
@@ -108,10 +109,21 @@ def assemble_serving(trace: Trace, row_step: np.ndarray, all_step_names: list[st
     unprof = model.unprofiled_step_us(np.maximum(cols.cpu_us, cols.win_us), cols.host_events, cols.busy_us,
                                       us_per_event)
     size = np.where(is_graph, ss.bucket, np.where(decode, batch, -1))
-    samples = trace_samples(trace, row_step, cols.step, cols.device, size, cols.graph_us)
+    # An eager step's short kernels run faster than the same kernels replayed in a graph: lifted by the trace's own
+    # excess so that an eager fallback and a graph replay are samples of one FULL-graph curve
+    eager_decode = ~is_graph & decode
+    excess = graph_kernel_excess(trace, row_step, cols.step[is_graph & decode], cols.step[eager_decode]) \
+        if (is_graph & decode).any() and eager_decode.any() else None
+    samples = trace_samples(trace, row_step, cols.step, cols.device, size, cols.graph_us,
+                            np.where(eager_decode, excess.us, 0.0) if excess else None)
     top = max([*(sizes or []), int(batch.max()) if batch.size else 1, min_size, *(timings or {})])
     props = trace.device_properties.get(int(cols.device[0]), {}) if cols.device.size else {}
     curve = fit_cost_curve(samples, top, timings, props, experts=experts)
+    if excess:
+        curve = replace(curve, notes=curve.notes + (
+            f"the eager steps' kernels under {SHORT_KERNEL_US:g} us are taken {excess.us:+.3f} us longer each, as the same "
+            f"kernels run in this trace's graph replays ({excess.kernels:,} kernels of {excess.configs} launch "
+            f"configurations run in both)",))
     eager_steps = ~is_graph & decode & (batch > 0)
     kernels = float(np.median(cols.kernels[decode])) if decode.any() else float(np.median(cols.kernels))
     # the host's own cost per eager launch where the trace holds enough eager launches (else the prior)

@@ -3,8 +3,8 @@ decoder and a transformers qwen2.5-0.5b-like; traces/h200-padding-2026-12-03b: s
 stablelm-2-1.6b-like; traces/h200-padding-2026-12-03c: qwen2.5-1.5b-like, granite-3.1-2b-like, phi-2-like;
 traces/h200-padding-2026-12-03d: a mixture of experts, olmoe-1b-7b-like (granite-3.0-3b-a800m-like's serving trace,
 11.7 MB, is not bundled: its PROVENANCE.md); each checked once when recorded; PROVENANCE.md in each: a capture list and seeds no earlier recording used): the real list given,
-no timings, within 20% of the FULL-graph truth at every size, but stablelm (+27.2%: its step jumps one row past each
-multiple of 8, docs/costmodel.md), pinned; the steps' buckets and padded rows exact against the harness's own record."""
+no timings, within 20% of the FULL-graph truth at every size (-10.5%..+10.6%; stablelm was +27.2% before the eager
+fallbacks' short kernels were lifted to their time in a graph replay, costmodel.graph_kernel_excess), pinned; the steps' buckets and padded rows exact against the harness's own record."""
 from __future__ import annotations
 
 import json
@@ -24,14 +24,14 @@ SERVE_SIZES = (1, 2, 4, 8, 16, 24, 32, 48, 64)
 
 
 @pytest.mark.parametrize("folder, expect_us, truth_us, steps, within", [
-    (HELD / "8b", 2978.6, 3248.1, 30, True),
-    (HELD / "qwen2.5-0.5b-like", 12243.9, 11017.5, 30, True),
-    (HELD_B / "smollm2-1.7b-like", 4835.0, 4378.9, 34, True),
-    (HELD_B / "stablelm-2-1.6b-like", 4162.7, 3272.6, 34, False),
-    (HELD_C / "qwen2.5-1.5b-like", 24390.5, 22734.3, 32, True),
-    (HELD_C / "granite-3.1-2b-like", 44483.9, 42306.1, 32, True),
-    (HELD_C / "phi-2-like", 8587.8, 8030.6, 32, True),
-    (HELD_D / "olmoe-1b-7b-like", 4608.6, 4065.0, 30, True)], ids=lambda v: getattr(v, "name", None))
+    (HELD / "8b", 3316.2, 3248.1, 30, True),
+    (HELD / "qwen2.5-0.5b-like", 11737.0, 11017.5, 30, True),
+    (HELD_B / "smollm2-1.7b-like", 4477.7, 4378.9, 34, True),
+    (HELD_B / "stablelm-2-1.6b-like", 3619.4, 3272.6, 34, True),
+    (HELD_C / "qwen2.5-1.5b-like", 24008.0, 22734.3, 32, True),
+    (HELD_C / "granite-3.1-2b-like", 44488.0, 42306.1, 32, True),
+    (HELD_C / "phi-2-like", 8135.7, 8030.6, 32, True),
+    (HELD_D / "olmoe-1b-7b-like", 4177.1, 4065.0, 30, True)], ids=lambda v: getattr(v, "name", None))
 def test_padding_from_the_trace_alone_within_20_percent(folder, expect_us: float, truth_us: float, steps: int,
                                                         within: bool) -> None:
     trace = f"{folder.name}_serving_serve.json.gz"
