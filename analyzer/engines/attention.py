@@ -29,6 +29,12 @@ cubins that FlashInfer ships). Read from the libraries' and the engines' source:
   kernels also verify speculative decoding's several draft tokens per request (vLLM's FlashInfer backend
   ``supports_spec_as_decode``: requests of up to 1 + draft tokens query tokens take the decode path): decode,
   tokens per request not fixed.
+* XQA's ``kernel_mha`` (TensorRT-LLM ``cpp/kernels/xqa/mha.cu``, ``mha_sm90.cu``, ``mla_sm120.cu``: ``extern "C"``
+  under ``CUBIN_EXPORT``, precompiled or JIT-compiled; FlashInfer ships the same kernel): TensorRT-LLM runs it only
+  in the generation phase (``AttentionOp::enqueueGeneration``: "XQA kernels are selected in the generation phase",
+  ``mXqaDispatcher->run``), one row per sequence and beam, and for Medusa/draft tokens ``num_medusa_tokens + 1``
+  per request: decode, tokens per request not fixed. TensorRT-LLM's context FMHA (``fmha_v2_…`` cubins) is no
+  phase kernel: ``enqueueGeneration`` falls back to it where XQA does not apply ("Use FMHA otherwise").
 * Not a phase kernel either: ROCm's paged attention ``paged_attention_ll4mi_QKV_mfma{4,16}_kernel`` (vLLM
   ``csrc/rocm/attention.cu``, and AITER's copy), a decode kernel that vLLM's ``chunked_prefill_paged_decode``
   launches over every sequence of every step, prefill-only steps included, skipping the prompt rows inside
@@ -54,6 +60,10 @@ PHASE_KERNELS = (
     PhaseKernel(re.compile(r"\b[fF]mhaSm\d+\w*Kernel_\w*Context\b"), "prefill", False,
                 f"{_FI} include/flashinfer/trtllm/fmha/fmhaRunnerParams.h (FmhaKernelType::Context); TensorRT-LLM "
                 f"trtllm-gen FMHA toString(FmhaKernelType)"),
+    PhaseKernel(re.compile(r"\bkernel_mha\b"), "decode", False,
+                "NVIDIA/TensorRT-LLM cpp/kernels/xqa/mha.cu, mha_sm90.cu (CUBIN_EXPORT kernel_mha); "
+                "cpp/tensorrt_llm/common/attentionOp.cpp enqueueGeneration (XQA in the generation phase only; rows "
+                "batch x beam, Medusa tokens + 1 per request)"),
     PhaseKernel(re.compile(r"\b[fF]mhaSm\d+\w*Kernel_\w*Gen\b"), "decode", False,
                 f"{_FI} include/flashinfer/trtllm/fmha/fmhaRunnerParams.h (Generation, SwapsMmaAbForGeneration, "
                 f"KeepsMmaAbForGeneration; also speculative decoding's draft tokens)"),

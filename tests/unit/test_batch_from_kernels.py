@@ -34,6 +34,7 @@ GEN = "fmhaSm100fKernel_QkvE4m3OBfloat16H64PagedKvCausalP16VarSeqQ8Kv128StaticSw
 MMHA = ("void tensorrt_llm::kernels::mmha::masked_multihead_attention_kernel<__nv_bfloat16, __nv_bfloat16, "
         "tensorrt_llm::kernels::KVBlockArray, 128u, 8u>(tensorrt_llm::kernels::Multihead_attention_params"
         "<__nv_bfloat16, false>, tensorrt_llm::kernels::KVBlockArray)")
+XQA = "kernel_mha"  # TensorRT-LLM's XQA (extern "C": the bare name)
 FA2 = "void flash::flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, cutlass::bfloat16_t>>"
 ARGMAX = "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::ArgMaxOps<float>>>"
 
@@ -132,6 +133,10 @@ NO_SAMPLER = "no sampler kernel and no attention kernel that runs in one phase o
      "a decode step whose tensorrt_llm::kernels::mmha::masked_multihead_attention_kernel may run several tokens per "
      "request (speculative decoding's draft tokens, beam search's beams): the grid of "
      "vllm::reshape_and_cache_flash_kernel counts its 24 tokens, not its requests"),
+    # TensorRT-LLM's XQA: generation only, rows per sequence and beam, draft tokens + 1 per request
+    (16, None, False, (XQA,), -1, "decode", "none", None,
+     "a decode step whose kernel_mha may run several tokens per request (speculative decoding's draft tokens, beam "
+     "search's beams): the grid of vllm::reshape_and_cache_flash_kernel counts its 16 tokens, not its requests"),
     # only kernels that run in every phase (FlashAttention's split-KV, FlashInfer's batch prefill): ambiguous
     (1049, None, False, (FA2,), -1, None, "none", None,
      f"{NO_SAMPLER}: the grid of vllm::reshape_and_cache_flash_kernel counts its 1,049 tokens, not its requests"),
@@ -141,7 +146,7 @@ NO_SAMPLER = "no sampler kernel and no attention kernel that runs in one phase o
      f"{NO_SAMPLER}: the grid of vllm::reshape_and_cache_flash_kernel in a graph replay is the captured size 8, "
      f"not its requests"),
 ], ids=["decode-sampler", "prefill-flashinfer", "prefill-trtllm-gen", "mixed", "mixed-sampler", "decode-spec",
-        "decode-trtllm-mmha",
+        "decode-trtllm-mmha", "decode-trtllm-xqa",
         "ambiguous-fa2", "ambiguous-flashinfer-paged", "ambiguous-replay"])
 def test_phase_and_batch_from_attention_kernels(tmp_path: Path, tokens: int, seqs: int | None, graph: bool,
                                                 attention: tuple[str, ...], batch: int, phase: str | None,
