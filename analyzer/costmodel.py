@@ -57,6 +57,7 @@ from typing import Callable
 
 import numpy as np
 
+from .gpus import name_from_properties
 from .predict import MIN_HOST_INTERVALS, HostLaunchCost
 from .trace import Kind, Trace
 
@@ -204,8 +205,13 @@ GPU_PEAKS: tuple[tuple[re.Pattern[str], float, float], ...] = (
     (re.compile(r"(?i)B100"), 1750e12, 8.0e12),
     (re.compile(r"(?i)A100"), 312e12, 2.0e12),
     (re.compile(r"(?i)L40S"), 362e12, 0.864e12),
-    (re.compile(r"(?i)MI300X|MI325"), 1307e12, 5.3e12),
+    (re.compile(r"(?i)MI300X"), 1307e12, 5.3e12),
+    (re.compile(r"(?i)MI325"), 1307e12, 6.0e12),
     (re.compile(r"(?i)MI250"), 383e12, 3.2e12),
+    (re.compile(r"(?i)MI300A"), 980.6e12, 5.3e12),
+    (re.compile(r"(?i)MI355"), 2500e12, 8.0e12),
+    (re.compile(r"(?i)MI350"), 2300e12, 8.0e12),
+    (re.compile(r"(?i)MI210"), 181e12, 1.6e12),
 )
 #: Without a known GPU: an H100's ratio (the ridge matters, not the absolute figures).
 DEFAULT_PEAKS = (989e12, 3.35e12)
@@ -729,7 +735,9 @@ def fit_cost_curve(samples: list[SizeSample], max_size: int, timings: dict[int, 
     props = device_props or {}
     by_size = {x.batch: x for x in samples}  # one sample per size (the last given), ascending
     samples = [by_size[b] for b in sorted(by_size)]
-    flops, bw, peaks = gpu_peaks(props.get("name"), props)
+    flops, bw, peaks = gpu_peaks(name_from_properties(props), props)
+    if name_from_properties(props) and not props.get("name"):
+        peaks += " (the trace names no GPU: its compute capability, SMs and memory identify it)"
     ridge = flops / bw  # rows at which a bf16 matmul's FLOPs catch up with its weight bytes
     sm_count = props.get("sm_count")
     b = np.arange(1, max(int(max_size), 1) + 1, dtype=float)

@@ -62,6 +62,7 @@ from .predict import DEFAULT_MODEL, PredictionModel, replay_node_us
 from .steps import StepOptions, Steps, assign_rows_to_steps, detect_engine, find_steps
 from .trace import Api, Kind, Trace
 from .verdict import GROUP_FIELDS, decide, group_summary, headline
+from .gpus import device_name
 from .workload import Workload, workload_of
 
 SCHEMA = "launchgap.report/1"
@@ -1070,7 +1071,7 @@ def _engine_default(trace: Trace, engine: str | None) -> tuple[list[int], str] |
     if not engine:
         return None
     dev = trace.devices[0] if trace.devices else None
-    name = trace.device_names.get(dev) if dev is not None else None
+    name = device_name(trace, dev) if dev is not None else None
     props = getattr(trace, "device_properties", None) or {}
     mem = props.get(dev, {}).get("total_memory_bytes") if isinstance(props, dict) and dev is not None else None
     return engine_module(engine).trace_default(name, mem / 2**30 if mem else None, trace.world_size)

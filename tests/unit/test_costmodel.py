@@ -51,6 +51,24 @@ def test_gpu_peaks() -> None:
     assert gpu_peaks(None)[2] == "assumed (GPU not recognised)"
 
 
+def test_a_gpu_the_trace_does_not_name_is_known_by_its_properties() -> None:
+    """ROCm exports may write ``name: ""`` (TraceLens' vLLM MI300X traces): gfx942 (9.4), 304 CUs, 64-wide wavefronts
+    and 192 GiB are an MI300X (1,307 TFLOP/s bf16 dense, 5.3 TB/s); the same die with 256 GiB an MI325X (6.0 TB/s);
+    an NVIDIA device with a 9.4 capability is no AMD GPU."""
+    mi300x = {"name": "", "compute_capability": "9.4", "sm_count": 304, "warp_size": 64,
+              "total_memory_bytes": 206141652992}
+    x = _sample(8, 100.0, [40.0], [ATTN], [-1])
+    c = fit_cost_curve([x], 32, None, mi300x)
+    assert c.peaks == ("AMD Instinct MI300X data sheet (the trace names no GPU: its compute capability, SMs and memory "
+                       "identify it)")
+    assert gpu_peaks("AMD Instinct MI300X")[:2] == (1307e12, 5.3e12)
+    c325 = fit_cost_curve([x], 32, None, {**mi300x, "total_memory_bytes": 256 * 2**30})
+    assert c325.peaks.startswith("AMD Instinct MI325X data sheet") and gpu_peaks("MI325X")[:2] == (1307e12, 6.0e12)
+    assert fit_cost_curve([x], 32, None, {**mi300x, "warp_size": 32}).peaks == "assumed (GPU not recognised)"
+    # a name written wins, and says nothing of the properties
+    assert fit_cost_curve([x], 32, None, {**mi300x, "name": "NVIDIA H200"}).peaks == "NVIDIA H200 data sheet"
+
+
 def _sample(b0: int, level: float, us: list[float], cls: list[int], blocks: list[int]) -> SizeSample:
     n = len(us)
     return SizeSample(b0, level, np.array(cls, dtype=np.int8), np.array(us, dtype=float),
