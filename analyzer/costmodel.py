@@ -59,7 +59,7 @@ import numpy as np
 
 from .gpus import name_from_properties
 from .predict import MIN_HOST_INTERVALS, HostLaunchCost
-from .trace import Kind, Trace
+from .trace import Api, Kind, Trace
 
 #: Kernel classes of the batch-scaling model, the class index of each kernel in :class:`SizeSample`.
 KERNEL_CLASSES = ("gemm", "attention", "kv_write", "collective", "elementwise", "expert", "row_gemm")
@@ -892,12 +892,12 @@ class GraphExcess:
     kernels: int
 
 
-def graph_kernel_excess(trace: Trace, row_step: np.ndarray, graph_steps: np.ndarray,
-                        eager_steps: np.ndarray) -> GraphExcess | None:
-    """The trace's :class:`GraphExcess`: per launch configuration (kernel name, grid and block) that both the graph
-    steps and the eager steps ran at least :data:`EXCESS_MIN_PER_CONFIG` times and that runs under
-    :data:`SHORT_KERNEL_US` eagerly, its mean time in the graph steps less its mean in the eager steps; their mean
-    weighted by matched kernels (``None`` below :data:`EXCESS_MIN_KERNELS` of them).
+def graph_kernel_excess(trace: Trace, row_step: np.ndarray, steps: np.ndarray) -> GraphExcess | None:
+    """The trace's :class:`GraphExcess` over the kernels of ``steps`` (indices in ``row_step``'s numbering): per
+    launch configuration (kernel name, grid and block) that ran at least :data:`EXCESS_MIN_PER_CONFIG` times replayed
+    by a graph launch and as many times launched eagerly, and that runs under :data:`SHORT_KERNEL_US` eagerly, its mean
+    time replayed less its mean time launched eagerly; their mean weighted by matched kernels (``None`` below
+    :data:`EXCESS_MIN_KERNELS` of them).
 
     Why: a serving trace's eager fallbacks and its graph replays are both samples of the cost curve, but the same
     short kernel (a norm, a copy, one block) takes 0.04-0.12 us longer inside a replay on the H200 serving traces
@@ -907,11 +907,9 @@ def graph_kernel_excess(trace: Trace, row_step: np.ndarray, graph_steps: np.ndar
     count, since a longer kernel with the same grid may do more work at a larger batch (a grid over heads, a
     grid-stride loop)."""
     k = np.flatnonzero((trace.kind == Kind.KERNEL) & (row_step >= 0))
-    s = row_step[k]
-    mode = np.zeros(int(max(graph_steps.max(initial=-1), eager_steps.max(initial=-1), s.max(initial=-1))) + 1,
-                    dtype=np.int8)
-    mode[graph_steps], mode[eager_steps] = 1, 2
-    m = mode[s]
+    k = k[np.isin(row_step[k], steps) & (trace.launch_idx[k] >= 0)]
+    api = trace.api[trace.launch_idx[k]]
+    m = np.where(api == Api.GRAPH_LAUNCH, 1, np.where(api == Api.KERNEL_LAUNCH, 2, 0))
     k, m = k[m > 0], m[m > 0]
     if not k.size:
         return None

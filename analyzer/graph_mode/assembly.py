@@ -112,7 +112,7 @@ def assemble_serving(trace: Trace, row_step: np.ndarray, all_step_names: list[st
     # An eager step's short kernels run faster than the same kernels replayed in a graph: lifted by the trace's own
     # excess so that an eager fallback and a graph replay are samples of one FULL-graph curve
     eager_decode = ~is_graph & decode
-    excess = graph_kernel_excess(trace, row_step, cols.step[is_graph & decode], cols.step[eager_decode]) \
+    excess = graph_kernel_excess(trace, row_step, cols.step[decode]) \
         if (is_graph & decode).any() and eager_decode.any() else None
     samples = trace_samples(trace, row_step, cols.step, cols.device, size, cols.graph_us,
                             np.where(eager_decode, excess.us, 0.0) if excess else None)

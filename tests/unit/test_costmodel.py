@@ -396,11 +396,11 @@ def test_a_segment_between_two_sizes_is_monotone_its_way() -> None:
 
 @pytest.mark.parametrize("fmt", ["kineto", "nsys"])
 def test_graph_kernel_excess_matches_short_kernels_of_one_launch_configuration(tmp_path, fmt: str) -> None:
-    """A graph step (step 0) and an eager step (step 1) of the same kernels: per launch configuration run at least 3
-    times in each and under 2 us eagerly, its mean time in the graph step less its mean in the eager step, weighted
-    by the fewer of its kernels: norm (grid 1) 1.10 - 1.00 us x 60, copy (grid 8) 1.55 - 1.50 us x 50; a 10 us gemm,
-    a copy of another grid run in one mode only and a kernel run twice are left out:
-    (60 x 0.10 + 50 x 0.05) / 110 = 0.0772727 us."""
+    """Kernels replayed by graph launches (step 0) and the same kernels launched eagerly (step 1, and two eager
+    launches in step 0): per launch configuration run at least 3 times each way and under 2 us eagerly, its mean
+    time replayed less its mean launched eagerly, weighted by the fewer of its kernels: norm (grid 1) 1.10 - 1.00 us
+    x 60, copy (grid 8) 1.55 - 1.50 us x 50; a 10 us gemm, a copy of another grid launched eagerly only and a kernel
+    run twice each way are left out: (60 x 0.10 + 50 x 0.05) / 110 = 0.0772727 us."""
     from launchgap.costmodel import graph_kernel_excess, trace_samples
     from launchgap.loaders import load_trace
     from launchgap.trace import Kind
@@ -409,28 +409,37 @@ def test_graph_kernel_excess_matches_short_kernels_of_one_launch_configuration(t
     spec = TraceSpec(device_names={0: "NVIDIA H200"})
     t, corr = 1_000, 0
 
-    def run(name: str, dur_ns: int, grid: tuple[int, int, int], n: int) -> None:
+    def run(name: str, dur_ns: int, grid: tuple[int, int, int], n: int, graph: bool) -> None:
         nonlocal t, corr
+        corr += 1
+        if graph:  # one graph launch replaying n kernels of one configuration
+            spec.graph_launch(t, 500, corr, 1, [(name, t + 1_000 + 20_000 * i, dur_ns) for i in range(n)],
+                              grid=grid, block=(128, 1, 1))
+            t += 20_000 * n
+            return
         for _ in range(n):
-            corr += 1
             spec.launch(name, t, 500, t + 1_000, dur_ns, corr=corr, grid=grid, block=(128, 1, 1))
+            corr += 1
             t += 20_000
 
-    for norm, copy, gemm in ((1_100, 1_550, 10_500), (1_000, 1_500, 10_000)):  # the graph step, then the eager one
-        run("norm", norm, (1, 1, 1), 60)
-        run("copy", copy, (8, 1, 1), 50)
-        run("gemm", gemm, (132, 1, 1), 40)
-        run("once", 800, (1, 1, 1), 2)
-    run("copy", 1_200, (16, 1, 1), 5)  # eager only
+    for norm, copy, gemm, graph in ((1_100, 1_550, 10_500, True), (1_000, 1_500, 10_000, False)):
+        run("norm", norm, (1, 1, 1), 60, graph)
+        run("copy", copy, (8, 1, 1), 50, graph)
+        run("gemm", gemm, (132, 1, 1), 40, graph)
+        run("once", 800, (1, 1, 1), 2, graph)
+        if graph:  # eager launches inside the graph step count as eager
+            run("norm", 1_000, (1, 1, 1), 2, False)
+    run("copy", 1_200, (16, 1, 1), 5, False)  # eager only
     trace = load_trace(write(spec, fmt, tmp_path))
     k = trace.kind == Kind.KERNEL
-    order = np.cumsum(k) - 1  # each kernel's position: 152 in the graph step, 157 in the eager one
-    row_step = np.where(k, np.where(order < 152, 0, 1), -1)
-    ex = graph_kernel_excess(trace, row_step, np.array([0]), np.array([1]))
+    order = np.cumsum(k) - 1  # each kernel's position: 154 in step 0, 157 in step 1
+    row_step = np.where(k, np.where(order < 154, 0, 1), -1)
+    ex = graph_kernel_excess(trace, row_step, np.array([0, 1]))
     assert (ex.configs, ex.kernels) == (2, 110)
     assert ex.us == pytest.approx((60 * 0.10 + 50 * 0.05) / 110, abs=1e-9)
-    # under 100 matched kernels: not measured
-    assert graph_kernel_excess(trace, np.where(order < 152 - 60, row_step, -1), np.array([0]), np.array([1])) is None
+    # step 0 alone (two eager norms: under 3), or the replayed norms left out (50 matched copies): not measured
+    assert graph_kernel_excess(trace, row_step, np.array([0])) is None
+    assert graph_kernel_excess(trace, np.where(order >= 60, row_step, -1), np.array([0, 1])) is None
     # the eager step's kernels under 2 us lifted by it, and its cost with them: 60 + 50 + 2 + 5 short kernels
     xs = trace_samples(trace, row_step, np.array([0, 1]), np.array([0, 0]), np.array([8, 6]), np.array([500.0, 400.0]),
                        np.array([0.0, ex.us]))
@@ -439,4 +448,5 @@ def test_graph_kernel_excess_matches_short_kernels_of_one_launch_configuration(t
     assert sorted(set(np.round(x6.kernel_us, 6).tolist())) == pytest.approx(
         sorted({1.0 + ex.us, 1.5 + ex.us, 10.0, 0.8 + ex.us, 1.2 + ex.us}))
     x8 = next(x for x in xs if x.batch == 8)
-    assert x8.graph_us == 500.0 and x8.kernel_us.sum() == pytest.approx(60 * 1.1 + 50 * 1.55 + 40 * 10.5 + 2 * 0.8)
+    assert x8.graph_us == 500.0 and x8.kernel_us.sum() == pytest.approx(
+        60 * 1.1 + 50 * 1.55 + 40 * 10.5 + 2 * 0.8 + 2 * 1.0)
