@@ -7,7 +7,10 @@ is the last layer after attention plus the LM head; between pieces each layer's 
 (K/V cache write and SDPA) runs eagerly and copies its output into a static buffer that
 the next piece reads. A step is ``L + 1`` graph replays and ``L`` eager islands.
 :class:`PiecewiseStep` holds that split; run directly (no capture) it computes exactly what
-``Decoder.step`` computes, which the CPU tests check.
+``Decoder.step`` computes, which the CPU tests check. A transformers model's step is one
+forward, not stages: :class:`SegmentedStep` cuts it at its attention calls while it runs
+(:meth:`launchgap.harness.hf.HFDecoder.piecewise_forward`), into the same ``calls + 1``
+pieces and eager islands; :func:`piecewise_step` picks the split for a model.
 
 **Lists** (:func:`capture_list`): sizes captured largest first into one shared memory pool,
 as servers do. Measured per list and per size (see :func:`capture_list` for the policy):
@@ -89,6 +92,78 @@ class PiecewiseStep:
         """The graph part only, as direct calls (what a capture records): for kernel counts."""
         for piece in self.pieces:
             piece()
+
+
+class SegmentedStep:
+    """A step that is one forward (a transformers model), split at its attention calls as it runs.
+
+    The model's ``piecewise_forward(bs, hook)`` hands each attention call to ``hook(fn, args,
+    kwargs)``. Run directly (before capture, :meth:`run`), the hook computes the call and copies its
+    output into a static buffer (:func:`segment_buffer`: one per model and output shape, shared by
+    every size and layer, as :func:`attention_buffer`), which the rest of the forward reads. Captured
+    (:func:`capture_piecewise`), the hook ends the current graph piece, records the call with its
+    inputs (queries from the piece just captured, the KV cache's layer, mask, keyword tensors) as an
+    island writing into that buffer, runs it once, and begins capturing the next piece; ``run()``
+    is then ``runners[0]``, ``islands[0]``, ..., ``runners[-1]``, as :class:`PiecewiseStep`.
+    """
+
+    def __init__(self, model: Any, bs: int) -> None:
+        model.check_batch(bs)
+        self.model = model
+        self.bs = bs
+        self.outputs: list[Any] = []  # the buffer each attention call of a direct run returned, in call order
+        self.islands: list[Callable[[], Any]] = []
+        self.runners: list[Callable[[], Any]] = []
+
+    def _direct(self, fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> Any:
+        out = fn(*args, **kwargs)
+        buf = segment_buffer(self.model, out)
+        buf.copy_(out)
+        self.outputs.append(buf)
+        return buf
+
+    def run(self) -> Any:
+        """One step: the captured pieces with eager attention between them, or the forward directly."""
+        if not self.runners:
+            self.outputs.clear()
+            self.model.piecewise_forward(self.bs, self._direct)
+            return self.model.tokens[: self.bs]
+        for j, island in enumerate(self.islands):
+            self.runners[j]()
+            island()
+        self.runners[-1]()
+        return self.model.tokens[: self.bs]
+
+    def run_pieces_directly(self) -> None:
+        """The graph part only (attention calls skipped, their last outputs read): for kernel counts.
+        Needs one :meth:`run` before it."""
+        outputs = iter(list(self.outputs))
+        self.model.piecewise_forward(self.bs, lambda fn, args, kwargs: next(outputs))
+
+
+def segment_buffer(model: Any, out: Any):  # -> torch.Tensor
+    """The static ``[:bs]`` view, shaped as ``out`` (batch first), of the model's buffer for outputs of its shape."""
+    import torch
+
+    bufs = model.__dict__.setdefault("_segment_out", {})
+    key = (tuple(out.shape[1:]), out.dtype)
+    buf = bufs.get(key)
+    if buf is None:
+        buf = bufs[key] = torch.empty((model.max_batch_size, *out.shape[1:]), dtype=out.dtype, device=out.device)
+    return buf[: out.shape[0]]
+
+
+def piecewise_step(model: Any, bs: int) -> PiecewiseStep | SegmentedStep:
+    """The piecewise split of ``model``'s step: stages (the built-in decoder) or a forward cut at attention."""
+    return SegmentedStep(model, bs) if hasattr(model, "piecewise_forward") else PiecewiseStep(model, bs)
+
+
+def piecewise_buffers(model: Any, bs: int) -> None:
+    """Make the model's static attention-output buffers (outside any capture list's memory)."""
+    if hasattr(model, "piecewise_forward"):
+        SegmentedStep(model, bs).run()
+    else:
+        attention_buffer(model)
 
 
 def attention_buffer(model: Decoder):  # -> torch.Tensor
@@ -216,6 +291,25 @@ def _capture_one(torch: Any, fn: Callable[[], Any], pool: Any, stream: Any,
     t0 = time.perf_counter()
     with torch.cuda.graph(g, pool=pool, stream=stream):
         fn()
+    return _finish(torch, (g, kept, t0))
+
+
+def _segment_begin(torch: Any, pool: Any, keep: bool) -> tuple[Any, bool, float]:
+    """Begin capturing a graph on the current stream into ``pool`` (one piece of a :class:`SegmentedStep`)."""
+    g, kept = new_graph(torch, keep)
+    t0 = time.perf_counter()
+    g.capture_begin(pool=pool)
+    return g, kept, t0
+
+
+def _segment_end(torch: Any, begun: tuple[Any, bool, float]) -> tuple[Any, float, int | None]:
+    """End the capture :func:`_segment_begin` began: as :func:`_capture_one` after its function."""
+    begun[0].capture_end()
+    return _finish(torch, begun)
+
+
+def _finish(torch: Any, begun: tuple[Any, bool, float]) -> tuple[Any, float, int | None]:
+    g, kept, t0 = begun
     if kept:
         g.instantiate()  # keep_graph=True defers instantiation; count it in capture time as servers pay it
     torch.cuda.synchronize()
@@ -260,6 +354,8 @@ def capture_piecewise(torch: Any, step: PiecewiseStep, pool: Any, stream: Any, k
     """
     if pool is None:
         pool = torch.cuda.graph_pool_handle()
+    if isinstance(step, SegmentedStep):
+        return _capture_segmented(torch, step, pool, stream, keep)
     model, s = step.model, step.state
     s.clear()  # drop the warm-up's eager tensors: only capture outputs may live in the state
     model.last_logits = None
@@ -284,15 +380,82 @@ def capture_piecewise(torch: Any, step: PiecewiseStep, pool: Any, stream: Any, k
                     aliased=aliased)
 
 
-def prepare(torch: Any, model: Decoder, bs: int, mode: str, stream: Any, warmup: int) -> PiecewiseStep | None:
-    """Warm up batch ``bs`` for ``mode`` on ``stream``; the :class:`PiecewiseStep` to capture, if piecewise."""
+def _capture_segmented(torch: Any, step: SegmentedStep, pool: Any, stream: Any, keep: bool) -> Captured:
+    """Capture a :class:`SegmentedStep`: one forward on ``stream`` whose attention calls end one graph and
+    begin the next (each piece's seconds from its begin to its instantiation; the islands run between).
+
+    Lifetimes, as :func:`capture_piecewise`: the forward frees what it no longer reads while the
+    capture runs, so the shared pool reuses it as eager code would; an island's recorded inputs are
+    weak aliases (the queries are read only by their island, right after their piece; the mask and
+    keyword tensors outlive the forward only for the islands, and sizes never run at once)."""
+    model = step.model
+    model.last_logits = None
+    step.runners, step.islands = [], []
+    graphs, seconds, nodes, aliased = [], 0.0, 0, True
+    outputs = iter(list(step.outputs))  # the buffers, made by the warm-up: none is allocated in the pool
+    current: list[Any] = []
+
+    def end() -> None:
+        nonlocal seconds, nodes
+        g, dt, n = _segment_end(torch, current.pop())
+        graphs.append(g)
+        step.runners.append(g.replay)
+        seconds += dt
+        nodes = None if nodes is None or n is None else nodes + n
+
+    def weak(v: Any) -> Any:
+        nonlocal aliased
+        if not isinstance(v, torch.Tensor):
+            return v
+        alias, ok = weak_alias(torch, v)
+        aliased &= ok
+        return alias
+
+    def cut(fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> Any:
+        end()
+        out = next(outputs, None)
+        if out is None:
+            raise RuntimeError(f"the captured forward made more attention calls than its warm-up "
+                               f"({len(step.outputs)})")
+        island = functools.partial(_island, fn, tuple(weak(a) for a in args), {k: weak(v) for k, v in kwargs.items()},
+                                   out)
+        step.islands.append(island)
+        island()  # eager, on the pieces' stream (nothing is captured here)
+        current.append(_segment_begin(torch, pool, keep))
+        return out
+
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        current.append(_segment_begin(torch, pool, keep))
+        try:
+            model.piecewise_forward(step.bs, cut)
+        except BaseException:
+            if current:  # end the open capture (its error, if any, is raised in the context of the first)
+                _segment_end(torch, current.pop())
+            raise
+        end()
+    torch.cuda.current_stream().wait_stream(stream)
+    logits, _ = weak_alias(torch, model.last_logits)
+    model.last_logits = None
+    return Captured(step.bs, "piecewise", graphs, step.run, seconds, nodes, logits=logits, holder=step,
+                    aliased=aliased)
+
+
+def _island(fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any], out: Any) -> None:
+    out.copy_(fn(*args, **kwargs))
+
+
+def prepare(torch: Any, model: Decoder, bs: int, mode: str, stream: Any,
+            warmup: int) -> PiecewiseStep | SegmentedStep | None:
+    """Warm up batch ``bs`` for ``mode`` on ``stream``; the piecewise step to capture, if piecewise."""
     if mode == "full":
         warm_up(torch, lambda: model.step(bs), stream, warmup)
         model.last_logits = None
         return None
-    step = PiecewiseStep(model, bs)
+    step = piecewise_step(model, bs)
     warm_up(torch, step.run, stream, warmup)
-    step.state.clear()
+    if isinstance(step, PiecewiseStep):
+        step.state.clear()
     model.last_logits = None
     return step
 
@@ -392,7 +555,7 @@ def capture_list(torch: Any, model: Decoder, sizes: Sequence[int], mode: str, li
     """
     order = sorted(set(sizes), reverse=True)
     if mode == "piecewise":
-        attention_buffer(model)  # one per model, shared by every size: not part of any list
+        piecewise_buffers(model, order[0])  # one per model, shared by every size: not part of any list
     warm_up(torch, lambda: model.step(order[0]), stream, 1)
     model.last_logits = None
     settle(torch, collect=True)
@@ -448,7 +611,7 @@ def fill_missing_nodes(torch: Any, model: Decoder, entry: dict[str, Any], mode: 
                 size = p["size"]
                 cache[key] = count(lambda size=size: model.step(size))
             else:
-                step = PiecewiseStep(model, p["size"])
+                step = piecewise_step(model, p["size"])
                 step.run()  # fill the state the pieces read
                 cache[key] = count(step.run_pieces_directly)
         p["nodes"] = cache[key]

@@ -26,6 +26,17 @@ layers hold ``keys``, ``values`` and ``cumulative_length`` after their first upd
 here, with a one-line error naming the version otherwise). transformers is imported only here,
 inside the functions that need it: the rest of the harness runs with torch alone.
 
+**Piecewise** (:meth:`HFDecoder.piecewise_forward`, captured by
+:class:`launchgap.harness.graphs.SegmentedStep`): the step's forward runs with transformers'
+``"sdpa"`` entry of ``AttentionInterface`` replaced, for that forward only, by a router that
+hands each attention call (the attention module's function call after its KV-cache update:
+query, the cache layer's keys and values, mask and keyword arguments) to a hook. The capture's
+hook ends the current graph piece at each call, so a step is ``calls + 1`` pieces (``layers +
+1`` for a decoder with one attention per layer) with the attention function run eagerly
+between them; the KV-cache write (``StaticCache.update``, inside the attention module before
+the function) lands in the graph piece before it, where vLLM's piecewise mode runs it eagerly
+with the attention (two copy kernels per layer on the graph side of the line).
+
 **Capture.** Whether the forward captures as a CUDA graph is the model's business: an
 architecture whose step asks the host for a value (an MoE layer that loops over the experts
 it hit, ``.item()``, data-dependent shapes) cannot be captured; the sweep then records the
@@ -35,6 +46,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -46,9 +58,8 @@ from . import import_torch
 #: Largest config.json read (real ones are a few KiB).
 MAX_CONFIG_BYTES = 1 << 20
 TRANSFORMERS_MISSING = "--hf-config needs transformers: pip install 'launchgap[record]' (or pip install transformers)"
-#: Why piecewise mode is not offered for a transformers model.
-PIECEWISE_UNSUPPORTED = ("piecewise mode splits the step at attention (vLLM's custom op); a transformers forward "
-                         "is one module, so only eager and FULL graphs are recorded for it")
+#: The transformers attention function the piecewise router stands in for (the one the model is built with).
+ATTENTION_IMPLEMENTATION = "sdpa"
 
 
 def import_transformers():  # -> module transformers
@@ -166,7 +177,8 @@ def build_hf_model(spec: HFModelSpec, device: Any, dtype: Any, seed: int) -> Any
     torch.manual_seed(seed)
     try:
         with torch.device(device):
-            model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="sdpa")
+            model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype,
+                                                                  attn_implementation=ATTENTION_IMPLEMENTATION)
     except (ValueError, TypeError, KeyError, NotImplementedError) as exc:
         raise InputError(f"transformers {transformers.__version__} cannot build a causal LM from this config: "
                          f"{str(exc).splitlines()[0][:200]}", spec.path) from None
@@ -197,7 +209,10 @@ class HFDecoder:
     ``torch.compile`` (default mode, batch dimension dynamic: see :mod:`launchgap.harness.compiled`).
     """
 
-    supports_piecewise = False
+    @property
+    def supports_piecewise(self) -> bool:
+        """Piecewise pieces are cut from the uncompiled forward: not with ``--compile``."""
+        return not self.compiled
 
     def __init__(self, spec: HFModelSpec, max_batch_size: int, context_len: int = 512, start_pos: int = 128,
                  device: str = "cuda", seed: int = 0, compile: bool = False) -> None:
@@ -297,6 +312,35 @@ class HFDecoder:
         self.pos.masked_fill_(self.pos >= self.context_len, self.start_pos)
         return self.tokens[:bs]
 
+    def piecewise_forward(self, bs: int, hook: Callable[[Callable[..., Any], tuple, dict[str, Any]], Any]):
+        """:meth:`step` (uncompiled) with every attention call handed to ``hook(fn, args, kwargs)``, whose return
+        is the call's output (``fn(*args, **kwargs)`` is the attention output tensor); one-line error when the
+        model made no attention call through transformers' ``AttentionInterface`` (nothing to split at)."""
+        transformers = import_transformers()
+        registry = transformers.AttentionInterface
+        original = registry._global_mapping[ATTENTION_IMPLEMENTATION]
+        calls = [0]
+
+        def attend(*args: Any, **kwargs: Any) -> Any:
+            return original(*args, **kwargs)[0]
+
+        def router(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, **kwargs: Any) -> Any:
+            calls[0] += 1
+            return hook(attend, (module, query, key, value, attention_mask), kwargs), None  # no attention weights
+
+        forward, self._forward = self._forward, self.model
+        registry.register(ATTENTION_IMPLEMENTATION, router)
+        try:
+            out = self.step(bs)
+        finally:
+            registry.register(ATTENTION_IMPLEMENTATION, original)
+            self._forward = forward
+        if not calls[0]:
+            raise InputError(f"piecewise: {type(self.model).__name__} made no attention call through transformers' "
+                             f"AttentionInterface ({ATTENTION_IMPLEMENTATION!r}): no place to split the step",
+                             self.cfg.path)
+        return out
+
     def weight_bytes(self) -> int:
         """Bytes of the model's parameters (tied embeddings counted once), KV cache excluded."""
         return sum(p.numel() * p.element_size() for p in self.model.parameters())
@@ -333,5 +377,5 @@ def capture_failure_reason(exc: BaseException) -> str:
     return f"{why}: {type(exc).__name__}: {detail}" if detail else f"{why}: {type(exc).__name__}"
 
 
-__all__ = ["HFDecoder", "HFModelSpec", "PIECEWISE_UNSUPPORTED", "TRANSFORMERS_MISSING", "build_hf_model",
+__all__ = ["ATTENTION_IMPLEMENTATION", "HFDecoder", "HFModelSpec", "TRANSFORMERS_MISSING", "build_hf_model",
            "capture_failure_reason", "import_transformers", "read_hf_config"]

@@ -155,7 +155,7 @@ def run_serving(torch: Any, model: Decoder, lists: Sequence[tuple[str, list[int]
                 source: str, opts: ServingOptions, on_cuda: bool, out: Path, nvtx_range: NvtxRange,
                 progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
     """Capture every list, replay ``sequence`` on each, and return one ``serving`` entry per list."""
-    from .graphs import REPLAY_TOLERANCE, PiecewiseStep, capture_list, replay_error, settle
+    from .graphs import REPLAY_TOLERANCE, capture_list, piecewise_step, replay_error, settle
 
     say = progress or (lambda _line: None)
     runs: list[_ListRun] = []
@@ -177,7 +177,7 @@ def run_serving(torch: Any, model: Decoder, lists: Sequence[tuple[str, list[int]
                 say(f"warning: serving {name}: replays of sizes {sorted(bad)} differ from the eager step")
         else:
             cl = None
-            ops = {b: (functools.partial(model.step, b) if opts.graph_mode == "full" else PiecewiseStep(model, b).run)
+            ops = {b: (functools.partial(model.step, b) if opts.graph_mode == "full" else piecewise_step(model, b).run)
                    for b in sorted(set(sizes))}
         runs.append(_ListRun(name, sorted(set(sizes)), steps, ops, cl))
         mem = cl.entry if cl else {}

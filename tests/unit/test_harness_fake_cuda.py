@@ -6,7 +6,10 @@ driver's used memory by 3 MiB, and every graph has 42 kernel nodes. What is left
 is the harness's own bookkeeping on the CUDA paths: which sizes are captured in which order
 and pool, what each graph-memory entry, sweep row, profiler row and serving entry holds, and
 that the file validates. (Replays against eager, weak aliases and node counting have their
-own tests; the real thing runs in tests/integration/test_harness_gpu.py.)
+own tests; the real thing runs in tests/integration/test_harness_gpu.py.) A transformers model's
+piecewise step is captured in segments of one forward: a segment's "capture" ends at an
+attention call and its "replay" only logs itself, so what is checked there is the structure:
+pieces, eager attention islands between replays, and the entries.
 """
 from __future__ import annotations
 
@@ -53,9 +56,10 @@ class _Graph:
 def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     from launchgap.harness import graphs, profiling, serving
     from launchgap.harness.sweep import run
+    from launchgap.harness.hf import HFDecoder
     from launchgap.harness.model import Decoder
 
-    state: dict[str, Any] = {"reserved": 0, "used": 10 * 1024 * MIB, "captures": [], "pools": set()}
+    state: dict[str, Any] = {"reserved": 0, "used": 10 * 1024 * MIB, "captures": [], "pools": set(), "calls": []}
 
     def capture_one(torch_: Any, fn: Any, pool: Any, stream: Any, keep: bool) -> tuple[Any, float, int | None]:
         fn()
@@ -84,7 +88,37 @@ def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         "stream": lambda s: contextlib.nullcontext(), "Event": _Event,
     }.items():
         monkeypatch.setattr(c, name, value)
+    def segment_begin(torch_: Any, pool: Any, keep: bool) -> tuple[Any, bool]:
+        state["calls"].append("begin")
+        return pool, keep
+
+    def segment_end(torch_: Any, begun: tuple[Any, bool]) -> tuple[Any, float, int | None]:
+        pool, keep = begun
+        state["reserved"] += 2 * MIB
+        state["used"] += 3 * MIB
+        state["captures"].append(pool)
+        state["pools"].add(id(pool))
+        state["calls"].append("end")
+        return _Graph(lambda: state["calls"].append("replay")), 0.01, 42 if keep else None
+
+    real_island = graphs._island
+
+    def island(*args: Any) -> None:
+        state["calls"].append("island")
+        real_island(*args)
+
+    class CpuHFDecoder(HFDecoder):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs["device"] = "cpu"
+            super().__init__(*args, **kwargs)
+
     monkeypatch.setattr(graphs, "_capture_one", capture_one)
+    monkeypatch.setattr(graphs, "_segment_begin", segment_begin)
+    monkeypatch.setattr(graphs, "_segment_end", segment_end)
+    monkeypatch.setattr(graphs, "_island", island)
+    # Strong references: a CPU tensor's memory is freed with its last reference (a weak alias would dangle).
+    monkeypatch.setattr(graphs, "weak_alias", lambda torch_, t: (t, True))
+    monkeypatch.setattr(run, "HFDecoder", CpuHFDecoder)
     monkeypatch.setattr(graphs, "replay_error", lambda torch_, model, cap: 0.0)
     monkeypatch.setattr(run, "Decoder", CpuDecoder)
     monkeypatch.setattr(run, "nvtx_range_factory", lambda torch_, on_cuda: lambda msg: contextlib.nullcontext())
@@ -188,3 +222,81 @@ def test_a_step_that_cannot_be_captured_keeps_its_eager_rows_with_a_reason(
     assert "cannot capture the step as a CUDA graph" in said and "2 profiled/memory/serving items skipped" in said
     assert "graph_memory" not in doc
     assert sorted(p.name for p in out.glob("*.json.gz")) == ["tiny-layers2_bs2_eager.json.gz"]
+
+
+HF_TINY = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 64, "intermediate_size": 96,
+           "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+           "vocab_size": 256, "max_position_embeddings": 1024}
+HF_SMALL = ["--context-len", "32", "--start-pos", "4", "--repeats", "2", "--warmup", "1", "--steps", "1",
+            "--no-micro", "--no-kernel-count"]
+
+
+def _hf_config(tmp_path: Path) -> Path:
+    import json
+
+    pytest.importorskip("transformers", reason="transformers not installed (pip install 'launchgap[record]')")
+    p = tmp_path / "qwen3-tiny.json"
+    p.write_text(json.dumps(HF_TINY))
+    return p
+
+
+def test_transformers_piecewise_capture_is_pieces_around_eager_attention(tmp_path: Path,
+                                                                          fake_cuda: dict[str, Any]) -> None:
+    from launchgap.harness import graphs
+    from launchgap.harness.hf import HFDecoder, read_hf_config
+
+    model = HFDecoder(read_hf_config(_hf_config(tmp_path)), 4, 32, 4, device="cpu")
+    stream = torch.cuda.Stream()
+    cap = graphs.capture(torch, model, 3, "piecewise", None, stream)
+    calls = fake_cuda["calls"]
+    # 3 attention layers: 4 pieces, each ended at an attention call that then ran once eagerly.
+    assert calls == ["begin", "end", "island", "begin", "end", "island", "begin", "end", "island", "begin", "end"]
+    assert (len(cap.graphs), cap.nodes, cap.capture_s, cap.mode, cap.size) == (4, 4 * 42, 0.04, "piecewise", 3)
+    step = cap.holder
+    assert isinstance(step, graphs.SegmentedStep) and len(step.islands) == 3
+    # The islands write the model's one static buffer per output shape: (max batch 4, 1 token, 4 heads, 16).
+    (buf,) = model._segment_out.values()
+    assert tuple(buf.shape) == (4, 1, 4, 16)
+    assert all(i.args[-1].data_ptr() == buf.data_ptr() and tuple(i.args[-1].shape) == (3, 1, 4, 16)
+               for i in step.islands)
+    calls.clear()
+    cap.run()
+    assert calls == ["replay", "island", "replay", "island", "replay", "island", "replay"]
+    # An island recomputes its layer's attention from the recorded inputs into the buffer.
+    for i in step.islands:
+        fn, args, kwargs, out = i.args
+        buf.zero_()
+        i()
+        assert torch.equal(out, fn(*args, **kwargs))
+
+
+def test_transformers_piecewise_sweep_memory_and_serving(tmp_path: Path, fake_cuda: dict[str, Any]) -> None:
+    cfg = _hf_config(tmp_path)
+    out = tmp_path / "o"
+    rc = main(["record", "--hf-config", str(cfg), *HF_SMALL, "--batch-sizes", "1,2", "--modes",
+               "eager,graph,piecewise", "--no-trace", "--trace-batch-sizes", "2", "--capture-lists", "pow2-4",
+               "--memory-modes", "piecewise", "--out", str(out)])
+    assert rc == 0
+    doc = load_timings(out / "timings.json")
+    rows = {r["batch_size"]: r for r in doc["rows"]}
+    assert sorted(rows) == [1, 2]
+    for r in rows.values():
+        assert r["eager_us"] > 0 and r["graph_us"] > 0 and r["piecewise_us"] > 0
+        assert (r["graph_nodes"], r["piecewise_nodes"], r["piecewise_graphs"]) == (42, 4 * 42, 4)
+        assert (r["graph_pool_bytes"], r["piecewise_pool_bytes"]) == (2 * MIB, 4 * 2 * MIB)
+        assert r["piecewise_capture_s"] == 0.04 and r["piecewise_replay_ok"] is True
+    (pw,) = doc["graph_memory"]
+    assert (pw["mode"], pw["capture_sizes"], pw["graphs"], pw["reserved_mib"], pw["device_used_mib"]) == \
+        ("piecewise", [1, 2, 4], 12, 24.0, 36.0)
+    assert pw["nodes_per_graph"] == {"1": 168, "2": 168, "4": 168}
+
+    srv = tmp_path / "s"
+    rc = main(["record", "--hf-config", str(cfg), *HF_SMALL, "--capture-sizes", "1,2,4", "--serving-steps", "6",
+               "--sampler", "2,0.9,6", "--inject-fallbacks", "1", "--serving-rounds", "2",
+               "--serving-graphs", "piecewise", "--out", str(srv)])
+    assert rc == 0
+    (e,) = load_timings(srv / "timings.json")["serving"]
+    assert (e["graph_mode"], e["graphs"], e["capture_s"]) == ("piecewise", 12, 0.12)
+    assert len(e["steps"]) == 6 and len(e["fallback_steps"]) == 1 and (srv / e["trace"]).exists()
+    assert e["trace"] == "qwen3-tiny_serving_piecewise_1-2-4.json.gz"
+    assert all(s["annotation"].endswith("piecewise]") for s in e["steps"] if s["mode"] == "graph")

@@ -199,22 +199,59 @@ def test_timings_validate_model_source_and_compile() -> None:
             validate_timings({"rows": [row], "models": {"m": entry}}, "t.json")
 
 
-def test_piecewise_is_dropped_for_transformers_and_compiled_models(tmp_path: Path) -> None:
+def test_piecewise_is_dropped_only_for_compiled_models(tmp_path: Path) -> None:
     from launchgap.harness.model import Decoder, resolve_config
     from launchgap.harness.sweep import model_modes as _model_modes
 
     said: list[str] = []
     hf = HFDecoder(read_hf_config(_write(tmp_path, "llama")), 1, 32, 8, device="cpu")
+    assert _model_modes(hf, ("eager", "graph", "piecewise"), said.append) == ("eager", "graph", "piecewise")
+    hf.compiled = True
     assert _model_modes(hf, ("eager", "graph", "piecewise"), said.append) == ("eager", "graph")
-    assert "piecewise mode splits the step at attention" in said[-1]
     dec = Decoder(resolve_config("tiny", layers=1), 1, 32, 8, device="cpu")
     assert _model_modes(dec, ("eager", "piecewise"), said.append) == ("eager", "piecewise")
     dec.compiled = True
     assert _model_modes(dec, ("eager", "piecewise"), said.append) == ("eager",)
-    assert "not recorded with --compile" in said[-1] and len(said) == 2
+    assert len(said) == 2 and all("not recorded with --compile" in line for line in said)
 
 
-@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_piecewise_step_run_directly_is_the_step(tmp_path: Path, name: str) -> None:
+    """Cut at its attention calls (their outputs through the static buffer), the forward computes what the
+    step computes, bit for bit, step after step; the router is transformers' only while it runs."""
+    from launchgap.harness.graphs import SegmentedStep, piecewise_step
+
+    spec = read_hf_config(_write(tmp_path, name))
+    ref = HFDecoder(spec, max_batch_size=4, context_len=64, start_pos=16, device="cpu", seed=1)
+    dec = HFDecoder(spec, max_batch_size=4, context_len=64, start_pos=16, device="cpu", seed=1)
+    step = piecewise_step(dec, 3)
+    assert isinstance(step, SegmentedStep)
+    sdpa = transformers.AttentionInterface._global_mapping["sdpa"]
+    for _ in range(3):
+        ref.step(3)
+        step.run()
+        assert torch.equal(dec.last_logits, ref.last_logits) and torch.equal(dec.tokens, ref.tokens)
+        assert torch.equal(dec.pos, ref.pos)
+    assert transformers.AttentionInterface._global_mapping["sdpa"] is sdpa
+    # One call per layer, each returning the model's one buffer of its output shape (batch 3 of 4 rows).
+    (buf,) = dec._segment_out.values()
+    assert len(step.outputs) == 2 and all(o.data_ptr() == buf.data_ptr() and o.shape[0] == 3 for o in step.outputs)
+    assert tuple(buf.shape[:2]) == (4, 1)
+    # The pieces alone skip attention: the buffer is read, not written.
+    buf.fill_(0.5)
+    step.run_pieces_directly()
+    assert bool((buf == 0.5).all())
+
+
+def test_piecewise_needs_an_attention_call(tmp_path: Path) -> None:
+    dec = HFDecoder(read_hf_config(_write(tmp_path, "llama")), 1, 32, 8, device="cpu")
+    sdpa = transformers.AttentionInterface._global_mapping["sdpa"]
+    dec.model.config._attn_implementation = "eager"  # transformers' own eager attention: no call through "sdpa"
+    with pytest.raises(InputError, match="LlamaForCausalLM made no attention call through transformers' "
+                                         "AttentionInterface \\('sdpa'\\): no place to split the step"):
+        dec.piecewise_forward(1, lambda fn, args, kwargs: fn(*args, **kwargs))
+    assert transformers.AttentionInterface._global_mapping["sdpa"] is sdpa
+
 def test_compiled_steps_give_the_eager_tokens(tmp_path: Path) -> None:
     """--compile on the CPU (Inductor's C++ backend): transformers' forward and the built-in decoder,
     compiled once for a dynamic batch (sizes 3 and 2 share a graph; 1 compiles once more)."""

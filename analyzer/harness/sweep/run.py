@@ -170,12 +170,9 @@ def sizes_of(opts: SweepOptions) -> list[int]:
 
 
 def model_modes(model: Decoder | HFDecoder, modes: tuple[str, ...], warn: Callable[[str], None]) -> tuple[str, ...]:
-    """The run's modes less piecewise where the model cannot split its step (transformers, compiled)."""
+    """The run's modes less piecewise where the model cannot split its step (compiled)."""
     if "piecewise" not in modes or model.supports_piecewise:
         return modes
-    from ..hf import PIECEWISE_UNSUPPORTED
-
-    why = PIECEWISE_UNSUPPORTED if isinstance(model, HFDecoder) else \
-        "piecewise mode runs the decoder's stages uncompiled, so it is not recorded with --compile"
-    warn(f"{model.cfg.name}: {why}")
+    warn(f"{model.cfg.name}: piecewise mode splits the uncompiled step at attention, so it is not recorded "
+         "with --compile")
     return tuple(m for m in modes if m != "piecewise") or ("eager",)
