@@ -22,6 +22,10 @@
 #                                               aya-expanse-8b-like, granite-3.0-3b-a800m-like)
 #                                               PART 12: padding held out on two mixtures of experts
 #                                               (granite-3.0-3b-a800m-like, olmoe-1b-7b-like)
+#                                               PART 13: piecewise -> FULL on transformers models (qwen3-1.7b-like,
+#                                               gemma-3-1b-like; traces/h200-piecewise-2026-12-03/configs):
+#                                               piecewise and FULL sweeps at 4, 16, 48, a piecewise serving trace and
+#                                               the same sequence's FULL-graph truth
 #   bash bench/gpu_heldout.sh OUT PART --dry-run
 #   ONLY=REGEX bash bench/gpu_heldout.sh OUT PART
 set -u
@@ -114,6 +118,22 @@ elif [ "$PART" = 9 ]; then  # which kernels make a FULL-graph step jump one row 
     part jump-stablelm 90 $H --hf-config traces/h200-fresh-2026-12-03d/configs/stablelm-2-1.6b-like.json $J --out "$W/jump"
     part jump-smollm2 90 $H --hf-config traces/h200-fresh-2026-12-03b/configs/smollm2-1.7b-like.json $J --out "$W/jump"
     part jump-8b 90 $H --model 8b $J --out "$W/jump"
+elif [ "$PART" = 13 ]; then  # piecewise -> FULL on transformers models (traces/h200-piecewise-2026-12-03/configs)
+    P=traces/h200-piecewise-2026-12-03/configs
+    # Fixed batch: unprofiled piecewise and FULL-graph step per size (the truth) and 3-step traces of both modes.
+    PW="--modes piecewise,graph --batch-sizes 4,16,48 --repeats 30 --rounds 2 --warmup 5 --steps 3 --no-micro"
+    # Serving: one seeded sequence replayed on piecewise graphs (traced), then on FULL graphs (its per-bucket replay
+    # times are the truth); 30 steps keep the trace under 5 MB (the 8b's 40 steps were 5.6 MB).
+    PSERVE="--capture-sizes serve=1,2,4,8,16,24,32,40,48,56,64 --distribution bench/serving_distribution.json
+            --serving-steps 30 --inject-fallbacks 3 --repeats 20 --warmup 3 --serving-rounds 3 --seed 19 --no-micro"
+    for m in qwen3-1.7b-like gemma-3-1b-like; do
+        part "piecewise-$m" 90 $H --hf-config $P/$m.json $PW --out "$W/pw/$m/sweep"
+        part "serving-piecewise-$m" 100 $H --hf-config $P/$m.json $PSERVE --serving-graphs piecewise \
+            --out "$W/pw/$m/serving_piecewise"
+        part "serving-full-$m" 70 $H --hf-config $P/$m.json $PSERVE --serving-graphs full --no-trace \
+            --out "$W/pw/$m/serving_full"
+    done
+    finish() { [ -z "$DRY" ] && tar -czf "$OUT/piecewise.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) pw && ls -la "$OUT"; }
 elif [ "$PART" = 2 ]; then
     for m in qwen1.5-moe-a2.7b-like mixtral-8x7b-8layer-like; do
         part "$m" 150 $H --hf-config $C/$m.json --batch-sizes $SIZES $SWEEP --out "$W/sweep"

@@ -48,7 +48,8 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
                            "are given)")
     what.add_argument("--modes", default="eager,graph",
                       help="sweep modes: eager, graph (one FULL graph), piecewise (graphs between eager "
-                           "attentions); default eager,graph")
+                           "attentions; a --hf-config model's forward is cut at its transformers attention calls); "
+                           "default eager,graph")
     what.add_argument("--out", type=Path, help="output folder for timings.json and traces")
     what.add_argument("--context-len", type=int, default=512, help="static KV-cache length (default 512)")
     what.add_argument("--start-pos", type=int, default=128, help="decode position of the first step (default 128)")
@@ -105,7 +106,8 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     srv.add_argument("--inject-fallbacks", type=int, default=0, metavar="K",
                      help="K steps (seeded) run eagerly although their bucket is captured")
     srv.add_argument("--serving-graphs", choices=("full", "piecewise"), default="full",
-                     help="graph mode of the captured lists (default full)")
+                     help="graph mode of the captured lists: full, or piecewise (graphs between eager "
+                          "attentions, --hf-config models too; default full)")
     srv.add_argument("--serving-rounds", type=int, default=5, help="timed passes over the sequence (default 5)")
 
     cur = parser.add_argument_group("speedup curve")

@@ -21,7 +21,8 @@ allocator), capture seconds and kernel nodes per graph (read from the captured
 cannot keep the graph or the driver library is not found).
 
 Only torch and the standard library; every function here needs CUDA except the
-:class:`PiecewiseStep` direct path and :func:`count_kernel_nodes` with a given library.
+direct paths of :class:`PiecewiseStep` and :class:`SegmentedStep` and :func:`count_kernel_nodes` with a
+given library.
 """
 from __future__ import annotations
 

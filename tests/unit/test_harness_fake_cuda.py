@@ -231,21 +231,29 @@ HF_SMALL = ["--context-len", "32", "--start-pos", "4", "--repeats", "2", "--warm
             "--no-micro", "--no-kernel-count"]
 
 
-def _hf_config(tmp_path: Path) -> Path:
+#: Gemma 3's text model: sliding-window layers (every layer but the sixth here) beside a global one, each with its mask.
+GEMMA3_TINY = {**HF_TINY, "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "sliding_window": 32,
+               "query_pre_attn_scalar": 16, "num_hidden_layers": 3, "layer_types": ["sliding_attention",
+                                                                                     "full_attention",
+                                                                                     "sliding_attention"]}
+
+
+def _hf_config(tmp_path: Path, config: dict[str, Any] = HF_TINY, name: str = "qwen3-tiny") -> Path:
     import json
 
     pytest.importorskip("transformers", reason="transformers not installed (pip install 'launchgap[record]')")
-    p = tmp_path / "qwen3-tiny.json"
-    p.write_text(json.dumps(HF_TINY))
+    p = tmp_path / f"{name}.json"
+    p.write_text(json.dumps(config))
     return p
 
 
-def test_transformers_piecewise_capture_is_pieces_around_eager_attention(tmp_path: Path,
-                                                                          fake_cuda: dict[str, Any]) -> None:
+@pytest.mark.parametrize("config", [HF_TINY, GEMMA3_TINY], ids=["qwen3", "gemma3"])
+def test_transformers_piecewise_capture_is_pieces_around_eager_attention(tmp_path: Path, fake_cuda: dict[str, Any],
+                                                                          config: dict[str, Any]) -> None:
     from launchgap.harness import graphs
     from launchgap.harness.hf import HFDecoder, read_hf_config
 
-    model = HFDecoder(read_hf_config(_hf_config(tmp_path)), 4, 32, 4, device="cpu")
+    model = HFDecoder(read_hf_config(_hf_config(tmp_path, config)), 4, 32, 4, device="cpu")
     stream = torch.cuda.Stream()
     cap = graphs.capture(torch, model, 3, "piecewise", None, stream)
     calls = fake_cuda["calls"]
