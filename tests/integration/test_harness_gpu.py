@@ -143,6 +143,40 @@ def test_list_in_one_shared_pool_replays_like_eager(mode: str) -> None:
     cl.release(torch)
 
 
+@pytest.mark.parametrize("mode", ["full", "piecewise"])
+def test_transformers_list_in_one_shared_pool_replays_like_eager(tmp_path: Path, mode: str) -> None:
+    """A transformers model's sizes in one pool (piecewise: its forward cut at its attention calls, one
+    piece per call + 1) each replay what the eager step computes from the same state, in any order."""
+    pytest.importorskip("transformers", reason="transformers not installed (pip install 'launchgap[record]')")
+    from launchgap.harness.graphs import capture_list
+    from launchgap.harness.hf import HFDecoder, read_hf_config
+
+    cfg = tmp_path / "qwen3-small.json"
+    cfg.write_text(json.dumps({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 256,
+                               "intermediate_size": 512, "num_hidden_layers": 3, "num_attention_heads": 4,
+                               "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 1024,
+                               "max_position_embeddings": 1024}))
+    m = HFDecoder(read_hf_config(cfg), max_batch_size=8, context_len=64, start_pos=8, device="cuda", seed=1)
+    cl = capture_list(torch, m, [2, 8, 4], mode, "t", torch.cuda.Stream())
+    assert cl.entry["graphs"] == 3 * (1 if mode == "full" else 4)
+    for size in (8, 2, 4, 8):
+        tokens, pos, caches = m.tokens.clone(), m.pos.clone(), [(k.clone(), v.clone()) for k, v in m._full]
+        m.step(size)
+        want = m.last_logits.float().clone()
+        m.tokens.copy_(tokens)
+        m.pos.copy_(pos)
+        for (k, v), (k0, v0) in zip(m._full, caches):
+            k.copy_(k0)
+            v.copy_(v0)
+        cap = cl.captures[size]
+        cap.run()
+        torch.cuda.synchronize()
+        assert torch.allclose(cap.logits.float(), want, rtol=0.02, atol=0.05), f"{mode} bs {size}"
+        assert torch.equal(m.tokens[:size], cap.logits.argmax(-1))
+        assert torch.equal(m.pos, pos + 1)
+    cl.release(torch)
+
+
 def test_record_modes_memory_and_profiler_rows_end_to_end(tmp_path: Path) -> None:
     """One CLI run: eager/graph/piecewise rows and traces, profiler rows, two lists' graph memory."""
     from launchgap.cli import main
