@@ -123,14 +123,16 @@ elif [ "$PART" = 13 ]; then  # piecewise -> FULL on transformers models (traces/
     # Fixed batch: unprofiled piecewise and FULL-graph step per size (the truth) and 3-step traces of both modes.
     PW="--modes piecewise,graph --batch-sizes 4,16,48 --repeats 30 --rounds 2 --warmup 5 --steps 3 --no-micro"
     # Serving: one seeded sequence replayed on piecewise graphs (traced), then on FULL graphs (its per-bucket replay
-    # times are the truth); 30 steps keep the trace under 5 MB (the 8b's 40 steps were 5.6 MB).
+    # times are the truth); 24 steps keep the trace under 5 MB (the 8b decoder's 40 piecewise steps were 5.6 MB).
     PSERVE="--capture-sizes serve=1,2,4,8,16,24,32,40,48,56,64 --distribution bench/serving_distribution.json
-            --serving-steps 30 --inject-fallbacks 3 --repeats 20 --warmup 3 --serving-rounds 3 --seed 19 --no-micro"
+            --serving-steps 24 --inject-fallbacks 3 --repeats 20 --warmup 3 --serving-rounds 3 --seed 19 --no-micro"
+    # First the GPU test of a transformers capture list replaying like eager (FULL and piecewise): seconds.
+    part gpu-test-hf 45 python3 -m pytest -q -p no:cacheprovider tests/integration/test_harness_gpu.py -k transformers
     for m in qwen3-1.7b-like gemma-3-1b-like; do
-        part "piecewise-$m" 90 $H --hf-config $P/$m.json $PW --out "$W/pw/$m/sweep"
+        part "piecewise-$m" 80 $H --hf-config $P/$m.json $PW --out "$W/pw/$m/sweep"
         part "serving-piecewise-$m" 100 $H --hf-config $P/$m.json $PSERVE --serving-graphs piecewise \
             --out "$W/pw/$m/serving_piecewise"
-        part "serving-full-$m" 70 $H --hf-config $P/$m.json $PSERVE --serving-graphs full --no-trace \
+        part "serving-full-$m" 60 $H --hf-config $P/$m.json $PSERVE --serving-graphs full --no-trace \
             --out "$W/pw/$m/serving_full"
     done
     finish() { [ -z "$DRY" ] && tar -czf "$OUT/piecewise.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) pw && ls -la "$OUT"; }

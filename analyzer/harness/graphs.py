@@ -296,9 +296,12 @@ def _capture_one(torch: Any, fn: Callable[[], Any], pool: Any, stream: Any,
 
 
 def _segment_begin(torch: Any, pool: Any, keep: bool) -> tuple[Any, bool, float]:
-    """Begin capturing a graph on the current stream into ``pool`` (one piece of a :class:`SegmentedStep`)."""
+    """Begin capturing a graph on the current stream into ``pool`` (one piece of a :class:`SegmentedStep`),
+    after what ``torch.cuda.graph`` does first (synchronize, empty the cache), timed as in :func:`_capture_one`."""
     g, kept = new_graph(torch, keep)
     t0 = time.perf_counter()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
     g.capture_begin(pool=pool)
     return g, kept, t0
 
