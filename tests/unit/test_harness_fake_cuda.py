@@ -267,6 +267,13 @@ def test_transformers_piecewise_capture_is_pieces_around_eager_attention(tmp_pat
     assert tuple(buf.shape) == (4, 1, 4, 16)
     assert all(i.args[-1].data_ptr() == buf.data_ptr() and tuple(i.args[-1].shape) == (3, 1, 4, 16)
                for i in step.islands)
+    # Each island keeps its layer's own inputs: Gemma 3's sliding layers share one mask, its global layer another.
+    masks = [i.args[1][4] for i in step.islands]
+    if config is GEMMA3_TINY:
+        assert masks[0] is masks[2] and masks[1] is not masks[0]
+        assert [i.args[2]["sliding_window"] for i in step.islands] == [32, None, 32]
+    else:
+        assert masks[0] is masks[1] is masks[2]
     calls.clear()
     cap.run()
     assert calls == ["replay", "island", "replay", "island", "replay", "island", "replay"]
