@@ -367,7 +367,8 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
     summary = replace(_summary(inputs, opts), node_us=_f(node_us), node_us_source=node_source,
                       host_stall_frames=stalls.frames_table())
     mode = classify_mode(summary.kernel_launches_per_step_median, summary.graph_launches_per_step_median,
-                         summary.kernels_per_step_median)
+                         summary.kernels_per_step_median,
+                         2 * sum(r.graph_coverage == "piecewise" for r in step_reports) > len(step_reports))
     if mode == "eager" and evidence:
         mode = "compiled"
         summary = replace(summary, compile_evidence=evidence,

@@ -276,7 +276,7 @@ def group_summary(s, group: dict):
 def group_mode(group: dict) -> str:
     """A step group's trace mode from its own launch medians."""
     return classify_mode(group["kernel_launches_per_step_median"], group["graph_launches_per_step_median"],
-                         group["kernels_per_step_median"])
+                         group["kernels_per_step_median"], group.get("graph_coverage") == "piecewise")
 
 
 def headline(s):

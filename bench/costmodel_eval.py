@@ -238,6 +238,9 @@ def check_piecewise(rows: list[dict]) -> bool:
             ("h200-session-2026-12-01", "1b", (1, 8, 32, 64), False)]
     if (T / "h200-heldout-2026-12-03" / "timings_piecewise.json").exists():
         sets.insert(1, ("h200-heldout-2026-12-03", "8b", (1, 8, 32, 64, 128), True))
+    # transformers models cut at their attention calls (bench/gpu_heldout.sh part 13)
+    sets += [(f"{d.parent.name}/{d.name}", d.name, (4, 16, 48), True)
+             for d in sorted(T.glob("h200-piecewise-*/*")) if (d / "timings_piecewise.json").exists()]
     for folder, model, sizes, held in sets:
         truth = {r["batch_size"]: r for r in json.loads((T / folder / "timings_piecewise.json").read_text())["rows"]
                  if r["model"] == model}
@@ -266,7 +269,8 @@ def check_piecewise_serving(rows: list[dict]) -> bool:
           " unprofiled replay of its bucket)")
     met = True
     found = False
-    for trace in sorted(T.glob("*/serving/*_serving_piecewise_*.json.gz")):
+    for trace in sorted([*T.glob("*/serving/*_serving_piecewise_*.json.gz"),
+                         *T.glob("*/*/serving/*_serving_piecewise_*.json.gz")]):
         full = trace.parent.parent / "timings_serving_full.json"
         if not full.exists():
             continue

@@ -226,3 +226,30 @@ def test_old_kineto_schema(tmp_path: Path) -> None:
     [st] = rep.steps
     assert (st.kernels, st.kernel_launches, st.dur_us, st.gpu_busy_us) == (1, 1, 54.0, 34.0)
     assert rep.devices[0].kernels == 1 and rep.devices[0].gpu_ops == 2
+
+
+@pytest.mark.parametrize("pieces, eager_between, coverage, mode", [
+    # three graphs chained by one eager launch in each gap (2 of 62 kernels, 3%: under the 10% that alone makes a
+    # step piecewise): a model cut at its attention calls, piecewise
+    (3, (1, 1), "piecewise", "mixed"),
+    # one gap without eager work: fewer eager launches between than gaps, not a chain (a FULL step whose sampler
+    # is a second graph, an input copy before it): full
+    (3, (1, 0), "full", "graph"),
+    # one graph and its eager launches after it: full
+    (1, (), "full", "graph"),
+])
+def test_graphs_chained_by_eager_launches_are_piecewise(tmp_path: Path, pieces: int, eager_between: tuple,
+                                                         coverage: str, mode: str) -> None:
+    ev, t, corr = [ann("step[DECODE bs=4]", 0.0, 2000.0)], 10.0, 1
+    for p in range(pieces):
+        ev += graph_launch(t, corr, 20, t + 5.0)
+        corr, t = corr + 1, t + 40.0
+        for _ in range(eager_between[p] if p < len(eager_between) else 0):
+            ev += eager(t, corr, t + 2.0)
+            corr, t = corr + 1, t + 10.0
+    ev += eager(t, corr, t + 2.0)  # after the last graph (sampling): not between
+    rep = analyze_trace(load_trace(write(tmp_path, ev)))
+    [st] = rep.steps
+    assert (st.graph_launches, st.kernel_launches) == (pieces, sum(eager_between) + 1)
+    assert st.graph_coverage == coverage
+    assert rep.mode == mode
