@@ -17,7 +17,13 @@ analysed with the real capture list (``--capture-sizes``, from the truth file). 
 * ``eager grp``: the eager decode group's step (``step_groups[].estimated_unprofiled_step_us_median``) against the
   median eager truth of its batches;
 * ``step``: ``summary.estimated_unprofiled_step_us_median`` and ``predicted_graph_step_us_median`` against the
-  median truth over all steps (graph steps: their bucket's replay; eager steps: their batch's eager step).
+  median truth over all steps (graph steps: their bucket's replay; eager steps: their batch's eager step);
+* ``headline``: ``summary.predicted_speedup`` (rule ``decode time`` on these mixed traces) against the truth
+  Σ as run / Σ all FULL over the serving run's decode steps (``timings_serving.json`` ``steps``): as run, a graph
+  step is its bucket's replay and an eager step its batch's eager step; all FULL, a graph step is the same replay,
+  a fallback the replay of the bucket it missed (its lost time's truth) and an uncaptured step the FULL graph at its
+  batch (``timings_fullrange.json``; above its largest timed size, a line through its top 16 timed sizes, whose
+  share of the all-FULL sum is ``ext``). The rows' median |err| is printed last.
 """
 from __future__ import annotations
 
@@ -42,7 +48,7 @@ def _err(x: float, t: float) -> str:
 
 
 def main() -> None:
-    rows = []
+    rows, h_errs = [], []
     for d in _folders():
         trace = next(d.glob("serving/*_serving_serve.json.gz"))
         truth = next(s for s in json.loads((d / "timings_serving.json").read_text())["serving"]
@@ -67,16 +73,43 @@ def main() -> None:
         t_grp = float(np.median([eager[st.batch_size] for st in rep.steps if st.graph_coverage == "eager"]))
         t_step = float(np.median([graph[t["bucket"]] if t["mode"] == "graph" else eager[t["batch_size"]]
                                   for t in truth["steps"]]))
+        h_true, ext = _headline_truth(truth["steps"], graph, eager, fr)
+        h_errs.append(s.predicted_speedup / h_true - 1)
         rows.append((truth["model"], f"{s.fallback_lost_us_per_step:,.0f}", f"{t_lost:,.0f}",
                      _err(s.fallback_lost_us_per_step, t_lost), _err(own, t_lost),
                      f"{got_pad / n:,.1f}", f"{t_pad / n:,.1f}", _err(got_pad, t_pad), "yes" if band else "no",
                      _err(grp["estimated_unprofiled_step_us_median"], t_grp) if grp else "-",
-                     _err(s.estimated_unprofiled_step_us_median, t_step), _err(s.predicted_graph_step_us_median, t_step)))
+                     _err(s.estimated_unprofiled_step_us_median, t_step), _err(s.predicted_graph_step_us_median, t_step),
+                     f"{s.predicted_speedup:.3f}x", s.predicted_speedup_rule, f"{h_true:.3f}x",
+                     _err(s.predicted_speedup, h_true), f"{ext:.0%}",
+                     "yes" if s.predicted_speedup_low <= h_true <= s.predicted_speedup_high else "no"))
     head = ("model", "lost us", "truth", "err", "own err", "padding us", "truth", "err", "in band", "eager grp",
-            "step est", "pred graph")
+            "step est", "pred graph", "headline", "rule", "truth", "err", "ext", "in range")
     w = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
     for r in [head, *rows]:
         print("  ".join(str(v).rjust(w[i]) for i, v in enumerate(r)))
+    print(f"headline: median |err| {np.median(np.abs(h_errs)):.1%}, median err {np.median(h_errs):+.1%} "
+          f"({len(h_errs)} traces)")
+
+
+def _headline_truth(steps: list[dict], graph: dict, eager: dict, fr: dict) -> tuple[float, float]:
+    """The decode-time headline's truth (see the module docstring) and the share of its all-FULL sum extrapolated
+    above the FULL-graph timings' largest size."""
+    top = sorted(fr)[-16:]
+    line = np.polyfit(top, [fr[b] for b in top], 1)
+    run = sum(graph[t["bucket"]] if t["mode"] == "graph" else eager[t["batch_size"]] for t in steps)
+    full = ext = 0.0
+    for t in steps:  # the run's decode steps
+        if t["mode"] == "graph":
+            full += graph[t["bucket"]]
+        elif t["fallback"]:
+            full += graph[t["bucket"]] if t.get("bucket") in graph else fr[t["bucket"]]
+        elif t["batch_size"] in fr:
+            full += fr[t["batch_size"]]
+        else:
+            x = float(np.polyval(line, t["batch_size"]))
+            full, ext = full + x, ext + x
+    return run / full, ext / full
 
 
 def _own_eager(rep) -> list[float]:

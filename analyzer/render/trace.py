@@ -5,7 +5,8 @@ from ..engines import LABELS
 from ..gaps import CAUSES
 from .table import table as _table
 from ..report import TraceReport
-from ..verdict import batch_basis, capture_sizes_basis, fallback_basis, graphs_word, padding_basis, step_word
+from ..verdict import batch_basis, capture_sizes_basis, fallback_basis, graphs_word, padding_basis, step_word, \
+    time_text
 
 
 def _short(name: str, n: int = 60) -> str:
@@ -41,6 +42,13 @@ def _capture_lines(rep: TraceReport, markdown: bool) -> list[str]:
     return lines
 
 
+def _rule_words(s) -> str:
+    """The decode-time rule's sums before the speedup's range, empty under the others (the median step's ratio)."""
+    if s.predicted_speedup_rule != "decode time":
+        return ""
+    return f"decode time: {time_text(s.decode_us_as_run)} as run over {time_text(s.decode_us_full_graph)} all FULL graphs; "
+
+
 def _facts(rep: TraceReport) -> list[tuple[str, str]]:
     """The summary's figures, one (name, text) per line."""
     s = rep.summary
@@ -67,7 +75,7 @@ def _facts(rep: TraceReport) -> list[tuple[str, str]]:
         ("launch delay", f"p50 {s.launch_delay_us_p50:,.1f} us, p90 {s.launch_delay_us_p90:,.1f} us, "
                          f"p99 {s.launch_delay_us_p99:,.1f} us"),
         ("predicted CUDA-graph step", f"{s.predicted_graph_step_us_median:,.1f} us -> speedup "
-                                      f"{s.predicted_speedup:.2f}x ({s.predicted_speedup_low:.2f}-"
+                                      f"{s.predicted_speedup:.2f}x ({_rule_words(s)}{s.predicted_speedup_low:.2f}-"
                                       f"{s.predicted_speedup_high:.2f}x; {s.eager_step_source} {step_word(rep.mode)}; "
                                       f"vs profiled step {s.predicted_speedup_profiled:.2f}x; node cost "
                                       f"{s.node_us:.3g} us from {s.node_us_source})"),

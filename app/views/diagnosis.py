@@ -62,8 +62,12 @@ c2.metric("Launch-to-kernel ratio", f"{h.launch_to_kernel_ratio:.2f}", border=Tr
           help="Host time in launch calls over the GPU time of the work they launched. Above 1 the CPU cannot "
                "keep the GPU fed.")
 c3.metric("Predicted CUDA-graph speedup", f"{h.predicted_speedup:.2f}x", border=True,
-          help=f"Range {h.predicted_speedup_low:.2f}-{h.predicted_speedup_high:.2f}x. Real step time (measured, "
-               "else the profiled step less the estimated profiler overhead) over the predicted graph-replay step.")
+          help=f"Range {h.predicted_speedup_low:.2f}-{h.predicted_speedup_high:.2f}x. " + (
+              f"Decode time: the trace's decode steps as they ran ({s.decode_us_as_run / 1e3:,.1f} ms, eager steps "
+              f"on the eager curve) over the same steps each replaying one FULL graph "
+              f"({s.decode_us_full_graph / 1e3:,.1f} ms)." if s.predicted_speedup_rule == "decode time" else
+              "Real step time (measured, else the profiled step less the estimated profiler overhead) over the "
+              "predicted graph-replay step."))
 c4.metric("Steps", f"{h.steps} of {s.steps}" if group else f"{s.steps}", border=True,
           help=f"Found from: {s.step_source}.")
 

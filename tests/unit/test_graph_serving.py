@@ -14,7 +14,7 @@ from launchgap.loaders import load_trace
 from launchgap.predict import PredictionModel
 from launchgap.engines import parse_server_config
 from launchgap.render import render_trace
-from launchgap.report import AnalysisOptions, analyze_trace
+from launchgap.report import AnalysisOptions, analyze_trace, with_observed_step
 from launchgap.steps import assign_rows_to_steps, find_steps
 from launchgap.verdict import capture_sizes_basis, padding_basis
 from tests.unit.kineto_tiny import HOST_PID, HOST_TID, ann, cpu_op, kernel, launch, write
@@ -98,11 +98,47 @@ def test_fallbacks_buckets_padding_exact(serving_trace: Path) -> None:
         render_trace(rep)
     assert s.fallback_lost_us_per_step == pytest.approx((50.0 - 10.0) / 4)
     assert rep.steps[2].fallback_cause == "the step marker names it eager (decode_step[bs=2 eager])"
-    assert s.verdict_detail.startswith("1 of 4 decode steps fell back to eager although a captured size fits them "
-                                       "(steps 2; capture sizes from the trace, the sizes that ran): 10 us lost per step of "
-                                       "the trace")
+    assert "; 1 of 4 decode steps fell back to eager although a captured size fits them (steps 2; capture sizes from " \
+        "the trace, the sizes that ran): 10 us lost per step of the trace" in s.verdict_detail
     assert "capture sizes       [4] (from the trace, the sizes that ran: the padded sizes the step markers write)" in \
         render_trace(rep)
+
+
+def test_mixed_decode_time_headline_exact(serving_trace: Path, tmp_path: Path) -> None:
+    rep = analyze_trace(load_trace(serving_trace), AnalysisOptions(model=NO_PROFILER_COST))
+    s, curve = rep.summary, rep.cost_curve
+    # Two FULL replays (predicted FULL step 10 us each: real = FULL, no gain), a fallback at bs 2 (bucket 4) and an
+    # uncaptured bs 6. Eager steps as run: the eager curve, 7 kernels x 7.95 us x 0.898 = 50 us at both batches (above
+    # the cost curve's 10 and 12.36 there); all FULL: the fallback at the bucket it missed, cost(4) = 10, the
+    # uncaptured step at its batch, cost(6) = 12.36 (its own predicted FULL step, the curve's point at 6)
+    assert (curve.at(4), curve.at(6)) == (pytest.approx(10.0), pytest.approx(12.36))
+    assert [st.fallback_eager_us for st in rep.steps] == [None, None, 50.0, None]
+    assert s.predicted_speedup_rule == "decode time"
+    assert (s.decode_us_as_run, s.decode_us_full_graph) == (pytest.approx(120.0), pytest.approx(42.36))
+    assert s.predicted_speedup == pytest.approx(120.0 / 42.36, abs=1e-3)  # 2.833x: the median step's ratio read 1.00x
+    # range: FULL steps exact; the eager steps' 100 us +-30%, their FULL cost at the cost curve's band
+    hi4, hi6, lo4, lo6 = curve.high(4), curve.high(6), curve.low(4), curve.low(6)
+    assert lo4 < 10.0 < hi4 and lo6 < 12.36 < hi6
+    assert s.predicted_speedup_low == pytest.approx((20.0 + 70.0) / (20.0 + hi4 + hi6), abs=1e-3)
+    assert s.predicted_speedup_high == pytest.approx((20.0 + 130.0) / (20.0 + lo4 + lo6), abs=1e-3)
+    assert s.verdict_detail.startswith(
+        "capturing the uncaptured step's size and replaying the fallback's captured graph would make decode 2.83x "
+        f"faster over this trace's 4 decode steps (range {s.predicted_speedup_low:.2f}-{s.predicted_speedup_high:.2f}x): "
+        "120 us as run (eager steps on the eager curve), 42 us with every step one FULL graph; ")
+    assert "speedup 2.83x (decode time: 120 us as run over 42 us all FULL graphs; " in render_trace(rep)
+    # a measured step cannot split graph replays from eager steps: the headline stays
+    assert with_observed_step(rep, 20.0).summary.predicted_speedup == s.predicted_speedup
+    # not mixed: the two FULL replays alone are 1.00x by rule, the two eager steps alone the median step's ratio
+    graphs = _graph_step(0.0, "decode_step[bs=3 bucket=4 graph]", 1) + _graph_step(100.0, "decode_step[bs=4 bucket=4 graph]", 2)
+    full = analyze_trace(load_trace(write(tmp_path, graphs, name="full.json")),
+                         AnalysisOptions(model=NO_PROFILER_COST)).summary
+    assert (full.steps_by_coverage["full"], full.steps, full.predicted_speedup_rule, full.predicted_speedup,
+            full.decode_us_as_run) == (2, 2, "all FULL", 1.0, None)
+    eagers = _eager_step(200.0, "decode_step[bs=2 eager]", 10, 1.0) + _eager_step(300.0, "decode_step[bs=6 eager]", 20, 2.0)
+    eager = analyze_trace(load_trace(write(tmp_path, eagers, name="eager.json")),
+                          AnalysisOptions(model=NO_PROFILER_COST)).summary
+    assert (eager.steps_by_coverage["eager"], eager.steps, eager.predicted_speedup_rule, eager.decode_us_full_graph) \
+        == (2, 2, "median step", None)
 
 
 def test_host_time_between_steps_exact(serving_trace: Path) -> None:
@@ -125,7 +161,9 @@ def test_host_time_between_steps_exact(serving_trace: Path) -> None:
     assert "uncaptured sizes    1 step above the largest captured size (steps 3)" in text
     # the trace replays graphs: its typical step is not an eager one, and the prediction is the step as one FULL graph
     assert rep.mode == "mixed"
-    assert "10.0 us -> speedup 2.05x (1.99-2.12x; estimated step; vs profiled step 2.05x;" in text
+    # the headline is the decode time (test_mixed_decode_time_headline_exact): 2.83x; the median step's read 2.05x
+    assert ("10.0 us -> speedup 2.83x (decode time: 120 us as run over 42 us all FULL graphs; 2.01-4.01x; estimated "
+            "step; vs profiled step 2.05x;") in text
     assert "decode TPOT                  0.02 ms -> 0.01 ms as one FULL graph;" in text
     assert "; step estimated: 20 us profiled less 0 us (0-0) per recorded host event" in s.verdict_detail
     # the eager decode group (a fallback at bs 2, an uncaptured size at bs 6) among graph replays: its step is the
