@@ -23,7 +23,10 @@ window of all steps; ``predicted_speedup`` is the real step time (``observed_ste
 when the user gives it: *measured*; else the profiled step less the estimated profiler
 overhead: *estimated*, see :mod:`launchgap.overhead`) over the median predicted graph step.
 ``predicted_speedup_low``/``_high`` bound it: the overhead's range per host event for the
-detected ``profiler_settings`` and the graph step's error band. The report's ``workload``
+detected ``profiler_settings`` and the graph step's error band. ``predicted_speedup_rule`` names the rule: that
+``"median step"``; ``"all FULL"`` (1.00x) where every step already replays one FULL graph; ``"decode time"`` where a
+graph-mode trace's decode steps mix graph replays and eager steps (:func:`_decode_time`: ``decode_us_as_run`` over
+``decode_us_full_graph``). The report's ``workload``
 (:mod:`launchgap.workload`) names the model, device and rank the trace ran. ``engine`` names the
 serving engine that wrote the trace (``None`` for others), ``steps_by_coverage`` counts steps per
 graph coverage and ``step_groups`` has one entry per (phase, coverage) with its own medians and

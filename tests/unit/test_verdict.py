@@ -131,7 +131,15 @@ def test_one_verdict_for_a_graph_serving_trace_with_fallbacks() -> None:
     assert (again.verdict, again.verdict_detail) == (rep.summary.verdict, rep.summary.verdict_detail)
     measured = with_observed_step(rep, 2900.0).summary
     assert measured.verdict == "graphed, with eager fallbacks"
-    assert measured.verdict_detail.startswith("4 of 48 decode steps fell back to eager")
+    # its decode steps mix FULL replays and eager steps: the headline is the decode time, said first, and a measured
+    # step (one step time) leaves it as it is
+    assert rep.summary.predicted_speedup_rule == "decode time"
+    assert measured.verdict_detail.startswith("capturing the 3 uncaptured steps' sizes and replaying the 4 fallbacks' "
+                                              "captured graphs would make decode 1.42x faster over this trace's 48 "
+                                              "decode steps (range ")
+    assert "; 4 of 48 decode steps fell back to eager" in measured.verdict_detail
+    assert (measured.predicted_speedup, measured.predicted_speedup_low, measured.predicted_speedup_high) == (
+        rep.summary.predicted_speedup, rep.summary.predicted_speedup_low, rep.summary.predicted_speedup_high)
 
 
 def test_a_compiled_trace_takes_the_compiled_share() -> None:
