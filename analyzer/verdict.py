@@ -313,7 +313,8 @@ def decode_time_text(s) -> str:
     n = (s.steps_by_coverage.get("full", 0) + s.steps_by_coverage.get("piecewise", 0) + nu + nf
          if s.step_source != "engine" else None)
     over = f"this trace's {n} decode steps" if n and n == s.steps else "this trace's decode steps"
-    return (f"{' and '.join(what)} would make decode {s.predicted_speedup:.2f}x faster over {over} (range "
+    said = f"{', '.join(what[:-1])} and {what[-1]}" if len(what) > 1 else what[0]
+    return (f"{said} would make decode {s.predicted_speedup:.2f}x faster over {over} (range "
             f"{s.predicted_speedup_low:.2f}-{s.predicted_speedup_high:.2f}x): "
             f"{time_text(s.decode_us_as_run)} as run (eager steps on the eager curve), "
             f"{time_text(s.decode_us_full_graph)} with every step one FULL graph")
