@@ -191,7 +191,7 @@ def graph_split_text(s, graphed: bool = False) -> str:
     stall, inside = s.host_stall_us_per_step, s.host_stall_in_graph_us_per_step
     removes = f"a FULL graph removes {s.graph_removes_host_us_per_step:,.0f} us of host time per step"
     if graphed:
-        removes = "the steps already replay FULL graphs: a graph removes no more host time"
+        removes = "its FULL-graph steps already replay one graph each: a graph removes no more host time there"
         if s.graph_removes_host_us_per_step >= 0.5:
             removes += (f" (the {s.graph_removes_host_us_per_step:,.0f} us per step between the step and its predicted "
                         f"FULL graph is mostly the profiler's cost inside the replays)")

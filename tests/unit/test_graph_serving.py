@@ -171,8 +171,8 @@ def test_host_time_between_steps_exact(serving_trace: Path) -> None:
     # those sizes 8.36 and 12.36 us, median 10.36: 50 / 10.36 = 4.826x, the graph step's +-3.1% band alone
     full, eager = s.step_groups
     assert full["verdict_detail"].startswith("1 graph launch(es) per step replay 10 kernels; 0 eager launches left per "
-                                             "step; GPU idle 0% of the step; the steps already replay FULL graphs: a "
-                                             "graph removes no more host time; keeps 80 us")
+                                             "step; GPU idle 0% of the step; its FULL-graph steps already replay one "
+                                             "graph each: a graph removes no more host time there; keeps 80 us")
     assert "eager_step_source" not in full
     assert {k: eager[k] for k in ("eager_step_source", "estimated_unprofiled_step_us_median", "step_us_median",
                                   "predicted_graph_step_us_median", "predicted_speedup", "predicted_speedup_low",

@@ -49,8 +49,8 @@ def test_already_graphed_verdict_removes_no_host_time() -> None:
     # FULL graph (2,624.0 us) is no host time a graph removes; the truth of the median graph step (bucket 24's
     # replay, 2,647.0 us) is 0.9% above the prediction and 6.6% below the profiled-window estimate
     assert s.graph_removes_host_us_per_step == 197.601
-    assert ("0 eager launches left per step; GPU idle 39% of the step (16% in its 41 FULL-graph steps); the steps already replay FULL graphs: a graph "
-            "removes no more host time (the 198 us per step between the step and its predicted FULL graph is mostly "
+    assert ("0 eager launches left per step; GPU idle 39% of the step (16% in its 41 FULL-graph steps); its FULL-graph "
+            "steps already replay one graph each: a graph removes no more host time there (the 198 us per step between the step and its predicted FULL graph is mostly "
             "the profiler's cost inside the replays); keeps 6 us (6 us of host work between steps: scheduling, "
             "input preparation, sampling)") in s.verdict_detail
     assert "a FULL graph removes" not in s.verdict_detail
