@@ -45,6 +45,14 @@ CU_GRAPH_NODE_TYPE_KERNEL = 0
 # piecewise split
 
 
+def replay_pieces(runners: list[Callable[[], Any]], islands: list[Callable[[], Any]]) -> None:
+    """Graph pieces with the eager islands between them: ``runners[0]``, ``islands[0]``, ..., ``runners[-1]``."""
+    for j, island in enumerate(islands):
+        runners[j]()
+        island()
+    runners[-1]()
+
+
 class PiecewiseStep:
     """One decode step of batch ``bs`` as ``layers + 1`` graph pieces with eager attention between.
 
@@ -83,10 +91,7 @@ class PiecewiseStep:
 
     def run(self) -> Any:
         """One step: graph pieces (or their direct calls) with eager attention between them."""
-        for j, island in enumerate(self.islands):
-            self.runners[j]()
-            island()
-        self.runners[-1]()
+        replay_pieces(self.runners, self.islands)
         return self.model.tokens[: self.bs]
 
     def run_pieces_directly(self) -> None:
@@ -129,10 +134,7 @@ class SegmentedStep:
             self.outputs.clear()
             self.model.piecewise_forward(self.bs, self._direct)
             return self.model.tokens[: self.bs]
-        for j, island in enumerate(self.islands):
-            self.runners[j]()
-            island()
-        self.runners[-1]()
+        replay_pieces(self.runners, self.islands)
         return self.model.tokens[: self.bs]
 
     def run_pieces_directly(self) -> None:
