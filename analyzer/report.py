@@ -64,7 +64,7 @@ from .planning.planner import compare_capture_list
 from .predict import DEFAULT_MODEL, PredictionModel, replay_node_us
 from .steps import StepOptions, Steps, assign_rows_to_steps, detect_engine, find_steps
 from .trace import Api, Kind, Trace
-from .verdict import GROUP_FIELDS, decide, group_summary, headline
+from .verdict import GROUP_FIELDS, SPEEDUP_FIELDS, decide, group_summary, headline
 from .gpus import device_name
 from .workload import Workload, workload_of
 
@@ -201,9 +201,9 @@ class Summary:
     predicted_speedup_low: float = 0.0
     predicted_speedup_high: float = 0.0
     eager_step_source: str = "estimated"
-    # Which rule gave predicted_speedup (PREDICTED_SPEEDUP_RULES): the median step's, 1.00x where every step already
-    # replays a FULL graph, or a graph-mode trace's decode time as run over its decode time all in FULL graphs
-    # (decode_us_as_run / decode_us_full_graph, None under the other rules).
+    # Which rule gave predicted_speedup: "median step" (the median step's), "all FULL" (1.00x where every step
+    # already replays a FULL graph) or "decode time" (a graph-mode trace's decode time as run over its decode time
+    # all in FULL graphs: decode_us_as_run / decode_us_full_graph, None under the other rules).
     predicted_speedup_rule: str = "median step"
     decode_us_as_run: float | None = None
     decode_us_full_graph: float | None = None
@@ -684,6 +684,14 @@ class _SummaryInputs:
     floor_us: np.ndarray
 
 
+def _unprofiled_range(model: PredictionModel, oh: OverheadEstimate, win_us: np.ndarray, host_events: np.ndarray,
+                      busy_us: np.ndarray, floor_us: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per step its unprofiled estimate, at least ``floor_us``, and its range: at the profiler's estimated cost per
+    host event, its high cost (the low estimate) and its low cost (the high estimate)."""
+    return tuple(np.maximum(model.unprofiled_step_us(win_us, host_events, busy_us, k), floor_us)
+                 for k in (oh.us_per_event, oh.high, oh.low))
+
+
 def _summary(si: _SummaryInputs, opts: AnalysisOptions) -> Summary:
     steps, source = si.steps, si.source
     win, bus, pred = si.win_us, si.busy_us, si.pred_us
@@ -691,9 +699,8 @@ def _summary(si: _SummaryInputs, opts: AnalysisOptions) -> Summary:
     idle_by = {c: sum(s.idle_us_by_cause[c] for s in steps) for c in CAUSES}
     step_med = _median(win)
     oh = si.overhead
-    unprof_med, unprof_lo, unprof_hi = (
-        _median(np.maximum(opts.model.unprofiled_step_us(win, si.host_events, bus, k), si.floor_us))
-        for k in (oh.us_per_event, oh.high, oh.low))
+    unprof_med, unprof_lo, unprof_hi = (_median(u) for u in _unprofiled_range(opts.model, oh, win, si.host_events,
+                                                                               bus, si.floor_us))
     # the headline's graph step is never above the step it replaces (a graph adds no GPU work)
     pred_med = min(_median(pred), unprof_med) if unprof_med > 0 else _median(pred)
     real = opts.observed_step_us if opts.observed_step_us else unprof_med
@@ -905,7 +912,7 @@ def with_observed_step(report: TraceReport, observed_step_us: float | None,
     s = report.summary
     obs = observed_step_us if observed_step_us and observed_step_us > 0 else None
     # the decode-time headline stands on the trace's own steps: one measured step cannot say which ran eager
-    keep = _DECODE_TIME_FIELDS if s.predicted_speedup_rule == "decode time" else ()
+    keep = SPEEDUP_FIELDS if s.predicted_speedup_rule == "decode time" else ()
     new = replace(s, **{k: v for k, v in _speedup_fields(s, obs, graph_rel_err).items() if k not in keep})
     infl = (s.step_us_median / (obs or s.estimated_unprofiled_step_us_median)
             if (obs or s.estimated_unprofiled_step_us_median) > 0 and s.step_us_median > 0 else 1.0)
@@ -917,10 +924,6 @@ def with_observed_step(report: TraceReport, observed_step_us: float | None,
             first.pop("eager_step_source", None)
         new = replace(new, step_groups=[first, *s.step_groups[1:]])
     return replace(report, summary=_with_serving_units(decide(new, report.mode)))
-
-
-#: What a measured step leaves alone under the decode-time rule.
-_DECODE_TIME_FIELDS = ("predicted_speedup", "predicted_speedup_low", "predicted_speedup_high")
 
 
 def _speedup_fields(s, obs: float | None, graph_rel_err: float) -> dict:
@@ -1085,9 +1088,9 @@ def _decode_time(a, cols: StepColumns, floor_us: np.ndarray, oh: OverheadEstimat
     err = model.overhead.graph_rel_err
     full, pw = graph & (cov == "full"), graph & (cov == "piecewise")
     f_us = float(cols.graph_us[full].sum())
-    unprof = [np.maximum(model.unprofiled_step_us(cols.win_us[pw], cols.host_events[pw], cols.busy_us[pw], k),
-                         floor_us[pw]) for k in (oh.us_per_event, oh.high, oh.low)]
-    pw_real, pw_lo, pw_hi = (float(u.sum()) for u in unprof)
+    pw_real, pw_lo, pw_hi = (float(u.sum()) for u in _unprofiled_range(model, oh, cols.win_us[pw],
+                                                                        cols.host_events[pw], cols.busy_us[pw],
+                                                                        floor_us[pw]))
     pw_graph = float(cols.graph_us[pw].sum())
     size = np.where(a.ss.fallback, a.ss.fallback_bucket, cols.batch)[eager]
     e_real = float(a.eager.at(cols.batch[eager]).sum())

@@ -279,11 +279,9 @@ def group_mode(group: dict) -> str:
                          group["kernels_per_step_median"], group.get("graph_coverage") == "piecewise")
 
 
-#: How ``predicted_speedup`` was reached (``summary.predicted_speedup_rule``): the median step's real over its
-#: predicted FULL graph; 1.00x where every step already replays a FULL graph; a graph-mode trace whose decode steps
-#: mix graph replays and eager steps: its decode time as run over the same steps all in FULL graphs.
-PREDICTED_SPEEDUP_RULES = ("median step", "all FULL", "decode time")
-_SPEEDUP_FIELDS = ("predicted_speedup", "predicted_speedup_low", "predicted_speedup_high")
+#: The headline speedup and its range: the trace's own under the ``decode time`` rule (``predicted_speedup_rule``:
+#: its decode time as run over the same steps all in FULL graphs), whichever group leads or step is measured.
+SPEEDUP_FIELDS = ("predicted_speedup", "predicted_speedup_low", "predicted_speedup_high")
 
 
 def headline(s):
@@ -291,7 +289,7 @@ def headline(s):
     the ``decode time`` rule the speedup is the trace's, over all its decode steps, whichever group leads."""
     if s.step_source == "engine" and s.step_groups:
         h = group_summary(s, s.step_groups[0])
-        return replace(h, **{k: getattr(s, k) for k in _SPEEDUP_FIELDS}) if s.predicted_speedup_rule == \
+        return replace(h, **{k: getattr(s, k) for k in SPEEDUP_FIELDS}) if s.predicted_speedup_rule == \
             "decode time" else h
     return s
 
