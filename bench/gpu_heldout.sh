@@ -22,6 +22,8 @@
 #                                               aya-expanse-8b-like, granite-3.0-3b-a800m-like)
 #                                               PART 12: padding held out on two mixtures of experts
 #                                               (granite-3.0-3b-a800m-like, olmoe-1b-7b-like)
+#                                               PART 14 / 15: a sixth fresh set (traces/h200-fresh-2026-12-03f:
+#                                               qwen3-0.6b-like, olmo-2-1b-like, falcon3-1b-like): FULL sweeps / piecewise
 #                                               PART 13: piecewise -> FULL on transformers models (qwen3-1.7b-like,
 #                                               gemma-3-1b-like; traces/h200-piecewise-2026-12-03/configs):
 #                                               piecewise and FULL sweeps at 4, 16, 48, a piecewise serving trace and
@@ -54,6 +56,30 @@ sweep_set() {  # sweep_set CONFIG_DIR SUBFOLDER LIMIT_S MODEL...: each config's 
     done
     finish() { [ -z "$DRY" ] && tar -czf "$OUT/$SET.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) "$SET/timings.json" \
         $(cd "$W" && ls "$SET"/*_graph.json.gz) && ls -la "$OUT"; }
+}
+piecewise_set() {  # piecewise_set CONFIG_DIR MODEL...: piecewise and FULL graphs of each config, packed as piecewise.tar.gz
+    local P=$1 m
+    shift
+    # Fixed batch: unprofiled piecewise and FULL-graph step per size (the truth) and 3-step traces of both modes.
+    local PW="--modes piecewise,graph --batch-sizes 4,16,48 --repeats 30 --rounds 2 --warmup 5 --steps 3 --no-micro"
+    # Serving: one seeded sequence replayed on piecewise graphs (traced), then on FULL graphs (its per-bucket replay
+    # times are the truth); 24 steps keep the trace under 5 MB (the 8b decoder's 40 piecewise steps were 5.6 MB).
+    local PSERVE="--capture-sizes serve=1,2,4,8,16,24,32,40,48,56,64 --distribution bench/serving_distribution.json
+            --serving-steps 24 --inject-fallbacks 3 --repeats 20 --warmup 3 --serving-rounds 3 --seed 19 --no-micro"
+    # First the GPU test of a transformers capture list replaying like eager (FULL and piecewise): seconds. The
+    # package is not installed on the device (the harness runs as analyzer.harness): the tests import it as
+    # launchgap through a link (on 2026-12-03 without it they failed to import and tested nothing).
+    mkdir -p "$W/shim" && ln -sfn "$PWD/analyzer" "$W/shim/launchgap"
+    part gpu-test-hf 45 env PYTHONPATH="$W/shim:$PWD" python3 -m pytest -q -p no:cacheprovider \
+        tests/integration/test_harness_gpu.py -k transformers
+    for m in "$@"; do
+        part "piecewise-$m" 80 $H --hf-config $P/$m.json $PW --out "$W/pw/$m/sweep"
+        part "serving-piecewise-$m" 100 $H --hf-config $P/$m.json $PSERVE --serving-graphs piecewise \
+            --out "$W/pw/$m/serving_piecewise"
+        part "serving-full-$m" 60 $H --hf-config $P/$m.json $PSERVE --serving-graphs full --no-trace \
+            --out "$W/pw/$m/serving_full"
+    done
+    finish() { [ -z "$DRY" ] && tar -czf "$OUT/piecewise.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) pw && ls -la "$OUT"; }
 }
 if [ "$PART" = 1 ]; then
     for m in qwen3-4b-like phi-3-mini-like mistral-7b-like; do
@@ -119,27 +145,11 @@ elif [ "$PART" = 9 ]; then  # which kernels make a FULL-graph step jump one row 
     part jump-smollm2 90 $H --hf-config traces/h200-fresh-2026-12-03b/configs/smollm2-1.7b-like.json $J --out "$W/jump"
     part jump-8b 90 $H --model 8b $J --out "$W/jump"
 elif [ "$PART" = 13 ]; then  # piecewise -> FULL on transformers models (traces/h200-piecewise-2026-12-03/configs)
-    P=traces/h200-piecewise-2026-12-03/configs
-    # Fixed batch: unprofiled piecewise and FULL-graph step per size (the truth) and 3-step traces of both modes.
-    PW="--modes piecewise,graph --batch-sizes 4,16,48 --repeats 30 --rounds 2 --warmup 5 --steps 3 --no-micro"
-    # Serving: one seeded sequence replayed on piecewise graphs (traced), then on FULL graphs (its per-bucket replay
-    # times are the truth); 24 steps keep the trace under 5 MB (the 8b decoder's 40 piecewise steps were 5.6 MB).
-    PSERVE="--capture-sizes serve=1,2,4,8,16,24,32,40,48,56,64 --distribution bench/serving_distribution.json
-            --serving-steps 24 --inject-fallbacks 3 --repeats 20 --warmup 3 --serving-rounds 3 --seed 19 --no-micro"
-    # First the GPU test of a transformers capture list replaying like eager (FULL and piecewise): seconds. The
-    # package is not installed on the device (the harness runs as analyzer.harness): the tests import it as
-    # launchgap through a link (on 2026-12-03 without it they failed to import and tested nothing).
-    mkdir -p "$W/shim" && ln -sfn "$PWD/analyzer" "$W/shim/launchgap"
-    part gpu-test-hf 45 env PYTHONPATH="$W/shim:$PWD" python3 -m pytest -q -p no:cacheprovider \
-        tests/integration/test_harness_gpu.py -k transformers
-    for m in qwen3-1.7b-like gemma-3-1b-like; do
-        part "piecewise-$m" 80 $H --hf-config $P/$m.json $PW --out "$W/pw/$m/sweep"
-        part "serving-piecewise-$m" 100 $H --hf-config $P/$m.json $PSERVE --serving-graphs piecewise \
-            --out "$W/pw/$m/serving_piecewise"
-        part "serving-full-$m" 60 $H --hf-config $P/$m.json $PSERVE --serving-graphs full --no-trace \
-            --out "$W/pw/$m/serving_full"
-    done
-    finish() { [ -z "$DRY" ] && tar -czf "$OUT/piecewise.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) pw && ls -la "$OUT"; }
+    piecewise_set traces/h200-piecewise-2026-12-03/configs qwen3-1.7b-like gemma-3-1b-like
+elif [ "$PART" = 14 ]; then  # a sixth fresh set's sweeps (configs in traces/h200-fresh-2026-12-03f), checked once
+    sweep_set traces/h200-fresh-2026-12-03f/configs fresh6 150 qwen3-0.6b-like olmo-2-1b-like falcon3-1b-like
+elif [ "$PART" = 15 ]; then  # the sixth fresh set's models piecewise -> FULL, checked once
+    piecewise_set traces/h200-fresh-2026-12-03f/configs qwen3-0.6b-like olmo-2-1b-like falcon3-1b-like
 elif [ "$PART" = 2 ]; then
     for m in qwen1.5-moe-a2.7b-like mixtral-8x7b-8layer-like; do
         part "$m" 150 $H --hf-config $C/$m.json --batch-sizes $SIZES $SWEEP --out "$W/sweep"
