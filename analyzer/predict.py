@@ -56,19 +56,33 @@ class PredictionModel:
     #: ``True``: ``node_us`` is used as given (``--node-us``); ``False``: fitted from the trace's own graph
     #: replays where it has enough of them (:func:`replay_node_us`), ``node_us`` otherwise.
     node_us_fixed: bool = False
-    #: Unprofiled replay node cost over the profiled trace's mean gap after a short kernel inside a replay.
-    node_per_replay_gap: float = 0.78
+    #: Unprofiled replay node cost over the profiled trace's mean gap after a short kernel inside a replay (gaps up
+    #: to ``replay_gap_cap_us``).
+    node_per_replay_gap: float = 0.79
+    #: Longest gap inside a replay counted as node cost, us: a longer one is a dependency (an event wait, a copy or
+    #: memset node), not the cost of starting the next kernel.
+    replay_gap_cap_us: float = 2.0
+    #: Unprofiled over profiled GPU time of a trace that replays graphs: the profiler lengthens the replays' kernels.
+    replay_kernel_scale: float = 0.987
     #: Host time per eager launch between graph pieces that a piecewise step's GPU waits for, us.
     piecewise_launch_us: float = 1.9
 
-    def predict_graph_us(self, gpu_busy_us: np.ndarray, n_short_kernels: np.ndarray) -> np.ndarray:
-        """Predicted graph-replay step time for each step (same shapes in, us out)."""
-        return np.asarray(gpu_busy_us, dtype=float) + self.node_us * np.asarray(n_short_kernels, dtype=float) \
-            + self.graph_launch_us
+    def predict_graph_us(self, gpu_busy_us: np.ndarray, n_short_kernels: np.ndarray,
+                         kernel_scale: float = 1.0) -> np.ndarray:
+        """Predicted graph-replay step time for each step (same shapes in, us out). ``kernel_scale``: the unprofiled
+        share of the profiled busy time (``replay_kernel_scale`` where the node cost was fitted on the trace's own
+        replays, 1 with the prior, which was fitted on profiled eager busy time)."""
+        return kernel_scale * np.asarray(gpu_busy_us, dtype=float) \
+            + self.node_us * np.asarray(n_short_kernels, dtype=float) + self.graph_launch_us
 
     def unprofiled_step_us(self, step_us: np.ndarray, host_events: np.ndarray, gpu_busy_us: np.ndarray,
-                           us_per_event: float | np.ndarray | None = None) -> np.ndarray:
-        """Estimated step time without the profiler: profiled step less the per-event overhead.
+                           us_per_event: float | np.ndarray | None = None,
+                           graph_launch_excess_us: np.ndarray | float = 0.0,
+                           replay_kernel_excess_us: np.ndarray | float = 0.0) -> np.ndarray:
+        """Estimated step time without the profiler: profiled step less the per-event overhead, less the
+        profiler's part of its graph launch calls (``graph_launch_excess_us``, :func:`graph_launch_excess_us`) and
+        less its lengthening of the graph replays' kernels (``replay_kernel_excess_us``: ``(1 - replay_kernel_scale)``
+        of the busy time of a step that replays graphs, where the trace's replays gave the node cost).
 
         ``us_per_event`` (e.g. a report's ``profiler_overhead_us_per_event``) wins; else the
         forced ``profiler_us_per_host_event``; else the ``shapes`` tier (torch.profiler with
@@ -80,13 +94,27 @@ class PredictionModel:
         elif us_per_event is None:
             sh = self.overhead.share("shapes")
             if sh is not None:
-                step = np.asarray(step_us, dtype=float)
-                return np.maximum((1 - sh.value) * step, np.asarray(gpu_busy_us, dtype=float))
+                kx = np.asarray(replay_kernel_excess_us, dtype=float)
+                step = np.asarray(step_us, dtype=float) - np.asarray(graph_launch_excess_us, dtype=float) - kx
+                return np.maximum((1 - sh.value) * step, np.asarray(gpu_busy_us, dtype=float) - kx)
             us_per_event = self.overhead.rate("shapes").in_us(None, self.overhead.typical_ref_us)[0]
-        return unprofiled_step_us(step_us, host_events, gpu_busy_us, us_per_event)
+        return unprofiled_step_us(step_us, host_events, gpu_busy_us, us_per_event, graph_launch_excess_us,
+                                  replay_kernel_excess_us)
 
 
 DEFAULT_MODEL = PredictionModel()
+
+
+def graph_launch_excess_us(trace: Trace, row_step: np.ndarray, n_steps: int, model: PredictionModel) -> np.ndarray:
+    """Per step, its graph launch calls' time beyond ``model.graph_launch_us`` each, us: the profiler's part of them.
+
+    Under the profiler a graph launch call records every node of the graph: 45-180 us per launch of the 60-90 node
+    pieces of the H200 piecewise traces (73-182 us median on the transformers models' at bs 4-48), where the same
+    launch takes a few us unprofiled. A piecewise step's GPU waits for each piece's launch, so that time inflates its
+    profiled step; it is no host work of the model's. Steps without graph launches: 0."""
+    gl = np.flatnonzero((trace.api == Api.GRAPH_LAUNCH) & (row_step >= 0))
+    over = np.maximum(trace.dur_ns[gl] / 1e3 - model.graph_launch_us, 0.0)
+    return np.bincount(row_step[gl], weights=over, minlength=n_steps)[:n_steps]
 #: Fewest node gaps inside graph replays that :func:`replay_node_us` fits the node cost on.
 MIN_REPLAY_GAPS = 100
 
@@ -96,9 +124,11 @@ def replay_node_us(trace: Trace, model: PredictionModel) -> tuple[float, str]:
 
     ``"trace replays"``: the trace replays graphs (FULL, piecewise) with at least :data:`MIN_REPLAY_GAPS`
     gaps after a short kernel (shorter than ``long_kernel_us``) between two kernels of one replay; the
-    node cost is ``node_per_replay_gap`` times their median: the profiler lengthens a replay's gaps, and
-    that ratio was 0.76-0.82 on the H200 piecewise traces of two models at seven sizes (docs/prediction.md). ``"prior"``: ``node_us`` (fitted on the harness decoders;
-    0.25-0.46 us per model); ``"flag"``: ``node_us`` as the user gave it.
+    node cost is ``node_per_replay_gap`` times their mean, over the gaps up to ``replay_gap_cap_us``: the profiler
+    lengthens a replay's gaps. Not the median: the GPU's timestamps tick in 32 ns, and the median gap was 0.416-0.417 us
+    on 121 of 126 H200 FULL-graph traces of 41 models; their mean (0.43-0.51 us) tells them apart
+    (``bench/node_cost_fit.py``, docs/prediction.md). ``"prior"``: ``node_us`` (fitted on the harness decoders; 0.25-0.46 us per
+    model); ``"flag"``: ``node_us`` as the user gave it.
     """
     if model.node_us_fixed:
         return model.node_us, "flag"
@@ -112,9 +142,10 @@ def replay_node_us(trace: Trace, model: PredictionModel) -> tuple[float, str]:
     same = li[1:] == li[:-1]
     short = same & ((trace.end_ns[g] - trace.start_ns[g])[:-1] < model.long_kernel_us * 1e3)
     gap_us = (trace.start_ns[g][1:] - trace.end_ns[g][:-1])[short] / 1e3
+    gap_us = gap_us[gap_us <= model.replay_gap_cap_us]
     if gap_us.size < MIN_REPLAY_GAPS:
         return model.node_us, "prior"
-    return float(model.node_per_replay_gap * max(float(np.median(gap_us)), 0.0)), "trace replays"
+    return float(model.node_per_replay_gap * max(float(np.mean(gap_us)), 0.0)), "trace replays"
 
 
 #: Fewest intervals between eager kernel launches that :func:`host_us_per_launch` measures the host's cost per

@@ -61,7 +61,7 @@ from .overhead import OverheadEstimate, ProfilerSettings, detect_profiler_settin
     speedup_range
 from .planning.costs import table_of_steps
 from .planning.planner import compare_capture_list
-from .predict import DEFAULT_MODEL, PredictionModel, replay_node_us
+from .predict import DEFAULT_MODEL, PredictionModel, graph_launch_excess_us, replay_node_us
 from .steps import StepOptions, Steps, assign_rows_to_steps, detect_engine, find_steps
 from .trace import Api, Kind, Trace
 from .verdict import GROUP_FIELDS, SPEEDUP_FIELDS, decide, group_summary, headline
@@ -355,7 +355,8 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
         warnings.append(f"{int((~win.step_ok).sum())} of {win.n_steps} steps launched no GPU work and were left out")
     idle = _window_idle_causes(gaps, win)
     node_us, node_source = replay_node_us(trace, opts.model)
-    lm = _launch_metrics(trace, row_step, win, eff_start, opts.model, node_us)
+    lm = _launch_metrics(trace, row_step, win, eff_start, opts.model, node_us,
+                         opts.model.replay_kernel_scale if node_source == "trace replays" else 1.0)
     HEAP.trim()
     cov = step_coverage(trace, row_step, len(steps))
     stalls = _step_stalls(trace, row_step, gaps, idle, win)
@@ -372,7 +373,7 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
         source=steps.source, steps=step_reports, win_us=lm.win_us[keep], busy_us=lm.busy_us[keep],
         pred_us=lm.pred_us[keep], host_events=lm.host_events[keep], delays_ns=lm.delays_ns,
         launch_api_ns=lm.launch_api_ns[keep], launched_gpu_ns=lm.launched_gpu_ns[keep], settings=settings,
-        overhead=oh, floor_us=lm.floor_us[keep])
+        overhead=oh, floor_us=lm.floor_us[keep], gl_excess_us=lm.gl_excess_us[keep], kx_us=lm.kx_us[keep])
     summary = replace(_summary(inputs, opts), node_us=_f(node_us), node_us_source=node_source,
                       host_stall_frames=stalls.frames_table())
     mode = classify_mode(summary.kernel_launches_per_step_median, summary.graph_launches_per_step_median,
@@ -512,10 +513,15 @@ class _LaunchMetrics:
     pred_us: np.ndarray
     #: Per step the least its unprofiled time can be (0: no bound; see :func:`_bounded_prediction`).
     floor_us: np.ndarray
+    #: Per step the profiler's part of its graph launch calls, us (:func:`launchgap.predict.graph_launch_excess_us`).
+    gl_excess_us: np.ndarray
+    #: Per step the profiler's lengthening of its graph replays' kernels, us: ``(1 - kernel_scale)`` of its busy time in
+    #: a step with graph launches (0 elsewhere, and where the node cost is the prior's).
+    kx_us: np.ndarray
 
 
 def _launch_metrics(trace: Trace, row_step: np.ndarray, win: _StepWindows, eff_start: np.ndarray,
-                    model: PredictionModel, node_us: float) -> _LaunchMetrics:
+                    model: PredictionModel, node_us: float, kernel_scale: float) -> _LaunchMetrics:
     n_steps, g_rows = win.n_steps, win.g_rows
     # Masks over the whole table (a byte a row), not copies of the rows in steps: memory of a large trace.
     in_step = row_step >= 0
@@ -558,7 +564,9 @@ def _launch_metrics(trace: Trace, row_step: np.ndarray, win: _StepWindows, eff_s
         kernel_launches=kernel_launches, graph_launches=graph_launches, launch_api_ns=launch_api_ns,
         host_events=host_events, kernels=kernels, launched_gpu_ns=launched_gpu_ns, delay_median_ns=delay_med,
         delays_ns=d_ns, win_us=win_us, busy_us=busy_us,
-        pred_us=replace(model, node_us=node_us).predict_graph_us(busy_us, n_short), floor_us=np.zeros(n_steps))
+        pred_us=replace(model, node_us=node_us).predict_graph_us(busy_us, n_short, kernel_scale), floor_us=np.zeros(n_steps),
+        gl_excess_us=graph_launch_excess_us(trace, row_step, n_steps, model),
+        kx_us=np.where(graph_launches > 0, (1.0 - kernel_scale) * busy_us, 0.0))
 
 
 def _per_step(row_step: np.ndarray, mask: np.ndarray, n_steps: int, weights: np.ndarray | None = None) -> np.ndarray:
@@ -608,7 +616,9 @@ def _bounded_prediction(lm: _LaunchMetrics, cov: StepCoverage, stalls: _Stalls, 
 
     * A host stall outside the captured forward stays in the graphed step: it is added.
     * A piecewise step's unprofiled time is at least its FULL-graph step plus the host time of its eager
-      launches between the graph pieces (``model.piecewise_launch_us`` each): ``floor_us``.
+      launches between the graph pieces (``model.piecewise_launch_us`` each): ``floor_us``. The profiler's part
+      of its graph launch calls is not in it (``gl_excess_us``, kept for piecewise steps only: a FULL step's GPU
+      does not wait for its one launch).
     * A graph removes launches and never adds GPU work: a step that replays graphs (FULL, piecewise) is
       predicted at most at its unprofiled estimate (the profiled step less the profiler's cost, at least
       ``floor_us``). An eager step's estimate can fall to its busy time (the host ran ahead of the GPU in a
@@ -616,9 +626,15 @@ def _bounded_prediction(lm: _LaunchMetrics, cov: StepCoverage, stalls: _Stalls, 
     """
     pred = lm.pred_us + (stalls.us - stalls.in_graph_us)
     cov_arr = np.array(cov.coverage, dtype=object)
-    floor = np.where(cov_arr == "piecewise", pred + model.piecewise_launch_us * lm.kernel_launches, 0.0)
-    unprof = np.maximum(model.unprofiled_step_us(lm.win_us, lm.host_events, lm.busy_us, oh.us_per_event), floor)
-    return replace(lm, pred_us=np.where(cov_arr != "eager", np.minimum(pred, unprof), pred), floor_us=floor)
+    piecewise = cov_arr == "piecewise"
+    floor = np.where(piecewise, pred + model.piecewise_launch_us * lm.kernel_launches, 0.0)
+    # Only a piecewise step's GPU waits for its graph launches (each piece's); a FULL step's one launch runs while
+    # the GPU replays the previous step's graph
+    gl_excess = np.where(piecewise, lm.gl_excess_us, 0.0)
+    unprof = np.maximum(model.unprofiled_step_us(lm.win_us, lm.host_events, lm.busy_us, oh.us_per_event, gl_excess,
+                                                 lm.kx_us), floor)
+    return replace(lm, pred_us=np.where(cov_arr != "eager", np.minimum(pred, unprof), pred), floor_us=floor,
+                   gl_excess_us=gl_excess)
 
 
 def _step_reports(steps: Steps, win: _StepWindows, idle: _WindowIdle, lm: _LaunchMetrics,
@@ -682,13 +698,19 @@ class _SummaryInputs:
     overhead: OverheadEstimate
     #: Per step the least its unprofiled time can be (piecewise steps; 0 elsewhere).
     floor_us: np.ndarray
+    #: Per step the profiler's part of its graph launch calls, and its lengthening of the replays' kernels, us.
+    gl_excess_us: np.ndarray
+    kx_us: np.ndarray
 
 
 def _unprofiled_range(model: PredictionModel, oh: OverheadEstimate, win_us: np.ndarray, host_events: np.ndarray,
-                      busy_us: np.ndarray, floor_us: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                      busy_us: np.ndarray, floor_us: np.ndarray, gl_excess_us: np.ndarray,
+                      kx_us: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per step its unprofiled estimate, at least ``floor_us``, and its range: at the profiler's estimated cost per
-    host event, its high cost (the low estimate) and its low cost (the high estimate)."""
-    return tuple(np.maximum(model.unprofiled_step_us(win_us, host_events, busy_us, k), floor_us)
+    host event, its high cost (the low estimate) and its low cost (the high estimate); the profiler's part of the
+    step's graph launch calls (``gl_excess_us``) and its lengthening of the replays' kernels (``kx_us``) are off all
+    three."""
+    return tuple(np.maximum(model.unprofiled_step_us(win_us, host_events, busy_us, k, gl_excess_us, kx_us), floor_us)
                  for k in (oh.us_per_event, oh.high, oh.low))
 
 
@@ -700,7 +722,8 @@ def _summary(si: _SummaryInputs, opts: AnalysisOptions) -> Summary:
     step_med = _median(win)
     oh = si.overhead
     unprof_med, unprof_lo, unprof_hi = (_median(u) for u in _unprofiled_range(opts.model, oh, win, si.host_events,
-                                                                               bus, si.floor_us))
+                                                                               bus, si.floor_us, si.gl_excess_us,
+                                                                               si.kx_us))
     # the headline's graph step is never above the step it replaces (a graph adds no GPU work)
     pred_med = min(_median(pred), unprof_med) if unprof_med > 0 else _median(pred)
     real = opts.observed_step_us if opts.observed_step_us else unprof_med
@@ -797,7 +820,7 @@ def _with_step_groups(s: Summary, si: _SummaryInputs, opts: AnalysisOptions, eng
                 busy_us=si.busy_us[idx], pred_us=si.pred_us[idx], host_events=si.host_events[idx],
                 delays_ns=np.zeros(0), launch_api_ns=si.launch_api_ns[idx],
                 launched_gpu_ns=si.launched_gpu_ns[idx], settings=si.settings, overhead=si.overhead,
-                floor_us=si.floor_us[idx]), opts)
+                floor_us=si.floor_us[idx], gl_excess_us=si.gl_excess_us[idx], kx_us=si.kx_us[idx]), opts)
             groups.append({"phase": phase, "graph_coverage": cov, "steps": int(idx.size),
                            "description": _group_text(int(idx.size), phase, cov, sub),
                            "eager_launches_per_step_median": sub.kernel_launches_per_step_median,
@@ -823,7 +846,8 @@ def _with_serving_units(s: Summary) -> Summary:
 
     A decode step gives every sequence in the batch one token, so the time per output token (TPOT, ms) is
     the step time and tokens/s is the batch over it: *before* from the real step (measured, else the
-    unprofiled estimate), *after* from the predicted FULL-graph step. ``None`` where the headline's steps
+    unprofiled estimate), *after* from the predicted FULL-graph step (the real step itself where every step already
+    replays one FULL graph: rule ``"all FULL"``). ``None`` where the headline's steps
     are not decode steps (prefill, mixed) or, for tokens/s, where their batch size is unknown.
     """
     h = headline(s)
@@ -832,6 +856,10 @@ def _with_serving_units(s: Summary) -> Summary:
         return s
     before = h.observed_step_us if h.eager_step_source == "measured" else h.estimated_unprofiled_step_us_median
     after = min(h.predicted_graph_step_us_median, before) if before else h.predicted_graph_step_us_median
+    # steps that already replay one FULL graph are their own FULL-graph step: the predicted one differs from their
+    # estimate only by the profiler's cost inside the replays, which is no gain (the 1.00x headline's rule)
+    if h.predicted_speedup_rule == "all FULL" and before:
+        after = before
     b = h.decode_batch_size
     return replace(
         s, decode_batch_size=b,
@@ -855,7 +883,7 @@ def _capture_trace_report(trace: Trace, capture: CaptureReport, opts: AnalysisOp
         source="capture", steps=[], win_us=empty, busy_us=empty, pred_us=empty, host_events=empty, delays_ns=empty,
         launch_api_ns=empty, launched_gpu_ns=empty, settings=settings,
         overhead=estimate_overhead(settings, opts.model.overhead, opts.model.profiler_us_per_host_event),
-        floor_us=empty), opts)
+        floor_us=empty, gl_excess_us=empty, kx_us=empty), opts)
     sizes = sorted({x for x in capture.sizes if x is not None})
     modes = sorted({x for x in capture.modes if x is not None})
     nodes = capture.nodes_per_graph
@@ -994,6 +1022,7 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
         decode=np.array([r.phase in _DECODE_OR_UNKNOWN for r in reports], dtype=bool), name=[r.name for r in reports],
         device=np.array([r.device for r in reports], dtype=np.int64), cpu_us=np.array([r.cpu_us for r in reports]),
         win_us=lm.win_us[keep], busy_us=lm.busy_us[keep], host_events=lm.host_events[keep], graph_us=lm.pred_us[keep],
+        gl_excess_us=lm.gl_excess_us[keep], kx_us=lm.kx_us[keep],
         kernels=np.array([r.kernels for r in reports], dtype=float),
         w0_ns=win.w0_ns[win.pkey[keep]], w1_ns=win.w1_ns[win.pkey[keep]])
     a = assemble_serving(trace, row_step, [steps.names[i] for i in range(len(steps))], steps.cpu_start_ns, cols,
@@ -1090,7 +1119,8 @@ def _decode_time(a, cols: StepColumns, floor_us: np.ndarray, oh: OverheadEstimat
     f_us = float(cols.graph_us[full].sum())
     pw_real, pw_lo, pw_hi = (float(u.sum()) for u in _unprofiled_range(model, oh, cols.win_us[pw],
                                                                         cols.host_events[pw], cols.busy_us[pw],
-                                                                        floor_us[pw]))
+                                                                        floor_us[pw], cols.gl_excess_us[pw],
+                                                                        cols.kx_us[pw]))
     pw_graph = float(cols.graph_us[pw].sum())
     size = np.where(a.ss.fallback, a.ss.fallback_bucket, cols.batch)[eager]
     e_real = float(a.eager.at(cols.batch[eager]).sum())

@@ -27,7 +27,9 @@ class StepColumns:
 
     ``step``: each one's index among all steps; ``coverage`` / ``batch`` (-1 unknown) / ``decode`` (decode or
     unknown phase) / ``name`` / ``device``; ``cpu_us``, ``win_us``, ``busy_us``, ``host_events``,
-    ``graph_us`` (predicted FULL-graph step), ``kernels``, ``w0_ns`` / ``w1_ns`` (GPU window on its device).
+    ``graph_us`` (predicted FULL-graph step), ``kernels``, ``w0_ns`` / ``w1_ns`` (GPU window on its device),
+    ``gl_excess_us`` (the profiler's part of its graph launch calls: ``launchgap.predict.graph_launch_excess_us``),
+    ``kx_us`` (the profiler's lengthening of its graph replays' kernels).
     """
 
     step: np.ndarray
@@ -44,6 +46,8 @@ class StepColumns:
     kernels: np.ndarray
     w0_ns: np.ndarray
     w1_ns: np.ndarray
+    gl_excess_us: np.ndarray
+    kx_us: np.ndarray
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,7 +111,7 @@ def assemble_serving(trace: Trace, row_step: np.ndarray, all_step_names: list[st
     # event, at least its GPU busy time; in a graph sequence its GPU window is no measure of it (the
     # host starts it ahead, while the GPU still replays earlier steps)
     unprof = model.unprofiled_step_us(np.maximum(cols.cpu_us, cols.win_us), cols.host_events, cols.busy_us,
-                                      us_per_event)
+                                      us_per_event, cols.gl_excess_us, cols.kx_us)
     size = np.where(is_graph, ss.bucket, np.where(decode, batch, -1))
     # An eager step's short kernels run faster than the same kernels replayed in a graph: lifted by the trace's own
     # excess so that an eager fallback and a graph replay are samples of one FULL-graph curve

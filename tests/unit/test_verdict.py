@@ -45,10 +45,10 @@ def test_a_full_graph_step_is_never_predicted_above_its_replay(tmp_path: Path) -
     rep = analyze_trace(load_trace(write(tmp_path, ev)), AnalysisOptions(model=PredictionModel(
         profiler_us_per_host_event=0.0)))
     s = rep.summary
-    # 119 gaps of 0.5 us after short kernels: node cost 0.78 x 0.5 = 0.39 us
-    assert (s.node_us, s.node_us_source) == (0.39, "trace replays")
-    # busy 120 + 0.39 x 120 + 3 = 169.8 <= the replay's 179.5
-    assert rep.steps[0].predicted_graph_us == pytest.approx(169.8)
+    # 119 gaps of 0.5 us after short kernels: node cost 0.79 x 0.5 = 0.395 us
+    assert (s.node_us, s.node_us_source) == (0.395, "trace replays")
+    # the replays' kernels at 0.987 of their profiled time: 0.987 x 120 + 0.395 x 120 + 3 = 168.84 <= the replay's 179.5
+    assert rep.steps[0].predicted_graph_us == pytest.approx(168.84)
     assert rep.mode == "graph" and s.verdict == "already graphed"
     # --node-us wins over the fit; 1.0 x 120 + 123 = 243 is above the replay: bounded by it
     forced = analyze_trace(load_trace(write(tmp_path, ev, name="f.json")), AnalysisOptions(model=PredictionModel(
@@ -56,6 +56,60 @@ def test_a_full_graph_step_is_never_predicted_above_its_replay(tmp_path: Path) -
     assert (forced.summary.node_us, forced.summary.node_us_source) == (1.0, "flag")
     assert forced.steps[0].predicted_graph_us == pytest.approx(179.5)
     assert forced.summary.predicted_speedup == 1.0
+
+
+def test_the_node_cost_is_the_mean_replay_gap_up_to_the_cap(tmp_path: Path) -> None:
+    # 122 kernels of 1 us in one replay; after them 100 gaps of 0.4 us, 20 of 0.7 us and one of 7 us (a dependency)
+    gaps = [0.4] * 100 + [0.7] * 20 + [7.0]
+    starts = [10.0]
+    for g in gaps:
+        starts.append(starts[-1] + 1.0 + g)
+    ev = [ann("decode_step[bs=1]", 0.0, 400.0), launch(5.0, 3.0, 1, name="cudaGraphLaunch")]
+    ev += [kernel(t, 1.0, 1, f"n{i}") for i, t in enumerate(starts)]
+    rep = analyze_trace(load_trace(write(tmp_path, ev)), AnalysisOptions(model=PredictionModel(
+        profiler_us_per_host_event=0.0)))
+    s = rep.summary
+    # the 7 us gap is over the 2 us cap: mean (100 x 0.4 + 20 x 0.7) / 120 = 0.45, node cost 0.79 x 0.45 = 0.3555 (the
+    # median, 0.4, would say 0.316)
+    assert s.node_us_source == "trace replays" and s.node_us == pytest.approx(0.3555, abs=1e-3)
+    # 0.987 x 122 + 0.3555 x 122 + 3 = 166.785, below the replay's window 122 + 40 + 14 + 7 = 183
+    assert rep.steps[0].predicted_graph_us == pytest.approx(166.785, abs=1e-3)
+    # the step as it ran, unprofiled: its window less the profiler's lengthening of its kernels, 0.013 x 122 = 1.586
+    assert s.estimated_unprofiled_step_us_median == pytest.approx(181.414, abs=1e-3)
+    # it already replays one FULL graph: 1.00x, and its time per token is the same before and after
+    assert (s.predicted_speedup, s.predicted_speedup_rule) == (1.0, "all FULL")
+    assert s.decode_tpot_ms_after == s.decode_tpot_ms_before == 0.181
+    # the cap is the model's: at 10 us the dependency counts, (54 + 7) / 121 = 0.50413 x 0.79 = 0.39826
+    wide = analyze_trace(load_trace(write(tmp_path, ev, name="w.json")), AnalysisOptions(model=PredictionModel(
+        profiler_us_per_host_event=0.0, replay_gap_cap_us=10.0)))
+    assert wide.summary.node_us == pytest.approx(0.79 * 61 / 121, abs=1e-3)
+
+
+def _slow_graph_launches(tmp_path: Path, piecewise: bool) -> Path:
+    """One step whose graph launch calls take 50 us each (the profiler records their nodes): piecewise, two pieces
+    of two 10 us kernels with an eager 10 us kernel between them (GPU window 62-260 us); or FULL, five 10 us kernels
+    of one replay 5 us apart (GPU window 10-80 us)."""
+    if piecewise:
+        return write(tmp_path, [
+            ann("decode_step[bs=8]", 0.0, 300.0),
+            launch(10.0, 50.0, 1, name="cudaGraphLaunch"), kernel(62.0, 10.0, 1, "p0"), kernel(72.0, 10.0, 1, "p1"),
+            launch(61.0, 3.0, 2), kernel(85.0, 10.0, 2, "attn"),
+            launch(65.0, 50.0, 3, name="cudaGraphLaunch"), kernel(240.0, 10.0, 3, "p2"), kernel(250.0, 10.0, 3, "p3")],
+            name="pw.json")
+    return write(tmp_path, [ann("decode_step[bs=8]", 0.0, 300.0), launch(5.0, 50.0, 1, name="cudaGraphLaunch")]
+                 + [kernel(10.0 + 15 * i, 10.0, 1, f"n{i}") for i in range(5)], name="full.json")
+
+
+def test_a_piecewise_steps_graph_launches_beyond_an_unprofiled_launch_are_the_profilers(tmp_path: Path) -> None:
+    opts = AnalysisOptions(model=PredictionModel(profiler_us_per_host_event=2.0))
+    rep = analyze_trace(load_trace(_slow_graph_launches(tmp_path, piecewise=True)), opts)
+    assert rep.steps[0].graph_coverage == "piecewise"
+    # window 198 less 2 us x 3 runtime calls less (50 - 3) us x 2 graph launches = 98, above its floor 54.7 + 1.9
+    assert rep.summary.estimated_unprofiled_step_us_median == pytest.approx(98.0)
+    # a FULL step's one launch runs while the GPU replays: its window 70 less 2 us x 1 call = 68, the launch kept
+    full = analyze_trace(load_trace(_slow_graph_launches(tmp_path, piecewise=False)), opts)
+    assert full.steps[0].graph_coverage == "full"
+    assert full.summary.estimated_unprofiled_step_us_median == pytest.approx(68.0)
 
 
 def test_torch_compile_without_graphs_is_named(tmp_path: Path) -> None:
