@@ -325,20 +325,13 @@ def _memory_note(settings: ProfilerSettings, table: OverheadTable) -> list[str]:
 
 
 def unprofiled_step_us(step_us: np.ndarray, host_events: np.ndarray, gpu_busy_us: np.ndarray,
-                       us_per_event: float | np.ndarray, graph_launch_excess_us: np.ndarray | float = 0.0,
-                       replay_kernel_excess_us: np.ndarray | float = 0.0) -> np.ndarray:
-    """Estimated step time without the profiler: the profiled step less ``us_per_event`` per host event, less
-    ``graph_launch_excess_us``, the step's graph launch calls beyond an unprofiled launch (the profiler records each
-    node of a replayed graph inside the call: 43-182 us per launch of a 17-90 node graph piece on the H200, against a
-    few us unprofiled), and less ``replay_kernel_excess_us``, the profiler's lengthening of the kernels of its graph
-    replays.
+                       us_per_event: float | np.ndarray) -> np.ndarray:
+    """Estimated step time without the profiler: the profiled step less ``us_per_event`` per host event.
 
-    Never below the GPU busy time less that lengthening (the profiler does not otherwise slow the GPU's own work).
+    Never below the GPU busy time (the profiler does not slow the GPU's own work).
     """
-    kx = np.asarray(replay_kernel_excess_us, dtype=float)
-    est = np.asarray(step_us, dtype=float) - np.asarray(us_per_event, dtype=float) * np.asarray(host_events, float) \
-        - np.asarray(graph_launch_excess_us, dtype=float) - kx
-    return np.maximum(est, np.asarray(gpu_busy_us, dtype=float) - kx)
+    est = np.asarray(step_us, dtype=float) - np.asarray(us_per_event, dtype=float) * np.asarray(host_events, float)
+    return np.maximum(est, np.asarray(gpu_busy_us, dtype=float))
 
 
 @dataclass(frozen=True)

@@ -89,17 +89,19 @@ class PredictionModel:
         ``record_shapes``, the most common setting): its ratio model (each step x (1 - share))
         where the table has one, else its rate. Never below the GPU busy time.
         """
+        # the profiler's GPU-side excess off first, whichever tier prices its host events: its lengthening of the
+        # replays' kernels comes off the busy floor too (the unprofiled GPU work is that much shorter)
+        kx = np.asarray(replay_kernel_excess_us, dtype=float)
+        step = np.asarray(step_us, dtype=float) - np.asarray(graph_launch_excess_us, dtype=float) - kx
+        busy = np.asarray(gpu_busy_us, dtype=float) - kx
         if us_per_event is None and self.profiler_us_per_host_event is not None:
             us_per_event = self.profiler_us_per_host_event
         elif us_per_event is None:
             sh = self.overhead.share("shapes")
             if sh is not None:
-                kx = np.asarray(replay_kernel_excess_us, dtype=float)
-                step = np.asarray(step_us, dtype=float) - np.asarray(graph_launch_excess_us, dtype=float) - kx
-                return np.maximum((1 - sh.value) * step, np.asarray(gpu_busy_us, dtype=float) - kx)
+                return np.maximum((1 - sh.value) * step, busy)
             us_per_event = self.overhead.rate("shapes").in_us(None, self.overhead.typical_ref_us)[0]
-        return unprofiled_step_us(step_us, host_events, gpu_busy_us, us_per_event, graph_launch_excess_us,
-                                  replay_kernel_excess_us)
+        return unprofiled_step_us(step, host_events, busy, us_per_event)
 
 
 DEFAULT_MODEL = PredictionModel()
@@ -108,21 +110,20 @@ DEFAULT_MODEL = PredictionModel()
 def graph_launch_excess_us(trace: Trace, row_step: np.ndarray, n_steps: int, model: PredictionModel) -> np.ndarray:
     """Per step, its graph launch calls' time beyond ``model.graph_launch_us`` each, us: the profiler's part of them.
 
-    Under the profiler a graph launch call records every node of the graph: 45-180 us per launch of the 60-90 node
-    pieces of the H200 piecewise traces (73-182 us median on the transformers models' at bs 4-48), where the same
-    launch takes a few us unprofiled. A piecewise step's GPU waits for each later piece's launch, so that time
+    Under the profiler a graph launch call records every node of the graph: 43-182 us (median per trace) per launch
+    of the 17-90 node pieces of the H200 piecewise traces, where the same launch takes a few us unprofiled. A piecewise step's GPU waits for each later piece's launch, so that time
     inflates its profiled step; it is no host work of the model's. The step's first graph launch is not counted: it
     ends before the step's graph work starts, outside the GPU window the estimate starts from (a step of one
     compiled forward and eager sampling, transformers' static cache: its one 340-400 us launch). Steps with fewer
     than two graph launches: 0."""
     gl = np.flatnonzero((trace.api == Api.GRAPH_LAUNCH) & (row_step >= 0))
     gl = gl[np.lexsort((trace.start_ns[gl], row_step[gl]))]
-    later = np.ones(gl.size, dtype=bool)
-    later[:1] = False
-    later[1:] = row_step[gl][1:] == row_step[gl][:-1]
-    gl = gl[later]
-    over = np.maximum(trace.dur_ns[gl] / 1e3 - model.graph_launch_us, 0.0)
-    return np.bincount(row_step[gl], weights=over, minlength=n_steps)[:n_steps]
+    step = row_step[gl]
+    later = gl[1:][step[1:] == step[:-1]]  # all but each step's first
+    over = np.maximum(trace.dur_ns[later] / 1e3 - model.graph_launch_us, 0.0)
+    return np.bincount(row_step[later], weights=over, minlength=n_steps)[:n_steps]
+
+
 #: Fewest node gaps inside graph replays that :func:`replay_node_us` fits the node cost on.
 MIN_REPLAY_GAPS = 100
 

@@ -618,7 +618,7 @@ def _bounded_prediction(lm: _LaunchMetrics, cov: StepCoverage, stalls: _Stalls, 
     * A piecewise step's unprofiled time is at least its FULL-graph step plus the host time of its eager
       launches between the graph pieces (``model.piecewise_launch_us`` each): ``floor_us``. The profiler's part
       of its graph launch calls is not in it (``gl_excess_us``, kept for piecewise steps only: a FULL step's GPU
-      does not wait for its one launch).
+      does not wait for its launches).
     * A graph removes launches and never adds GPU work: a step that replays graphs (FULL, piecewise) is
       predicted at most at its unprofiled estimate (the profiled step less the profiler's cost, at least
       ``floor_us``). An eager step's estimate can fall to its busy time (the host ran ahead of the GPU in a
@@ -628,8 +628,8 @@ def _bounded_prediction(lm: _LaunchMetrics, cov: StepCoverage, stalls: _Stalls, 
     cov_arr = np.array(cov.coverage, dtype=object)
     piecewise = cov_arr == "piecewise"
     floor = np.where(piecewise, pred + model.piecewise_launch_us * lm.kernel_launches, 0.0)
-    # Only a piecewise step's GPU waits for its graph launches (each piece's); a FULL step's one launch runs while
-    # the GPU replays the previous step's graph
+    # Only a piecewise step's GPU waits for its later graph launches (each piece's, with eager work between them);
+    # a FULL step's graphs run back to back, launched ahead of the GPU
     gl_excess = np.where(piecewise, lm.gl_excess_us, 0.0)
     unprof = np.maximum(model.unprofiled_step_us(lm.win_us, lm.host_events, lm.busy_us, oh.us_per_event, gl_excess,
                                                  lm.kx_us), floor)

@@ -22,12 +22,12 @@
 #                                               aya-expanse-8b-like, granite-3.0-3b-a800m-like)
 #                                               PART 12: padding held out on two mixtures of experts
 #                                               (granite-3.0-3b-a800m-like, olmoe-1b-7b-like)
-#                                               PART 14 / 15: a sixth fresh set (traces/h200-fresh-2026-12-03f:
-#                                               qwen3-0.6b-like, olmo-2-1b-like, falcon3-1b-like): FULL sweeps / piecewise
 #                                               PART 13: piecewise -> FULL on transformers models (qwen3-1.7b-like,
 #                                               gemma-3-1b-like; traces/h200-piecewise-2026-12-03/configs):
 #                                               piecewise and FULL sweeps at 4, 16, 48, a piecewise serving trace and
 #                                               the same sequence's FULL-graph truth
+#                                               PART 14 / 15: a sixth fresh set (traces/h200-fresh-2026-12-03f:
+#                                               qwen3-0.6b-like, olmo-2-1b-like, falcon3-1b-like): FULL sweeps / piecewise
 #   bash bench/gpu_heldout.sh OUT PART --dry-run
 #   ONLY=REGEX bash bench/gpu_heldout.sh OUT PART
 set -u
