@@ -48,3 +48,19 @@ def json_safe(obj):
     if isinstance(obj, (list, tuple)):
         return [json_safe(v) for v in obj]
     return obj
+
+
+#: The command line's hints in the planner's messages, as the Capture plan page says them.
+CLI_HINTS = ((re.compile(r"pass --distribution FILE"), "upload a batch-size histogram"),
+             (re.compile(r"pass --timings( FILE)?|--timings FILE"), "choose harness timings"),
+             (re.compile(r"use --batch-regex/--batch-op"), "set the batch-size regex (Traces page, Analysis options)"),
+             (re.compile(r"passed with --costs"), "given as costs"),
+             (re.compile(r"pass it with --capture beside the run's trace"),
+              "load it beside the run's trace: the Diagnosis page pairs it"))
+
+
+def page_words(message: str) -> str:
+    """A planner message with its command-line hints said as the Capture plan page's controls."""
+    for pat, words in CLI_HINTS:
+        message = pat.sub(words, message)
+    return message

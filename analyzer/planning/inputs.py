@@ -95,6 +95,28 @@ class TraceSteps:
         return np.array([ph in _DECODE_OR_UNKNOWN for ph in self.phase], dtype=bool)
 
 
+def no_costs_reason(traces: Sequence[TraceSteps]) -> str:
+    """Why the traces give no cost at any batch size, one line naming what each trace holds instead: no steps (a
+    graph-capture trace, or no step found), only prefill or mixed steps, or decode steps without a known batch."""
+    held = []
+    for t in traces:  # a handful of traces, each summarised from its step columns
+        n = len(t.phase)
+        planned = t.planned
+        other = n - int(planned.sum())
+        unknown = int((planned & (t.batch_size < 0)).sum())
+        if n == 0:
+            held.append(f"{t.name}: " + ("graph captures, no replayed step (pass it with --capture beside the run's "
+                                         "trace)" if t.mode == "capture" else "no step found"))
+        elif other == n:
+            phases = sorted({str(ph) for ph in t.phase})
+            held.append(f"{t.name}: {n} {'/'.join(phases)} step{'s' if n != 1 else ''}, no decode step")
+        elif unknown:
+            held.append(f"{t.name}: {unknown} decode step{'s' if unknown != 1 else ''} without a known batch size")
+    return ("no decode steps with a known batch size in the traces: cannot tell what a step costs at which batch size"
+            + (f" ({'; '.join(held)})" if held else "")
+            + ". Profile a few decode steps, annotate steps with bs=N, use --batch-regex/--batch-op, or pass --timings")
+
+
 def _medians(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distinct keys (ascending) and the median of the values of each."""
     sizes, inv = np.unique(keys, return_inverse=True)
@@ -143,8 +165,7 @@ def costs_from_steps(traces: Sequence[TraceSteps]) -> CostTable:
         notes.append(f"{no_bs} steps without a known batch size were left out of the costs "
                      f"(name it in the step annotation, e.g. bs=8, or use --batch-regex/--batch-op)")
     if not cols["eb"] and not cols["gb"]:
-        raise InputError("no steps with a known batch size in the traces: cannot tell what a step costs at which "
-                         "batch size (annotate steps with bs=N, use --batch-regex/--batch-op, or pass --timings)")
+        raise InputError(no_costs_reason(traces))
     if not cols["eb"]:
         raise InputError("only graph-mode traces: they give no eager cost to compare with; add eager traces "
                          "of the same model or pass --timings")
@@ -185,8 +206,7 @@ def costs_from_curves(traces: Sequence[TraceSteps]) -> CostTable:
     """
     with_curve = [t for t in traces if t.graph_curve is not None and np.isfinite(t.graph_curve.us).all()]
     if not with_curve:
-        raise InputError("no steps with a known batch size in the traces: cannot tell what a step costs at which "
-                         "batch size (annotate steps with bs=N, use --batch-regex/--batch-op, or pass --timings)")
+        raise InputError(no_costs_reason(traces))
     top = max(t.graph_curve.max_size for t in with_curve)
     b = np.arange(1, top + 1)
     curves = np.array([t.graph_curve.at(b) for t in with_curve])

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 
 import pandas as pd
 import streamlit as st
@@ -28,7 +27,7 @@ from launchgap.render import render_plan
 from launchgap.render.plan import TIE_CONFIG_NOTE, memory_basis, seconds_text
 from launchgap.dashboard import session, uploads
 from launchgap.dashboard.charts import pareto_figure, tradeoff_figure
-from launchgap.dashboard.text import json_safe, md_escape
+from launchgap.dashboard.text import json_safe, md_escape, page_words
 from launchgap.dashboard.ui import settings, show_buckets_and_charts, show_load_errors, show_trace_notes
 from launchgap.dashboard.workloads import pick_workload_entries, workload_name
 
@@ -69,20 +68,6 @@ def _upload_once(label: str, key: str, types: list[str], parse) -> tuple[str, ob
         return None
     st.caption(md_escape(f"Using {name}"))
     return name, value
-
-
-#: The command line's hints in the planner's messages, as this page says them.
-_CLI_HINTS = ((re.compile(r"pass --distribution FILE"), "upload a batch-size histogram"),
-              (re.compile(r"pass --timings( FILE)?|--timings FILE"), "choose harness timings"),
-              (re.compile(r"use --batch-regex/--batch-op"), "set the batch-size regex (Traces page, Analysis options)"),
-              (re.compile(r"passed with --costs"), "given as costs"))
-
-
-def _page_words(message: str) -> str:
-    """A planner message with its command-line hints said as this page's controls."""
-    for pat, words in _CLI_HINTS:
-        message = pat.sub(words, message)
-    return message
 
 
 def _timings_models(path) -> list[str]:
@@ -189,7 +174,7 @@ try:
     else:
         plan, notes = build_plan(request)
 except AnalyzerError as exc:
-    st.error(md_escape(_page_words(exc.message)))
+    st.error(md_escape(page_words(exc.message)))
     st.stop()
 
 with inputs:

@@ -32,7 +32,7 @@ from launchgap.dashboard import MAIN_SCRIPT  # noqa: E402
 from launchgap.dashboard.cache import BoundedCache  # noqa: E402
 from launchgap.dashboard.pairing import crossover_batch_size, pair_by_batch_size  # noqa: E402
 from launchgap.dashboard.settings import default_samples, discover_samples  # noqa: E402
-from launchgap.dashboard.text import hover_escape, json_safe, md_escape  # noqa: E402
+from launchgap.dashboard.text import hover_escape, json_safe, md_escape, page_words  # noqa: E402
 from tests.unit.kineto_tiny import ann, doc, kernel, launch  # noqa: E402
 
 NASTY = "<script>alert(1)</script> **bold** [x](http://e.invalid) $x$ :red[y]"
@@ -444,3 +444,16 @@ def test_zero_length_kernel_does_not_break_the_page() -> None:
     top = at.dataframe[0].value.set_index("name")
     assert np.isnan(top.loc["zero", "launch_to_kernel_ratio"]) and top.loc["k", "launch_to_kernel_ratio"] == 0.5
     assert len(at.get("download_button")) == 1
+
+
+def test_plan_page_says_the_no_costs_reason_without_command_line_flags() -> None:
+    from launchgap.planning.inputs import TraceSteps, no_costs_reason
+    cap = TraceSteps("cap.json", "capture", 1.0, np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0), ())
+    pre = TraceSteps("pre.json", "eager", 1.0, np.array([1]), np.array([9.0]), np.array([9.0]), ("prefill",))
+    words = page_words(no_costs_reason([cap, pre]))
+    assert words == ("no decode steps with a known batch size in the traces: cannot tell what a step costs at which "
+                     "batch size (cap.json: graph captures, no replayed step (load it beside the run's trace: the "
+                     "Diagnosis page pairs it); pre.json: 1 prefill step, no decode step). Profile a few decode steps, "
+                     "annotate steps with bs=N, set the batch-size regex (Traces page, Analysis options), or choose "
+                     "harness timings")
+    assert "--" not in words

@@ -9,6 +9,7 @@ import pytest
 from launchgap.errors import AnalyzerError, InputError
 from launchgap.planning.costs import CostPoint, CostTable
 from launchgap.planning.inputs import (
+    no_costs_reason,
     TraceSteps,
     costs_from_steps,
     costs_from_timings,
@@ -167,13 +168,31 @@ def test_costs_from_steps_eager_and_graph():
 
 
 def test_costs_from_steps_errors_and_unknown_batch():
-    with pytest.raises(InputError, match="no steps with a known batch size"):
+    with pytest.raises(InputError, match="no decode steps with a known batch size") as err:
         costs_from_steps([_rep("eager", [(None, 100.0, 20.0)])])
+    assert "(t.json: 1 decode step without a known batch size)" in str(err.value)
     with pytest.raises(InputError, match="only graph-mode traces"):
         costs_from_steps([_rep("graph", [(8, 50.0, 49.0)])])
     t = costs_from_steps([_rep("eager", [(None, 100.0, 20.0), (4, 100.0, 20.0)])])
     assert t.batch_sizes == [4]
     assert any("1 steps without a known batch size" in w for w in t.warnings)
+
+
+def test_no_costs_reason_names_what_each_trace_holds():
+    prefill = _rep("eager", [(1, 100.0, 20.0)], phases=["prefill"], path="pre.json")
+    mixed = _rep("graph", [(4, 9.0, 9.0), (8, 9.0, 9.0)], phases=["mixed", "prefill"], path="pw.json")
+    capture = _rep("capture", [], path="cap.json")
+    none = _rep("graph", [], path="empty.json")
+    unknown = _rep("eager", [(None, 1.0, 1.0), (None, 1.0, 1.0), (2, 1.0, 1.0)], phases=["decode", None, "prefill"],
+                   path="u.json")
+    msg = no_costs_reason([prefill, mixed, capture, none, unknown])
+    assert msg == ("no decode steps with a known batch size in the traces: cannot tell what a step costs at which "
+                   "batch size (pre.json: 1 prefill step, no decode step; pw.json: 2 mixed/prefill steps, no decode "
+                   "step; cap.json: graph captures, no replayed step (pass it with --capture beside the run's trace); "
+                   "empty.json: no step found; u.json: 2 decode steps without a known batch size). Profile a few "
+                   "decode steps, annotate steps with bs=N, use --batch-regex/--batch-op, or pass --timings")
+    with pytest.raises(InputError, match="pre.json: 1 prefill step, no decode step"):
+        costs_from_steps([prefill])
 
 
 def test_distribution_from_steps_counts_steps():
