@@ -36,7 +36,9 @@ follows from how each of its kernels scales with the rows of the batch (**the ba
 
 :func:`fit_cost_curve` fits the curve on whatever the trace has: per observed size the median step's
 FULL-graph cost (``predicted_graph_us``: GPU busy plus replay cost, :mod:`launchgap.predict`) and its
-GPU time per kernel class. With one size the model above carries it to every size; with two or more,
+GPU time per kernel class. A size's cost is the observed one plus what its kernels add, as the observed cost was
+built from them: their change at the trace's unprofiled share of kernel time, and the replay's node cost for each
+kernel that turns short (under 20 us) or long. With one size the model above carries it to every size; with two or more,
 each class's time is linear between the observed sizes (their measured growth) and the model extends it
 beyond them. Harness timings, when given, win at their sizes and the curve's shape is kept between
 them. The curve passes through every observed point exactly. The band (``low_us``/``high_us``) is the
@@ -308,7 +310,9 @@ class SizeSample:
     :data:`KERNEL_CLASSES`), time (us), grid blocks and threads per block (-1 where the trace does not say);
     ``experts``: a mixture's routed experts as the step's kernels say them (:func:`experts_of_kernels`), else ``None``;
     ``resident``: per kernel the blocks one SM holds at once (:func:`resident_blocks`), -1 where unknown (``None``:
-    unknown for all)."""
+    unknown for all). How ``graph_us`` was built from the kernels (:meth:`launchgap.predict.PredictionModel.
+    predict_graph_us`), so that a size's cost moves with them: ``kernel_scale`` (the unprofiled share of the profiled
+    kernel time), ``node_us`` (the replay's cost per kernel node shorter than ``short_us``)."""
 
     batch: int
     graph_us: float
@@ -318,6 +322,9 @@ class SizeSample:
     threads: np.ndarray
     experts: int | None = None
     resident: np.ndarray | None = None
+    kernel_scale: float = 1.0
+    node_us: float = 0.0
+    short_us: float = 20.0
 
     @property
     def resident_or_unknown(self) -> np.ndarray:
@@ -356,13 +363,15 @@ def size_samples(kernel_step: np.ndarray, kernel_class: np.ndarray, kernel_us: n
                  threads: np.ndarray, batch: np.ndarray, graph_us: np.ndarray,
                  kernel_experts: np.ndarray | None = None,
                  resident: np.ndarray | Callable[[np.ndarray], np.ndarray] | None = None,
-                 kernel_tile: np.ndarray | None = None) -> list[SizeSample]:
+                 kernel_tile: np.ndarray | None = None, kernel_scale: float = 1.0, node_us: float = 0.0,
+                 short_us: float = 20.0) -> list[SizeSample]:
     """Per observed batch size (ascending) its median step's kernels: ``kernel_*`` per kernel row (its step, -1
     none; class; us; grid blocks; threads per block; the routed experts it says, -1 none), ``resident`` per kernel
     row (blocks per SM at once, -1 unknown; ``None``: unknown for all), or a function giving it for the kernel rows
     it is passed (called for the median steps' kernels only), ``batch`` and ``graph_us`` per step; ``kernel_tile``
     per kernel row the smaller side of a matmul's tile (:func:`gemm_tile_side`, -1 unknown): a matmul whose tile is
-    at least :data:`ROW_GEMM_MIN_TILE` and twice the step's rows is a ``row_gemm``."""
+    at least :data:`ROW_GEMM_MIN_TILE` and twice the step's rows is a ``row_gemm``; ``kernel_scale``, ``node_us``,
+    ``short_us``: how ``graph_us`` was built (:class:`SizeSample`)."""
     batch = np.asarray(batch, dtype=np.int64)
     graph_us = np.asarray(graph_us, dtype=float)
     ok = (batch > 0) & np.isfinite(graph_us) & (graph_us > 0)
@@ -380,20 +389,22 @@ def size_samples(kernel_step: np.ndarray, kernel_class: np.ndarray, kernel_us: n
             cls = np.where((cls == _GEMM) & (kernel_tile[r] >= max(ROW_GEMM_MIN_TILE, 2 * s)), _ROW_GEMM, cls)
         out.append(SizeSample(int(s), float(graph_us[med]), cls, kernel_us[r], blocks[r], threads[r],
                               int(np.median(said)) if said.size else None,
-                              None if resident is None else resident(r) if callable(resident) else resident[r]))
+                              None if resident is None else resident(r) if callable(resident) else resident[r],
+                              float(kernel_scale), float(node_us), float(short_us)))
     return out
 
 
 def trace_samples(trace: Trace, row_step: np.ndarray, step_index: np.ndarray, step_device: np.ndarray,
-                  batch: np.ndarray, graph_us: np.ndarray, short_kernel_excess_us: np.ndarray | None = None
-                  ) -> list[SizeSample]:
+                  batch: np.ndarray, graph_us: np.ndarray, short_kernel_excess_us: np.ndarray | None = None,
+                  kernel_scale: float = 1.0, node_us: float = 0.0, short_us: float = 20.0) -> list[SizeSample]:
     """:func:`size_samples` from a trace: per report step ``i`` (``step_index[i]``: its index in ``row_step``'s
     numbering, ``step_device[i]`` its device) the kernels it launched on its device, with their class, time,
     launch configuration (grid blocks and threads per block where the trace records them) and blocks per SM at once
     (:func:`resident_blocks` from :attr:`~launchgap.trace.Trace.kernel_resources` and the device's properties).
     ``short_kernel_excess_us`` (per report step, us): added to each of the step's kernels shorter than
     :data:`SHORT_KERNEL_US`, and so to its cost: an eager step's short kernels lifted to their time in a graph replay
-    (:func:`graph_kernel_excess`)."""
+    (:func:`graph_kernel_excess`). ``kernel_scale``, ``node_us``, ``short_us``: how ``graph_us`` was built from the
+    steps' kernels (:class:`SizeSample`)."""
     k = np.flatnonzero((trace.kind == Kind.KERNEL) & (row_step >= 0))
     pos = np.full(int(row_step.max()) + 1 if row_step.size and row_step.max() >= 0 else 0, -1, dtype=np.int64)
     pos[np.asarray(step_index, dtype=np.int64)] = np.arange(len(step_index))
@@ -430,7 +441,7 @@ def trace_samples(trace: Trace, row_step: np.ndarray, step_index: np.ndarray, st
                                                                    minlength=len(step_index))
     return size_samples(ks, classify_kernels(trace.names[ids])[at], us, blocks, threads, batch,
                         graph_us, experts_of_kernels(trace.names[ids], threads, at), resident,
-                        gemm_tile_side(trace.names[ids])[at])
+                        gemm_tile_side(trace.names[ids])[at], kernel_scale, node_us, short_us)
 
 
 def _attention_blocks_per_row(xs: list[SizeSample], sm_count: int | None) -> float | None:
@@ -573,10 +584,16 @@ def _predict(model: ScalingModel, xs: list[SizeSample], b: np.ndarray, ridge: fl
     at = np.array([x.batch for x in xs], dtype=float)
     sizes = np.arange(1, max(float(b.max(initial=1.0)), float(at.max())) + 1)
     # per observed size, per class, its kernels' time at every size 1..max (samples x classes x sizes)
-    full = np.array([_by_class(x, x.kernel_us[:, None] * _kernel_factor(model, x, sizes, ridge, sm_count, hint,
-                                                                        expert_share)) for x in xs])
+    per_kernel = [x.kernel_us[:, None] * _kernel_factor(model, x, sizes, ridge, sm_count, hint, expert_share)
+                  for x in xs]
+    full = np.array([_by_class(x, t) for x, t in zip(xs, per_kernel)])
     bi = b.astype(np.int64) - 1
-    single = (np.array([x.graph_us - x.kernel_us.sum() for x in xs])[:, None] + full.sum(axis=1))[:, bi]
+    # A size's cost is the observed one plus what its kernels add, as the observed cost was built from them: their
+    # time at the trace's unprofiled share, and the replay's node cost for each kernel short enough to pay it (a
+    # kernel grown past ``short_us`` hides it; at one row more kernels are short than at 64)
+    single = np.array([x.graph_us + x.kernel_scale * (t.sum(axis=0) - x.kernel_us.sum())
+                       + x.node_us * ((t < x.short_us).sum(axis=0) - (x.kernel_us < x.short_us).sum())
+                       for x, t in zip(xs, per_kernel)])[:, bi]
     if len(xs) == 1:
         return single[0], single
     lvl = np.array([x.graph_us for x in xs])

@@ -1028,7 +1028,8 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
     a = assemble_serving(trace, row_step, [steps.names[i] for i in range(len(steps))], steps.cpu_start_ns, cols,
                          opts.model, oh.us_per_event, _given_sizes(opts), _engine_default(trace, engine), engine,
                          dict(opts.graph_timings_us) if opts.graph_timings_us else None, CURVE_MIN_SIZE,
-                         experts=opts.moe_routing)
+                         experts=opts.moe_routing, node_us=s.node_us,
+                         kernel_scale=opts.model.replay_kernel_scale if s.node_us_source == "trace replays" else 1.0)
     ss, pc, padded, lost, hg = a.ss, a.pad, a.padded, a.lost_us, a.hg
     if a.conflict:
         warnings.append(a.conflict)

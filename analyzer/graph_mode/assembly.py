@@ -91,11 +91,14 @@ def assemble_serving(trace: Trace, row_step: np.ndarray, all_step_names: list[st
                      cols: StepColumns, model: PredictionModel, us_per_event: float,
                      given: tuple[list[int], str, str] | None, engine_default: tuple[list[int], str] | None,
                      engine: str | None, timings: dict[int, float] | None, min_size: int,
-                     experts: tuple[int, int] | None = None) -> ServingAssembly:
+                     experts: tuple[int, int] | None = None, kernel_scale: float = 1.0,
+                     node_us: float = 0.0) -> ServingAssembly:
     """Graph-mode serving of the kept steps ``cols`` (see :class:`ServingAssembly`). ``given``: the capture list
     the user gave (sizes, source, detail); ``engine_default``: the engine's default for the trace's GPU and TP;
     ``timings``: harness FULL-graph timings by batch (they win in the cost curve); ``min_size``: the curve
-    spans at least ``1..min_size``; ``experts``: a mixture of experts' ``(E, k)`` from the model config."""
+    spans at least ``1..min_size``; ``experts``: a mixture of experts' ``(E, k)`` from the model config;
+    ``kernel_scale``, ``node_us``: how the steps' ``graph_us`` were built from their kernels (the trace's unprofiled
+    share of kernel time and node cost: :meth:`launchgap.predict.PredictionModel.predict_graph_us`)."""
     batch, decode = cols.batch, cols.decode
     mk = marker_buckets(cols.name)
     is_graph = np.isin(np.array(cols.coverage, dtype=object), ("full", "piecewise"))
@@ -119,7 +122,8 @@ def assemble_serving(trace: Trace, row_step: np.ndarray, all_step_names: list[st
     excess = graph_kernel_excess(trace, row_step, cols.step[decode]) \
         if (is_graph & decode).any() and eager_decode.any() else None
     samples = trace_samples(trace, row_step, cols.step, cols.device, size, cols.graph_us,
-                            np.where(eager_decode, excess.us, 0.0) if excess else None)
+                            np.where(eager_decode, excess.us, 0.0) if excess else None,
+                            kernel_scale=kernel_scale, node_us=node_us, short_us=model.long_kernel_us)
     top = max([*(sizes or []), int(batch.max()) if batch.size else 1, min_size, *(timings or {})])
     props = trace.device_properties.get(int(cols.device[0]), {}) if cols.device.size else {}
     curve = fit_cost_curve(samples, top, timings, props, experts=experts)

@@ -72,7 +72,7 @@ def test_padding_cost_from_the_trace_alone_within_20_percent() -> None:
     steps = [st for st in rep.steps if st.padded_rows is not None and st.bucket <= max(cost)]
     truth = sum(cost[st.bucket] - cost[st.batch_size] for st in steps)
     got = sum(st.padding_us for st in steps)
-    assert got == pytest.approx(1118.0, abs=0.1)  # +5.4% of the truth, 1,060.5 us
+    assert got == pytest.approx(1116.3, abs=0.1)  # +5.3% of the truth, 1,060.5 us
     assert got == pytest.approx(truth, rel=0.20)
     assert sum(st.padding_us_low for st in steps) <= truth <= sum(st.padding_us_high for st in steps)
 

@@ -108,6 +108,30 @@ def test_one_size_exact() -> None:
     assert c.origin == "trace" and c.sizes.tolist() == [8] and c.peaks == "NVIDIA H200 data sheet"
 
 
+def test_a_size_moves_with_how_the_observed_cost_was_built_from_its_kernels() -> None:
+    """The observed graph_us is kernel_scale x kernel time + node_us per kernel shorter than short_us (+ launch): a
+    size's cost adds the kernels' change at that scale and the node cost of the kernels that cross short_us."""
+    import dataclasses
+    m = DEFAULT_SCALING
+    # bs 64: a 30 us matmul (flat below the ridge but for its rows), two 12 us collectives (bytes per row)
+    plain = _sample(64, 100.0, [30.0, 12.0, 12.0], [GEMM, COLL, COLL], [24, 8, 8])
+    built = dataclasses.replace(plain, kernel_scale=0.987, node_us=0.3, short_us=20.0)
+    base = fit_cost_curve([plain], 64, None, H200, m)
+    c = fit_cost_curve([built], 64, None, H200, m)
+    coll = 12 * (m.collective_rows + 1) / (m.collective_rows + 64)  # 6.09 us at one row
+    gemm = 30 * (1 + 1 / m.gemm_rows) / (1 + 64 / m.gemm_rows)
+    kernels_at_1 = gemm + 2 * coll
+    assert base.at(1) == pytest.approx(100.0 + kernels_at_1 - 54.0, rel=1e-12)
+    # the matmul stays long (29.6 us at one row), the 12 us collectives were short already: no node changes
+    assert c.at(1) == pytest.approx(100.0 + 0.987 * (kernels_at_1 - 54.0), rel=1e-12)
+    # a 24 us collective at 64 rows is 12.2 us at one: it crosses short_us and pays one node there
+    crossing = dataclasses.replace(built, kernel_us=np.array([30.0, 12.0, 24.0]))
+    c2 = fit_cost_curve([crossing], 64, None, H200, m)
+    at_1 = gemm + coll + 24 * (m.collective_rows + 1) / (m.collective_rows + 64)  # 12.19 us: now short
+    assert c2.at(1) == pytest.approx(100.0 + 0.987 * (at_1 - 66.0) + 0.3, rel=1e-12)
+    assert c.at(64) == c2.at(64) == 100.0
+
+
 def test_persistent_attention_grid_reads_the_work_from_the_time() -> None:
     m = ScalingModel()
     f = m.attention_fixed_waves
