@@ -49,7 +49,7 @@ under 0.14% (``tests/unit/test_costs.py::test_extrapolation_held_out_h200``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -71,7 +71,8 @@ class CostPoint:
     """Cost of one decode step at ``batch_size`` (microseconds) and where it came from.
 
     ``graph_pool_bytes`` is the CUDA-graph memory pool growth measured when this size was
-    captured (harness timings only; ``None`` when unknown).
+    captured (harness timings only; ``None`` when unknown). ``graph_us_low`` / ``graph_us_high``: the graph
+    cost's band from the cost curve of a trace (``None`` without one).
     """
 
     batch_size: int
@@ -79,6 +80,10 @@ class CostPoint:
     graph_us: float
     source: str
     graph_pool_bytes: int | None = None
+    #: The graph cost's band where the batch-scaling model gave it (the trace's cost curve's ``low_us`` /
+    #: ``high_us``: :mod:`launchgap.costmodel`), ``None`` where the cost has no model band (timings, eager traces).
+    graph_us_low: float | None = None
+    graph_us_high: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -272,6 +277,31 @@ class CostTable:
         src = {p.batch_size: p.source for p in pts}
         return CostTable(tuple(CostPoint(q.batch_size, q.eager_us, q.graph_us, _weakest(q.source, src[q.batch_size]),
                                          q.graph_pool_bytes) for q in table.points), table.origin, table.warnings)
+
+    def with_graph_band(self, low_fraction: Mapping[int, float], high_fraction: Mapping[int, float]) -> CostTable:
+        """This table with each point's graph cost band: its graph cost times ``low_fraction`` / ``high_fraction``
+        of its batch size (points of a size not in them keep none)."""
+        pts = tuple(replace(p, graph_us_low=p.graph_us * float(low_fraction[p.batch_size]),
+                            graph_us_high=p.graph_us * float(high_fraction[p.batch_size]))
+                    if p.batch_size in low_fraction and p.batch_size in high_fraction else p for p in self.points)
+        return CostTable(pts, self.origin, self.warnings)
+
+    @property
+    def graph_band_sizes(self) -> int:
+        """How many points carry a graph cost band."""
+        return sum(p.graph_us_low is not None and p.graph_us_high is not None for p in self.points)
+
+    def at_graph_band(self, end: str) -> CostTable:
+        """This table with every graph cost at its band's ``end`` (``"low"`` or ``"high"``) where it has a band (the
+        others as they are), kept non-decreasing by a running maximum; the points carry no band."""
+        if end not in ("low", "high"):
+            raise ValueError(f"end must be 'low' or 'high', not {end!r}")
+        vals = np.array([(p.graph_us_low if end == "low" else p.graph_us_high)
+                         if p.graph_us_low is not None and p.graph_us_high is not None else p.graph_us
+                         for p in self.points], dtype=float)
+        vals = np.maximum.accumulate(vals)
+        return CostTable(tuple(CostPoint(p.batch_size, p.eager_us, float(v), p.source, p.graph_pool_bytes)
+                               for p, v in zip(self.points, vals.tolist())), self.origin, self.warnings)
 
     # --- lookups --------------------------------------------------------------------------
     @property

@@ -248,9 +248,13 @@ def costs_from_curves(traces: Sequence[TraceSteps]) -> CostTable:
                  "harness timings (launchgap record) are more accurate")
     n_graph = sum(t.mode not in ("eager", "compiled") for t in traces)
     origin = f"{len(traces) - n_graph} eager and {n_graph} graph trace(s), cost curve of their kernels"
-    return table_from_series(CostSeries("eager", np.asarray(e_sizes, dtype=np.int64), np.asarray(e_us, dtype=float),
-                                        e_src),
-                             CostSeries("graph", b.astype(np.int64), g.astype(float), g_src), origin, notes)
+    table = table_from_series(CostSeries("eager", np.asarray(e_sizes, dtype=np.int64), np.asarray(e_us, dtype=float),
+                                         e_src),
+                              CostSeries("graph", b.astype(np.int64), g.astype(float), g_src), origin, notes)
+    # the curves' band as a share of their cost per size (the median over the traces), carried by the graph costs
+    low = np.median(np.array([t.graph_curve.low(b) / t.graph_curve.at(b) for t in with_curve]), axis=0)
+    high = np.median(np.array([t.graph_curve.high(b) / t.graph_curve.at(b) for t in with_curve]), axis=0)
+    return table.with_graph_band(dict(zip(b.tolist(), low.tolist())), dict(zip(b.tolist(), high.tolist())))
 
 
 def distribution_from_steps(traces: Sequence[TraceSteps]) -> dict[int, float]:

@@ -296,6 +296,9 @@ class Plan:
     #: it served, and this plan's expected step on the band's low and high lines (us).
     extrapolation: Mapping | None = None
     pareto: tuple[ParetoPoint, ...] = ()
+    #: Set when graph costs carry the batch-scaling model's band (a trace's cost curve): this plan's expected step
+    #: with every banded graph cost at the band's low and high end, and the buckets planned on each end.
+    cost_band: Mapping | None = None
     #: The model whose dimensions the memory model used (``None``: a constant per graph).
     model_dims: ModelDims | None = None
     #: Per role of :data:`SOURCE_ROLES`, the input that gave it (``None``: none did); set by
@@ -410,6 +413,7 @@ class Plan:
             "costs": self.costs.to_dict(),
             "warnings": list(self.warnings),
             "extrapolation": dict(self.extrapolation) if self.extrapolation is not None else None,
+            "cost_band": dict(self.cost_band) if self.cost_band is not None else None,
             "sources": {r: self.sources.get(r) for r in SOURCE_ROLES},
             "trace_notes": [n.to_dict() for n in self.trace_notes],
         }
@@ -946,6 +950,20 @@ def plan_capture(costs: CostTable, distribution: Mapping[int, float], options: P
         extrapolated = {**costs.extrapolation().to_dict(), "batch_sizes": above,
                         "expected_step_us_low": _r(low), "expected_step_us_high": _r(high)}
 
+    cost_band = None
+    if costs.graph_band_sizes:
+        # The model's band on the graph costs: this list's expected step at either end, and whether either end plans
+        # another list (the same budgets and memory; no baselines) — how far the plan rests on the model
+        ends = [costs.at_graph_band(e) for e in ("low", "high")]
+        at_ends = [_score(t.extended_to(needed), sizes, p, chosen, opts.padding).expected_step_us for t in ends]
+        planned = [plan_capture(t, distribution, opts, dims, memory_model, nodes_per_size, (), cost) for t in ends]
+        # what keeping this list costs at either end against the list planned there (0: the same or as good)
+        regret = max(max(a / q.expected_step_us - 1.0, 0.0) if q.expected_step_us > 0 else 0.0
+                     for a, q in zip(at_ends, planned))
+        cost_band = {"sizes_with_band": costs.graph_band_sizes, "expected_step_us_low": _r(min(at_ends)),
+                     "expected_step_us_high": _r(max(at_ends)), "buckets_low": list(planned[0].buckets),
+                     "buckets_high": list(planned[1].buckets), "regret_fraction": _r(regret, 6)}
+
     serve = _bucket_of(sizes, np.array(chosen, dtype=np.int64), opts.padding)
     _, g_serve = table.costs_at(np.where(serve > 0, serve, sizes))
     rows = tuple(PlanRow(int(b), float(w), float(e), float(g), table.at(int(b)).source,
@@ -961,4 +979,4 @@ def plan_capture(costs: CostTable, distribution: Mapping[int, float], options: P
                 options=opts, max_graphs_effective=opt.max_allowed, list_cost=cost, tradeoff=tuple(opt.curve),
                 buckets_within_1pct=tuple(int(x) for x in sizes[opt.near].tolist()), costs=costs,
                 warnings=tuple(list(costs.warnings) + notes), extrapolation=extrapolated, pareto=pareto,
-                model_dims=dims)
+                model_dims=dims, cost_band=cost_band)

@@ -1,7 +1,7 @@
 """A capture plan (:class:`~launchgap.planning.planner.Plan`) as text or Markdown: verdict first."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ..engines import LABELS as _SERVER_LABEL
 from ..engines import engine
@@ -38,6 +38,16 @@ def _verdict(plan: Plan) -> str:
             f"({plan.speedup_vs_all_eager:.2f}x); {cmp} the best server default "
             f"({_SERVER_LABEL.get(best.name, best.name)}, {best.score.n_graphs} graphs"
             f"{'' if best.within_budget else ': over the budget'}).")
+
+
+def cost_band_text(band: Mapping) -> str:
+    """A plan's ``cost_band`` in one line: the expected step at the model band's ends and what that does to the
+    list (see :attr:`launchgap.planning.planner.Plan.cost_band`)."""
+    r = band["regret_fraction"]
+    held = ("at either end this list is as good as the one planned there" if r < 5e-5 else
+            f"at either end this list is within {r:.2%} of the one planned there")
+    return (f"expected step {band['expected_step_us_low']:,.1f} to {band['expected_step_us_high']:,.1f} us with the "
+            f"graph costs at the batch-scaling model's band ({band['sizes_with_band']} sizes); {held}")
 
 
 def seconds_text(s: float | None) -> str:
@@ -177,6 +187,8 @@ def render_plan(plan: Plan, markdown: bool = False, notes: list[str] | None = No
                     f"grow {x['band_factors'][0]:g}x to {x['band_factors'][1]:g}x as fast as fitted")
         facts.append(("above the costs", f"bs {_list(x['batch_sizes'], 8)} extrapolated from bs {x['top_batch_size']}: "
                                          f"{said}"))
+    if plan.cost_band is not None:
+        facts.append(("cost band", cost_band_text(plan.cost_band)))
     if markdown:
         lines += table(["", ""], [[k, v] for k, v in facts], True, indent="  ")
     else:

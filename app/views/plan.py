@@ -24,7 +24,7 @@ from launchgap.planning.inputs import (
 from launchgap.planning.planner import BASELINE_LABELS, SERVERS, PlanOptions
 from launchgap.planning.request import PlanInput, PlanRequest, build_plan, trace_steps, traces_input
 from launchgap.render import render_plan
-from launchgap.render.plan import TIE_CONFIG_NOTE, memory_basis, seconds_text
+from launchgap.render.plan import TIE_CONFIG_NOTE, cost_band_text, memory_basis, seconds_text
 from launchgap.dashboard import session, uploads
 from launchgap.dashboard.charts import pareto_figure, tradeoff_figure
 from launchgap.dashboard.text import json_safe, md_escape, page_words
@@ -203,11 +203,21 @@ r2.metric("Capture time", f"{seconds_text(plan.capture_s)} s" if plan.capture_s 
                "model.")
 r3.metric("KV-cache tokens lost", f"{plan.kv_tokens_lost:,}" if plan.kv_tokens_lost is not None else "unknown",
           border=True, help="The graphs' memory, in KV-cache tokens of this model (or the bytes per token given).")
-x = plan.extrapolation
-r4.metric("Extrapolation band", f"{x['expected_step_us_low']:,.0f}–{x['expected_step_us_high']:,.0f} us"
-          if x is not None else "none", border=True,
-          help="Costs above the largest measured batch size are extrapolated; the band takes half and twice the "
-               "fitted growth.")
+x, cb = plan.extrapolation, plan.cost_band
+if x is None and cb is not None:  # costs from a trace's cost curve: the model's band on them
+    step = plan.expected_step_us
+    r4.metric("Cost-model band", f"{(cb['expected_step_us_low'] / step - 1) * 100:+.1f}/{(cb['expected_step_us_high'] / step - 1) * 100:+.1f}%"
+              if step > 0 else "none", border=True,
+              help="The expected step with every graph cost the batch-scaling model gave at its band's low and high "
+                   "end, against the expected step; the line under the figures gives both in us and what they do to "
+                   "the list.")
+else:
+    r4.metric("Extrapolation band", f"{x['expected_step_us_low']:,.0f}–{x['expected_step_us_high']:,.0f} us"
+              if x is not None else "none", border=True,
+              help="Costs above the largest measured batch size are extrapolated; the band takes half and twice the "
+                   "fitted growth.")
+if cb is not None:
+    st.caption(md_escape("Cost band: " + cost_band_text(cb)))
 show_trace_notes(plan.trace_notes)
 st.caption(md_escape(memory_basis(plan)))
 show_buckets_and_charts(plan, "lg_plan")

@@ -6,7 +6,7 @@ eager fallbacks, no timings, no histogram), the page opens on the upload's workl
 it plans what ``launchgap plan`` plans on the same trace (the same graph count and expected step: costs from the
 trace's own kernels, distribution from its decode steps), says no command-line flag, shows the "not monotone"
 notes as one line at most, states the graph memory's basis and the capture time (estimated from the trace's
-kernels per step) in its text. Screenshot in test-artifacts/e2e/.
+kernels per step) in its text, and the cost model's band on the expected step. Screenshot in test-artifacts/e2e/.
 """
 from __future__ import annotations
 
@@ -59,6 +59,11 @@ def test_plan_page_opens_on_the_upload_with_the_commands_defaults(app_server, br
         assert f"Graph memory {want['memory']['predicted_mib']:,.0f} MiB = " in text  # the basis, in the text
         assert "capture time" in text and "s per size" in text
         assert metric_value(page, "Capture time").endswith(" s")  # estimated from the trace's kernels per step
+        # costs from the trace's cost curve: the model's band on the expected step, and what it does to the list
+        cb, step = want["cost_band"], want["expected_step_us"]
+        assert metric_value(page, "Cost-model band") == (f"{(cb['expected_step_us_low'] / step - 1) * 100:+.1f}/"
+                                                         f"{(cb['expected_step_us_high'] / step - 1) * 100:+.1f}%")
+        assert f"Cost band: expected step {cb['expected_step_us_low']:,.1f} to" in text
         wait_for_charts(page, 2)
         page.wait_for_timeout(1500)
         full_page_screenshot(page, artifacts / "plan-defaults-upload.png")

@@ -132,6 +132,12 @@ def test_plan_from_the_serving_trace_alone(capsys) -> None:
     assert "its 10 eager decode step(s) among graph replays do not scale it" in eager[0]
     assert d["all_eager_expected_step_us"] == pytest.approx(33810, abs=1)  # 1,307 x 25.9 us (truth 21.7 ms)
     assert d["expected_step_us"] < d["baselines"]["current"]["expected_step_us"]
+    # the graph costs carry the cost curve's band; at either end the list stays (within 0.01% of the end's own plan)
+    pt = d["costs"]["points"][0]
+    assert pt["graph_us_low"] < pt["graph_us"] < pt["graph_us_high"]
+    band = d["cost_band"]
+    assert band["sizes_with_band"] == 128 and band["regret_fraction"] < 1e-4
+    assert band["expected_step_us_low"] < d["expected_step_us"] < band["expected_step_us_high"]
 
 
 def test_the_cost_curve_rises_between_sizes_whose_steps_rise() -> None:

@@ -324,3 +324,20 @@ def test_load_distribution_binary_garbage(tmp_path):
     f.write_bytes(bytes(np.random.default_rng(0).integers(128, 256, 64, dtype=np.uint8)))
     with pytest.raises(InputError, match="not UTF-8"):
         load_distribution(f)
+
+
+def test_graph_band_ends_are_kept_non_decreasing():
+    t = _table([(1, 100.0, 20.0), (4, 100.0, 50.0), (8, 120.0, 80.0)])
+    assert t.graph_band_sizes == 0
+    b = t.with_graph_band({1: 1.3, 4: 0.5}, {1: 1.5, 4: 1.1})  # bs 8 has no band
+    assert [(p.graph_us_low, p.graph_us_high) for p in b.points] == [(26.0, 30.0), (25.0, 55.00000000000001),
+                                                                     (None, None)]
+    assert b.graph_band_sizes == 2
+    # the low end: 26, 25 -> 26 (a running maximum keeps it non-decreasing), bs 8 as it is; no band on the ends
+    assert [p.graph_us for p in b.at_graph_band("low").points] == [26.0, 26.0, 80.0]
+    assert [p.graph_us for p in b.at_graph_band("high").points] == [30.0, 55.00000000000001, 80.0]
+    assert b.at_graph_band("low").graph_band_sizes == 0
+    assert [p.eager_us for p in b.at_graph_band("high").points] == [100.0, 100.0, 120.0]
+    assert b.to_dict()["points"][0]["graph_us_low"] == 26.0
+    with pytest.raises(ValueError):
+        b.at_graph_band("middle")

@@ -685,3 +685,22 @@ def test_capture_time_from_kernel_nodes_without_dimensions() -> None:
     assert unknown.capture_s is None and memory_basis(unknown).endswith(
         "capture time unknown: the capture-time model needs the model's dimensions (a config.json, or harness "
         "timings with a 'models' section) or the kernels per step of traces or timings.")
+
+
+def test_cost_band_expected_step_at_either_end_and_the_regret_of_keeping_the_list() -> None:
+    # graph costs 20 / 50 / 80 at bs 1 / 4 / 8 with a band: low 0.9 / 0.5 / 0.9, high 1.5 / 1.0 / 1.1 of them
+    banded = TINY.with_graph_band({1: 0.9, 4: 0.5, 8: 0.9}, {1: 1.5, 4: 1.0, 8: 1.1})
+    plan = plan_capture(banded, DIST, PlanOptions(max_graphs=1))
+    assert plan.buckets == (2,) and plan.expected_step_us == pytest.approx(44.0)  # 0.8 x 30 + 0.2 x 100
+    band = plan.cost_band
+    # low end: graph 18 / 25 / 72, bs 2 interpolated 20.333: [2] costs 0.8 x 20.333 + 0.2 x 100 = 36.267, while every
+    # step padded to 4 costs 25 there (the low end plans [4]); high end: 30 / 50 / 88, bs 2 36.667: [2] 49.333 (its own
+    # plan: [4] would cost 50)
+    assert band["expected_step_us_low"] == pytest.approx(36.267, abs=1e-3)
+    assert band["expected_step_us_high"] == pytest.approx(49.333, abs=1e-3)
+    assert (band["buckets_low"], band["buckets_high"], band["sizes_with_band"]) == ([4], [2], 3)
+    assert band["regret_fraction"] == pytest.approx(36.26667 / 25.0 - 1, abs=1e-6)  # 45.07% at the low end
+    assert json.loads(json.dumps(plan.to_dict()))["cost_band"] == dict(band)
+    assert "at either end this list is within 45.07% of the one planned there" in render_plan(plan)
+    # a table without a band (timings, eager traces) has none
+    assert plan_capture(TINY, DIST, PlanOptions(max_graphs=1)).cost_band is None
