@@ -28,6 +28,8 @@
 #                                               the same sequence's FULL-graph truth
 #                                               PART 14 / 15: a sixth fresh set (traces/h200-fresh-2026-12-03f:
 #                                               qwen3-0.6b-like, olmo-2-1b-like, falcon3-1b-like): FULL sweeps / piecewise
+#                                               PART 16: a seventh fresh set (traces/h200-fresh-2026-12-04: yi-1.5-6b-like,
+#                                               qwen2.5-14b-16layer-like, granite-3.1-8b-like): FULL sweeps
 #   bash bench/gpu_heldout.sh OUT PART --dry-run
 #   ONLY=REGEX bash bench/gpu_heldout.sh OUT PART
 set -u
@@ -148,6 +150,8 @@ elif [ "$PART" = 13 ]; then  # piecewise -> FULL on transformers models (traces/
     piecewise_set traces/h200-piecewise-2026-12-03/configs qwen3-1.7b-like gemma-3-1b-like
 elif [ "$PART" = 14 ]; then  # a sixth fresh set's sweeps (configs in traces/h200-fresh-2026-12-03f), checked once
     sweep_set traces/h200-fresh-2026-12-03f/configs fresh6 150 qwen3-0.6b-like olmo-2-1b-like falcon3-1b-like
+elif [ "$PART" = 16 ]; then  # a seventh fresh set's sweeps (configs in traces/h200-fresh-2026-12-04), checked once
+    sweep_set traces/h200-fresh-2026-12-04/configs fresh7 170 yi-1.5-6b-like qwen2.5-14b-16layer-like granite-3.1-8b-like
 elif [ "$PART" = 15 ]; then  # the sixth fresh set's models piecewise -> FULL, checked once
     piecewise_set traces/h200-fresh-2026-12-03f/configs qwen3-0.6b-like olmo-2-1b-like falcon3-1b-like
 elif [ "$PART" = 2 ]; then
