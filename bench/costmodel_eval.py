@@ -223,13 +223,16 @@ def check_plans(rows: list[dict]) -> bool:
         got = score_buckets(true.extended_to(dist), dist, list(plan.buckets)).expected_step_us
         best = plan_capture(true, dist, PlanOptions()).expected_step_us
         gap = (got - best) / best
+        band = plan.cost_band or {}
+        lo, hi = band.get("expected_step_us_low", np.nan), band.get("expected_step_us_high", np.nan)
         rows.append({"set": name, "buckets": list(plan.buckets), "expected_us_true": got, "oracle_us": best,
-                     "gap": gap})
+                     "gap": gap, "band_us": [lo, hi], "truth_in_band": bool(lo <= got <= hi)})
         met = gap <= PLAN_BAR
         ok &= met
         print(f"{'PASS' if met else 'FAIL'}: {name}: {len(plan.buckets)} graphs, {got:,.1f} us vs {best:,.1f} us on the "
               f"true costs ({gap:+.2%}; bar {PLAN_BAR:.0%}; true eager {np.median(eager):,.0f} us flat, graph truth "
-              f"1..{gs[-1]}, extrapolated above)")
+              f"1..{gs[-1]}, extrapolated above); the plan's cost band {lo:,.1f}-{hi:,.1f} us "
+              f"({'holds' if lo <= got <= hi else 'misses'} the list's true expected step)")
     return ok
 
 
