@@ -111,7 +111,7 @@ def no_costs_reason(traces: Sequence[TraceSteps]) -> str:
             phases = sorted({str(ph) for ph in t.phase})
             held.append(f"{t.name}: {n} {'/'.join(phases)} step{'s' if n != 1 else ''}, no decode step")
         elif unknown:
-            held.append(f"{t.name}: {unknown} decode step{'s' if unknown != 1 else ''} without a known batch size")
+            held.append(f"{t.name}: {unknown} step{'s' if unknown != 1 else ''} without a known batch size")
     return ("no decode steps with a known batch size in the traces: cannot tell what a step costs at which batch size"
             + (f" ({'; '.join(held)})" if held else "")
             + ". Profile a few decode steps, annotate steps with bs=N, use --batch-regex/--batch-op, or pass --timings")

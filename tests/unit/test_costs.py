@@ -170,7 +170,7 @@ def test_costs_from_steps_eager_and_graph():
 def test_costs_from_steps_errors_and_unknown_batch():
     with pytest.raises(InputError, match="no decode steps with a known batch size") as err:
         costs_from_steps([_rep("eager", [(None, 100.0, 20.0)])])
-    assert "(t.json: 1 decode step without a known batch size)" in str(err.value)
+    assert "(t.json: 1 step without a known batch size)" in str(err.value)
     with pytest.raises(InputError, match="only graph-mode traces"):
         costs_from_steps([_rep("graph", [(8, 50.0, 49.0)])])
     t = costs_from_steps([_rep("eager", [(None, 100.0, 20.0), (4, 100.0, 20.0)])])
@@ -189,7 +189,7 @@ def test_no_costs_reason_names_what_each_trace_holds():
     assert msg == ("no decode steps with a known batch size in the traces: cannot tell what a step costs at which "
                    "batch size (pre.json: 1 prefill step, no decode step; pw.json: 2 mixed/prefill steps, no decode "
                    "step; cap.json: graph captures, no replayed step (pass it with --capture beside the run's trace); "
-                   "empty.json: no step found; u.json: 2 decode steps without a known batch size). Profile a few "
+                   "empty.json: no step found; u.json: 2 steps without a known batch size). Profile a few "
                    "decode steps, annotate steps with bs=N, use --batch-regex/--batch-op, or pass --timings")
     with pytest.raises(InputError, match="pre.json: 1 prefill step, no decode step"):
         costs_from_steps([prefill])
