@@ -13,6 +13,7 @@ from launchgap.errors import AnalyzerError
 from launchgap.fleet import FleetReport, load_fleet_results
 from launchgap.planning.planner import BASELINE_LABELS
 from launchgap.render import render_plan
+from launchgap.render.plan import cost_band_text
 from launchgap.workload import display_names
 from launchgap.dashboard import session, uploads
 from launchgap.dashboard.charts import batch_histogram_figure, fleet_idle_figure
@@ -154,6 +155,8 @@ else:
     p2.metric("Expected step", f"{plan.expected_step_us:,.0f} us", border=True,
               help=f"All eager: {plan.all_eager_expected_step_us:,.0f} us.")
     p3.metric("Speedup vs all eager", f"{plan.speedup_vs_all_eager:.1f}x", border=True)
+    if plan.cost_band is not None:  # costs from the traces' cost curves: the model's band on them
+        st.caption(md_escape("Cost band: " + cost_band_text(plan.cost_band)))
     show_trace_notes(plan.trace_notes)
     show_buckets_and_charts(plan, "lg_fleet_plan")
     base = pd.DataFrame([{"setup": BASELINE_LABELS[k], "graphs": v.score.n_graphs,

@@ -151,6 +151,11 @@ def test_fleet_page_shows_distributions_and_plan(tmp_path, monkeypatch, fleet_fi
     m = metrics(at)
     assert m["Traces"] == str(want.traces) == "3" and m["Failed"] == "0"
     assert m["Expected step"] == f"{want.plan.expected_step_us:,.0f} us"
+    # costs from the traces' cost curves: the model's band on the plan, said as on the Capture plan page
+    assert want.plan.cost_band is not None
+    band = want.plan.cost_band
+    assert (f"Cost band: expected step {band['expected_step_us_low']:,.1f} to {band['expected_step_us_high']:,.1f} us"
+            in "\n".join(c.value.replace("\\", "") for c in at.caption))
     dist = at.dataframe[0].value
     assert list(dist["p50"]) == [d.p50 for d in want.distributions.values()]
     assert list(dist["max"]) == [d.max for d in want.distributions.values()]
