@@ -952,8 +952,8 @@ def plan_capture(costs: CostTable, distribution: Mapping[int, float], options: P
 
     cost_band = None
     if costs.graph_band_sizes:
-        # The model's band on the graph costs: this list's expected step at either end, and whether either end plans
-        # another list (the same budgets and memory; no baselines) — how far the plan rests on the model
+        # The model's band on the graph costs: this list's expected step at either end, and the list each end plans
+        # (the same budgets and memory; no baselines) — how far the plan rests on the model
         ends = [costs.at_graph_band(e) for e in ("low", "high")]
         at_ends = [_score(t.extended_to(needed), sizes, p, chosen, opts.padding).expected_step_us for t in ends]
         planned = [plan_capture(t, distribution, opts, dims, memory_model, nodes_per_size, (), cost) for t in ends]
