@@ -64,3 +64,11 @@ def page_words(message: str) -> str:
     for pat, words in CLI_HINTS:
         message = pat.sub(words, message)
     return message
+
+
+def band_percent(low_us: float, high_us: float, mid_us: float) -> str:
+    """A band around ``mid_us`` as signed shares of it, one decimal: ``-2.1/+3.1%`` ("none" when ``mid_us`` is not
+    positive)."""
+    if not mid_us > 0:
+        return "none"
+    return f"{(low_us / mid_us - 1) * 100:+.1f}/{(high_us / mid_us - 1) * 100:+.1f}%"

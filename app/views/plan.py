@@ -27,7 +27,7 @@ from launchgap.render import render_plan
 from launchgap.render.plan import TIE_CONFIG_NOTE, cost_band_text, memory_basis, seconds_text
 from launchgap.dashboard import session, uploads
 from launchgap.dashboard.charts import pareto_figure, tradeoff_figure
-from launchgap.dashboard.text import json_safe, md_escape, page_words
+from launchgap.dashboard.text import band_percent, json_safe, md_escape, page_words
 from launchgap.dashboard.ui import settings, show_buckets_and_charts, show_load_errors, show_trace_notes
 from launchgap.dashboard.workloads import pick_workload_entries, workload_name
 
@@ -204,18 +204,19 @@ r2.metric("Capture time", f"{seconds_text(plan.capture_s)} s" if plan.capture_s 
 r3.metric("KV-cache tokens lost", f"{plan.kv_tokens_lost:,}" if plan.kv_tokens_lost is not None else "unknown",
           border=True, help="The graphs' memory, in KV-cache tokens of this model (or the bytes per token given).")
 x, cb = plan.extrapolation, plan.cost_band
+step = plan.expected_step_us
+# as shares of the expected step: two step times in us do not fit the metric's width
 if x is None and cb is not None:  # costs from a trace's cost curve: the model's band on them
-    step = plan.expected_step_us
-    r4.metric("Cost-model band", f"{(cb['expected_step_us_low'] / step - 1) * 100:+.1f}/{(cb['expected_step_us_high'] / step - 1) * 100:+.1f}%"
-              if step > 0 else "none", border=True,
-              help="The expected step with every graph cost the batch-scaling model gave at its band's low and high "
-                   "end, against the expected step; the line under the figures gives both in us and what they do to "
-                   "the list.")
+    r4.metric("Cost-model band", band_percent(cb["expected_step_us_low"], cb["expected_step_us_high"], step),
+              border=True, help="The expected step with every graph cost the batch-scaling model gave at its band's "
+                                "low and high end, against the expected step; the line under the figures gives both "
+                                "in us and what they do to the list.")
 else:
-    r4.metric("Extrapolation band", f"{x['expected_step_us_low']:,.0f}–{x['expected_step_us_high']:,.0f} us"
+    r4.metric("Extrapolation band", band_percent(x["expected_step_us_low"], x["expected_step_us_high"], step)
               if x is not None else "none", border=True,
               help="Costs above the largest measured batch size are extrapolated; the band takes half and twice the "
-                   "fitted growth.")
+                   "fitted growth" + (f": the expected step {x['expected_step_us_low']:,.0f} to "
+                                      f"{x['expected_step_us_high']:,.0f} us." if x is not None else "."))
 if cb is not None:
     st.caption(md_escape("Cost band: " + cost_band_text(cb)))
 show_trace_notes(plan.trace_notes)

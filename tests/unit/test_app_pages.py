@@ -32,7 +32,7 @@ from launchgap.dashboard import MAIN_SCRIPT  # noqa: E402
 from launchgap.dashboard.cache import BoundedCache  # noqa: E402
 from launchgap.dashboard.pairing import crossover_batch_size, pair_by_batch_size  # noqa: E402
 from launchgap.dashboard.settings import default_samples, discover_samples  # noqa: E402
-from launchgap.dashboard.text import hover_escape, json_safe, md_escape, page_words  # noqa: E402
+from launchgap.dashboard.text import band_percent, hover_escape, json_safe, md_escape, page_words  # noqa: E402
 from tests.unit.kineto_tiny import ann, doc, kernel, launch  # noqa: E402
 
 NASTY = "<script>alert(1)</script> **bold** [x](http://e.invalid) $x$ :red[y]"
@@ -457,3 +457,21 @@ def test_plan_page_says_the_no_costs_reason_without_command_line_flags() -> None
                      "annotate steps with bs=N, set the batch-size regex (Traces page, Analysis options), or choose "
                      "harness timings")
     assert "--" not in words
+
+
+def test_band_percent() -> None:
+    assert band_percent(5745.451, 6050.201, 5869.291) == "-2.1/+3.1%"
+    assert band_percent(100.0, 100.0, 100.0) == "+0.0/+0.0%"
+    assert band_percent(1.0, 2.0, 0.0) == "none"
+
+
+def test_plan_extrapolation_band_fits_its_metric() -> None:
+    # costs at bs 4 only; a histogram up to 16 needs the extrapolation: its band as shares of the expected step
+    at = goto(upload(new_app(), [("eager.json", EAGER), ("graph.json.gz", GRAPH)]), "plan")
+    at.radio(key="lg_plan_dsrc").set_value("a CSV / JSON histogram").run()
+    at.file_uploader(key="lg_plan_dist_widget").set_value(("d.csv", b"batch_size,count\n4,10\n16,10\n", "text/csv"))
+    at.run()
+    assert not at.exception
+    band = metrics(at)["Extrapolation band"]
+    # one measured size: no growth to extrapolate, so the band is the expected step itself (not "none": it was needed)
+    assert band == "+0.0/+0.0%"
