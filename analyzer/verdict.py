@@ -103,13 +103,19 @@ def padding_basis(s) -> str:
     if src == "none":
         return "no padded graph steps"
     points = src.removesuffix("-estimate").replace("+", " and ")
+    # the buckets a batch pads to are the list's: on a list the trace does not state, another list pads otherwise
+    assumed = ("; on the assumed capture list (the engine's default, which the trace does not state): another list "
+               "pads other batches") if s.capture_sizes_source == "default" else ""
     if not src.endswith("-estimate"):
-        return f"measured: every padded batch and bucket has its own cost, from {points}"
+        if not s.padded_rows_fraction:
+            return f"no batch was padded: every graph step ran at its own size{assumed}"
+        return f"measured: every padded batch and bucket has its own cost, from {points}{assumed}"
     return (f"estimated: {s.padding_estimated_steps} padded batch{'es' if s.padding_estimated_steps != 1 else ''} "
             f"not measured, costed on the batch-scaling model of the trace's kernels through the sizes measured by "
             f"the {points}; band {s.padding_us_per_step_low:,.1f}-{s.padding_us_per_step_high:,.1f} us per step (the "
-            f"curve's measured error over the distance from batch to bucket). Harness FULL-graph timings at every "
-            f"size (launchgap record --modes graph --batch-sizes 1..N, then analyze --graph-timings) make it exact")
+            f"curve's measured error over the distance from batch to bucket){assumed}. Harness FULL-graph timings at "
+            f"every size (launchgap record --modes graph --batch-sizes 1..N, then analyze --graph-timings) make it "
+            f"exact")
 
 
 #: How each ``capture_sizes_source`` reads: a list given, read from the trace, assumed or inferred.

@@ -328,3 +328,23 @@ def test_top_level_labels_merge_line_numbers(tmp_path: Path) -> None:
     hg = _gap_between_two_graph_steps(tmp_path, ev, None)
     assert hg.source == "top-level"
     assert hg.phases_us[1] == {"serve.py: schedule": 20.0, "aten::copy_": 5.0, "cudaGraphLaunch": 3.0}
+
+
+def test_padding_basis_says_no_batch_padded_and_an_assumed_list() -> None:
+    from types import SimpleNamespace
+    s = SimpleNamespace(padding_cost_source="trace", padded_rows_fraction=0.0, capture_sizes_source="markers")
+    assert padding_basis(s) == "no batch was padded: every graph step ran at its own size"
+    s.capture_sizes_source = "default"  # the engine's default list, which the trace does not state
+    assert padding_basis(s) == ("no batch was padded: every graph step ran at its own size; on the assumed capture "
+                                "list (the engine's default, which the trace does not state): another list pads other "
+                                "batches")
+    s.padded_rows_fraction = 0.25
+    assert padding_basis(s).startswith("measured: every padded batch and bucket has its own cost, from trace; on the "
+                                       "assumed capture list")
+    # the real vLLM V1 FULL-graph trace (MI300X, one step at bs 32, no capture list stated): the default assumed
+    from tests.conftest import TRACES
+    rep = analyze_trace(load_trace(TRACES / "engines" / "tracelens-vllm-decode-fullgraph-mi300x" /
+                                   "graph_execution.json.gz"))
+    assert rep.summary.capture_sizes_source == "default"
+    assert padding_basis(rep.summary).startswith("no batch was padded") and "assumed capture list" in \
+        padding_basis(rep.summary)
