@@ -67,6 +67,12 @@ class PredictionModel:
     #: Host time per eager launch between graph pieces that a piecewise step's GPU waits for, us.
     piecewise_launch_us: float = 1.9
 
+    def kernel_scale(self, node_source: str) -> float:
+        """The unprofiled share of profiled kernel time a trace's graph step is priced at: ``replay_kernel_scale``
+        where the node cost was fitted on the trace's own replays (``node_source`` ``"trace replays"``), else 1 (the
+        prior was fitted on profiled eager busy time)."""
+        return self.replay_kernel_scale if node_source == "trace replays" else 1.0
+
     def predict_graph_us(self, gpu_busy_us: np.ndarray, n_short_kernels: np.ndarray,
                          kernel_scale: float = 1.0) -> np.ndarray:
         """Predicted graph-replay step time for each step (same shapes in, us out). ``kernel_scale``: the unprofiled

@@ -356,7 +356,7 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
     idle = _window_idle_causes(gaps, win)
     node_us, node_source = replay_node_us(trace, opts.model)
     lm = _launch_metrics(trace, row_step, win, eff_start, opts.model, node_us,
-                         opts.model.replay_kernel_scale if node_source == "trace replays" else 1.0)
+                         opts.model.kernel_scale(node_source))
     HEAP.trim()
     cov = step_coverage(trace, row_step, len(steps))
     stalls = _step_stalls(trace, row_step, gaps, idle, win)
@@ -1029,7 +1029,7 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
                          opts.model, oh.us_per_event, _given_sizes(opts), _engine_default(trace, engine), engine,
                          dict(opts.graph_timings_us) if opts.graph_timings_us else None, CURVE_MIN_SIZE,
                          experts=opts.moe_routing, node_us=s.node_us,
-                         kernel_scale=opts.model.replay_kernel_scale if s.node_us_source == "trace replays" else 1.0)
+                         kernel_scale=opts.model.kernel_scale(s.node_us_source))
     ss, pc, padded, lost, hg = a.ss, a.pad, a.padded, a.lost_us, a.hg
     if a.conflict:
         warnings.append(a.conflict)

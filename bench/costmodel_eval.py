@@ -68,8 +68,8 @@ def samples(path: Path) -> tuple[list[cm.SizeSample], dict]:
     dev = np.array([r.device for r in rep.steps])
     model = AnalysisOptions().model
     xs = cm.trace_samples(trace, rows, idx, dev, size, np.array([r.predicted_graph_us for r in rep.steps]),
-                          kernel_scale=model.replay_kernel_scale if rep.summary.node_us_source == "trace replays"
-                          else 1.0, node_us=rep.summary.node_us, short_us=model.long_kernel_us)
+                          kernel_scale=model.kernel_scale(rep.summary.node_us_source), node_us=rep.summary.node_us,
+                          short_us=model.long_kernel_us)
     return xs, trace.device_properties.get(int(dev[0]), {}) if dev.size else {}
 
 

@@ -285,3 +285,10 @@ def test_the_range_is_a_prediction_interval_for_the_next_recording() -> None:
     nineteen = np.arange(1.0, 20.0)  # n = 19: k = 2, holding 16 / 20 = 80% of new values
     assert _band(nineteen, 0.8) == (10.0, 2.0, 18.0)
     assert _band(np.arange(1.0, 40.0), 0.9) == (20.0, 2.0, 38.0)  # n = 39: k = 2, 36 / 40 = 90%
+
+
+def test_kernel_scale_only_with_the_traces_own_replay_node_cost() -> None:
+    m = PredictionModel()
+    assert m.kernel_scale("trace replays") == 0.987
+    assert m.kernel_scale("prior") == 1.0
+    assert PredictionModel(replay_kernel_scale=0.95).kernel_scale("trace replays") == 0.95
