@@ -61,7 +61,7 @@ import numpy as np
 
 from .gpus import name_from_properties
 from .predict import MIN_HOST_INTERVALS, HostLaunchCost
-from .trace import Api, Kind, Trace
+from .trace import Api, Kind, Trace, kernel_own_name
 
 #: Kernel classes of the batch-scaling model, the class index of each kernel in :class:`SizeSample`.
 KERNEL_CLASSES = ("gemm", "attention", "kv_write", "collective", "elementwise", "expert", "row_gemm")
@@ -85,9 +85,13 @@ CLASS_PATTERNS = (
     (_KV, re.compile(r"(?i)reshape_and_cache|_reshape_cache_per_token|concat_and_cache|store_kv|set_kv_buffer|"
                      r"append_paged_kv|write_to_kv")),
     # FlashInfer's namespace alone says nothing (flashinfer::norm::RMSNormKernel, flashinfer::sampling::...): its
-    # attention kernels say BatchDecode / BatchPrefill / SinglePrefill / ...Attention
+    # attention kernels say BatchDecode / BatchPrefill / SinglePrefill / ...Attention. TensorRT-LLM's XQA decode
+    # kernels (``xqa_kernel_dt_*`` cubins, ``kernel_mha`` JIT); Triton attention by its usual names: SGLang's decode
+    # ``_fwd_kernel_stage1`` / ``_fwd_grouped_kernel_stage1`` / ``_fwd_kernel_stage2`` and extend ``_fwd_kernel``,
+    # vLLM's unified attention's split combine ``reduce_segments``
     (_ATTN, re.compile(r"(?i)flash(?!infer)|fmha|sdpa|attention|attn|paged_|mha_|xformers|decode_kernel|"
-                       r"batch_?decode|batch_?prefill|single_?decode|single_?prefill|mla_")),
+                       r"batch_?decode|batch_?prefill|single_?decode|single_?prefill|mla_|xqa|kernel_mha|"
+                       r"^_fwd_(?:grouped_)?kernel|^reduce_segments$")),
     (_KV, re.compile(r"(?i)kv_?cache|cache_kernel")),
     # The routed experts' matrix multiplies: vLLM/SGLang's Triton ``fused_moe_kernel``, grouped GEMMs over the experts
     # (``torch._grouped_mm``'s CUTLASS kernel: ``GroupProblemShape``; vLLM's ``cutlass_moe_mm``; DeepGEMM's
@@ -121,7 +125,7 @@ def _per_distinct_name(names: np.ndarray, value: Callable[[str], int | None], fi
 def _class_of(name: str) -> int | None:
     # the kernel's own name, not its argument list: TensorRT-LLM's quantize_with_block_size<...>(...,
     # flashinfer::QuantizationSFLayout) is no attention kernel
-    own = name.replace("(anonymous namespace)", "").split("(", 1)[0]
+    own = kernel_own_name(name)
     return next((c for c, pat in CLASS_PATTERNS if pat.search(own)), None)
 
 

@@ -63,7 +63,7 @@ import numpy as np
 
 from .engines import ENGINES, PHASE_KERNELS, STEP_MARKERS, StepInfo
 from .errors import InputError
-from .trace import Api, Kind, Trace
+from .trace import Api, Kind, Trace, kernel_base_name
 
 DEFAULT_STEP_REGEX = r"(?i)(decode|model_step|generate_step|forward_step|^step\b|\bstep[\[#_ (]|iteration)"
 DEFAULT_BATCH_REGEX = r"(?i)(?:\bbs|\bbatch(?:[_ ]?size)?)\s*[=: ]\s*(\d+)"
@@ -238,7 +238,7 @@ def find_steps(trace: Trace, options: StepOptions | None = None) -> Steps:
     for i in np.flatnonzero(use_req | use_tok).tolist():  # steps without a batch from a marker (report rows)
         name, graph = (req_name[i], req_graph[i]) if use_req[i] else (tok_name[i], tok_graph[i])
         batch[i] = req[i] if use_req[i] else tok[i]
-        src[i] = f"kernel_grid:{_short_kernel(name or '')}"
+        src[i] = f"kernel_grid:{kernel_base_name(name or '')}"
         # inside a graph replay the kernel ran at the captured size: the batch is at most that (the bucket)
         conf[i] = "low" if graph else "medium"
         if use_tok[i]:
@@ -565,13 +565,6 @@ def _request_grid_per_step(trace: Trace, starts: np.ndarray, ends: np.ndarray, p
     return value[pick], [names[i] for i in pick.tolist()], replayed[pick]
 
 
-def _short_kernel(name: str) -> str:
-    """A kernel's name without template arguments and parameters (``vllm::reshape_and_cache_flash_kernel``)."""
-    base = re.sub(r"^void\s+", "", name)
-    base = base.split("<", 1)[0].split("(", 1)[0]
-    return base.strip() or name[:60]
-
-
 @dataclass(frozen=True, eq=False)
 class _KernelPhases:
     """Per step what its phase kernels (:data:`launchgap.engines.PHASE_KERNELS`) say: ``phase`` (``None`` where it
@@ -596,7 +589,7 @@ def _kernel_phases(trace: Trace, starts: np.ndarray, ends: np.ndarray) -> _Kerne
     ids, inv = np.unique(trace.name_id[k], return_inverse=True)
     which = np.full(ids.size, -1, dtype=np.int64)  # index into PHASE_KERNELS per distinct kernel name
     for j, nid in enumerate(ids.tolist()):  # distinct kernel names, not events
-        own = _short_kernel(str(trace.names[nid]))
+        own = kernel_base_name(str(trace.names[nid]))
         which[j] = next((x for x, pk in enumerate(PHASE_KERNELS) if pk.pattern.search(own)), -1)
     hit = which[inv.reshape(-1)] >= 0
     k, kind = k[hit], which[inv.reshape(-1)][hit]
@@ -614,7 +607,7 @@ def _kernel_phases(trace: Trace, starts: np.ndarray, ends: np.ndarray) -> _Kerne
     for mask, names in ((decode, out.decode_kernel), (~decode, out.prefill_kernel)):
         hit_steps, first = np.unique(step[mask], return_index=True)
         for s, f in zip(hit_steps.tolist(), first.tolist()):  # one per step (report rows)
-            names[s] = _short_kernel(str(trace.names[trace.name_id[k[mask][f]]]))
+            names[s] = kernel_base_name(str(trace.names[trace.name_id[k[mask][f]]]))
     for i in np.flatnonzero(has_dec | has_pre).tolist():
         out.phase[i] = "mixed" if has_dec[i] and has_pre[i] else "decode" if has_dec[i] else "prefill"
     out.one_token[:] = has_dec & ~has_pre & ~has_multi
@@ -639,7 +632,7 @@ def _not_one_each(said: str | None, kp: _KernelPhases, i: int) -> str:
 def _token_count(tok: int, tok_name: str | None, graph: bool, shape_tokens: int) -> str:
     """What counted the step's tokens, and how many."""
     if tok > 0:
-        kernel = _short_kernel(tok_name or "")
+        kernel = kernel_base_name(tok_name or "")
         return (f"the grid of {kernel} in a graph replay is the captured size {tok:,}" if graph else
                 f"the grid of {kernel} counts its {tok:,} tokens")
     return f"the token ids' shape counts its {shape_tokens:,} tokens"

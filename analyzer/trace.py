@@ -406,6 +406,46 @@ def smallest_int(values: np.ndarray, widest: Any = np.int64) -> np.ndarray:
     return values.astype(widest, copy=False)
 
 
+def kernel_own_name(name: str) -> str:
+    """A demangled kernel name without its parameter list and return type, template arguments kept:
+    ``void at::native::vectorized_elementwise_kernel<4, ...>(int, ...)`` -> ``at::native::vectorized_elementwise_kernel<4,
+    ...>``. The return type may itself hold parentheses and spaces (cuBLAS's ``std::enable_if<!(false), void>::type
+    internal::gemvx::kernel<...>(...)``, vLLM's ``std::enable_if<(((8)>(0)))&&..., void>::type
+    vllm::fused_add_rms_norm_kernel<...>(...)``), so the cut is at the trailing balanced ``(...)`` and at the last space
+    outside brackets, not at the first ``(``. A name whose brackets do not balance is returned as it is."""
+    s = name.replace("(anonymous namespace)", "").strip()
+    if s.endswith(")"):  # the parameter list: the balanced group that ends the name
+        depth = 0
+        for i in range(len(s) - 1, -1, -1):  # one name, not events: callers run it once per distinct name
+            depth += {")": 1, "(": -1}.get(s[i], 0)
+            if depth == 0:
+                s = s[:i].rstrip()
+                break
+        else:
+            return name
+    paren, angle, cut = 0, 0, -1
+    for i, ch in enumerate(s):  # the return type ends at the last space outside <...> and (...)
+        if ch == "(":
+            paren += 1
+        elif ch == ")":
+            paren -= 1
+        elif paren == 0 and ch == "<":  # inside (...) a < or > compares: enable_if<((8)>(0))>
+            angle += 1
+        elif paren == 0 and ch == ">" and s[i - 1] != "-":
+            angle -= 1
+        elif ch == " " and paren == 0 and angle == 0:
+            cut = i
+        if paren < 0 or angle < 0:
+            return s
+    return s[cut + 1:] if paren == 0 and angle == 0 and cut >= 0 and s[cut + 1:] else s
+
+
+def kernel_base_name(name: str) -> str:
+    """:func:`kernel_own_name` without template arguments (``vllm::reshape_and_cache_flash_kernel``); the name's first
+    60 characters where nothing is left."""
+    return kernel_own_name(name).split("<", 1)[0].strip() or name[:60]
+
+
 def _join_launches(kind: np.ndarray, corr: np.ndarray, runtime: np.ndarray) -> np.ndarray:
     """For each GPU op, the row of the runtime call with its correlation id (-1 if none).
 

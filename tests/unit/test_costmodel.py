@@ -42,6 +42,16 @@ def test_kernel_classes() -> None:
                    "void flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4>>(Flash_fwd_params)",
                    "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<float>(float*)"])
     assert classify_kernels(fi).tolist() == [ATTN, ATTN, ELEM, ELEM, ELEM, ELEM, ATTN, ELEM]
+    # a return type with parentheses in it does not hide the kernel's own name: cuBLAS's gemv (a matmul at one row)
+    # and vLLM's fused norm; TensorRT-LLM's XQA and the Triton attention kernels of SGLang and vLLM by their names
+    more = np.array(["std::enable_if<!(false), void>::type internal::gemvx::kernel<int, int, __nv_bfloat16, float, "
+                     "cublasGemvParamsEx<int, float> >(cublasGemvParamsEx<int, float>)",
+                     "std::enable_if<(((8)>(0)))&&vllm::_typeConvert<c10::BFloat16>::exists, void>::type "
+                     "vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, long, int)",
+                     "xqa_kernel_dt_bf16_d_128_beam_1_kvt_bf16_nqpkv_8_m_8_sm_90", "kernel_mha",
+                     "_fwd_kernel_stage1", "_fwd_grouped_kernel_stage1", "_fwd_kernel_stage2", "_fwd_kernel",
+                     "reduce_segments", "void at::native::reduce_kernel<512, 1>(at::native::ReduceOp<float>)"])
+    assert classify_kernels(more).tolist() == [GEMM, ELEM, ATTN, ATTN, ATTN, ATTN, ATTN, ATTN, ATTN, ELEM]
 
 
 def test_gpu_peaks() -> None:
