@@ -293,15 +293,24 @@ class CostTable:
 
     def at_graph_band(self, end: str) -> CostTable:
         """This table with every graph cost at its band's ``end`` (``"low"`` or ``"high"``) where it has a band (the
-        others as they are), kept non-decreasing by a running maximum; the points carry no band."""
+        others as they are), kept non-decreasing by a running maximum; the points carry no band.
+
+        An eager cost that is no more than its graph cost moves with it: an eager step bound by its GPU runs the same
+        kernels (an eager estimate at its floor is the graph step itself), so the band moves both, and the two keep
+        the tie they had. An eager cost above its graph cost stays, at least the graph cost's end (an eager step
+        runs every kernel a replay does)."""
         if end not in ("low", "high"):
             raise ValueError(f"end must be 'low' or 'high', not {end!r}")
         vals = np.array([(p.graph_us_low if end == "low" else p.graph_us_high)
                          if p.graph_us_low is not None and p.graph_us_high is not None else p.graph_us
                          for p in self.points], dtype=float)
         vals = np.maximum.accumulate(vals)
-        return CostTable(tuple(CostPoint(p.batch_size, p.eager_us, float(v), p.source, p.graph_pool_bytes)
-                               for p, v in zip(self.points, vals.tolist())), self.origin, self.warnings)
+        graph = np.array([p.graph_us for p in self.points], dtype=float)
+        eager = np.array([p.eager_us for p in self.points], dtype=float)
+        eager = np.maximum.accumulate(np.where(eager <= graph, eager + (vals - graph), np.maximum(eager, vals)))
+        return CostTable(tuple(CostPoint(p.batch_size, float(e), float(v), p.source, p.graph_pool_bytes)
+                               for p, e, v in zip(self.points, eager.tolist(), vals.tolist())),
+                         self.origin, self.warnings)
 
     # --- lookups --------------------------------------------------------------------------
     @property

@@ -341,3 +341,15 @@ def test_graph_band_ends_are_kept_non_decreasing():
     assert b.to_dict()["points"][0]["graph_us_low"] == 26.0
     with pytest.raises(ValueError):
         b.at_graph_band("middle")
+
+
+def test_an_eager_cost_tied_to_its_graph_cost_moves_with_the_band():
+    """A GPU-bound eager estimate (eager = graph: the estimate at its floor) keeps the tie at both ends of the band,
+    so a plan at either end has no graph to gain from; an eager cost above the graph stays, at least the graph's end."""
+    t = _table([(1, 100.0, 100.0), (2, 120.0, 100.0), (4, 120.0, 110.0)])
+    b = t.with_graph_band({1: 0.9, 2: 0.9, 4: 0.9}, {1: 1.1, 2: 1.1, 4: 1.1})
+    low, high = b.at_graph_band("low"), b.at_graph_band("high")
+    assert [p.graph_us for p in low.points] == pytest.approx([90.0, 90.0, 99.0])
+    assert [p.eager_us for p in low.points] == pytest.approx([90.0, 120.0, 120.0])  # tied: moves; above: stays
+    assert [p.graph_us for p in high.points] == pytest.approx([110.0, 110.0, 121.0])
+    assert [p.eager_us for p in high.points] == pytest.approx([110.0, 120.0, 121.0])  # above, but not below the graph
