@@ -59,7 +59,7 @@ from typing import Callable
 
 import numpy as np
 
-from .gpus import name_from_properties
+from .gpus import device_properties_of, name_from_properties
 from .predict import MIN_HOST_INTERVALS, HostLaunchCost
 from .trace import Api, Kind, Trace, kernel_own_name
 
@@ -433,7 +433,7 @@ def trace_samples(trace: Trace, row_step: np.ndarray, step_index: np.ndarray, st
         for d in np.unique(dev).tolist():  # the devices of the kernels: one or a few
             m = r[dev == d]
             out[dev == d] = resident_blocks(threads[m], per_name[at[m], 0], per_name[at[m], 1],
-                                            trace.device_properties.get(int(d)))
+                                            device_properties_of(trace, int(d)))
         return out
 
     us = trace.dur_ns[k] / 1e3

@@ -35,3 +35,15 @@ def device_name(trace: Trace, device: int) -> str:
     kinds = {name_from_properties(p) for p in props.values()} | {str(v) for v in trace.device_names.values() if v}
     kinds.discard("")
     return kinds.pop() if len(kinds) == 1 else ""
+
+
+def device_properties_of(trace: Trace, device: int) -> dict:
+    """What the trace says of ``device`` (:attr:`Trace.device_properties`); where the device is not listed (ROCm's
+    Kineto may list the one GPU a process saw as id 0 while its kernels name the node's GPU 9: TraceLens' SGLang
+    MI300X traces) and every listed device has the same properties, the listed ones; else ``{}``."""
+    props = trace.device_properties
+    if device in props:
+        return dict(props[device])
+    kinds = [dict(p) for p in props.values()]
+    return kinds[0] if kinds and all(k == kinds[0] for k in kinds[1:]) else {}
+

@@ -65,7 +65,7 @@ from .predict import DEFAULT_MODEL, PredictionModel, graph_launch_excess_us, rep
 from .steps import StepOptions, Steps, assign_rows_to_steps, detect_engine, find_steps
 from .trace import Api, Kind, Trace
 from .verdict import GROUP_FIELDS, SPEEDUP_FIELDS, decide, group_summary, headline
-from .gpus import device_name
+from .gpus import device_name, device_properties_of
 from .workload import Workload, workload_of
 
 SCHEMA = "launchgap.report/1"
@@ -1178,8 +1178,7 @@ def _engine_default(trace: Trace, engine: str | None) -> tuple[list[int], str] |
         return None
     dev = trace.devices[0] if trace.devices else None
     name = device_name(trace, dev) if dev is not None else None
-    props = getattr(trace, "device_properties", None) or {}
-    mem = props.get(dev, {}).get("total_memory_bytes") if isinstance(props, dict) and dev is not None else None
+    mem = device_properties_of(trace, dev).get("total_memory_bytes") if dev is not None else None
     return engine_module(engine).trace_default(name, mem / 2**30 if mem else None, trace.world_size)
 
 

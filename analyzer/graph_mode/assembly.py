@@ -14,6 +14,7 @@ import numpy as np
 
 from ..costmodel import SHORT_KERNEL_US, CostCurve, EagerCurve, eager_curve, fit_cost_curve, graph_kernel_excess, \
     trace_samples
+from ..gpus import device_properties_of
 from ..host_gaps import HostGaps, host_gaps
 from ..predict import PredictionModel, host_us_per_launch
 from ..trace import Trace
@@ -125,7 +126,7 @@ def assemble_serving(trace: Trace, row_step: np.ndarray, all_step_names: list[st
                             np.where(eager_decode, excess.us, 0.0) if excess else None,
                             kernel_scale=kernel_scale, node_us=node_us, short_us=model.long_kernel_us)
     top = max([*(sizes or []), int(batch.max()) if batch.size else 1, min_size, *(timings or {})])
-    props = trace.device_properties.get(int(cols.device[0]), {}) if cols.device.size else {}
+    props = device_properties_of(trace, int(cols.device[0])) if cols.device.size else {}
     curve = fit_cost_curve(samples, top, timings, props, experts=experts)
     if excess:
         curve = replace(curve, notes=curve.notes + (
