@@ -414,7 +414,9 @@ def pareto_figure(plan, labels: dict[str, str]):
     fig = go.Figure(go.Scatter(
         x=[p.memory_mib for p in pts], y=[p.expected_step_us for p in pts], mode="lines+markers", name="Pareto",
         line=dict(color="#BAB0AC", shape="hv"),
+        # the scale from 0 s: one plan of no graph (every capture 0 s) would centre it on 0, with negative seconds
         marker=dict(size=9, color=caps if known else BUSY_COLOR, colorscale="Viridis", showscale=known,
+                    cmin=0.0 if known else None, cmax=max(max(caps), 0.1) if known else None,
                     colorbar=dict(title="capture s") if known else None,
                     symbol=["circle" if p.within_budget else "circle-open" for p in pts]),
         customdata=[[t, c if c is not None else float("nan")] for t, c in zip(text, caps)],
@@ -422,18 +424,25 @@ def pareto_figure(plan, labels: dict[str, str]):
     fig.add_trace(go.Scatter(x=[plan.memory_used_mib], y=[plan.expected_step_us], mode="markers", name="this plan",
                              marker=dict(size=16, color="#54A24B", symbol="star"),
                              hovertemplate="this plan: %{x:,.0f} MiB · %{y:,.1f} us<extra></extra>"))
-    base = list(plan.baselines.values())
+    base = sorted(plan.baselines.values(), key=lambda b: b.memory_mib)
     if base:
+        # labels above and below in turn along the memory axis: two lists of about the same memory (vLLM's 51 graphs
+        # and a current list of 52) would print one label over the other
         fig.add_trace(go.Scatter(x=[b.memory_mib for b in base], y=[b.score.expected_step_us for b in base],
                                  mode="markers+text", name="server defaults",
                                  text=[labels.get(b.name, b.name) for b in base],
-                                 textposition="top center", marker=dict(size=11, color="#4C78A8", symbol="diamond"),
+                                 textposition=["top center" if i % 2 == 0 else "bottom center"
+                                               for i in range(len(base))],
+                                 marker=dict(size=11, color="#4C78A8", symbol="diamond"),
                                  hovertemplate="%{text}: %{x:,.0f} MiB · %{y:,.1f} us<extra></extra>"))
     if plan.options.memory_budget_mib is not None:
         fig.add_vline(x=plan.options.memory_budget_mib, line=dict(color="#E45756", dash="dash"),
                       annotation_text="memory budget", annotation_position="top right")
     fig.update_layout(**_LAYOUT, height=360, title=dict(text="Graph memory vs expected step", font=dict(size=14)))
-    fig.update_xaxes(title="graph memory (MiB, predicted)", rangemode="tozero")
+    # a margin left of 0 MiB: a plan of no graph sits at 0, and its marker would be cut in half at the axis
+    xs = [p.memory_mib for p in pts] + [plan.memory_used_mib] + [b.memory_mib for b in base]
+    top = max([x for x in xs if x is not None and math.isfinite(x)] + [1.0])
+    fig.update_xaxes(title="graph memory (MiB, predicted)", range=[-0.03 * top, 1.05 * top])
     fig.update_yaxes(title="us per step (expected)", rangemode="tozero")
     return fig
 

@@ -283,3 +283,24 @@ def test_gzip_helper_is_a_valid_empty_trace_document(tmp_path) -> None:
     p = gzip_bomb(tmp_path / "small.json.gz", 8 * 1024**2)
     text = gzip.decompress(p.read_bytes())
     assert json.loads(text) == {"traceEvents": []} and len(text) == 17 + 8 * 1024**2 + 2
+
+
+def test_pareto_figure_capture_scale_starts_at_zero_and_labels_take_turns() -> None:
+    """A plan of no graph (costs tie: every Pareto point captures in 0 s) keeps the capture colour scale at 0 s and
+    up, not centred on 0 with negative seconds; the server lists' labels go above and below in turn along the memory
+    axis, so two lists of about the same memory do not print one label over the other."""
+    from app.charts import pareto_figure
+    from launchgap.planning.costs import CostPoint, CostTable
+    from launchgap.planning.planner import PlanOptions, plan_capture
+
+    tie = CostTable(tuple(CostPoint(b, 100.0 + b, 100.0 + b, "measured", None) for b in (1, 2, 4, 8)), "tie")
+    plan = plan_capture(tie, {1: 1, 4: 1}, PlanOptions(), nodes_per_size=500.0)
+    assert plan.buckets == ()
+    fig = pareto_figure(plan, {})
+    marker = fig.data[0].marker
+    assert marker.cmin == 0.0 and marker.cmax == 0.1
+    servers = fig.data[2]
+    assert list(servers.x) == sorted(servers.x)
+    assert list(servers.textposition) == ["top center", "bottom center", "top center", "bottom center"][:len(servers.x)]
+    lo, hi = fig.layout.xaxis.range  # the no-graph plan at 0 MiB is not cut in half at the axis
+    assert lo < 0 < max(servers.x) < hi
