@@ -39,7 +39,7 @@ import hashlib
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Generic, TypeVar
 
@@ -243,6 +243,17 @@ def shared_label(w: Workload) -> str:
     return w.label[:-len(suffix)] if suffix and w.label.endswith(suffix) else w.label
 
 
+def tp_job(w: Workload | None) -> Workload | None:
+    """The workload of the tensor-parallel job a rank's workload belongs to: the same model signature, device and
+    world size on every rank (``rank`` ``None``, an id of its own, the label without the rank and with ``all
+    ranks``). A tensor-parallel server captures one list on every rank, so a plan is the job's, not a rank's. A
+    workload of no rank, or of a world of one, is its own job."""
+    if w is None or w.rank is None or not w.world_size or w.world_size < 2:
+        return w
+    wid = "wl-" + _hash(f"{w.families_hash}|{w.count_bin}|{w.device}|*/{w.world_size}", 8)
+    return replace(w, id=wid, label=f"{shared_label(w)} · all ranks", rank=None)
+
+
 def make_workload(*, device: str, kernels_per_step: float, structural_kernels_per_step: float,
                   families: Iterable[str], rank: int | None = None, world_size: int | None = None,
                   model: str | None = None) -> Workload:
@@ -320,11 +331,13 @@ class WorkloadGroup(Generic[T]):
         return self.workload.label if self.workload is not None else UNKNOWN_LABEL
 
 
-def group_by_workload(items: Sequence[T], workload: Callable[[T], Workload | None]) -> list[WorkloadGroup[T]]:
-    """Items grouped by workload id, groups in order of first appearance."""
+def group_by_workload(items: Sequence[T], workload: Callable[[T], Workload | None],
+                      ranks_together: bool = False) -> list[WorkloadGroup[T]]:
+    """Items grouped by workload id, groups in order of first appearance; ``ranks_together``: the ranks of one
+    tensor-parallel job in one group (:func:`tp_job`: what a capture plan is for)."""
     groups: dict[str, WorkloadGroup[T]] = {}
     for it in items:  # one per trace
-        w = workload(it)
+        w = tp_job(workload(it)) if ranks_together else workload(it)
         key = w.id if w is not None else "unknown"
         if key not in groups:
             groups[key] = WorkloadGroup(w, [])

@@ -2,7 +2,9 @@
 
 A workload is a model on a device (and a rank): :mod:`launchgap.workload`. With traces of
 several workloads loaded, :func:`pick_workload_entries` shows a selectbox of them and a
-warning that they are not pooled, and returns the chosen workload's entries.
+warning that they are not pooled, and returns the chosen workload's entries. ``ranks_together``
+(the Capture plan page): the ranks of one tensor-parallel job are one workload, as a server
+captures one list on every rank (:func:`launchgap.workload.tp_job`).
 """
 from __future__ import annotations
 
@@ -13,21 +15,23 @@ from launchgap.dashboard.session import LoadedTrace
 from launchgap.dashboard.text import md_escape
 
 
-def workload_groups(entries: list[LoadedTrace]) -> list[WorkloadGroup[LoadedTrace]]:
+def workload_groups(entries: list[LoadedTrace], ranks_together: bool = False) -> list[WorkloadGroup[LoadedTrace]]:
     """Loaded traces grouped by their report's workload, in load order."""
-    return group_by_workload(entries, lambda e: e.report.workload if e.report is not None else None)
+    return group_by_workload(entries, lambda e: e.report.workload if e.report is not None else None,
+                             ranks_together=ranks_together)
 
 
-def workload_name(entries: list[LoadedTrace], workload_id: str) -> str:
+def workload_name(entries: list[LoadedTrace], workload_id: str, ranks_together: bool = False) -> str:
     """What the pages call one of the loaded traces' workloads (:func:`launchgap.workload.display_names`)."""
-    return display_names(g.workload for g in workload_groups(entries)).get(workload_id, workload_id)
+    return display_names(g.workload for g in workload_groups(entries, ranks_together)).get(workload_id, workload_id)
 
 
-def pick_workload_entries(entries: list[LoadedTrace], key: str, default: str | None = None) -> list[LoadedTrace]:
+def pick_workload_entries(entries: list[LoadedTrace], key: str, default: str | None = None,
+                          ranks_together: bool = False) -> list[LoadedTrace]:
     """The entries of one workload: all of them when there is one, else the one picked in a selectbox
     (its choice survives page switches, like :func:`launchgap.dashboard.ui.pick_trace`). ``default``: the workload id
     the selectbox opens on until a choice is made (else the first group's)."""
-    groups = workload_groups(entries)
+    groups = workload_groups(entries, ranks_together)
     if len(groups) <= 1:
         return entries
     by_id = {g.id: g for g in groups}

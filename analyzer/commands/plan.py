@@ -26,7 +26,7 @@ from ..loaders import DEFAULT_MAX_TRACE_BYTES, expand_paths, load_trace
 from ..planning.planner import Plan
 from ..planning.inputs import looks_like_timings
 from ..engines import LABELS
-from ..planning.request import PlanInput, plan_workloads, timings_among, trace_steps
+from ..planning.request import PlanInput, plan_workloads, rank_note, timings_among, trace_steps
 from ..serverlogs import merge_scrapes, read_server_file, split_inputs
 from ..serverlogs.diagnosis import LogDiagnosis, diagnose
 from ..render import render_plan
@@ -124,9 +124,15 @@ def build_plans(args: argparse.Namespace) -> list[tuple[Workload | None, Plan, l
     reports = _load_reports(trace_files, args)
     bench = _load_reports(cost_files, args)  # --costs: costs only
     flagged = {id(r) for r in bench}
-    groups = group_by_workload(reports + bench, lambda r: r.workload)
-    return plan_workloads(request, [(g.workload, [trace_steps(r, benchmark=id(r) in flagged) for r in g.items])
-                                    for g in groups], wanted=args.workload)
+    # a tensor-parallel server captures one list on every rank: its ranks' traces make one plan
+    groups = group_by_workload(reports + bench, lambda r: r.workload, ranks_together=True)
+    plans = plan_workloads(request, [(g.workload, [trace_steps(r, benchmark=id(r) in flagged) for r in g.items])
+                                     for g in groups], wanted=args.workload)
+    ranks = {g.id: [r.workload for r in g.items] for g in groups}
+    for w, _, notes in plans:
+        if w is not None and (note := rank_note(ranks.get(w.id, []))):
+            notes.append(note)
+    return plans
 
 
 def _plan_doc(workload: Workload | None, plan: Plan, notes: list[str]) -> dict:

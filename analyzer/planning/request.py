@@ -452,6 +452,18 @@ def plan_workloads(request: PlanRequest, groups: Sequence[tuple[Workload | None,
     return out
 
 
+def rank_note(workloads: Sequence[Workload | None]) -> str | None:
+    """What planning a tensor-parallel job's ranks together did (the workloads of its traces), ``None`` when they
+    hold one rank or none."""
+    ranks = sorted({w.rank for w in workloads if w is not None and w.rank is not None})
+    if len(ranks) < 2:
+        return None
+    world = next((w.world_size for w in workloads if w is not None and w.world_size), None)
+    return (f"ranks {', '.join(str(r) for r in ranks)} of {world} planned together (a tensor-parallel server "
+            f"captures one list on every rank): graph costs per size the median of the ranks' curves, eager costs "
+            f"likewise, the distribution from every rank's decode steps (each rank runs the same batches)")
+
+
 def trace_steps(report: TraceReport, name: str | None = None, benchmark: bool = False) -> TraceSteps:
     """The planning view of an analysed trace (``name``: how messages name it; default its path). ``benchmark``:
     the trace gives costs only (``--costs``); a ``launchgap record`` sweep is recognised by its step markers."""

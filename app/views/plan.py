@@ -22,13 +22,14 @@ from launchgap.planning.inputs import (
     looks_like_timings,
 )
 from launchgap.planning.planner import BASELINE_LABELS, SERVERS, PlanOptions
-from launchgap.planning.request import PlanInput, PlanRequest, build_plan, trace_steps, traces_input
+from launchgap.planning.request import PlanInput, PlanRequest, build_plan, rank_note, trace_steps, traces_input
 from launchgap.render import render_plan
 from launchgap.render.plan import TIE_CONFIG_NOTE, cost_band_text, memory_basis, seconds_text
 from launchgap.dashboard import session, uploads
 from launchgap.dashboard.charts import pareto_figure, tradeoff_figure
 from launchgap.dashboard.text import band_percent, json_safe, md_escape, page_words
 from launchgap.dashboard.ui import settings, show_buckets_and_charts, show_load_errors, show_trace_notes
+from launchgap.workload import tp_job
 from launchgap.dashboard.workloads import pick_workload_entries, workload_name
 
 state = st.session_state
@@ -39,10 +40,12 @@ show_load_errors()
 loaded = session.loaded_ok(state)
 uploaded = [e for e in loaded if e.source == "upload" and e.report.workload is not None]
 # Open on the workload of the latest upload (what the user came with), not the bundled samples'.
+# A tensor-parallel job's ranks are one workload here: a server captures one list on every rank.
 entries = pick_workload_entries(loaded, "lg_plan_workload",
-                                default=uploaded[-1].report.workload.id if uploaded else None)
-workload = workload_name(loaded, entries[0].report.workload.id if entries and entries[0].report.workload is not None
-                         else "unknown")
+                                default=tp_job(uploaded[-1].report.workload).id if uploaded else None,
+                                ranks_together=True)
+workload = workload_name(loaded, tp_job(entries[0].report.workload).id
+                         if entries and entries[0].report.workload is not None else "unknown", ranks_together=True)
 steps = [trace_steps(e.report, e.name) for e in entries]  # messages name the user's files
 
 
@@ -267,6 +270,8 @@ with st.expander("Per batch size, and the trade-off curve"):
 
 for w in plan.warnings:
     st.warning(md_escape(w), icon=":material/info:")
+if note := rank_note([e.report.workload for e in entries]):
+    notes = [*notes, note]
 with st.expander("Inputs: which input gave what"):
     st.markdown("\n".join(f"- {md_escape(n)}" for n in notes))
 

@@ -61,8 +61,8 @@ def graph_events(t0: float, bs: int = 4) -> list[dict]:
             kernel(t0 + 20, 10, c, name="k1"), kernel(t0 + 31, 10, c, name="k2")]
 
 
-def trace_bytes(events: list[dict], gz: bool = False) -> bytes:
-    data = json.dumps(doc(events)).encode()
+def trace_bytes(events: list[dict], gz: bool = False, **extra) -> bytes:
+    data = json.dumps(doc(events, **extra)).encode()
     return gzip.compress(data) if gz else data
 
 
@@ -475,3 +475,19 @@ def test_plan_extrapolation_band_fits_its_metric() -> None:
     band = metrics(at)["Extrapolation band"]
     # one measured size: no growth to extrapolate, so the band is the expected step itself (not "none": it was needed)
     assert band == "+0.0/+0.0%"
+
+
+def test_plan_page_plans_a_tensor_parallel_jobs_ranks_together() -> None:
+    """Two ranks of one TP2 server (the same serving trace with distributedInfo rank 0 and 1): the Capture plan page
+    shows one workload (no picker, no 'different workloads' warning), the plan of both, and says the ranks were
+    planned together."""
+    serving = [dict(e, name="decode_step[bs=4 bucket=4 graph]") if e["name"] == "decode_step[bs=4]" else e
+               for e in graph_events(0) + graph_events(1000)]
+    ranks = [(f"{kind}_rank{r}.json", trace_bytes(events, distributedInfo={"rank": r, "world_size": 2}))
+             for r in (0, 1) for kind, events in (("serving", serving), ("eager", eager_events(0) + eager_events(1000)))]
+    at = goto(upload(new_app(), ranks), "plan")
+    assert not at.warning or all("different workloads" not in w.value for w in at.warning)
+    assert not [s for s in at.selectbox if s.label == "Workload"]
+    assert metrics(at)["Graphs to capture"] == "1"
+    notes = [m.value for m in at.markdown if "planned together" in m.value]
+    assert notes and "ranks 0, 1 of 2 planned together" in notes[0]

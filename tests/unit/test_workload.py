@@ -141,3 +141,27 @@ def test_display_names_are_labels_with_the_id_only_where_two_share_one() -> None
     lone = make_workload(device="AMD Instinct MI300X", kernels_per_step=413, structural_kernels_per_step=293,
                          families=["gemm"], rank=0, world_size=1)
     assert lone.label == "MI300X · 413 kernels/step (293 besides GEMM/attention)"  # a world of one: no rank
+
+
+def test_a_tensor_parallel_jobs_ranks_are_one_job() -> None:
+    """tp_job: the ranks of one job share a job workload (rank None, an id of its own, the label without the rank);
+    group_by_workload(ranks_together=True) groups them, without it each rank is its own workload."""
+    from launchgap.workload import group_by_workload, tp_job
+
+    ranks = [make_workload(device="NVIDIA H100", kernels_per_step=900, structural_kernels_per_step=700,
+                           families=["gemm"], rank=r, world_size=4) for r in range(4)]
+    jobs = {tp_job(w).id for w in ranks}
+    assert len(jobs) == 1 and len({w.id for w in ranks}) == 4 and jobs.isdisjoint(w.id for w in ranks)
+    job = tp_job(ranks[2])
+    assert job.rank is None and job.world_size == 4
+    assert job.label == "H100 · TP4 · 900 kernels/step (700 besides GEMM/attention) · all ranks"
+    other = make_workload(device="NVIDIA H100", kernels_per_step=900, structural_kernels_per_step=700,
+                          families=["gemm"], rank=0, world_size=8)  # another world size: another job
+    assert tp_job(other).id not in jobs
+    lone = make_workload(device="G", kernels_per_step=10, structural_kernels_per_step=8, families=["x"],
+                         rank=0, world_size=1)
+    assert tp_job(lone) is lone and tp_job(None) is None
+    items = [*ranks, other]
+    assert [len(g.items) for g in group_by_workload(items, lambda w: w)] == [1, 1, 1, 1, 1]
+    together = group_by_workload(items, lambda w: w, ranks_together=True)
+    assert [len(g.items) for g in together] == [4, 1] and together[0].workload == job
