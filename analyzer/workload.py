@@ -48,7 +48,7 @@ import numpy as np
 from .costmodel import KERNEL_CLASSES, classify_kernels
 from .errors import InputError
 from .gpus import device_name
-from .trace import Kind, Trace
+from .trace import Kind, Trace, kernel_base_name
 
 #: Kernel families whose count per step follows the batch size (library tile and split choices).
 VARIABLE_FAMILIES = ("gemm", "attention")
@@ -94,10 +94,9 @@ def kernel_family(name: str) -> str | None:
         return "triton"
     if _ELEMENTWISE.search(name):
         return "elementwise"
-    s = _ANON.sub("", name)
-    s = s[5:] if s.startswith("void ") else s
-    s = re.split(r"[<(]", s, maxsplit=1)[0].strip()
-    s = s.rsplit("::", 1)[-1]
+    # the kernel's own name: a return type may hold parentheses (std::enable_if<(((8)>(0)))..., void>::type
+    # vllm::fused_add_rms_norm_kernel<...>(...) is fused_add_rms_norm_kernel, not enable_if)
+    s = kernel_base_name(_ANON.sub("", name)).rsplit("::", 1)[-1]
     # Size variants of one kernel: CatArrayBatchedCopy_vectorized / _contig / _aligned16 ...
     s = re.sub(r"(?:_(?:vectorized|contig|aligned[0-9A-Za-z]*|unrolled|small|large|\d+))+$", "", s)
     return s or "unnamed"

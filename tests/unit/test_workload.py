@@ -63,6 +63,10 @@ def test_kernel_families_fold_batch_size_variants() -> None:
     assert kernel_family(REDUCE) == "reduce_kernel"
     assert kernel_family("triton_poi_fused__unsafe_view_mul_silu_9") == "triton"
     assert kernel_family("memcpy32_post") is None  # inside graph replays, not the model's
+    # a return type with parentheses in it (vLLM's fused norm): the kernel's own name, not "enable_if"
+    assert kernel_family("std::enable_if<(((8)>(0)))&&vllm::_typeConvert<c10::BFloat16>::exists, void>::type "
+                         "vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, long)") \
+        == "fused_add_rms_norm_kernel"
 
 
 def test_exact_fields(tmp_path) -> None:
