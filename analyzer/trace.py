@@ -412,9 +412,13 @@ def kernel_own_name(name: str) -> str:
     ...>``. The return type may itself hold parentheses and spaces (cuBLAS's ``std::enable_if<!(false), void>::type
     internal::gemvx::kernel<...>(...)``, vLLM's ``std::enable_if<(((8)>(0)))&&..., void>::type
     vllm::fused_add_rms_norm_kernel<...>(...)``), so the cut is at the trailing balanced ``(...)`` and at the last space
-    outside brackets, not at the first ``(``. A name whose brackets do not balance is returned as it is."""
+    outside brackets, not at the first ``(``. A name whose trailing ``)`` opens nowhere is returned as it is. Fast
+    paths first (a name holds one ``(`` group; a return type without template arguments): the scans run only for
+    names that need them."""
     s = name.replace("(anonymous namespace)", "").strip()
-    if s.endswith(")"):  # the parameter list: the balanced group that ends the name
+    if s.endswith(")") and s.count("(") == 1:  # the one group is the parameter list (most names): no scan
+        s = s[:s.index("(")].rstrip()
+    elif s.endswith(")"):  # the parameter list: the balanced group that ends the name
         depth = 0
         for i in range(len(s) - 1, -1, -1):  # one name, not events: callers run it once per distinct name
             depth += {")": 1, "(": -1}.get(s[i], 0)
@@ -423,6 +427,12 @@ def kernel_own_name(name: str) -> str:
                 break
         else:
             return name
+    first = s.find("<")
+    head = s if first < 0 else s[:first]
+    if " " in head:  # a return type without template arguments ("void "): the last space before the first "<"
+        return s[head.rindex(" ") + 1:]
+    if first < 0 or ">::type " not in s:  # no return type, or none that a scan would find (std::enable_if<...>::type)
+        return s
     paren, angle, cut = 0, 0, -1
     for i, ch in enumerate(s):  # the return type ends at the last space outside <...> and (...)
         if ch == "(":
