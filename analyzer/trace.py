@@ -415,7 +415,7 @@ def kernel_own_name(name: str) -> str:
     outside brackets, not at the first ``(``. A name whose trailing ``)`` opens nowhere is returned as it is. Fast
     paths first (a name holds one ``(`` group; a return type without template arguments): the scans run only for
     names that need them."""
-    s = name.replace("(anonymous namespace)", "").strip()
+    s = name.replace("(anonymous namespace)::", "").replace("(anonymous namespace)", "").strip()
     if s.endswith(")") and s.count("(") == 1:  # the one group is the parameter list (most names): no scan
         s = s[:s.index("(")].rstrip()
     elif s.endswith(")"):  # the parameter list: the balanced group that ends the name

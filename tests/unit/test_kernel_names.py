@@ -22,7 +22,7 @@ NORM = ("std::enable_if<(((8)>(0)))&&vllm::_typeConvert<c10::BFloat16>::exists, 
      "long)", "vllm::reshape_and_cache_flash_kernel<__nv_bfloat16, (vllm::Fp8KVCacheDataType)0>",
      "vllm::reshape_and_cache_flash_kernel"),
     ("void at::native::(anonymous namespace)::softmax_warp_forward<float>(float*, int)",
-     "at::native::::softmax_warp_forward<float>", "at::native::::softmax_warp_forward"),
+     "at::native::softmax_warp_forward<float>", "at::native::softmax_warp_forward"),
     # no signature (cuBLAS's own kernels, Triton, mangled ROCm names): as they are
     ("nvjet_sm90_tst_128x8_64x12_2x1_v_bz_TNT", "nvjet_sm90_tst_128x8_64x12_2x1_v_bz_TNT",
      "nvjet_sm90_tst_128x8_64x12_2x1_v_bz_TNT"),
