@@ -461,7 +461,8 @@ def rank_note(workloads: Sequence[Workload | None]) -> str | None:
     world = next((w.world_size for w in workloads if w is not None and w.world_size), None)
     return (f"ranks {', '.join(str(r) for r in ranks)} of {world} planned together (a tensor-parallel server "
             f"captures one list on every rank): graph costs per size the median of the ranks' curves, eager costs "
-            f"likewise, the distribution from every rank's decode steps (each rank runs the same batches)")
+            f"likewise, the distribution from every rank's decode steps (each rank runs the same batches: the "
+            f"shares are one rank's, the step count one per rank)")
 
 
 def trace_steps(report: TraceReport, name: str | None = None, benchmark: bool = False) -> TraceSteps:
