@@ -32,7 +32,7 @@ from ..serverlogs.diagnosis import LogDiagnosis, diagnose
 from ..render import render_plan
 from ..ranks import analyze_for_plan
 from ..report import TraceReport
-from ..workload import Workload, display_names, group_by_workload
+from ..workload import Workload, display_names, group_by_workload, tp_job
 
 NAME = "plan"
 HELP = "plan which batch sizes to capture as CUDA graphs for a batch-size distribution and budget"
@@ -126,8 +126,10 @@ def build_plans(args: argparse.Namespace) -> list[tuple[Workload | None, Plan, l
     flagged = {id(r) for r in bench}
     # a tensor-parallel server captures one list on every rank: its ranks' traces make one plan
     groups = group_by_workload(reports + bench, lambda r: r.workload, ranks_together=True)
+    # a rank's own workload id (what analyze prints) picks its job
+    job_of = {r.workload.id: tp_job(r.workload).id for r in reports + bench if r.workload is not None}
     plans = plan_workloads(request, [(g.workload, [trace_steps(r, benchmark=id(r) in flagged) for r in g.items])
-                                     for g in groups], wanted=args.workload)
+                                     for g in groups], wanted=job_of.get(args.workload, args.workload))
     ranks = {g.id: [r.workload for r in g.items] for g in groups}
     for w, _, notes in plans:
         if w is not None and (note := rank_note(ranks.get(w.id, []))):

@@ -29,3 +29,10 @@ def test_rank_traces_of_one_job_make_one_plan(reference_traces, tmp_path, capsys
     assert both["workload"]["rank"] is None and both["workload"]["world_size"] == 2
     assert both["workload"]["label"].endswith("· all ranks")
     assert any(n.startswith("ranks 0, 1 of 2 planned together") for n in both["inputs"])
+    # a rank's own workload id (what analyze prints for that file) picks the job's plan
+    from launchgap.loaders import load_trace
+    from launchgap.report import analyze_trace
+    rank1 = analyze_trace(load_trace(files[1])).workload.id
+    assert main(["plan", *files, "--workload", rank1, "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["workload"]["id"] == both["workload"]["id"]
+
