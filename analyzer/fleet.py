@@ -44,9 +44,7 @@ per-step arrays per trace, not the dicts) and :meth:`FleetAccumulator.finish` bu
   the summed step windows;
 * the batch-size histogram (steps per size over the fleet; ``launchgap record`` sweeps give costs only and are
   left out of it and of every plan's distribution, as ``launchgap plan`` leaves them out) and a capture plan per workload
-  (:mod:`launchgap.workload`: traces of different models or devices are never pooled; the ranks of one
-  tensor-parallel job are one workload here, :func:`launchgap.workload.tp_job`, as a server captures one list on
-  every rank):
+  (:mod:`launchgap.workload`: traces of different models, devices or ranks are never pooled):
   :func:`launchgap.planning.request.build_plan` given the fleet's plan request (the plan flags,
   read as ``launchgap plan`` reads them: timings, distribution, model dimensions, memory model,
   budgets) with that workload's steps as its traces (:func:`summary_steps`), exactly as
@@ -79,7 +77,7 @@ from .planning.inputs import TraceSteps, distribution_from_steps
 from .planning.request import is_benchmark, trace_notes
 from .report import AnalysisOptions, TraceReport
 from .verdict import plan_caveats
-from .workload import Workload, display_names, pick_workload, tp_job
+from .workload import Workload, display_names, pick_workload
 
 if TYPE_CHECKING:
     from .planning.planner import Plan, TraceNote
@@ -412,10 +410,7 @@ class FleetAccumulator:
     def __init__(self) -> None:
         self._rows: list[dict] = []
         self._costs: list[TraceSteps] = []
-        # plans are per workload, the ranks of a tensor-parallel job one workload (workload.tp_job): by id, in order
-        # of first appearance; per trace the id of the workload it is planned with
-        self._workloads: dict[str, Workload | None] = {}
-        self._plan_ids: list[str] = []
+        self._workloads: dict[str, Workload | None] = {}  # by id, in order of first appearance
         self._errors: list[TraceError] = []
         self._hist: dict[int, int] = {}
         self._unknown_bs = 0
@@ -469,9 +464,7 @@ class FleetAccumulator:
                              [str(w) for w in s.get("warnings") or ()], [str(n) for n in s.get("notes") or ()])
         self._rows.append(row)
         self._costs.append(cost)
-        job = tp_job(wl)
-        self._plan_ids.append(job.id if job is not None else "unknown")
-        self._workloads.setdefault(self._plan_ids[-1], job)
+        self._workloads.setdefault(row["workload_id"] or "unknown", wl)
         self._win_us += win
         self._busy_us += float(busy.sum())
         for c in CAUSES:
@@ -548,7 +541,7 @@ class FleetAccumulator:
                       f"sizes are not pooled: one plan per workload below, or --workload ID for one")
 
     def _workload_plan(self, wid: str, name: str, request: PlanRequest | None) -> WorkloadPlan:
-        mine = [c for c, pid in zip(self._costs, self._plan_ids) if pid == wid]
+        mine = [self._costs[i] for i, r in enumerate(self._rows) if (r["workload_id"] or "unknown") == wid]
         hist = {b: int(n) for b, n in distribution_from_steps(mine).items()}
         plan, note = _plan(hist, mine, name, request)
         return WorkloadPlan(self._workloads[wid], len(mine), hist, plan, note, trace_notes(mine))

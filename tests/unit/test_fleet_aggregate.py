@@ -276,21 +276,3 @@ def test_fleet_sweep_gives_costs_only_as_in_plan(tmp_path) -> None:
     assert [(p["batch_size"], p["weight"]) for p in ref.to_dict()["per_batch"]] == [(2, 0.5), (5, 0.5)]
     assert "1 benchmark trace(s) (recorded by launchgap record, or --costs) give costs only" in " ".join(notes)
     assert "(2 steps with a known size, 0 unknown; 1 launchgap record sweep(s) give costs only)" in render_fleet(rep)
-
-
-def test_a_tensor_parallel_jobs_ranks_share_one_workload_plan() -> None:
-    """Two ranks of one TP2 job and a lone GPU's trace: two workload plans, the job's over both ranks' traces (a
-    server captures one list on every rank); the rows keep each rank's own workload id."""
-    from launchgap.workload import make_workload, tp_job
-
-    ranks = [make_workload(device="NVIDIA H100", kernels_per_step=900, structural_kernels_per_step=700,
-                           families=["gemm"], rank=r, world_size=2) for r in (0, 1)]
-    lone = make_workload(device="NVIDIA H100", kernels_per_step=100, structural_kernels_per_step=70,
-                         families=["gemm"])
-    acc = FleetAccumulator()
-    for path, w in (("r0", ranks[0]), ("r1", ranks[1]), ("x", lone)):
-        acc.add({**_summary(path, "eager", [8, 8], [100.0, 100.0]), "workload": w.to_dict()})
-    rep = acc.finish()
-    by_id = {p.id: p.traces for p in rep.workloads}
-    assert by_id == {tp_job(ranks[0]).id: 2, lone.id: 1}
-    assert {r.path: r.workload_id for r in rep.rows} == {"r0": ranks[0].id, "r1": ranks[1].id, "x": lone.id}
