@@ -289,7 +289,7 @@ def test_pareto_figure_capture_scale_starts_at_zero_and_labels_take_turns() -> N
     """A plan of no graph (costs tie: every Pareto point captures in 0 s) keeps the capture colour scale at 0 s and
     up, not centred on 0 with negative seconds; the server lists' labels go above and below in turn along the memory
     axis, so two lists of about the same memory do not print one label over the other."""
-    from app.charts import pareto_figure
+    from launchgap.dashboard.charts import pareto_figure
     from launchgap.planning.costs import CostPoint, CostTable
     from launchgap.planning.planner import PlanOptions, plan_capture
 
