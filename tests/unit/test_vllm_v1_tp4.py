@@ -201,8 +201,9 @@ def test_the_issue_shape_old_v1_piecewise_batch_one(tmp_path: Path, gpu: Gpu) ->
         assert rows == [(1, "prefill", ARGMAX_SRC, "medium", 1049, 1)] + [(1, "decode", ARGMAX_SRC, "medium", 1, 1)] * 4
     done = _launchgap("plan", str(tmp_path), "--format", "json")
     assert done.returncode == 0, done.stderr
-    for plan in json.loads(done.stdout)["workloads"]:  # the four decode steps at batch 1; the prefill left out
-        assert [(b["batch_size"], b["weight"]) for b in plan["per_batch"]] == [(1, 1.0)]
+    plan = json.loads(done.stdout)  # one plan for the job's four ranks (launchgap.workload.tp_job)
+    # the four decode steps at batch 1; the prefill left out
+    assert [(b["batch_size"], b["weight"]) for b in plan["per_batch"]] == [(1, 1.0)]
 
 
 @pytest.mark.parametrize("kv", [KV_HIP_PAGED, KV_TRITON], ids=["rocm-attn", "triton-attn"])
@@ -238,10 +239,13 @@ def test_plan_on_the_tp4_traces_alone(tmp_path: Path, gpu: Gpu) -> None:
         write_rank(tmp_path, gpu, rank, annotate=False)
     done = _launchgap("plan", str(tmp_path), "--format", "json")
     assert done.returncode == 0, done.stderr
-    plans = json.loads(done.stdout)["workloads"]
-    assert len(plans) == 4  # each rank is a workload of its own (launchgap.workload), one plan each
-    for plan in plans:  # the decode steps (the prefill is not one): 3, 3, 3, 4, 5
-        assert [(b["batch_size"], b["weight"]) for b in plan["per_batch"]] == [(3, 0.6), (4, 0.2), (5, 0.2)]
+    plan = json.loads(done.stdout)
+    # one plan for the job: a server captures one list on every rank (each rank alone is a workload of its own for
+    # the analysis; launchgap.workload.tp_job groups them for the plan)
+    assert "workloads" not in plan and plan["workload"]["rank"] is None and plan["workload"]["world_size"] == 4
+    assert any(n.startswith("ranks 0, 1, 2, 3 of 4 planned together") for n in plan["inputs"])
+    # the decode steps (the prefill is not one): 3, 3, 3, 4, 5 on every rank
+    assert [(b["batch_size"], b["weight"]) for b in plan["per_batch"]] == [(3, 0.6), (4, 0.2), (5, 0.2)]
 
 
 def _merged_tp4(tmp_path: Path, annotate: bool, one_gpu: bool) -> Path:
