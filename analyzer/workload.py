@@ -63,7 +63,6 @@ _GEMM = re.compile(r"gemm|gemv|nvjet|cublas|cutlass|xmma|splitkreduce|matmul|dot
 _ATTENTION = re.compile(r"flash|fmha|sdpa|attention|attn|paged|mha_|softmax", re.I)
 _ELEMENTWISE = re.compile(r"elementwise|index|gather|scatter|vectorized_|unrolled_", re.I)
 _TRITON = re.compile(r"^triton_|triton", re.I)
-_ANON = re.compile(r"\(anonymous namespace\)::")
 #: A rank token in a file name: ``_rank0``, ``rank-1``, ``rank1.``, ``rank_3``, ``RANK2``.
 RANK_NAME_REGEX = r"(?i)(?<![a-z0-9])rank[_\-.]?(\d+)(?![0-9])"
 _RANK_RE = re.compile(RANK_NAME_REGEX)
@@ -96,7 +95,7 @@ def kernel_family(name: str) -> str | None:
         return "elementwise"
     # the kernel's own name: a return type may hold parentheses (std::enable_if<(((8)>(0)))..., void>::type
     # vllm::fused_add_rms_norm_kernel<...>(...) is fused_add_rms_norm_kernel, not enable_if)
-    s = kernel_base_name(_ANON.sub("", name)).rsplit("::", 1)[-1]
+    s = kernel_base_name(name).rsplit("::", 1)[-1]
     # Size variants of one kernel: CatArrayBatchedCopy_vectorized / _contig / _aligned16 ...
     s = re.sub(r"(?:_(?:vectorized|contig|aligned[0-9A-Za-z]*|unrolled|small|large|\d+))+$", "", s)
     return s or "unnamed"

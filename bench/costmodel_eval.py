@@ -27,6 +27,7 @@ sys.path.insert(0, str(REPO))
 
 from launchgap import costmodel as cm  # noqa: E402
 from launchgap.dims import moe_routing  # noqa: E402
+from launchgap.gpus import device_properties_of  # noqa: E402
 from launchgap.loaders import load_trace  # noqa: E402
 from launchgap.planning.costs import CostPoint, CostTable  # noqa: E402
 from launchgap.planning.planner import PlanOptions, plan_capture, score_buckets  # noqa: E402
@@ -70,7 +71,7 @@ def samples(path: Path) -> tuple[list[cm.SizeSample], dict]:
     xs = cm.trace_samples(trace, rows, idx, dev, size, np.array([r.predicted_graph_us for r in rep.steps]),
                           kernel_scale=model.kernel_scale(rep.summary.node_us_source), node_us=rep.summary.node_us,
                           short_us=model.long_kernel_us)
-    return xs, trace.device_properties.get(int(dev[0]), {}) if dev.size else {}
+    return xs, device_properties_of(trace, int(dev[0])) if dev.size else {}
 
 
 def errors(xs: list[cm.SizeSample], props: dict, truth: dict[int, float], top: int,
