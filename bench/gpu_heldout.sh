@@ -30,6 +30,9 @@
 #                                               qwen3-0.6b-like, olmo-2-1b-like, falcon3-1b-like): FULL sweeps / piecewise
 #                                               PART 16: a seventh fresh set (traces/h200-fresh-2026-12-04: yi-1.5-6b-like,
 #                                               qwen2.5-14b-16layer-like, granite-3.1-8b-like): FULL sweeps
+#                                               PART 17: long context (traces/h200-longctx-2026-12-04): three earlier
+#                                               sets' configs with a 4,096-position KV cache from position 2,048
+#                                               (every other part: 512 from 128): FULL sweeps
 #   bash bench/gpu_heldout.sh OUT PART --dry-run
 #   ONLY=REGEX bash bench/gpu_heldout.sh OUT PART
 set -u
@@ -152,6 +155,9 @@ elif [ "$PART" = 14 ]; then  # a sixth fresh set's sweeps (configs in traces/h20
     sweep_set traces/h200-fresh-2026-12-03f/configs fresh6 150 qwen3-0.6b-like olmo-2-1b-like falcon3-1b-like
 elif [ "$PART" = 16 ]; then  # a seventh fresh set's sweeps (configs in traces/h200-fresh-2026-12-04), checked once
     sweep_set traces/h200-fresh-2026-12-04/configs fresh7 170 yi-1.5-6b-like qwen2.5-14b-16layer-like granite-3.1-8b-like
+elif [ "$PART" = 17 ]; then  # long context: attention's share of the step and its growth per row, checked once
+    SWEEP="$SWEEP --context-len 4096 --start-pos 2048"
+    sweep_set traces/h200-longctx-2026-12-04/configs longctx 170 qwen2.5-0.5b-like llama-3.2-3b-like phi-4-mini-like
 elif [ "$PART" = 15 ]; then  # the sixth fresh set's models piecewise -> FULL, checked once
     piecewise_set traces/h200-fresh-2026-12-03f/configs qwen3-0.6b-like olmo-2-1b-like falcon3-1b-like
 elif [ "$PART" = 2 ]; then
