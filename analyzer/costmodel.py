@@ -275,6 +275,14 @@ class ScalingModel:
     * ``row_gemm_fixed_rows``: a ``row_gemm`` (a matmul over every row's context: :data:`ROW_GEMM_MIN_TILE`) takes
       ``t0 · (F + b) / (F + b0)``, ``F`` this fixed part in rows (one row: the HF DeepSeek-V2 cache matmul's launches
       between sizes, docs/costmodel.md);
+    * ``attention_split_us``, ``attention_split_fixed_us``, ``attention_latency_us``: below the traced rows, an
+      attention kernel that the waves above put past ``attention_split_us`` (us) is taken to split its KV length over
+      more blocks once its rows no longer fill the GPU (FlashAttention's and FlashInfer's split-KV decode, cuDNN's SDPA:
+      grid ``[8, 24, 1]`` at one row against ``[1, 24, 8]`` at eight, 4,096 positions): its time follows its rows,
+      ``A + (t0 - A) · b / b0``, ``A`` the fixed part, at least one latency-bound launch (``attention_latency_us``:
+      9.0-9.8 us on the H200 for most held-out models at one row), at most the waves' time. Long contexts need it
+      (4,096 positions, from 8 rows to 1: 16.7 us measured, 79 us by the waves); short ones never reach it
+      (docs/costmodel.md);
     * ``band_factors``: every constant scaled by these gives the band.
     """
 
@@ -293,6 +301,9 @@ class ScalingModel:
     expert_fixed_us: float = 7.0
     row_gemm_fixed_rows: float = 1.0
     attention_whole_wave_share: float = 0.35
+    attention_split_us: float = 45.0
+    attention_split_fixed_us: float = 6.0
+    attention_latency_us: float = 9.0
 
     def scaled(self, factor: float) -> ScalingModel:
         return ScalingModel(self.gemm_rows / factor, self.gemm_efficiency / factor, self.attention_fixed_waves / factor,
@@ -301,7 +312,8 @@ class ScalingModel:
                             min(self.expert_share / factor, 1.0), self.band_factors,
                             self.elementwise_fixed_waves / factor, self.attention_shared_fixed / factor,
                             self.expert_fixed_us / factor, self.row_gemm_fixed_rows / factor,
-                            min(self.attention_whole_wave_share / factor, 1.0))
+                            min(self.attention_whole_wave_share / factor, 1.0), self.attention_split_us * factor,
+                            self.attention_split_fixed_us / factor, self.attention_latency_us)
 
 
 DEFAULT_SCALING = ScalingModel()
@@ -523,6 +535,12 @@ def _kernel_factor(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: flo
     waves = np.where(x.resident_or_unknown[:, None] >= 2, (f2 + load_at(b)) / (f2 + load_at(b0)), waves)
     rows = (model.attention_rows + b) / (model.attention_rows + b0)
     attn = np.where((blocks > 0) & bool(sm_count), waves, rows)
+    # Fewer rows than traced, and a kernel the waves put far past one launch's latency: it reads a long KV per block,
+    # which split-KV kernels divide over more blocks when the rows are too few to fill the GPU: the work follows the rows.
+    fixed_us = np.minimum(model.attention_split_fixed_us, t0)
+    per_t0 = 1.0 / np.where(t0 > 0, t0, np.inf)
+    split = np.maximum(model.attention_latency_us, fixed_us + (t0 - fixed_us) * b / b0) * per_t0
+    attn = np.where((b < b0) & (t0 * attn > model.attention_split_us), np.minimum(attn, split), attn)
     # Element-wise work: one time shape per kernel, g(rows), and its time at b is t0 · g(b) / g(b0). A grid short of a
     # wave is latency-bound: g = (rows / (rows + K))^p, far slower than its rows (below 1: a few blocks take most of a
     # wave's time). A grid past a wave (more blocks than the SMs hold at once: work over the whole cache or vocabulary,

@@ -387,6 +387,36 @@ def test_attention_with_one_resident_block_or_unknown_steps_in_whole_waves(resid
     assert c.at(5) - c.at(4) == pytest.approx(20.0 / (f + 2))  # the 5th row starts the second wave: a whole step
 
 
+def test_long_attention_below_the_traced_rows_splits_its_kv_and_follows_the_rows() -> None:
+    """bs 8, 4,096 positions: a 103 us attention kernel of 192 blocks (24 per row), 2 resident per SM (cuDNN's SDPA on
+    the H200: 103.1 us at 8 rows, 16.7 us at one, grid [8, 24, 1] there). Below 8 rows the waves give
+    103 (0.5 + 1) / (0.5 + 192/132) us at one row, past ``attention_split_us``: the kernel splits its KV, its time
+    ``max(latency, A + (t0 - A) b / 8)``, ``A`` = 6 us, never above the waves; at and above 8 rows the waves alone."""
+    m = DEFAULT_SCALING
+    assert (m.attention_split_us, m.attention_split_fixed_us, m.attention_latency_us) == (45.0, 6.0, 9.0)
+    x = SizeSample(8, 1000.0, np.array([ATTN], dtype=np.int8), np.array([103.0]), np.array([192]), np.array([128]),
+                   resident=np.array([2]))
+    c = fit_cost_curve([x], 64, None, H200, m)
+
+    def waves(b: int) -> float:
+        p = max(1.0, 24 * b / 132)
+        return 103.0 * (0.5 + 0.65 * p + 0.35 * (min(p, 2) + 2 * (np.ceil(p / 2 - 1e-9) - 1))) / (0.5 + 192 / 132)
+
+    assert waves(1) == pytest.approx(79.047, abs=1e-3) and waves(1) > m.attention_split_us
+    for b in (1, 2, 4, 7):
+        assert c.at(b) == pytest.approx(1000.0 - 103.0 + min(waves(b), 6.0 + 97.0 * b / 8), rel=1e-12), b
+    assert c.at(1) == pytest.approx(1000.0 - 103.0 + 18.125)
+    for b in (8, 9, 16, 64):
+        assert c.at(b) == pytest.approx(1000.0 - 103.0 + waves(b), rel=1e-12), b
+    # a short kernel (20 us at 8 rows: 15.4 us by the waves at one row) never reaches the split: the waves alone
+    short = fit_cost_curve([_attention_sample(2)], 64, None, H200, m)
+    assert short.at(1) == pytest.approx(80.0 + 20.0 * 1.5 / (0.5 + 256 / 132))
+    # the latency floor: a kernel whose rows would take less than one launch
+    tiny = SizeSample(64, 1000.0, np.array([ATTN], dtype=np.int8), np.array([60.0]), np.array([64]),
+                      np.array([128]), resident=np.array([2]))
+    assert fit_cost_curve([tiny], 64, None, H200, m).at(1) == pytest.approx(1000.0 - 60.0 + 9.0)
+
+
 @pytest.mark.parametrize("fmt", ["kineto", "nsys"])
 def test_trace_samples_carry_each_kernels_resident_blocks(tmp_path, fmt: str) -> None:
     """From a loaded trace: the kernel's registers and shared memory (per name) and the device's SM limits."""
