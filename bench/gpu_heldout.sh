@@ -33,6 +33,8 @@
 #                                               PART 17: long context (traces/h200-longctx-2026-12-04): three earlier
 #                                               sets' configs with a 4,096-position KV cache from position 2,048
 #                                               (every other part: 512 from 128): FULL sweeps
+#                                               PART 18: long context, fresh (traces/h200-longctx-2026-12-04b): three
+#                                               other configs at 2,048 or 8,192 positions, from the middle: FULL sweeps
 #   bash bench/gpu_heldout.sh OUT PART --dry-run
 #   ONLY=REGEX bash bench/gpu_heldout.sh OUT PART
 set -u
@@ -158,6 +160,15 @@ elif [ "$PART" = 16 ]; then  # a seventh fresh set's sweeps (configs in traces/h
 elif [ "$PART" = 17 ]; then  # long context: attention's share of the step and its growth per row, checked once
     SWEEP="$SWEEP --context-len 4096 --start-pos 2048"
     sweep_set traces/h200-longctx-2026-12-04/configs longctx 170 qwen2.5-0.5b-like llama-3.2-3b-like phi-4-mini-like
+elif [ "$PART" = 18 ]; then  # long context, fresh: other models and lengths, checked once after part 17's change
+    G=traces/h200-longctx-2026-12-04b/configs
+    part mistral-7b-like-2048 170 $H --hf-config $G/mistral-7b-like.json --batch-sizes $SIZES $SWEEP \
+        --context-len 2048 --start-pos 1024 --out "$W/longctx2/mistral-7b-like-2048"
+    part qwen2.5-1.5b-like-8192 170 $H --hf-config $G/qwen2.5-1.5b-like.json --batch-sizes $SIZES $SWEEP \
+        --context-len 8192 --start-pos 4096 --out "$W/longctx2/qwen2.5-1.5b-like-8192"
+    part olmo-2-1b-like-2048 170 $H --hf-config $G/olmo-2-1b-like.json --batch-sizes $SIZES $SWEEP \
+        --context-len 2048 --start-pos 1024 --out "$W/longctx2/olmo-2-1b-like-2048"
+    finish() { [ -z "$DRY" ] && tar -czf "$OUT/longctx2.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) longctx2 && ls -la "$OUT"; }
 elif [ "$PART" = 15 ]; then  # the sixth fresh set's models piecewise -> FULL, checked once
     piecewise_set traces/h200-fresh-2026-12-03f/configs qwen3-0.6b-like olmo-2-1b-like falcon3-1b-like
 elif [ "$PART" = 2 ]; then
