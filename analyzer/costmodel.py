@@ -275,14 +275,14 @@ class ScalingModel:
     * ``row_gemm_fixed_rows``: a ``row_gemm`` (a matmul over every row's context: :data:`ROW_GEMM_MIN_TILE`) takes
       ``t0 · (F + b) / (F + b0)``, ``F`` this fixed part in rows (one row: the HF DeepSeek-V2 cache matmul's launches
       between sizes, docs/costmodel.md);
-    * ``attention_split_us``, ``attention_split_fixed_us``, ``attention_latency_us``: below the traced rows, an
-      attention kernel that the waves above put past ``attention_split_us`` (us) is taken to split its KV length over
-      more blocks once its rows no longer fill the GPU (FlashAttention's and FlashInfer's split-KV decode, cuDNN's SDPA:
-      grid ``[8, 24, 1]`` at one row against ``[1, 24, 8]`` at eight, 4,096 positions): its time follows its rows,
-      ``A + (t0 - A) · b / b0``, ``A`` the fixed part, at least one latency-bound launch (``attention_latency_us``:
-      9.0-9.8 us on the H200 for most held-out models at one row), at most the waves' time. Long contexts need it
-      (4,096 positions, from 8 rows to 1: 16.7 us measured, 79 us by the waves); short ones never reach it
-      (docs/costmodel.md);
+    * ``attention_split_us``, ``attention_split_fixed_us``, ``attention_latency_us``: an attention kernel whose one
+      row the waves above put past ``attention_split_us`` (us: one block's KV work is long) is taken to split its KV
+      length over more blocks once its rows no longer fill the GPU (FlashAttention's and FlashInfer's split-KV decode,
+      cuDNN's SDPA: grid ``[8, 24, 1]`` at one row against ``[1, 24, 8]`` at eight, 4,096 positions). Below the traced
+      rows its time then follows its rows, ``A + (t0 - A) · b / b0``, ``A`` the fixed part, at least one
+      latency-bound launch (``attention_latency_us``: 9.0-9.8 us on the H200 for most held-out models at one row), at
+      most the waves' time. Long contexts need it (4,096 positions, from 8 rows to 1: 16.7 us measured, 79 us by the
+      waves); one row by the waves: 6.1-21.1 us at 512 positions, 36-170 us at 2,048-8,192 (docs/costmodel.md);
     * ``band_factors``: every constant scaled by these gives the band.
     """
 
@@ -301,7 +301,7 @@ class ScalingModel:
     expert_fixed_us: float = 7.0
     row_gemm_fixed_rows: float = 1.0
     attention_whole_wave_share: float = 0.35
-    attention_split_us: float = 45.0
+    attention_split_us: float = 30.0
     attention_split_fixed_us: float = 6.0
     attention_latency_us: float = 9.0
 
@@ -518,7 +518,6 @@ def _kernel_factor(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: flo
     per_row = np.where(persistent, guess, blocks / b0)
     def waves_at(rows):
         return np.maximum(1.0, np.ceil(per_row * rows / sms - 1e-9))  # whole waves: a partial wave costs one
-    waves = (f + waves_at(b)) / (f + waves_at(b0))
     # Two or more blocks resident per SM (cuDNN/FlashAttention-2 kernels of 128 threads): co-resident blocks share the
     # SM, so time follows the blocks per SM continuously (at least one), above a fixed part; one resident block per SM
     # (or unknown): the whole waves above.
@@ -532,15 +531,18 @@ def _kernel_factor(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: flo
         per_sm = per_row * rows / sms
         begun = np.minimum(np.maximum(1.0, per_sm), res) + res * np.maximum(np.ceil(per_sm / res - 1e-9) - 1, 0.0)
         return np.maximum(1.0, (1 - whole) * per_sm + whole * begun)
-    waves = np.where(x.resident_or_unknown[:, None] >= 2, (f2 + load_at(b)) / (f2 + load_at(b0)), waves)
-    rows = (model.attention_rows + b) / (model.attention_rows + b0)
-    attn = np.where((blocks > 0) & bool(sm_count), waves, rows)
+    def attn_at(rows):  # an attention kernel's time at ``rows`` over its time at b0
+        shared = (f2 + load_at(rows)) / (f2 + load_at(b0))
+        waves = np.where(x.resident_or_unknown[:, None] >= 2, shared, (f + waves_at(rows)) / (f + waves_at(b0)))
+        return np.where((blocks > 0) & bool(sm_count), waves, (model.attention_rows + rows) / (model.attention_rows + b0))
+    attn = attn_at(b)
     # Fewer rows than traced, and a kernel the waves put far past one launch's latency: it reads a long KV per block,
     # which split-KV kernels divide over more blocks when the rows are too few to fill the GPU: the work follows the rows.
     fixed_us = np.minimum(model.attention_split_fixed_us, t0)
     per_t0 = 1.0 / np.where(t0 > 0, t0, np.inf)
     split = np.maximum(model.attention_latency_us, fixed_us + (t0 - fixed_us) * b / b0) * per_t0
-    attn = np.where((b < b0) & (t0 * attn > model.attention_split_us), np.minimum(attn, split), attn)
+    lone = t0 * attn_at(np.ones((1, 1)))  # its time at one row by the waves: one block's KV work, latency aside
+    attn = np.where((b < b0) & (lone > model.attention_split_us), np.minimum(attn, split), attn)
     # Element-wise work: one time shape per kernel, g(rows), and its time at b is t0 · g(b) / g(b0). A grid short of a
     # wave is latency-bound: g = (rows / (rows + K))^p, far slower than its rows (below 1: a few blocks take most of a
     # wave's time). A grid past a wave (more blocks than the SMs hold at once: work over the whole cache or vocabulary,

@@ -389,11 +389,11 @@ def test_attention_with_one_resident_block_or_unknown_steps_in_whole_waves(resid
 
 def test_long_attention_below_the_traced_rows_splits_its_kv_and_follows_the_rows() -> None:
     """bs 8, 4,096 positions: a 103 us attention kernel of 192 blocks (24 per row), 2 resident per SM (cuDNN's SDPA on
-    the H200: 103.1 us at 8 rows, 16.7 us at one, grid [8, 24, 1] there). Below 8 rows the waves give
-    103 (0.5 + 1) / (0.5 + 192/132) us at one row, past ``attention_split_us``: the kernel splits its KV, its time
+    the H200: 103.1 us at 8 rows, 16.7 us at one, grid [8, 24, 1] there). The waves give one row
+    103 (0.5 + 1) / (0.5 + 192/132) us, past ``attention_split_us``: the kernel splits its KV below 8 rows, its time
     ``max(latency, A + (t0 - A) b / 8)``, ``A`` = 6 us, never above the waves; at and above 8 rows the waves alone."""
     m = DEFAULT_SCALING
-    assert (m.attention_split_us, m.attention_split_fixed_us, m.attention_latency_us) == (45.0, 6.0, 9.0)
+    assert (m.attention_split_us, m.attention_split_fixed_us, m.attention_latency_us) == (30.0, 6.0, 9.0)
     x = SizeSample(8, 1000.0, np.array([ATTN], dtype=np.int8), np.array([103.0]), np.array([192]), np.array([128]),
                    resident=np.array([2]))
     c = fit_cost_curve([x], 64, None, H200, m)
@@ -408,7 +408,7 @@ def test_long_attention_below_the_traced_rows_splits_its_kv_and_follows_the_rows
     assert c.at(1) == pytest.approx(1000.0 - 103.0 + 18.125)
     for b in (8, 9, 16, 64):
         assert c.at(b) == pytest.approx(1000.0 - 103.0 + waves(b), rel=1e-12), b
-    # a short kernel (20 us at 8 rows: 15.4 us by the waves at one row) never reaches the split: the waves alone
+    # a short kernel (20 us at 8 rows: 12.3 us by the waves at one row) never splits: the waves alone
     short = fit_cost_curve([_attention_sample(2)], 64, None, H200, m)
     assert short.at(1) == pytest.approx(80.0 + 20.0 * 1.5 / (0.5 + 256 / 132))
     # the latency floor: a kernel whose rows would take less than one launch
