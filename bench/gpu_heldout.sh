@@ -35,6 +35,8 @@
 #                                               (every other part: 512 from 128): FULL sweeps
 #                                               PART 18: long context, fresh (traces/h200-longctx-2026-12-04b): three
 #                                               other configs at 2,048 or 8,192 positions, from the middle: FULL sweeps
+#                                               PART 19: long context, the final check (traces/h200-longctx-2026-12-04c):
+#                                               three more configs at 2,048 or 3,072 positions: FULL sweeps
 #   bash bench/gpu_heldout.sh OUT PART --dry-run
 #   ONLY=REGEX bash bench/gpu_heldout.sh OUT PART
 set -u
@@ -169,6 +171,14 @@ elif [ "$PART" = 18 ]; then  # long context, fresh: other models and lengths, ch
     part olmo-2-1b-like-2048 170 $H --hf-config $G/olmo-2-1b-like.json --batch-sizes $SIZES $SWEEP \
         --context-len 2048 --start-pos 1024 --out "$W/longctx2/olmo-2-1b-like-2048"
     finish() { [ -z "$DRY" ] && tar -czf "$OUT/longctx2.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) longctx2 && ls -la "$OUT"; }
+elif [ "$PART" = 19 ]; then  # long context, the split rule's final form checked once (commit c9c1861)
+    G=traces/h200-longctx-2026-12-04c/configs
+    for mc in qwen3-4b-like:3072 smollm2-1.7b-like:2048 granite-3.1-8b-like:2048; do
+        m=${mc%%:*} c=${mc##*:}
+        part "$m-$c" "${PART_LIMIT_S:-170}" $H --hf-config "$G/$m.json" --batch-sizes $SIZES $SWEEP --context-len "$c" \
+            --start-pos $((c / 2)) --out "$W/longctx3/$m-$c"
+    done
+    finish() { [ -z "$DRY" ] && tar -czf "$OUT/longctx3.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) longctx3 && ls -la "$OUT"; }
 elif [ "$PART" = 15 ]; then  # the sixth fresh set's models piecewise -> FULL, checked once
     piecewise_set traces/h200-fresh-2026-12-03f/configs qwen3-0.6b-like olmo-2-1b-like falcon3-1b-like
 elif [ "$PART" = 2 ]; then
