@@ -54,7 +54,7 @@ on each held-out set.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
@@ -572,6 +572,30 @@ def _kernel_factor(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: flo
                     np.where(c == _EXPERT, expert, np.where(c == _ROW_GEMM, row_gemm, elem)))))
 
 
+def _split_attention_note(model: ScalingModel, samples: list[SizeSample], ridge: float,
+                         sm_count: int | None) -> str | None:
+    """A line for the curve's notes where the split-KV rule (:attr:`ScalingModel.attention_split_us`) moved an
+    observed size's attention kernels below it: how many of its launches and at which size, else ``None``."""
+    hint = _attention_blocks_per_row(samples, sm_count)
+    unsplit = replace(model, attention_split_us=np.inf)
+    moved = []
+    for x in samples:
+        att = x.kernel_class == _ATTN
+        if x.batch < 2 or not att.any():
+            continue
+        one = np.ones(1)
+        lower = (_kernel_factor(model, x, one, ridge, sm_count, hint)[:, 0]
+                 < _kernel_factor(unsplit, x, one, ridge, sm_count, hint)[:, 0]) & att
+        if lower.any():
+            moved.append(f"{int(lower.sum())} of {int(att.sum())} at bs {x.batch}")
+    if not moved:
+        return None
+    return (f"attention launches whose one row the waves put past {model.attention_split_us:g} us (a long KV per block): "
+            f"{', '.join(moved)}; below that size taken as split-KV, their time following the rows above "
+            f"{model.attention_split_fixed_us:g} us, at least {model.attention_latency_us:g} us (docs/costmodel.md, "
+            f"Long context)")
+
+
 def _by_class(x: SizeSample, us: np.ndarray) -> np.ndarray:
     """``us`` (per kernel of ``x``, rows; any columns) summed per kernel class (rows, :data:`KERNEL_CLASSES`)."""
     onehot = (x.kernel_class[None, :] == np.arange(len(KERNEL_CLASSES))[:, None]).astype(float)
@@ -790,6 +814,8 @@ def fit_cost_curve(samples: list[SizeSample], max_size: int, timings: dict[int, 
         notes.append(f"expert launches keep a fixed part of {model.expert_fixed_us:g} us each (assumed: a grouped GEMM's "
                      f"set-up and scheduling, the prior of docs/costmodel.md; not in the trace), the rest scales")
     assumed = share_source.startswith("assumed")
+    if (split := _split_attention_note(model, samples, ridge, sm_count)) is not None:
+        notes.append(split)
     if samples:
         us, single = _predict(model, samples, b, ridge, sm_count, share)
         if len(samples) == 1:  # the band: the constants halved and doubled (an assumed k/E with them)

@@ -406,11 +406,14 @@ def test_long_attention_below_the_traced_rows_splits_its_kv_and_follows_the_rows
     for b in (1, 2, 4, 7):
         assert c.at(b) == pytest.approx(1000.0 - 103.0 + min(waves(b), 6.0 + 97.0 * b / 8), rel=1e-12), b
     assert c.at(1) == pytest.approx(1000.0 - 103.0 + 18.125)
+    assert c.notes == ("attention launches whose one row the waves put past 30 us (a long KV per block): 1 of 1 at bs 8; "
+                       "below that size taken as split-KV, their time following the rows above 6 us, at least 9 us "
+                       "(docs/costmodel.md, Long context)",)
     for b in (8, 9, 16, 64):
         assert c.at(b) == pytest.approx(1000.0 - 103.0 + waves(b), rel=1e-12), b
     # a short kernel (20 us at 8 rows: 12.3 us by the waves at one row) never splits: the waves alone
     short = fit_cost_curve([_attention_sample(2)], 64, None, H200, m)
-    assert short.at(1) == pytest.approx(80.0 + 20.0 * 1.5 / (0.5 + 256 / 132))
+    assert short.at(1) == pytest.approx(80.0 + 20.0 * 1.5 / (0.5 + 256 / 132)) and short.notes == ()
     # the latency floor: a kernel whose rows would take less than one launch
     tiny = SizeSample(64, 1000.0, np.array([ATTN], dtype=np.int8), np.array([60.0]), np.array([64]),
                       np.array([128]), resident=np.array([2]))
