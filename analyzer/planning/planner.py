@@ -966,6 +966,16 @@ def plan_capture(costs: CostTable, distribution: Mapping[int, float], options: P
 
     serve = _bucket_of(sizes, np.array(chosen, dtype=np.int64), opts.padding)
     _, g_serve = table.costs_at(np.where(serve > 0, serve, sizes))
+    # Sizes left eager on a tie: an eager cost equal to its graph cost is an estimate at its floor (the graph step
+    # itself; a measured eager step also pays the host per op), so the plan rests on the estimate there.
+    tied = (serve <= 0) & np.isclose(eager, graph, rtol=1e-9, atol=1e-9)
+    if tied.any() and not (not chosen and _costs_tie(eager, graph)):  # an all-tie plan of no graphs says so above
+        left = sizes[tied].tolist()
+        shown = ", ".join(str(b) for b in left[:8]) + (f" and {len(left) - 8} more" if len(left) > 8 else "")
+        notes.append(f"bs {shown} ({float(p[tied].sum()):.1%} of steps) run eager in this plan only because their eager "
+                     f"cost is estimated at its floor, the graph step itself (no eager step measured there): a real "
+                     f"eager step also pays the framework's host time per op, so capturing them may well pay; measure "
+                     f"a few eager steps (or pass harness timings) before leaving them uncaptured")
     rows = tuple(PlanRow(int(b), float(w), float(e), float(g), table.at(int(b)).source,
                          int(s) if s > 0 else None, float(gs if s > 0 else e))
                  for b, w, e, g, s, gs in zip(sizes.tolist(), p.tolist(), eager.tolist(), graph.tolist(),

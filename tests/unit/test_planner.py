@@ -134,6 +134,23 @@ def test_no_graph_plan_configs():
     assert any("run eager" in w for w in plan.warnings)
 
 
+def test_sizes_left_eager_on_a_tie_say_the_plan_rests_on_the_estimate():
+    # bs 1 wins with a graph (100 -> 20 us); bs 4 and 8 tie (100, 120 us), their eager cost at its floor (the graph step itself)
+    part = CostTable((CostPoint(1, 100.0, 20.0, "measured", None), CostPoint(4, 100.0, 100.0, "predicted", None),
+                      CostPoint(8, 120.0, 120.0, "predicted", None)), "t")
+    plan = plan_capture(part, {1: 5, 4: 3, 8: 2})
+    assert plan.buckets == (1,) and not plan.eager_equals_graph
+    assert plan.warnings[-1] == (
+        "bs 4, 8 (50.0% of steps) run eager in this plan only because their eager cost is estimated at its floor, the "
+        "graph step itself (no eager step measured there): a real eager step also pays the framework's host time per "
+        "op, so capturing them may well pay; measure a few eager steps (or pass harness timings) before leaving them "
+        "uncaptured")
+    # measured costs where graphs win at every size: no such note; an all-tie plan of no graphs keeps its own note
+    assert not any("run eager in this plan only" in w for w in plan_capture(TINY, DIST).warnings)
+    floor = CostTable((CostPoint(1, 20.0, 20.0, "predicted", None), CostPoint(8, 80.0, 80.0, "predicted", None)), "t")
+    assert not any("run eager in this plan only" in w for w in plan_capture(floor, DIST).warnings)
+
+
 def test_equal_eager_and_graph_costs_are_no_verdict_to_turn_graphs_off():
     # an eager cost estimated at its floor (the graph step) where no eager step was measured: no graph can win
     floor = CostTable((CostPoint(1, 20.0, 20.0, "predicted", None), CostPoint(8, 80.0, 80.0, "predicted", None)), "t")
