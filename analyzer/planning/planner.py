@@ -324,6 +324,14 @@ class Plan:
         return _costs_tie([r.eager_us for r in self.per_batch], [r.graph_us for r in self.per_batch])
 
     @property
+    def eager_tied_batch_sizes(self) -> tuple[int, ...]:
+        """Distribution sizes this plan runs eager only on a tie: their eager cost equals their graph cost, an
+        estimate at its floor (the graph step itself, no eager step measured), so the plan rests on the estimate
+        there (a plan of no graphs on costs that tie everywhere: :attr:`eager_equals_graph`)."""
+        return tuple(r.batch_size for r in self.per_batch
+                     if r.bucket is None and abs(r.eager_us - r.graph_us) <= _EQUAL_REL * r.eager_us)
+
+    @property
     def graph_memory_mib(self) -> float:
         """Memory each captured size adds (MiB); the list's total has a part for its largest size too."""
         return self.list_cost.per_size_mib
@@ -400,6 +408,7 @@ class Plan:
             "saving_vs_all_eager_fraction": _r(1 - s.expected_step_us / self.all_eager_expected_step_us, 6)
             if self.all_eager_expected_step_us > 0 else 0.0,
             "eager_equals_graph": self.eager_equals_graph,
+            "eager_tied_batch_sizes": list(self.eager_tied_batch_sizes),
             "padding_waste_us": _r(s.padding_waste_us),
             "padded_rows_fraction": _r(s.padded_rows_fraction, 6),
             "graph_step_fraction": _r(s.graph_step_fraction, 6),
@@ -968,7 +977,7 @@ def plan_capture(costs: CostTable, distribution: Mapping[int, float], options: P
     _, g_serve = table.costs_at(np.where(serve > 0, serve, sizes))
     # Sizes left eager on a tie: an eager cost equal to its graph cost is an estimate at its floor (the graph step
     # itself; a measured eager step also pays the host per op), so the plan rests on the estimate there.
-    tied = (serve <= 0) & np.isclose(eager, graph, rtol=1e-9, atol=1e-9)
+    tied = (serve <= 0) & (np.abs(eager - graph) <= _EQUAL_REL * eager)
     if tied.any() and not (not chosen and _costs_tie(eager, graph)):  # an all-tie plan of no graphs says so above
         left = sizes[tied].tolist()
         shown = ", ".join(str(b) for b in left[:8]) + (f" and {len(left) - 8} more" if len(left) > 8 else "")

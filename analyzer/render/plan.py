@@ -37,7 +37,17 @@ def _verdict(plan: Plan) -> str:
             f"{plan.expected_step_us:,.1f} us vs {plan.all_eager_expected_step_us:,.1f} us all-eager "
             f"({plan.speedup_vs_all_eager:.2f}x); {cmp} the best server default "
             f"({_SERVER_LABEL.get(best.name, best.name)}, {best.score.n_graphs} graphs"
-            f"{'' if best.within_budget else ': over the budget'}).")
+            f"{'' if best.within_budget else ': over the budget'}).{tied_eager_text(plan)}")
+
+
+def tied_eager_text(plan: Plan) -> str:
+    """A sentence (with a leading space) on the sizes a plan leaves eager only on an estimated tie
+    (:attr:`Plan.eager_tied_batch_sizes`), else ""."""
+    tied = plan.eager_tied_batch_sizes
+    if not tied or not plan.buckets:
+        return ""
+    return (f" bs {_list(tied, 8)} stay eager on an estimated tie (eager cost at its floor): measure eager steps "
+            f"before leaving them uncaptured.")
 
 
 def cost_band_text(band: Mapping) -> str:

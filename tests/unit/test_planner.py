@@ -145,10 +145,17 @@ def test_sizes_left_eager_on_a_tie_say_the_plan_rests_on_the_estimate():
         "graph step itself (no eager step measured there): a real eager step also pays the framework's host time per "
         "op, so capturing them may well pay; measure a few eager steps (or pass harness timings) before leaving them "
         "uncaptured")
+    assert plan.eager_tied_batch_sizes == (4, 8) and plan.to_dict()["eager_tied_batch_sizes"] == [4, 8]
+    assert render_plan(plan).splitlines()[0].endswith(
+        "). bs [4, 8] stay eager on an estimated tie (eager cost at its floor): measure eager steps before leaving "
+        "them uncaptured.")
+    assert plan_capture(TINY, DIST).eager_tied_batch_sizes == ()
     # measured costs where graphs win at every size: no such note; an all-tie plan of no graphs keeps its own note
     assert not any("run eager in this plan only" in w for w in plan_capture(TINY, DIST).warnings)
     floor = CostTable((CostPoint(1, 20.0, 20.0, "predicted", None), CostPoint(8, 80.0, 80.0, "predicted", None)), "t")
     assert not any("run eager in this plan only" in w for w in plan_capture(floor, DIST).warnings)
+    assert plan_capture(floor, DIST).eager_tied_batch_sizes == (1, 2, 4)  # said by eager_equals_graph's verdict
+    assert "estimated tie" not in render_plan(plan_capture(floor, DIST)).splitlines()[0]
 
 
 def test_equal_eager_and_graph_costs_are_no_verdict_to_turn_graphs_off():
