@@ -160,6 +160,10 @@ def gemm_tile_side(names: np.ndarray) -> np.ndarray:
 #: follows the rows' context, not the weights (:data:`KERNEL_CLASSES` ``row_gemm``).
 ROW_GEMM_MIN_TILE = 128
 
+#: Fewer traced rows than this, with an attention grid that fills the SMs, read as a split-KV grid (heads x KV splits
+#: per row): no decode grid of heads alone fills 132 SMs at one or two rows (64 query heads at two: 128 blocks).
+SPLIT_GRID_MAX_ROWS = 3
+
 #: Threads an SM holds at once (Hopper/Ampere data-centre GPUs: 2,048): how many blocks of a kernel are resident.
 ELEMENTWISE_THREADS_PER_SM = 2048
 #: Blocks one SM holds at once at most, whatever their size (compute capability 8.0 and 9.0: 32).
@@ -283,6 +287,11 @@ class ScalingModel:
       latency-bound launch (``attention_latency_us``: 9.0-9.8 us on the H200 for most held-out models at one row), at
       most the waves' time. Long contexts need it (4,096 positions, from 8 rows to 1: 16.7 us measured, 79 us by the
       waves); one row by the waves: 6.1-21.1 us at 512 positions, 36-170 us at 2,048-8,192 (docs/costmodel.md);
+    * ``attention_split_rows``: above the traced rows too, an attention kernel whose grid at them already fills the
+      SMs with fewer than :data:`SPLIT_GRID_MAX_ROWS` rows (a split-KV grid: one row of llama-3.2-3b at 4,096
+      positions runs 192 blocks, 24 heads x 8 splits) follows its rows, ``A + (t0 - A) · b / b0``: the band's other
+      end for such a trace (off in the curve itself: from one row the split grid's blocks overstate the work per
+      row, 1-2x on the long-context sets, the rows understate it, 0.2-0.97x; docs/costmodel.md);
     * ``band_factors``: every constant scaled by these gives the band.
     """
 
@@ -304,6 +313,7 @@ class ScalingModel:
     attention_split_us: float = 30.0
     attention_split_fixed_us: float = 6.0
     attention_latency_us: float = 9.0
+    attention_split_rows: bool = False
 
     def scaled(self, factor: float) -> ScalingModel:
         return ScalingModel(self.gemm_rows / factor, self.gemm_efficiency / factor, self.attention_fixed_waves / factor,
@@ -313,7 +323,8 @@ class ScalingModel:
                             self.elementwise_fixed_waves / factor, self.attention_shared_fixed / factor,
                             self.expert_fixed_us / factor, self.row_gemm_fixed_rows / factor,
                             min(self.attention_whole_wave_share / factor, 1.0), self.attention_split_us * factor,
-                            self.attention_split_fixed_us / factor, self.attention_latency_us)
+                            self.attention_split_fixed_us / factor, self.attention_latency_us,
+                            self.attention_split_rows)
 
 
 DEFAULT_SCALING = ScalingModel()
@@ -543,6 +554,10 @@ def _kernel_factor(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: flo
     split = np.maximum(model.attention_latency_us, fixed_us + (t0 - fixed_us) * b / b0) * per_t0
     lone = t0 * attn_at(np.ones((1, 1)))  # its time at one row by the waves: one block's KV work, latency aside
     attn = np.where((b < b0) & (lone > model.attention_split_us), np.minimum(attn, split), attn)
+    if model.attention_split_rows:  # the band's other end: a split grid's growth taken from its rows
+        split_grid = (blocks >= sms) & (b0 < SPLIT_GRID_MAX_ROWS) & ~persistent & bool(sm_count)
+        rows_up = (fixed_us + (t0 - fixed_us) * b / b0) * per_t0
+        attn = np.where((b > b0) & split_grid, rows_up, attn)
     # Element-wise work: one time shape per kernel, g(rows), and its time at b is t0 · g(b) / g(b0). A grid short of a
     # wave is latency-bound: g = (rows / (rows + K))^p, far slower than its rows (below 1: a few blocks take most of a
     # wave's time). A grid past a wave (more blocks than the SMs hold at once: work over the whole cache or vocabulary,
@@ -820,7 +835,12 @@ def fit_cost_curve(samples: list[SizeSample], max_size: int, timings: dict[int, 
         us, single = _predict(model, samples, b, ridge, sm_count, share)
         if len(samples) == 1:  # the band: the constants halved and doubled (an assumed k/E with them)
             alt = np.array([_predict(model.scaled(f), samples, b, ridge, sm_count,
-                                     min(share / f, 1.0) if assumed else share)[0] for f in model.band_factors])
+                                     min(share / f, 1.0) if assumed else share)[0] for f in model.band_factors]
+                           + [_predict(replace(model, attention_split_rows=True), samples, b, ridge, sm_count, share)[0]])
+            if not np.array_equal(alt[-1], us):
+                notes.append(f"attention at bs {samples[0].batch} runs a grid that fills the SMs (a split-KV grid: heads "
+                             f"x KV splits per row): how its work grows with the rows is not in the trace; the band's "
+                             f"low end takes it as following the rows (docs/costmodel.md, Long context)")
         else:
             alt = single
         low, high = np.minimum(us, alt.min(axis=0)), np.maximum(us, alt.max(axis=0))

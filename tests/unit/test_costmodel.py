@@ -1,6 +1,8 @@
 """The batch-scaling model and the one cost curve (launchgap.costmodel), with exact numbers on hand-built kernels."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -418,6 +420,30 @@ def test_long_attention_below_the_traced_rows_splits_its_kv_and_follows_the_rows
     tiny = SizeSample(64, 1000.0, np.array([ATTN], dtype=np.int8), np.array([60.0]), np.array([64]),
                       np.array([128]), resident=np.array([2]))
     assert fit_cost_curve([tiny], 64, None, H200, m).at(1) == pytest.approx(1000.0 - 60.0 + 9.0)
+
+
+def test_a_split_grid_at_one_row_widens_the_band_to_growth_by_rows() -> None:
+    """bs 1: a 10 us attention kernel of 256 blocks (one row filling 132 SMs: heads x KV splits) in a 500 us step. The
+    curve keeps the waves; the band's low end also takes the kernel as following its rows, 6 + (10 - 6) b us
+    (``attention_split_rows``), and a note says so. A grid short of the SMs at one row: no such end, no note."""
+    m = DEFAULT_SCALING
+
+    def sample(blocks: int) -> SizeSample:
+        return SizeSample(1, 500.0, np.array([ATTN], dtype=np.int8), np.array([10.0]), np.array([blocks]),
+                          np.array([128]), resident=np.array([2]))
+
+    rows = fit_cost_curve([sample(256)], 64, None, H200, replace(m, attention_split_rows=True))
+    assert rows.at(64) == pytest.approx(500.0 - 10.0 + 6.0 + 4.0 * 64) and rows.at(1) == pytest.approx(500.0)
+    c = fit_cost_curve([sample(256)], 64, None, H200, m)
+    waves = fit_cost_curve([sample(256)], 64, None, H200, replace(m, attention_split_rows=False))
+    assert c.at(64) == waves.at(64) > rows.at(64)  # the curve itself: the waves
+    assert c.low(64) <= rows.at(64) < c.at(64)  # the band reaches down to growth by rows
+    assert c.notes == ("attention at bs 1 runs a grid that fills the SMs (a split-KV grid: heads x KV splits per "
+                       "row): how its work grows with the rows is not in the trace; the band's low end takes it as "
+                       "following the rows (docs/costmodel.md, Long context)",)
+    short = fit_cost_curve([sample(32)], 64, None, H200, m)
+    assert short.notes == () and fit_cost_curve([sample(32)], 64, None, H200,
+                                                replace(m, attention_split_rows=True)).at(64) == short.at(64)
 
 
 @pytest.mark.parametrize("fmt", ["kineto", "nsys"])
