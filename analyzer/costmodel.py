@@ -9,10 +9,14 @@ follows from how each of its kernels scales with the rows of the batch (**the ba
   (bf16 matmul: 2 FLOPs per weight byte and row) times :attr:`ScalingModel.gemm_efficiency`, the share
   of that ridge real decode GEMMs reach. Peak figures by GPU name (:data:`GPU_PEAKS`), else from the
   trace's device properties (SM count and clock: :func:`gpu_peaks`);
-* **attention** and **KV-cache writes** (``attention``, ``kv_write``): every row reads (writes) its
-  own KV cache, so a kernel's time is a fixed part (launch ramp, one wave) plus a part per row (its
-  context tokens' KV bytes): ``t(b) = F + (t0 - F) * b / b0``, ``F`` = :attr:`ScalingModel.floor_us`
-  of the class, at most ``t0``;
+* **attention** (``attention``): every row reads its own KV cache, in blocks per row that the grid says (heads x
+  KV splits): the time follows the waves of blocks over the SMs (whole waves for one resident block per SM, the
+  blocks per SM continuously above a fixed part for two or more), above a fixed part of a wave; a persistent grid's
+  blocks per row come from another observed size or its time. Below the traced rows, a kernel whose one row the
+  waves put past :attr:`ScalingModel.attention_split_us` (a long KV per block) splits its KV over more blocks, as
+  split-KV kernels do when the rows no longer fill the GPU: its time then follows the rows above a fixed part, at
+  least one latency-bound launch;
+* **KV-cache writes** (``kv_write``) follow the element-wise rule below (one small block per token);
 * **element-wise work and sampling** (norms, activations, copies, argmax over the vocabulary): small
   latency-bound grids grow far slower than their rows; a grid with more blocks than the SMs hold at once
   (work over the whole KV cache or vocabulary, or a grid per row once the rows are many) runs in waves: its time
@@ -42,8 +46,9 @@ kernel that turns short (under 20 us) or long. With one size the model above car
 each class's time is linear between the observed sizes (their measured growth) and the model extends it
 beyond them. Harness timings, when given, win at their sizes and the curve's shape is kept between
 them. The curve passes through every observed point exactly. The band (``low_us``/``high_us``) is the
-curve under the model's constants halved and doubled (one size), or the spread of the single-size
-predictions from each observed size (two or more), widened to at least the measured error
+curve under the model's constants halved and doubled (one size; where one or two traced rows run an attention
+grid that fills the SMs, a split-KV grid, also the curve with that kernel following its rows), or the spread of the
+single-size predictions from each observed size (two or more), widened to at least the measured error
 (:func:`band_fraction`: 2% at a traced size, 1.5% more per e-fold of batch size from the nearest one; the truth
 lies inside it at ~90% of sizes on the held-out sets).
 
