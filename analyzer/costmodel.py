@@ -50,7 +50,7 @@ curve under the model's constants halved and doubled (one size; where one or two
 grid that fills the SMs, a split-KV grid, also the curve with that kernel following its rows), or the spread of the
 single-size predictions from each observed size (two or more), widened to at least the measured error
 (:func:`band_fraction`: 2% at a traced size, 1.5% more per e-fold of batch size from the nearest one; the truth
-lies inside it at ~90% of sizes on the held-out sets).
+lies inside it at 96% (one size) and 93% (two) of sizes on the held-out sets).
 
 The constants were fitted on the 1b session of 2026-12-01 (FULL graphs at bs 1, 8, 32, 64 against
 unprofiled timings at every size 1..64) and checked on other models: docs/costmodel.md has the error
