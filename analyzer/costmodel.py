@@ -53,7 +53,8 @@ single-size predictions from each observed size (two or more), widened to at lea
 lies inside it at 96% (one size) and 93% (two) of sizes on the held-out sets).
 
 The constants were fitted on the 1b session of 2026-12-01 (FULL graphs at bs 1, 8, 32, 64 against
-unprofiled timings at every size 1..64) and checked on other models: docs/costmodel.md has the error
+unprofiled timings at every size 1..64), the split-KV ones on the long-context sets of 2026-12-04, and checked on other
+models: docs/costmodel.md has the error
 on each held-out set.
 """
 from __future__ import annotations
