@@ -151,12 +151,15 @@ def show_buckets_and_charts(plan, key: str) -> None:
     distribution coloured by what runs as a graph (the Capture plan and Fleet pages)."""
     from launchgap.dashboard.charts import distribution_figure, plan_comparison_figure
     from launchgap.planning.planner import BASELINE_LABELS
+    from launchgap.render.plan import tied_eager_text
 
     st.markdown("**Capture these batch sizes:**")
     # the box does not wrap: a line that fits 1,400 px
     none = ("none: the costs tie (eager only estimated): measure eager steps first" if plan.eager_equals_graph
             else "none: run eager")
     st.code(", ".join(str(b) for b in plan.buckets) or none, language=None)
+    if tied := tied_eager_text(plan):  # sizes left eager on an estimate: beside the list, not only in the notes
+        st.warning(md_escape(tied.strip()))
     left, right = st.columns(2)
     with left:
         st.plotly_chart(plan_comparison_figure(plan, BASELINE_LABELS), width="stretch", key=f"{key}_cmp")

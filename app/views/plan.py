@@ -24,7 +24,7 @@ from launchgap.planning.inputs import (
 from launchgap.planning.planner import BASELINE_LABELS, SERVERS, PlanOptions
 from launchgap.planning.request import PlanInput, PlanRequest, build_plan, rank_note, trace_steps, traces_input
 from launchgap.render import render_plan
-from launchgap.render.plan import TIE_CONFIG_NOTE, cost_band_text, memory_basis, seconds_text, tied_eager_text
+from launchgap.render.plan import TIE_CONFIG_NOTE, cost_band_text, memory_basis, seconds_text
 from launchgap.dashboard import session, uploads
 from launchgap.dashboard.charts import pareto_figure, tradeoff_figure
 from launchgap.dashboard.text import band_percent, json_safe, md_escape, page_words
@@ -220,8 +220,6 @@ else:
               help="Costs above the largest measured batch size are extrapolated; the band takes half and twice the "
                    "fitted growth" + (f": the expected step {x['expected_step_us_low']:,.0f} to "
                                       f"{x['expected_step_us_high']:,.0f} us." if x is not None else "."))
-if tied := tied_eager_text(plan):  # left eager on an estimate: at a glance, not only in the notes
-    st.warning(md_escape(tied.strip()))
 if cb is not None:
     st.caption(md_escape("Cost band: " + cost_band_text(cb)))
 show_trace_notes(plan.trace_notes)

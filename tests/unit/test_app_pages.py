@@ -491,3 +491,22 @@ def test_plan_page_plans_a_tensor_parallel_jobs_ranks_together() -> None:
     assert metrics(at)["Graphs to capture"] == "1"
     notes = [m.value for m in at.markdown if "planned together" in m.value]
     assert notes and "ranks 0, 1 of 2 planned together" in notes[0]
+
+
+def test_plan_page_warns_of_sizes_left_eager_on_an_estimated_tie() -> None:
+    """A long-context FULL-graph trace alone (mistral-7b-like, 2,048 positions, bs 8) with a histogram of 1..32: the
+    eager estimate (its kernels x the 7.95 us prior) ties with the graph step from bs 5 up, so 8, 16 and 32 stay
+    eager; the page says so beside the list, as the text's headline does."""
+    from pathlib import Path
+
+    trace = (Path(__file__).resolve().parents[2] / "traces" / "h200-longctx-2026-12-04b" / "mistral-7b-like-2048"
+             / "mistral-7b-like_bs8_graph.json.gz")
+    at = goto(upload(new_app(), [("mistral_2048_bs8_graph.json.gz", trace.read_bytes())]), "plan")
+    at.radio(key="lg_plan_dsrc").set_value("a CSV / JSON histogram").run()
+    at.file_uploader(key="lg_plan_dist_widget").set_value(
+        ("dist.csv", b"batch_size,count\n1,30\n2,20\n4,20\n8,15\n16,10\n32,5\n", "text/csv"))
+    at.run()
+    assert not at.exception and metrics(at)["Graphs to capture"] == "3"
+    assert [c.value for c in at.code][0] == "1, 2, 4"
+    assert md_escape("bs [8, 16, 32] stay eager on an estimated tie (eager cost at its floor): measure eager steps "
+                     "before leaving them uncaptured.") in [w.value for w in at.warning]
