@@ -332,6 +332,15 @@ class Plan:
                      if r.bucket is None and abs(r.eager_us - r.graph_us) <= _EQUAL_REL * r.eager_us)
 
     @property
+    def crossover_on_tie(self) -> bool:
+        """The crossover (:attr:`crossover_batch_size`) is where an eager estimate meets its floor, the graph step
+        itself (eager and graph costs equal there: no eager step measured), not a measured end of the win."""
+        if self.crossover_batch_size is None:
+            return False
+        e, g = self.costs.costs_at(np.array([self.crossover_batch_size]))
+        return bool(abs(float(e[0]) - float(g[0])) <= _EQUAL_REL * float(e[0]))
+
+    @property
     def graph_memory_mib(self) -> float:
         """Memory each captured size adds (MiB); the list's total has a part for its largest size too."""
         return self.list_cost.per_size_mib

@@ -182,6 +182,8 @@ def render_plan(plan: Plan, markdown: bool = False, notes: list[str] | None = No
         ("padding waste", f"{plan.score.padding_waste_us:,.1f} us per step; "
                           f"{plan.score.padded_rows_fraction:.1%} of graph rows are padding"),
         ("crossover", (f"graphs win less than {o.win_threshold:.0%} from batch size {plan.crossover_batch_size} up"
+                       + (" (where the eager estimate meets its floor, the graph step: no eager step measured)"
+                          if plan.crossover_on_tie else "")
                        if plan.crossover_batch_size is not None else
                        f"none: graphs win at least {o.win_threshold:.0%} up to the largest size with costs "
                        f"({plan.costs.max_batch_size})")),

@@ -198,7 +198,9 @@ m1.metric("Graphs to capture", f"{plan.score.n_graphs}", border=True,
 m2.metric("Expected step", f"{plan.expected_step_us:,.0f} us", border=True)
 m3.metric("Speedup vs all eager", f"{plan.speedup_vs_all_eager:.1f}x", border=True)
 m4.metric("Crossover batch size", f"{plan.crossover_batch_size}" if plan.crossover_batch_size is not None else "none",
-          border=True, help=f"Above it a graph saves less than {win:.0%} of the step.")
+          border=True, help=f"Above it a graph saves less than {win:.0%} of the step."
+                            + (" Here it is where the eager estimate meets its floor, the graph step (no eager step "
+                               "measured): not a measured end of the win." if plan.crossover_on_tie else ""))
 r1, r2, r3, r4 = st.columns(4)
 r1.metric("Graph memory", f"{plan.memory_used_mib:,.0f} MiB", border=True, help=md_escape(plan.graph_memory_source))
 r2.metric("Capture time", f"{seconds_text(plan.capture_s)} s" if plan.capture_s is not None else "unknown", border=True,

@@ -150,6 +150,11 @@ def test_sizes_left_eager_on_a_tie_say_the_plan_rests_on_the_estimate():
         "). bs [4, 8] stay eager on an estimated tie (eager cost at its floor): measure eager steps before leaving "
         "them uncaptured.")
     assert plan_capture(TINY, DIST).eager_tied_batch_sizes == ()
+    # the win ends at bs 4 only where the eager estimate meets its floor: the text says so
+    assert plan.crossover_batch_size == 4 and plan.crossover_on_tie
+    assert ("graphs win less than 5% from batch size 4 up (where the eager estimate meets its floor, the graph step: "
+            "no eager step measured)") in render_plan(plan)
+    assert not plan_capture(TINY, DIST).crossover_on_tie
     # measured costs where graphs win at every size: no such note; an all-tie plan of no graphs keeps its own note
     assert not any("run eager in this plan only" in w for w in plan_capture(TINY, DIST).warnings)
     floor = CostTable((CostPoint(1, 20.0, 20.0, "predicted", None), CostPoint(8, 80.0, 80.0, "predicted", None)), "t")
