@@ -351,6 +351,13 @@ def engine_steps(trace: Trace) -> _EngineSteps | None:
     p_rows = np.flatnonzero(np.isin(pc.name_id, list(p_hits)))
     if a_rows.size == 0 and p_rows.size == 0:
         return None
+    # A fallback marker (a part of the iteration) makes the steps only where no other marker is in the trace.
+    weak = {k for k, m in enumerate(STEP_MARKERS) if m.fallback}
+    if any(k not in weak for k, _ in [*a_hits.values(), *p_hits.values()]):
+        a_hits = {n: h for n, h in a_hits.items() if h[0] not in weak}
+        p_hits = {n: h for n, h in p_hits.items() if h[0] not in weak}
+        a_rows = a_rows[np.isin(trace.name_id[a_rows], list(a_hits))]
+        p_rows = p_rows[np.isin(pc.name_id[p_rows], list(p_hits))]
     _one_process(trace, trace.pid[a_rows], trace.start_ns[a_rows], trace.end_ns[a_rows], "processes (pids")
     _one_process(trace, pc.tid[p_rows], pc.start_ns[p_rows], pc.end_ns[p_rows], "threads (tids")
     start = np.concatenate([trace.start_ns[a_rows], pc.start_ns[p_rows]])

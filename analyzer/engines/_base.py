@@ -49,7 +49,9 @@ class StepMarker:
 
     ``pattern`` is searched in annotation text (``source="annotation"``) or Python function
     names (``source="python"``); ``parse`` turns the match into a :class:`StepInfo`;
-    ``written_by`` names the code and versions that write it (see docs/engines.md).
+    ``written_by`` names the code and versions that write it (see docs/engines.md). A ``fallback``
+    marker delimits a part of the iteration only (the forward pass, not the input preparation and
+    sampling around it): it makes the steps only where the trace holds no other marker.
     """
 
     engine: str
@@ -57,6 +59,7 @@ class StepMarker:
     pattern: re.Pattern[str]
     parse: Callable[[re.Match[str]], StepInfo]
     written_by: str
+    fallback: bool = False
 
     def read(self, text: str) -> StepInfo | None:
         """The info in ``text``, or ``None`` when the text is not this marker."""

@@ -92,6 +92,11 @@ STEP_MARKERS = (
     StepMarker(NAME, "python", re.compile(r"(?:^|/)vllm/v1/worker/(?:gpu_model_runner|gpu/model_runner)\.py\(\d+\): "
                                           r"execute_model$"),
                no_info, "GPUModelRunner.execute_model (V1 and V2 runners), traces taken with_stack"),
+    # The V1 runner's forward-pass range, once per iteration: the steps only where nothing above is in the trace
+    # (a trace taken without with_stack by a release before Worker.annotate_profile).
+    StepMarker(NAME, "annotation", re.compile(r"^(?:gpu_model_runner: forward|Forward)$"), no_info,
+               "GPUModelRunner.execute_model's record_function_or_nullcontext range around the forward pass",
+               fallback=True),
 )
 #: A capture trace's range per captured size: ``capture_{size}_{FULL|PIECEWISE}``.
 CAPTURE_ANNOTATION = re.compile(r"^capture_(?P<size>\d+)_(?P<mode>FULL|PIECEWISE)$")

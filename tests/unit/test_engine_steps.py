@@ -105,6 +105,40 @@ def test_nested_engine_markers_are_one_step(tmp_path: Path, outer: str, inner: s
     assert steps.batch_size.tolist() == [4, 4]
 
 
+ARGMAX = "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::ArgMaxOps<float>>>"
+
+
+def _forward_ranges(outer: list[tuple[str, str]] | None = None) -> list[dict]:
+    """Three vLLM V1 iterations as a trace without with_stack and before Worker.annotate_profile writes them:
+    the runner's ``gpu_model_runner: preprocess / forward / sample`` ranges, a kernel in the forward pass, the
+    argmax sampler (one block per row) after it; ``outer``: (source, text) markers wrapping each iteration."""
+    ev: list[dict] = []
+    for i, bs in enumerate((4, 4, 6)):
+        t = 1000.0 * i
+        for source, text in outer or []:
+            ev.append(ann(text, t - 5, 200.0) if source == "annotation" else pyfn(text, t - 5, 200.0))
+        ev += [ann("gpu_model_runner: preprocess", t, 20.0), ann("gpu_model_runner: forward", t + 30, 100.0)]
+        ev += eager(t + 40, 10 * i + 1, t + 45)
+        ev += [ann("gpu_model_runner: sample", t + 140, 40.0), launch(t + 145, 2.0, 10 * i + 2),
+               dict(kernel(t + 150, 5.0, 10 * i + 2, name=ARGMAX), args={"device": 0, "stream": 7,
+                                                                         "correlation": 10 * i + 2,
+                                                                         "grid": [bs, 1, 1], "block": [512, 1, 1]})]
+    return ev
+
+
+def test_the_runners_forward_range_makes_the_steps_only_where_no_other_marker_does(tmp_path: Path) -> None:
+    # alone: one step per forward range, the sampler after it counted for it (its grid: the batch)
+    steps = find_steps(load_trace(write(tmp_path, _forward_ranges(), name="fwd.json")))
+    assert steps.source == "engine" and steps.names == ["gpu_model_runner: forward"] * 3
+    assert steps.batch_size.tolist() == [4, 4, 6]
+    assert [s.startswith("kernel_grid:") for s in steps.batch_source] == [True] * 3
+    # a bare execute_model range or the with_stack runner function around each iteration: they make the steps
+    # (on a tie of what they say the innermost marker would have won: the forward range must not)
+    for outer in ([("annotation", "execute_model")], [("python", RUNNER)]):
+        steps = find_steps(load_trace(write(tmp_path, _forward_ranges(outer), name="outer.json")))
+        assert steps.names == [outer[0][1]] * 3 and steps.batch_size.tolist() == [4, 4, 6]
+
+
 def test_user_regex_ignores_engine_markers(tmp_path: Path) -> None:
     ev = [ann("execute_context_0(0)_generation_4(4)", 0.0, 100.0)] + eager(10.0, 1, 12.0)
     steps = find_steps(load_trace(write(tmp_path, ev)), StepOptions(step_regex="^execute"))
