@@ -93,8 +93,9 @@ STEP_MARKERS = (
                                           r"execute_model$"),
                no_info, "GPUModelRunner.execute_model (V1 and V2 runners), traces taken with_stack"),
     # The V1 runner's forward-pass range, once per iteration: the steps only where nothing above is in the trace
-    # (a trace taken without with_stack by a release before Worker.annotate_profile).
-    StepMarker(NAME, "annotation", re.compile(r"^(?:gpu_model_runner: forward|Forward)$"), no_info,
+    # (a trace taken without with_stack by a release before Worker.annotate_profile). Not the older bare "Forward":
+    # any user's record_function("Forward") would read as vLLM steps.
+    StepMarker(NAME, "annotation", re.compile(r"^gpu_model_runner: forward$"), no_info,
                "GPUModelRunner.execute_model's record_function_or_nullcontext range around the forward pass",
                fallback=True),
 )
