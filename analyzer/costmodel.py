@@ -556,14 +556,13 @@ def _kernel_factor(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: flo
     # Fewer rows than traced, and a kernel the waves put far past one launch's latency: it reads a long KV per block,
     # which split-KV kernels divide over more blocks when the rows are too few to fill the GPU: the work follows the rows.
     fixed_us = np.minimum(model.attention_split_fixed_us, t0)
-    per_t0 = 1.0 / np.where(t0 > 0, t0, np.inf)
-    split = np.maximum(model.attention_latency_us, fixed_us + (t0 - fixed_us) * b / b0) * per_t0
+    by_rows = (fixed_us + (t0 - fixed_us) * b / b0) / np.where(t0 > 0, t0, np.inf)  # the work following the rows
+    split = np.maximum(model.attention_latency_us / np.where(t0 > 0, t0, np.inf), by_rows)
     lone = t0 * attn_at(np.ones((1, 1)))  # its time at one row by the waves: one block's KV work, latency aside
     attn = np.where((b < b0) & (lone > model.attention_split_us), np.minimum(attn, split), attn)
     if model.attention_split_rows:  # the band's other end: a split grid's growth taken from its rows
         split_grid = (blocks >= sms) & (b0 < SPLIT_GRID_MAX_ROWS) & ~persistent & bool(sm_count)
-        rows_up = (fixed_us + (t0 - fixed_us) * b / b0) * per_t0
-        attn = np.where((b > b0) & split_grid, rows_up, attn)
+        attn = np.where((b > b0) & split_grid, by_rows, attn)
     # Element-wise work: one time shape per kernel, g(rows), and its time at b is t0 · g(b) / g(b0). A grid short of a
     # wave is latency-bound: g = (rows / (rows + K))^p, far slower than its rows (below 1: a few blocks take most of a
     # wave's time). A grid past a wave (more blocks than the SMs hold at once: work over the whole cache or vocabulary,
@@ -598,17 +597,16 @@ def _split_attention_note(model: ScalingModel, samples: list[SizeSample], ridge:
     """A line for the curve's notes where the split-KV rule (:attr:`ScalingModel.attention_split_us`) moved an
     observed size's attention kernels below it: how many of its launches and at which size, else ``None``."""
     hint = _attention_blocks_per_row(samples, sm_count)
-    unsplit = replace(model, attention_split_us=np.inf)
+    waves = replace(model, attention_split_us=np.inf)  # the rule's own test: one row's time by the waves alone
     moved = []
     for x in samples:
         att = x.kernel_class == _ATTN
         if x.batch < 2 or not att.any():
             continue
-        one = np.ones(1)
-        lower = (_kernel_factor(model, x, one, ridge, sm_count, hint)[:, 0]
-                 < _kernel_factor(unsplit, x, one, ridge, sm_count, hint)[:, 0]) & att
-        if lower.any():
-            moved.append(f"{int(lower.sum())} of {int(att.sum())} at bs {x.batch}")
+        lone = x.kernel_us * _kernel_factor(waves, x, np.ones(1), ridge, sm_count, hint)[:, 0]
+        split = att & (lone > model.attention_split_us)
+        if split.any():
+            moved.append(f"{int(split.sum())} of {int(att.sum())} at bs {x.batch}")
     if not moved:
         return None
     return (f"attention launches whose one row the waves put past {model.attention_split_us:g} us (a long KV per block): "

@@ -341,6 +341,10 @@ def _one_process(trace: Trace, owner: np.ndarray, start: np.ndarray, end: np.nda
                          f"(vLLM: *-rank-N.*.pt.trace.json.gz)", trace.path)
 
 
+#: Indices into :data:`STEP_MARKERS` of the markers that delimit only a part of an iteration (``StepMarker.fallback``).
+_FALLBACK_MARKERS = frozenset(k for k, m in enumerate(STEP_MARKERS) if m.fallback)
+
+
 def engine_steps(trace: Trace) -> _EngineSteps | None:
     """Steps from serving engines' markers (rule 2 of the module docstring), ``None`` when there are none."""
     ann = np.flatnonzero(trace.kind == Kind.ANNOTATION)
@@ -352,10 +356,9 @@ def engine_steps(trace: Trace) -> _EngineSteps | None:
     if a_rows.size == 0 and p_rows.size == 0:
         return None
     # A fallback marker (a part of the iteration) makes the steps only where no other marker is in the trace.
-    weak = {k for k, m in enumerate(STEP_MARKERS) if m.fallback}
-    if any(k not in weak for k, _ in [*a_hits.values(), *p_hits.values()]):
-        a_hits = {n: h for n, h in a_hits.items() if h[0] not in weak}
-        p_hits = {n: h for n, h in p_hits.items() if h[0] not in weak}
+    if any(k not in _FALLBACK_MARKERS for k, _ in [*a_hits.values(), *p_hits.values()]):
+        a_hits = {n: h for n, h in a_hits.items() if h[0] not in _FALLBACK_MARKERS}
+        p_hits = {n: h for n, h in p_hits.items() if h[0] not in _FALLBACK_MARKERS}
         a_rows = a_rows[np.isin(trace.name_id[a_rows], list(a_hits))]
         p_rows = p_rows[np.isin(pc.name_id[p_rows], list(p_hits))]
     _one_process(trace, trace.pid[a_rows], trace.start_ns[a_rows], trace.end_ns[a_rows], "processes (pids")

@@ -129,10 +129,16 @@ _REL_TIE = 1e-12
 _MIB = float(1 << 20)
 
 
+def _tied(eager, graph) -> np.ndarray:
+    """Per size, eager and graph costs equal (within :data:`_EQUAL_REL`): an eager estimate at its floor."""
+    eager, graph = np.asarray(eager, dtype=float), np.asarray(graph, dtype=float)
+    return np.abs(eager - graph) <= _EQUAL_REL * eager
+
+
 def _costs_tie(eager: np.ndarray, graph: np.ndarray) -> bool:
     """Eager and graph costs equal at every size given (none given: no tie)."""
-    eager, graph = np.asarray(eager, dtype=float), np.asarray(graph, dtype=float)
-    return bool(eager.size) and bool(np.all(np.abs(eager - graph) <= _EQUAL_REL * eager))
+    tied = _tied(eager, graph)
+    return bool(tied.size) and bool(tied.all())
 
 @dataclass(frozen=True)
 class PlanOptions:
@@ -328,8 +334,8 @@ class Plan:
         """Distribution sizes this plan runs eager only on a tie: their eager cost equals their graph cost, an
         estimate at its floor (the graph step itself, no eager step measured), so the plan rests on the estimate
         there (a plan of no graphs on costs that tie everywhere: :attr:`eager_equals_graph`)."""
-        return tuple(r.batch_size for r in self.per_batch
-                     if r.bucket is None and abs(r.eager_us - r.graph_us) <= _EQUAL_REL * r.eager_us)
+        tied = _tied([r.eager_us for r in self.per_batch], [r.graph_us for r in self.per_batch])
+        return tuple(r.batch_size for r, t in zip(self.per_batch, tied.tolist()) if t and r.bucket is None)
 
     @property
     def crossover_on_tie(self) -> bool:
@@ -337,8 +343,7 @@ class Plan:
         itself (eager and graph costs equal there: no eager step measured), not a measured end of the win."""
         if self.crossover_batch_size is None:
             return False
-        e, g = self.costs.costs_at(np.array([self.crossover_batch_size]))
-        return bool(abs(float(e[0]) - float(g[0])) <= _EQUAL_REL * float(e[0]))
+        return bool(_tied(*self.costs.costs_at(np.array([self.crossover_batch_size])))[0])
 
     @property
     def graph_memory_mib(self) -> float:
@@ -986,7 +991,7 @@ def plan_capture(costs: CostTable, distribution: Mapping[int, float], options: P
     _, g_serve = table.costs_at(np.where(serve > 0, serve, sizes))
     # Sizes left eager on a tie: an eager cost equal to its graph cost is an estimate at its floor (the graph step
     # itself; a measured eager step also pays the host per op), so the plan rests on the estimate there.
-    tied = (serve <= 0) & (np.abs(eager - graph) <= _EQUAL_REL * eager)
+    tied = (serve <= 0) & _tied(eager, graph)
     if tied.any() and not (not chosen and _costs_tie(eager, graph)):  # an all-tie plan of no graphs says so above
         left = sizes[tied].tolist()
         shown = ", ".join(str(b) for b in left[:8]) + (f" and {len(left) - 8} more" if len(left) > 8 else "")
