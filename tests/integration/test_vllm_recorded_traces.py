@@ -1,0 +1,89 @@
+"""What launchgap reads from real vLLM 0.24.0 traces recorded on the H200 (traces/h200-vllm-2026-12-04, see its
+PROVENANCE.md): vLLM's own profiler, step annotations, CUDA graphs and log, with both of its model runners, with and
+without Python stacks, eager and FULL-graph."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from launchgap.cli import main
+from launchgap.loaders import load_trace
+from launchgap.report import TraceReport, analyze_trace
+
+SET = "h200-vllm-2026-12-04"
+#: trace -> steps per (phase, graph coverage), as vLLM's annotations and its graph launches say them
+STEPS = {
+    "full-stack/shrinking": {("prefill", "eager"): 1, ("mixed", "eager"): 2, ("decode", "full"): 61},
+    "full-stack-v1runner/shrinking": {("prefill", "eager"): 1, ("mixed", "eager"): 2, ("decode", "full"): 60},
+    "full-stack-v1runner/arrivals": {("prefill", "eager"): 1, ("mixed", "eager"): 7, ("decode", "full"): 54},
+    "full-nostack/shrinking": {("prefill", "eager"): 1, ("mixed", "eager"): 2, ("decode", "full"): 61},
+    "full-nostack/arrivals": {("prefill", "eager"): 1, ("mixed", "eager"): 10, ("decode", "full"): 51},
+    "eager-stack/shrinking": {("prefill", "eager"): 1, ("mixed", "eager"): 1, ("decode", "eager"): 30},
+}
+
+
+@pytest.fixture(scope="module")
+def vllm_dir(reference_traces: Path) -> Path:
+    return reference_traces / SET
+
+
+_REPORTS: dict[str, TraceReport] = {}
+
+
+def _report(vllm_dir: Path, name: str) -> TraceReport:
+    if name not in _REPORTS:  # each trace analysed once for the module's tests
+        _REPORTS[name] = analyze_trace(load_trace(vllm_dir / f"{name}.pt.trace.json.gz"))
+    return _REPORTS[name]
+
+
+@pytest.mark.parametrize("name", sorted(STEPS))
+def test_every_step_has_its_batch_from_vllms_annotation(vllm_dir: Path, name: str) -> None:
+    rep = _report(vllm_dir, name)
+    assert rep.summary.engine == "vllm" and rep.summary.step_source == "engine"
+    assert Counter((s.phase, s.graph_coverage) for s in rep.steps) == STEPS[name]
+    assert {s.batch_source for s in rep.steps} == {"marker"}
+    for s in rep.steps:  # execute_context_C(T)_generation_G(T): the batch is its requests, context and generation
+        ctx, gen = s.name.removeprefix("execute_context_").split("_generation_")
+        assert s.batch_size == s.requests == int(ctx.split("(")[0]) + int(gen.split("(")[0])
+        assert s.phase == ("decode" if ctx.startswith("0(") else "prefill" if gen.startswith("0(") else "mixed")
+
+
+@pytest.mark.parametrize("name", ["full-stack/shrinking", "full-stack-v1runner/shrinking", "full-nostack/shrinking"])
+def test_the_decode_batch_shrinks_from_48_to_1_and_pads_to_vllms_default_sizes(vllm_dir: Path, name: str) -> None:
+    rep = _report(vllm_dir, name)
+    dec = [s for s in rep.steps if s.phase == "decode"]
+    sizes = [s.batch_size for s in dec]
+    assert sizes[0] == 48 and sizes[-1] == 1 and sizes == sorted(sizes, reverse=True)  # requests only finish
+    assert rep.mode == "graph" and rep.summary.verdict == "already graphed"
+    assert all(s.graph_launches == 1 for s in dec)
+    default = (1, 2, 4, 8, 16, 24, 32, 40, 48)  # vLLM V1's capture sizes up to the largest batch here
+    assert all(s.bucket == min(b for b in default if b >= s.batch_size) for s in dec)
+
+
+def test_the_eager_trace_predicts_a_graph_win_from_its_own_launches(vllm_dir: Path) -> None:
+    rep = _report(vllm_dir, "eager-stack/shrinking")
+    assert rep.mode == "eager" and rep.summary.verdict == "launch-bound"
+    assert rep.summary.kernels_per_step_median == 374 and rep.summary.graph_launches_per_step_median == 0
+    # the engine's own unprofiled steps: eager 13-26 ms, FULL graphs 2.7-3.5 ms (engine_steps.json)
+    assert 2_500 < rep.summary.predicted_graph_step_us_median < 3_500
+
+
+def test_plan_from_a_vllm_serving_trace_and_its_log(vllm_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "plan.json"
+    trace = vllm_dir / "full-nostack/shrinking.pt.trace.json.gz"
+    assert main(["plan", str(trace), "--server-log", str(vllm_dir / "full-nostack/vllm.log"),
+                 "--format", "json", "-o", str(out)]) == 0
+    plan = json.loads(out.read_text())
+    # the capture sizes and the graph memory are the server's own, from its log
+    assert plan["sources"]["capture_sizes"] == "vLLM log vllm.log"
+    assert plan["baselines"]["current"]["buckets"] == [1, 2, 4, 8, *range(16, 129, 8)]
+    assert plan["memory"]["graph_memory_source"].startswith("the server's own capture: 205 MiB and 2 s")
+    # the distribution is the trace's 61 decode steps (not its prefill and mixed steps)
+    assert "distribution from 61 decode steps in 1 serving trace(s)" in plan["inputs"]
+    assert max(plan["buckets"]) == 48 and plan["expected_step_us"] < plan["all_eager_expected_step_us"]
+    # and from the trace alone, the same distribution and an exit 0
+    assert main(["plan", str(trace), "--format", "json", "-o", str(out)]) == 0
+    assert "distribution from 61 decode steps in 1 serving trace(s)" in json.loads(out.read_text())["inputs"]
