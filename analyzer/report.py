@@ -230,6 +230,7 @@ class Summary:
     host_phases_us_per_step: dict[str, float] = field(default_factory=dict)
     host_phases_source: str = "none"
     async_hidden_us_per_step: float = 0.0
+    host_ahead_steps: int = 0
     # Host stalls and the host time a FULL graph removes / keeps (launchgap.host_stalls, launchgap.verdict).
     host_stall_us_per_step: float = 0.0
     host_stall_in_graph_us_per_step: float = 0.0
@@ -1076,7 +1077,8 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
         inter_step_host_us_median=_f(_median(gaps)) if gaps.size else 0.0,
         host_phases_us_per_step={k: _f(v / n_gaps) for k, v in sorted(phase_tot.items(), key=lambda kv: -kv[1])},
         host_phases_source=hg.source,
-        async_hidden_us_per_step=_f(hg.hidden_us[1:].sum() / n_gaps) if n > 1 else 0.0)
+        async_hidden_us_per_step=_f(hg.hidden_us[1:].sum() / n_gaps) if n > 1 else 0.0,
+        host_ahead_steps=int(hg.host_ahead.sum()))
     if a.eager is not None and is_graph.any():
         s = replace(s, step_groups=_eager_groups_on_the_curve(s, out, a.eager, opts.model.overhead.graph_rel_err))
     dt = _decode_time(a, cols, lm.floor_us[keep], oh, opts.model)

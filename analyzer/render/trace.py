@@ -5,7 +5,7 @@ from ..engines import LABELS
 from ..gaps import CAUSES
 from .table import table as _table
 from ..report import TraceReport
-from ..verdict import batch_basis, capture_sizes_basis, fallback_basis, graphs_word, padding_basis, step_word, \
+from ..verdict import async_scheduling_text, batch_basis, capture_sizes_basis, fallback_basis, graphs_word, padding_basis, step_word, \
     time_text
 
 
@@ -224,8 +224,8 @@ def _serving_lines(rep: TraceReport, markdown: bool) -> list[str]:
                                             "one's)" if s.host_phases_source == "none" else
                       f"{s.inter_step_host_us_median:,.1f} us median GPU idle between steps; "
                       f"host phases per step ({s.host_phases_source}): {phases} us"))
-        facts.append(("async scheduling", f"overlapping the host work with the GPU (async scheduling) would hide up "
-                                          f"to {s.async_hidden_us_per_step:,.1f} us per step"))
+        facts.append(("async scheduling", async_scheduling_text(s.host_ahead_steps, len(rep.steps) - 1,
+                                                                s.async_hidden_us_per_step)))
     title = "Graph-mode serving" if s.capture_sizes is not None or padded else "Host time between steps"
     lines = ["", f"{h}{title}"]
     if markdown:

@@ -87,3 +87,12 @@ def test_plan_from_a_vllm_serving_trace_and_its_log(vllm_dir: Path, tmp_path: Pa
     # and from the trace alone, the same distribution and an exit 0
     assert main(["plan", str(trace), "--format", "json", "-o", str(out)]) == 0
     assert "distribution from 61 decode steps in 1 serving trace(s)" in json.loads(out.read_text())["inputs"]
+
+
+def test_vllms_async_scheduling_shows_where_the_host_keeps_ahead(vllm_dir: Path) -> None:
+    # without Python stacks the host's next step begins before the GPU's step ends (vLLM 0.24 schedules ahead)
+    fast = _report(vllm_dir, "full-nostack/shrinking").summary
+    assert fast.host_ahead_steps == 57
+    # with them the profiled host is slower than the GPU's step: few steps begin ahead, the what-if stays
+    slow = _report(vllm_dir, "full-stack/shrinking").summary
+    assert slow.host_ahead_steps == 6 and slow.async_hidden_us_per_step > 1_000

@@ -10,6 +10,7 @@ import pytest
 from launchgap.costmodel import CostCurve
 from launchgap.graph_mode import capture_list_conflict, marker_buckets, padding_cost, resolve_capture_sizes, serving_steps
 from launchgap.host_gaps import host_gaps
+from launchgap.verdict import async_scheduling_text
 from launchgap.loaders import load_trace
 from launchgap.predict import PredictionModel
 from launchgap.engines import parse_server_config
@@ -348,3 +349,23 @@ def test_padding_basis_says_no_batch_padded_and_an_assumed_list() -> None:
     assert rep.summary.capture_sizes_source == "default"
     assert padding_basis(rep.summary).startswith("no batch was padded") and "assumed capture list" in \
         padding_basis(rep.summary)
+
+
+def test_host_ahead_of_the_previous_steps_gpu_work_says_async_scheduling_is_on(tmp_path: Path) -> None:
+    trace = load_trace(write(tmp_path, _graph_step(0.0, "decode_step[bs=4 graph]", 1)
+                             + _graph_step(100.0, "decode_step[bs=4 graph]", 2)))
+    steps = find_steps(trace)
+    rs = assign_rows_to_steps(trace, steps)
+    w0, w1, busy = np.array([20_000, 120_000]), np.array([30_000, 130_000]), np.array([10.0, 10.0])
+    # the second step's host work began at 25 us, before the first step's GPU work ended at 30 us: ahead
+    hg = host_gaps(trace, rs, steps.cpu_start_ns, w0, w1, busy, None, np.array([0, 25_000]))
+    assert hg.host_ahead.tolist() == [False, True]
+    # at 100 us, after it: a loop that waited for the GPU
+    hg = host_gaps(trace, rs, steps.cpu_start_ns, w0, w1, busy, None, np.array([0, 100_000]))
+    assert hg.host_ahead.tolist() == [False, False]
+    assert async_scheduling_text(1, 2, 8.0) == (
+        "already on: 1 of 2 steps' host work began before the previous step's GPU work ended; the GPU idle left "
+        "between steps is host work longer than the GPU's step (under the profiler's cost), which overlapping "
+        "cannot hide")
+    assert async_scheduling_text(0, 2, 8.0) == \
+        "overlapping the host work with the GPU (async scheduling) would hide up to 8.0 us per step"
