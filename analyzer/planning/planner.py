@@ -832,8 +832,11 @@ def _optimise(p: np.ndarray, eager: np.ndarray, graph: np.ndarray, sizes: np.nda
     return _Optimum(chosen, curve, near, (u_cost, k_u), pareto, max_allowed)
 
 
-def _crossover(costs: CostTable, threshold: float) -> int | None:
-    xs = np.arange(costs.min_batch_size, costs.max_batch_size + 1)
+def _crossover(costs: CostTable, threshold: float, max_size: int | None = None) -> int | None:
+    """The smallest size from which graphs win less than ``threshold`` up to the largest size with costs (or
+    ``max_size``, no batch running above it), ``None`` when they win throughout."""
+    top = costs.max_batch_size if max_size is None else max(min(costs.max_batch_size, max_size), costs.min_batch_size)
+    xs = np.arange(costs.min_batch_size, top + 1)
     e, g = costs.costs_at(xs)
     above = np.flatnonzero(e / g - 1.0 >= threshold)
     if above.size == 0:
@@ -1008,7 +1011,7 @@ def plan_capture(costs: CostTable, distribution: Mapping[int, float], options: P
     pareto = tuple(ParetoPoint(k, tuple(sizes[idx].tolist()), us, mib, s, within)
                    for k, idx, us, mib, s, within in opt.pareto)
     return Plan(score=score, all_eager_expected_step_us=float(np.dot(p, eager)),
-                crossover_batch_size=_crossover(costs, opts.win_threshold), per_batch=rows, baselines=scored,
+                crossover_batch_size=_crossover(costs, opts.win_threshold, opts.max_batch_size), per_batch=rows, baselines=scored,
                 options=opts, max_graphs_effective=opt.max_allowed, list_cost=cost, tradeoff=tuple(opt.curve),
                 buckets_within_1pct=tuple(int(x) for x in sizes[opt.near].tolist()), costs=costs,
                 warnings=tuple(list(costs.warnings) + notes), extrapolation=extrapolated, pareto=pareto,

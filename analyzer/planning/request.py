@@ -346,6 +346,22 @@ def _baselines(request: PlanRequest, filled: _Filled) -> list[BaselineSpec]:
     return specs
 
 
+def _request_capped_by_the_log(request: PlanRequest) -> tuple[PlanRequest, str | None]:
+    """The request with ``max_batch_size`` from a server log's request cap (vLLM ``max_num_seqs``, SGLang
+    ``max_running_requests``, TensorRT-LLM ``max_batch_size``: no decode batch runs above it, so no bucket, default
+    list or crossover above it counts) where the user set none; the note saying so, else ``None``."""
+    if request.options.max_batch_size is not None:
+        return request, None
+    caps = [(i.value.log.max_running_requests, i.name) for i in request.inputs
+            if i.kind == "server_log" and isinstance(i.value, LogDiagnosis) and i.value.log.max_running_requests]
+    if not caps:
+        return request, None
+    cap, name = min(caps)
+    return (replace(request, options=replace(request.options, max_batch_size=int(cap))),
+            f"largest batch {cap} from {name} (the server's cap on running requests: no decode batch runs above it; "
+            f"--max-batch-size sets another)")
+
+
 def build_plan(request: PlanRequest) -> tuple[Plan, list[str]]:
     """The plan of ``request`` and notes on its inputs (which input gave what; the first two
     notes say where the costs and the distribution came from).
@@ -358,6 +374,7 @@ def build_plan(request: PlanRequest) -> tuple[Plan, list[str]]:
             raise InputError("nothing to plan from: a /metrics scrape gives the batch-size distribution only; add "
                              "traces, a server log or --timings FILE for the step costs")
         raise InputError("nothing to plan from: give traces, --timings FILE, or both")
+    request, cap_note = _request_capped_by_the_log(request)
     filled = _Filled()
     for role in ROLES:  # costs first: their errors are the most telling
         _fill(request, role, filled)
@@ -384,7 +401,7 @@ def build_plan(request: PlanRequest) -> tuple[Plan, list[str]]:
         notes.append(f"{len(bench)} benchmark trace(s) (recorded by launchgap record, or --costs) give costs only, "
                      f"never the distribution: {', '.join(t.name for t in bench[:4])}{', ...' if len(bench) > 4 else ''}")
     input_notes, input_warnings = _input_notes(request, filled)
-    notes += list(request.notes) + filled.notes + input_notes
+    notes += list(request.notes) + filled.notes + input_notes + ([cap_note] if cap_note else [])
     dims = filled.value.get("model_dims")
     nodes = filled.value.get("graph_nodes")
     if dims is not None:

@@ -185,8 +185,11 @@ def render_plan(plan: Plan, markdown: bool = False, notes: list[str] | None = No
                        + (" (where the eager estimate meets its floor, the graph step: no eager step measured)"
                           if plan.crossover_on_tie else "")
                        if plan.crossover_batch_size is not None else
-                       f"none: graphs win at least {o.win_threshold:.0%} up to the largest size with costs "
-                       f"({plan.costs.max_batch_size})")),
+                       (f"none: graphs win at least {o.win_threshold:.0%} up to the largest size with costs "
+                        f"({plan.costs.max_batch_size})" if o.max_batch_size is None or
+                        o.max_batch_size >= plan.costs.max_batch_size else
+                        f"none: graphs win at least {o.win_threshold:.0%} up to the largest batch "
+                        f"({o.max_batch_size})"))),
         ("within 1% of this", f"{len(plan.buckets_within_1pct)} graphs {_list(plan.buckets_within_1pct, 16)}"),
     ]
     x = plan.extrapolation

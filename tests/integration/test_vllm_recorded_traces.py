@@ -81,6 +81,11 @@ def test_plan_from_a_vllm_serving_trace_and_its_log(vllm_dir: Path, tmp_path: Pa
     assert plan["sources"]["capture_sizes"] == "vLLM log vllm.log"
     assert plan["baselines"]["current"]["buckets"] == [1, 2, 4, 8, *range(16, 129, 8)]
     assert plan["memory"]["graph_memory_source"].startswith("the server's own capture: 205 MiB and 2 s")
+    # its max_num_seqs 64 caps the batch: vLLM's default list cut there is the 11 FULL sizes the log captured
+    assert ("largest batch 64 from vLLM log vllm.log (the server's cap on running requests: no decode batch runs "
+            "above it; --max-batch-size sets another)") in plan["inputs"]
+    assert plan["baselines"]["vllm"]["buckets"] == [1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64]
+    assert plan["crossover_batch_size"] is None and plan["options"]["max_batch_size"] == 64
     # the distribution is the trace's 61 decode steps (not its prefill and mixed steps)
     assert "distribution from 61 decode steps in 1 serving trace(s)" in plan["inputs"]
     assert max(plan["buckets"]) == 48 and plan["expected_step_us"] < plan["all_eager_expected_step_us"]

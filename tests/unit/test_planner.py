@@ -102,6 +102,13 @@ def test_crossover_tiny(threshold, crossover):
     assert plan.crossover_batch_size == crossover
 
 
+@pytest.mark.parametrize("max_size, crossover", [(None, 7), (6, None), (7, 7), (2, None)])
+def test_crossover_stops_at_the_largest_batch(max_size, crossover):
+    # win at threshold 0.6 ends at bs 7 (test_crossover_tiny); no batch above max_size: none there
+    plan = plan_capture(TINY, {1: 1}, PlanOptions(win_threshold=0.6, max_batch_size=max_size))
+    assert plan.crossover_batch_size == crossover
+
+
 def test_baselines_and_configs_tiny():
     plan = plan_capture(TINY, DIST, PlanOptions(max_graphs=2))
     d = plan.to_dict()
