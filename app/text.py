@@ -67,8 +67,10 @@ def page_words(message: str) -> str:
 
 
 def band_percent(low_us: float, high_us: float, mid_us: float) -> str:
-    """A band around ``mid_us`` as signed shares of it, one decimal: ``-2.1/+3.1%`` ("none" when ``mid_us`` is not
-    positive)."""
+    """A band around ``mid_us`` as signed shares of it, one decimal: ``-2.1/+3.1%``; whole percents from 10% on
+    (``-12/+11%``: a metric box at four to a row holds no more); "none" when ``mid_us`` is not positive."""
     if not mid_us > 0:
         return "none"
-    return f"{(low_us / mid_us - 1) * 100:+.1f}/{(high_us / mid_us - 1) * 100:+.1f}%"
+    lo, hi = (low_us / mid_us - 1) * 100, (high_us / mid_us - 1) * 100
+    digits = 0 if max(abs(lo), abs(hi)) >= 9.95 else 1
+    return f"{lo:+.{digits}f}/{hi:+.{digits}f}%"

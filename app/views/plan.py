@@ -12,7 +12,7 @@ import json
 import pandas as pd
 import streamlit as st
 
-from launchgap.engines import engine
+from launchgap.engines import LABELS, engine
 from launchgap.errors import AnalyzerError
 from launchgap.files import MAX_SMALL_FILE_BYTES
 from launchgap.planning.inputs import (
@@ -26,6 +26,7 @@ from launchgap.planning.request import PlanInput, PlanRequest, build_plan, rank_
 from launchgap.render import render_plan
 from launchgap.render.plan import TIE_CONFIG_NOTE, cost_band_text, memory_basis, seconds_text
 from launchgap.dashboard import session, uploads
+from launchgap.dashboard.server_uploads import server_logs
 from launchgap.dashboard.charts import pareto_figure, tradeoff_figure
 from launchgap.dashboard.text import band_percent, json_safe, md_escape, page_words
 from launchgap.dashboard.ui import settings, show_buckets_and_charts, show_load_errors, show_trace_notes
@@ -137,6 +138,19 @@ with inputs:
                            load_model_dims)
         if cfg:
             plan_inputs.append(PlanInput("model_config", cfg[0], ("model_dims",), value=cfg[1]))
+
+    # The server's own log uploaded beside the traces (the Traces page reads it): its capture list, graph memory and
+    # capture time, and its cap on running requests, as `launchgap plan TRACE --server-log LOG` takes them; the
+    # costs and the distribution stay what the radios above pick (the Server page plans from a log alone).
+    logs = [u for u in server_logs(state).values() if u.diagnosis is not None and u.diagnosis.log.kind == "log"]
+    if logs and plan_inputs:
+        lg = logs[-1]
+        plan_inputs.append(PlanInput("server_log", f"{LABELS.get(lg.diagnosis.log.engine, lg.diagnosis.log.engine)} "
+                                                   f"log {lg.name}", ("capture_sizes", "capture_cost"),
+                                     value=lg.diagnosis))
+        st.caption(md_escape(f"Server log {lg.name}" + (f" (the latest of {len(logs)})" if len(logs) > 1 else "")
+                             + ": the capture list, the server's own graph memory and capture time, and its cap on "
+                               "running requests, where it states them."))
 
 with knobs:
     st.subheader("Budget and policy")

@@ -16,6 +16,7 @@ import shutil
 import pytest
 
 from launchgap.cli import main
+from launchgap.dashboard.text import band_percent
 from launchgap.loaders import load_trace
 from launchgap.report import analyze_trace
 from tests.e2e.conftest import REPO, UI_TIMEOUT_MS
@@ -61,8 +62,8 @@ def test_plan_page_opens_on_the_upload_with_the_commands_defaults(app_server, br
         assert metric_value(page, "Capture time").endswith(" s")  # estimated from the trace's kernels per step
         # costs from the trace's cost curve: the model's band on the expected step, and what it does to the list
         cb, step = want["cost_band"], want["expected_step_us"]
-        assert metric_value(page, "Cost-model band") == (f"{(cb['expected_step_us_low'] / step - 1) * 100:+.1f}/"
-                                                         f"{(cb['expected_step_us_high'] / step - 1) * 100:+.1f}%")
+        assert metric_value(page, "Cost-model band") == band_percent(cb["expected_step_us_low"],
+                                                                     cb["expected_step_us_high"], step)
         assert f"Cost band: expected step {cb['expected_step_us_low']:,.1f} to" in text
         wait_for_charts(page, 2)
         page.wait_for_timeout(1500)

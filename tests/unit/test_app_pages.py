@@ -463,6 +463,8 @@ def test_band_percent() -> None:
     assert band_percent(5745.451, 6050.201, 5869.291) == "-2.1/+3.1%"
     assert band_percent(100.0, 100.0, 100.0) == "+0.0/+0.0%"
     assert band_percent(1.0, 2.0, 0.0) == "none"
+    assert band_percent(87.9, 111.5, 100.0) == "-12/+12%"  # whole percents from 10% on: the metric box holds them
+    assert band_percent(90.06, 109.94, 100.0) == "-9.9/+9.9%"
 
 
 def test_plan_extrapolation_band_fits_its_metric() -> None:
@@ -510,3 +512,23 @@ def test_plan_page_warns_of_sizes_left_eager_on_an_estimated_tie() -> None:
     assert [c.value for c in at.code][0] == "1, 2, 4"
     assert md_escape("bs [8, 16, 32] stay eager on an estimated tie (eager cost at its floor): measure eager steps "
                      "before leaving them uncaptured.") in [w.value for w in at.warning]
+
+
+def test_plan_page_takes_the_servers_log_beside_its_trace() -> None:
+    """A real vLLM 0.24 trace and its log uploaded together: the Capture plan page plans from the trace (costs and
+    its 61 decode steps) with the log's capture list, graph memory and request cap, as `launchgap plan TRACE
+    --server-log LOG` does, and says which file gave what."""
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[2] / "traces" / "h200-vllm-2026-12-04" / "full-nostack"
+    at = goto(upload(new_app(), [("vllm_shrinking.pt.trace.json.gz",
+                                  (folder / "shrinking.pt.trace.json.gz").read_bytes()),
+                                 ("vllm.log", (folder / "vllm.log").read_bytes())]), "plan")
+    assert not at.exception
+    captions = [c.value for c in at.caption]
+    assert md_escape("Server log vllm.log: the capture list, the server's own graph memory and capture time, and its "
+                     "cap on running requests, where it states them.") in captions
+    assert any(md_escape("capture sizes from vLLM log vllm.log") in c and md_escape("capture cost from vLLM log "
+               "vllm.log") in c for c in captions)  # the page's Sources line
+    assert metrics(at)["Crossover batch size"] == "none"
+    assert metrics(at)["Graph memory"] == "366 MiB"  # the server's own 205 MiB for its 19 sizes, per size x 34
