@@ -58,6 +58,10 @@ def test_the_decode_batch_shrinks_from_48_to_1_and_pads_to_vllms_default_sizes(v
     sizes = [s.batch_size for s in dec]
     assert sizes[0] == 48 and sizes[-1] == 1 and sizes == sorted(sizes, reverse=True)  # requests only finish
     assert rep.mode == "graph" and rep.summary.verdict == "already graphed"
+    # every decode step replays one FULL graph: 1.00x, though the prefill and mixed steps beside them ran eager
+    s = rep.summary
+    assert (s.predicted_speedup, s.predicted_speedup_rule) == (1.0, "all FULL")
+    assert s.decode_tpot_ms_after == s.decode_tpot_ms_before
     assert all(s.graph_launches == 1 for s in dec)
     default = (1, 2, 4, 8, 16, 24, 32, 40, 48)  # vLLM V1's capture sizes up to the largest batch here
     assert all(s.bucket == min(b for b in default if b >= s.batch_size) for s in dec)
