@@ -22,6 +22,12 @@ STEPS = {
     "full-nostack/shrinking": {("prefill", "eager"): 1, ("mixed", "eager"): 2, ("decode", "full"): 61},
     "full-nostack/arrivals": {("prefill", "eager"): 1, ("mixed", "eager"): 10, ("decode", "full"): 51},
     "eager-stack/shrinking": {("prefill", "eager"): 1, ("mixed", "eager"): 1, ("decode", "eager"): 30},
+    "qwen2.5-7b-like-nostack/shrinking": {("prefill", "eager"): 1, ("mixed", "eager"): 2, ("decode", "full"): 61},
+    "qwen2.5-7b-like-nostack/arrivals": {("prefill", "eager"): 1, ("mixed", "eager"): 9, ("decode", "full"): 53},
+    "qwen1.5-moe-a2.7b-like-nostack/shrinking": {("prefill", "eager"): 1, ("mixed", "eager"): 2,
+                                                 ("decode", "full"): 61},
+    "qwen1.5-moe-a2.7b-like-nostack/arrivals": {("prefill", "eager"): 1, ("mixed", "eager"): 7,
+                                                ("decode", "full"): 54},
 }
 
 
@@ -51,7 +57,8 @@ def test_every_step_has_its_batch_from_vllms_annotation(vllm_dir: Path, name: st
         assert s.phase == ("decode" if ctx.startswith("0(") else "prefill" if gen.startswith("0(") else "mixed")
 
 
-@pytest.mark.parametrize("name", ["full-stack/shrinking", "full-stack-v1runner/shrinking", "full-nostack/shrinking"])
+@pytest.mark.parametrize("name", ["full-stack/shrinking", "full-stack-v1runner/shrinking", "full-nostack/shrinking",
+                                  "qwen2.5-7b-like-nostack/shrinking", "qwen1.5-moe-a2.7b-like-nostack/shrinking"])
 def test_the_decode_batch_shrinks_from_48_to_1_and_pads_to_vllms_default_sizes(vllm_dir: Path, name: str) -> None:
     rep = _report(vllm_dir, name)
     dec = [s for s in rep.steps if s.phase == "decode"]
