@@ -939,21 +939,24 @@ def with_observed_step(report: TraceReport, observed_step_us: float | None,
     For a serving engine's steps the measured step is the headline group's (decode first): its speedup is
     recomputed too, and :func:`launchgap.verdict.decide` decides every verdict again, as at analysis. Under the
     ``decode time`` rule (:func:`_decode_time`) the trace's headline speedup is kept: it sums the trace's own
-    steps, graph replays and eager steps apart, which one measured step cannot split."""
+    steps, graph replays and eager steps apart, which one measured step cannot split; under ``all FULL`` (and for a
+    FULL group) it stays 1.00x: the steps already replay one FULL graph."""
 
     if report.mode == "capture":  # nothing to calibrate: a capture trace makes no speedup claim
         return report
     s = report.summary
     obs = observed_step_us if observed_step_us and observed_step_us > 0 else None
-    # the decode-time headline stands on the trace's own steps: one measured step cannot say which ran eager
-    keep = SPEEDUP_FIELDS if s.predicted_speedup_rule == "decode time" else ()
+    # the decode-time headline stands on the trace's own steps: one measured step cannot say which ran eager; steps
+    # that already replay one FULL graph gain nothing from one, measured or estimated (the all-FULL rule)
+    keep = SPEEDUP_FIELDS if s.predicted_speedup_rule in ("decode time", "all FULL") else ()
     new = replace(s, **{k: v for k, v in _speedup_fields(s, obs, graph_rel_err).items() if k not in keep})
     infl = (s.step_us_median / (obs or s.estimated_unprofiled_step_us_median)
             if (obs or s.estimated_unprofiled_step_us_median) > 0 and s.step_us_median > 0 else 1.0)
     new = replace(new, observed_step_us=obs, eager_step_source="measured" if obs else "estimated",
                   estimated_profiler_inflation=_f(infl))
     if s.step_source == "engine" and s.step_groups:
-        first = {**s.step_groups[0], **_speedup_fields(headline(s), obs, graph_rel_err)}
+        g0 = s.step_groups[0]
+        first = {**g0, **({} if g0.get("graph_coverage") == "full" else _speedup_fields(headline(s), obs, graph_rel_err))}
         if obs:  # a measured step replaces an eager-curve estimate too: the group says "measured", as the trace
             first.pop("eager_step_source", None)
         new = replace(new, step_groups=[first, *s.step_groups[1:]])

@@ -112,3 +112,13 @@ def test_vllms_async_scheduling_shows_where_the_host_keeps_ahead(vllm_dir: Path)
     # with them the profiled host is slower than the GPU's step: few steps begin ahead, the what-if stays
     slow = _report(vllm_dir, "full-stack/shrinking").summary
     assert slow.host_ahead_steps == 6 and slow.async_hidden_us_per_step > 1_000
+
+
+def test_an_already_graphed_trace_stays_at_1x_with_or_without_a_measured_step(vllm_dir: Path) -> None:
+    from launchgap.report import with_observed_step
+    from launchgap.verdict import headline
+
+    rep = _report(vllm_dir, "full-nostack/shrinking")
+    for obs in (None, 3_000.0):  # the dashboard recomputes through with_observed_step, measured step or not
+        h = headline(with_observed_step(rep, obs).summary)
+        assert (h.predicted_speedup, h.predicted_speedup_low, h.predicted_speedup_high) == (1.0, 1.0, 1.0)
