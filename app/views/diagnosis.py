@@ -55,7 +55,7 @@ h = headline(s)
 group = s.step_groups[0] if s.step_source == "engine" and len(s.step_groups) > 1 else None
 of = f" ({group['phase'] or 'phase unknown'} steps)" if group else ""
 
-c1, c2, c3, c4 = st.columns([1, 1.1, 1.5, 0.7])
+c1, c2, c3, c4 = st.columns([1, 1, 1.3, 1])  # "61 of 64" steps fits its box
 c1.metric("GPU idle" + of, f"{h.gpu_idle_fraction:.1%}", border=True,
           help="Idle time over the GPU windows of all steps (window = first to last GPU op a step launched).")
 c2.metric("Launch-to-kernel ratio", f"{h.launch_to_kernel_ratio:.2f}", border=True,
