@@ -532,3 +532,15 @@ def test_plan_page_takes_the_servers_log_beside_its_trace() -> None:
                "vllm.log") in c for c in captions)  # the page's Sources line
     assert metrics(at)["Crossover batch size"] == "none"
     assert metrics(at)["Graph memory"] == "366 MiB"  # the server's own 205 MiB for its 19 sizes, per size x 34
+
+
+def test_diagnosis_page_keeps_an_already_graphed_vllm_trace_at_1x() -> None:
+    """vLLM 0.24's FULL-graph decode steps beside its eager prefill and mixed steps: the page's tile says 1.00x, as
+    the CLI does (it recomputed the headline from the estimate and read 1.22x)."""
+    from pathlib import Path
+
+    trace = (Path(__file__).resolve().parents[2] / "traces" / "h200-vllm-2026-12-04" / "full-nostack"
+             / "shrinking.pt.trace.json.gz")
+    at = goto(upload(new_app(), [("vllm_shrinking.pt.trace.json.gz", trace.read_bytes())]), "diagnosis")
+    assert not at.exception
+    assert metrics(at)["Predicted CUDA-graph speedup"] == "1.00x" and metrics(at)["Steps"] == "61 of 64"
