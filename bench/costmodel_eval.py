@@ -365,6 +365,13 @@ def check_vllm(rows: list[dict]) -> None:
                 f"engine's bucket vs its step (decode batches up to {top} traced): "
                 + " ".join(f"{b}:{e:+.1%}" for b, e in err.items()) + f"; band holds {inside} of {len(graph)}")
         row = {"trace": name, "curve_error": err, "band_holds": inside}
+        h = rep.summary
+        if rep.mode != "eager" and h.decode_tpot_ms_before and h.decode_batch_size:  # the engine's step at its bucket
+            b = min(v for v in vllm_sizes if v >= h.decode_batch_size)
+            t = float(np.interp(b, sizes, [graph[k] for k in sizes.tolist()]))
+            row["tpot_error"] = h.decode_tpot_ms_before * 1e3 / t - 1
+            line += (f"; TPOT {h.decode_tpot_ms_before:.2f} ms at batch {h.decode_batch_size} vs the engine's "
+                     f"{t / 1e3:.2f} ({row['tpot_error']:+.1%})")
         if eager_at is not None:  # the plan needs the eager truth: the 3B's own eager run
             true = CostTable.fitted([CostPoint(int(b), max(eager_at(b), graph[b]), graph[b], "measured")
                                      for b in cap], "truth")
