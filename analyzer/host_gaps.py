@@ -61,6 +61,18 @@ class HostGaps:
     host_ahead: np.ndarray
 
 
+def host_ahead(cpu_start_ns: np.ndarray, w1_ns: np.ndarray, device: np.ndarray | None = None) -> np.ndarray:
+    """Per step (in order) whether its host work began before the previous step's last GPU op ended (on the same
+    device, where ``device`` is given): the engine prepared it while that step ran. False for the first step and
+    where the CPU start is unknown (negative)."""
+    out = np.zeros(len(w1_ns), dtype=bool)
+    if out.size > 1:
+        out[1:] = (cpu_start_ns[1:] >= 0) & (cpu_start_ns[1:] < w1_ns[:-1])
+        if device is not None:
+            out[1:] &= device[1:] == device[:-1]
+    return out
+
+
 def _phase_map(engine: str | None) -> list[tuple[re.Pattern[str], str]]:
     out: list[tuple[re.Pattern[str], str]] = []
     for e in ENGINES:
@@ -86,11 +98,9 @@ def host_gaps(trace: Trace, row_step: np.ndarray, step_cpu_start_ns: np.ndarray,
     n = int(w0_ns.size)
     gap = np.full(n, -1.0)
     hidden = np.zeros(n)
-    ahead = np.zeros(n, dtype=bool)
+    ahead = host_ahead(kept_cpu_start_ns, w1_ns) if kept_cpu_start_ns is not None else np.zeros(n, dtype=bool)
     if n == 0:
         return HostGaps(gap, [], hidden, "none", ahead)
-    if kept_cpu_start_ns is not None and n > 1:
-        ahead[1:] = (kept_cpu_start_ns[1:] >= 0) & (kept_cpu_start_ns[1:] < w1_ns[:-1])
     gap_ns = np.maximum(w0_ns[1:] - w1_ns[:-1], 0)
     gap[1:] = gap_ns / 1e3
     hidden[1:] = np.minimum(gap_ns / 1e3, busy_us[:-1])

@@ -55,7 +55,7 @@ from .graph_mode import COVERAGES, CaptureReport, StepCoverage, classify_mode, d
     INFERRED_PADDING_REASON, compile_evidence, graph_trees_marker, pair_capture, smallest_size_at_least, step_coverage
 from .graph_mode.assembly import StepColumns, assemble_serving
 from .heap import HEAP
-from .host_gaps import host_activity
+from .host_gaps import host_activity, host_ahead
 from .host_stalls import host_stalls
 from .launches import kernel_launch_table, launch_delays_ns
 from .overhead import OverheadEstimate, ProfilerSettings, detect_profiler_settings, estimate_overhead, \
@@ -372,10 +372,8 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
     lm = _bounded_prediction(lm, cov, stalls, opts.model, oh)
     step_reports = _step_reports(steps, win, idle, lm, cov, stalls)
     # FULL replays whose host work began before the previous kept step's GPU work on the same device ended
-    pk, dev, cpu0 = win.pkey[keep], win.prim[keep], steps.cpu_start_ns[keep]
-    overlapped = np.zeros(keep.size, dtype=bool)
-    overlapped[1:] = (dev[1:] == dev[:-1]) & (cpu0[1:] >= 0) & (cpu0[1:] < win.w1_ns[pk][:-1])
-    overlapped &= np.array([r.graph_coverage == "full" for r in step_reports], dtype=bool)
+    overlapped = host_ahead(steps.cpu_start_ns[keep], win.w1_ns[win.pkey[keep]], win.prim[keep]) \
+        & np.array([r.graph_coverage == "full" for r in step_reports], dtype=bool)
     inputs = _SummaryInputs(
         source=steps.source, steps=step_reports, win_us=lm.win_us[keep], busy_us=lm.busy_us[keep],
         pred_us=lm.pred_us[keep], host_events=lm.host_events[keep], delays_ns=lm.delays_ns,

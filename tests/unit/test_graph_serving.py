@@ -369,3 +369,14 @@ def test_host_ahead_of_the_previous_steps_gpu_work_says_async_scheduling_is_on(t
         "cannot hide")
     assert async_scheduling_text(0, 2, 8.0) == \
         "overlapping the host work with the GPU (async scheduling) would hide up to 8.0 us per step"
+
+
+def test_host_ahead_per_step_and_device() -> None:
+    from launchgap.host_gaps import host_ahead
+
+    cpu0 = np.array([0, 25, 100, 110, -1])
+    w1 = np.array([30, 60, 130, 140, 150])
+    # step 1 began at 25 < 30 (ahead); step 2 at 100 >= 60; step 3 at 110 < 130; step 4's CPU start unknown
+    assert host_ahead(cpu0, w1).tolist() == [False, True, False, True, False]
+    # step 3 on another device than step 2: not ahead of it
+    assert host_ahead(cpu0, w1, np.array([0, 0, 0, 1, 1])).tolist() == [False, True, False, False, False]
