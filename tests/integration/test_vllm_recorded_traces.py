@@ -18,10 +18,10 @@ SET = "h200-vllm-2026-12-04"
 STEPS = {
     "full-stack/shrinking": {("prefill", "eager"): 1, ("mixed", "eager"): 2, ("decode", "full"): 61},
     "full-stack-v1runner/shrinking": {("prefill", "eager"): 1, ("mixed", "eager"): 2, ("decode", "full"): 60},
-    "full-stack-v1runner/arrivals": {("prefill", "eager"): 1, ("mixed", "eager"): 7, ("decode", "full"): 54},
+    "full-stack-v1runner/arrivals": {("prefill", "eager"): 1, ("mixed", "eager"): 7, ("decode", "full"): 42},
     "full-nostack/shrinking": {("prefill", "eager"): 1, ("mixed", "eager"): 2, ("decode", "full"): 61},
     "full-nostack/arrivals": {("prefill", "eager"): 1, ("mixed", "eager"): 10, ("decode", "full"): 51},
-    "eager-stack/shrinking": {("prefill", "eager"): 1, ("mixed", "eager"): 1, ("decode", "eager"): 30},
+    "eager-stack/shrinking": {("prefill", "eager"): 1, ("mixed", "eager"): 1, ("decode", "eager"): 24},
     "qwen2.5-7b-like-nostack/shrinking": {("prefill", "eager"): 1, ("mixed", "eager"): 2, ("decode", "full"): 61},
     "qwen2.5-7b-like-nostack/arrivals": {("prefill", "eager"): 1, ("mixed", "eager"): 9, ("decode", "full"): 53},
     "qwen1.5-moe-a2.7b-like-nostack/shrinking": {("prefill", "eager"): 1, ("mixed", "eager"): 2,

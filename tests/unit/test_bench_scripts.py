@@ -69,3 +69,28 @@ def test_e2e_refuses_a_file_without_a_list(tmp_path: Path) -> None:
     assert res.returncode == 2 and "no capture list found" in res.stderr
     res = _bash(["bench/gpu_e2e.sh", str(tmp_path / "o")], tmp_path)
     assert res.returncode == 2 and "--capture-sizes PLAN is required" in res.stderr
+
+
+def test_slim_trace_keeps_the_first_steps_and_what_they_launched() -> None:
+    sys.path.insert(0, str(REPO / "bench"))
+    from slim_trace import first_steps
+
+    def ev(cat, name, ts, **args):
+        return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": 1.0, "args": args}
+
+    doc = {"traceEvents": [
+        {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "p"}},
+        ev("user_annotation", "execute_context_0(0)_generation_2(2)", 0.0),
+        ev("cuda_runtime", "cudaLaunchKernel", 1.0, correlation=1),
+        ev("user_annotation", "execute_context_0(0)_generation_1(1)", 10.0),
+        ev("cuda_runtime", "cudaLaunchKernel", 11.0, correlation=2),
+        ev("kernel", "k", 12.0, correlation=1),  # launched by step 1, run after step 2 began on the host: kept
+        ev("kernel", "k", 13.0, correlation=2),
+        ev("gpu_user_annotation", "execute_context_0(0)_generation_2(2)", 5.0),
+        ev("gpu_user_annotation", "execute_context_0(0)_generation_1(1)", 12.5),
+        {"ph": "f", "cat": "ac2g", "id": 2, "ts": 13.0}, {"ph": "f", "cat": "ac2g", "id": 1, "ts": 12.0}]}
+    out = first_steps(doc, 1, "execute_")["traceEvents"]
+    assert [(e.get("cat"), e.get("ts")) for e in out] == [
+        (None, None), ("user_annotation", 0.0), ("cuda_runtime", 1.0), ("kernel", 12.0), ("gpu_user_annotation", 5.0),
+        ("ac2g", 12.0)]
+    assert first_steps(doc, 2, "execute_") is doc  # no step past the second: the trace as it is
