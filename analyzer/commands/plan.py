@@ -25,8 +25,7 @@ from ..errors import AnalyzerError, InputError
 from ..loaders import DEFAULT_MAX_TRACE_BYTES, expand_paths, load_trace
 from ..planning.planner import Plan
 from ..planning.inputs import looks_like_timings
-from ..engines import LABELS
-from ..planning.request import PlanInput, plan_workloads, rank_note, timings_among, trace_steps
+from ..planning.request import PlanInput, plan_workloads, rank_note, server_log_input, timings_among, trace_steps
 from ..serverlogs import merge_scrapes, read_server_file, split_inputs
 from ..serverlogs.diagnosis import LogDiagnosis, diagnose
 from ..render import render_plan
@@ -100,8 +99,7 @@ def server_inputs(args: argparse.Namespace, paths: list[str], in_dirs: list[str]
             roles = ["distribution", "capture_sizes", "capture_cost"] if log.kind == "log" else ["distribution"]
             if log.kind == "log" and (log.forward_times or len(log.iter_batch) or not have_costs):
                 roles.insert(0, "costs")
-        out.append(PlanInput("server_log", f"{LABELS.get(log.engine, log.engine)} {log.kind} {Path(f).name}",
-                             tuple(roles), path=f, value=d))
+        out.append(server_log_input(d, Path(f).name, roles, path=f))
     return out
 
 

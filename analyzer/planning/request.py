@@ -346,6 +346,13 @@ def _baselines(request: PlanRequest, filled: _Filled) -> list[BaselineSpec]:
     return specs
 
 
+def server_log_input(diagnosis: LogDiagnosis, name: str, roles: Sequence[str], path: str | None = None) -> PlanInput:
+    """A server log or ``/metrics`` scrape as a plan input, named as messages name it (``vLLM log vllm.log``)."""
+    log = diagnosis.log
+    return PlanInput("server_log", f"{LABELS.get(log.engine, log.engine)} {log.kind} {name}", tuple(roles),
+                     path=path, value=diagnosis)
+
+
 def _request_capped_by_the_log(request: PlanRequest) -> tuple[PlanRequest, str | None]:
     """The request with ``max_batch_size`` from a server log's request cap (vLLM ``max_num_seqs``, SGLang
     ``max_running_requests``, TensorRT-LLM ``max_batch_size``: no decode batch runs above it, so no bucket, default

@@ -12,7 +12,7 @@ import json
 import pandas as pd
 import streamlit as st
 
-from launchgap.engines import LABELS, engine
+from launchgap.engines import engine
 from launchgap.errors import AnalyzerError
 from launchgap.files import MAX_SMALL_FILE_BYTES
 from launchgap.planning.inputs import (
@@ -22,7 +22,8 @@ from launchgap.planning.inputs import (
     looks_like_timings,
 )
 from launchgap.planning.planner import BASELINE_LABELS, SERVERS, PlanOptions
-from launchgap.planning.request import PlanInput, PlanRequest, build_plan, rank_note, trace_steps, traces_input
+from launchgap.planning.request import (PlanInput, PlanRequest, build_plan, rank_note, server_log_input, trace_steps,
+                                        traces_input)
 from launchgap.render import render_plan
 from launchgap.render.plan import TIE_CONFIG_NOTE, cost_band_text, memory_basis, seconds_text
 from launchgap.dashboard import session, uploads
@@ -145,9 +146,7 @@ with inputs:
     logs = [u for u in server_logs(state).values() if u.diagnosis is not None and u.diagnosis.log.kind == "log"]
     if logs and plan_inputs:
         lg = logs[-1]
-        plan_inputs.append(PlanInput("server_log", f"{LABELS.get(lg.diagnosis.log.engine, lg.diagnosis.log.engine)} "
-                                                   f"log {lg.name}", ("capture_sizes", "capture_cost"),
-                                     value=lg.diagnosis))
+        plan_inputs.append(server_log_input(lg.diagnosis, lg.name, ("capture_sizes", "capture_cost")))
         st.caption(md_escape(f"Server log {lg.name}" + (f" (the latest of {len(logs)})" if len(logs) > 1 else "")
                              + ": the capture list, the server's own graph memory and capture time, and its cap on "
                                "running requests, where it states them."))

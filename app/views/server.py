@@ -17,7 +17,7 @@ import streamlit as st
 from launchgap.engines import LABELS, engine
 from launchgap.errors import AnalyzerError
 from launchgap.planning.planner import PlanOptions
-from launchgap.planning.request import PlanInput, PlanRequest, build_plan
+from launchgap.planning.request import PlanRequest, build_plan, server_log_input
 from launchgap.render import render_plan
 from launchgap.serverlogs import merge_scrapes, read_server_file
 from launchgap.serverlogs.diagnosis import LogDiagnosis, diagnose, verdict
@@ -150,8 +150,7 @@ budget = c2.number_input("Graph memory budget, MiB (0: none)", min_value=0.0, va
 inputs = []
 for name, dd in good.items():
     roles = ("costs", "distribution", "capture_sizes", "capture_cost") if dd.log.kind == "log" else ("distribution",)
-    inputs.append(PlanInput("server_log", f"{LABELS.get(dd.log.engine, dd.log.engine)} {dd.log.kind} {name}",
-                            roles, value=dd))
+    inputs.append(server_log_input(dd, name, roles))
 logs_only = [i for i in inputs if "costs" in i.roles]
 if not logs_only:
     st.info("A plan needs a log with decode lines (a scrape gives the distribution only).")
