@@ -1,6 +1,7 @@
 """The GPU session scripts parse and plan on any machine (``--dry-run``: no torch, nothing recorded)."""
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -94,3 +95,28 @@ def test_slim_trace_keeps_the_first_steps_and_what_they_launched() -> None:
         (None, None), ("user_annotation", 0.0), ("cuda_runtime", 1.0), ("kernel", 12.0), ("gpu_user_annotation", 5.0),
         ("ac2g", 12.0)]
     assert first_steps(doc, 2, "execute_") is doc  # no step past the second: the trace as it is
+
+
+def test_pytracer_record_calls_each_op_through_its_depth_of_python_frames(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    out = tmp_path / "pyt"
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "pkg")}
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "launchgap").symlink_to(REPO / "analyzer")  # the package as the GPU machine imports it
+    r = subprocess.run([sys.executable, str(REPO / "bench" / "pytracer_record.py"), "--out", str(out), "--depths",
+                        "0,3", "--ops", "5", "--cycles", "1", "--rounds", "1"], cwd=REPO, env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    recs = json.loads((out / "timings_overhead.json").read_text())["profiled_vs_unprofiled"]
+    assert [(x["model"], x["profiler"], x["python_calls_per_op"]) for x in recs] == [
+        ("py0", "plain", 1), ("py0", "stack", 1), ("py3", "plain", 4), ("py3", "stack", 4)]
+    assert all((out / x["trace"]).is_file() and x["unprofiled_eager_us"] > 0 for x in recs)
+    def frames(name: str) -> dict[str, int]:
+        events = json.loads(gzip.open(out / name).read())["traceEvents"]
+        calls = [e["name"] for e in events if e.get("cat") == "python_function"]
+        return {f: sum(n.endswith(f": {f}") for n in calls) for f in ("op", "wrap")}
+
+    # one profiled step (active=3 keeps three): 5 ops, each through its op frame and its 3 wrappers
+    assert frames("py3_bs1_eager_stack.json.gz") == {"op": 15, "wrap": 45}
+    assert frames("py0_bs1_eager_stack.json.gz") == {"op": 15, "wrap": 0}
+    assert frames("py3_bs1_eager_plain.json.gz") == {"op": 0, "wrap": 0}  # no stacks: no Python calls recorded
