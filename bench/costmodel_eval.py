@@ -338,16 +338,21 @@ def check_vllm(rows: list[dict]) -> None:
     and speedup, and the plan's list from each trace alone. The engine runs a batch at its capture bucket (3 runs
     the graph of 4): the curve is read there. No bar: the engine's step holds its host work (~0.4 ms at batch 1 with
     FULL graphs), its requests 128 + 40 tokens of context where the traces run 32-2,047, and its eager steps are
-    noisy (12-27 ms)."""
+    noisy: the H200 host runs them in two speeds, ~14 and ~24 ms, switching within seconds (the eager runs' own
+    engine_steps.json, and the eager-stack run's rerun on another machine, engine_steps.rerun.json); an eager trace
+    is scored against its own run's steps and, for eager-stack, the rerun's too."""
     print("\nReal vLLM 0.24.0 traces against vLLM's own unprofiled engine steps (no bar; see check_vllm)")
     eager = engine_steps(VLLM / "eager-stack")
+    rerun = {int(r["batch_size"]): float(r["engine_step_us"])
+             for r in json.loads((VLLM / "eager-stack" / "engine_steps.rerun.json").read_text())["rows"]}
     vllm_sizes = (1, 2, 4, *range(8, 513, 8))  # vLLM V1's default capture sizes: a batch runs at the next one
     for name in ("full-stack/shrinking", "full-stack-v1runner/shrinking", "full-stack-v1runner/arrivals",
-                 "full-nostack/shrinking", "full-nostack/arrivals", "eager-stack/shrinking",
+                 "full-nostack/shrinking", "full-nostack/arrivals", "eager-stack/shrinking", "eager-nostack/shrinking",
                  "qwen2.5-7b-like-nostack/shrinking", "qwen2.5-7b-like-nostack/arrivals",
                  "qwen1.5-moe-a2.7b-like-nostack/shrinking", "qwen1.5-moe-a2.7b-like-nostack/arrivals"):
         folder = name.split("/")[0]
-        graph = engine_steps(VLLM / ("full-nostack" if folder == "eager-stack" else folder))  # the run's own
+        graph = engine_steps(VLLM / ("full-nostack" if folder.startswith("eager") else folder))  # the run's own
+        own_eager = engine_steps(VLLM / folder) if folder.startswith("eager") else eager
         sizes = np.array(sorted(graph))
         rep = analyze_trace(load_trace(VLLM / f"{name}.pt.trace.json.gz"), AnalysisOptions())
         c = rep.cost_curve
@@ -359,8 +364,8 @@ def check_vllm(rows: list[dict]) -> None:
         dist = {p["batch_size"]: p["weight"] for p in plan.to_dict()["per_batch"]}
         # the engine's steps at the capture sizes it measured them at (a padded size is its bucket's)
         cap = [b for b in sizes.tolist() if at[b] == b]
-        eager_at = (lambda b: float(np.interp(b, sorted(eager), [eager[k] for k in sorted(eager)]))) \
-            if folder in ("full-stack", "full-stack-v1runner", "full-nostack", "eager-stack") else None
+        eager_at = (lambda b, e=own_eager: float(np.interp(b, sorted(e), [e[k] for k in sorted(e)]))) \
+            if folder in ("full-stack", "full-stack-v1runner", "full-nostack", "eager-stack", "eager-nostack") else None
         line = (f"  {name:42s} batch from {'/'.join(sorted({s.batch_source for s in rep.steps}))}; curve at the "
                 f"engine's bucket vs its step (decode batches up to {top} traced): "
                 + " ".join(f"{b}:{e:+.1%}" for b, e in err.items()) + f"; band holds {inside} of {len(graph)}")
@@ -389,6 +394,10 @@ def check_vllm(rows: list[dict]) -> None:
             line += (f"; eager step {s.estimated_unprofiled_step_us_median:,.0f} us vs the engine's {e_true:,.0f} at "
                      f"bs {b} ({s.estimated_unprofiled_step_us_median / e_true - 1:+.0%}), speedup "
                      f"{s.predicted_speedup:.2f}x vs {e_true / g_true:.2f}x")
+            if folder == "eager-stack":  # the same run's settings timed again on another machine
+                e2 = eager_at(b, rerun)
+                line += (f"; the rerun's engine step {e2:,.0f} us ({s.estimated_unprofiled_step_us_median / e2 - 1:+.0%}), "
+                         f"speedup {e2 / g_true:.2f}x")
         rows.append(row)
         print(line)
 

@@ -22,6 +22,7 @@ STEPS = {
     "full-nostack/shrinking": {("prefill", "eager"): 1, ("mixed", "eager"): 2, ("decode", "full"): 61},
     "full-nostack/arrivals": {("prefill", "eager"): 1, ("mixed", "eager"): 10, ("decode", "full"): 51},
     "eager-stack/shrinking": {("prefill", "eager"): 1, ("mixed", "eager"): 1, ("decode", "eager"): 24},
+    "eager-nostack/shrinking": {("prefill", "eager"): 1, ("mixed", "eager"): 2, ("decode", "eager"): 59},
     "qwen2.5-7b-like-nostack/shrinking": {("prefill", "eager"): 1, ("mixed", "eager"): 2, ("decode", "full"): 61},
     "qwen2.5-7b-like-nostack/arrivals": {("prefill", "eager"): 1, ("mixed", "eager"): 9, ("decode", "full"): 53},
     "qwen1.5-moe-a2.7b-like-nostack/shrinking": {("prefill", "eager"): 1, ("mixed", "eager"): 2,
@@ -74,12 +75,16 @@ def test_the_decode_batch_shrinks_from_48_to_1_and_pads_to_vllms_default_sizes(v
     assert all(s.bucket == min(b for b in default if b >= s.batch_size) for s in dec)
 
 
-def test_the_eager_trace_predicts_a_graph_win_from_its_own_launches(vllm_dir: Path) -> None:
-    rep = _report(vllm_dir, "eager-stack/shrinking")
+@pytest.mark.parametrize("name", ["eager-stack/shrinking", "eager-nostack/shrinking"])
+def test_the_eager_trace_predicts_a_graph_win_from_its_own_launches(vllm_dir: Path, name: str) -> None:
+    rep = _report(vllm_dir, name)
     assert rep.mode == "eager" and rep.summary.verdict == "launch-bound"
-    assert rep.summary.kernels_per_step_median == 374 and rep.summary.graph_launches_per_step_median == 0
+    assert rep.summary.graph_launches_per_step_median == 0
+    assert all(s.kernel_launches == s.kernels for s in rep.steps)  # every kernel launched by its own call
     # the engine's own unprofiled steps: eager 13-26 ms, FULL graphs 2.7-3.5 ms (engine_steps.json)
     assert 2_500 < rep.summary.predicted_graph_step_us_median < 3_500
+    # the profiler setting is read from the trace: Python stacks on in one run, off in the other
+    assert rep.summary.profiler_settings["tier"] == ("stack" if "-stack/" in name else "plain")
 
 
 def test_plan_from_a_vllm_serving_trace_and_its_log(vllm_dir: Path, tmp_path: Path) -> None:
