@@ -13,6 +13,12 @@ CUDA graphs at its default capture sizes):
 2. ``shrinking``: 48 requests at once (``--requests``), outputs of 4-64 tokens (``--max-out``): the decode batch shrinks as they finish; vLLM's
    torch profiler over the whole run (``LLM.start_profile`` / ``stop_profile``).
 3. ``arrivals``: 16 requests, then 4 more every 6 steps: chunked prefills ride in the decode steps (mixed steps).
+4. ``interleaved`` (``--interleaved BS``; ``--only-interleaved`` skips parts 1-3): BS requests decode at a constant
+   batch while unprofiled and profiled steps alternate: per block ``--unprofiled`` steps timed with the profiler off,
+   then ``--profiled`` steps inside ``start_profile`` / ``stop_profile`` (one trace per block), and the next
+   block's unprofiled steps after the trace is written. Each profiled step has the unprofiled steps just before
+   and after it as its truth (the host's speed can change between runs and within one: measured where it is
+   profiled). Writes ``interleaved_<block>_0.pt.trace.json.gz`` and ``interleaved.json``.
 
 Writes into OUT: ``<part>.pt.trace.json.gz`` (the profiler's files, renamed), ``truth.json``, ``vllm.log`` is
 the caller's (stdout and stderr of this script).
@@ -43,6 +49,11 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=48, help="shrinking: requests at once")
     ap.add_argument("--max-out", type=int, default=64, help="shrinking: the longest output (tokens)")
     ap.add_argument("--no-arrivals", action="store_true", help="skip part 3")
+    ap.add_argument("--interleaved", type=int, default=0, metavar="BS", help="part 4 at this batch size")
+    ap.add_argument("--only-interleaved", action="store_true", help="part 4 alone")
+    ap.add_argument("--blocks", type=int, default=3, help="part 4: profiled blocks")
+    ap.add_argument("--unprofiled", type=int, default=16, help="part 4: unprofiled steps around each block")
+    ap.add_argument("--profiled", type=int, default=6, help="part 4: profiled steps per block")
     args = ap.parse_args()
     tag = f"{args.tag}_" if args.tag else ""
 
@@ -75,7 +86,7 @@ def main() -> int:
     # 1. unprofiled engine steps per batch size
     rows = []
     counter = 0
-    for bs in [int(s) for s in args.sizes.split(",")]:
+    for bs in [] if args.only_interleaved else [int(s) for s in args.sizes.split(",")]:
         for _ in range(bs):
             engine.add_request(f"t{counter}", prompt(128), params(40))
             counter += 1
@@ -112,6 +123,10 @@ def main() -> int:
             shutil.move(p, dst)
             print(f"{name}: {p} -> {dst} ({os.path.getsize(dst)} bytes)", flush=True)
 
+    if args.interleaved:
+        interleaved(args, llm, engine, prompt, params, collect, tag)
+    if args.only_interleaved:
+        return 0
     # 2. one batch shrinking as its requests finish
     llm.start_profile()
     lens = [rng.randrange(32, 1024) for _ in range(args.requests)]
@@ -144,6 +159,43 @@ def main() -> int:
     print(f"arrivals: {n} engine steps, {added} requests", flush=True)
     collect("arrivals")
     return 0
+
+
+def interleaved(args, llm, engine, prompt, params, collect, tag: str) -> None:  # noqa: PLR0913
+    """Part 4: a constant batch, unprofiled and profiled steps alternating (see the module docstring)."""
+    bs, blocks, u, p = args.interleaved, args.blocks, args.unprofiled, args.profiled
+    for i in range(bs):
+        engine.add_request(f"i{i}", prompt(128), params(8 + (blocks + 1) * (u + p + 2) + 16))
+
+    def timed(n: int) -> list[float]:
+        out = []
+        for _ in range(n):
+            t = time.perf_counter()
+            engine.step()
+            out.append(round((time.perf_counter() - t) * 1e6, 1))
+        return out
+
+    timed(4)  # the prefill and the first decode steps
+    record = {"batch_size": bs, "with_stack": not args.no_stack, "enforce_eager": args.enforce_eager, "blocks": []}
+    before = timed(u)
+    for b in range(blocks):
+        llm.start_profile()
+        prof = timed(p)
+        llm.stop_profile()
+        timed(2)  # the trace being written: not a step of either kind
+        after = timed(u)
+        record["blocks"].append({"unprofiled_before_us": before, "profiled_us": prof, "unprofiled_after_us": after,
+                                 "trace": f"{tag}interleaved_{b}.pt.trace.json.gz"})
+        print(f"interleaved block {b}: unprofiled {statistics.median(before):.0f} / {statistics.median(after):.0f} us "
+              f"around profiled {statistics.median(prof):.0f} us", flush=True)
+        before = after
+    while engine.has_unfinished_requests():
+        engine.step()
+    # the traces only now: V1's engine core decodes in its own process, so waiting for a file mid-run would let the
+    # requests finish unstepped; one file per block, in time order
+    collect("interleaved")
+    with open(os.path.join(args.out, f"{tag}interleaved.json"), "w") as f:
+        json.dump(record, f, indent=1)
 
 
 if __name__ == "__main__":
