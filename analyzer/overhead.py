@@ -34,6 +34,13 @@ profiler's cost and the unprofiled host work both scaling with the host's speed)
 ``OverheadTable.shares`` layers it over the rates: its point, both models' range
 (:meth:`OverheadTable.per_event_us`; shipped for ``plain``, ``shapes``, ``stack``).
 
+With Python stacks the profiler records every Python call as well, and the ``stack`` tiers' rates hold only as
+many as the harness decoder makes (0.24 per host event). A serving engine makes far more (vLLM 0.24: ~3 per host
+event in an eager step, ~13 in a FULL-graph step), so each call past ``OverheadTable.python_calls_per_event`` (0.25)
+per host event costs ``OverheadTable.python_call`` besides (1.78x the host reference: vLLM's interleaved
+recordings, ``bench/python_call_fit.py``), off the step before the tier's model applies
+(:attr:`OverheadEstimate.python_call_us`, :func:`python_calls_priced`).
+
 :func:`fit_overhead` refits the table from recordings whose unprofiled eager step was timed
 (ideally in the same process, just before and after the profiled steps), and
 :func:`evaluate` gives the error table; ``python -m launchgap.overhead_fit fit`` runs both.
@@ -204,6 +211,10 @@ class OverheadTable:
     #: value is the share's, and the range spans both the share's range and the rate's (the two
     #: models' uncertainty together); see :meth:`per_event_us`.
     shares: tuple[OverheadRate, ...] = ()
+    #: With Python stacks: the cost of each recorded Python call past ``python_calls_per_event`` per host event
+    #: (unit ``ref`` or ``us``; None: not priced). The stack tiers' rates were fitted on steps making that many.
+    python_call: OverheadRate | None = None
+    python_calls_per_event: float = 0.25
 
     def rate(self, tier: str) -> OverheadRate:
         for r in self.rates:
@@ -214,6 +225,12 @@ class OverheadTable:
     def share(self, tier: str) -> OverheadRate | None:
         """The ratio-model rate of a tier (None: the tier uses its rate alone)."""
         return next((r for r in self.shares if r.tier == tier), None)
+
+    def python_call_us(self, host_ref: float | None) -> tuple[float, float, float]:
+        """(point, low, high) us per Python call past the fitted density, at this host reference (0s: not priced)."""
+        if self.python_call is None:
+            return 0.0, 0.0, 0.0
+        return self.python_call.in_us(host_ref, self.typical_ref_us)
 
     def with_rate(self, new: OverheadRate) -> OverheadTable:
         return replace(self, rates=tuple(new if r.tier == new.tier else r for r in self.rates))
@@ -269,7 +286,9 @@ DEFAULT_OVERHEAD = OverheadTable(rates=(
     OverheadRate("shapes+compiled", 0.4463, 0.4395, 0.4531,
                  "fitted: 2 same-process H200 recordings of a torch.compile'd 1B llama, bs 8 and 64 (2026-12-02)",
                  "share"),
-))
+), python_call=OverheadRate("python_call", 1.78, 0.9, 2.31,
+                            "fitted: 6 interleaved blocks of vLLM 0.24 on the H200, eager and FULL graphs (2026-12-04)",
+                            "ref"))
 
 
 @dataclass(frozen=True)
@@ -282,19 +301,64 @@ class OverheadEstimate:
     high: float
     source: str
     notes: tuple[str, ...] = ()
+    #: us per recorded Python call past the table's ``python_calls_per_event`` (point, low, high): with Python
+    #: stacks only, 0 otherwise; see :func:`python_calls_priced`.
+    python_call_us: float = 0.0
+    python_call_low: float = 0.0
+    python_call_high: float = 0.0
+    python_calls_per_event: float = 0.0
+
+    def python_us(self, python_calls: np.ndarray, host_events: np.ndarray, end: str = "point") -> np.ndarray:
+        """Per step the Python tracer's cost (us) at this estimate's ``point``, ``low`` or ``high`` rate."""
+        rate = {"point": self.python_call_us, "low": self.python_call_low, "high": self.python_call_high}[end]
+        return rate * python_calls_priced(python_calls, host_events, self.python_calls_per_event)
+
+
+def python_calls_priced(python_calls: np.ndarray | float, host_events: np.ndarray | float,
+                        per_event: float) -> np.ndarray:
+    """The Python calls of a step (or steps) that a ``with_stack`` trace's per-call rate prices: those past
+    ``per_event`` per host event (the stack tiers' rates already hold the calls of the steps they were fitted
+    on: the harness decoder makes 0.24 per host event)."""
+    return np.maximum(np.asarray(python_calls, dtype=float) - per_event * np.asarray(host_events, dtype=float), 0.0)
 
 
 def estimate_overhead(settings: ProfilerSettings, table: OverheadTable = DEFAULT_OVERHEAD,
                       override_us: float | None = None, step_us: float | None = None,
-                      host_events: float | None = None, compiled: bool = False) -> OverheadEstimate:
+                      host_events: float | None = None, compiled: bool = False,
+                      python_calls: float | None = None) -> OverheadEstimate:
     """The per-event overhead for a trace's settings; ``override_us`` (a user's figure) replaces it.
 
     ``step_us`` / ``host_events``: the trace's median profiled step and host events per step, which
     a ratio-model tier (``table.shares``) needs: its per-event figure is the implied one, ``share x
     step_us / host_events``; without them the tier's rate applies. ``compiled``: the steps are torch.compile'd
-    without graphs; the table's ``<tier>+compiled`` share applies where it has one."""
+    without graphs; the table's ``<tier>+compiled`` share applies where it has one.
+
+    With Python stacks (a ``stack`` tier) each recorded Python call past ``table.python_calls_per_event`` per
+    host event costs ``table.python_call`` besides (:attr:`OverheadEstimate.python_call_us`); ``python_calls``,
+    the median step's Python calls, takes their cost off ``step_us`` before the share is applied (the share is
+    of the step the tier's rates were fitted on)."""
     if override_us is not None:
         return OverheadEstimate(settings.tier, override_us, override_us, override_us, "given by the user")
+    py = table.python_call_us(settings.host_ref_us) if settings.tier.endswith("stack") else (0.0, 0.0, 0.0)
+    est = _estimate_events(settings, table, step_us, host_events, compiled, python_calls, py[0])
+    if not py[0]:
+        return est
+    note = (f"with_stack: each recorded Python call past {table.python_calls_per_event:g} per host event costs "
+            f"{py[0]:.3g} us ({py[1]:.3g}-{py[2]:.3g}; {table.python_call.value:g}x the host reference), "
+            f"{table.python_call.source}")
+    return replace(est, notes=est.notes + (note,), python_call_us=round(py[0], 4), python_call_low=round(py[1], 4),
+                   python_call_high=round(py[2], 4), python_calls_per_event=table.python_calls_per_event)
+
+
+def _estimate_events(settings: ProfilerSettings, table: OverheadTable, step_us: float | None,
+                     host_events: float | None, compiled: bool, python_calls: float | None,
+                     python_call_us: float) -> OverheadEstimate:
+    """:func:`estimate_overhead`'s per-event part (the Python calls' cost off ``step_us`` first)."""
+    what = "the profiled step"
+    if step_us and host_events and python_calls and python_call_us:
+        step_us = max(step_us - python_call_us * float(python_calls_priced(python_calls, host_events,
+                                                                           table.python_calls_per_event)), 0.0)
+        what = "the profiled step less its Python calls"
     r = table.rate(settings.tier)
     share_tier = f"{settings.tier}+compiled" if compiled and table.share(f"{settings.tier}+compiled") else None
     point, low, high = table.per_event_us(settings.tier, settings.host_ref_us, step_us, host_events, share_tier)
@@ -302,7 +366,7 @@ def estimate_overhead(settings: ProfilerSettings, table: OverheadTable = DEFAULT
     sh = table.share(share_tier or settings.tier)
     if sh is not None and step_us and host_events:
         ref = settings.host_ref_us or table.typical_ref_us
-        notes.append(f"ratio model: unprofiled step = {1 - sh.value:.4g} x the profiled step ({step_us:,.0f} us over "
+        notes.append(f"ratio model: unprofiled step = {1 - sh.value:.4g} x {what} ({step_us:,.0f} us over "
                      f"{host_events:,.0f} host events: {point:.3g} us per host event); the range spans it and the "
                      f"host-reference model ({r.value:g}x the {ref:.3g} us host reference)")
         high *= table.profile_memory_high_factor if settings.profile_memory else 1.0
@@ -539,11 +603,15 @@ def table_as_python(table: OverheadTable) -> str:
               for r in table.rates]
     tail = f"), graph_rel_err={table.graph_rel_err:g}, profile_memory_high_factor=" \
            f"{table.profile_memory_high_factor:g}, typical_ref_us={table.typical_ref_us:g}"
+    py = table.python_call
+    py_text = ("" if py is None else
+               f", python_call=OverheadRate({py.tier!r}, {py.value:g}, {py.low:g}, {py.high:g}, {py.source!r}, "
+               f"{py.unit!r})") + f", python_calls_per_event={table.python_calls_per_event:g}"
     if table.shares:
         lines.append(tail + ", shares=(")
         lines += [f"    OverheadRate({r.tier!r}, {r.value:g}, {r.low:g}, {r.high:g}, {r.source!r}, {r.unit!r}),"
                   for r in table.shares]
-        lines.append("))")
+        lines.append(")" + py_text + ")")
     else:
-        lines.append(tail + ")")
+        lines.append(tail + py_text + ")")
     return "\n".join(lines)

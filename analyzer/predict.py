@@ -84,11 +84,13 @@ class PredictionModel:
     def unprofiled_step_us(self, step_us: np.ndarray, host_events: np.ndarray, gpu_busy_us: np.ndarray,
                            us_per_event: float | np.ndarray | None = None,
                            graph_launch_excess_us: np.ndarray | float = 0.0,
-                           replay_kernel_excess_us: np.ndarray | float = 0.0) -> np.ndarray:
+                           replay_kernel_excess_us: np.ndarray | float = 0.0,
+                           python_us: np.ndarray | float = 0.0) -> np.ndarray:
         """Estimated step time without the profiler: profiled step less the per-event overhead, less the
-        profiler's part of its graph launch calls (``graph_launch_excess_us``, :func:`graph_launch_excess_us`) and
+        profiler's part of its graph launch calls (``graph_launch_excess_us``, :func:`graph_launch_excess_us`),
         less its lengthening of the graph replays' kernels (``replay_kernel_excess_us``: ``(1 - replay_kernel_scale)``
-        of the busy time of a step that replays graphs, where the trace's replays gave the node cost).
+        of the busy time of a step that replays graphs, where the trace's replays gave the node cost) and less the
+        Python tracer's cost of its calls (``python_us``: :meth:`launchgap.overhead.OverheadEstimate.python_us`).
 
         ``us_per_event`` (e.g. a report's ``profiler_overhead_us_per_event``) wins; else the
         forced ``profiler_us_per_host_event``; else the ``shapes`` tier (torch.profiler with
@@ -98,7 +100,8 @@ class PredictionModel:
         # the profiler's GPU-side excess off first, whichever tier prices its host events: its lengthening of the
         # replays' kernels comes off the busy floor too (the unprofiled GPU work is that much shorter)
         kx = np.asarray(replay_kernel_excess_us, dtype=float)
-        step = np.asarray(step_us, dtype=float) - np.asarray(graph_launch_excess_us, dtype=float) - kx
+        step = (np.asarray(step_us, dtype=float) - np.asarray(graph_launch_excess_us, dtype=float) - kx
+                - np.asarray(python_us, dtype=float))
         busy = np.asarray(gpu_busy_us, dtype=float) - kx
         if us_per_event is None and self.profiler_us_per_host_event is not None:
             us_per_event = self.profiler_us_per_host_event

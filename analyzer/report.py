@@ -197,6 +197,12 @@ class Summary:
     profiler_overhead_us_per_event: float = 0.0
     profiler_overhead_us_per_event_low: float = 0.0
     profiler_overhead_us_per_event_high: float = 0.0
+    # With Python stacks: the Python calls recorded in the median step's GPU window, and the profiler's cost of each
+    # one past OverheadTable.python_calls_per_event per host event (us; point and range; 0 without stacks)
+    python_calls_per_step_median: float = 0.0
+    profiler_python_call_us: float = 0.0
+    profiler_python_call_us_low: float = 0.0
+    profiler_python_call_us_high: float = 0.0
     estimated_unprofiled_step_us_low: float = 0.0
     estimated_unprofiled_step_us_high: float = 0.0
     predicted_speedup_low: float = 0.0
@@ -323,7 +329,8 @@ def _overhead(settings: ProfilerSettings, opts: AnalysisOptions, lm: _LaunchMetr
     step = np.maximum(cpu_us, lm.win_us[keep]) if graphs.any() else lm.win_us[keep]
     return estimate_overhead(settings, opts.model.overhead, opts.model.profiler_us_per_host_event,
                              _median(step[eager]) or None, _median(lm.host_events[keep][eager]) or None,
-                             compiled=compiled and not graphs.any())
+                             compiled=compiled and not graphs.any(),
+                             python_calls=_median(lm.python_calls[keep][eager]) or None)
 
 
 def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
@@ -379,7 +386,7 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
         pred_us=lm.pred_us[keep], host_events=lm.host_events[keep], delays_ns=lm.delays_ns,
         launch_api_ns=lm.launch_api_ns[keep], launched_gpu_ns=lm.launched_gpu_ns[keep], settings=settings,
         overhead=oh, floor_us=lm.floor_us[keep], gl_excess_us=lm.gl_excess_us[keep], kx_us=lm.kx_us[keep],
-        overlapped=overlapped)
+        overlapped=overlapped, python_calls=lm.python_calls[keep])
     summary = replace(_summary(inputs, opts), node_us=_f(node_us), node_us_source=node_source,
                       host_stall_frames=stalls.frames_table())
     mode = classify_mode(summary.kernel_launches_per_step_median, summary.graph_launches_per_step_median,
@@ -524,6 +531,8 @@ class _LaunchMetrics:
     #: Per step the profiler's lengthening of its graph replays' kernels, us: ``(1 - kernel_scale)`` of its busy time in
     #: a step with graph launches (0 elsewhere, and where the node cost is the prior's).
     kx_us: np.ndarray
+    #: Per step the Python calls a ``with_stack`` trace recorded in its GPU window (any thread; 0 without stacks).
+    python_calls: np.ndarray
 
 
 def _launch_metrics(trace: Trace, row_step: np.ndarray, win: _StepWindows, eff_start: np.ndarray,
@@ -572,7 +581,19 @@ def _launch_metrics(trace: Trace, row_step: np.ndarray, win: _StepWindows, eff_s
         delays_ns=d_ns, win_us=win_us, busy_us=busy_us,
         pred_us=replace(model, node_us=node_us).predict_graph_us(busy_us, n_short, kernel_scale), floor_us=np.zeros(n_steps),
         gl_excess_us=graph_launch_excess_us(trace, row_step, n_steps, model),
-        kx_us=np.where(graph_launches > 0, (1.0 - kernel_scale) * busy_us, 0.0))
+        kx_us=np.where(graph_launches > 0, (1.0 - kernel_scale) * busy_us, 0.0),
+        python_calls=_python_calls_per_step(trace, win))
+
+
+def _python_calls_per_step(trace: Trace, win: _StepWindows) -> np.ndarray:
+    """Python calls (``python_function`` events, any thread) that begin inside each step's GPU window on its
+    primary device: the host work the window waited for (an engine prepares a graph replay's inputs after the
+    step's first copies, outside its annotated range)."""
+    start = trace.python_calls.start_ns
+    if start.size == 0 or win.n_steps == 0:
+        return np.zeros(win.n_steps)
+    w0, w1 = win.w0_ns[win.pkey], win.w1_ns[win.pkey]
+    return np.where(win.step_ok, np.searchsorted(start, w1) - np.searchsorted(start, w0), 0).astype(float)
 
 
 def _per_step(row_step: np.ndarray, mask: np.ndarray, n_steps: int, weights: np.ndarray | None = None) -> np.ndarray:
@@ -629,6 +650,10 @@ def _bounded_prediction(lm: _LaunchMetrics, cov: StepCoverage, stalls: _Stalls, 
       predicted at most at its unprofiled estimate (the profiled step less the profiler's cost, at least
       ``floor_us``). An eager step's estimate can fall to its busy time (the host ran ahead of the GPU in a
       graph sequence): it bounds nothing there, and the summary bounds the headline instead.
+    * Pricing a ``with_stack`` trace's Python calls takes host time off: it takes a FULL step down to its predicted
+      replay at most, not below (where the estimate without them is above the replay: ``floor_us``). An engine that
+      prepares the next step while the GPU runs makes calls the GPU never waited for (vLLM's V2 runner: its FULL
+      steps fell to their busy time without the floor).
     """
     pred = lm.pred_us + (stalls.us - stalls.in_graph_us)
     cov_arr = np.array(cov.coverage, dtype=object)
@@ -637,8 +662,11 @@ def _bounded_prediction(lm: _LaunchMetrics, cov: StepCoverage, stalls: _Stalls, 
     # Only a piecewise step's GPU waits for its later graph launches (each piece's, with eager work between them);
     # a FULL step's graphs run back to back, launched ahead of the GPU
     gl_excess = np.where(piecewise, lm.gl_excess_us, 0.0)
+    if oh.python_call_us > 0:
+        without = model.unprofiled_step_us(lm.win_us, lm.host_events, lm.busy_us, oh.us_per_event, gl_excess, lm.kx_us)
+        floor = np.where(cov_arr == "full", np.minimum(pred, without), floor)
     unprof = np.maximum(model.unprofiled_step_us(lm.win_us, lm.host_events, lm.busy_us, oh.us_per_event, gl_excess,
-                                                 lm.kx_us), floor)
+                                                 lm.kx_us, oh.python_us(lm.python_calls, lm.host_events)), floor)
     return replace(lm, pred_us=np.where(cov_arr != "eager", np.minimum(pred, unprof), pred), floor_us=floor,
                    gl_excess_us=gl_excess)
 
@@ -710,17 +738,22 @@ class _SummaryInputs:
     #: Per step: a FULL-graph replay whose host work began before the previous step's GPU work ended (the engine
     #: prepared it while that step ran: async scheduling); ``None``: none known.
     overlapped: np.ndarray | None = None
+    #: Per step the Python calls recorded in its GPU window (``with_stack``; 0 otherwise).
+    python_calls: np.ndarray | None = None
 
 
 def _unprofiled_range(model: PredictionModel, oh: OverheadEstimate, win_us: np.ndarray, host_events: np.ndarray,
                       busy_us: np.ndarray, floor_us: np.ndarray, gl_excess_us: np.ndarray,
-                      kx_us: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                      kx_us: np.ndarray, python_calls: np.ndarray | None = None
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per step its unprofiled estimate, at least ``floor_us``, and its range: at the profiler's estimated cost per
-    host event, its high cost (the low estimate) and its low cost (the high estimate); the profiler's part of the
-    step's graph launch calls (``gl_excess_us``) and its lengthening of the replays' kernels (``kx_us``) are off all
-    three."""
-    return tuple(np.maximum(model.unprofiled_step_us(win_us, host_events, busy_us, k, gl_excess_us, kx_us), floor_us)
-                 for k in (oh.us_per_event, oh.high, oh.low))
+    host event and per Python call, their high costs (the low estimate) and their low costs (the high estimate); the
+    profiler's part of the step's graph launch calls (``gl_excess_us``) and its lengthening of the replays' kernels
+    (``kx_us``) are off all three."""
+    calls = np.zeros_like(win_us) if python_calls is None else python_calls
+    return tuple(np.maximum(model.unprofiled_step_us(win_us, host_events, busy_us, k, gl_excess_us, kx_us,
+                                                     oh.python_us(calls, host_events, end)), floor_us)
+                 for k, end in ((oh.us_per_event, "point"), (oh.high, "high"), (oh.low, "low")))
 
 
 def _summary(si: _SummaryInputs, opts: AnalysisOptions) -> Summary:
@@ -730,7 +763,8 @@ def _summary(si: _SummaryInputs, opts: AnalysisOptions) -> Summary:
     idle_by = {c: sum(s.idle_us_by_cause[c] for s in steps) for c in CAUSES}
     step_med = _median(win)
     oh = si.overhead
-    unprof = _unprofiled_range(opts.model, oh, win, si.host_events, bus, si.floor_us, si.gl_excess_us, si.kx_us)
+    unprof = _unprofiled_range(opts.model, oh, win, si.host_events, bus, si.floor_us, si.gl_excess_us, si.kx_us,
+                               si.python_calls)
     if si.overlapped is not None and si.overlapped.any():
         # A FULL replay the engine prepared while the previous step ran: its real step is the replay; the GPU idle
         # the trace shows around it is the profiler slowing that host work past the GPU's step (vLLM 0.24 on the
@@ -789,7 +823,10 @@ def _summary(si: _SummaryInputs, opts: AnalysisOptions) -> Summary:
         verdict="", verdict_detail="",
         profiler_settings={**si.settings.to_dict(), "overhead_source": oh.source, "notes": list(oh.notes)},
         profiler_overhead_us_per_event=_f(oh.us_per_event), profiler_overhead_us_per_event_low=_f(oh.low),
-        profiler_overhead_us_per_event_high=_f(oh.high), estimated_unprofiled_step_us_low=_f(unprof_lo),
+        profiler_overhead_us_per_event_high=_f(oh.high),
+        python_calls_per_step_median=_median(si.python_calls) if si.python_calls is not None else 0.0,
+        profiler_python_call_us=_f(oh.python_call_us), profiler_python_call_us_low=_f(oh.python_call_low),
+        profiler_python_call_us_high=_f(oh.python_call_high), estimated_unprofiled_step_us_low=_f(unprof_lo),
         estimated_unprofiled_step_us_high=_f(unprof_hi), predicted_speedup_low=_f(sp.speedup_low),
         predicted_speedup_high=_f(sp.speedup_high), predicted_speedup_rule="all FULL" if full else "median step",
         eager_step_source="measured" if opts.observed_step_us else "estimated",
@@ -839,7 +876,8 @@ def _with_step_groups(s: Summary, si: _SummaryInputs, opts: AnalysisOptions, eng
                 delays_ns=np.zeros(0), launch_api_ns=si.launch_api_ns[idx],
                 launched_gpu_ns=si.launched_gpu_ns[idx], settings=si.settings, overhead=si.overhead,
                 floor_us=si.floor_us[idx], gl_excess_us=si.gl_excess_us[idx], kx_us=si.kx_us[idx],
-                overlapped=None if si.overlapped is None else si.overlapped[idx]), opts)
+                overlapped=None if si.overlapped is None else si.overlapped[idx],
+                python_calls=None if si.python_calls is None else si.python_calls[idx]), opts)
             groups.append({"phase": phase, "graph_coverage": cov, "steps": int(idx.size),
                            "description": _group_text(int(idx.size), phase, cov, sub),
                            "eager_launches_per_step_median": sub.kernel_launches_per_step_median,
@@ -1044,14 +1082,15 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
         decode=np.array([r.phase in _DECODE_OR_UNKNOWN for r in reports], dtype=bool), name=[r.name for r in reports],
         device=np.array([r.device for r in reports], dtype=np.int64), cpu_us=np.array([r.cpu_us for r in reports]),
         win_us=lm.win_us[keep], busy_us=lm.busy_us[keep], host_events=lm.host_events[keep], graph_us=lm.pred_us[keep],
-        gl_excess_us=lm.gl_excess_us[keep], kx_us=lm.kx_us[keep],
+        gl_excess_us=lm.gl_excess_us[keep], kx_us=lm.kx_us[keep], python_calls=lm.python_calls[keep],
         kernels=np.array([r.kernels for r in reports], dtype=float),
         w0_ns=win.w0_ns[win.pkey[keep]], w1_ns=win.w1_ns[win.pkey[keep]])
     a = assemble_serving(trace, row_step, [steps.names[i] for i in range(len(steps))], steps.cpu_start_ns, cols,
                          opts.model, oh.us_per_event, _given_sizes(opts), _engine_default(trace, engine), engine,
                          dict(opts.graph_timings_us) if opts.graph_timings_us else None, CURVE_MIN_SIZE,
                          experts=opts.moe_routing, node_us=s.node_us,
-                         kernel_scale=opts.model.kernel_scale(s.node_us_source))
+                         kernel_scale=opts.model.kernel_scale(s.node_us_source),
+                         python_us=oh.python_us(cols.python_calls, cols.host_events))
     ss, pc, padded, lost, hg = a.ss, a.pad, a.padded, a.lost_us, a.hg
     if a.conflict:
         warnings.append(a.conflict)
@@ -1144,7 +1183,7 @@ def _decode_time(a, cols: StepColumns, floor_us: np.ndarray, oh: OverheadEstimat
     pw_real, pw_lo, pw_hi = (float(u.sum()) for u in _unprofiled_range(model, oh, cols.win_us[pw],
                                                                         cols.host_events[pw], cols.busy_us[pw],
                                                                         floor_us[pw], cols.gl_excess_us[pw],
-                                                                        cols.kx_us[pw]))
+                                                                        cols.kx_us[pw], cols.python_calls[pw]))
     pw_graph = float(cols.graph_us[pw].sum())
     size = np.where(a.ss.fallback, a.ss.fallback_bucket, cols.batch)[eager]
     e_real = float(a.eager.at(cols.batch[eager]).sum())

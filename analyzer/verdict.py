@@ -84,9 +84,13 @@ def eager_basis(s, mode: str = "eager") -> str:
                 f"{s.step_us_median:,.0f} us window is no measure of it); {graph}")
     if s.eager_step_source == "measured":
         return f"{word} measured: {s.observed_step_us:,.0f} us observed ({s.step_us_median:,.0f} us profiled); {graph}"
+    python = (f" and {s.profiler_python_call_us:.3g} us ({s.profiler_python_call_us_low:.3g}-"
+              f"{s.profiler_python_call_us_high:.3g}) per recorded Python call past the host events' share "
+              f"({s.python_calls_per_step_median:,.0f} in the median step)"
+              if s.profiler_python_call_us and s.python_calls_per_step_median else "")
     return (f"{word} estimated: {s.step_us_median:,.0f} us profiled less {s.profiler_overhead_us_per_event:.3g} us "
             f"({s.profiler_overhead_us_per_event_low:.3g}-{s.profiler_overhead_us_per_event_high:.3g}) per recorded "
-            f"host event for the profiler ({settings_words(s.profiler_settings)}); {graph}")
+            f"host event{python} for the profiler ({settings_words(s.profiler_settings)}); {graph}")
 
 
 def fallback_basis(s) -> str:

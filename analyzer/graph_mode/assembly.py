@@ -30,7 +30,8 @@ class StepColumns:
     unknown phase) / ``name`` / ``device``; ``cpu_us``, ``win_us``, ``busy_us``, ``host_events``,
     ``graph_us`` (predicted FULL-graph step), ``kernels``, ``w0_ns`` / ``w1_ns`` (GPU window on its device),
     ``gl_excess_us`` (the profiler's part of its graph launch calls: ``launchgap.predict.graph_launch_excess_us``),
-    ``kx_us`` (the profiler's lengthening of its graph replays' kernels).
+    ``kx_us`` (the profiler's lengthening of its graph replays' kernels), ``python_calls`` (the Python calls a
+    ``with_stack`` trace recorded in its GPU window).
     """
 
     step: np.ndarray
@@ -49,6 +50,7 @@ class StepColumns:
     w1_ns: np.ndarray
     gl_excess_us: np.ndarray
     kx_us: np.ndarray
+    python_calls: np.ndarray
 
 
 @dataclass(frozen=True, eq=False)
@@ -93,13 +95,14 @@ def assemble_serving(trace: Trace, row_step: np.ndarray, all_step_names: list[st
                      given: tuple[list[int], str, str] | None, engine_default: tuple[list[int], str] | None,
                      engine: str | None, timings: dict[int, float] | None, min_size: int,
                      experts: tuple[int, int] | None = None, kernel_scale: float = 1.0,
-                     node_us: float = 0.0) -> ServingAssembly:
+                     node_us: float = 0.0, python_us: np.ndarray | float = 0.0) -> ServingAssembly:
     """Graph-mode serving of the kept steps ``cols`` (see :class:`ServingAssembly`). ``given``: the capture list
     the user gave (sizes, source, detail); ``engine_default``: the engine's default for the trace's GPU and TP;
     ``timings``: harness FULL-graph timings by batch (they win in the cost curve); ``min_size``: the curve
     spans at least ``1..min_size``; ``experts``: a mixture of experts' ``(E, k)`` from the model config;
     ``kernel_scale``, ``node_us``: how the steps' ``graph_us`` were built from their kernels (the trace's unprofiled
-    share of kernel time and node cost: :meth:`launchgap.predict.PredictionModel.predict_graph_us`)."""
+    share of kernel time and node cost: :meth:`launchgap.predict.PredictionModel.predict_graph_us`); ``python_us``:
+    per step the Python tracer's cost of its calls (``with_stack``), off its eager estimate."""
     batch, decode = cols.batch, cols.decode
     mk = marker_buckets(cols.name)
     is_graph = np.isin(np.array(cols.coverage, dtype=object), ("full", "piecewise"))
@@ -115,7 +118,7 @@ def assemble_serving(trace: Trace, row_step: np.ndarray, all_step_names: list[st
     # event, at least its GPU busy time; in a graph sequence its GPU window is no measure of it (the
     # host starts it ahead, while the GPU still replays earlier steps)
     unprof = model.unprofiled_step_us(np.maximum(cols.cpu_us, cols.win_us), cols.host_events, cols.busy_us,
-                                      us_per_event, cols.gl_excess_us, cols.kx_us)
+                                      us_per_event, cols.gl_excess_us, cols.kx_us, python_us)
     size = np.where(is_graph, ss.bucket, np.where(decode, batch, -1))
     # An eager step's short kernels run faster than the same kernels replayed in a graph: lifted by the trace's own
     # excess so that an eager fallback and a graph replay are samples of one FULL-graph curve

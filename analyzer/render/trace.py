@@ -64,7 +64,11 @@ def _facts(rep: TraceReport) -> list[tuple[str, str]]:
         ("profiler settings", f"{s.profiler_settings.get('tier', '?')}: "
                               + ("; ".join(s.profiler_settings.get("evidence") or []) or "nothing recorded") +
                               f" -> {s.profiler_overhead_us_per_event:.3g} us per host event "
-                              f"({s.profiler_overhead_us_per_event_low:.3g}-{s.profiler_overhead_us_per_event_high:.3g})"),
+                              f"({s.profiler_overhead_us_per_event_low:.3g}-{s.profiler_overhead_us_per_event_high:.3g})"
+                              + (f"; {s.profiler_python_call_us:.3g} us per Python call past the host events' share "
+                                 f"({s.profiler_python_call_us_low:.3g}-{s.profiler_python_call_us_high:.3g}; "
+                                 f"{s.python_calls_per_step_median:,.0f} calls per step)"
+                                 if s.profiler_python_call_us else "")),
         ("GPU busy", f"{s.gpu_busy_us_median:,.1f} us median per step"),
         ("GPU idle", f"{s.gpu_idle_fraction:.1%} of the step windows: " + ", ".join(
             f"{c} {s.idle_fraction_by_cause[c]:.1%}" for c in CAUSES if s.idle_fraction_by_cause[c] > 0) or "none"),

@@ -7,6 +7,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from launchgap.cli import main
@@ -127,3 +128,36 @@ def test_an_already_graphed_trace_stays_at_1x_with_or_without_a_measured_step(vl
     for obs in (None, 3_000.0):  # the dashboard recomputes through with_observed_step, measured step or not
         h = headline(with_observed_step(rep, obs).summary)
         assert (h.predicted_speedup, h.predicted_speedup_low, h.predicted_speedup_high) == (1.0, 1.0, 1.0)
+
+
+def _interleaved(vllm_dir: Path, engine: str) -> list[tuple[float, TraceReport]]:
+    """Per block of an interleaved recording: its truth (the median unprofiled step around it) and its report."""
+    folder = vllm_dir / "interleaved" / engine
+    blocks = json.loads((folder / "interleaved.json").read_text())["blocks"]
+    return [(float(np.median(b["unprofiled_before_us"] + b["unprofiled_after_us"])),
+             analyze_trace(load_trace(folder / b["trace"]))) for b in blocks]
+
+
+def test_python_calls_are_priced_on_a_full_graph_trace_with_stacks(vllm_dir: Path) -> None:
+    # vLLM's V1 runner with Python stacks: ~1,300-1,800 Python calls per FULL step's window for ~220 host events; each
+    # past 0.25 per host event costs 1.78x the host reference. The step estimate lands on the engine's unprofiled step
+    # measured around the same profiled steps (it read +66% with the harness's stack rate alone)
+    for truth, rep in _interleaved(vllm_dir, "full-stack-v1runner"):
+        s = rep.summary
+        assert s.profiler_settings["tier"] == "stack" and s.python_calls_per_step_median > 1_000
+        assert s.profiler_python_call_us == pytest.approx(1.78 * s.profiler_settings["host_ref_us"], abs=1e-3)
+        assert {st.graph_coverage for st in rep.steps} == {"full"} and {st.batch_size for st in rep.steps} == {16}
+        assert abs(s.estimated_unprofiled_step_us_median / truth - 1) < 0.05
+        assert s.decode_tpot_ms_before == pytest.approx(s.estimated_unprofiled_step_us_median / 1e3, abs=1e-3)
+
+
+def test_without_stacks_no_python_call_is_priced(vllm_dir: Path) -> None:
+    for _, rep in _interleaved(vllm_dir, "eager-nostack"):
+        s = rep.summary
+        assert s.profiler_settings["tier"] == "plain"
+        assert (s.python_calls_per_step_median, s.profiler_python_call_us) == (0.0, 0.0)
+    # with stacks the eager step's Python calls are priced: its estimate falls to the no-stack trace's (12-14 ms;
+    # the GPU window of a step whose engine step, host work between steps included, is 15.6-18.6 ms)
+    for truth, rep in _interleaved(vllm_dir, "eager-stack"):
+        assert rep.summary.python_calls_per_step_median > 5_000
+        assert 0.6 * truth < rep.summary.estimated_unprofiled_step_us_median < 1.05 * truth

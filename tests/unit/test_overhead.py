@@ -15,7 +15,7 @@ from launchgap.overhead import (
 from launchgap.overhead_fit import main as fit_main
 from launchgap.predict import PredictionModel
 from launchgap.report import AnalysisOptions, analyze_trace, with_observed_step
-from tests.unit.kineto_tiny import HOST_PID, HOST_TID, ann, cpu_op, kernel, launch, write
+from tests.unit.kineto_tiny import HOST_PID, HOST_TID, ann, cpu_op, kernel, launch, runtime, write
 
 DIMS = [[2, 8]]
 
@@ -292,3 +292,49 @@ def test_kernel_scale_only_with_the_traces_own_replay_node_cost() -> None:
     assert m.kernel_scale("trace replays") == 0.987
     assert m.kernel_scale("prior") == 1.0
     assert PredictionModel(replay_kernel_scale=0.95).kernel_scale("trace replays") == 0.95
+
+
+def test_python_calls_past_the_fitted_share_are_priced_first(tmp_path) -> None:
+    # with_stack: 12 Python calls in the GPU window [10, 160] besides the 6 host events; 0.25 per host event (1.5)
+    # are in the stack rates already, the other 10.5 cost 1.78 (0.9-2.31) x the 2 us host reference each:
+    # 3.56 us (1.8-4.62), 37.38 us for the step
+    calls = [python_function(30 + 5 * i, 1) for i in range(12)]
+    s = analyze_trace(load_trace(write(tmp_path, events(dims=None) + calls))).summary
+    assert s.profiler_settings["tier"] == "stack" and s.python_calls_per_step_median == 12
+    assert (s.profiler_python_call_us, s.profiler_python_call_us_low, s.profiler_python_call_us_high) == \
+        (3.56, 1.8, 4.62)
+    # the stack share 0.2773 (0.1234-0.3141) is of the step less its calls, 112.62 us over 6 events: 5.2049 us
+    # (2.3162-5.8957) per event; the ref rate 2.7761 (1.2187-3.1711) x 2 us widens the range to 2.3162-6.3422
+    assert (s.profiler_overhead_us_per_event, s.profiler_overhead_us_per_event_low,
+            s.profiler_overhead_us_per_event_high) == (5.205, 2.316, 6.342)
+    assert s.estimated_unprofiled_step_us_median == pytest.approx(81.391, abs=1e-3)  # 150 - 37.38 - 6 x 5.2049
+    assert s.estimated_unprofiled_step_us_low == pytest.approx(63.437, abs=1e-3)  # 150 - 10.5 x 4.62 - 6 x 6.3422
+    assert s.estimated_unprofiled_step_us_high == pytest.approx(117.203, abs=1e-3)  # 150 - 10.5 x 1.8 - 6 x 2.3162
+    assert "and 3.56 us (1.8-4.62) per recorded Python call past the host events' share (12 in the median step)" \
+        in s.verdict_detail
+    assert s.profiler_settings["notes"][0].startswith("ratio model: unprofiled step = 0.7227 x the profiled step "
+                                                      "less its Python calls (113 us over 6 host events")
+    # without the calls (or with only as many as the rates hold) nothing changes: 0.7227 x 150
+    few = analyze_trace(load_trace(write(tmp_path, events(dims=None) + calls[:1]))).summary
+    assert few.estimated_unprofiled_step_us_median == pytest.approx(108.405, abs=1e-3)
+    assert few.profiler_python_call_us == 3.56 and few.python_calls_per_step_median == 1
+
+
+def test_pricing_python_calls_takes_a_full_graph_step_to_its_replay_at_most(tmp_path) -> None:
+    # one FULL-graph step: a copy [10, 12], 100 Python calls [20, 218] while the host prepares the replay, then one
+    # cudaGraphLaunch -> two 20 us kernels [300, 342]: window 332 us, busy 42 us, 3 host events, host reference 2 us
+    memcpy = {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": 7, "ts": 10, "dur": 2,
+              "args": {"device": 0, "stream": 7, "correlation": 1}}
+    evs = [ann("decode_step[bs=2]", 0, 400), cpu_op("aten::empty", 1, 2), runtime(3, 2, "cudaMemcpyAsync", corr=1),
+           memcpy, *[python_function(20 + 2 * i, 1) for i in range(100)],
+           launch(250, 10, 2, name="cudaGraphLaunch"), kernel(300, 20, 2, name="g1"), kernel(322, 20, 2, name="g2")]
+    s = analyze_trace(load_trace(write(tmp_path, evs))).summary
+    assert s.steps == 1 and s.graph_launches_per_step_median == 1 and s.python_calls_per_step_median == 100
+    assert (s.step_us_median, s.gpu_busy_us_median) == (332.0, 42.0)
+    # its 99.25 priced calls at 3.56 us (353 us) would take it below its busy time; it stops at its predicted
+    # replay, which the estimate without them (332 - 3 x 5.5522 us per host event) is above
+    assert s.profiler_python_call_us == 3.56 and s.profiler_overhead_us_per_event == pytest.approx(5.552, abs=1e-3)
+    assert s.estimated_unprofiled_step_us_median == s.predicted_graph_step_us_median > s.gpu_busy_us_median
+    # without stacks the same step keeps its window less the per-event cost
+    plain = analyze_trace(load_trace(write(tmp_path, [e for e in evs if e.get("cat") != "python_function"]))).summary
+    assert plain.estimated_unprofiled_step_us_median > 300

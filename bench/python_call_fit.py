@@ -1,0 +1,88 @@
+"""Fit the profiler's cost per recorded Python call (``with_stack``) on interleaved engine recordings, and score the
+unprofiled step estimate on them.
+
+    python bench/python_call_fit.py [FOLDER ...]     # default: traces/h200-vllm-2026-12-04/interleaved/*
+
+Each FOLDER holds ``interleaved.json`` (``bench/vllm_record.py --interleaved``: per block the unprofiled engine steps
+just before and after it and the profiled ones) and the block's trace. Per block of a ``with_stack`` trace, over
+its steps' cycles (one step's start to the next's: every call the engine made for it, scheduling and sampling
+included, as the engine's own step holds them), the implied cost per Python call in units of the trace's host
+reference (:func:`launchgap.overhead.host_ref_us`):
+
+    (cycle - truth - stack rate x host_ref x host_events) / (python_calls - 0.25 x host_events) / host_ref
+
+truth being the median of the unprofiled steps around the block; the ``stack`` tier's rate prices the host events
+and the calls up to the 0.25 per host event its fit set made (:class:`launchgap.overhead.OverheadTable`). The
+printed point is the median over the blocks, the range their minimum to maximum (fewer than 9 values:
+:func:`launchgap.overhead._band`'s rule), to paste into ``DEFAULT_OVERHEAD.python_call``. Then every block's
+estimated unprofiled step (``launchgap analyze``'s, the shipped table) against its truth, without stacks too.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from launchgap.loaders import load_trace  # noqa: E402
+from launchgap.overhead import DEFAULT_OVERHEAD, detect_profiler_settings, python_calls_priced  # noqa: E402
+from launchgap.report import analyze_trace  # noqa: E402
+from launchgap.trace import Kind  # noqa: E402
+
+
+def cycles(trace, report) -> tuple[float, float, float]:
+    """Median over the steps but the last: cycle (us), Python calls and host events in it."""
+    host = np.sort(trace.start_ns[(trace.kind == Kind.CPU_OP) | (trace.kind == Kind.RUNTIME)])
+    calls = trace.python_calls.start_ns
+    starts = np.array([round(s.start_us * 1000) for s in report.steps], dtype=np.int64)
+    a, b = starts[:-1], starts[1:]
+
+    def count(x: np.ndarray) -> np.ndarray:
+        return np.searchsorted(x, b) - np.searchsorted(x, a)
+
+    return float(np.median((b - a) / 1e3)), float(np.median(count(calls))), float(np.median(count(host)))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("folders", nargs="*", type=Path)
+    folders = ap.parse_args().folders or sorted((REPO / "traces/h200-vllm-2026-12-04/interleaved").iterdir())
+    table = DEFAULT_OVERHEAD
+    implied = []
+    print(f"{'recording':28s} {'block':>5s} {'truth us':>9s} {'estimate':>9s} {'error':>7s} {'calls/cycle':>11s} "
+          f"{'implied (x ref)':>15s}")
+    for folder in folders:
+        rec = json.loads((folder / "interleaved.json").read_text())
+        for i, blk in enumerate(rec["blocks"]):
+            trace = load_trace(folder / blk["trace"])
+            rep = analyze_trace(trace)
+            truth = statistics.median(blk["unprofiled_before_us"] + blk["unprofiled_after_us"])
+            settings = detect_profiler_settings(trace)
+            est = rep.summary.estimated_unprofiled_step_us_median
+            line = f"{folder.name:28s} {i:5d} {truth:9,.0f} {est:9,.0f} {est / truth - 1:+7.1%}"
+            if settings.tier.endswith("stack"):
+                ref = settings.host_ref_us or table.typical_ref_us
+                cyc, calls, events = cycles(trace, rep)
+                base = table.rate(settings.tier).in_us(ref, table.typical_ref_us)[0] * events
+                priced = float(python_calls_priced(calls, events, table.python_calls_per_event))
+                implied.append((cyc - truth - base) / priced / ref)
+                line += f" {calls:11,.0f} {implied[-1]:15.2f}"
+            print(line)
+    if implied:
+        v = np.array(implied)
+        print(f"\nper Python call past {table.python_calls_per_event:g} per host event: {np.median(v):.2f}x the host "
+              f"reference (range {v.min():.2f}-{v.max():.2f}) over {v.size} blocks; shipped "
+              f"{table.python_call.value:g} ({table.python_call.low:g}-{table.python_call.high:g})")
+    print("(the estimate is the step's GPU window, the truth the engine's whole step: an eager step's host work "
+          "between steps is in the truth only)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
