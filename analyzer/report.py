@@ -153,6 +153,8 @@ class StepReport:
     host_stall_us: float = 0.0
     host_stall_in_graph_us: float = 0.0
     host_stall_frame: str | None = None
+    # Python calls (python_function events, any thread) recorded in the step's GPU window: with_stack traces only
+    python_calls: int = 0
 
     @property
     def fallback_bucket_graph_us(self) -> float | None:
@@ -692,7 +694,7 @@ def _step_reports(steps: Steps, win: _StepWindows, idle: _WindowIdle, lm: _Launc
             requests=int(steps.requests[s]) if steps.requests[s] >= 0 else None,
             tokens=int(steps.tokens[s]) if steps.tokens[s] >= 0 else None, graph_coverage=cov.coverage[s],
             host_stall_us=_f(stalls.us[s]), host_stall_in_graph_us=_f(stalls.in_graph_us[s]),
-            host_stall_frame=stalls.frame[s],
+            host_stall_frame=stalls.frame[s], python_calls=int(lm.python_calls[s]),
             batch_source=steps.batch_source[s] if bs >= 0 else "none",
             batch_confidence=steps.batch_confidence[s] if bs >= 0 else None, batch_note=steps.batch_note[s],
         ))

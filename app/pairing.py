@@ -6,7 +6,8 @@ the Compare page picks one with :func:`launchgap.dashboard.workloads.pick_worklo
 the analyzer's unprofiled estimates per step
 (:meth:`launchgap.predict.PredictionModel.unprofiled_step_us`: the profiled step less the
 profiler's cost per host event for the profiler settings each trace shows, its summary's
-``profiler_overhead_us_per_event``, never below the GPU busy time), so eager and graph traces
+``profiler_overhead_us_per_event``, and with Python stacks its cost per Python call past the host events' share,
+``profiler_python_call_us``, never below the GPU busy time), so eager and graph traces
 compare like for like. A helper like this could live in :mod:`analyzer` (the planner's
 ``costs_from_steps`` covers the same ground); it stays here until then.
 """
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from launchgap.overhead import python_calls_priced
 from launchgap.predict import PredictionModel
 from launchgap.report import TraceReport
 
@@ -37,12 +39,15 @@ def step_rows(reports: Sequence[tuple[str, TraceReport]], model: PredictionModel
             rows.append({"trace": name, "mode": rep.mode, "batch_size": st.batch_size, "step_profiled_us": st.dur_us,
                          "host_events": st.host_events, "busy_us": st.gpu_busy_us, "idle_us": st.gpu_idle_us,
                          "predicted_graph_us": st.predicted_graph_us,
-                         "us_per_event": rep.summary.profiler_overhead_us_per_event})
+                         "us_per_event": rep.summary.profiler_overhead_us_per_event,
+                         "python_us": rep.summary.profiler_python_call_us * float(python_calls_priced(
+                             st.python_calls, st.host_events, model.overhead.python_calls_per_event))})
     df = pd.DataFrame(rows, columns=["trace", "mode", "batch_size", "step_profiled_us", "host_events", "busy_us",
-                                     "idle_us", "predicted_graph_us", "us_per_event"])
+                                     "idle_us", "predicted_graph_us", "us_per_event", "python_us"])
     df["step_us"] = model.unprofiled_step_us(df["step_profiled_us"].to_numpy(float),
                                              df["host_events"].to_numpy(float), df["busy_us"].to_numpy(float),
-                                             df["us_per_event"].to_numpy(float))
+                                             df["us_per_event"].to_numpy(float),
+                                             python_us=df["python_us"].to_numpy(float))
     return df
 
 
