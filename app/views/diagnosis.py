@@ -108,7 +108,10 @@ ps = s.profiler_settings
 basis = batch_basis(rep.steps)
 st.caption(md_escape(
     f"Speedup range {h.predicted_speedup_low:.2f}-{h.predicted_speedup_high:.2f}x. Profiler settings detected: "
-    f"{ps.get('tier', '?')} (" + ("; ".join(ps.get("evidence") or []) or "nothing recorded") + ")."
+    f"{ps.get('tier', '?')} (" + ("; ".join(ps.get("evidence") or []) or "nothing recorded") + "); its cost taken off "
+    f"the step: {s.profiler_overhead_us_per_event:.3g} us per host event"
+    + (f" and {s.profiler_python_call_us:.3g} us per recorded Python call past the host events' share "
+       f"({s.python_calls_per_step_median:,.0f} calls per step)" if s.profiler_python_call_us else "") + "."
     + (f" Workload: {rep.workload.label}." if rep.workload else "")
     + (f" Batch per step from {basis}." if basis else "")))
 
