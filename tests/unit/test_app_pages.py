@@ -178,6 +178,20 @@ def test_diagnosis_metrics_exact() -> None:
     assert list(top["name"]) == ["k1", "k2"] and list(top["count"]) == [2, 2]
 
 
+def test_diagnosis_says_what_the_profiler_cost_it_took_off() -> None:
+    at = goto(upload(new_app(), [("eager_bs4.json", EAGER)]), "diagnosis")
+    caption = next(c for c in rendered_text(at) if c.startswith("Speedup range"))
+    assert md_escape("its cost taken off the step: 0.8 us per host event.") in caption and "Python call" not in caption
+    # with Python stacks: the 12 calls in the step's window, 10.5 of them past 0.25 per host event, at 3.56 us
+    from tests.unit.test_overhead import events, python_function
+
+    stack = trace_bytes(events(dims=None) + [python_function(30 + 5 * i, 1) for i in range(12)])
+    at = goto(upload(new_app(), [("stack.json", stack)]), "diagnosis")
+    caption = next(c for c in rendered_text(at) if c.startswith("Speedup range"))
+    assert md_escape("its cost taken off the step: 5.21 us per host event and 3.56 us per recorded Python call past "
+                     "the host events' share (12 calls per step).") in caption
+
+
 def test_diagnosis_opens_on_the_latest_upload() -> None:
     at = upload(new_app(), [("graph.json.gz", GRAPH)])
     upload(at, [("eager.json", EAGER)])
