@@ -13,14 +13,16 @@ reference (:func:`launchgap.overhead.host_ref_us`):
 
 truth being the median of the unprofiled steps around the block; the ``stack`` tier's rate prices the host events
 and the calls up to the 0.25 per host event its fit set made (:class:`launchgap.overhead.OverheadTable`). The
-printed point is the median over the blocks, the range their minimum to maximum (fewer than 9 values:
-:func:`launchgap.overhead._band`'s rule), to paste into ``DEFAULT_OVERHEAD.python_call``. Then every block's
-estimated unprofiled step (``launchgap analyze``'s, the shipped table) against its truth, without stacks too.
+printed point is the median over the blocks of the FIT recordings, the range their minimum to maximum (fewer than 9
+values: :func:`launchgap.overhead._band`'s rule), to paste into ``DEFAULT_OVERHEAD.python_call``; the others are held
+out (recorded after the fit). Every block's estimated unprofiled step (``launchgap analyze``'s, the shipped table)
+against its truth, and the estimate without Python calls priced (``before``).
 """
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 import statistics
 import sys
 from pathlib import Path
@@ -28,11 +30,13 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
+#: The recordings the shipped rate was fitted on (the others were recorded after it: held out).
+FIT = ("eager-stack", "full-stack-v1runner")
 sys.path.insert(0, str(REPO))
 
 from launchgap.loaders import load_trace  # noqa: E402
 from launchgap.overhead import DEFAULT_OVERHEAD, detect_profiler_settings, python_calls_priced  # noqa: E402
-from launchgap.report import analyze_trace  # noqa: E402
+from launchgap.report import AnalysisOptions, analyze_trace  # noqa: E402
 from launchgap.trace import Kind  # noqa: E402
 
 
@@ -54,31 +58,39 @@ def main() -> int:
     ap.add_argument("folders", nargs="*", type=Path)
     folders = ap.parse_args().folders or sorted((REPO / "traces/h200-vllm-2026-12-04/interleaved").iterdir())
     table = DEFAULT_OVERHEAD
-    implied = []
-    print(f"{'recording':28s} {'block':>5s} {'truth us':>9s} {'estimate':>9s} {'error':>7s} {'calls/cycle':>11s} "
-          f"{'implied (x ref)':>15s}")
+    unpriced = AnalysisOptions()
+    unpriced = replace(unpriced, model=replace(unpriced.model, overhead=replace(table, python_call=None)))
+    implied: dict[bool, list[float]] = {True: [], False: []}
+    print(f"{'recording':28s} {'set':8s} {'block':>5s} {'truth us':>9s} {'estimate':>9s} {'error':>7s} "
+          f"{'before':>7s} {'calls/cycle':>11s} {'implied (x ref)':>15s}")
     for folder in folders:
         rec = json.loads((folder / "interleaved.json").read_text())
+        fit = folder.name in FIT
         for i, blk in enumerate(rec["blocks"]):
             trace = load_trace(folder / blk["trace"])
             rep = analyze_trace(trace)
             truth = statistics.median(blk["unprofiled_before_us"] + blk["unprofiled_after_us"])
-            settings = detect_profiler_settings(trace)
+            settings = detect_profiler_settings(trace)  # before the row: its set depends on it
             est = rep.summary.estimated_unprofiled_step_us_median
-            line = f"{folder.name:28s} {i:5d} {truth:9,.0f} {est:9,.0f} {est / truth - 1:+7.1%}"
+            before = analyze_trace(trace, unpriced).summary.estimated_unprofiled_step_us_median
+            kind = "fit" if fit else "held out" if settings.tier.endswith("stack") else "no stack"
+            line = (f"{folder.name:28s} {kind:8s} {i:5d} {truth:9,.0f} {est:9,.0f} "
+                    f"{est / truth - 1:+7.1%} {before / truth - 1:+7.1%}")
             if settings.tier.endswith("stack"):
                 ref = settings.host_ref_us or table.typical_ref_us
                 cyc, calls, events = cycles(trace, rep)
                 base = table.rate(settings.tier).in_us(ref, table.typical_ref_us)[0] * events
                 priced = float(python_calls_priced(calls, events, table.python_calls_per_event))
-                implied.append((cyc - truth - base) / priced / ref)
-                line += f" {calls:11,.0f} {implied[-1]:15.2f}"
+                implied[fit].append((cyc - truth - base) / priced / ref)
+                line += f" {calls:11,.0f} {implied[fit][-1]:15.2f}"
             print(line)
-    if implied:
-        v = np.array(implied)
-        print(f"\nper Python call past {table.python_calls_per_event:g} per host event: {np.median(v):.2f}x the host "
-              f"reference (range {v.min():.2f}-{v.max():.2f}) over {v.size} blocks; shipped "
-              f"{table.python_call.value:g} ({table.python_call.low:g}-{table.python_call.high:g})")
+    for fit, values in implied.items():
+        if values:
+            v = np.array(values)
+            print(f"\n{'fit' if fit else 'held out'}: per Python call past {table.python_calls_per_event:g} per host "
+                  f"event {np.median(v):.2f}x the host reference (range {v.min():.2f}-{v.max():.2f}) over {v.size} "
+                  f"blocks" + (f"; shipped {table.python_call.value:g} ({table.python_call.low:g}-"
+                               f"{table.python_call.high:g})" if fit else ""))
     print("(the estimate is the step's GPU window, the truth the engine's whole step: an eager step's host work "
           "between steps is in the truth only)")
     return 0

@@ -151,6 +151,15 @@ def test_python_calls_are_priced_on_a_full_graph_trace_with_stacks(vllm_dir: Pat
         assert s.decode_tpot_ms_before == pytest.approx(s.estimated_unprofiled_step_us_median / 1e3, abs=1e-3)
 
 
+@pytest.mark.parametrize("engine", ["full-stack-v2runner", "qwen2.5-7b-like-full-stack"])
+def test_python_call_rate_holds_on_recordings_it_was_not_fitted_on(vllm_dir: Path, engine: str) -> None:
+    # held out: the V2 runner (it prepares the next step while the GPU runs: its FULL steps read their replay) and a
+    # 7B model on the V1 runner, recorded after the rate was fitted; without pricing their calls they read +28..+62%
+    for truth, rep in _interleaved(vllm_dir, engine):
+        assert rep.summary.python_calls_per_step_median > 1_000
+        assert -0.12 < rep.summary.estimated_unprofiled_step_us_median / truth - 1 < 0.05
+
+
 def test_without_stacks_no_python_call_is_priced(vllm_dir: Path) -> None:
     for _, rep in _interleaved(vllm_dir, "eager-nostack"):
         s = rep.summary
