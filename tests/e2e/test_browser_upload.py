@@ -97,10 +97,10 @@ def test_upload_is_streamed_to_a_file_and_parsed_in_place(browser, tmp_path) -> 
         finally:
             ctx.close()
         adds = [r for r in parse_lines(log.read_text(errors="replace")) if r["stage"].startswith("upload.")]
-        staged_dirs = sorted(staged() - before)
+        staged_dirs = sorted(staged() - before)  # parsed and deleted: none left
     assert [r["staged"] for r in adds if r["stage"] == "upload.add"] == [True]
     assert not [r for r in adds if r["stage"] == "upload.write"]  # the old copy out of Streamlit's bytes
-    assert not staged_dirs, staged_dirs  # parsed and deleted
+    assert not staged_dirs, [(d, sorted((f.name, f.stat().st_size) for f in d.iterdir())) for d in staged_dirs]
 
 
 def test_bomb_in_one_session_leaves_another_responsive(browser, tmp_path) -> None:
