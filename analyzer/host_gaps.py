@@ -49,8 +49,7 @@ _API_SUFFIX = re.compile(r"(?:_v\d+|_ptsz|_ptds|_spt)+$")
 @dataclass(frozen=True)
 class HostGaps:
     """Per kept step (same order as the inputs): ``gap_us`` (-1 for the first step), ``phases_us``
-    ({name: us} per step), ``hidden_us`` (async what-if per step, 0 for the first), ``host_ahead`` (per step:
-    its host work began before the previous step's GPU work ended; False for the first); ``source``:
+    ({name: us} per step), ``hidden_us`` (async what-if per step, 0 for the first); ``source``:
     ``"engine:<name>"`` when an engine's map named the phases, ``"top-level"`` otherwise, ``"none"`` when
     there is no gap with host time (a one-step trace, or every step's GPU work overlapped the previous one's)."""
 
@@ -58,7 +57,6 @@ class HostGaps:
     phases_us: list[dict[str, float]]
     hidden_us: np.ndarray
     source: str
-    host_ahead: np.ndarray
 
 
 def host_ahead(cpu_start_ns: np.ndarray, w1_ns: np.ndarray, device: np.ndarray | None = None) -> np.ndarray:
@@ -90,17 +88,14 @@ def _launch_tid(trace: Trace, row_step: np.ndarray) -> int | None:
 
 
 def host_gaps(trace: Trace, row_step: np.ndarray, step_cpu_start_ns: np.ndarray, w0_ns: np.ndarray,
-              w1_ns: np.ndarray, busy_us: np.ndarray, engine: str | None,
-              kept_cpu_start_ns: np.ndarray | None = None) -> HostGaps:
+              w1_ns: np.ndarray, busy_us: np.ndarray, engine: str | None) -> HostGaps:
     """Inter-step host time and its phases for steps with GPU windows ``[w0_ns, w1_ns]`` (kept steps in
-    order; ``busy_us`` their GPU busy time; ``step_cpu_start_ns`` every step's CPU start;
-    ``kept_cpu_start_ns`` the kept steps' own, for :attr:`HostGaps.host_ahead`)."""
+    order; ``busy_us`` their GPU busy time; ``step_cpu_start_ns`` every step's CPU start)."""
     n = int(w0_ns.size)
     gap = np.full(n, -1.0)
     hidden = np.zeros(n)
-    ahead = host_ahead(kept_cpu_start_ns, w1_ns) if kept_cpu_start_ns is not None else np.zeros(n, dtype=bool)
     if n == 0:
-        return HostGaps(gap, [], hidden, "none", ahead)
+        return HostGaps(gap, [], hidden, "none")
     gap_ns = np.maximum(w0_ns[1:] - w1_ns[:-1], 0)
     gap[1:] = gap_ns / 1e3
     hidden[1:] = np.minimum(gap_ns / 1e3, busy_us[:-1])
@@ -161,7 +156,7 @@ def host_gaps(trace: Trace, row_step: np.ndarray, step_cpu_start_ns: np.ndarray,
     per_step: list[dict[str, float]] = [{} for _ in range(n)]
     for gi, ph in zip(open_gap.tolist(), phases):  # one per gap (a report row)
         per_step[gi + 1] = ph
-    return HostGaps(gap_us=gap, phases_us=per_step, hidden_us=hidden, source=source, host_ahead=ahead)
+    return HostGaps(gap_us=gap, phases_us=per_step, hidden_us=hidden, source=source)
 
 
 def launch_thread_ranges(trace: Trace, row_step: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

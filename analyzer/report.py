@@ -381,8 +381,8 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
     lm = _bounded_prediction(lm, cov, stalls, opts.model, oh)
     step_reports = _step_reports(steps, win, idle, lm, cov, stalls)
     # FULL replays whose host work began before the previous kept step's GPU work on the same device ended
-    overlapped = host_ahead(steps.cpu_start_ns[keep], win.w1_ns[win.pkey[keep]], win.prim[keep]) \
-        & np.array([r.graph_coverage == "full" for r in step_reports], dtype=bool)
+    ahead = host_ahead(steps.cpu_start_ns[keep], win.w1_ns[win.pkey[keep]], win.prim[keep])
+    overlapped = ahead & np.array([r.graph_coverage == "full" for r in step_reports], dtype=bool)
     inputs = _SummaryInputs(
         source=steps.source, steps=step_reports, win_us=lm.win_us[keep], busy_us=lm.busy_us[keep],
         pred_us=lm.pred_us[keep], host_events=lm.host_events[keep], delays_ns=lm.delays_ns,
@@ -390,7 +390,7 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
         overhead=oh, floor_us=lm.floor_us[keep], gl_excess_us=lm.gl_excess_us[keep], kx_us=lm.kx_us[keep],
         overlapped=overlapped, python_calls=lm.python_calls[keep])
     summary = replace(_summary(inputs, opts), node_us=_f(node_us), node_us_source=node_source,
-                      host_stall_frames=stalls.frames_table())
+                      host_stall_frames=stalls.frames_table(), host_ahead_steps=int(ahead.sum()))
     mode = classify_mode(summary.kernel_launches_per_step_median, summary.graph_launches_per_step_median,
                          summary.kernels_per_step_median,
                          2 * sum(r.graph_coverage == "piecewise" for r in step_reports) > len(step_reports))
@@ -1139,8 +1139,7 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
         inter_step_host_us_median=_f(_median(gaps)) if gaps.size else 0.0,
         host_phases_us_per_step={k: _f(v / n_gaps) for k, v in sorted(phase_tot.items(), key=lambda kv: -kv[1])},
         host_phases_source=hg.source,
-        async_hidden_us_per_step=_f(hg.hidden_us[1:].sum() / n_gaps) if n > 1 else 0.0,
-        host_ahead_steps=int(hg.host_ahead.sum()))
+        async_hidden_us_per_step=_f(hg.hidden_us[1:].sum() / n_gaps) if n > 1 else 0.0)
     if a.eager is not None and is_graph.any():
         s = replace(s, step_groups=_eager_groups_on_the_curve(s, out, a.eager, opts.model.overhead.graph_rel_err))
     dt = _decode_time(a, cols, lm.floor_us[keep], oh, opts.model)

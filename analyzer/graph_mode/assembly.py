@@ -159,8 +159,7 @@ def assemble_serving(trace: Trace, row_step: np.ndarray, all_step_names: list[st
     lost = np.where(ss.fallback, fb_eager - curve.at(np.where(ss.fallback, ss.fallback_bucket, 1)), np.nan)
     causes = fallback_causes(trace, row_step, all_step_names,
                              np.isin(np.arange(len(all_step_names)), cols.step[ss.fallback]))
-    hg = host_gaps(trace, row_step, cpu_start_ns, cols.w0_ns, cols.w1_ns, cols.busy_us, engine,
-                   cpu_start_ns[cols.step])
+    hg = host_gaps(trace, row_step, cpu_start_ns, cols.w0_ns, cols.w1_ns, cols.busy_us, engine)
     return ServingAssembly(sizes=sizes, source=source, detail=detail, unknown=unknown, ss=ss, padded=padded, pad=pad,
                            fallback_eager_us=fb_eager, lost_us=lost,
                            fallback_eager_detail=eager_detail if ss.fallback.any() else None, unprof_us=unprof,

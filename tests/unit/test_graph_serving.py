@@ -352,17 +352,17 @@ def test_padding_basis_says_no_batch_padded_and_an_assumed_list() -> None:
 
 
 def test_host_ahead_of_the_previous_steps_gpu_work_says_async_scheduling_is_on(tmp_path: Path) -> None:
+    from launchgap.host_gaps import host_ahead
+
     trace = load_trace(write(tmp_path, _graph_step(0.0, "decode_step[bs=4 graph]", 1)
                              + _graph_step(100.0, "decode_step[bs=4 graph]", 2)))
-    steps = find_steps(trace)
-    rs = assign_rows_to_steps(trace, steps)
-    w0, w1, busy = np.array([20_000, 120_000]), np.array([30_000, 130_000]), np.array([10.0, 10.0])
+    w1 = np.array([30_000, 130_000])
     # the second step's host work began at 25 us, before the first step's GPU work ended at 30 us: ahead
-    hg = host_gaps(trace, rs, steps.cpu_start_ns, w0, w1, busy, None, np.array([0, 25_000]))
-    assert hg.host_ahead.tolist() == [False, True]
+    assert host_ahead(np.array([0, 25_000]), w1).tolist() == [False, True]
     # at 100 us, after it: a loop that waited for the GPU
-    hg = host_gaps(trace, rs, steps.cpu_start_ns, w0, w1, busy, None, np.array([0, 100_000]))
-    assert hg.host_ahead.tolist() == [False, False]
+    assert host_ahead(np.array([0, 100_000]), w1).tolist() == [False, False]
+    # the report counts them: this trace's second step begins at 100 us, after the first's GPU work
+    assert analyze_trace(trace).summary.host_ahead_steps == 0
     assert async_scheduling_text(1, 2, 8.0) == (
         "already on: 1 of 2 steps' host work began before the previous step's GPU work ended; the GPU idle left "
         "between steps is host work longer than the GPU's step (under the profiler's cost), which overlapping "
