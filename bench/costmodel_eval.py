@@ -326,10 +326,10 @@ def check_batches(rows: list[dict]) -> bool:
 VLLM = T / "h200-vllm-2026-12-04"
 
 
-def engine_steps(folder: Path) -> dict[int, float]:
+def engine_steps(folder: Path, name: str = "engine_steps.json") -> dict[int, float]:
     """vLLM's own unprofiled engine step (us, host included) per batch size (bench/vllm_record.py's truth)."""
     return {int(r["batch_size"]): float(r["engine_step_us"])
-            for r in json.loads((folder / "engine_steps.json").read_text())["rows"]}
+            for r in json.loads((folder / name).read_text())["rows"]}
 
 
 def check_vllm(rows: list[dict]) -> None:
@@ -343,8 +343,7 @@ def check_vllm(rows: list[dict]) -> None:
     is scored against its own run's steps and, for eager-stack, the rerun's too."""
     print("\nReal vLLM 0.24.0 traces against vLLM's own unprofiled engine steps (no bar; see check_vllm)")
     eager = engine_steps(VLLM / "eager-stack")
-    rerun = {int(r["batch_size"]): float(r["engine_step_us"])
-             for r in json.loads((VLLM / "eager-stack" / "engine_steps.rerun.json").read_text())["rows"]}
+    rerun = engine_steps(VLLM / "eager-stack", "engine_steps.rerun.json")
     vllm_sizes = (1, 2, 4, *range(8, 513, 8))  # vLLM V1's default capture sizes: a batch runs at the next one
     for name in ("full-stack/shrinking", "full-stack-v1runner/shrinking", "full-stack-v1runner/arrivals",
                  "full-nostack/shrinking", "full-nostack/arrivals", "eager-stack/shrinking", "eager-nostack/shrinking",
