@@ -19,6 +19,11 @@ waits, unless the engine overlaps it with the previous step's GPU work ("async s
   inside another one, leaving out the step markers and whatever holds a step's start (a
   ``ProfilerStep#``, an engine's ``execute_model``). Python function names lose their line number
   (``path.py: fn``), runtime calls Nsight's version suffix (``cudaLaunchKernel``). Host time of the gap that no range covers is in no phase.
+* **What the profiler recorded in a gap** (``host_events``, ``python_calls``): per step the host events (CPU ops and
+  runtime calls, any thread) that start inside the gap before it and belong to no step, and the Python calls
+  (``with_stack``, any thread) that start inside it: what the profiler's own cost is priced on to give the gap
+  unprofiled (``launchgap.report``: ``inter_step_host_unprofiled_us``). A step's own events, wherever they lie,
+  are priced with the step.
 * **Async scheduling what-if** (``async_hidden_us``): per gap ``min(gap, GPU busy of the previous
   step)`` — overlapping the host work with the previous step's GPU work hides at most the gap, and
   at most that step's GPU time.
@@ -49,7 +54,8 @@ _API_SUFFIX = re.compile(r"(?:_v\d+|_ptsz|_ptds|_spt)+$")
 @dataclass(frozen=True)
 class HostGaps:
     """Per kept step (same order as the inputs): ``gap_us`` (-1 for the first step), ``phases_us``
-    ({name: us} per step), ``hidden_us`` (async what-if per step, 0 for the first); ``source``:
+    ({name: us} per step), ``hidden_us`` (async what-if per step, 0 for the first), ``host_events`` and
+    ``python_calls`` (what the profiler recorded in the gap before the step, 0 for the first); ``source``:
     ``"engine:<name>"`` when an engine's map named the phases, ``"top-level"`` otherwise, ``"none"`` when
     there is no gap with host time (a one-step trace, or every step's GPU work overlapped the previous one's)."""
 
@@ -57,6 +63,8 @@ class HostGaps:
     phases_us: list[dict[str, float]]
     hidden_us: np.ndarray
     source: str
+    host_events: np.ndarray
+    python_calls: np.ndarray
 
 
 def host_ahead(cpu_start_ns: np.ndarray, w1_ns: np.ndarray, device: np.ndarray | None = None) -> np.ndarray:
@@ -95,10 +103,11 @@ def host_gaps(trace: Trace, row_step: np.ndarray, step_cpu_start_ns: np.ndarray,
     gap = np.full(n, -1.0)
     hidden = np.zeros(n)
     if n == 0:
-        return HostGaps(gap, [], hidden, "none")
+        return HostGaps(gap, [], hidden, "none", np.zeros(0, np.int64), np.zeros(0, np.int64))
     gap_ns = np.maximum(w0_ns[1:] - w1_ns[:-1], 0)
     gap[1:] = gap_ns / 1e3
     hidden[1:] = np.minimum(gap_ns / 1e3, busy_us[:-1])
+    events, calls = _recorded_in_gaps(trace, row_step, w1_ns[:-1], w0_ns[1:], gap_ns > 0)
     # gaps with host time, in time order (steps' windows may overlap: those gaps are empty)
     open_gap = np.flatnonzero(gap_ns > 0)
     open_gap = open_gap[np.argsort(w1_ns[:-1][open_gap], kind="stable")]
@@ -156,7 +165,28 @@ def host_gaps(trace: Trace, row_step: np.ndarray, step_cpu_start_ns: np.ndarray,
     per_step: list[dict[str, float]] = [{} for _ in range(n)]
     for gi, ph in zip(open_gap.tolist(), phases):  # one per gap (a report row)
         per_step[gi + 1] = ph
-    return HostGaps(gap_us=gap, phases_us=per_step, hidden_us=hidden, source=source)
+    return HostGaps(gap_us=gap, phases_us=per_step, hidden_us=hidden, source=source, host_events=events,
+                    python_calls=calls)
+
+
+def _recorded_in_gaps(trace: Trace, row_step: np.ndarray, g0: np.ndarray, g1: np.ndarray, open_gap: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """Per step (the first 0) the host events of no step (CPU ops, runtime calls; any thread) and the Python calls
+    (any thread) that start inside the gap ``[g0, g1)`` before it (0 where the gap is closed: ``open_gap`` False)."""
+    out_ev = np.zeros(g0.size + 1, dtype=np.int64)
+    out_py = np.zeros(g0.size + 1, dtype=np.int64)
+    if g0.size == 0:
+        return out_ev, out_py
+    # a mask (a byte a row), then the starts of those rows alone (the table is in time order): the events between
+    # steps are few
+    free = ((trace.kind == Kind.CPU_OP) | (trace.kind == Kind.RUNTIME)) & (row_step < 0)
+    starts = trace.start_ns[free]
+    del free
+    out_ev[1:] = np.where(open_gap, np.searchsorted(starts, g1) - np.searchsorted(starts, g0), 0)
+    py = trace.python_calls.start_ns  # in time order too
+    if py.size:
+        out_py[1:] = np.where(open_gap, np.searchsorted(py, g1) - np.searchsorted(py, g0), 0)
+    return out_ev, out_py
 
 
 def launch_thread_ranges(trace: Trace, row_step: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -148,6 +148,8 @@ class StepReport:
     fallback_lost_us: float | None = None
     fallback_cause: str | None = None
     inter_step_host_us: float | None = None
+    # that gap less the profiler's cost of what it recorded there (host events of no step, Python calls), us
+    inter_step_host_unprofiled_us: float | None = None
     host_phases_us: dict[str, float] = field(default_factory=dict)
     # Host stalls (launchgap.host_stalls): GPU idle while the host sat in a frame that recorded nothing.
     host_stall_us: float = 0.0
@@ -236,6 +238,7 @@ class Summary:
     padding_estimated_steps: int = 0
     planner_comparison: dict | None = None
     inter_step_host_us_median: float = 0.0
+    inter_step_host_us_unprofiled_median: float = 0.0
     host_phases_us_per_step: dict[str, float] = field(default_factory=dict)
     host_phases_source: str = "none"
     async_hidden_us_per_step: float = 0.0
@@ -258,6 +261,7 @@ class Summary:
     decode_batch_size: int | None = None
     decode_tpot_ms_before: float | None = None
     decode_tpot_ms_after: float | None = None
+    decode_tpot_host_between_us: float = 0.0
     decode_tokens_per_s_before: float | None = None
     decode_tokens_per_s_after: float | None = None
 
@@ -908,6 +912,14 @@ def _with_serving_units(s: Summary) -> Summary:
     unprofiled estimate), *after* from the predicted FULL-graph step (the real step itself where every step already
     replays one FULL graph: rule ``"all FULL"``). ``None`` where the headline's steps
     are not decode steps (prefill, mixed) or, for tokens/s, where their batch size is unknown.
+
+    A serving engine's eager decode steps: the engine's step, as its clients see it, also holds the host work between
+    steps (scheduling, sampling, output processing), which the step's GPU window does not. The CPU launches through
+    the window, so that work runs while the GPU waits: *before* adds it unprofiled
+    (``inter_step_host_us_unprofiled_median``; ``decode_tpot_host_between_us``), except to a measured step, which
+    is the whole step. With a graph the CPU is free during the replay, and an engine that overlaps its host work with
+    the GPU's (async scheduling, on by default in current vLLM, SGLang and TensorRT-LLM) hides it there: *after* is at
+    least that host work, not the two added.
     """
     h = headline(s)
     phase = s.step_groups[0]["phase"] if s.step_source == "engine" and s.step_groups else None
@@ -919,9 +931,14 @@ def _with_serving_units(s: Summary) -> Summary:
     # estimate only by the profiler's cost inside the replays, which is no gain (the 1.00x headline's rule)
     if h.predicted_speedup_rule == "all FULL" and before:
         after = before
+    eager_engine = phase == "decode" and s.step_groups[0].get("graph_coverage") == "eager"
+    between = s.inter_step_host_us_unprofiled_median if eager_engine and before and \
+        h.eager_step_source != "measured" else 0.0
+    if between > 0:
+        before, after = before + between, max(after, between)
     b = h.decode_batch_size
     return replace(
-        s, decode_batch_size=b,
+        s, decode_batch_size=b, decode_tpot_host_between_us=_f(between),
         decode_tpot_ms_before=_f(before / 1e3) if before else None,
         decode_tpot_ms_after=_f(after / 1e3) if after else None,
         decode_tokens_per_s_before=_f(b * 1e6 / before) if b and before else None,
@@ -1094,6 +1111,10 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
                          kernel_scale=opts.model.kernel_scale(s.node_us_source),
                          python_us=oh.python_us(cols.python_calls, cols.host_events))
     ss, pc, padded, lost, hg = a.ss, a.pad, a.padded, a.lost_us, a.hg
+    # the host time between steps without the profiler: less its cost of the host events and Python calls it recorded
+    # there (a step's own events are priced in the step's estimate)
+    gap_unprof = np.maximum(hg.gap_us - oh.us_per_event * hg.host_events - oh.python_us(hg.python_calls, hg.host_events),
+                            0.0)
     if a.conflict:
         warnings.append(a.conflict)
     out = []
@@ -1110,6 +1131,7 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
             fallback_lost_us=_f(lost[i]) if ss.fallback[i] and np.isfinite(lost[i]) else None,
             fallback_cause=a.causes[int(cols.step[i])],
             inter_step_host_us=_f(hg.gap_us[i]) if hg.gap_us[i] >= 0 else None,
+            inter_step_host_unprofiled_us=_f(gap_unprof[i]) if hg.gap_us[i] >= 0 else None,
             host_phases_us=hg.phases_us[i]))
     rows = int(ss.bucket[padded].sum())
     gaps = hg.gap_us[1:]
@@ -1137,6 +1159,7 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
         planner_comparison=_planner_comparison(cols.batch[decode], *_eager_costs(a, decode & ~is_graph, cols.batch),
                                                a.curve, a.sizes),
         inter_step_host_us_median=_f(_median(gaps)) if gaps.size else 0.0,
+        inter_step_host_us_unprofiled_median=_f(_median(gap_unprof[1:])) if gaps.size else 0.0,
         host_phases_us_per_step={k: _f(v / n_gaps) for k, v in sorted(phase_tot.items(), key=lambda kv: -kv[1])},
         host_phases_source=hg.source,
         async_hidden_us_per_step=_f(hg.hidden_us[1:].sum() / n_gaps) if n > 1 else 0.0)

@@ -16,7 +16,9 @@ and the calls up to the 0.25 per host event its fit set made (:class:`launchgap.
 printed point is the median over the blocks of the FIT recordings, the range their minimum to maximum (fewer than 9
 values: :func:`launchgap.overhead._band`'s rule), to paste into ``DEFAULT_OVERHEAD.python_call``; the others are held
 out (recorded after the fit). Every block's estimated unprofiled step (``launchgap analyze``'s, the shipped table)
-against its truth, and the estimate without Python calls priced (``before``).
+against its truth, the estimate without Python calls priced (``before``), and the time per output token
+(``launchgap analyze``'s ``decode_tpot_ms_before``: an eager engine step's estimate plus the host work between steps,
+unprofiled).
 """
 from __future__ import annotations
 
@@ -62,7 +64,7 @@ def main() -> int:
     unpriced = replace(unpriced, model=replace(unpriced.model, overhead=replace(table, python_call=None)))
     implied: dict[bool, list[float]] = {True: [], False: []}
     print(f"{'recording':28s} {'set':8s} {'block':>5s} {'truth us':>9s} {'estimate':>9s} {'error':>7s} "
-          f"{'before':>7s} {'calls/cycle':>11s} {'implied (x ref)':>15s}")
+          f"{'before':>7s} {'TPOT':>7s} {'calls/cycle':>11s} {'implied (x ref)':>15s}")
     for folder in folders:
         rec = json.loads((folder / "interleaved.json").read_text())
         fit = folder.name in FIT
@@ -74,8 +76,9 @@ def main() -> int:
             est = rep.summary.estimated_unprofiled_step_us_median
             before = analyze_trace(trace, unpriced).summary.estimated_unprofiled_step_us_median
             kind = "fit" if fit else "held out" if settings.tier.endswith("stack") else "no stack"
+            tpot = rep.summary.decode_tpot_ms_before * 1e3
             line = (f"{folder.name:28s} {kind:8s} {i:5d} {truth:9,.0f} {est:9,.0f} "
-                    f"{est / truth - 1:+7.1%} {before / truth - 1:+7.1%}")
+                    f"{est / truth - 1:+7.1%} {before / truth - 1:+7.1%} {tpot / truth - 1:+7.1%}")
             if settings.tier.endswith("stack"):
                 ref = settings.host_ref_us or table.typical_ref_us
                 cyc, calls, events = cycles(trace, rep)
@@ -92,7 +95,7 @@ def main() -> int:
                   f"blocks" + (f"; shipped {table.python_call.value:g} ({table.python_call.low:g}-"
                                f"{table.python_call.high:g})" if fit else ""))
     print("(the estimate is the step's GPU window, the truth the engine's whole step: an eager step's host work "
-          "between steps is in the truth only)")
+          "between steps is in the truth and in the TPOT, not in the estimate)")
     return 0
 
 

@@ -87,8 +87,11 @@ def _facts(rep: TraceReport) -> list[tuple[str, str]]:
     if s.decode_tpot_ms_before is not None:
         tps = (f"; {s.decode_tokens_per_s_before:,.0f} -> {s.decode_tokens_per_s_after:,.0f} tokens/s at batch "
                f"{s.decode_batch_size}" if s.decode_tokens_per_s_before is not None else "")
+        between = (f"; the engine's whole step: {s.decode_tpot_host_between_us:,.0f} us of host work between steps "
+                   f"included, which async scheduling hides behind a graph's replay" if s.decode_tpot_host_between_us > 0
+                   else "")
         facts.append(("decode TPOT", f"{s.decode_tpot_ms_before:,.2f} ms -> {s.decode_tpot_ms_after:,.2f} ms "
-                                     f"{graphs_word(rep.mode)}{tps}"))
+                                     f"{graphs_word(rep.mode)}{tps}{between}"))
     if s.host_stall_us_per_step > 0:
         facts.append(("host stalls", f"{s.host_stall_us_per_step:,.1f} us per step, "
                                      f"{s.host_stall_in_graph_us_per_step:,.1f} inside the captured forward; "

@@ -93,7 +93,10 @@ if s.decode_tpot_ms_before is not None:
     t1.metric("Time per output token", f"{s.decode_tpot_ms_before:,.2f} ms",
               delta=f"{d_ms:+,.2f} ms {graphs_word(rep.mode)}" if gain else None, delta_color="inverse",
               help="A decode step gives each sequence one token: TPOT is the decode step (measured, else the "
-                   "unprofiled estimate); with graphs, the predicted FULL-graph step.")
+                   "unprofiled estimate); with graphs, the predicted FULL-graph step."
+                   + (f" A serving engine's eager step also holds its host work between steps: "
+                      f"{s.decode_tpot_host_between_us:,.0f} us unprofiled, included; with graphs async scheduling "
+                      f"hides it behind the replay." if s.decode_tpot_host_between_us > 0 else ""))
     if s.decode_tokens_per_s_before is not None:
         t2.metric(f"Tokens/s at batch {s.decode_batch_size}", f"{s.decode_tokens_per_s_before:,.0f}",
                   delta=f"{s.decode_tokens_per_s_after - s.decode_tokens_per_s_before:+,.0f} {graphs_word(rep.mode)}"

@@ -318,6 +318,8 @@ def test_vllm_host_phase_map_innermost_wins(tmp_path: Path) -> None:
     assert hg.gap_us.tolist() == [-1.0, 90.0]
     assert hg.phases_us[1] == {"scheduler": 10.0, "preprocess": 10.0, "_update_states": 5.0, "_prepare_inputs": 15.0}
     assert hg.hidden_us.tolist() == [0.0, 10.0]
+    # what the profiler recorded in the gap: the four Python calls, no host event (an annotation is not one)
+    assert (hg.host_events.tolist(), hg.python_calls.tolist()) == ([0, 0], [0, 4])
 
 
 def test_top_level_labels_merge_line_numbers(tmp_path: Path) -> None:
@@ -329,6 +331,65 @@ def test_top_level_labels_merge_line_numbers(tmp_path: Path) -> None:
     hg = _gap_between_two_graph_steps(tmp_path, ev, None)
     assert hg.source == "top-level"
     assert hg.phases_us[1] == {"serve.py: schedule": 20.0, "aten::copy_": 5.0, "cudaGraphLaunch": 3.0}
+    # the copy is the one host event of no step in the gap; the next step's graph launch lies in the gap too, but
+    # is that step's own (priced with it)
+    assert (hg.host_events.tolist(), hg.python_calls.tolist()) == ([0, 1], [0, 2])
+
+
+def _engine_eager_steps(between: list[dict] | None = None) -> list[dict]:
+    """Three vLLM-marked eager decode steps of batch 4 at 0, 100, 200 us (:func:`_eager_step`: GPU windows
+    [t0 + 10, t0 + 41], 4 launches each), with a 20 us CPU op ``schedule`` of no step in the first two gaps, plus
+    ``between`` (shifted to each of them)."""
+    ev: list[dict] = []
+    for k, t0 in enumerate((0.0, 100.0, 200.0)):
+        ev += _eager_step(t0, "execute_context_0(0)_generation_4(4)", 10 * k + 1, 1.0)
+        if k < 2:
+            ev += [cpu_op("schedule", t0 + 60.0, 20.0)] + [dict(e, ts=e["ts"] + t0) for e in between or []]
+    return ev
+
+
+def test_engine_eager_tpot_holds_the_host_work_between_steps(tmp_path: Path) -> None:
+    model = PredictionModel(profiler_us_per_host_event=2.0)
+    rep = analyze_trace(load_trace(write(tmp_path, _engine_eager_steps())), AnalysisOptions(model=model))
+    s = rep.summary
+    assert (rep.mode, s.step_source, s.step_groups[0]["graph_coverage"]) == ("eager", "engine", "eager")
+    # gaps [41, 110] and [141, 210]: 69 us, less 2 us for the one host event of no step in each
+    assert [st.inter_step_host_us for st in rep.steps] == [None, 69.0, 69.0]
+    assert [st.inter_step_host_unprofiled_us for st in rep.steps] == [None, 67.0, 67.0]
+    assert (s.inter_step_host_us_median, s.inter_step_host_us_unprofiled_median) == (69.0, 67.0)
+    # the step: window 31 us less 4 launches x 2 us = 23 us; its FULL graph 4 x 1 us busy + 4 x 0.34 + 3 = 8.36 us.
+    # TPOT before: the engine's step, 23 + 67 = 90 us; after: the graph step, the host work between steps hidden
+    # behind the replay up to its length: max(8.36, 67) = 67 us
+    assert (s.estimated_unprofiled_step_us_median, s.predicted_graph_step_us_median) == (23.0, 8.36)
+    assert (s.decode_tpot_ms_before, s.decode_tpot_ms_after, s.decode_tpot_host_between_us) == (0.09, 0.067, 67.0)
+    assert s.decode_tokens_per_s_before == pytest.approx(4e6 / 90.0, abs=1e-3)
+    assert ("0.09 ms -> 0.07 ms with CUDA graphs; 44,444 -> 59,701 tokens/s at batch 4; the engine's whole step: 67 us "
+            "of host work between steps included, which async scheduling hides behind a graph's replay") in render_trace(rep)
+    # a measured step is the engine's whole step: nothing added
+    measured = with_observed_step(rep, 50.0).summary
+    assert (measured.decode_tpot_ms_before, measured.decode_tpot_host_between_us) == (0.05, 0.0)
+    # the same steps under markers of no engine (a harness's steps, timed alone): the step itself
+    plain = [dict(e, name="decode_step[bs=4 eager]") if e["name"].startswith("execute_context") else e
+             for e in _engine_eager_steps()]
+    other = analyze_trace(load_trace(write(tmp_path, plain, name="plain.json")), AnalysisOptions(model=model)).summary
+    assert (other.step_source, other.decode_tpot_ms_before, other.decode_tpot_host_between_us) == \
+        ("annotation", 0.023, 0.0)
+
+
+def test_python_calls_between_steps_are_priced(tmp_path: Path) -> None:
+    # with Python stacks: two Python calls in each gap, and a CPU op inside the next step's marker (its own)
+    ev = _engine_eager_steps([_pyfn("vllm/v1/core/sched/scheduler.py(300): schedule", 45.0, 10.0),
+                              _pyfn("vllm/v1/engine/core.py(9): step", 85.0, 5.0)])
+    rep = analyze_trace(load_trace(write(tmp_path, ev)))
+    s = rep.summary
+    k, py = s.profiler_overhead_us_per_event, s.profiler_python_call_us
+    assert py > 0 and k > 0  # the stack tier: Python calls are priced
+    # 69 us less one host event and the calls past 0.25 per host event: 2 - 0.25 = 1.75 calls
+    want = max(69.0 - k - 1.75 * py, 0.0)
+    assert want == pytest.approx(4.551, abs=1e-3)  # 2.149 us per event, 35.6 us per call (a 20 us host reference)
+    assert [st.inter_step_host_unprofiled_us for st in rep.steps] == [None, pytest.approx(want, abs=1e-3),
+                                                                      pytest.approx(want, abs=1e-3)]
+    assert s.decode_tpot_host_between_us == pytest.approx(want, abs=1e-3)
 
 
 def test_padding_basis_says_no_batch_padded_and_an_assumed_list() -> None:
