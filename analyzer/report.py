@@ -895,8 +895,9 @@ def _with_step_groups(s: Summary, si: _SummaryInputs, opts: AnalysisOptions, eng
 
 def _with_kept_host(s: Summary) -> Summary:
     """Host work between steps is host time a graph keeps: added to ``graph_keeps_host_us_per_step`` of the
-    summary and of each group (the trace's median gap between steps)."""
-    between = s.inter_step_host_us_median if s.steps > 1 else 0.0
+    summary and of each group (the trace's median gap between steps, unprofiled: as the time a graph removes, the
+    real step less the graph step, is)."""
+    between = s.inter_step_host_us_unprofiled_median if s.steps > 1 else 0.0
     if between <= 0:
         return s
     groups = [{**g, "graph_keeps_host_us_per_step": _f(g["graph_keeps_host_us_per_step"] + between)}

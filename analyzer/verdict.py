@@ -230,8 +230,8 @@ def graph_split_text(s, graphed: bool = False) -> str:
     what = []
     if stall - inside > 0:
         what.append(f"{stall - inside:,.0f} us of host stall outside the forward")
-    if s.steps > 1 and s.inter_step_host_us_median > 0:
-        what.append(f"{s.inter_step_host_us_median:,.0f} us of host work between steps: scheduling, input "
+    if s.steps > 1 and s.inter_step_host_us_unprofiled_median > 0:
+        what.append(f"{s.inter_step_host_us_unprofiled_median:,.0f} us of host work between steps: scheduling, input "
                     f"preparation, sampling")
     return f"{removes}; {keeps}" + (f" ({' and '.join(what)})" if what else "")
 

@@ -10,7 +10,8 @@ import streamlit as st
 
 from launchgap.engines import LABELS
 from launchgap.report import SCHEMA, with_observed_step
-from launchgap.verdict import batch_basis, capture_sizes_basis, fallback_basis, graphs_word, headline, padding_basis
+from launchgap.verdict import async_scheduling_text, batch_basis, capture_sizes_basis, fallback_basis, graphs_word, headline, \
+    padding_basis
 from launchgap.dashboard import session
 from launchgap.dashboard.capture import auto_pick, capture_entries, pairing
 from launchgap.dashboard.charts import ZOOM_OPS, coverage_strip_figure, first_ops_end_us, gap_histogram_figure, host_phases_figure, \
@@ -239,9 +240,11 @@ if rep.mode != "capture" and len(rep.steps) > 1 and (graph_steps or s.capture_si
         st.markdown("**Host time between steps**")
         if s.host_phases_us_per_step:
             st.plotly_chart(host_phases_figure(s.host_phases_us_per_step), width="stretch", key="lg_host_phases")
-        st.caption(md_escape(f"{s.inter_step_host_us_median:,.1f} us median GPU idle between steps "
-                             f"(phases: {s.host_phases_source}). Overlapping the host work with the GPU (async "
-                             f"scheduling) would hide up to {s.async_hidden_us_per_step:,.1f} us per step."))
+        overlap = async_scheduling_text(s.host_ahead_steps, len(rep.steps) - 1, s.async_hidden_us_per_step)
+        st.caption(md_escape(f"{s.inter_step_host_us_median:,.1f} us median GPU idle between steps, "
+                             f"{s.inter_step_host_us_unprofiled_median:,.1f} us without the profiler (phases: "
+                             f"{s.host_phases_source}); "
+                             + (f"async scheduling is {overlap}." if overlap.startswith("already on") else f"{overlap}.")))
 
 # --- a capture trace of the same engine run names the kernels inside the graph replays ----------
 pair = None
