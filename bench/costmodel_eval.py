@@ -390,11 +390,12 @@ def check_vllm(rows: list[dict]) -> None:
             e_true, g_true = eager_at(b), float(np.interp(b, sizes, [graph[k] for k in sizes.tolist()]))
             row |= {"eager_step_us": s.estimated_unprofiled_step_us_median, "eager_true_us": e_true,
                     "speedup": s.predicted_speedup, "speedup_true": e_true / g_true}
-            tpot = s.decode_tpot_ms_before * 1e3  # the step plus the host work between steps
-            row["tpot_us"] = tpot
+            tpot, after = s.decode_tpot_ms_before * 1e3, s.decode_tpot_ms_after * 1e3  # with the host work between steps
+            row |= {"tpot_us": tpot, "tpot_after_us": after}
             line += (f"; eager step {s.estimated_unprofiled_step_us_median:,.0f} us vs the engine's {e_true:,.0f} at "
                      f"bs {b} ({s.estimated_unprofiled_step_us_median / e_true - 1:+.0%}; TPOT {tpot:,.0f} us, "
-                     f"{tpot / e_true - 1:+.0%}), speedup {s.predicted_speedup:.2f}x vs {e_true / g_true:.2f}x")
+                     f"{tpot / e_true - 1:+.0%}; with graphs {after:,.0f} us vs the FULL run's {g_true:,.0f}, "
+                     f"{after / g_true - 1:+.0%}), speedup {s.predicted_speedup:.2f}x vs {e_true / g_true:.2f}x")
             if folder == "eager-stack":  # the same run's settings timed again on another machine
                 e2 = eager_at(b, rerun)
                 line += (f"; the rerun's engine step {e2:,.0f} us ({s.estimated_unprofiled_step_us_median / e2 - 1:+.0%}; "
