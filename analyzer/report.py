@@ -148,8 +148,10 @@ class StepReport:
     fallback_lost_us: float | None = None
     fallback_cause: str | None = None
     inter_step_host_us: float | None = None
-    # that gap less the profiler's cost of what it recorded there (host events of no step, Python calls), us
+    # that gap less the profiler's cost of what it recorded there (host events of no step, Python calls), at least the
+    # GPU work in it (inter_step_gpu_busy_us: work of no step, such as an engine's sampling after its step marker), us
     inter_step_host_unprofiled_us: float | None = None
+    inter_step_gpu_busy_us: float | None = None
     host_phases_us: dict[str, float] = field(default_factory=dict)
     # Host stalls (launchgap.host_stalls): GPU idle while the host sat in a frame that recorded nothing.
     host_stall_us: float = 0.0
@@ -239,6 +241,7 @@ class Summary:
     planner_comparison: dict | None = None
     inter_step_host_us_median: float = 0.0
     inter_step_host_us_unprofiled_median: float = 0.0
+    inter_step_gpu_busy_us_median: float = 0.0
     host_phases_us_per_step: dict[str, float] = field(default_factory=dict)
     host_phases_source: str = "none"
     async_hidden_us_per_step: float = 0.0
@@ -406,7 +409,7 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
     summary = _with_step_groups(summary, inputs, opts, engine)
     HEAP.trim()
     step_reports, summary, curves = _with_graph_serving(trace, row_step, steps, win, lm, keep, step_reports, summary,
-                                                        inputs.overhead, opts, engine, warnings)
+                                                        inputs.overhead, opts, engine, warnings, busy)
     HEAP.trim()
     summary = _with_serving_units(decide(_with_kept_host(summary), mode))
     return TraceReport(
@@ -1086,7 +1089,7 @@ _DECODE_OR_UNKNOWN = ("decode", None)
 
 def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _StepWindows, lm: _LaunchMetrics,
                         keep: np.ndarray, reports: list[StepReport], s: Summary, oh: OverheadEstimate,
-                        opts: AnalysisOptions, engine: str | None, warnings: list[str]
+                        opts: AnalysisOptions, engine: str | None, warnings: list[str], busy: list[DeviceBusy]
                         ) -> tuple[list[StepReport], Summary, tuple[CostCurve | None, EagerCurve | None]]:
     """Graph-mode serving per step and in the summary (:func:`launchgap.graph_mode.assembly.assemble_serving`):
     capture sizes, fallbacks and the time they lose, buckets, padded rows and their cost, host time between
@@ -1110,12 +1113,12 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
                          dict(opts.graph_timings_us) if opts.graph_timings_us else None, CURVE_MIN_SIZE,
                          experts=opts.moe_routing, node_us=s.node_us,
                          kernel_scale=opts.model.kernel_scale(s.node_us_source),
-                         python_us=oh.python_us(cols.python_calls, cols.host_events))
+                         python_us=oh.python_us(cols.python_calls, cols.host_events), gpu=busy)
     ss, pc, padded, lost, hg = a.ss, a.pad, a.padded, a.lost_us, a.hg
-    # the host time between steps without the profiler: less its cost of the host events and Python calls it recorded
-    # there (a step's own events are priced in the step's estimate)
+    # the time between steps without the profiler: less its cost of the host events and Python calls it recorded
+    # there (a step's own events are priced in the step's estimate), never below the GPU work in it
     gap_unprof = np.maximum(hg.gap_us - oh.us_per_event * hg.host_events - oh.python_us(hg.python_calls, hg.host_events),
-                            0.0)
+                            hg.gpu_busy_us)
     if a.conflict:
         warnings.append(a.conflict)
     out = []
@@ -1133,6 +1136,7 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
             fallback_cause=a.causes[int(cols.step[i])],
             inter_step_host_us=_f(hg.gap_us[i]) if hg.gap_us[i] >= 0 else None,
             inter_step_host_unprofiled_us=_f(gap_unprof[i]) if hg.gap_us[i] >= 0 else None,
+            inter_step_gpu_busy_us=_f(hg.gpu_busy_us[i]) if hg.gap_us[i] >= 0 else None,
             host_phases_us=hg.phases_us[i]))
     rows = int(ss.bucket[padded].sum())
     gaps = hg.gap_us[1:]
@@ -1161,6 +1165,7 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
                                                a.curve, a.sizes),
         inter_step_host_us_median=_f(_median(gaps)) if gaps.size else 0.0,
         inter_step_host_us_unprofiled_median=_f(_median(gap_unprof[1:])) if gaps.size else 0.0,
+        inter_step_gpu_busy_us_median=_f(_median(hg.gpu_busy_us[1:])) if gaps.size else 0.0,
         host_phases_us_per_step={k: _f(v / n_gaps) for k, v in sorted(phase_tot.items(), key=lambda kv: -kv[1])},
         host_phases_source=hg.source,
         async_hidden_us_per_step=_f(hg.hidden_us[1:].sum() / n_gaps) if n > 1 else 0.0)

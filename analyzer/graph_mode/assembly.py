@@ -9,11 +9,13 @@ adds the planner's comparison (a planning function).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Sequence
 
 import numpy as np
 
 from ..costmodel import SHORT_KERNEL_US, CostCurve, EagerCurve, eager_curve, fit_cost_curve, graph_kernel_excess, \
     trace_samples
+from ..gaps import DeviceBusy
 from ..gpus import device_properties_of
 from ..host_gaps import HostGaps, host_gaps
 from ..predict import PredictionModel, host_us_per_launch
@@ -95,14 +97,16 @@ def assemble_serving(trace: Trace, row_step: np.ndarray, all_step_names: list[st
                      given: tuple[list[int], str, str] | None, engine_default: tuple[list[int], str] | None,
                      engine: str | None, timings: dict[int, float] | None, min_size: int,
                      experts: tuple[int, int] | None = None, kernel_scale: float = 1.0,
-                     node_us: float = 0.0, python_us: np.ndarray | float = 0.0) -> ServingAssembly:
+                     node_us: float = 0.0, python_us: np.ndarray | float = 0.0,
+                     gpu: Sequence[DeviceBusy] = ()) -> ServingAssembly:
     """Graph-mode serving of the kept steps ``cols`` (see :class:`ServingAssembly`). ``given``: the capture list
     the user gave (sizes, source, detail); ``engine_default``: the engine's default for the trace's GPU and TP;
     ``timings``: harness FULL-graph timings by batch (they win in the cost curve); ``min_size``: the curve
     spans at least ``1..min_size``; ``experts``: a mixture of experts' ``(E, k)`` from the model config;
     ``kernel_scale``, ``node_us``: how the steps' ``graph_us`` were built from their kernels (the trace's unprofiled
     share of kernel time and node cost: :meth:`launchgap.predict.PredictionModel.predict_graph_us`); ``python_us``:
-    per step the Python tracer's cost of its calls (``with_stack``), off its eager estimate."""
+    per step the Python tracer's cost of its calls (``with_stack``), off its eager estimate; ``gpu``: the trace's
+    merged GPU busy intervals per device, for the GPU work between steps (:func:`launchgap.host_gaps.host_gaps`)."""
     batch, decode = cols.batch, cols.decode
     mk = marker_buckets(cols.name)
     is_graph = np.isin(np.array(cols.coverage, dtype=object), ("full", "piecewise"))
@@ -159,7 +163,7 @@ def assemble_serving(trace: Trace, row_step: np.ndarray, all_step_names: list[st
     lost = np.where(ss.fallback, fb_eager - curve.at(np.where(ss.fallback, ss.fallback_bucket, 1)), np.nan)
     causes = fallback_causes(trace, row_step, all_step_names,
                              np.isin(np.arange(len(all_step_names)), cols.step[ss.fallback]))
-    hg = host_gaps(trace, row_step, cpu_start_ns, cols.w0_ns, cols.w1_ns, cols.busy_us, engine)
+    hg = host_gaps(trace, row_step, cpu_start_ns, cols.w0_ns, cols.w1_ns, cols.busy_us, engine, cols.device, gpu)
     return ServingAssembly(sizes=sizes, source=source, detail=detail, unknown=unknown, ss=ss, padded=padded, pad=pad,
                            fallback_eager_us=fb_eager, lost_us=lost,
                            fallback_eager_detail=eager_detail if ss.fallback.any() else None, unprof_us=unprof,

@@ -229,8 +229,9 @@ def _serving_lines(rep: TraceReport, markdown: bool) -> list[str]:
         phases = ", ".join(f"{k} {v:,.1f}" for k, v in top) or "none named"
         facts.append(("host between steps", "no GPU idle between steps (each step's GPU work follows the previous "
                                             "one's)" if s.host_phases_source == "none" else
-                      f"{s.inter_step_host_us_median:,.1f} us median GPU idle between steps "
-                      f"({s.inter_step_host_us_unprofiled_median:,.1f} us without the profiler); "
+                      f"{s.inter_step_host_us_median:,.1f} us median between steps' GPU work "
+                      f"({s.inter_step_host_us_unprofiled_median:,.1f} us without the profiler; GPU work of no step "
+                      f"{s.inter_step_gpu_busy_us_median:,.1f} us of it); "
                       f"host phases per step ({s.host_phases_source}): {phases} us"))
         facts.append(("async scheduling", async_scheduling_text(s.host_ahead_steps, len(rep.steps) - 1,
                                                                 s.async_hidden_us_per_step)))

@@ -241,8 +241,9 @@ if rep.mode != "capture" and len(rep.steps) > 1 and (graph_steps or s.capture_si
         if s.host_phases_us_per_step:
             st.plotly_chart(host_phases_figure(s.host_phases_us_per_step), width="stretch", key="lg_host_phases")
         overlap = async_scheduling_text(s.host_ahead_steps, len(rep.steps) - 1, s.async_hidden_us_per_step)
-        st.caption(md_escape(f"{s.inter_step_host_us_median:,.1f} us median GPU idle between steps, "
-                             f"{s.inter_step_host_us_unprofiled_median:,.1f} us without the profiler (phases: "
+        st.caption(md_escape(f"{s.inter_step_host_us_median:,.1f} us median between steps' GPU work, "
+                             f"{s.inter_step_host_us_unprofiled_median:,.1f} us without the profiler, "
+                             f"{s.inter_step_gpu_busy_us_median:,.1f} us of it GPU work of no step (phases: "
                              f"{s.host_phases_source}); "
                              + (f"async scheduling is {overlap}." if overlap.startswith("already on") else f"{overlap}.")))
 

@@ -336,13 +336,13 @@ def test_top_level_labels_merge_line_numbers(tmp_path: Path) -> None:
     assert (hg.host_events.tolist(), hg.python_calls.tolist()) == ([0, 1], [0, 2])
 
 
-def _engine_eager_steps(between: list[dict] | None = None) -> list[dict]:
+def _engine_eager_steps(between: list[dict] | None = None, kdur: float = 1.0) -> list[dict]:
     """Three vLLM-marked eager decode steps of batch 4 at 0, 100, 200 us (:func:`_eager_step`: GPU windows
-    [t0 + 10, t0 + 41], 4 launches each), with a 20 us CPU op ``schedule`` of no step in the first two gaps, plus
-    ``between`` (shifted to each of them)."""
+    [t0 + 10, t0 + 40 + kdur], 4 launches each), with a 20 us CPU op ``schedule`` of no step in the first two gaps,
+    plus ``between`` (shifted to each of them)."""
     ev: list[dict] = []
     for k, t0 in enumerate((0.0, 100.0, 200.0)):
-        ev += _eager_step(t0, "execute_context_0(0)_generation_4(4)", 10 * k + 1, 1.0)
+        ev += _eager_step(t0, "execute_context_0(0)_generation_4(4)", 10 * k + 1, kdur)
         if k < 2:
             ev += [cpu_op("schedule", t0 + 60.0, 20.0)] + [dict(e, ts=e["ts"] + t0) for e in between or []]
     return ev
@@ -374,6 +374,27 @@ def test_engine_eager_tpot_holds_the_host_work_between_steps(tmp_path: Path) -> 
     other = analyze_trace(load_trace(write(tmp_path, plain, name="plain.json")), AnalysisOptions(model=model)).summary
     assert (other.step_source, other.decode_tpot_ms_before, other.decode_tpot_host_between_us) == \
         ("annotation", 0.023, 0.0)
+
+
+def test_gpu_work_between_steps_is_neither_idle_nor_the_profilers(tmp_path: Path) -> None:
+    # steps of 4 x 5 us kernels (windows [t0 + 10, t0 + 45], busy 20 us); a kernel of no step in each gap (an engine
+    # sampling after its step marker ends): launched at t0 + 50.5, it runs 56 us from t0 + 52. The profiler priced at
+    # 40 us per host event (the schedule op and the launch: 80 us)
+    ev = _engine_eager_steps([launch(50.5, 1.0, 900), kernel(52.0, 56.0, 900, name="sample")], kdur=5.0)
+    for k, e in enumerate(x for x in ev if x.get("args", {}).get("correlation") == 900):
+        e["args"] = {**e["args"], "correlation": 900 + k // 2}  # one id per launch and its kernel
+    rep = analyze_trace(load_trace(write(tmp_path, ev)),
+                        AnalysisOptions(model=PredictionModel(profiler_us_per_host_event=40.0)))
+    s = rep.summary
+    assert [st.inter_step_host_us for st in rep.steps] == [None, 65.0, 65.0]
+    assert [st.inter_step_gpu_busy_us for st in rep.steps] == [None, 56.0, 56.0]
+    # 65 - 2 x 40 is below the GPU work in the gap: the gap without the profiler is that work, 56 us
+    assert [st.inter_step_host_unprofiled_us for st in rep.steps] == [None, 56.0, 56.0]
+    assert (s.inter_step_gpu_busy_us_median, s.inter_step_host_us_unprofiled_median) == (56.0, 56.0)
+    # the async what-if hides the gap's idle part at most (65 - 56 = 9 us; the previous step's GPU busy is 20 us)
+    assert s.async_hidden_us_per_step == 9.0
+    assert "65.0 us median between steps' GPU work (56.0 us without the profiler; GPU work of no step 56.0 us of it)" \
+        in render_trace(rep)
 
 
 def test_python_calls_between_steps_are_priced(tmp_path: Path) -> None:
