@@ -264,7 +264,7 @@ class Summary:
     decode_batch_size: int | None = None
     decode_tpot_ms_before: float | None = None
     decode_tpot_ms_after: float | None = None
-    decode_tpot_host_between_us: float = 0.0
+    decode_tpot_between_steps_us: float = 0.0
     decode_tokens_per_s_before: float | None = None
     decode_tokens_per_s_after: float | None = None
 
@@ -917,13 +917,15 @@ def _with_serving_units(s: Summary) -> Summary:
     replays one FULL graph: rule ``"all FULL"``). ``None`` where the headline's steps
     are not decode steps (prefill, mixed) or, for tokens/s, where their batch size is unknown.
 
-    A serving engine's eager decode steps: the engine's step, as its clients see it, also holds the host work between
-    steps (scheduling, sampling, output processing), which the step's GPU window does not. The CPU launches through
-    the window, so that work runs while the GPU waits: *before* adds it unprofiled
-    (``inter_step_host_us_unprofiled_median``; ``decode_tpot_host_between_us``), except to a measured step, which
-    is the whole step. With a graph the CPU is free during the replay, and an engine that overlaps its host work with
-    the GPU's (async scheduling, on by default in current vLLM, SGLang and TensorRT-LLM) hides it there: *after* is at
-    least that host work, not the two added.
+    A serving engine's decode steps: the engine's step, as its clients see it, also holds what runs between the
+    steps' GPU windows (``decode_tpot_between_steps_us``), except where the step was measured (the whole step). GPU
+    work of no step there (vLLM's V2 runner computes the logits and samples after its step marker:
+    ``inter_step_gpu_busy_us_median``) runs every step, graphs or not: added before and after. Eager steps also wait
+    for the host work between steps (scheduling, sampling, output processing): the CPU launches through the window,
+    so the GPU waits while it runs; *before* adds the whole gap, unprofiled (``inter_step_host_us_unprofiled_median``,
+    at least its GPU work). With a graph the CPU is free during the replay, and an engine that overlaps its host work
+    with the GPU's (async scheduling, on by default in current vLLM, SGLang and TensorRT-LLM) hides it there: *after*
+    is the graph step plus the GPU work between steps, at least that whole gap, not the two added.
     """
     h = headline(s)
     phase = s.step_groups[0]["phase"] if s.step_source == "engine" and s.step_groups else None
@@ -935,14 +937,20 @@ def _with_serving_units(s: Summary) -> Summary:
     # estimate only by the profiler's cost inside the replays, which is no gain (the 1.00x headline's rule)
     if h.predicted_speedup_rule == "all FULL" and before:
         after = before
-    eager_engine = phase == "decode" and s.step_groups[0].get("graph_coverage") == "eager"
-    between = s.inter_step_host_us_unprofiled_median if eager_engine and before and \
-        h.eager_step_source != "measured" else 0.0
-    if between > 0:
-        before, after = before + between, max(after, between)
+    between = 0.0
+    if phase == "decode" and before:  # an engine's decode steps
+        gpu = s.inter_step_gpu_busy_us_median
+        if h.eager_step_source == "measured":
+            after = min(after + gpu, before)
+        elif s.step_groups[0].get("graph_coverage") == "eager":
+            between = max(s.inter_step_host_us_unprofiled_median, gpu)
+            before, after = before + between, max(after + gpu, between)
+        else:
+            between = gpu
+            before, after = before + gpu, after + gpu
     b = h.decode_batch_size
     return replace(
-        s, decode_batch_size=b, decode_tpot_host_between_us=_f(between),
+        s, decode_batch_size=b, decode_tpot_between_steps_us=_f(between),
         decode_tpot_ms_before=_f(before / 1e3) if before else None,
         decode_tpot_ms_after=_f(after / 1e3) if after else None,
         decode_tokens_per_s_before=_f(b * 1e6 / before) if b and before else None,

@@ -87,9 +87,14 @@ def _facts(rep: TraceReport) -> list[tuple[str, str]]:
     if s.decode_tpot_ms_before is not None:
         tps = (f"; {s.decode_tokens_per_s_before:,.0f} -> {s.decode_tokens_per_s_after:,.0f} tokens/s at batch "
                f"{s.decode_batch_size}" if s.decode_tokens_per_s_before is not None else "")
-        between = (f"; the engine's whole step: {s.decode_tpot_host_between_us:,.0f} us of host work between steps "
-                   f"included, which async scheduling hides behind a graph's replay" if s.decode_tpot_host_between_us > 0
-                   else "")
+        between = ""
+        if s.decode_tpot_between_steps_us > 0:
+            gpu = s.inter_step_gpu_busy_us_median
+            eager = s.step_groups[0].get("graph_coverage") == "eager"  # its gap's host work is in the step too
+            between = (f"; the engine's whole step: {s.decode_tpot_between_steps_us:,.0f} us between the steps' GPU "
+                       f"work included" + (f" ({gpu:,.0f} us of it GPU work of no step)" if eager and gpu > 0 else
+                                           " (GPU work of no step)" if not eager else "")
+                       + (", whose host work async scheduling hides behind a graph's replay" if eager else ""))
         facts.append(("decode TPOT", f"{s.decode_tpot_ms_before:,.2f} ms -> {s.decode_tpot_ms_after:,.2f} ms "
                                      f"{graphs_word(rep.mode)}{tps}{between}"))
     if s.host_stall_us_per_step > 0:

@@ -95,9 +95,11 @@ if s.decode_tpot_ms_before is not None:
               delta=f"{d_ms:+,.2f} ms {graphs_word(rep.mode)}" if gain else None, delta_color="inverse",
               help="A decode step gives each sequence one token: TPOT is the decode step (measured, else the "
                    "unprofiled estimate); with graphs, the predicted FULL-graph step."
-                   + (f" A serving engine's eager step also holds its host work between steps: "
-                      f"{s.decode_tpot_host_between_us:,.0f} us unprofiled, included; with graphs async scheduling "
-                      f"hides it behind the replay." if s.decode_tpot_host_between_us > 0 else ""))
+                   + (f" A serving engine's step also holds what runs between the steps' GPU work: "
+                      f"{s.decode_tpot_between_steps_us:,.0f} us unprofiled, included ({s.inter_step_gpu_busy_us_median:,.0f}"
+                      f" us of GPU work of no step, such as sampling after the step's marker; an eager step's host work "
+                      f"between steps, which async scheduling hides behind a graph's replay)."
+                      if s.decode_tpot_between_steps_us > 0 else ""))
     if s.decode_tokens_per_s_before is not None:
         t2.metric(f"Tokens/s at batch {s.decode_batch_size}", f"{s.decode_tokens_per_s_before:,.0f}",
                   delta=f"{s.decode_tokens_per_s_after - s.decode_tokens_per_s_before:+,.0f} {graphs_word(rep.mode)}"

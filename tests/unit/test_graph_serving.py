@@ -361,18 +361,19 @@ def test_engine_eager_tpot_holds_the_host_work_between_steps(tmp_path: Path) -> 
     # TPOT before: the engine's step, 23 + 67 = 90 us; after: the graph step, the host work between steps hidden
     # behind the replay up to its length: max(8.36, 67) = 67 us
     assert (s.estimated_unprofiled_step_us_median, s.predicted_graph_step_us_median) == (23.0, 8.36)
-    assert (s.decode_tpot_ms_before, s.decode_tpot_ms_after, s.decode_tpot_host_between_us) == (0.09, 0.067, 67.0)
+    assert (s.decode_tpot_ms_before, s.decode_tpot_ms_after, s.decode_tpot_between_steps_us) == (0.09, 0.067, 67.0)
     assert s.decode_tokens_per_s_before == pytest.approx(4e6 / 90.0, abs=1e-3)
     assert ("0.09 ms -> 0.07 ms with CUDA graphs; 44,444 -> 59,701 tokens/s at batch 4; the engine's whole step: 67 us "
-            "of host work between steps included, which async scheduling hides behind a graph's replay") in render_trace(rep)
+            "between the steps' GPU work included, whose host work async scheduling hides behind a graph's replay") in \
+        render_trace(rep)
     # a measured step is the engine's whole step: nothing added
     measured = with_observed_step(rep, 50.0).summary
-    assert (measured.decode_tpot_ms_before, measured.decode_tpot_host_between_us) == (0.05, 0.0)
+    assert (measured.decode_tpot_ms_before, measured.decode_tpot_between_steps_us) == (0.05, 0.0)
     # the same steps under markers of no engine (a harness's steps, timed alone): the step itself
     plain = [dict(e, name="decode_step[bs=4 eager]") if e["name"].startswith("execute_context") else e
              for e in _engine_eager_steps()]
     other = analyze_trace(load_trace(write(tmp_path, plain, name="plain.json")), AnalysisOptions(model=model)).summary
-    assert (other.step_source, other.decode_tpot_ms_before, other.decode_tpot_host_between_us) == \
+    assert (other.step_source, other.decode_tpot_ms_before, other.decode_tpot_between_steps_us) == \
         ("annotation", 0.023, 0.0)
 
 
@@ -395,6 +396,32 @@ def test_gpu_work_between_steps_is_neither_idle_nor_the_profilers(tmp_path: Path
     assert s.async_hidden_us_per_step == 9.0
     assert "65.0 us median between steps' GPU work (56.0 us without the profiler; GPU work of no step 56.0 us of it)" \
         in render_trace(rep)
+    # TPOT: the step (window 35 us less 4 x 40 us, at least its 20 us busy) and the 56 us between; with graphs the
+    # graph step (no longer than the step it replaces: 20 us) and the GPU work between steps, at least the whole gap
+    assert (s.estimated_unprofiled_step_us_median, s.predicted_graph_step_us_median) == (20.0, 20.0)
+    assert (s.decode_tpot_ms_before, s.decode_tpot_ms_after, s.decode_tpot_between_steps_us) == (0.076, 0.076, 56.0)
+
+
+def test_graph_steps_tpot_holds_the_gpu_work_between_steps(tmp_path: Path) -> None:
+    # three vLLM-marked FULL-graph decode steps (10 x 1 us kernels, replay 10 us busy) 100 us apart, a kernel of no
+    # step (sampling after the marker) of 30 us in each gap, and a host op between them
+    ev: list[dict] = []
+    for k, t0 in enumerate((0.0, 100.0, 200.0)):
+        ev += _graph_step(t0, "execute_context_0(0)_generation_4(4)", k + 1)
+        if k < 2:
+            ev += [cpu_op("schedule", t0 + 60.0, 20.0), launch(t0 + 52.0, 2.0, 50 + k),
+                   kernel(t0 + 55.0, 30.0, 50 + k, name="sample")]
+    rep = analyze_trace(load_trace(write(tmp_path, ev)), AnalysisOptions(model=NO_PROFILER_COST))
+    s = rep.summary
+    assert (rep.mode, s.step_source, s.step_groups[0]["graph_coverage"]) == ("graph", "engine", "full")
+    # windows [t0 + 20, t0 + 30]: gaps of 90 us, 30 of them GPU work
+    assert [st.inter_step_gpu_busy_us for st in rep.steps] == [None, 30.0, 30.0]
+    # the step is its FULL replay (10 us, all FULL: after = before); the engine's step adds the 30 us of sampling,
+    # not the host work between steps (async scheduling overlaps it with the replay)
+    assert s.estimated_unprofiled_step_us_median == 10.0
+    assert (s.decode_tpot_ms_before, s.decode_tpot_ms_after, s.decode_tpot_between_steps_us) == (0.04, 0.04, 30.0)
+    assert "0.04 ms -> 0.04 ms as one FULL graph; 100,000 -> 100,000 tokens/s at batch 4; the engine's whole step: 30 us " \
+        "between the steps' GPU work included (GPU work of no step)" in render_trace(rep)
 
 
 def test_python_calls_between_steps_are_priced(tmp_path: Path) -> None:
@@ -410,7 +437,7 @@ def test_python_calls_between_steps_are_priced(tmp_path: Path) -> None:
     assert want == pytest.approx(4.551, abs=1e-3)  # 2.149 us per event, 35.6 us per call (a 20 us host reference)
     assert [st.inter_step_host_unprofiled_us for st in rep.steps] == [None, pytest.approx(want, abs=1e-3),
                                                                       pytest.approx(want, abs=1e-3)]
-    assert s.decode_tpot_host_between_us == pytest.approx(want, abs=1e-3)
+    assert s.decode_tpot_between_steps_us == pytest.approx(want, abs=1e-3)
 
 
 def test_padding_basis_says_no_batch_padded_and_an_assumed_list() -> None:
