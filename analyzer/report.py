@@ -908,6 +908,16 @@ def _with_kept_host(s: Summary) -> Summary:
     return replace(s, graph_keeps_host_us_per_step=_f(s.graph_keeps_host_us_per_step + between), step_groups=groups)
 
 
+def _between_steps(s: Summary, graph_us: float) -> tuple[float, float]:
+    """What a serving engine's decode step holds between the steps' GPU windows (:func:`_with_serving_units`): the
+    time added to its real step, and the graph step ``graph_us`` with its own share of it."""
+    gpu = s.inter_step_gpu_busy_us_median
+    if s.step_groups[0].get("graph_coverage") == "eager":
+        between = max(s.inter_step_host_us_unprofiled_median, gpu)
+        return between, max(graph_us + gpu, between)
+    return gpu, graph_us + gpu
+
+
 def _with_serving_units(s: Summary) -> Summary:
     """Time per output token and tokens/s of the headline's decode steps, before and after CUDA graphs.
 
@@ -939,15 +949,10 @@ def _with_serving_units(s: Summary) -> Summary:
         after = before
     between = 0.0
     if phase == "decode" and before:  # an engine's decode steps
-        gpu = s.inter_step_gpu_busy_us_median
-        if h.eager_step_source == "measured":
-            after = min(after + gpu, before)
-        elif s.step_groups[0].get("graph_coverage") == "eager":
-            between = max(s.inter_step_host_us_unprofiled_median, gpu)
-            before, after = before + between, max(after + gpu, between)
-        else:
-            between = gpu
-            before, after = before + gpu, after + gpu
+        between, after = _between_steps(s, after)
+        if h.eager_step_source == "measured":  # the whole step already: nothing added to it
+            between, after = 0.0, min(after, before)
+        before += between
     b = h.decode_batch_size
     return replace(
         s, decode_batch_size=b, decode_tpot_between_steps_us=_f(between),

@@ -231,8 +231,9 @@ def graph_split_text(s, graphed: bool = False) -> str:
     if stall - inside > 0:
         what.append(f"{stall - inside:,.0f} us of host stall outside the forward")
     if s.steps > 1 and s.inter_step_host_us_unprofiled_median > 0:
-        what.append(f"{s.inter_step_host_us_unprofiled_median:,.0f} us of host work between steps: scheduling, input "
-                    f"preparation, sampling")
+        gpu = s.inter_step_gpu_busy_us_median
+        what.append(f"{s.inter_step_host_us_unprofiled_median:,.0f} us between steps: scheduling, input preparation, "
+                    f"sampling" + (f"; {gpu:,.0f} us of it GPU work of no step" if gpu >= 0.5 else ""))
     return f"{removes}; {keeps}" + (f" ({' and '.join(what)})" if what else "")
 
 

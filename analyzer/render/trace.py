@@ -94,7 +94,9 @@ def _facts(rep: TraceReport) -> list[tuple[str, str]]:
             between = (f"; the engine's whole step: {s.decode_tpot_between_steps_us:,.0f} us between the steps' GPU "
                        f"work included" + (f" ({gpu:,.0f} us of it GPU work of no step)" if eager and gpu > 0 else
                                            " (GPU work of no step)" if not eager else "")
-                       + (", whose host work async scheduling hides behind a graph's replay" if eager else ""))
+                       + (", whose host work async scheduling hides behind a graph's replay" if eager else "")
+                       + (f": {s.decode_tpot_ms_before / s.decode_tpot_ms_after:.2f}x on it"
+                          if s.decode_tpot_ms_after and s.decode_tpot_ms_before != s.decode_tpot_ms_after else ""))
         facts.append(("decode TPOT", f"{s.decode_tpot_ms_before:,.2f} ms -> {s.decode_tpot_ms_after:,.2f} ms "
                                      f"{graphs_word(rep.mode)}{tps}{between}"))
     if s.host_stall_us_per_step > 0:

@@ -104,9 +104,12 @@ if s.decode_tpot_ms_before is not None:
         t2.metric(f"Tokens/s at batch {s.decode_batch_size}", f"{s.decode_tokens_per_s_before:,.0f}",
                   delta=f"{s.decode_tokens_per_s_after - s.decode_tokens_per_s_before:+,.0f} {graphs_word(rep.mode)}"
                   if gain else None, help="Batch over the decode step, before and after.")
+    whole = (f" ({s.decode_tpot_ms_before / s.decode_tpot_ms_after:.2f}x on the engine's whole step: the "
+             f"{s.decode_tpot_between_steps_us:,.0f} us between steps included)" if s.decode_tpot_between_steps_us > 0
+             else "")
     t3.caption(md_escape(f"{graphs_word(rep.mode)[0].upper()}{graphs_word(rep.mode)[1:]}: {s.decode_tpot_ms_after:,.2f} ms per token"
-                         + (f", {s.decode_tokens_per_s_after:,.0f} tokens/s." if s.decode_tokens_per_s_after else ".")
-                         if gain else "A FULL graph predicts no change to these decode steps."))
+                         + (f", {s.decode_tokens_per_s_after:,.0f} tokens/s" if s.decode_tokens_per_s_after else "")
+                         + f"{whole}." if gain else "A FULL graph predicts no change to these decode steps."))
 
 with st.container(border=True):
     st.markdown(f"**Verdict: {md_escape(s.verdict)}** ({md_escape(rep.mode)} trace) — {md_escape(s.verdict_detail)}")

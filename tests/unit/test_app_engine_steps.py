@@ -134,3 +134,15 @@ def test_a_step_without_batch_says_why(tmp_path) -> None:
     assert (row["phase"], row["batch"], row["tokens"], row["batch from"]) == ("—", "—", "8192", why)
     line = md_escape(f" Batch per step from unknown (1 of 1; {why}).")
     assert any(c.value.endswith(line) for c in at.caption), [c.value for c in at.caption]
+
+
+def test_an_eager_engine_traces_tpot_says_its_whole_step() -> None:
+    # vLLM 0.24 eager, no Python stacks (an interleaved block): the time per output token is the engine's whole step,
+    # the host work between steps included; the caption gives the ratio on it beside the step's own speedup
+    path = TRACES / "h200-vllm-2026-12-04" / "interleaved" / "eager-nostack" / "block1.pt.trace.json.gz"
+    at = goto(upload(new_app(), [("eager.pt.trace.json.gz", path.read_bytes())]), "diagnosis")
+    metrics = {m.label: m.value for m in at.metric}
+    assert (metrics["Predicted CUDA-graph speedup"], metrics["Time per output token"]) == ("5.43x", "16.48 ms")
+    captions = [c.value.replace("\\", "") for c in at.caption]
+    assert "With CUDA graphs: 2.88 ms per token, 5,560 tokens/s (5.73x on the engine's whole step: the 2,208 us " \
+           "between steps included)." in captions, captions

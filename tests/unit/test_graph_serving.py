@@ -364,8 +364,8 @@ def test_engine_eager_tpot_holds_the_host_work_between_steps(tmp_path: Path) -> 
     assert (s.decode_tpot_ms_before, s.decode_tpot_ms_after, s.decode_tpot_between_steps_us) == (0.09, 0.067, 67.0)
     assert s.decode_tokens_per_s_before == pytest.approx(4e6 / 90.0, abs=1e-3)
     assert ("0.09 ms -> 0.07 ms with CUDA graphs; 44,444 -> 59,701 tokens/s at batch 4; the engine's whole step: 67 us "
-            "between the steps' GPU work included, whose host work async scheduling hides behind a graph's replay") in \
-        render_trace(rep)
+            "between the steps' GPU work included, whose host work async scheduling hides behind a graph's replay: "
+            "1.34x on it\n") in render_trace(rep)
     # a measured step is the engine's whole step: nothing added
     measured = with_observed_step(rep, 50.0).summary
     assert (measured.decode_tpot_ms_before, measured.decode_tpot_between_steps_us) == (0.05, 0.0)
@@ -421,7 +421,7 @@ def test_graph_steps_tpot_holds_the_gpu_work_between_steps(tmp_path: Path) -> No
     assert s.estimated_unprofiled_step_us_median == 10.0
     assert (s.decode_tpot_ms_before, s.decode_tpot_ms_after, s.decode_tpot_between_steps_us) == (0.04, 0.04, 30.0)
     assert "0.04 ms -> 0.04 ms as one FULL graph; 100,000 -> 100,000 tokens/s at batch 4; the engine's whole step: 30 us " \
-        "between the steps' GPU work included (GPU work of no step)" in render_trace(rep)
+        "between the steps' GPU work included (GPU work of no step)\n" in render_trace(rep)
 
 
 def test_python_calls_between_steps_are_priced(tmp_path: Path) -> None:

@@ -52,7 +52,7 @@ def test_already_graphed_verdict_removes_no_host_time() -> None:
     assert (s.estimated_unprofiled_step_us_median, s.graph_removes_host_us_per_step) == (2627.326, 6.328)
     assert ("0 eager launches left per step; GPU idle 39% of the step (16% in its 41 FULL-graph steps); its FULL-graph "
             "steps already replay one graph each: a graph removes no more host time there (the 6 us per step between the step and its predicted FULL graph is mostly "
-            "the profiler's cost inside the replays); keeps 6 us (6 us of host work between steps: scheduling, "
+            "the profiler's cost inside the replays); keeps 6 us (6 us between steps: scheduling, "
             "input preparation, sampling)") in s.verdict_detail
     assert "a FULL graph removes" not in s.verdict_detail
 
