@@ -74,6 +74,21 @@ class HostGaps:
     gpu_busy_us: np.ndarray
 
 
+def whole_steps_us(eager_us, graph_us, gpu_between_us: float, host_between_us: float,
+                   host_floor: bool = True) -> tuple:
+    """A serving engine's whole step, as its clients see it, from a step's eager and FULL-graph costs (us, scalars or
+    arrays) and what runs between its steps' GPU windows: ``gpu_between_us``, GPU work of no step (vLLM's V2 runner
+    computes logits and samples after its step marker), which every step runs, graph or not; ``host_between_us``, an
+    eager step's whole gap without the profiler (0 where not seen: a graph trace's engine hides its host work), which
+    the eager step waits through (the CPU launches through its window). With a graph the CPU is free during the
+    replay, and an engine that overlaps its host work with the GPU (async scheduling, on by default in current vLLM,
+    SGLang and TensorRT-LLM) hides it there: the graph step is at least that gap (``host_floor``), not the two added.
+    Returns (eager, graph)."""
+    between = max(host_between_us, gpu_between_us)
+    graph = np.asarray(graph_us, dtype=float) + gpu_between_us
+    return np.asarray(eager_us, dtype=float) + between, np.maximum(graph, host_between_us) if host_floor else graph
+
+
 def host_ahead(cpu_start_ns: np.ndarray, w1_ns: np.ndarray, device: np.ndarray | None = None) -> np.ndarray:
     """Per step (in order) whether its host work began before the previous step's last GPU op ended (on the same
     device, where ``device`` is given): the engine prepared it while that step ran. False for the first step and

@@ -55,7 +55,7 @@ from .graph_mode import COVERAGES, CaptureReport, StepCoverage, classify_mode, d
     INFERRED_PADDING_REASON, compile_evidence, graph_trees_marker, pair_capture, smallest_size_at_least, step_coverage
 from .graph_mode.assembly import StepColumns, assemble_serving
 from .heap import HEAP
-from .host_gaps import host_activity, host_ahead
+from .host_gaps import host_activity, host_ahead, whole_steps_us
 from .host_stalls import host_stalls
 from .launches import kernel_launch_table, launch_delays_ns
 from .overhead import OverheadEstimate, ProfilerSettings, detect_profiler_settings, estimate_overhead, \
@@ -65,7 +65,7 @@ from .planning.planner import compare_capture_list
 from .predict import DEFAULT_MODEL, PredictionModel, graph_launch_excess_us, replay_node_us
 from .steps import StepOptions, Steps, assign_rows_to_steps, detect_engine, find_steps
 from .trace import Api, Kind, Trace
-from .verdict import GROUP_FIELDS, SPEEDUP_FIELDS, decide, group_summary, headline
+from .verdict import GROUP_FIELDS, SPEEDUP_FIELDS, between_steps_us, decide, group_summary, headline
 from .gpus import device_name, device_properties_of
 from .workload import Workload, workload_of
 
@@ -908,16 +908,6 @@ def _with_kept_host(s: Summary) -> Summary:
     return replace(s, graph_keeps_host_us_per_step=_f(s.graph_keeps_host_us_per_step + between), step_groups=groups)
 
 
-def _between_steps(s: Summary, graph_us: float) -> tuple[float, float]:
-    """What a serving engine's decode step holds between the steps' GPU windows (:func:`_with_serving_units`): the
-    time added to its real step, and the graph step ``graph_us`` with its own share of it."""
-    gpu = s.inter_step_gpu_busy_us_median
-    if s.step_groups[0].get("graph_coverage") == "eager":
-        between = max(s.inter_step_host_us_unprofiled_median, gpu)
-        return between, max(graph_us + gpu, between)
-    return gpu, graph_us + gpu
-
-
 def _with_serving_units(s: Summary) -> Summary:
     """Time per output token and tokens/s of the headline's decode steps, before and after CUDA graphs.
 
@@ -949,7 +939,8 @@ def _with_serving_units(s: Summary) -> Summary:
         after = before
     between = 0.0
     if phase == "decode" and before:  # an engine's decode steps
-        between, after = _between_steps(s, after)
+        whole_before, whole_after = whole_steps_us(before, after, *between_steps_us(s))
+        between, after = float(whole_before) - before, float(whole_after)
         if h.eager_step_source == "measured":  # the whole step already: nothing added to it
             between, after = 0.0, min(after, before)
         before += between
@@ -1174,14 +1165,15 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
         padding_estimated_steps=int(estimated.sum()),
         padding_cost_source="unknown" if unknown else
         (a.curve.origin + ("-estimate" if estimated.any() else "")) if padded.any() else "none",
-        planner_comparison=_planner_comparison(cols.batch[decode], *_eager_costs(a, decode & ~is_graph, cols.batch),
-                                               a.curve, a.sizes),
         inter_step_host_us_median=_f(_median(gaps)) if gaps.size else 0.0,
         inter_step_host_us_unprofiled_median=_f(_median(gap_unprof[1:])) if gaps.size else 0.0,
         inter_step_gpu_busy_us_median=_f(_median(hg.gpu_busy_us[1:])) if gaps.size else 0.0,
         host_phases_us_per_step={k: _f(v / n_gaps) for k, v in sorted(phase_tot.items(), key=lambda kv: -kv[1])},
         host_phases_source=hg.source,
         async_hidden_us_per_step=_f(hg.hidden_us[1:].sum() / n_gaps) if n > 1 else 0.0)
+    # on launchgap plan's costs: the engine's whole steps, the time between them included
+    s = replace(s, planner_comparison=_planner_comparison(
+        cols.batch[decode], *_eager_costs(a, decode & ~is_graph, cols.batch), a.curve, a.sizes, between_steps_us(s)))
     if a.eager is not None and is_graph.any():
         s = replace(s, step_groups=_eager_groups_on_the_curve(s, out, a.eager, opts.model.overhead.graph_rel_err))
     dt = _decode_time(a, cols, lm.floor_us[keep], oh, opts.model)
@@ -1297,15 +1289,16 @@ def _eager_costs(a, eager_steps: np.ndarray, batch: np.ndarray) -> tuple[np.ndar
 
 
 def _planner_comparison(batches: np.ndarray, eager_us: np.ndarray, eager_bs: np.ndarray, curve: CostCurve,
-                        sizes: list[int] | None) -> dict | None:
+                        sizes: list[int] | None, between: tuple[float, float] = (0.0, 0.0)) -> dict | None:
     """The planner on the same decode steps (:func:`launchgap.planning.planner.compare_capture_list`):
-    this trace's costs (eager: :func:`_eager_costs`; graph: the cost curve) and batch sizes, against the capture
-    list up to the bucket of the largest batch. ``None`` without capture sizes, batches or costs."""
+    this trace's costs (eager: :func:`_eager_costs`; graph: the cost curve), as the engine's whole steps with
+    ``between`` (:func:`between_steps_us`), and batch sizes, against the capture list up to the bucket of the largest
+    batch. ``None`` without capture sizes, batches or costs."""
     b = batches[batches > 0]
     curve_sizes = np.arange(1, curve.max_size + 1) if np.isfinite(curve.us).all() else np.zeros(0, dtype=np.int64)
+    eager_us, graph_us = whole_steps_us(eager_us, curve.us[:curve_sizes.size], *between, host_floor=False)
     try:
-        costs = table_of_steps(eager_bs, eager_us, curve_sizes, curve.us[:curve_sizes.size],
-                               "this trace's steps") if b.size else None
+        costs = table_of_steps(eager_bs, eager_us, curve_sizes, graph_us, "this trace's steps") if b.size else None
     except InputError:  # eager and graph costs share no batch-size range
         return None
     if not sizes or costs is None:

@@ -314,6 +314,17 @@ def group_mode(group: dict) -> str:
 SPEEDUP_FIELDS = ("predicted_speedup", "predicted_speedup_low", "predicted_speedup_high")
 
 
+def between_steps_us(s) -> tuple[float, float]:
+    """What a serving engine's decode steps hold between the steps' GPU windows (:func:`launchgap.host_gaps.
+    whole_steps_us`): (GPU work of no step, an eager step's whole gap unprofiled) per step, us; the second 0 where
+    the headline's steps replay graphs (their engine hides its host work), both 0 for a trace not of an engine or
+    whose headline is not decode."""
+    if not (s.step_source == "engine" and s.step_groups and s.step_groups[0]["phase"] == "decode"):
+        return 0.0, 0.0
+    eager = s.step_groups[0].get("graph_coverage") == "eager"
+    return s.inter_step_gpu_busy_us_median, s.inter_step_host_us_unprofiled_median if eager else 0.0
+
+
 def headline(s):
     """The summary the trace's headline speaks for: an engine trace's first group (decode first), else ``s``; under
     the ``decode time`` rule the speedup is the trace's, over all its decode steps, whichever group leads."""

@@ -28,6 +28,7 @@ from ..errors import InputError
 from ..files import MAX_SMALL_FILE_BYTES, read_json_file
 from ..timings import load_timings
 from ..costmodel import CostCurve, EagerCurve
+from ..host_gaps import whole_steps_us
 from .costs import CostSeries, CostTable, size_span, table_from_series
 from ..dims import ModelDims
 from .memory import dims_section
@@ -80,6 +81,18 @@ class TraceSteps:
     #: What the analysis noted that a plan built on the trace rests on (:func:`launchgap.verdict.plan_caveats`:
     #: padding unknown, batch sizes read from kernel grids or unknown): the plan carries them with the warnings.
     notes: tuple[str, ...] = ()
+    #: What a serving engine's steps hold between their GPU windows (:func:`launchgap.report.between_steps_us`): GPU
+    #: work of no step, and an eager trace's whole gap unprofiled, us per step; the costs are the engine's whole steps
+    #: with them (:func:`launchgap.host_gaps.whole_steps_us`). 0 for a trace not of an engine.
+    gpu_between_us: float = 0.0
+    host_between_us: float = 0.0
+
+    def whole(self, eager_us, graph_us) -> tuple:
+        """Eager and graph costs (us) as the engine's whole steps, the time between steps included. The graph costs
+        are not floored at an eager trace's host gap (as its TPOT with graphs is): one host measurement would make
+        every size cost the same where it binds, and padding look free (a vLLM eager trace on a slow host, its gap
+        3.8 ms against FULL steps of 3.0: a list 12.7% slower on the engine's own steps)."""
+        return whole_steps_us(eager_us, graph_us, self.gpu_between_us, self.host_between_us, host_floor=False)
     #: The serving engine whose markers the trace holds (``summary.engine``; ``None`` when none or not known).
     engine: str | None = None
 
@@ -152,13 +165,14 @@ def costs_from_steps(traces: Sequence[TraceSteps]) -> CostTable:
         cost = t.dur_us[known] * t.unprofiled_scale
         if t.mode in ("eager", "compiled"):
             n_eager += 1
+            eager, graph = t.whole(cost, t.predicted_graph_us[known])
             cols["eb"].append(t.batch_size[known])
-            cols["eu"].append(cost)
-            cols["pu"].append(t.predicted_graph_us[known])
+            cols["eu"].append(eager)
+            cols["pu"].append(graph)
         else:
             n_graph += 1
             cols["gb"].append(t.batch_size[known])
-            cols["gu"].append(cost)
+            cols["gu"].append(t.whole(0.0, cost)[1])
     if not_decode:
         notes.append(f"{not_decode} prefill or mixed steps were left out of the costs (decode steps only)")
     if no_bs:
@@ -182,11 +196,29 @@ def costs_from_steps(traces: Sequence[TraceSteps]) -> CostTable:
     if not measured.all():
         notes.append(f"graph costs at bs {size_span(g_sizes[~measured].tolist())} are predicted from eager traces "
                      f"(no graph trace there)")
+    notes += _between_notes(traces)
     notes.append("trace costs are profiled step times scaled to estimated unprofiled ones; harness timings "
                  "(launchgap record) are more accurate")
     origin = f"{n_eager} eager and {n_graph} graph trace(s)"
     return table_from_series(CostSeries("eager", e_sizes, e_us, tuple("measured" for _ in e_sizes)),
                              CostSeries("graph", g_sizes, g_us.astype(float), g_srcs), origin, notes)
+
+
+def _between_notes(traces: Sequence[TraceSteps]) -> list[str]:
+    """One line per trace whose costs hold time between the engine's steps (:attr:`TraceSteps.gpu_between_us`)."""
+    out = []
+    for t in traces:
+        parts = []
+        if t.gpu_between_us > 0:
+            parts.append(f"{t.gpu_between_us:,.0f} us of GPU work between its steps (work of no step, such as sampling "
+                         f"after the step marker) in every size's cost")
+        if t.host_between_us > 0:
+            parts.append(f"an eager step waits through the whole {t.host_between_us:,.0f} us between steps (its host "
+                         f"work, unprofiled{', with that GPU work' if t.gpu_between_us > 0 else ''}), which a graph step "
+                         f"hides behind its replay (async scheduling)")
+        if parts:
+            out.append(f"costs are the engine's whole steps ({t.name}): " + "; ".join(parts))
+    return out
 
 
 def kernels_per_step_from_steps(traces: Sequence[TraceSteps]) -> float | None:
@@ -209,7 +241,7 @@ def costs_from_curves(traces: Sequence[TraceSteps]) -> CostTable:
         raise InputError(no_costs_reason(traces))
     top = max(t.graph_curve.max_size for t in with_curve)
     b = np.arange(1, top + 1)
-    curves = np.array([t.graph_curve.at(b) for t in with_curve])
+    curves = np.array([t.whole(0.0, t.graph_curve.at(b))[1] for t in with_curve])  # the engine's whole steps
     # a size an eager trace ran is a predicted FULL graph (its step's GPU work plus replay cost), not a measured one
     meas = np.array([t.graph_curve.measured(b) & (t.mode not in ("eager", "compiled")) for t in with_curve])
     any_meas = meas.any(axis=0)
@@ -225,7 +257,7 @@ def costs_from_curves(traces: Sequence[TraceSteps]) -> CostTable:
     for t in eager_traces:  # measured eager steps
         known = t.planned & (t.batch_size > 0)
         eb.append(t.batch_size[known])
-        eu.append(t.dur_us[known] * t.unprofiled_scale)
+        eu.append(t.whole(t.dur_us[known] * t.unprofiled_scale, 0.0)[0])
     ebs = np.concatenate(eb) if eb else np.zeros(0, dtype=np.int64)
     if ebs.size:
         e_sizes, e_us = _medians(ebs.astype(np.int64), np.concatenate(eu))
@@ -237,13 +269,14 @@ def costs_from_curves(traces: Sequence[TraceSteps]) -> CostTable:
             raise InputError("only graph-mode traces and no eager cost per size: add eager traces of the same model "
                              "or pass --timings")
         e_sizes = b
-        e_us = np.median(np.array([t.eager.at(b) for t in eag]), axis=0)
+        e_us = np.median(np.array([t.whole(t.eager.at(b), 0.0)[0] for t in eag]), axis=0)
         e_src = tuple("predicted" for _ in e_sizes)
         if len(eag) == 1:
             notes.append(f"eager costs {eag[0].eager.detail} ({eag[0].name}): an uncaptured size runs eager")
         else:  # each trace's own estimate, named: the median of them is the plan's
             notes.append(f"eager costs: the median over {len(eag)} traces' eager curves (an uncaptured size runs "
                          f"eager): " + "; ".join(f"{t.name}: {t.eager.detail}" for t in eag))
+    notes += _between_notes(traces)
     notes.append("trace costs are profiled steps' kernels and step times, scaled to estimated unprofiled ones; "
                  "harness timings (launchgap record) are more accurate")
     n_graph = sum(t.mode not in ("eager", "compiled") for t in traces)
@@ -251,9 +284,10 @@ def costs_from_curves(traces: Sequence[TraceSteps]) -> CostTable:
     table = table_from_series(CostSeries("eager", np.asarray(e_sizes, dtype=np.int64), np.asarray(e_us, dtype=float),
                                          e_src),
                               CostSeries("graph", b.astype(np.int64), g.astype(float), g_src), origin, notes)
-    # the curves' band as a share of their cost per size (the median over the traces), carried by the graph costs
-    low = np.median(np.array([t.graph_curve.low(b) / t.graph_curve.at(b) for t in with_curve]), axis=0)
-    high = np.median(np.array([t.graph_curve.high(b) / t.graph_curve.at(b) for t in with_curve]), axis=0)
+    # the curves' band as a share of their cost per size (the median over the traces), carried by the graph costs; the
+    # time between steps is measured, not modelled: it is in both ends
+    low = np.median(np.array([t.whole(0.0, t.graph_curve.low(b))[1] / c for t, c in zip(with_curve, curves)]), axis=0)
+    high = np.median(np.array([t.whole(0.0, t.graph_curve.high(b))[1] / c for t, c in zip(with_curve, curves)]), axis=0)
     return table.with_graph_band(dict(zip(b.tolist(), low.tolist())), dict(zip(b.tolist(), high.tolist())))
 
 

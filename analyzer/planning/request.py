@@ -79,7 +79,7 @@ from .serverlog import (
 )
 
 from ..serverlogs.diagnosis import LogDiagnosis
-from ..verdict import plan_caveats
+from ..verdict import between_steps_us, plan_caveats
 
 if TYPE_CHECKING:
     from ..report import TraceReport
@@ -508,7 +508,7 @@ def trace_steps(report: TraceReport, name: str | None = None, benchmark: bool = 
         capture_sizes=tuple(s.capture_sizes) if s.capture_sizes and s.capture_sizes_source != "inferred" else None,
         capture_sizes_detail=f"{s.capture_sizes_source}: {s.capture_sizes_detail}" if s.capture_sizes else None,
         warnings=tuple(report.warnings), notes=tuple(plan_caveats(s, steps, benchmark)),
-        engine=s.engine)
+        engine=s.engine, **dict(zip(("gpu_between_us", "host_between_us"), between_steps_us(s))))
 
 
 #: The step markers of a ``launchgap record`` sweep: ``decode_step[bs=8]`` (nothing else in it), or the

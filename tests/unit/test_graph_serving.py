@@ -377,6 +377,22 @@ def test_engine_eager_tpot_holds_the_host_work_between_steps(tmp_path: Path) -> 
         ("annotation", 0.023, 0.0)
 
 
+def test_the_plan_prices_an_engines_whole_steps(tmp_path: Path) -> None:
+    # the eager engine steps above: the plan from the trace alone prices bs 4's eager step as the TPOT does, 23 + 67 =
+    # 90 us; its graph step is not floored at the eager trace's host gap (one host measurement would flatten every
+    # size's graph cost): 8.36 us. A note says so; the Diagnosis's planner line agrees
+    from launchgap.planning.request import PlanRequest, build_plan, trace_steps, traces_input
+    rep = analyze_trace(load_trace(write(tmp_path, _engine_eager_steps())),
+                        AnalysisOptions(model=PredictionModel(profiler_us_per_host_event=2.0)))
+    plan = build_plan(PlanRequest((traces_input([trace_steps(rep)], "w"),)))[0].to_dict()
+    assert [(p["batch_size"], p["eager_us"], p["graph_us"]) for p in plan["costs"]["points"]] == [(4, 90.0, 8.36)]
+    assert (plan["expected_step_us"], plan["all_eager_expected_step_us"]) == (8.36, 90.0)
+    assert rep.summary.planner_comparison["expected_step_us"] == 8.36
+    assert (f"costs are the engine's whole steps ({tmp_path / 't.json'}): an eager step waits through the whole 67 us "
+            "between steps (its host work, unprofiled), which a graph step hides behind its replay (async "
+            "scheduling)") in plan["costs"]["warnings"]
+
+
 def test_gpu_work_between_steps_is_neither_idle_nor_the_profilers(tmp_path: Path) -> None:
     # steps of 4 x 5 us kernels (windows [t0 + 10, t0 + 45], busy 20 us); a kernel of no step in each gap (an engine
     # sampling after its step marker ends): launched at t0 + 50.5, it runs 56 us from t0 + 52. The profiler priced at
