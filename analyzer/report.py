@@ -1119,10 +1119,10 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
                          kernel_scale=opts.model.kernel_scale(s.node_us_source),
                          python_us=oh.python_us(cols.python_calls, cols.host_events), gpu=busy)
     ss, pc, padded, lost, hg = a.ss, a.pad, a.padded, a.lost_us, a.hg
-    # the time between steps without the profiler: less its cost of the host events and Python calls it recorded
-    # there (a step's own events are priced in the step's estimate), never below the GPU work in it
-    gap_unprof = np.maximum(hg.gap_us - oh.us_per_event * hg.host_events - oh.python_us(hg.python_calls, hg.host_events),
-                            hg.gpu_busy_us)
+    # the time between steps without the profiler, as a step's: less its cost of the host events and Python calls it
+    # recorded there (a step's own events are priced in the step's estimate), never below the GPU work in it
+    gap_unprof = opts.model.unprofiled_step_us(hg.gap_us, hg.host_events, hg.gpu_busy_us, oh.us_per_event,
+                                               python_us=oh.python_us(hg.python_calls, hg.host_events))
     if a.conflict:
         warnings.append(a.conflict)
     out = []
