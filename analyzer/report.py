@@ -24,7 +24,9 @@ when the user gives it: *measured*; else the profiled step less the estimated pr
 overhead: *estimated*, see :mod:`launchgap.overhead`) over the median predicted graph step.
 ``predicted_speedup_low``/``_high`` bound it: the overhead's range per host event for the
 detected ``profiler_settings`` and the graph step's error band. ``predicted_speedup_rule`` names the rule: that
-``"median step"``; ``"all FULL"`` (1.00x) where every decode step (every step, where no phase is known) already replays
+``"median step"``; ``"whole step"`` for a serving engine's decode steps with time between them (the engine's whole
+step before over after, ``whole_step_us_before`` / ``_after``: the time per output token's ratio, :func:`_with_whole_step`);
+``"all FULL"`` (1.00x) where every decode step (every step, where no phase is known) already replays
 one FULL graph; ``"decode time"`` where a
 graph-mode trace's decode steps mix graph replays and eager steps (:func:`_decode_time`: ``decode_us_as_run`` over
 ``decode_us_full_graph``). The report's ``workload``
@@ -214,10 +216,15 @@ class Summary:
     predicted_speedup_low: float = 0.0
     predicted_speedup_high: float = 0.0
     eager_step_source: str = "estimated"
-    # Which rule gave predicted_speedup: "median step" (the median step's), "all FULL" (1.00x where every step
-    # already replays a FULL graph) or "decode time" (a graph-mode trace's decode time as run over its decode time
-    # all in FULL graphs: decode_us_as_run / decode_us_full_graph, None under the other rules).
+    # Which rule gave predicted_speedup: "median step" (the median step's), "whole step" (a serving engine's decode
+    # steps: the engine's whole step, the time between steps included, whole_step_us_before / _after), "all FULL"
+    # (1.00x where every step already replays a FULL graph) or "decode time" (a graph-mode trace's decode time as run
+    # over its decode time all in FULL graphs: decode_us_as_run / decode_us_full_graph, None under the other rules).
     predicted_speedup_rule: str = "median step"
+    # A serving engine's whole decode step (us), as its clients see it, before and after CUDA graphs: the headline
+    # group's step with what runs between the steps' GPU windows (_with_whole_step); 0 where not an engine's decode.
+    whole_step_us_before: float = 0.0
+    whole_step_us_after: float = 0.0
     decode_us_as_run: float | None = None
     decode_us_full_graph: float | None = None
     engine: str | None = None
@@ -411,7 +418,8 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
     step_reports, summary, curves = _with_graph_serving(trace, row_step, steps, win, lm, keep, step_reports, summary,
                                                         inputs.overhead, opts, engine, warnings, busy)
     HEAP.trim()
-    summary = _with_serving_units(decide(_with_kept_host(summary), mode))
+    summary = _with_serving_units(decide(_with_whole_step(_with_kept_host(summary), opts.model.overhead.graph_rel_err),
+                                         mode))
     return TraceReport(
         path=trace.path, format=trace.format, mode=mode,
         devices=_device_reports(trace, gaps, busy, eff_start), summary=summary, steps=step_reports,
@@ -908,24 +916,51 @@ def _with_kept_host(s: Summary) -> Summary:
     return replace(s, graph_keeps_host_us_per_step=_f(s.graph_keeps_host_us_per_step + between), step_groups=groups)
 
 
+def _with_whole_step(s: Summary, graph_rel_err: float) -> Summary:
+    """A serving engine's decode steps, priced as the engine's whole step (``whole_step_us_before`` / ``_after``, on the
+    headline group and the summary; :func:`launchgap.host_gaps.whole_steps_us`): the step (measured, else the
+    unprofiled estimate) and the predicted FULL-graph step, each with what runs between the steps' GPU windows
+    (:func:`launchgap.verdict.between_steps_us`). A measured step is the whole step already: nothing is added to it,
+    and the graph step is no longer. The headline's speedup and its range become the whole steps' ratio (rule
+    ``"whole step"``): it is the time per output token's, and a server's measured inter-token latency compares with
+    it (the steps' own ratio left the GPU work between steps out of the graph step: 4.70x where the engine's step
+    reads 4.98x, vLLM 0.24 eager, batch 16, traces/h200-vllm-2026-12-04). Steps that already replay one FULL graph
+    keep 1.00x (before = after); the ``decode time`` rule keeps its own sums. Unchanged where nothing lies between
+    the steps or the headline is not an engine's decode steps."""
+    gpu_b, host_b = between_steps_us(s)
+    if not (gpu_b > 0 or host_b > 0) or s.predicted_speedup_rule not in ("median step", "whole step", "all FULL"):
+        return s
+    g0 = s.step_groups[0]
+    h = group_summary(s, g0)
+    obs = h.observed_step_us if h.eager_step_source == "measured" else None
+    if g0["graph_coverage"] == "full" or s.predicted_speedup_rule == "all FULL":
+        # its own FULL-graph step already: the GPU work between steps on both sides, no gain
+        whole = _f((obs or h.estimated_unprofiled_step_us_median) + (0.0 if obs else gpu_b))
+        fields_ = {"whole_step_us_before": whole, "whole_step_us_after": whole}
+        rule = s.predicted_speedup_rule
+    else:
+        fields_ = _speedup_fields(h, obs, graph_rel_err, (gpu_b, host_b))
+        rule = "whole step"
+    groups = [{**g0, **fields_}, *s.step_groups[1:]]
+    top = {k: fields_[k] for k in (*SPEEDUP_FIELDS, "whole_step_us_before", "whole_step_us_after",
+                                   "graph_removes_host_us_per_step") if k in fields_}
+    return replace(s, **top, predicted_speedup_rule=rule, step_groups=groups)
+
+
 def _with_serving_units(s: Summary) -> Summary:
     """Time per output token and tokens/s of the headline's decode steps, before and after CUDA graphs.
 
     A decode step gives every sequence in the batch one token, so the time per output token (TPOT, ms) is
     the step time and tokens/s is the batch over it: *before* from the real step (measured, else the
     unprofiled estimate), *after* from the predicted FULL-graph step (the real step itself where every step already
-    replays one FULL graph: rule ``"all FULL"``). ``None`` where the headline's steps
-    are not decode steps (prefill, mixed) or, for tokens/s, where their batch size is unknown.
+    replays one FULL graph, which it predicts; never above *before*); ``None`` where no step is known or the headline's
+    steps are not decode steps (an engine trace of prefill steps only). Each sequence's TPOT is the step's whatever
+    the batch; tokens/s at ``decode_batch_size`` (the median batch of the headline's steps; ``None``, and tokens/s
+    with it, where no batch size is known).
 
-    A serving engine's decode steps: the engine's step, as its clients see it, also holds what runs between the
-    steps' GPU windows (``decode_tpot_between_steps_us``), except where the step was measured (the whole step). GPU
-    work of no step there (vLLM's V2 runner computes the logits and samples after its step marker:
-    ``inter_step_gpu_busy_us_median``) runs every step, graphs or not: added before and after. Eager steps also wait
-    for the host work between steps (scheduling, sampling, output processing): the CPU launches through the window,
-    so the GPU waits while it runs; *before* adds the whole gap, unprofiled (``inter_step_host_us_unprofiled_median``,
-    at least its GPU work). With a graph the CPU is free during the replay, and an engine that overlaps its host work
-    with the GPU's (async scheduling, on by default in current vLLM, SGLang and TensorRT-LLM) hides it there: *after*
-    is the graph step plus the GPU work between steps, at least that whole gap, not the two added.
+    A serving engine's decode steps are priced as the engine's whole step (:func:`_with_whole_step`:
+    ``whole_step_us_before`` / ``_after``): ``decode_tpot_between_steps_us`` says what *before* holds past the step
+    (nothing where the step was measured: the whole step already).
     """
     h = headline(s)
     phase = s.step_groups[0]["phase"] if s.step_source == "engine" and s.step_groups else None
@@ -938,12 +973,8 @@ def _with_serving_units(s: Summary) -> Summary:
     if h.predicted_speedup_rule == "all FULL" and before:
         after = before
     between = 0.0
-    if phase == "decode" and before:  # an engine's decode steps
-        whole_before, whole_after = whole_steps_us(before, after, *between_steps_us(s))
-        between, after = float(whole_before) - before, float(whole_after)
-        if h.eager_step_source == "measured":  # the whole step already: nothing added to it
-            between, after = 0.0, min(after, before)
-        before += between
+    if s.whole_step_us_before > 0 and before:  # an engine's decode steps: the engine's whole step
+        between, before, after = s.whole_step_us_before - before, s.whole_step_us_before, s.whole_step_us_after
     b = h.decode_batch_size
     return replace(
         s, decode_batch_size=b, decode_tpot_between_steps_us=_f(between),
@@ -1015,7 +1046,8 @@ def with_observed_step(report: TraceReport, observed_step_us: float | None,
     estimate: speedup, its range, inflation, serving units and verdict recomputed from the summary, nothing
     re-analysed. ``None`` or 0 gives the estimate back. ``graph_rel_err`` is the graph step's error band.
     For a serving engine's steps the measured step is the headline group's (decode first): its speedup is
-    recomputed too, and :func:`launchgap.verdict.decide` decides every verdict again, as at analysis. Under the
+    recomputed too, and :func:`launchgap.verdict.decide` decides every verdict again, as at analysis; under the
+    ``whole step`` rule the measured step is the engine's whole step (:func:`_with_whole_step`). Under the
     ``decode time`` rule (:func:`_decode_time`) the trace's headline speedup is kept: it sums the trace's own
     steps, graph replays and eager steps apart, which one measured step cannot split; under ``all FULL`` (and for a
     FULL group) it stays 1.00x: the steps already replay one FULL graph."""
@@ -1038,21 +1070,37 @@ def with_observed_step(report: TraceReport, observed_step_us: float | None,
         if obs:  # a measured step replaces an eager-curve estimate too: the group says "measured", as the trace
             first.pop("eager_step_source", None)
         new = replace(new, step_groups=[first, *s.step_groups[1:]])
-    return replace(report, summary=_with_serving_units(decide(new, report.mode)))
+    return replace(report, summary=_with_serving_units(decide(_with_whole_step(new, graph_rel_err), report.mode)))
 
 
-def _speedup_fields(s, obs: float | None, graph_rel_err: float) -> dict:
+def _speedup_fields(s, obs: float | None, graph_rel_err: float, between: tuple[float, float] = (0.0, 0.0)) -> dict:
     """``predicted_speedup`` and its range for the steps ``s`` summarises, from a measured step ``obs``
-    (``None``: the unprofiled estimate and its range)."""
+    (``None``: the unprofiled estimate and its range). ``between``: a serving engine's (GPU work, host gap) between
+    its steps (:func:`launchgap.verdict.between_steps_us`); where either is non-zero the ratio is the engine's whole
+    steps' (:func:`launchgap.host_gaps.whole_steps_us`; a measured step is the whole step, the graph step no longer),
+    returned as ``whole_step_us_before`` / ``_after`` too. The low end pairs the slow eager end with the slow graph
+    end (``graph_rel_err`` above the prediction), the high end the fast ones."""
     pred = s.predicted_graph_step_us_median
+    # the host time a graph removes is the step's, not what lies between steps (the time a graph keeps): a measured
+    # whole step less the time between steps
+    real = obs - max(between) if obs else s.estimated_unprofiled_step_us_median
+    removes = {"graph_removes_host_us_per_step": _f(max(real - pred, 0.0))}
+    if not (between[0] > 0 or between[1] > 0):
+        sp = (speedup_range(obs, obs, obs, pred, graph_rel_err) if obs else
+              speedup_range(s.estimated_unprofiled_step_us_median, s.estimated_unprofiled_step_us_low,
+                            s.estimated_unprofiled_step_us_high, pred, graph_rel_err))
+        return {"predicted_speedup": _f(sp.speedup), "predicted_speedup_low": _f(sp.speedup_low),
+                "predicted_speedup_high": _f(sp.speedup_high), **removes}
+    eager = np.array([obs] * 3 if obs else [s.estimated_unprofiled_step_us_median, s.estimated_unprofiled_step_us_low,
+                                            s.estimated_unprofiled_step_us_high], dtype=float)
+    graph = pred * np.array([1.0, 1.0 + graph_rel_err, max(1.0 - graph_rel_err, 1e-9)])
+    before, after = whole_steps_us(eager, graph, *between)
     if obs:
-        sp = speedup_range(obs, obs, obs, pred, graph_rel_err)
-    else:
-        sp = speedup_range(s.estimated_unprofiled_step_us_median, s.estimated_unprofiled_step_us_low,
-                           s.estimated_unprofiled_step_us_high, pred, graph_rel_err)
-    real = obs or s.estimated_unprofiled_step_us_median
-    return {"predicted_speedup": _f(sp.speedup), "predicted_speedup_low": _f(sp.speedup_low),
-            "predicted_speedup_high": _f(sp.speedup_high), "graph_removes_host_us_per_step": _f(max(real - pred, 0.0))}
+        before, after = eager, np.minimum(after, obs)
+    ratio = np.divide(before, after, out=np.zeros(3), where=after > 0)
+    return {"predicted_speedup": _f(ratio[0]), "predicted_speedup_low": _f(min(ratio[1], ratio[0])),
+            "predicted_speedup_high": _f(max(ratio[2], ratio[0])), **removes,
+            "whole_step_us_before": _f(before[0]), "whole_step_us_after": _f(after[0])}
 
 
 def _gap_histogram(gaps: Gaps, gap_key: np.ndarray) -> dict[str, list[float]]:

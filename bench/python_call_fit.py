@@ -19,6 +19,13 @@ out (recorded after the fit). Every block's estimated unprofiled step (``launchg
 against its truth, the estimate without Python calls priced (``before``), and the time per output token
 (``launchgap analyze``'s ``decode_tpot_ms_before``: an eager engine step's estimate plus the host work between steps,
 unprofiled).
+
+Last, the predicted speedup of each eager block (``predicted_speedup``: on the engine's whole step, the time between
+steps included) and the steps' own ratio (their GPU windows', the headline before the ``whole step`` rule) against
+the truth: the eager block's engine step over the same block's in the FULL-graph run on the same runner (the 3B on
+vLLM's V2 runner, batch 16, the same requests: ``full-stack-v2runner``); then the same with the eager engine step
+measured (given as a server's inter-token latency is: ``with_observed_step``), over the predicted whole graph step
+and over the graph step's window alone.
 """
 from __future__ import annotations
 
@@ -34,11 +41,13 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 #: The recordings the shipped rate was fitted on (the others were recorded after it: held out).
 FIT = ("eager-stack", "full-stack-v1runner")
+#: The FULL-graph recording the eager ones' speedup is scored against: the same model, runner, batch and requests.
+GRAPH_TRUTH = "full-stack-v2runner"
 sys.path.insert(0, str(REPO))
 
 from launchgap.loaders import load_trace  # noqa: E402
 from launchgap.overhead import DEFAULT_OVERHEAD, detect_profiler_settings, python_calls_priced  # noqa: E402
-from launchgap.report import AnalysisOptions, analyze_trace  # noqa: E402
+from launchgap.report import AnalysisOptions, analyze_trace, with_observed_step  # noqa: E402
 from launchgap.trace import Kind  # noqa: E402
 
 
@@ -63,6 +72,7 @@ def main() -> int:
     unpriced = AnalysisOptions()
     unpriced = replace(unpriced, model=replace(unpriced.model, overhead=replace(table, python_call=None)))
     implied: dict[bool, list[float]] = {True: [], False: []}
+    scored: dict[str, list[tuple[object, float]]] = {}  # per recording, each block's report and truth
     print(f"{'recording':28s} {'set':8s} {'block':>5s} {'truth us':>9s} {'estimate':>9s} {'error':>7s} "
           f"{'before':>7s} {'TPOT':>7s} {'calls/cycle':>11s} {'implied (x ref)':>15s}")
     for folder in folders:
@@ -72,6 +82,7 @@ def main() -> int:
             trace = load_trace(folder / blk["trace"])
             rep = analyze_trace(trace)
             truth = statistics.median(blk["unprofiled_before_us"] + blk["unprofiled_after_us"])
+            scored.setdefault(folder.name, []).append((rep, truth))
             settings = detect_profiler_settings(trace)  # before the row: its set depends on it
             est = rep.summary.estimated_unprofiled_step_us_median
             before = analyze_trace(trace, unpriced).summary.estimated_unprofiled_step_us_median
@@ -96,7 +107,37 @@ def main() -> int:
                                f"{table.python_call.high:g})" if fit else ""))
     print("(the estimate is the step's GPU window, the truth the engine's whole step: an eager step's host work "
           "between steps is in the truth and in the TPOT, not in the estimate)")
+    speedups(scored)
     return 0
+
+
+def speedups(scored: dict[str, list[tuple[object, float]]]) -> None:
+    """Each eager block's predicted speedup (the engine's whole step) and its steps' own (GPU windows) against the
+    truth: its engine step over the same block's in :data:`GRAPH_TRUTH`."""
+    graph = scored.get(GRAPH_TRUTH)
+    eager = {k: v for k, v in scored.items() if v and v[0][0].mode == "eager"}
+    if not graph or not eager:
+        return
+    print(f"\nspeedup of each eager block against its engine step over {GRAPH_TRUTH}'s same block")
+    print(f"{'recording':28s} {'block':>5s} {'truth':>7s} {'whole':>7s} {'error':>7s} {'range holds':>11s} "
+          f"{'windows':>7s} {'error':>7s} {'measured':>8s} {'error':>7s} {'windows':>7s} {'error':>7s}")
+    errs: dict[str, list[float]] = {"whole": [], "windows": [], "measured, whole": [], "measured, windows": []}
+    for name, blocks in eager.items():
+        for i, ((rep, truth), (_, g_truth)) in enumerate(zip(blocks, graph)):
+            s, want = rep.summary, truth / g_truth
+            # the engine's step measured (a server's inter-token latency): the whole step, given in place of the estimate
+            measured = with_observed_step(rep, truth).summary.predicted_speedup
+            got = {"whole": s.predicted_speedup,
+                   "windows": s.estimated_unprofiled_step_us_median / s.predicted_graph_step_us_median,
+                   "measured, whole": measured, "measured, windows": truth / s.predicted_graph_step_us_median}
+            for k, v in got.items():
+                errs[k].append(v / want - 1)
+            holds = s.predicted_speedup_low <= want <= s.predicted_speedup_high
+            print(f"{name:28s} {i:5d} {want:6.2f}x {got['whole']:6.2f}x {errs['whole'][-1]:+7.1%} "
+                  f"{'yes' if holds else 'no':>11s} {got['windows']:6.2f}x {errs['windows'][-1]:+7.1%} "
+                  f"{got['measured, whole']:7.2f}x {errs['measured, whole'][-1]:+7.1%} "
+                  f"{got['measured, windows']:6.2f}x {errs['measured, windows'][-1]:+7.1%}")
+    print("median |error|: " + ", ".join(f"{k} {np.median(np.abs(v)):.1%}" for k, v in errs.items()))
 
 
 if __name__ == "__main__":

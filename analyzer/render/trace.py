@@ -43,7 +43,11 @@ def _capture_lines(rep: TraceReport, markdown: bool) -> list[str]:
 
 
 def _rule_words(s) -> str:
-    """The decode-time rule's sums before the speedup's range, empty under the others (the median step's ratio)."""
+    """The decode-time rule's sums or the whole-step rule's steps before the speedup's range, empty under the others
+    (the median step's ratio)."""
+    if s.predicted_speedup_rule == "whole step":
+        return (f"on the engine's whole step: {s.whole_step_us_before:,.0f} -> {s.whole_step_us_after:,.0f} us, the "
+                f"time between steps included; ")
     if s.predicted_speedup_rule != "decode time":
         return ""
     return f"decode time: {time_text(s.decode_us_as_run)} as run over {time_text(s.decode_us_full_graph)} all FULL graphs; "
@@ -95,8 +99,10 @@ def _facts(rep: TraceReport) -> list[tuple[str, str]]:
                        f"work included" + (f" ({gpu:,.0f} us of it GPU work of no step)" if eager and gpu > 0 else
                                            " (GPU work of no step)" if not eager else "")
                        + (", whose host work async scheduling hides behind a graph's replay" if eager else "")
+                       # the headline's ratio under the whole-step rule: said there
                        + (f": {s.decode_tpot_ms_before / s.decode_tpot_ms_after:.2f}x on it"
-                          if s.decode_tpot_ms_after and s.decode_tpot_ms_before != s.decode_tpot_ms_after else ""))
+                          if s.decode_tpot_ms_after and s.decode_tpot_ms_before != s.decode_tpot_ms_after
+                          and s.predicted_speedup_rule != "whole step" else ""))
         facts.append(("decode TPOT", f"{s.decode_tpot_ms_before:,.2f} ms -> {s.decode_tpot_ms_after:,.2f} ms "
                                      f"{graphs_word(rep.mode)}{tps}{between}"))
     if s.host_stall_us_per_step > 0:

@@ -67,6 +67,10 @@ c3.metric("Predicted CUDA-graph speedup", f"{h.predicted_speedup:.2f}x", border=
               f"Decode time: the trace's decode steps as they ran ({s.decode_us_as_run / 1e3:,.1f} ms, eager steps "
               f"on the eager curve) over the same steps each replaying one FULL graph "
               f"({s.decode_us_full_graph / 1e3:,.1f} ms)." if s.predicted_speedup_rule == "decode time" else
+              "The engine's whole step now (measured, else the profiled step less the estimated profiler overhead, "
+              "with the time between steps) over its predicted whole step with CUDA graphs (the FULL-graph step and "
+              "the GPU work between steps, whose host work async scheduling hides behind the replay)."
+              if h.whole_step_us_before > 0 and s.predicted_speedup_rule == "whole step" else
               "Real step time (measured, else the profiled step less the estimated profiler overhead) over the "
               "predicted graph-replay step."))
 c4.metric("Steps", f"{h.steps} of {s.steps}" if group else f"{s.steps}", border=True,
@@ -74,16 +78,31 @@ c4.metric("Steps", f"{h.steps} of {s.steps}" if group else f"{s.steps}", border=
 
 d1, d2, d3, d4 = st.columns(4)
 d1.metric("Step, profiled (median)", f"{h.step_us_median:,.0f} us")
+# under the whole-step rule the speedup is the engine's whole steps' ratio: the two tiles beside it are those steps
+whole = s.predicted_speedup_rule == "whole step" and h.whole_step_us_before > 0
 if s.eager_step_source == "measured":
     d2.metric("Step, measured", f"{s.observed_step_us:,.0f} us",
-              help=f"Given above. The estimate from the trace was {s.estimated_unprofiled_step_us_median:,.0f} us; "
-                   f"profiler inflation about {s.estimated_profiler_inflation:.2f}x.")
+              help=f"Given above. The estimate from the trace was {s.estimated_unprofiled_step_us_median:,.0f} us"
+                   + (" (the steps' GPU windows; the time between steps besides)" if whole else "")
+                   + f"; profiler inflation about {s.estimated_profiler_inflation:.2f}x.")
+elif whole:
+    d2.metric("Engine step, unprofiled estimate", f"{h.whole_step_us_before:,.0f} us",
+              help=f"The steps' GPU windows {h.estimated_unprofiled_step_us_median:,.0f} us (range "
+                   f"{h.estimated_unprofiled_step_us_low:,.0f}-{h.estimated_unprofiled_step_us_high:,.0f} us; profiler "
+                   f"inflation about {s.estimated_profiler_inflation:.2f}x) and "
+                   f"{h.whole_step_us_before - h.estimated_unprofiled_step_us_median:,.0f} us between them.")
 else:
     d2.metric("Step, unprofiled estimate", f"{h.estimated_unprofiled_step_us_median:,.0f} us",
               help=f"Range {h.estimated_unprofiled_step_us_low:,.0f}-{h.estimated_unprofiled_step_us_high:,.0f} us; "
                    f"profiler inflation about {s.estimated_profiler_inflation:.2f}x.")
-d3.metric("Predicted graph step", f"{h.predicted_graph_step_us_median:,.0f} us",
-          help=f"Node cost {s.node_us:.3g} us per kernel node, from {s.node_us_source}.")
+if whole:
+    d3.metric("Predicted engine step, graphs", f"{h.whole_step_us_after:,.0f} us",
+              help=f"The FULL-graph step {h.predicted_graph_step_us_median:,.0f} us (node cost {s.node_us:.3g} us per "
+                   f"kernel node, from {s.node_us_source}) and the GPU work between steps, at least the host work "
+                   f"between them, which async scheduling hides behind the replay.")
+else:
+    d3.metric("Predicted graph step", f"{h.predicted_graph_step_us_median:,.0f} us",
+              help=f"Node cost {s.node_us:.3g} us per kernel node, from {s.node_us_source}.")
 d4.metric("Kernels per step", f"{h.kernels_per_step_median:g}",
           help=f"Eager launches {h.kernel_launches_per_step_median:g}, graph launches "
                f"{h.graph_launches_per_step_median:g} per step (median).")
@@ -104,12 +123,13 @@ if s.decode_tpot_ms_before is not None:
         t2.metric(f"Tokens/s at batch {s.decode_batch_size}", f"{s.decode_tokens_per_s_before:,.0f}",
                   delta=f"{s.decode_tokens_per_s_after - s.decode_tokens_per_s_before:+,.0f} {graphs_word(rep.mode)}"
                   if gain else None, help="Batch over the decode step, before and after.")
-    whole = (f" ({s.decode_tpot_ms_before / s.decode_tpot_ms_after:.2f}x on the engine's whole step: the "
-             f"{s.decode_tpot_between_steps_us:,.0f} us between steps included)" if s.decode_tpot_between_steps_us > 0
-             else "")
+    # the ratio on the whole step, where the headline is not it already
+    on_whole = (f" ({s.decode_tpot_ms_before / s.decode_tpot_ms_after:.2f}x on the engine's whole step: the "
+                f"{s.decode_tpot_between_steps_us:,.0f} us between steps included)"
+                if s.decode_tpot_between_steps_us > 0 and not whole else "")
     t3.caption(md_escape(f"{graphs_word(rep.mode)[0].upper()}{graphs_word(rep.mode)[1:]}: {s.decode_tpot_ms_after:,.2f} ms per token"
                          + (f", {s.decode_tokens_per_s_after:,.0f} tokens/s" if s.decode_tokens_per_s_after else "")
-                         + f"{whole}." if gain else "A FULL graph predicts no change to these decode steps."))
+                         + f"{on_whole}." if gain else "A FULL graph predicts no change to these decode steps."))
 
 with st.container(border=True):
     st.markdown(f"**Verdict: {md_escape(s.verdict)}** ({md_escape(rep.mode)} trace) — {md_escape(s.verdict_detail)}")

@@ -138,11 +138,18 @@ def test_a_step_without_batch_says_why(tmp_path) -> None:
 
 def test_an_eager_engine_traces_tpot_says_its_whole_step() -> None:
     # vLLM 0.24 eager, no Python stacks (an interleaved block): the time per output token is the engine's whole step,
-    # the host work between steps included; the caption gives the ratio on it beside the step's own speedup
+    # the host work between steps included, and the headline speedup is its ratio (rule "whole step"): the two tiles
+    # beside it are those whole steps, 16,483 / 2,878 = 5.73x, and the caption does not say a second ratio
     path = TRACES / "h200-vllm-2026-12-04" / "interleaved" / "eager-nostack" / "block1.pt.trace.json.gz"
     at = goto(upload(new_app(), [("eager.pt.trace.json.gz", path.read_bytes())]), "diagnosis")
     metrics = {m.label: m.value for m in at.metric}
-    assert (metrics["Predicted CUDA-graph speedup"], metrics["Time per output token"]) == ("5.43x", "16.48 ms")
+    assert (metrics["Predicted CUDA-graph speedup"], metrics["Time per output token"]) == ("5.73x", "16.48 ms")
+    assert (metrics["Engine step, unprofiled estimate"], metrics["Predicted engine step, graphs"]) == \
+        ("16,483 us", "2,878 us")
     captions = [c.value.replace("\\", "") for c in at.caption]
-    assert "With CUDA graphs: 2.88 ms per token, 5,560 tokens/s (5.73x on the engine's whole step: the 2,208 us " \
-           "between steps included)." in captions, captions
+    assert "With CUDA graphs: 2.88 ms per token, 5,560 tokens/s." in captions, captions
+    # a measured step (the server's inter-token latency) is the whole step: its ratio to the same graph step
+    at.number_input[0].set_value(17_064.0).run()
+    metrics = {m.label: m.value for m in at.metric}
+    assert (metrics["Predicted CUDA-graph speedup"], metrics["Step, measured"],
+            metrics["Predicted engine step, graphs"]) == (f"{17_064 / 2_877.939:.2f}x", "17,064 us", "2,878 us")

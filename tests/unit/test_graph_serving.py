@@ -363,12 +363,33 @@ def test_engine_eager_tpot_holds_the_host_work_between_steps(tmp_path: Path) -> 
     assert (s.estimated_unprofiled_step_us_median, s.predicted_graph_step_us_median) == (23.0, 8.36)
     assert (s.decode_tpot_ms_before, s.decode_tpot_ms_after, s.decode_tpot_between_steps_us) == (0.09, 0.067, 67.0)
     assert s.decode_tokens_per_s_before == pytest.approx(4e6 / 90.0, abs=1e-3)
+    # the headline speaks for the same whole steps (rule "whole step"): 90 / 67, not the windows' 23 / 8.36 = 2.75x
+    assert (s.predicted_speedup_rule, s.whole_step_us_before, s.whole_step_us_after) == ("whole step", 90.0, 67.0)
+    assert (s.predicted_speedup, s.predicted_speedup_low, s.predicted_speedup_high) == (1.343, 1.343, 1.343)
+    assert s.step_groups[0]["predicted_speedup"] == 1.343
+    assert ("CUDA graphs predicted to take the engine's whole step from 90 us to 67 us (GPU windows 23 -> 8 us; the "
+            "rest between steps): 1.34x (range 1.34-1.34x)") in s.verdict_detail
+    text = render_trace(rep)
+    assert ("8.4 us -> speedup 1.34x (on the engine's whole step: 90 -> 67 us, the time between steps included; "
+            "1.34-1.34x; estimated eager step; ") in text
+    # the TPOT line does not say the ratio a second time
     assert ("0.09 ms -> 0.07 ms with CUDA graphs; 44,444 -> 59,701 tokens/s at batch 4; the engine's whole step: 67 us "
-            "between the steps' GPU work included, whose host work async scheduling hides behind a graph's replay: "
-            "1.34x on it\n") in render_trace(rep)
-    # a measured step is the engine's whole step: nothing added
-    measured = with_observed_step(rep, 50.0).summary
+            "between the steps' GPU work included, whose host work async scheduling hides behind a graph's replay\n") \
+        in text
+    # a measured step is the engine's whole step: nothing added, and the graph step no longer than it (max(8.36, 67)
+    # = 67 us of whole step capped at the measured 50 us): 1.00x
+    measured_rep = with_observed_step(rep, 50.0)
+    measured = measured_rep.summary
     assert (measured.decode_tpot_ms_before, measured.decode_tpot_between_steps_us) == (0.05, 0.0)
+    assert (measured.predicted_speedup, measured.whole_step_us_before, measured.whole_step_us_after) == (1.0, 50.0, 50.0)
+    assert with_observed_step(measured_rep, None).summary == s  # the estimate back, exactly
+    # measured 120 us: 120 / 67; the host time a graph removes is the step's, the 67 us between steps kept apart:
+    # 120 - 67 - 8.36 = 44.64 us (the estimate's 23 - 8.36 = 14.64)
+    longer = with_observed_step(rep, 120.0).summary
+    assert (longer.predicted_speedup, longer.whole_step_us_after) == (round(120 / 67, 3), 67.0)
+    assert (longer.graph_removes_host_us_per_step, s.graph_removes_host_us_per_step) == (44.64, 14.64)
+    assert longer.step_groups[0]["graph_removes_host_us_per_step"] == 44.64
+    assert "a FULL graph removes 45 us of host time per step; keeps 67 us" in longer.verdict_detail
     # the same steps under markers of no engine (a harness's steps, timed alone): the step itself
     plain = [dict(e, name="decode_step[bs=4 eager]") if e["name"].startswith("execute_context") else e
              for e in _engine_eager_steps()]
@@ -416,6 +437,9 @@ def test_gpu_work_between_steps_is_neither_idle_nor_the_profilers(tmp_path: Path
     # graph step (no longer than the step it replaces: 20 us) and the GPU work between steps, at least the whole gap
     assert (s.estimated_unprofiled_step_us_median, s.predicted_graph_step_us_median) == (20.0, 20.0)
     assert (s.decode_tpot_ms_before, s.decode_tpot_ms_after, s.decode_tpot_between_steps_us) == (0.076, 0.076, 56.0)
+    # the headline is that whole step's ratio: 76 / 76 (the windows' 20 / 20 alike)
+    assert (s.predicted_speedup_rule, s.whole_step_us_before, s.whole_step_us_after, s.predicted_speedup) == \
+        ("whole step", 76.0, 76.0, 1.0)
 
 
 def test_graph_steps_tpot_holds_the_gpu_work_between_steps(tmp_path: Path) -> None:
@@ -436,6 +460,9 @@ def test_graph_steps_tpot_holds_the_gpu_work_between_steps(tmp_path: Path) -> No
     # not the host work between steps (async scheduling overlaps it with the replay)
     assert s.estimated_unprofiled_step_us_median == 10.0
     assert (s.decode_tpot_ms_before, s.decode_tpot_ms_after, s.decode_tpot_between_steps_us) == (0.04, 0.04, 30.0)
+    # steps already one FULL graph each keep their rule and 1.00x; their whole step is 40 us on both sides
+    assert (s.predicted_speedup_rule, s.predicted_speedup, s.whole_step_us_before, s.whole_step_us_after) == \
+        ("all FULL", 1.0, 40.0, 40.0)
     assert "0.04 ms -> 0.04 ms as one FULL graph; 100,000 -> 100,000 tokens/s at batch 4; the engine's whole step: 30 us " \
         "between the steps' GPU work included (GPU work of no step)\n" in render_trace(rep)
 
