@@ -33,6 +33,7 @@ from launchgap.planning.costs import CostPoint, CostTable  # noqa: E402
 from launchgap.planning.planner import PlanOptions, plan_capture, score_buckets  # noqa: E402
 from launchgap.planning.request import PlanRequest, build_plan, trace_steps, traces_input  # noqa: E402
 from launchgap.report import AnalysisOptions, analyze_trace  # noqa: E402
+from launchgap.verdict import between_steps_us  # noqa: E402
 from launchgap.steps import assign_rows_to_steps, find_steps  # noqa: E402
 
 T = REPO / "traces"
@@ -369,6 +370,13 @@ def check_vllm(rows: list[dict]) -> None:
                 f"engine's bucket vs its step (decode batches up to {top} traced): "
                 + " ".join(f"{b}:{e:+.1%}" for b, e in err.items()) + f"; band holds {inside} of {len(graph)}")
         row = {"trace": name, "curve_error": err, "band_holds": inside}
+        gpu_between = between_steps_us(rep.summary)[0]
+        if gpu_between > 0:  # the plan's graph cost: the curve and the GPU work between steps (V2 runner's sampling)
+            row["plan_cost_error"] = {b: (c.at(at[b]) + gpu_between - t) / t for b, t in graph.items()}
+            held = sum(c.low(at[b]) + gpu_between <= t <= c.high(at[b]) + gpu_between for b, t in graph.items())
+            line += (f"; with the {gpu_between:,.0f} us of GPU work between steps (the plan's graph cost): "
+                     + " ".join(f"{b}:{e:+.1%}" for b, e in row["plan_cost_error"].items())
+                     + f"; band holds {held} of {len(graph)}")
         h = rep.summary
         if rep.mode != "eager" and h.decode_tpot_ms_before and h.decode_batch_size:  # the engine's step at its bucket
             b = min(v for v in vllm_sizes if v >= h.decode_batch_size)
