@@ -925,14 +925,19 @@ def _with_whole_step(s: Summary, graph_rel_err: float) -> Summary:
     ``"whole step"``): it is the time per output token's, and a server's measured inter-token latency compares with
     it (the steps' own ratio left the GPU work between steps out of the graph step: 4.70x where the engine's step
     reads 4.98x, vLLM 0.24 eager, batch 16, traces/h200-vllm-2026-12-04). Steps that already replay one FULL graph
-    keep 1.00x (before = after); the ``decode time`` rule keeps its own sums. Unchanged where nothing lies between
-    the steps or the headline is not an engine's decode steps."""
+    keep 1.00x (before = after); under the ``decode time`` rule the headline keeps its own sums and the whole steps
+    (the summary's only) are the time per output token's. Unchanged where nothing lies between the steps or the
+    headline is not an engine's decode steps."""
     gpu_b, host_b = between_steps_us(s)
-    if not (gpu_b > 0 or host_b > 0) or s.predicted_speedup_rule not in ("median step", "whole step", "all FULL"):
+    if not (gpu_b > 0 or host_b > 0):
         return s
     g0 = s.step_groups[0]
     h = group_summary(s, g0)
     obs = h.observed_step_us if h.eager_step_source == "measured" else None
+    if s.predicted_speedup_rule == "decode time":  # its headline sums the trace's steps: the whole step is the TPOT's
+        whole = _speedup_fields(h, obs, graph_rel_err, (gpu_b, host_b))
+        return replace(s, whole_step_us_before=whole["whole_step_us_before"],
+                       whole_step_us_after=whole["whole_step_us_after"])
     if g0["graph_coverage"] == "full" or s.predicted_speedup_rule == "all FULL":
         # its own FULL-graph step already: the GPU work between steps on both sides, no gain
         whole = _f((obs or h.estimated_unprofiled_step_us_median) + (0.0 if obs else gpu_b))

@@ -467,6 +467,26 @@ def test_graph_steps_tpot_holds_the_gpu_work_between_steps(tmp_path: Path) -> No
         "between the steps' GPU work included (GPU work of no step)\n" in render_trace(rep)
 
 
+def test_decode_time_headline_keeps_its_sums_and_the_tpot_its_whole_step(tmp_path: Path) -> None:
+    # three vLLM-marked FULL-graph decode steps at bs 4 with 30 us of sampling after each marker, then an eager step at
+    # bs 2 that a captured size (4) fits: a fallback, so the headline is the decode time's sums (rule "decode time"),
+    # which the whole-step rule leaves alone; the TPOT is still the engine's whole step, the FULL steps' 10 us replay
+    # and the 30 us of GPU work between steps on both sides
+    ev: list[dict] = []
+    for k, t0 in enumerate((0.0, 100.0, 200.0)):
+        ev += _graph_step(t0, "execute_context_0(0)_generation_4(4)", k + 1)
+        ev += [launch(t0 + 52.0, 2.0, 50 + k), kernel(t0 + 55.0, 30.0, 50 + k, name="sample")]
+    ev += _eager_step(300.0, "execute_context_0(0)_generation_2(2)", 10, 1.0)
+    rep = analyze_trace(load_trace(write(tmp_path, ev)), AnalysisOptions(model=NO_PROFILER_COST, capture_sizes=(4,)))
+    s = rep.summary
+    assert (s.fallback_steps, s.predicted_speedup_rule) == ([3], "decode time")
+    assert s.predicted_speedup == pytest.approx(s.decode_us_as_run / s.decode_us_full_graph, abs=1e-3)
+    assert (s.whole_step_us_before, s.whole_step_us_after) == (40.0, 40.0)
+    assert (s.decode_tpot_ms_before, s.decode_tpot_ms_after, s.decode_tpot_between_steps_us) == (0.04, 0.04, 30.0)
+    # the groups keep their own figures: the FULL group's whole step is the summary's, no group reads "whole step"
+    assert [g.get("whole_step_us_before") for g in s.step_groups] == [0.0, 0.0]
+
+
 def test_python_calls_between_steps_are_priced(tmp_path: Path) -> None:
     # with Python stacks: two Python calls in each gap, and a CPU op inside the next step's marker (its own)
     ev = _engine_eager_steps([_pyfn("vllm/v1/core/sched/scheduler.py(300): schedule", 45.0, 10.0),
