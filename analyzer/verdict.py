@@ -248,8 +248,11 @@ def graph_split_text(s, graphed: bool = False) -> str:
         what.append(f"{stall - inside:,.0f} us of host stall outside the forward")
     if s.steps > 1 and s.inter_step_host_us_unprofiled_median > 0:
         gpu = s.inter_step_gpu_busy_us_median
+        # a serving engine's whole step (the predicted one hides the host part behind the replay): said where it counts
+        hidden = "; async scheduling hides its host work behind a graph's replay" if s.whole_step_us_before > 0 and \
+            not graphed else ""
         what.append(f"{s.inter_step_host_us_unprofiled_median:,.0f} us between steps: scheduling, input preparation, "
-                    f"sampling" + (f"; {gpu:,.0f} us of it GPU work of no step" if gpu >= 0.5 else ""))
+                    f"sampling" + (f"; {gpu:,.0f} us of it GPU work of no step" if gpu >= 0.5 else "") + hidden)
     return f"{removes}; {keeps}" + (f" ({' and '.join(what)})" if what else "")
 
 

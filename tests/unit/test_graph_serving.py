@@ -369,6 +369,8 @@ def test_engine_eager_tpot_holds_the_host_work_between_steps(tmp_path: Path) -> 
     assert s.step_groups[0]["predicted_speedup"] == 1.343
     assert ("CUDA graphs predicted to take the engine's whole step from 90 us to 67 us (GPU windows 23 -> 8 us; the "
             "rest between steps): 1.34x (range 1.34-1.34x)") in s.verdict_detail
+    assert ("keeps 67 us (67 us between steps: scheduling, input preparation, sampling; async scheduling hides its host "
+            "work behind a graph's replay)") in s.verdict_detail
     text = render_trace(rep)
     assert ("8.4 us -> speedup 1.34x (on the engine's whole step: 90 -> 67 us, the time between steps included; "
             "1.34-1.34x; estimated eager step; ") in text
