@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..engines import LABELS
-from ..serverlogs.diagnosis import LogDiagnosis, verdict
+from ..serverlogs.diagnosis import LogDiagnosis, inter_token_text, verdict
 from .table import table as _table
 
 #: Batch sizes listed in the distribution table at most (the JSON has every line).
@@ -80,6 +80,8 @@ def render_server_log(d: LogDiagnosis, markdown: bool = False) -> str:
         p = lg.padding
         facts.append(("padding", f"{p['paddings']:,} padded rows over {p['unpadded_tokens']:,} real tokens "
                       f"({p['paddings'] / max(1, p['padded_tokens']):.1%} of the graphs' rows)"))
+    if d.inter_token is not None:
+        facts.append(("inter-token latency", inter_token_text(d)))
     if lg.kind == "log":
         facts.append(("prefill lines", f"{d.prefill_lines} (kept apart from the decode distribution)"))
     facts.append(("lines", f"{lg.lines:,} read, {lg.recognised_lines:,} recognised, {lg.skipped_lines} skipped "

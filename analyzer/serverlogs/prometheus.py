@@ -15,7 +15,8 @@ label sets per ``le``. From the engines' metrics (names in ``vllm/v1/metrics/log
 ``tensorrt_llm/metrics/collector.py``): the running requests per scrape (the decode batch),
 SGLang's ``sglang:is_cuda_graph`` per scrape (graph flag of its latest batch) and
 ``sglang:cuda_graph_passes_total{mode=decode_cuda_graph|decode_none}`` (every decode forward
-counted: the true eager share), and SGLang's ``sglang:startup_cuda_graph_time_seconds``.
+counted: the true eager share), SGLang's ``sglang:startup_cuda_graph_time_seconds``, and each engine's
+inter-token latency histogram (:data:`INTER_TOKEN`; :func:`launchgap.serverlogs.diagnosis.inter_token_latency`).
 """
 from __future__ import annotations
 
@@ -33,6 +34,13 @@ PREFIXES = {"vllm:": "vllm", "sglang:": "sglang", "trtllm_": "tensorrt_llm"}
 RUNNING = {"vllm": "vllm:num_requests_running", "sglang": "sglang:num_running_reqs",
            "tensorrt_llm": "trtllm_num_requests_running"}
 PASSES = "sglang:cuda_graph_passes"
+#: Each engine's histogram of the time between a request's successive output tokens (seconds), newest name first:
+#: vLLM V1 renamed ``vllm:time_per_output_token_seconds`` to ``vllm:inter_token_latency_seconds`` (0.11), SGLang
+#: likewise (``sglang/srt/metrics/collector.py``); TensorRT-LLM's ``trtllm_time_per_output_token_seconds`` observes
+#: the same interval (``tensorrt_llm/metrics/collector.py``).
+INTER_TOKEN = {"vllm": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
+               "sglang": ("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"),
+               "tensorrt_llm": ("trtllm_time_per_output_token_seconds",)}
 #: Bytes of one scrape's text at most (a real scrape is kilobytes to a few MB).
 MAX_SCRAPE_BYTES = 64 * 1024 * 1024
 

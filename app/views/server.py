@@ -20,7 +20,7 @@ from launchgap.planning.planner import PlanOptions
 from launchgap.planning.request import PlanRequest, build_plan, server_log_input
 from launchgap.render import render_plan
 from launchgap.serverlogs import merge_scrapes, read_server_file
-from launchgap.serverlogs.diagnosis import LogDiagnosis, diagnose, verdict
+from launchgap.serverlogs.diagnosis import LogDiagnosis, diagnose, inter_token_text, verdict
 from launchgap.dashboard.server_uploads import ServerUpload, server_logs
 from launchgap.dashboard.text import md_escape
 from launchgap.dashboard.ui import settings
@@ -89,6 +89,8 @@ main = lg.main_capture()
 cols[3].metric("Capture time", "not logged" if main is None or main.seconds is None else f"{main.seconds:g} s")
 cols[4].metric("Capture memory", "not logged" if main is None or main.memory_mib is None
                else f"{main.memory_mib:,.0f} MiB")
+if d.inter_token is not None:  # the server's own time per output token (a /metrics histogram)
+    st.caption(md_escape(f"Inter-token latency: {inter_token_text(d)}."))
 if d.eager_above_max is not None:
     st.caption(md_escape(f"Eager: {d.eager_above_max:,} above the largest captured size (ceiling), "
                          f"{d.eager_within_captured:,} within a captured size (fallback); "

@@ -153,3 +153,27 @@ def test_an_eager_engine_traces_tpot_says_its_whole_step() -> None:
     metrics = {m.label: m.value for m in at.metric}
     assert (metrics["Predicted CUDA-graph speedup"], metrics["Step, measured"],
             metrics["Predicted engine step, graphs"]) == (f"{17_064 / 2_877.939:.2f}x", "17,064 us", "2,878 us")
+
+
+def test_the_servers_inter_token_latency_beside_the_traces_tpot() -> None:
+    # a vLLM /metrics scrape uploaded with the vLLM trace: the Server page says the server's own inter-token latency,
+    # and the trace's Diagnosis page says it beside its TPOT (2,000 tokens in 36 s between the scrapes: 18 ms)
+    def scrape(stamp: str, run: int, b1: int, b3: int, s: float) -> str:
+        lab = 'engine="0",model_name="m"'
+        return (f"{stamp}\n# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{{{lab}}} {run}\n"
+                f"# TYPE vllm:inter_token_latency_seconds histogram\n"
+                f'vllm:inter_token_latency_seconds_bucket{{{lab},le="0.025"}} {b1}\n'
+                f'vllm:inter_token_latency_seconds_bucket{{{lab},le="+Inf"}} {b3}\n'
+                f"vllm:inter_token_latency_seconds_sum{{{lab}}} {s}\nvllm:inter_token_latency_seconds_count{{{lab}}} {b3}\n")
+    prom = (scrape("2026-11-03 08:00:00", 16, 900, 1000, 17.0) + scrape("2026-11-03 08:01:00", 16, 2900, 3000, 53.0))
+    path = TRACES / "h200-vllm-2026-12-04" / "interleaved" / "eager-nostack" / "block1.pt.trace.json.gz"
+    at = upload(new_app(), [("eager.pt.trace.json.gz", path.read_bytes()), ("vllm.prom", prom.encode())])
+    said = ("18.0 ms mean over 2,000 tokens between the first and the last scrape (vllm:inter_token_latency_seconds; "
+            "the median token in its 0-25 ms bucket), at a median 16 running requests")
+    at = goto(at, "diagnosis")
+    captions = [c.value.replace("\\", "") for c in at.caption]
+    assert any(c.startswith(f"The server's /metrics (vllm.prom): inter-token latency {said}") and
+               "This trace's TPOT is 16.48 ms at batch 16; where the server's running batch matches it, enter its "
+               "mean as the measured step above." in c for c in captions), captions
+    at = goto(at, "server")
+    assert any(c.value.replace("\\", "").startswith(f"Inter-token latency: {said}") for c in at.caption)

@@ -302,6 +302,61 @@ def test_prometheus_scrape_files_merge_into_one_series(tmp_path, capsys):
     assert any("held by two files were kept once" in n for n in merged.notes)
 
 
+VLLM_ITL = """# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{{engine="0",model_name="m"}} {run}
+# HELP vllm:{name} Histogram of inter-token latency in seconds.
+# TYPE vllm:{name} histogram
+vllm:{name}_bucket{{engine="0",le="0.01",model_name="m"}} {b1}
+vllm:{name}_bucket{{engine="0",le="0.025",model_name="m"}} {b2}
+vllm:{name}_bucket{{engine="0",le="+Inf",model_name="m"}} {b3}
+vllm:{name}_sum{{engine="0",model_name="m"}} {s}
+vllm:{name}_count{{engine="0",model_name="m"}} {b3}
+"""
+
+
+def _itl(stamp: str, run: int, b1: int, b2: int, b3: int, s: float,
+         name: str = "inter_token_latency_seconds") -> str:
+    return f"{stamp}\n" + VLLM_ITL.format(run=run, b1=b1, b2=b2, b3=b3, s=s, name=name)
+
+
+def test_inter_token_latency_between_scrapes(tmp_path, capsys):
+    # two scrapes a minute apart: 2,000 tokens between them, 36 s of inter-token time: 18 ms each; the window's
+    # buckets hold 50, 2,000, 2,000 tokens (cumulative): the median token lies in the 10-25 ms bucket
+    f = _write(tmp_path, "m.prom", _itl("2026-11-03 08:00:00", 16, 100, 900, 1000, 17.0)
+               + _itl("2026-11-03 08:01:00", 20, 150, 2900, 3000, 53.0))
+    d = diagnose(read_server_file(f))
+    assert d.inter_token.to_dict() == {"metric": "vllm:inter_token_latency_seconds", "mean_ms": 18.0, "tokens": 2000,
+                                       "window": "between the first and the last scrape", "p50_ms_low": 10.0,
+                                       "p50_ms_high": 25.0}
+    assert d.to_dict()["inter_token_latency"]["mean_ms"] == 18.0
+    rc, out, _ = _cli(capsys, ["analyze", str(f)])
+    assert rc == 0 and ("inter-token latency  18.0 ms mean over 2,000 tokens between the first and the last scrape "
+                        "(vllm:inter_token_latency_seconds; the median token in its 10-25 ms bucket), at a median 20 "
+                        "running requests: the server's time per output token, the prefill steps its decode steps wait "
+                        "behind included") in out, out
+
+
+def test_inter_token_latency_one_scrape_old_name_and_restart(tmp_path):
+    # one scrape of vLLM's older name: since the server started, 900 tokens in 10.8 s = 12 ms
+    one = diagnose(read_server_file(_write(tmp_path, "one.prom", _itl("2026-11-03 08:00:00", 4, 300, 900, 900, 10.8,
+                                                                      "time_per_output_token_seconds"))))
+    assert (one.inter_token.metric, one.inter_token.mean_ms, one.inter_token.tokens, one.inter_token.window) == \
+        ("vllm:time_per_output_token_seconds", 12.0, 900, "since the server started")
+    assert (one.inter_token.p50_ms_low, one.inter_token.p50_ms_high) == (10.0, 25.0)
+    # a restart between scrapes: the counters add up over it (1,000 -> 1,200, restart, 500): between the first and
+    # the last scrape 1,200 + 500 - 1,000 = 700 tokens in 16 + 6 - 12 = 10 s, 14.286 ms; the buckets cannot be
+    # differenced across the restart: no median bucket
+    text = (_itl("2026-11-03 08:00:00", 8, 100, 900, 1000, 12.0) + _itl("2026-11-03 08:01:00", 8, 120, 1100, 1200, 16.0)
+            + _itl("2026-11-03 08:02:00", 8, 50, 450, 500, 6.0))
+    rs = diagnose(read_server_file(_write(tmp_path, "restart.prom", text))).inter_token
+    assert (rs.tokens, rs.mean_ms, rs.p50_ms_low, rs.p50_ms_high) == (700, pytest.approx(1e4 / 700), None, None)
+    # no histogram of the engine's: none
+    none = diagnose(read_server_file(_write(tmp_path, "none.prom", "# TYPE vllm:num_requests_running gauge\n"
+                                                                   "vllm:num_requests_running 3.0\n")))
+    assert none.inter_token is None and none.to_dict()["inter_token_latency"] is None
+
+
 def test_counter_total_over_restarts():
     assert counter_total([]) == 0.0 and counter_total([5.0]) == 5.0
     assert counter_total([1.0, 4.0, 9.0]) == 9.0
@@ -359,6 +414,10 @@ def test_fixture_reads_exactly(path):
     if exp.get("kind") == "metrics":
         assert log.kind == "metrics" and len(log.scrapes) == exp["scrapes"]
         assert (d["decode"]["graph"], d["decode"]["eager"]) == (exp["graph"], exp["eager"])
+        # the inter-token latency between the first and the last scrape, as the generator summed it
+        itl = d["inter_token_latency"]
+        assert (itl["tokens"], itl["window"]) == (exp["inter_token_tokens"], "between the first and the last scrape")
+        assert itl["mean_ms"] == pytest.approx(exp["inter_token_mean_ms"], abs=1e-3)
         return
     for key in ("graph", "eager", "eager_above_max", "eager_within_captured"):
         if key in exp:
@@ -509,7 +568,7 @@ def test_models_named_by_logs_and_scrapes(tmp_path, capsys):
     c = _write(tmp_path, "c.prom", '# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name="m1"} 4\n')
     assert [lg.files for lg in merge_scrapes([read_server_file(p) for p in (a, b, c)])] == [[str(a), str(c)], [str(b)]]
     rc, out, _ = _cli(capsys, ["analyze", str(FIXTURES / "vllm-metrics.prom.gz")])
-    assert rc == 0 and "  model         Qwen/Qwen3-8B\n" in out
+    assert rc == 0 and ["model", "Qwen/Qwen3-8B"] in [ln.split() for ln in out.splitlines()]
     # a scrape is not a log: what to give beside it
     assert ("Verdict: capture list unknown — a /metrics scrape names no capture list: give the server's log or config "
             "beside it (docs/serverlogs.md)\n") in out

@@ -359,6 +359,7 @@ def sglang_metrics(name: str, seed: int, n: int, top: int) -> None:
     bs = batches(rng, n, 15.0, 6, top * 0.9, top, True, 0)
     hist_buckets = [0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.06, 0.08, 0.1]
     itl = [0.0] * (len(hist_buckets) + 1)
+    itl_sum, first = 0.0, None  # seconds between tokens, summed; the first scrape's (sum, count)
     t = START
     for b in bs:
         t += timedelta(seconds=15)
@@ -372,6 +373,8 @@ def sglang_metrics(name: str, seed: int, n: int, top: int) -> None:
         k = next((j for j, x in enumerate(hist_buckets) if ms <= x), len(hist_buckets))
         for j in range(k, len(itl)):
             itl[j] += round(steps) * b
+        itl_sum += round(steps) * b * ms  # each of the step's b tokens waited one step
+        first = first or (itl_sum, itl[-1])
         lab = 'engine_type="unified",model_name="meta-llama/Llama-3.1-8B-Instruct",pp_rank="0",tp_rank="0"'
         out.append(f"# scraped at {t:%Y-%m-%dT%H:%M:%SZ}")
         out += ["# HELP sglang:num_running_reqs The number of running requests.",
@@ -389,9 +392,12 @@ def sglang_metrics(name: str, seed: int, n: int, top: int) -> None:
         out += [f'sglang:inter_token_latency_seconds_bucket{{{lab},le="{x}"}} {itl[j]}'
                 for j, x in enumerate(hist_buckets)]
         out += [f'sglang:inter_token_latency_seconds_bucket{{{lab},le="+Inf"}} {itl[-1]}',
+                f"sglang:inter_token_latency_seconds_sum{{{lab}}} {itl_sum!r}",
                 f"sglang:inter_token_latency_seconds_count{{{lab}}} {itl[-1]}"]
     exp = {"engine": "sglang", "kind": "metrics", "scrapes": n, "graph": int(g), "eager": int(e), "batch": bs,
-           "last_running": float(bs[-1])}
+           "last_running": float(bs[-1]),
+           "inter_token_mean_ms": 1e3 * (itl_sum - first[0]) / (itl[-1] - first[1]),
+           "inter_token_tokens": int(itl[-1] - first[1])}
     _write(name, out, exp)
 
 
@@ -399,7 +405,11 @@ def vllm_metrics(name: str, seed: int, n: int) -> None:
     rng = random.Random(seed)
     buckets = [1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384]
     counts = [0.0] * (len(buckets) + 1)
-    gen = 0.0
+    itl_buckets = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
+                   80.0]  # vllm/v1/metrics/buckets.py
+    itl = [0.0] * (len(itl_buckets) + 1)
+    gen = itl_sum = 0.0
+    first = None  # the first scrape's (sum, count) of the inter-token histogram
     out: list[str] = []
     bs = batches(rng, n, 15.0, 4, 60, None, False, 0)
     for b in bs:
@@ -408,6 +418,12 @@ def vllm_metrics(name: str, seed: int, n: int) -> None:
         k = next(j for j, x in enumerate(buckets) if b <= x)
         for j in range(k, len(counts)):
             counts[j] += steps
+        sec = step_ms(b, True) / 1000  # each of the step's b tokens waited one step
+        k = next((j for j, x in enumerate(itl_buckets) if sec <= x), len(itl_buckets))
+        for j in range(k, len(itl)):
+            itl[j] += steps * b
+        itl_sum += steps * b * sec
+        first = first or (itl_sum, itl[-1])
         lab = 'engine="0",model_name="Qwen/Qwen3-8B"'
         out += ["# HELP vllm:num_requests_running Number of requests in model execution batches.",
                 "# TYPE vllm:num_requests_running gauge", f"vllm:num_requests_running{{{lab}}} {float(b)}",
@@ -418,9 +434,17 @@ def vllm_metrics(name: str, seed: int, n: int) -> None:
         out += [f'vllm:iteration_tokens_total_bucket{{{lab},le="{float(x)}"}} {counts[j]}' for j, x in enumerate(buckets)]
         out += [f'vllm:iteration_tokens_total_bucket{{{lab},le="+Inf"}} {counts[-1]}',
                 f"vllm:iteration_tokens_total_count{{{lab}}} {counts[-1]}",
-                f"vllm:iteration_tokens_total_sum{{{lab}}} {gen}"]
+                f"vllm:iteration_tokens_total_sum{{{lab}}} {gen}",
+                "# HELP vllm:inter_token_latency_seconds Histogram of inter-token latency in seconds.",
+                "# TYPE vllm:inter_token_latency_seconds histogram"]
+        out += [f'vllm:inter_token_latency_seconds_bucket{{{lab},le="{x}"}} {itl[j]}' for j, x in enumerate(itl_buckets)]
+        out += [f'vllm:inter_token_latency_seconds_bucket{{{lab},le="+Inf"}} {itl[-1]}',
+                f"vllm:inter_token_latency_seconds_count{{{lab}}} {itl[-1]}",
+                f"vllm:inter_token_latency_seconds_sum{{{lab}}} {itl_sum!r}"]
     _write(name, out, {"engine": "vllm", "kind": "metrics", "scrapes": n, "graph": None, "eager": None, "batch": bs,
-                       "last_running": float(bs[-1])})
+                       "last_running": float(bs[-1]),
+                       "inter_token_mean_ms": 1e3 * (itl_sum - first[0]) / (itl[-1] - first[1]),
+                       "inter_token_tokens": int(itl[-1] - first[1])})
 
 
 def main() -> None:
