@@ -14,7 +14,7 @@ from ..rank_split import split_ranks
 from ..ranks import JobReport, analyze_job, analyze_with_collectives, group_by_job, group_traces
 from ..report import SCHEMA, AnalysisOptions, TraceReport, with_capture
 from ..serverlogs import merge_scrapes, read_server_file, split_inputs
-from ..serverlogs.diagnosis import LogDiagnosis, diagnose
+from ..serverlogs.diagnosis import LogDiagnosis, beside_tpot_text, diagnose
 from ..trace import Trace
 
 NAME = "analyze"
@@ -143,6 +143,17 @@ def report_json(reports: list[TraceReport], errors: list[AnalyzerError],
             "errors": [{"path": e.path, "error": e.message} for e in errors]}
 
 
+def _beside_server(r: TraceReport, logs: list[LogDiagnosis]) -> str:
+    """Under a serving engine's trace with a decode TPOT, what a scrape of the same engine given with it says of the
+    server's own time per output token (the Diagnosis page says the same)."""
+    s = r.summary
+    if not (s.engine and s.decode_tpot_ms_before):
+        return ""
+    said = [beside_tpot_text(d, Path(d.log.path).name, s.decode_tpot_ms_before, s.decode_batch_size)
+            for d in logs if d.log.engine == s.engine and d.inter_token is not None]
+    return "".join(f"\n\nserver: {x}" for x in said)
+
+
 def run(args: argparse.Namespace) -> int:
     opts = analysis_options(args)
     capture = load_capture(args.capture, args.max_trace_bytes) if args.capture else None
@@ -161,7 +172,8 @@ def run(args: argparse.Namespace) -> int:
 
         md = args.format == "markdown"
         sep = "\n\n" + ("---\n\n" if md else "=" * 78 + "\n\n")
-        text = sep.join([render_trace(r, markdown=md) for r in reports] + [render_job(j, markdown=md) for j in jobs]
+        text = sep.join([render_trace(r, markdown=md) + _beside_server(r, logs) for r in reports]
+                        + [render_job(j, markdown=md) for j in jobs]
                         + [render_server_log(d, markdown=md) for d in logs])
     if args.output:
         Path(args.output).write_text(text + "\n", encoding="utf-8")

@@ -115,6 +115,8 @@ def _median_bucket(hists: list[list[tuple[float, float]]], between: bool) -> tup
     if cum[-1] <= 0 or (np.diff(cum) < 0).any():
         return None, None
     i = int(np.searchsorted(cum, cum[-1] / 2))
+    if i == 0 and not np.isfinite(les[0]):  # the +Inf bucket alone: it bounds nothing
+        return None, None
     lo = 0.0 if i == 0 else les[i - 1] * 1e3
     return round(lo, 3), (round(les[i] * 1e3, 3) if np.isfinite(les[i]) else None)
 
@@ -376,6 +378,17 @@ def inter_token_text(d: LogDiagnosis) -> str:
     batch = f", at a median {d.batch_median:g} running requests" if d.batch_median is not None else ""
     return (f"{it.mean_ms:,.1f} ms mean over {it.tokens:,} tokens {it.window} ({it.metric}{bucket}){batch}: the "
             f"server's time per output token, the prefill steps its decode steps wait behind included")
+
+
+def beside_tpot_text(d: LogDiagnosis, name: str, tpot_ms: float, batch: int | None) -> str:
+    """A scrape's inter-token latency beside a trace's time per output token (``tpot_ms`` at ``batch``) of the same
+    engine, in two sentences, for the CLI and the Diagnosis page alike; empty where the scrape holds none."""
+    if d.inter_token is None:
+        return ""
+    at = f" at batch {batch}" if batch else ""
+    return (f"The server's /metrics ({name}): inter-token latency {inter_token_text(d)}. This trace's TPOT is "
+            f"{tpot_ms:,.2f} ms{at}; where the server's running batch matches it, give its mean as the measured step "
+            f"(--observed-step-us, or the Diagnosis page's field).")
 
 
 def _pct(x: float) -> str:

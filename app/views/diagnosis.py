@@ -20,7 +20,7 @@ from launchgap.dashboard.text import hover_escape, json_safe, md_escape
 from launchgap.dashboard.timeline import downsample_events, step_events, step_index, timeline_gpu_start
 from launchgap.dashboard.timing import stage
 from launchgap.dashboard.server_uploads import server_logs
-from launchgap.serverlogs.diagnosis import inter_token_text
+from launchgap.serverlogs.diagnosis import beside_tpot_text
 from launchgap.dashboard.ui import loaded_traces_or_stop, pick_trace, trace_cache
 
 state = st.session_state
@@ -136,10 +136,7 @@ if s.decode_tpot_ms_before is not None:
     for name, up in server_logs(state).items():
         dd = up.diagnosis
         if dd is not None and dd.inter_token is not None and s.engine and dd.log.engine == s.engine:
-            at = f" at batch {s.decode_batch_size}" if s.decode_batch_size else ""
-            st.caption(md_escape(f"The server's /metrics ({name}): inter-token latency {inter_token_text(dd)}. This "
-                                 f"trace's TPOT is {s.decode_tpot_ms_before:,.2f} ms{at}; where the server's running "
-                                 f"batch matches it, enter its mean as the measured step above."))
+            st.caption(md_escape(beside_tpot_text(dd, name, s.decode_tpot_ms_before, s.decode_batch_size)))
 
 with st.container(border=True):
     st.markdown(f"**Verdict: {md_escape(s.verdict)}** ({md_escape(rep.mode)} trace) — {md_escape(s.verdict_detail)}")

@@ -220,3 +220,31 @@ def test_an_eager_engine_traces_speedup_is_its_whole_steps(vllm_dir: Path) -> No
             windows.append(truth / s.predicted_graph_step_us_median / (truth / g_truth) - 1)
     assert max(np.abs(whole)) < 0.05 and float(np.median(np.abs(whole))) == pytest.approx(0.016, abs=0.003)
     assert min(windows) > 0.05  # the window's ratio overstates every block
+
+
+def test_analyze_says_the_servers_inter_token_latency_under_its_trace(vllm_dir: Path, tmp_path: Path, capsys) -> None:
+    # a vLLM trace and a /metrics scrape of vLLM given together: under the trace, the server's own time per output
+    # token beside the trace's (4,000 tokens in 68.24 s between the scrapes: 17.06 ms)
+    def scrape(stamp: str, b3: int, s: float) -> str:
+        lab = 'engine="0",model_name="m"'
+        return (f"{stamp}\n# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{{{lab}}} 16\n"
+                f"# TYPE vllm:inter_token_latency_seconds histogram\n"
+                f'vllm:inter_token_latency_seconds_bucket{{{lab},le="+Inf"}} {b3}\n'
+                f"vllm:inter_token_latency_seconds_sum{{{lab}}} {s}\nvllm:inter_token_latency_seconds_count{{{lab}}} {b3}\n")
+    prom = tmp_path / "vllm.prom"
+    prom.write_text(scrape("2026-12-04 20:40:00", 1000, 17.0) + scrape("2026-12-04 20:41:00", 5000, 85.24))
+    trace = vllm_dir / "interleaved" / "eager-nostack" / "block1.pt.trace.json.gz"
+    assert main(["analyze", str(trace), str(prom)]) == 0
+    out = capsys.readouterr().out
+    assert ("\n\nserver: The server's /metrics (vllm.prom): inter-token latency 17.1 ms mean over 4,000 tokens between "
+            "the first and the last scrape (vllm:inter_token_latency_seconds), at a median "
+            "16 running requests: the server's time per output token, the prefill steps its decode steps wait behind "
+            "included. This trace's TPOT is 16.48 ms at batch 16; where the server's running batch matches it, give its "
+            "mean as the measured step (--observed-step-us, or the Diagnosis page's field).\n") in out
+    # a scrape of another engine: nothing said under the trace
+    other = tmp_path / "sglang.prom"
+    other.write_text(prom.read_text().replace("vllm:num_requests_running", "sglang:num_running_reqs")
+                     .replace("vllm:inter_token", "sglang:inter_token"))
+    assert main(["analyze", str(trace), str(other)]) == 0
+    out = capsys.readouterr().out
+    assert "inter-token latency  17.1 ms mean" in out and "server: " not in out

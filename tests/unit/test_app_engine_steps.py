@@ -173,7 +173,8 @@ def test_the_servers_inter_token_latency_beside_the_traces_tpot() -> None:
     at = goto(at, "diagnosis")
     captions = [c.value.replace("\\", "") for c in at.caption]
     assert any(c.startswith(f"The server's /metrics (vllm.prom): inter-token latency {said}") and
-               "This trace's TPOT is 16.48 ms at batch 16; where the server's running batch matches it, enter its "
-               "mean as the measured step above." in c for c in captions), captions
+               "This trace's TPOT is 16.48 ms at batch 16; where the server's running batch matches it, give its "
+               "mean as the measured step (--observed-step-us, or the Diagnosis page's field)." in c
+               for c in captions), captions
     at = goto(at, "server")
     assert any(c.value.replace("\\", "").startswith(f"Inter-token latency: {said}") for c in at.caption)
