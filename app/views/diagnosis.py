@@ -44,11 +44,13 @@ entries = loaded_traces_or_stop()
 pick_col, obs_col = st.columns([3, 1])
 with pick_col:
     entry = pick_trace("Trace", "lg_diag", entries)
+obs_key = f"lg_obs_{entry.key}"
 with obs_col:
-    # A real step time (the server's inter-token latency at this batch size) replaces the estimate.
+    # A real step time (the server's inter-token latency at this batch size) replaces the estimate. Its first value is
+    # the trace's own; once the page has set the field (a scrape's mean, below) the field's state holds it
+    first = {} if obs_key in state else {"value": float(entry.report.summary.observed_step_us or 0.0)}
     measured = st.number_input(
-        "Measured step time (us)", min_value=0.0, value=float(entry.report.summary.observed_step_us or 0.0),
-        step=100.0, key=f"lg_obs_{entry.key}",
+        "Measured step time (us)", min_value=0.0, step=100.0, key=obs_key, **first,
         help="The real, unprofiled step of this workload at this batch size, e.g. the server's inter-token "
              "latency. It replaces the unprofiled estimate in the predicted speedup; 0 uses the estimate.")
 rep = with_observed_step(entry.report, measured or None)
@@ -137,6 +139,10 @@ if s.decode_tpot_ms_before is not None:
         dd = up.diagnosis
         if dd is not None and dd.inter_token is not None and s.engine and dd.log.engine == s.engine:
             st.caption(md_escape(beside_tpot_text(dd, name, s.decode_tpot_ms_before, s.decode_batch_size)))
+            itl_us = round(dd.inter_token.mean_ms * 1e3, 1)
+            st.button(f"Use {itl_us:,.0f} us as the measured step", key=f"lg_itl_{entry.key}_{name}",
+                      on_click=state.__setitem__, args=(obs_key, itl_us),
+                      help="Sets the measured step above to this scrape's mean inter-token latency.")
 
 with st.container(border=True):
     st.markdown(f"**Verdict: {md_escape(s.verdict)}** ({md_escape(rep.mode)} trace) — {md_escape(s.verdict_detail)}")

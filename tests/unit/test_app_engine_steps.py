@@ -176,5 +176,11 @@ def test_the_servers_inter_token_latency_beside_the_traces_tpot() -> None:
                "This trace's TPOT is 16.48 ms at batch 16; where the server's running batch matches it, give its "
                "mean as the measured step (--observed-step-us, or the Diagnosis page's field)." in c
                for c in captions), captions
+    # one click gives the scrape's mean as the measured step: the whole step, 18,000 / 2,878 us
+    next(b for b in at.button if b.label == "Use 18,000 us as the measured step").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    m = {x.label: x.value for x in at.metric}
+    assert (m["Step, measured"], m["Predicted CUDA-graph speedup"]) == ("18,000 us", f"{18_000 / 2_877.939:.2f}x")
+    assert at.number_input[0].value == 18_000.0 and not at.warning  # no warning about the field's state either
     at = goto(at, "server")
     assert any(c.value.replace("\\", "").startswith(f"Inter-token latency: {said}") for c in at.caption)
