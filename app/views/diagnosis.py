@@ -138,7 +138,9 @@ if s.decode_tpot_ms_before is not None:
     for name, up in server_logs(state).items():
         dd = up.diagnosis
         if dd is not None and dd.inter_token is not None and s.engine and dd.log.engine == s.engine:
-            st.caption(md_escape(beside_tpot_text(dd, name, s.decode_tpot_ms_before, s.decode_batch_size)))
+            own = entry.report.summary  # the trace's own TPOT, not one the measured step above set
+            st.caption(md_escape(beside_tpot_text(dd, name, own.decode_tpot_ms_before or s.decode_tpot_ms_before,
+                                                  s.decode_batch_size)))
             itl_us = round(dd.inter_token.mean_ms * 1e3, 1)
             st.button(f"Use {itl_us:,.0f} us as the measured step", key=f"lg_itl_{entry.key}_{name}",
                       on_click=state.__setitem__, args=(obs_key, itl_us),

@@ -182,5 +182,7 @@ def test_the_servers_inter_token_latency_beside_the_traces_tpot() -> None:
     m = {x.label: x.value for x in at.metric}
     assert (m["Step, measured"], m["Predicted CUDA-graph speedup"]) == ("18,000 us", f"{18_000 / 2_877.939:.2f}x")
     assert at.number_input[0].value == 18_000.0 and not at.warning  # no warning about the field's state either
+    # the caption still gives the trace's own TPOT beside the server's, not the one the measured step set
+    assert any("This trace's TPOT is 16.48 ms at batch 16" in c.value.replace("\\", "") for c in at.caption)
     at = goto(at, "server")
     assert any(c.value.replace("\\", "").startswith(f"Inter-token latency: {said}") for c in at.caption)
