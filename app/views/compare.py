@@ -83,11 +83,16 @@ def _facts(rep) -> dict[str, float]:
         "kernels per step": s.kernels_per_step_median, "launch API time per step (us)": s.launch_api_us_per_step_median,
         "launch-to-kernel ratio": s.launch_to_kernel_ratio,
         "predicted graph step (us)": s.predicted_graph_step_us_median,
+        # a serving engine's whole step, the time between steps included: the speedup's ratio under "whole step"
+        "engine's whole step (us)": s.whole_step_us_before or np.nan,
+        "engine's whole step with graphs (us)": s.whole_step_us_after or np.nan,
         "predicted CUDA-graph speedup": s.predicted_speedup,
     }
 
 
 fa, fb = _facts(ea.report), _facts(eb.report)
+for k in [k for k in fa if k.startswith("engine's whole step") and np.isnan(fa[k]) and np.isnan(fb[k])]:
+    fa.pop(k), fb.pop(k)  # neither trace is an engine's decode steps with time between them
 side = pd.DataFrame({"metric": list(fa), "A": list(fa.values()), "B": list(fb.values())})
 with np.errstate(divide="ignore", invalid="ignore"):
     side["B / A"] = np.where(side["A"] != 0, side["B"] / side["A"], np.nan)

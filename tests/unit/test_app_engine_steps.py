@@ -186,3 +186,28 @@ def test_the_servers_inter_token_latency_beside_the_traces_tpot() -> None:
     assert any("This trace's TPOT is 16.48 ms at batch 16" in c.value.replace("\\", "") for c in at.caption)
     at = goto(at, "server")
     assert any(c.value.replace("\\", "").startswith(f"Inter-token latency: {said}") for c in at.caption)
+
+
+def test_compare_gives_the_engines_whole_steps_beside_the_speedup() -> None:
+    # an eager vLLM block against the FULL-graph block of the same requests: the rows behind each speedup, the whole
+    # steps, and the FULL trace's 1.00x on its own whole step before and after
+    from launchgap.loaders import load_trace
+    from launchgap.report import analyze_trace
+    base = TRACES / "h200-vllm-2026-12-04" / "interleaved"
+    eager, full = base / "eager-nostack" / "block1.pt.trace.json.gz", base / "full-stack-v2runner" / "block1.pt.trace.json.gz"
+    at = goto(upload(new_app(), [("eager.pt.trace.json.gz", eager.read_bytes()),
+                                 ("full.pt.trace.json.gz", full.read_bytes())]), "compare")
+    for box, name in (("lg_cmp_a_widget", "eager.pt.trace.json.gz"), ("lg_cmp_b_widget", "full.pt.trace.json.gz")):
+        sb = at.selectbox(key=box)
+        sb.select_index(list(sb.options).index(name)).run()
+    assert not at.exception, [e.value for e in at.exception]
+    side = next(d.value for d in at.dataframe if "metric" in d.value.columns).set_index("metric")
+    want = {k: analyze_trace(load_trace(p)).summary for k, p in (("A", eager), ("B", full))}
+    for col, s in want.items():
+        assert side.loc["engine's whole step (us)", col] == pytest.approx(s.whole_step_us_before)
+        assert side.loc["engine's whole step with graphs (us)", col] == pytest.approx(s.whole_step_us_after)
+        assert side.loc["predicted CUDA-graph speedup", col] == pytest.approx(s.predicted_speedup)
+    assert side.loc["engine's whole step (us)", "A"] / side.loc["engine's whole step with graphs (us)", "A"] == \
+        pytest.approx(side.loc["predicted CUDA-graph speedup", "A"], abs=2e-3)
+    assert side.loc["predicted CUDA-graph speedup", "B"] == 1.0
+    assert side.loc["engine's whole step (us)", "B"] == side.loc["engine's whole step with graphs (us)", "B"]

@@ -245,6 +245,7 @@ def test_compare_pairs_eager_and_graph_by_batch_size() -> None:
     side = at.dataframe[1].value.set_index("metric")
     assert side.loc["steps", "A"] == 2 and side.loc["steps", "B"] == 2
     assert side.loc["GPU idle (fraction)", "A"] == pytest.approx(0.5)
+    assert "engine's whole step (us)" not in side.index  # neither is a serving engine's trace
 
 
 def test_pairing_and_crossover_exact() -> None:
