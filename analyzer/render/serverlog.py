@@ -99,6 +99,13 @@ def render_server_log(d: LogDiagnosis, markdown: bool = False) -> str:
                         [(b, c, f"{c / total:.1%}", "-" if d.max_captured is None else
                           ("above the ceiling" if b > d.max_captured else "captured range")) for b, c in sorted(top)],
                         markdown, align="rrrl")
+    if d.inter_token is not None and d.inter_token.by_batch:
+        # the server's own time per output token at each running batch: the batches with most tokens, ascending
+        top = sorted(sorted(d.inter_token.by_batch, key=lambda e: -e[2])[:MAX_SIZES])
+        lines += ["", f"{h}Inter-token latency by running batch" if markdown else
+                  "Inter-token latency by running batch (most tokens; intervals between scrapes, under the later's batch)"]
+        lines += _table(["batch", "mean ms", "tokens", "intervals"],
+                        [(b, f"{ms:,.2f}", f"{n:,}", k) for b, ms, n, k in top], markdown, align="rrrr")
     notes = list(lg.notes) + list(d.notes)
     if notes:
         lines += [""] + [f"note: {x}" for x in notes]

@@ -31,7 +31,8 @@ Definitions (all vectorised over the log's decode-line columns):
   between a request's successive output tokens (:data:`launchgap.serverlogs.prometheus.INTER_TOKEN`), ``mean_ms``
   = its sum over its count: between the first and the last scrape where the series has two scrapes with tokens
   between them (counters summed over restarts), else since the server started (one scrape). ``p50_ms_low`` /
-  ``_high``: the histogram bucket holding the median token of that window. Every token after a request's first
+  ``_high``: the histogram bucket holding the median token of that window. ``by_batch``: the same per running batch,
+  each interval between two scrapes under the running requests its later scrape read. Every token after a request's first
   counts: decode steps and the prefill or mixed steps they wait behind, so it is the server's time per output
   token as its clients see it, at the running batch of the same scrapes (``batch_median``), not one step's time.
 * **Distribution**: decode lines per batch size (TensorRT-LLM and vLLM iteration lines: every
@@ -45,7 +46,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ._base import SLICE, ServerLog, bincount
-from .prometheus import INTER_TOKEN, counter_total
+from .prometheus import INTER_TOKEN, RUNNING, counter_total
 
 ABSORBING_MIN_LINES = 20
 ABSORBING_MIN_SECONDS = 60.0
@@ -75,10 +76,19 @@ class InterTokenLatency:
     window: str
     p50_ms_low: float | None
     p50_ms_high: float | None
+    #: Per running batch: (batch, mean ms, tokens, intervals) over the intervals between two scrapes whose later scrape
+    #: read that many running requests (:func:`_by_running_batch`), ascending by batch.
+    by_batch: tuple[tuple[int, float, int, int], ...] = ()
+
+    def at_batch(self, batch: int | None) -> tuple[int, float, int, int] | None:
+        """The per-batch entry of ``batch`` (None where no interval ran it)."""
+        return next((e for e in self.by_batch if e[0] == batch), None)
 
     def to_dict(self) -> dict:
         return {"metric": self.metric, "mean_ms": round(self.mean_ms, 3), "tokens": self.tokens,
-                "window": self.window, "p50_ms_low": self.p50_ms_low, "p50_ms_high": self.p50_ms_high}
+                "window": self.window, "p50_ms_low": self.p50_ms_low, "p50_ms_high": self.p50_ms_high,
+                "by_batch": [{"batch": b, "mean_ms": round(m, 3), "tokens": n, "intervals": k}
+                             for b, m, n, k in self.by_batch]}
 
 
 def inter_token_latency(log: ServerLog) -> InterTokenLatency | None:
@@ -99,7 +109,27 @@ def inter_token_latency(log: ServerLog) -> InterTokenLatency | None:
     if tokens <= 0:
         return None
     lo, hi = _median_bucket([log.histograms[k].get(name, []) for k in have], window != "since the server started")
-    return InterTokenLatency(name, 1e3 * total / tokens, int(round(tokens)), window, lo, hi)
+    run = [log.scrapes[k].get(RUNNING.get(log.engine, ""), np.nan) for k in have]
+    return InterTokenLatency(name, 1e3 * total / tokens, int(round(tokens)), window, lo, hi,
+                             _by_running_batch(np.array(sums), np.array(counts), np.array(run, dtype=float)))
+
+
+def _by_running_batch(sums: np.ndarray, counts: np.ndarray, running: np.ndarray) -> tuple:
+    """Per running batch, the inter-token latency of the intervals between consecutive scrapes (``sums`` and
+    ``counts`` of the histogram and the running-requests gauge per scrape): an interval counts under the batch its
+    later scrape read (a sample of the interval's batch), where tokens came in it and no restart (a counter's drop)
+    lies inside; its tokens' time over its tokens. (batch, mean ms, tokens, intervals) ascending by batch."""
+    if counts.size < 2:
+        return ()
+    ds, dc, r = np.diff(sums), np.diff(counts), running[1:]
+    ok = (dc > 0) & (ds >= 0) & np.isfinite(r) & (r >= 0.5)
+    if not ok.any():
+        return ()
+    b = np.rint(r[ok]).astype(np.int64)
+    sizes, at = np.unique(b, return_inverse=True)
+    s, c = np.bincount(at, weights=ds[ok]), np.bincount(at, weights=dc[ok])
+    k = np.bincount(at)
+    return tuple((int(sizes[i]), float(1e3 * s[i] / c[i]), int(round(c[i])), int(k[i])) for i in range(sizes.size))
 
 
 def _median_bucket(hists: list[list[tuple[float, float]]], between: bool) -> tuple[float | None, float | None]:
@@ -386,9 +416,25 @@ def beside_tpot_text(d: LogDiagnosis, name: str, tpot_ms: float, batch: int | No
     if d.inter_token is None:
         return ""
     at = f" at batch {batch}" if batch else ""
-    return (f"The server's /metrics ({name}): inter-token latency {inter_token_text(d)}. This trace's TPOT is "
-            f"{tpot_ms:,.2f} ms{at}; where the server's running batch matches it, give its mean as the measured step "
-            f"(--observed-step-us, or the Diagnosis page's field).")
+    same = d.inter_token.at_batch(batch)
+    if same is None:
+        return (f"The server's /metrics ({name}): inter-token latency {inter_token_text(d)}. This trace's TPOT is "
+                f"{tpot_ms:,.2f} ms{at}; where the server's running batch matches it, give its mean as the measured "
+                f"step (--observed-step-us, or the Diagnosis page's field).")
+    _, ms, tokens, intervals = same
+    return (f"The server's /metrics ({name}): inter-token latency {inter_token_text(d)}; at batch {batch}, "
+            f"{ms:,.1f} ms mean over {tokens:,} tokens in {intervals} interval{'s' if intervals != 1 else ''} between "
+            f"scrapes that read {batch} running requests. This trace's TPOT is {tpot_ms:,.2f} ms{at}: give that mean "
+            f"as the measured step (--observed-step-us, or the Diagnosis page's field).")
+
+
+def measured_step_us(d: LogDiagnosis, batch: int | None) -> float | None:
+    """The scrape's inter-token latency as a measured step for a trace at ``batch`` (us): its mean at that running
+    batch where intervals ran it, else its mean over the window; None where the scrape holds none."""
+    if d.inter_token is None:
+        return None
+    same = d.inter_token.at_batch(batch)
+    return round((same[1] if same is not None else d.inter_token.mean_ms) * 1e3, 1)
 
 
 def _pct(x: float) -> str:

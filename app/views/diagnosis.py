@@ -20,7 +20,7 @@ from launchgap.dashboard.text import hover_escape, json_safe, md_escape
 from launchgap.dashboard.timeline import downsample_events, step_events, step_index, timeline_gpu_start
 from launchgap.dashboard.timing import stage
 from launchgap.dashboard.server_uploads import server_logs
-from launchgap.serverlogs.diagnosis import beside_tpot_text
+from launchgap.serverlogs.diagnosis import beside_tpot_text, measured_step_us
 from launchgap.dashboard.ui import loaded_traces_or_stop, pick_trace, trace_cache
 
 state = st.session_state
@@ -141,10 +141,11 @@ if s.decode_tpot_ms_before is not None:
             own = entry.report.summary  # the trace's own TPOT, not one the measured step above set
             st.caption(md_escape(beside_tpot_text(dd, name, own.decode_tpot_ms_before or s.decode_tpot_ms_before,
                                                   s.decode_batch_size)))
-            itl_us = round(dd.inter_token.mean_ms * 1e3, 1)
+            itl_us = measured_step_us(dd, s.decode_batch_size)  # at the trace's batch where the scrapes ran it
             st.button(f"Use {itl_us:,.0f} us as the measured step", key=f"lg_itl_{entry.key}_{name}",
                       on_click=state.__setitem__, args=(obs_key, itl_us),
-                      help="Sets the measured step above to this scrape's mean inter-token latency.")
+                      help="Sets the measured step above to this scrape's mean inter-token latency at this trace's "
+                           "batch where intervals between its scrapes ran it, else over all of them.")
 
 with st.container(border=True):
     st.markdown(f"**Verdict: {md_escape(s.verdict)}** ({md_escape(rep.mode)} trace) — {md_escape(s.verdict_detail)}")

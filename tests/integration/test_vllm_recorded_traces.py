@@ -239,8 +239,9 @@ def test_analyze_says_the_servers_inter_token_latency_under_its_trace(vllm_dir: 
     assert ("\n\nserver: The server's /metrics (vllm.prom): inter-token latency 17.1 ms mean over 4,000 tokens between "
             "the first and the last scrape (vllm:inter_token_latency_seconds), at a median "
             "16 running requests: the server's time per output token, the prefill steps its decode steps wait behind "
-            "included. This trace's TPOT is 16.48 ms at batch 16; where the server's running batch matches it, give its "
-            "mean as the measured step (--observed-step-us, or the Diagnosis page's field).\n") in out
+            "included; at batch 16, 17.1 ms mean over 4,000 tokens in 1 interval between scrapes that read 16 running "
+            "requests. This trace's TPOT is 16.48 ms at batch 16: give that mean as the measured step "
+            "(--observed-step-us, or the Diagnosis page's field).\n") in out
     # a scrape of another engine: nothing said under the trace
     other = tmp_path / "sglang.prom"
     other.write_text(prom.read_text().replace("vllm:num_requests_running", "sglang:num_running_reqs")

@@ -328,8 +328,27 @@ def test_inter_token_latency_between_scrapes(tmp_path, capsys):
     d = diagnose(read_server_file(f))
     assert d.inter_token.to_dict() == {"metric": "vllm:inter_token_latency_seconds", "mean_ms": 18.0, "tokens": 2000,
                                        "window": "between the first and the last scrape", "p50_ms_low": 10.0,
-                                       "p50_ms_high": 25.0}
+                                       "p50_ms_high": 25.0,
+                                       # the one interval, under the 20 running requests its later scrape read
+                                       "by_batch": [{"batch": 20, "mean_ms": 18.0, "tokens": 2000, "intervals": 1}]}
     assert d.to_dict()["inter_token_latency"]["mean_ms"] == 18.0
+    # beside a trace at another batch: the mean over the window, and what to do where the batch matches; at the
+    # scrapes' batch: its own mean, the measured step to give
+    from launchgap.serverlogs.diagnosis import beside_tpot_text, measured_step_us
+    other = beside_tpot_text(d, "m.prom", 9.5, 8)
+    assert other.endswith("This trace's TPOT is 9.50 ms at batch 8; where the server's running batch matches it, give "
+                          "its mean as the measured step (--observed-step-us, or the Diagnosis page's field).")
+    assert (measured_step_us(d, 8), measured_step_us(d, 20)) == (18_000.0, 18_000.0)
+    # on the seeded vLLM scrapes (480, batches 4-62): at batch 4 its own 6.18 ms step, at a batch no interval ran the
+    # window's mean (8.068 ms)
+    fx = diagnose(read_server_file(FIXTURES / "vllm-metrics.prom.gz"))
+    assert (measured_step_us(fx, 4), measured_step_us(fx, 1000)) == (6_180.0, 8_067.8)
+    # the text's table: the 16 batches with most tokens, ascending; batch 38 is the generator's 6 + 0.045 x 38 ms
+    rc, out, _ = _cli(capsys, ["analyze", str(FIXTURES / "vllm-metrics.prom.gz")])
+    table = out[out.index("Inter-token latency by running batch"):].splitlines()
+    assert rc == 0 and table[1].split() == ["batch", "mean", "ms", "tokens", "intervals"]
+    assert table[3].split() == ["38", "7.71", "665,532", "9"] and len([r for r in table[3:] if r.strip()]) == 16
+    assert "; at batch 20, 18.0 ms mean over 2,000 tokens in 1 interval" in beside_tpot_text(d, "m.prom", 9.5, 20)
     rc, out, _ = _cli(capsys, ["analyze", str(f)])
     assert rc == 0 and ("inter-token latency  18.0 ms mean over 2,000 tokens between the first and the last scrape "
                         "(vllm:inter_token_latency_seconds; the median token in its 10-25 ms bucket), at a median 20 "
@@ -351,6 +370,8 @@ def test_inter_token_latency_one_scrape_old_name_and_restart(tmp_path):
             + _itl("2026-11-03 08:02:00", 8, 50, 450, 500, 6.0))
     rs = diagnose(read_server_file(_write(tmp_path, "restart.prom", text))).inter_token
     assert (rs.tokens, rs.mean_ms, rs.p50_ms_low, rs.p50_ms_high) == (700, pytest.approx(1e4 / 700), None, None)
+    # per batch: the interval before the restart only (200 tokens in 4 s: 20 ms); the one across it is left out
+    assert rs.by_batch == ((8, pytest.approx(20.0), 200, 1),)
     # no histogram of the engine's: none
     none = diagnose(read_server_file(_write(tmp_path, "none.prom", "# TYPE vllm:num_requests_running gauge\n"
                                                                    "vllm:num_requests_running 3.0\n")))
@@ -418,6 +439,9 @@ def test_fixture_reads_exactly(path):
         itl = d["inter_token_latency"]
         assert (itl["tokens"], itl["window"]) == (exp["inter_token_tokens"], "between the first and the last scrape")
         assert itl["mean_ms"] == pytest.approx(exp["inter_token_mean_ms"], abs=1e-3)
+        # per running batch: every interval's tokens waited one step of the batch its scrape read
+        assert {str(e["batch"]): e["mean_ms"] for e in itl["by_batch"]} == pytest.approx(
+            exp["inter_token_ms_by_batch"], abs=1e-3)
         return
     for key in ("graph", "eager", "eager_above_max", "eager_within_captured"):
         if key in exp:

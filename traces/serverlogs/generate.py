@@ -397,7 +397,9 @@ def sglang_metrics(name: str, seed: int, n: int, top: int) -> None:
     exp = {"engine": "sglang", "kind": "metrics", "scrapes": n, "graph": int(g), "eager": int(e), "batch": bs,
            "last_running": float(bs[-1]),
            "inter_token_mean_ms": 1e3 * (itl_sum - first[0]) / (itl[-1] - first[1]),
-           "inter_token_tokens": int(itl[-1] - first[1])}
+           "inter_token_tokens": int(itl[-1] - first[1]),
+           # each interval's tokens waited one step at its scrape's batch
+           "inter_token_ms_by_batch": {str(b): step_ms(b, b <= top) for b in sorted(set(bs[1:]))}}
     _write(name, out, exp)
 
 
@@ -444,7 +446,8 @@ def vllm_metrics(name: str, seed: int, n: int) -> None:
     _write(name, out, {"engine": "vllm", "kind": "metrics", "scrapes": n, "graph": None, "eager": None, "batch": bs,
                        "last_running": float(bs[-1]),
                        "inter_token_mean_ms": 1e3 * (itl_sum - first[0]) / (itl[-1] - first[1]),
-                       "inter_token_tokens": int(itl[-1] - first[1])})
+                       "inter_token_tokens": int(itl[-1] - first[1]),
+                       "inter_token_ms_by_batch": {str(b): step_ms(b, True) for b in sorted(set(bs[1:]))}})
 
 
 def main() -> None:
