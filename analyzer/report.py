@@ -935,9 +935,8 @@ def _with_whole_step(s: Summary, graph_rel_err: float) -> Summary:
     h = group_summary(s, g0)
     obs = h.observed_step_us if h.eager_step_source == "measured" else None
     if s.predicted_speedup_rule == "decode time":  # its headline sums the trace's steps: the whole step is the TPOT's
-        whole = _speedup_fields(h, obs, graph_rel_err, (gpu_b, host_b))
-        return replace(s, whole_step_us_before=whole["whole_step_us_before"],
-                       whole_step_us_after=whole["whole_step_us_after"])
+        before, after = _whole_step_range(h, obs, graph_rel_err, (gpu_b, host_b))
+        return replace(s, whole_step_us_before=_f(before[0]), whole_step_us_after=_f(after[0]))
     if g0["graph_coverage"] == "full" or s.predicted_speedup_rule == "all FULL":
         # its own FULL-graph step already: the GPU work between steps on both sides, no gain
         whole = _f((obs or h.estimated_unprofiled_step_us_median) + (0.0 if obs else gpu_b))
@@ -1096,16 +1095,23 @@ def _speedup_fields(s, obs: float | None, graph_rel_err: float, between: tuple[f
                             s.estimated_unprofiled_step_us_high, pred, graph_rel_err))
         return {"predicted_speedup": _f(sp.speedup), "predicted_speedup_low": _f(sp.speedup_low),
                 "predicted_speedup_high": _f(sp.speedup_high), **removes}
-    eager = np.array([obs] * 3 if obs else [s.estimated_unprofiled_step_us_median, s.estimated_unprofiled_step_us_low,
-                                            s.estimated_unprofiled_step_us_high], dtype=float)
-    graph = pred * np.array([1.0, 1.0 + graph_rel_err, max(1.0 - graph_rel_err, 1e-9)])
-    before, after = whole_steps_us(eager, graph, *between)
-    if obs:
-        before, after = eager, np.minimum(after, obs)
+    before, after = _whole_step_range(s, obs, graph_rel_err, between)
     ratio = np.divide(before, after, out=np.zeros(3), where=after > 0)
     return {"predicted_speedup": _f(ratio[0]), "predicted_speedup_low": _f(min(ratio[1], ratio[0])),
             "predicted_speedup_high": _f(max(ratio[2], ratio[0])), **removes,
             "whole_step_us_before": _f(before[0]), "whole_step_us_after": _f(after[0])}
+
+
+def _whole_step_range(s, obs: float | None, graph_rel_err: float, between: tuple[float, float]
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """The engine's whole step before and after CUDA graphs (us), each [point, slow end, fast end], for the steps ``s``
+    summarises with ``between`` (:func:`launchgap.host_gaps.whole_steps_us`): a measured step ``obs`` is the whole step
+    already (nothing added to it), and the graph step is no longer than it."""
+    eager = np.array([obs] * 3 if obs else [s.estimated_unprofiled_step_us_median, s.estimated_unprofiled_step_us_low,
+                                            s.estimated_unprofiled_step_us_high], dtype=float)
+    graph = s.predicted_graph_step_us_median * np.array([1.0, 1.0 + graph_rel_err, max(1.0 - graph_rel_err, 1e-9)])
+    before, after = whole_steps_us(eager, graph, *between)
+    return (eager, np.minimum(after, obs)) if obs else (before, after)
 
 
 def _gap_histogram(gaps: Gaps, gap_key: np.ndarray) -> dict[str, list[float]]:

@@ -81,20 +81,21 @@ class TraceSteps:
     #: What the analysis noted that a plan built on the trace rests on (:func:`launchgap.verdict.plan_caveats`:
     #: padding unknown, batch sizes read from kernel grids or unknown): the plan carries them with the warnings.
     notes: tuple[str, ...] = ()
-    #: What a serving engine's steps hold between their GPU windows (:func:`launchgap.report.between_steps_us`): GPU
+    #: What a serving engine's steps hold between their GPU windows (:func:`launchgap.verdict.between_steps_us`): GPU
     #: work of no step, and an eager trace's whole gap unprofiled, us per step; the costs are the engine's whole steps
-    #: with them (:func:`launchgap.host_gaps.whole_steps_us`). 0 for a trace not of an engine.
+    #: with them (:meth:`whole`). 0 for a trace not of an engine.
     gpu_between_us: float = 0.0
     host_between_us: float = 0.0
-
-    def whole(self, eager_us, graph_us) -> tuple:
-        """Eager and graph costs (us) as the engine's whole steps, the time between steps included. The graph costs
-        are not floored at an eager trace's host gap (as its TPOT with graphs is): one host measurement would make
-        every size cost the same where it binds, and padding look free (a vLLM eager trace on a slow host, its gap
-        3.8 ms against FULL steps of 3.0: a list 12.7% slower on the engine's own steps)."""
-        return whole_steps_us(eager_us, graph_us, self.gpu_between_us, self.host_between_us, host_floor=False)
     #: The serving engine whose markers the trace holds (``summary.engine``; ``None`` when none or not known).
     engine: str | None = None
+
+    def whole(self, eager_us, graph_us) -> tuple:
+        """Eager and graph costs (us) as the engine's whole steps, the time between steps included
+        (:func:`launchgap.host_gaps.whole_steps_us`). The graph costs are not floored at an eager trace's host gap (as
+        its TPOT with graphs is): one host measurement would make every size cost the same where it binds, and padding
+        look free (a vLLM eager trace on a slow host, its gap 3.8 ms against FULL steps of 3.0: a list 12.7% slower on
+        the engine's own steps)."""
+        return whole_steps_us(eager_us, graph_us, self.gpu_between_us, self.host_between_us, host_floor=False)
 
     @staticmethod
     def scale_of(step_us_median: float, unprofiled_step_us_median: float) -> float:
