@@ -77,8 +77,10 @@ DEFAULT_BATCH_OPS = ("aten::embedding:1:0", "aten::argmax:0:0")
 FLAT_TOKEN_IDS = DEFAULT_BATCH_OPS[0]
 _MAX_BATCH = 1 << 31
 #: Kernels launched with one block per row of the logits, whose grid x is the step's sequences: PyTorch's argmax
-#: reduction (greedy sampling, ``reduce_kernel<..., ArgMaxOps<...>>``; checked on the H200 harness traces, HF
-#: transformers and SGLang's MI300X traces: grid x = the batch in each).
+#: reduction over the vocabulary (greedy sampling, ``reduce_kernel<..., ArgMaxOps<...>>``; checked on the H200
+#: harness traces, HF transformers, SGLang's MI300X traces and vLLM's V1 runner: grid x = the batch in each). Over a
+#: short row the reduction packs several rows a block (``block.y``; vLLM V2's argmax over per-tile maxima: grid x 3
+#: for 48 rows), and the launch alone cannot tell the two apart: an engine's ``REQUEST_KERNELS`` win where they ran.
 REQUEST_KERNELS = re.compile(r"reduce_kernel<.*ArgMaxOps")
 #: Where a step's batch size came from (``Steps.batch_source``; ``kernel_grid`` is written
 #: ``kernel_grid:<kernel>``) and how sure it is (``Steps.batch_confidence``): ``high`` (the step's marker or
@@ -214,8 +216,7 @@ def find_steps(trace: Trace, options: StepOptions | None = None) -> Steps:
     # sequences (the argmax over the logits): per engine module, plus PyTorch's own sampling.
     tok, tok_name, tok_graph = _grid_per_step(trace, starts, ends, [e.TOKEN_KERNELS for e in ENGINES
                                                                      if e.TOKEN_KERNELS is not None])
-    req, req_name, req_graph = _request_grid_per_step(trace, starts, ends, [REQUEST_KERNELS] + [
-        e.REQUEST_KERNELS for e in ENGINES if e.REQUEST_KERNELS is not None], tail=marked is not None)
+    req, req_name, req_graph = _request_grid_per_step(trace, starts, ends, tail=marked is not None)
     kp = _kernel_phases(trace, starts, ends)
     # The phase the step's own text says: its engine marker's, else one phase word in its annotation
     said = list(phase)
@@ -511,9 +512,10 @@ def _batch_sizes(trace: Trace, starts: np.ndarray, ends: np.ndarray, names: list
     return batch, src, flat
 
 
-def _grid_per_step(trace: Trace, starts: np.ndarray, ends: np.ndarray, patterns: list[re.Pattern[str]]
-                   ) -> tuple[np.ndarray, list[str | None], np.ndarray]:
-    """Per step the grid size (x) of the kernels matching ``patterns`` it launched, the first such kernel's name, and
+def _grid_per_step(trace: Trace, starts: np.ndarray, ends: np.ndarray, patterns: list[re.Pattern[str]],
+                   extras: list[int] | None = None) -> tuple[np.ndarray, list[str | None], np.ndarray]:
+    """Per step the grid size (x) of the kernels matching ``patterns`` it launched, less the matched pattern's entry of
+    ``extras`` (blocks a kernel launches beyond its count; 0 where not given), the first such kernel's name, and
     whether that grid is a graph replay's; -1 / ``None`` where none.
 
     The grid is the median over the step's eagerly launched matches (one per layer) when it has any, else over the
@@ -527,8 +529,12 @@ def _grid_per_step(trace: Trace, starts: np.ndarray, ends: np.ndarray, patterns:
     if gx is None or k.size == 0 or not patterns or n == 0:
         return value, names, graph
     k = k[gx[k] > 0]
-    ids = [i for i in np.unique(trace.name_id[k]).tolist() if any(p.search(trace.names[i]) for p in patterns)]
-    k = k[np.isin(trace.name_id[k], ids)]
+    extra_of: dict[int, int] = {}  # kernel name id -> its pattern's extra blocks (the first pattern that matches)
+    for i in np.unique(trace.name_id[k]).tolist():  # distinct kernel names, not events
+        hit = next((j for j, p in enumerate(patterns) if p.search(trace.names[i])), None)
+        if hit is not None:
+            extra_of[i] = extras[hit] if extras else 0
+    k = k[np.isin(trace.name_id[k], list(extra_of))]
     if k.size == 0:
         return value, names, graph
     launch = trace.launch_idx[k]
@@ -545,7 +551,9 @@ def _grid_per_step(trace: Trace, starts: np.ndarray, ends: np.ndarray, patterns:
     order = np.lexsort((trace.start_ns[k], step))
     k, step, replayed = k[order], step[order], replayed[order]
     hit, first, count = np.unique(step, return_index=True, return_counts=True)
-    grid = gx[k].astype(np.int64)
+    lookup = np.zeros(int(trace.name_id[k].max()) + 1, dtype=np.int64)
+    lookup[list(extra_of)] = list(extra_of.values())
+    grid = gx[k].astype(np.int64) - lookup[trace.name_id[k]]
     for h, f, c in zip(hit.tolist(), first.tolist(), count.tolist()):  # one per step (a report row)
         value[h] = int(np.median(grid[f:f + c]))
         names[h] = str(trace.names[trace.name_id[k[f]]])
@@ -553,14 +561,27 @@ def _grid_per_step(trace: Trace, starts: np.ndarray, ends: np.ndarray, patterns:
     return value, names, graph
 
 
-def _request_grid_per_step(trace: Trace, starts: np.ndarray, ends: np.ndarray, patterns: list[re.Pattern[str]],
-                           tail: bool) -> tuple[np.ndarray, list[str | None], np.ndarray]:
-    """:func:`_grid_per_step` for the kernels that follow the sequences; with ``tail`` (engine steps) a step without
-    one takes those launched after it ended and before the next step started: vLLM samples in
-    ``Worker.sample_tokens``, a call of its own after the ``execute_model`` its step annotation wraps."""
+def _request_grid_per_step(trace: Trace, starts: np.ndarray, ends: np.ndarray, tail: bool
+                           ) -> tuple[np.ndarray, list[str | None], np.ndarray]:
+    """:func:`_grid_per_step` for the kernels that follow the sequences: the engines' ``REQUEST_KERNELS`` where the
+    step ran one, else PyTorch's argmax (:data:`REQUEST_KERNELS`), whose grid is the rows only when it reduces a
+    long row (the vocabulary), not when it reduces a few columns (vLLM V2's per-tile maxima: 16 rows a block)."""
+    rules = [k for e in ENGINES if e.REQUEST_KERNELS is not None for k in e.REQUEST_KERNELS]
+    own = _sequence_grid_per_step(trace, starts, ends, [k.pattern for k in rules], [k.extra for k in rules], tail)
+    argmax = _sequence_grid_per_step(trace, starts, ends, [REQUEST_KERNELS], None, tail)
+    pick = own[0] > 0
+    return (np.where(pick, own[0], argmax[0]), [a if p else b for p, a, b in zip(pick.tolist(), own[1], argmax[1])],
+            np.where(pick, own[2], argmax[2]))
+
+
+def _sequence_grid_per_step(trace: Trace, starts: np.ndarray, ends: np.ndarray, patterns: list[re.Pattern[str]],
+                            extras: list[int] | None, tail: bool) -> tuple[np.ndarray, list[str | None], np.ndarray]:
+    """:func:`_grid_per_step`; with ``tail`` (engine steps) a step without a match takes those launched after it
+    ended and before the next step started: vLLM samples in ``Worker.sample_tokens``, a call of its own after the
+    ``execute_model`` its step annotation wraps."""
     n = starts.size
     if not tail or n == 0:
-        return _grid_per_step(trace, starts, ends, patterns)
+        return _grid_per_step(trace, starts, ends, patterns, extras)
     # One pass over interleaved windows: each step, then the gap after it up to the next step's start (sorted: a gap
     # starts after every earlier step's end, at the latest where the next step starts; one that ends before it
     # starts holds nothing)
@@ -568,7 +589,7 @@ def _request_grid_per_step(trace: Trace, starts: np.ndarray, ends: np.ndarray, p
     w_start, w_end = np.empty(2 * n, dtype=np.int64), np.empty(2 * n, dtype=np.int64)
     w_start[0::2], w_end[0::2] = starts, ends
     w_start[1::2], w_end[1::2] = np.minimum(np.maximum.accumulate(ends) + 1, nxt), nxt - 1
-    value, names, replayed = _grid_per_step(trace, w_start, w_end, patterns)
+    value, names, replayed = _grid_per_step(trace, w_start, w_end, patterns, extras)
     own, after = value[0::2], value[1::2]
     fill = (own <= 0) & (after > 0)
     pick = 2 * np.arange(n) + fill  # the step's window, else the gap after it

@@ -15,8 +15,9 @@ only read these attributes (a unit test checks every registered module has them)
 * ``CAPTURE_LISTS`` (default CUDA-graph capture lists by version, newest first, each a function
   ``(max_size, padding) -> sizes``), ``DEFAULT_MAX_SIZE``, ``default_sizes(max_size, padding)``
   (the newest list);
-* ``TOKEN_KERNELS`` / ``REQUEST_KERNELS``: regexes (or ``None``) of kernels launched with one block per token /
-  per sequence, whose grid gives a step's tokens / requests (:mod:`launchgap.steps`);
+* ``TOKEN_KERNELS``: a regex (or ``None``) of kernels launched with one block per token, whose grid gives a step's
+  tokens; ``REQUEST_KERNELS``: :class:`~launchgap.engines._base.SequenceKernel` values (or ``None``), kernels
+  launched with one block per sequence plus a known extra, whose grid gives its requests (:mod:`launchgap.steps`);
 * ``PHASE_KERNELS``: :class:`~launchgap.engines._base.PhaseKernel` values, the engine's own attention kernels
   that run in one phase only (the shared libraries' are in :mod:`launchgap.engines.attention`; all of them
   together: :data:`PHASE_KERNELS`);
@@ -34,7 +35,8 @@ import importlib
 from types import ModuleType
 
 from . import attention
-from ._base import MARKER_SOURCES, MAX_CONFIG_CHARS, PHASES, CaptureSettings, PhaseKernel, StepInfo, StepMarker
+from ._base import (MARKER_SOURCES, MAX_CONFIG_CHARS, PHASES, CaptureSettings, PhaseKernel, SequenceKernel, StepInfo,
+                    StepMarker)
 from ..errors import InputError
 
 #: Engine modules, in the order reports and the planner list them.
@@ -56,7 +58,7 @@ STEP_MARKERS: tuple[StepMarker, ...] = tuple(m for e in ENGINES for m in e.STEP_
 PHASE_KERNELS: tuple[PhaseKernel, ...] = attention.PHASE_KERNELS + tuple(k for e in ENGINES for k in e.PHASE_KERNELS)
 
 __all__ = ["ENGINES", "ENGINE_MODULES", "LABELS", "MARKER_SOURCES", "NAMES", "PHASES", "PHASE_KERNELS", "REQUIRED",
-           "STEP_MARKERS", "CaptureSettings", "PhaseKernel", "MAX_CONFIG_CHARS", "StepInfo", "StepMarker", "capture_sizes_of", "default_sizes", "default_version", "engine",
+           "STEP_MARKERS", "CaptureSettings", "PhaseKernel", "SequenceKernel", "MAX_CONFIG_CHARS", "StepInfo", "StepMarker", "capture_sizes_of", "default_sizes", "default_version", "engine",
            "parse_server_config", "version_default"]
 
 

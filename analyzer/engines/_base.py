@@ -83,6 +83,18 @@ class PhaseKernel:
     written_by: str
 
 
+@dataclass(frozen=True)
+class SequenceKernel:
+    """A kernel launched with one block (Triton program) per sequence of the step, plus ``extra`` more: its grid x
+    less ``extra`` is the step's requests. ``pattern`` is searched in the kernel's name; ``written_by`` names the
+    launch read (see docs/engines.md), e.g. ``_compute_slot_mapping_kernel[(num_reqs + 1,)]``: ``extra`` 1.
+    """
+
+    pattern: re.Pattern[str]
+    extra: int
+    written_by: str
+
+
 def no_info(_: re.Match[str]) -> StepInfo:
     """Parser of markers that only delimit a step (a function name, a bare range)."""
     return StepInfo()

@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import re
 
-from ._base import CaptureSettings, PhaseKernel, StepInfo, StepMarker, capture_list, no_info, phase_from_counts, read_bool, \
-    read_int, read_int_list, read_word
+from ._base import CaptureSettings, PhaseKernel, SequenceKernel, StepInfo, StepMarker, capture_list, no_info, \
+    phase_from_counts, read_bool, read_int, read_int_list, read_word
 
 NAME = "vllm"
 LABEL = "vLLM"
@@ -50,6 +50,10 @@ VERSIONS_READ = (
     "torch.cuda.nvtx.range with the CUDA profiler)",
     "vllm-project/vllm vllm/config/vllm.py _set_cudagraph_sizes and CompilationConfig.max_cudagraph_capture_size "
     "docs (V1 capture sizes); vllm/worker/model_runner.py _BATCH_SIZES_TO_CAPTURE (V0)",
+    "vllm-project/vllm vllm/v1/worker/block_table.py (_compute_slot_mapping_kernel[(num_reqs + 1,)]), "
+    "vllm/v1/worker/gpu/input_batch.py (_prepare_pos_seq_lens_kernel[(num_reqs + 1,)], "
+    "_combine_sampled_and_draft_tokens_kernel[(num_reqs,)]), vllm/v1/worker/gpu/sample/gumbel.py (argmax over the "
+    "tiles' maxima); grids checked on vLLM 0.24.0's H200 traces (traces/h200-vllm-2026-12-04)",
     "vllm-project/vllm csrc/cache_kernels.cu @ 002a0ba9 and later (grid(num_tokens), num_tokens = "
     "slot_mapping.size(0)); vllm/v1/attention/ops/triton_reshape_and_cache_flash.py @ 027e07f2; "
     "vllm/v1/attention/backends/rocm_aiter_fa.py @ 002d0eb6 (KV-cache writes per backend)",
@@ -233,11 +237,25 @@ def config_snippet(buckets: list[int], padding: str) -> str:
 TOKEN_KERNELS = re.compile(r"reshape_and_cache(?:_flash)?_kernel|reshape_and_cache_kernel_flash(?:_diffkv)?\b|"
                            r"reshape_and_cache_shuffle_kernel|\b_reshape_cache_per_token\b|"
                            r"concat_and_cache_(?:ds_)?mla_kernel|vllm::rotary_embedding_kernel")
-#: Kernels launched with one block per sequence (grid x = the step's requests): FlashInfer's sampling kernels
-#: (``include/flashinfer/sampling.cuh``: ``dim3 nblks(batch_size)``), which vLLM's V1 sampler calls for top-k / top-p
-#: sampling on CUDA (``vllm/v1/sample/ops/topk_topp_sampler.py``); greedy and plain random sampling take an argmax
-#: over the logits (:data:`launchgap.steps.REQUEST_KERNELS`).
-REQUEST_KERNELS = re.compile(r"flashinfer::sampling::\w*SamplingFrom\w*Kernel")
+#: Kernels launched with one block per sequence, plus a known extra
+#: (:class:`~launchgap.engines._base.SequenceKernel`): their grid gives the step's requests, before the argmax over
+#: the logits (:data:`launchgap.steps.REQUEST_KERNELS`) does, as the V2 model runner's argmax runs over per-tile
+#: maxima (``gpu/sample/gumbel.py``: ``local_max.argmax(dim=-1)``, 126 columns for a 128K vocabulary), whose
+#: reduction packs 16 rows a block (grid x 3 for 48 requests on the H200 traces). The input preparation runs eagerly
+#: before a FULL graph's replay, at the step's own requests.
+REQUEST_KERNELS = (
+    SequenceKernel(re.compile(r"flashinfer::sampling::\w*SamplingFrom\w*Kernel"), 0,
+                   "FlashInfer include/flashinfer/sampling.cuh: dim3 nblks(batch_size); vLLM's top-k / top-p sampler"
+                   " on CUDA (vllm/v1/sample/ops/topk_topp_sampler.py)"),
+    SequenceKernel(re.compile(r"^_combine_sampled_and_draft_tokens_kernel$"), 0,
+                   "vllm/v1/worker/gpu/input_batch.py (V2 runner): _combine_sampled_and_draft_tokens_kernel"
+                   "[(num_reqs,)]"),
+    SequenceKernel(re.compile(r"^_prepare_pos_seq_lens_kernel$"), 1,
+                   "vllm/v1/worker/gpu/input_batch.py (V2 runner): _prepare_pos_seq_lens_kernel[(num_reqs + 1,)], "
+                   "the last block pads seq_lens for FULL graphs"),
+    SequenceKernel(re.compile(r"^_compute_slot_mapping_kernel$"), 1,
+                   "vllm/v1/worker/block_table.py (V1 runner): _compute_slot_mapping_kernel[(num_reqs + 1,)]"),
+)
 #: Attention kernels of vLLM's own that run in one phase only (:class:`~launchgap.engines._base.PhaseKernel`; the
 #: libraries' in :mod:`launchgap.engines.attention`): none. What the V1 backends launch runs in every phase:
 #: FLASH_ATTN calls ``flash_attn_varlen_func`` for prefill, decode and mixed batches; FLASHINFER's decode wrapper is

@@ -15,7 +15,7 @@ from launchgap.render import render_trace
 from launchgap.verdict import batch_basis
 from launchgap.report import AnalysisOptions, analyze_trace
 from launchgap.steps import PHASE_WORDS, find_steps
-from tests.conftest import TRACES
+from tests.conftest import REPO, TRACES
 from tests.unit.kineto_tiny import ann, kernel, launch, write
 
 KV = "void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16, __nv_bfloat16, (vllm::Fp8KVCacheDataType)0>"
@@ -208,3 +208,55 @@ def test_engine_traces_without_markers(tmp_path: Path, folder: str, file: str, b
     st = rep.steps[0]
     assert (st.batch_size, st.batch_source, st.batch_confidence, st.phase, st.tokens, st.batch_note) == (
         batch, source, "medium" if batch else None, phase, tokens, note)
+
+
+V2_PREP = ("_prepare_pos_seq_lens_kernel", 1)  # vLLM V2 runner: _prepare_pos_seq_lens_kernel[(num_reqs + 1,)]
+V2_COMBINE = ("_combine_sampled_and_draft_tokens_kernel", 0)  # [(num_reqs,)]
+V1_SLOTS = ("_compute_slot_mapping_kernel", 1)  # vLLM V1 runner's block table: [(num_reqs + 1,)]
+
+
+def _runner_step(t0: float, corr: int, seqs: int, prep: list[tuple[str, int]], argmax: tuple[int, int]) -> list[dict]:
+    """A bare ``execute_model`` step of ``seqs`` decoding requests: the runner's input preparation kernels (name, extra
+    blocks: grid x = seqs + extra), then an argmax launched with ``argmax`` = (grid x, block y)."""
+    ev = [ann("execute_model", t0, 80.0)]
+    for i, (name, extra) in enumerate(prep):
+        ev += [launch(t0 + 2.0 + 10 * i, 2.0, corr + i), _grid(kernel(t0 + 5.0 + 10 * i, 3.0, corr + i, name=name),
+                                                               seqs + extra)]
+    c = corr + len(prep)
+    k = kernel(t0 + 65.0, 3.0, c, name=ARGMAX)
+    k["args"].update({"grid": [argmax[0], 1, 1], "block": [32, argmax[1], 1]})
+    return ev + [launch(t0 + 60.0, 2.0, c), k]
+
+
+@pytest.mark.parametrize("prep, argmax, batch, source", [
+    # V2 runner: its argmax reduces per-tile maxima, 16 rows a block (grid 3 for 48 rows): its own kernels win
+    ([V2_PREP, V2_COMBINE], (3, 16), 48, "_prepare_pos_seq_lens_kernel"),
+    ([V2_COMBINE], (1, 16), 9, "_combine_sampled_and_draft_tokens_kernel"),
+    # V1 runner: the slot mapping's extra block is not a request; its argmax over the vocabulary agrees
+    ([V1_SLOTS], (33, 16), 33, "_compute_slot_mapping_kernel"),
+    # no engine kernel: the argmax over the vocabulary, one block per row
+    ([], (21, 16), 21, "at::native::reduce_kernel"),
+], ids=["v2-runner", "v2-combine-only", "v1-runner", "argmax-alone"])
+def test_engine_sequence_kernels_win_over_the_argmax(tmp_path: Path, prep: list[tuple[str, int]],
+                                                     argmax: tuple[int, int], batch: int, source: str) -> None:
+    steps = find_steps(load_trace(write(tmp_path, _runner_step(0.0, 10, batch, prep, argmax)
+                                        + _runner_step(200.0, 20, batch, prep, argmax))))
+    assert steps.source == "engine" and steps.batch_size.tolist() == [batch, batch]
+    assert steps.batch_source == [f"kernel_grid:{source}"] * 2 and steps.batch_confidence == ["medium"] * 2
+    assert steps.requests.tolist() == [batch, batch]
+
+
+@pytest.mark.parametrize("run", ["full-stack-v2runner", "full-stack-v1runner", "eager-stack"])
+def test_own_vllm_traces_without_their_annotation_keep_every_batch(tmp_path: Path, run: str) -> None:
+    # vLLM 0.24's traces (H200, 16 requests decoding) with the execute_context annotation taken out: the steps come
+    # from the runner's Python function, the batch from its input preparation kernels (V2: its argmax over per-tile
+    # maxima ran grid 1 for 16 rows, which read as batch 1 before), the same as the annotation's on every step
+    src = REPO / "traces" / "h200-vllm-2026-12-04" / "interleaved" / run / "block0.pt.trace.json.gz"
+    marked = find_steps(load_trace(src))
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if not str(e.get("name", "")).startswith("execute_context")]
+    (tmp_path / "bare.json").write_text(json.dumps(doc))
+    bare = find_steps(load_trace(tmp_path / "bare.json"))
+    assert marked.batch_size.tolist() == [16] * 6 and bare.batch_size.tolist() == [16] * 6
+    grid = "_compute_slot_mapping_kernel" if run.endswith("v1runner") else "_prepare_pos_seq_lens_kernel"
+    assert bare.batch_source == [f"kernel_grid:{grid}"] * 6 and bare.batch_confidence == ["medium"] * 6
