@@ -686,7 +686,10 @@ def _predict(model: ScalingModel, xs: list[SizeSample], b: np.ndarray, ridge: fl
 class CostCurve:
     """The FULL-graph step (us) at every batch size ``1..max``: ``us``, its band ``low_us``/``high_us``, and
     per size where it came from (``source``: ``"timings"`` harness timing, ``"trace"`` a size the trace ran,
-    ``"model"`` the batch-scaling model). ``peaks`` says where the GPU's FLOPs and bandwidth came from."""
+    ``"model"`` the batch-scaling model). ``peaks`` says where the GPU's FLOPs and bandwidth came from.
+    ``sample_sizes`` / ``sample_us``: each traced size and its own prediction at every size (its cost plus each
+    kernel's change; one row per traced size): the cost of a change of rows under the conditions that size ran at,
+    where the curve through sizes traced under other conditions (context lengths, host speed) falls with the rows."""
 
     us: np.ndarray
     low_us: np.ndarray
@@ -694,6 +697,8 @@ class CostCurve:
     source: tuple[str, ...]
     peaks: str = ""
     notes: tuple[str, ...] = field(default=())
+    sample_sizes: tuple[int, ...] = ()
+    sample_us: np.ndarray | None = field(default=None, compare=False)
 
     @property
     def max_size(self) -> int:
@@ -725,6 +730,20 @@ class CostCurve:
         b = np.asarray(batch, dtype=np.int64)
         src = np.array(self.source + ("model",), dtype=object)
         return src[np.where((b >= 1) & (b <= self.max_size), b - 1, self.max_size)] != "model"
+
+    def own_change(self, bucket, batch) -> np.ndarray:
+        """Per pair the cost (us) from ``batch`` to ``bucket`` rows on the bucket's own prediction (a traced size's:
+        :attr:`sample_us`), NaN where the bucket was not traced."""
+        k, b = np.asarray(bucket, dtype=np.int64), np.asarray(batch, dtype=np.int64)
+        out = np.full(k.shape, np.nan)
+        if self.sample_us is None or not self.sample_sizes:
+            return out
+        sizes = np.asarray(self.sample_sizes, dtype=np.int64)
+        row = np.searchsorted(sizes, k)
+        hit = (row < sizes.size) & (sizes[np.minimum(row, sizes.size - 1)] == k) & (b >= 1) & (k <= self.max_size)
+        r, kk, bb = row[hit], k[hit] - 1, np.clip(b[hit], 1, self.max_size) - 1
+        out[hit] = self.sample_us[r, kk] - self.sample_us[r, bb]
+        return out
 
     def source_at(self, batch: int) -> str:
         return self.source[min(max(int(batch), 1), self.max_size) - 1] if self.max_size else "model"
@@ -853,8 +872,10 @@ def fit_cost_curve(samples: list[SizeSample], max_size: int, timings: dict[int, 
         rel = band_fraction(b, seen)
         low, high = np.minimum(low, us * (1 - rel)), np.maximum(high, us * (1 + rel))
         source[seen[seen <= b.size] - 1] = "trace"
+        own = (tuple(int(x) for x in seen.tolist()), np.asarray(single, dtype=float))
     else:
         us = low = high = np.full(b.size, np.nan)
+        own = ((), None)
     tim = {int(k): float(v) for k, v in (timings or {}).items() if 1 <= int(k) <= b.size and v and v > 0}
     if tim:
         ts = np.array(sorted(tim), dtype=np.int64)
@@ -870,7 +891,7 @@ def fit_cost_curve(samples: list[SizeSample], max_size: int, timings: dict[int, 
         us[ts - 1] = low[ts - 1] = high[ts - 1] = tv
         source[ts - 1] = "timings"
     return CostCurve(us=us, low_us=low, high_us=high, source=tuple(str(s) for s in source), peaks=peaks,
-                     notes=tuple(notes))
+                     notes=tuple(notes), sample_sizes=own[0], sample_us=own[1])
 
 
 #: Host time per kernel launch of an eager step (PyTorch dispatch plus the launch call), us: the H200 host's

@@ -245,6 +245,7 @@ class Summary:
     padding_us_per_step_low: float | None = 0.0
     padding_us_per_step_high: float | None = 0.0
     padding_estimated_steps: int = 0
+    padding_own_steps: int = 0
     planner_comparison: dict | None = None
     inter_step_host_us_median: float = 0.0
     inter_step_host_us_unprofiled_median: float = 0.0
@@ -1222,6 +1223,7 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
         padding_us_per_step_low=None if unknown else _f(np.nansum(pc.low) / n) if padded.any() else 0.0,
         padding_us_per_step_high=None if unknown else _f(np.nansum(pc.high) / n) if padded.any() else 0.0,
         padding_estimated_steps=int(estimated.sum()),
+        padding_own_steps=int(pc.own.sum()) if not unknown else 0,
         padding_cost_source="unknown" if unknown else
         (a.curve.origin + ("-estimate" if estimated.any() else "")) if padded.any() else "none",
         inter_step_host_us_median=_f(_median(gaps)) if gaps.size else 0.0,

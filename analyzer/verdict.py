@@ -132,10 +132,20 @@ def padding_basis(s) -> str:
         return f"measured: every padded batch and bucket has its own cost, from {points}{assumed}"
     return (f"estimated: {s.padding_estimated_steps} padded batch{'es' if s.padding_estimated_steps != 1 else ''} "
             f"not measured, costed on the batch-scaling model of the trace's kernels through the sizes measured by "
-            f"the {points}; band {s.padding_us_per_step_low:,.1f}-{s.padding_us_per_step_high:,.1f} us per step (the "
-            f"curve's measured error over the distance from batch to bucket){assumed}. Harness FULL-graph timings at "
+            f"the {points}{_own_padding(s)}; band {s.padding_us_per_step_low:,.1f}-{s.padding_us_per_step_high:,.1f} us "
+            f"per step (the curve's measured error over the distance from batch to bucket){assumed}. Harness FULL-graph timings at "
             f"every size (launchgap record --modes graph --batch-sizes 1..N, then analyze --graph-timings) make it "
             f"exact")
+
+
+def _own_padding(s) -> str:
+    """The clause for padded steps whose bucket's traced steps cost less than a smaller size's (traced under other
+    conditions): costed on the bucket's own prediction instead (:class:`launchgap.graph_mode.serving.PaddingCost`)."""
+    n = s.padding_own_steps
+    if not n:
+        return ""
+    return (f" ({n} of them on their bucket's own steps' prediction: the trace's steps at the bucket cost more than 2% "
+            f"less than at a smaller size, traced under other conditions such as context lengths)")
 
 
 #: How each ``capture_sizes_source`` reads: a list given, read from the trace, assumed or inferred.

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..costmodel import CostCurve
+from ..costmodel import BAND_AT_TRACE, CostCurve
 from ..trace import Kind, Trace
 from .coverage import _BEGIN_CAPTURE_RE, _runtime_rows
 
@@ -158,13 +158,20 @@ class PaddingCost:
       the bucket, :data:`PADDING_BAND_PER_E_FOLD` of the bucket's cost per e-fold (``|ln(bucket/batch)|``): the
       two costs' errors are mostly shared, so the band of a difference is not the difference of the bands;
     * ``measured``: both the batch's and the bucket's cost were measured (harness timings or the trace's own
-      steps at those sizes), not modelled.
+      steps at those sizes), not modelled;
+    * ``own``: the curve falls from the batch to the bucket by more than a traced size's error
+      (:data:`launchgap.costmodel.BAND_AT_TRACE` of the bucket's cost): more than a kernel's tile choice moves a step
+      (a padded graph can run up to 2% faster than its batch's own, one row past a multiple of 8), so its sizes were
+      traced under other conditions (a serving trace's later steps hold longer contexts).
+      The cost is then the bucket's own prediction's (:meth:`launchgap.costmodel.CostCurve.own_change`; the bucket is
+      a size the trace ran, its padded steps), never below 0.
     """
 
     us: np.ndarray
     low: np.ndarray
     high: np.ndarray
     measured: np.ndarray
+    own: np.ndarray
 
 
 #: The padding band's half-width per e-fold from batch to bucket, as a share of the bucket's cost: measured on the
@@ -181,11 +188,16 @@ def padding_cost(curve: CostCurve, bucket: np.ndarray, batch: np.ndarray) -> Pad
     padded = (bucket > 0) & (batch > 0)
     b, k = np.where(padded, batch, 1), np.where(padded, bucket, 1)
     est = curve.at(k) - curve.at(b)
+    # a fall of more than a traced size's error is no kernel's tile choice (the 1b's truth falls up to 2% one row
+    # past a multiple of 8, 17 -> 24 rows; its curve 0.8%): it is the traced sizes' other conditions
+    own = padded & (k > b) & (curve.at(b) - curve.at(k) > BAND_AT_TRACE * curve.at(k))
+    est = np.where(own, np.maximum(np.nan_to_num(curve.own_change(k, b), nan=0.0), 0.0), est)
     spread = PADDING_BAND_PER_E_FOLD * np.abs(np.log(k / b)) * curve.at(k)
-    measured = curve.measured(b) & curve.measured(k) & padded
+    measured = curve.measured(b) & curve.measured(k) & padded & ~own
     nan = np.full(b.shape, np.nan)
-    return PaddingCost(us=np.where(padded, est, nan), low=np.where(padded, np.where(measured, est, est - spread), nan),
-                       high=np.where(padded, np.where(measured, est, est + spread), nan), measured=measured)
+    low = np.where(own, np.maximum(est - spread, 0.0), est - spread)
+    return PaddingCost(us=np.where(padded, est, nan), low=np.where(padded, np.where(measured, est, low), nan),
+                       high=np.where(padded, np.where(measured, est, est + spread), nan), measured=measured, own=own)
 
 
 def fallback_causes(trace: Trace, row_step: np.ndarray, names: list[str], fallback: np.ndarray) -> list[str | None]:

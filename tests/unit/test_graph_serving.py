@@ -18,6 +18,7 @@ from launchgap.render import render_trace
 from launchgap.report import AnalysisOptions, analyze_trace, with_observed_step
 from launchgap.steps import assign_rows_to_steps, find_steps
 from launchgap.verdict import capture_sizes_basis, padding_basis
+from tests.conftest import REPO
 from tests.unit.kineto_tiny import HOST_PID, HOST_TID, ann, cpu_op, kernel, launch, write
 
 NO_PROFILER_COST = PredictionModel(profiler_us_per_host_event=0.0)
@@ -286,6 +287,43 @@ def test_padding_cost_on_the_curve_and_its_band() -> None:
     assert pc.low[:4].tolist() == pytest.approx([5.0, 3.0 - s34, 5.0 - s56, 0.0])
     assert pc.high[:4].tolist() == pytest.approx([5.0, 3.0 + s34, 5.0 + s56, 0.0])
     assert pc.measured.tolist() == [True, False, False, True, False]  # both sizes measured: no band
+
+
+def test_padding_never_costs_less_than_0_where_the_curve_falls() -> None:
+    # traced at 2 and 4, the steps at 4 under other conditions (shorter contexts): the curve falls from 2 to 4 (14 ->
+    # 12); each traced size's own prediction rises with the rows (from 4: 9, 10, 11, 12, 14, 16)
+    c = CostCurve(us=np.array([13.0, 14, 13, 12, 14, 16]), low_us=np.array([12.0, 14, 12, 12, 13, 15]),
+                  high_us=np.array([14.0, 14, 14, 12, 15, 17]),
+                  source=("model", "trace", "model", "trace", "model", "model"), sample_sizes=(2, 4),
+                  sample_us=np.array([[13.0, 14, 15, 16, 18, 20], [9.0, 10, 11, 12, 14, 16]]))
+    assert c.own_change(np.array([4, 4, 6]), np.array([3, 2, 5])).tolist()[:2] == [1.0, 2.0]
+    assert np.isnan(c.own_change(np.array([6]), np.array([5]))[0])  # 6 was not traced
+    pc = padding_cost(c, np.array([4, 4, 6]), np.array([3, 2, 5]))
+    # 3 -> 4 and 2 -> 4 on the curve: -1 and -2; on the bucket's own prediction: 12 - 11 and 12 - 10; 5 -> 6 rises
+    # on the curve (16 - 14) and keeps it
+    assert pc.us.tolist() == [1.0, 2.0, 2.0] and pc.own.tolist() == [True, True, False]
+    s34, s24 = 0.035 * np.log(4 / 3) * 12, 0.035 * np.log(4 / 2) * 12
+    assert pc.low.tolist() == pytest.approx([max(1.0 - s34, 0.0), max(2.0 - s24, 0.0), 2.0 - 0.035 * np.log(6 / 5) * 16])
+    assert pc.high.tolist() == pytest.approx([1.0 + s34, 2.0 + s24, 2.0 + 0.035 * np.log(6 / 5) * 16])
+    # 2 -> 4: both sizes traced, but not under the same conditions: not "measured"
+    assert pc.measured.tolist() == [False, False, False]
+    # a curve without its sizes' own predictions (read back from a fleet summary): never below 0
+    bare = padding_cost(replace(c, sample_sizes=(), sample_us=None), np.array([4]), np.array([3]))
+    assert bare.us.tolist() == [0.0] and bare.low.tolist() == [0.0] and bare.own.tolist() == [True]
+
+
+def test_vllm_arrivals_trace_pads_no_bucket_below_0() -> None:
+    # vLLM 0.24's arrivals trace (requests arrive during decode): its FULL steps at 8 cost more than at 16 (longer
+    # contexts by then); the one step padded 12 -> 16 read -126 us on the curve
+    src = REPO / "traces" / "h200-vllm-2026-12-04" / "full-nostack" / "arrivals.pt.trace.json.gz"
+    rep = analyze_trace(load_trace(src), AnalysisOptions())
+    graph = [st for st in rep.steps if st.padding_us is not None]
+    padded = [st for st in graph if st.padded_rows]
+    assert len(padded) == 15 and min(st.padding_us_low for st in graph) >= 0.0
+    twelve = [st for st in padded if (st.batch_size, st.bucket) == (12, 16)]
+    assert len(twelve) == 1 and 0.0 < twelve[0].padding_us < 40.0
+    assert rep.summary.padding_own_steps == 1
+    assert "1 of them on their bucket's own steps' prediction" in padding_basis(rep.summary)
 
 
 def _pyfn(name: str, ts: float, dur: float) -> dict:
