@@ -5,8 +5,9 @@ Capture plans, fleet plans and eager-vs-graph pairs only make sense within one w
 **workload** is computed from its kernels alone, so an eager trace and a graph trace of the
 same model (a replay shows the same kernel names) get the same one:
 
-* **kernel families** of the steps: each kernel name is folded to a family that does not
-  change with the batch size. GEMM library kernels (cuBLAS ``nvjet_*``/``sm90_xmma_*``,
+* **kernel families** that run in at least half of the steps (a serving engine's occasional kernels, such as
+  vLLM's prefill input preparation when requests arrive, leave a decode trace and one with arrivals of the same
+  server one workload): each kernel name is folded to a family that does not change with the batch size. GEMM library kernels (cuBLAS ``nvjet_*``/``sm90_xmma_*``,
   CUTLASS, split-K reduces) become ``gemm`` and attention kernels (flash, cuDNN SDPA,
   FMHA, softmax) ``attention`` because the library picks another tile or split per shape; ATen's
   elementwise, index and gather kernels become ``elementwise`` because ATen picks a
@@ -14,8 +15,9 @@ same model (a replay shows the same kernel names) get the same one:
   size; NCCL and custom all-reduce kernels become ``collective`` (the algorithm, ring or
   tree, LL or simple, follows the message size); Triton kernels become ``triton``. Any other
   name keeps its identifier without namespaces or template arguments (``reduce_kernel``,
-  ``CatArrayBatchedCopy``). Runtime-internal kernels (``memcpy32_post`` of graph replays)
-  are left out. ``families_hash`` is a hash of the sorted distinct families.
+  ``CatArrayBatchedCopy``). Runtime-internal kernels (``memcpy32_post`` of graph replays, the
+  driver's own ``memcpy128``-style copy kernels, which run at some transfer sizes only: OLMoE's graph at batch 64
+  runs one, at 8 none) are left out. ``families_hash`` is a hash of the sorted distinct families.
 * **structural kernels per step**: the median over steps of the kernels that are neither
   ``gemm`` nor ``attention`` nor internal. On the H200 harness traces the total kernel
   count changes with the batch size (1b: 737 at batch 1 and 64, 721 at 256; 8b: 1,489 vs
@@ -55,7 +57,7 @@ VARIABLE_FAMILIES = ("gemm", "attention")
 #: Bins per octave of the structural kernel count.
 BINS_PER_OCTAVE = 8
 
-_INTERNAL = re.compile(r"^(?:memcpy\d*_post|memset\d*_post|cudaGraph|__cudart)", re.I)
+_INTERNAL = re.compile(r"^(?:mem(?:cpy|set)\d*(?:_post)?\b|cudaGraph|__cudart)", re.I)
 _COLLECTIVE = re.compile(r"nccl|rccl|all_?reduce|reduce_?scatter|all_?gather|all_?to_?all|cross_device_reduce"
                          r"|custom_?ar|one_?shot|two_?shot|multimem", re.I)
 _GEMM = re.compile(r"gemm|gemv|nvjet|cublas|cutlass|xmma|splitkreduce|matmul|dot_kernel"
@@ -295,7 +297,7 @@ def workload_of(trace: Trace, row_step: np.ndarray) -> Workload:
     has = total > 0  # steps that ran kernels
     n_steps = int(has.sum())
     total, structural = total[has], structural[has]
-    families = {f for f in fam if f is not None}
+    families = _common_families(nid, step, uniq, fam, len(trace.names), total.size if n_steps else 1)
     # The device that ran most of the kernels names the workload's GPU.
     dev_n = np.bincount(trace.device[rows].astype(np.int64) + 1) if rows.size else np.zeros(1, dtype=np.int64)
     dev = int(np.argmax(dev_n)) - 1 if rows.size else -1
@@ -304,6 +306,25 @@ def workload_of(trace: Trace, row_step: np.ndarray) -> Workload:
                          kernels_per_step=float(np.median(total)) if n_steps else 0.0,
                          structural_kernels_per_step=float(np.median(structural)) if n_steps else 0.0,
                          families=families, rank=rank, world_size=trace.world_size, model=model_class(trace, row_step))
+
+
+def _common_families(nid: np.ndarray, step: np.ndarray, uniq: np.ndarray, fam: list[str | None], n_names: int,
+                     n_slots: int) -> set[str]:
+    """The families that run in at least half of the steps that ran kernels: a serving engine runs some kernels in a
+    few steps only (vLLM's V2 runner prepares prefill inputs and writes staged request state when requests arrive), so
+    a trace of decode alone and one with arrivals of the same server are one workload."""
+    names = sorted({f for f in fam if f is not None})
+    if not names:
+        return set()
+    index = {f: i for i, f in enumerate(names)}
+    fam_of_name = np.full(n_names, -1, dtype=np.int64)
+    fam_of_name[uniq] = [index[f] if f is not None else -1 for f in fam]
+    f = fam_of_name[nid]
+    ok = f >= 0
+    pairs = np.unique(f[ok] * n_slots + step[ok])  # each (family, step) once
+    steps_with = np.bincount(pairs // n_slots, minlength=len(names))
+    n_steps = np.unique(step).size
+    return {name for name, k in zip(names, steps_with.tolist()) if 2 * k >= n_steps}
 
 
 T = TypeVar("T")

@@ -11,6 +11,7 @@ from launchgap.loaders import load_trace
 from launchgap.overhead_fit import main as fit_main
 from launchgap.planning.request import PlanInput, PlanRequest
 from launchgap.report import analyze_trace
+from tests.conftest import REPO
 
 
 @pytest.fixture(scope="module")
@@ -118,3 +119,17 @@ def test_fit_command_on_the_bundled_timings(h200, capsys) -> None:
     out = capsys.readouterr().out
     assert out.count("h200/") == 6  # the six eager traces against timings.json
     assert "former 1.8 us/event: speedup error median" in out and "refit (ref), leave-one-out" in out
+
+
+@pytest.mark.parametrize("files", [
+    # vLLM 0.24 eager, with and without Python stacks (one server configuration, constant batch 16)
+    [f"h200-vllm-2026-12-04/interleaved/eager-{s}/block{b}.pt.trace.json.gz" for s in ("stack", "nostack")
+     for b in range(3)],
+    # OLMoE's graph at batch 8 and 64 and its serving run: the driver's memcpy128 runs at 64 only
+    ["h200-hf-2026-12-02/traces/olmoe-1b-7b-like_bs8_graph.json.gz",
+     "h200-hf-2026-12-02/traces/olmoe-1b-7b-like_bs64_graph.json.gz",
+     "h200-padding-2026-12-03d/olmoe-1b-7b-like/serving/olmoe-1b-7b-like_serving_serve.json.gz"],
+], ids=["vllm-eager-blocks", "olmoe-sizes"])
+def test_one_server_or_model_is_one_workload(files: list[str]) -> None:
+    ids = {analyze_trace(load_trace(REPO / "traces" / f)).workload.id for f in files}
+    assert len(ids) == 1

@@ -63,6 +63,8 @@ def test_kernel_families_fold_batch_size_variants() -> None:
     assert kernel_family(REDUCE) == "reduce_kernel"
     assert kernel_family("triton_poi_fused__unsafe_view_mul_silu_9") == "triton"
     assert kernel_family("memcpy32_post") is None  # inside graph replays, not the model's
+    assert kernel_family("memcpy128") is None and kernel_family("memset32") is None  # the driver's, by transfer size
+    assert kernel_family("memcpy_kernel") == "memcpy_kernel"  # a kernel of the program's own keeps its name
     # a return type with parentheses in it (vLLM's fused norm): the kernel's own name, not "enable_if"
     assert kernel_family("std::enable_if<(((8)>(0)))&&vllm::_typeConvert<c10::BFloat16>::exists, void>::type "
                          "vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, long)") \
@@ -94,6 +96,24 @@ def test_other_layer_count_device_or_rank_is_another_workload(tmp_path) -> None:
     r0 = workload(tmp_path, 4, 1, name="d.json", distributedInfo={"rank": 0, "world_size": 2})
     r1 = workload(tmp_path, 4, 1, name="e.json", distributedInfo={"rank": 1, "world_size": 2})
     assert len({base.id, r0.id, r1.id}) == 3 and r1.label.endswith("rank 1 of 2")
+
+
+def test_a_kernel_of_a_few_steps_only_is_no_family(tmp_path) -> None:
+    # three steps of one model; an engine's occasional kernel (vLLM V2's prefill input preparation) in the first only,
+    # another in two of the three: the families are those of at least half of the steps
+    ev = trace_events(4, 1, steps=3)
+    extra = [(0, "_prepare_prefill_inputs_kernel", 900), (0, "_apply_write_kernel", 901), (1, "_apply_write_kernel", 902)]
+    for step, name, corr in extra:
+        t0 = 1000.0 * step + 850
+        ev += [launch(t0, 2, corr), kernel(t0 + 3, 2, corr, name=name)]
+    w = analyze_trace(load_trace(write(tmp_path, ev))).workload
+    assert w.families == ("_apply_write_kernel", "elementwise", "gemm", "reduce_kernel")
+    # the same model without them: the one workload with the kernel of two steps, not with the prefill's
+    plain = workload(tmp_path, 4, 1, name="plain.json")
+    assert plain.families == ("elementwise", "gemm", "reduce_kernel") and plain.id != w.id
+    few = [e for e in ev if e.get("name") != "_apply_write_kernel" and e.get("args", {}).get("correlation") != 901
+           and e.get("args", {}).get("correlation") != 902]
+    assert analyze_trace(load_trace(write(tmp_path, few, name="few.json"))).workload.id == plain.id
 
 
 def test_one_kernel_more_stays_in_the_bin() -> None:
