@@ -297,7 +297,7 @@ def workload_of(trace: Trace, row_step: np.ndarray) -> Workload:
     has = total > 0  # steps that ran kernels
     n_steps = int(has.sum())
     total, structural = total[has], structural[has]
-    families = _common_families(nid, step, uniq, fam, len(trace.names), total.size if n_steps else 1)
+    families = _common_families(nid, step, uniq, fam, len(trace.names))
     # The device that ran most of the kernels names the workload's GPU.
     dev_n = np.bincount(trace.device[rows].astype(np.int64) + 1) if rows.size else np.zeros(1, dtype=np.int64)
     dev = int(np.argmax(dev_n)) - 1 if rows.size else -1
@@ -308,8 +308,8 @@ def workload_of(trace: Trace, row_step: np.ndarray) -> Workload:
                          families=families, rank=rank, world_size=trace.world_size, model=model_class(trace, row_step))
 
 
-def _common_families(nid: np.ndarray, step: np.ndarray, uniq: np.ndarray, fam: list[str | None], n_names: int,
-                     n_slots: int) -> set[str]:
+def _common_families(nid: np.ndarray, step: np.ndarray, uniq: np.ndarray, fam: list[str | None], n_names: int
+                     ) -> set[str]:
     """The families that run in at least half of the steps that ran kernels: a serving engine runs some kernels in a
     few steps only (vLLM's V2 runner prepares prefill inputs and writes staged request state when requests arrive), so
     a trace of decode alone and one with arrivals of the same server are one workload."""
@@ -321,6 +321,7 @@ def _common_families(nid: np.ndarray, step: np.ndarray, uniq: np.ndarray, fam: l
     fam_of_name[uniq] = [index[f] if f is not None else -1 for f in fam]
     f = fam_of_name[nid]
     ok = f >= 0
+    n_slots = int(step.max()) + 1  # step indices, steps without kernels among them
     pairs = np.unique(f[ok] * n_slots + step[ok])  # each (family, step) once
     steps_with = np.bincount(pairs // n_slots, minlength=len(names))
     n_steps = np.unique(step).size

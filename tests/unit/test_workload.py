@@ -116,6 +116,16 @@ def test_a_kernel_of_a_few_steps_only_is_no_family(tmp_path) -> None:
     assert analyze_trace(load_trace(write(tmp_path, few, name="few.json"))).workload.id == plain.id
 
 
+def test_a_step_without_kernels_counts_for_no_family(tmp_path) -> None:
+    # four steps, the second launches nothing; a kernel of the last two steps runs in 2 of the 3 that ran kernels
+    ev = [e for e in trace_events(4, 1, steps=4) if e["name"].startswith("decode_step") or not 1000 <= e["ts"] < 2000]
+    for step, corr in ((2, 900), (3, 901)):
+        t0 = 1000.0 * step + 850
+        ev += [launch(t0, 2, corr), kernel(t0 + 3, 2, corr, name="aaa_kernel")]
+    w = analyze_trace(load_trace(write(tmp_path, ev))).workload
+    assert w.families == ("aaa_kernel", "elementwise", "gemm", "reduce_kernel")
+
+
 def test_one_kernel_more_stays_in_the_bin() -> None:
     a = make_workload(device="G", kernels_per_step=737, structural_kernels_per_step=640, families=["x"])
     b = make_workload(device="G", kernels_per_step=721, structural_kernels_per_step=646, families=["x"])
