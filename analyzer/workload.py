@@ -17,7 +17,10 @@ same model (a replay shows the same kernel names) get the same one:
   name keeps its identifier without namespaces or template arguments (``reduce_kernel``,
   ``CatArrayBatchedCopy``). Runtime-internal kernels (``memcpy32_post`` of graph replays, the
   driver's own ``memcpy128``-style copy kernels, which run at some transfer sizes only: OLMoE's graph at batch 64
-  runs one, at 8 none) are left out. ``families_hash`` is a hash of the sorted distinct families.
+  runs one, at 8 none) are left out, and so are the engines' request-state kernels
+  (:data:`launchgap.engines.STATE_KERNELS`: vLLM's V2 runner writes staged request state when requests arrive,
+  finish or take a KV block, in most steps of a server with traffic and in none of a constant batch).
+  ``families_hash`` is a hash of the sorted distinct families.
 * **structural kernels per step**: the median over steps of the kernels that are neither
   ``gemm`` nor ``attention`` nor internal. On the H200 harness traces the total kernel
   count changes with the batch size (1b: 737 at batch 1 and 64, 721 at 256; 8b: 1,489 vs
@@ -33,7 +36,10 @@ same model (a replay shows the same kernel names) get the same one:
 ``label`` says them in words (with this trace's own counts).
 Limits: two models of the same code and layer count but other widths share a workload (the
 GEMM tiles that would tell them apart also change with the batch size); a torch.compile'd
-model is another workload than its eager self (other kernels).
+model is another workload than its eager self (other kernels); an eager vLLM server's traces at
+other contexts can be two (its FlashAttention 3 zeroes a buffer per layer, ATen's ``FillFunctor``, where it does not
+split the KV cache and runs a combine kernel per layer where it does: a 3B model at batch 16, 149 structural kernels
+a step against 121; leaving the zero-fills out instead merged models that they tell apart, docs/metrics.md).
 """
 from __future__ import annotations
 
@@ -48,6 +54,7 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from .costmodel import KERNEL_CLASSES, classify_kernels
+from .engines import STATE_KERNELS
 from .errors import InputError
 from .gpus import device_name
 from .trace import Kind, Trace, kernel_base_name
@@ -82,8 +89,14 @@ def trace_rank(trace: Trace) -> int | None:
 
 
 def kernel_family(name: str) -> str | None:
-    """The batch-size-independent family of one kernel name (see the module docstring); None = internal."""
+    """The batch-size-independent family of one kernel name (see the module docstring); None = not the model's work
+    (runtime-internal, or a serving engine's request-state kernel)."""
     if _INTERNAL.search(name):
+        return None
+    # the kernel's own name: a return type may hold parentheses (std::enable_if<(((8)>(0)))..., void>::type
+    # vllm::fused_add_rms_norm_kernel<...>(...) is fused_add_rms_norm_kernel, not enable_if)
+    own = kernel_base_name(name).rsplit("::", 1)[-1]
+    if STATE_KERNELS is not None and STATE_KERNELS.search(own):
         return None
     if _COLLECTIVE.search(name):
         return "collective"
@@ -95,11 +108,8 @@ def kernel_family(name: str) -> str | None:
         return "triton"
     if _ELEMENTWISE.search(name):
         return "elementwise"
-    # the kernel's own name: a return type may hold parentheses (std::enable_if<(((8)>(0)))..., void>::type
-    # vllm::fused_add_rms_norm_kernel<...>(...) is fused_add_rms_norm_kernel, not enable_if)
-    s = kernel_base_name(name).rsplit("::", 1)[-1]
     # Size variants of one kernel: CatArrayBatchedCopy_vectorized / _contig / _aligned16 ...
-    s = re.sub(r"(?:_(?:vectorized|contig|aligned[0-9A-Za-z]*|unrolled|small|large|\d+))+$", "", s)
+    s = re.sub(r"(?:_(?:vectorized|contig|aligned[0-9A-Za-z]*|unrolled|small|large|\d+))+$", "", own)
     return s or "unnamed"
 
 

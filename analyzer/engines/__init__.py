@@ -18,6 +18,8 @@ only read these attributes (a unit test checks every registered module has them)
 * ``TOKEN_KERNELS``: a regex (or ``None``) of kernels launched with one block per token, whose grid gives a step's
   tokens; ``REQUEST_KERNELS``: :class:`~launchgap.engines._base.SequenceKernel` values (or ``None``), kernels
   launched with one block per sequence plus a known extra, whose grid gives its requests (:mod:`launchgap.steps`);
+* ``STATE_KERNELS``: a regex (or ``None``) of the engine's bookkeeping kernels that run only when its set of requests
+  changes (not the model's work: :mod:`launchgap.workload` leaves them out of a workload's identity);
 * ``PHASE_KERNELS``: :class:`~launchgap.engines._base.PhaseKernel` values, the engine's own attention kernels
   that run in one phase only (the shared libraries' are in :mod:`launchgap.engines.attention`; all of them
   together: :data:`PHASE_KERNELS`);
@@ -32,6 +34,7 @@ Adding an engine is one module here and one entry in :data:`ENGINE_MODULES`.
 from __future__ import annotations
 
 import importlib
+import re
 from types import ModuleType
 
 from . import attention
@@ -45,7 +48,7 @@ ENGINE_MODULES = ("vllm", "sglang", "tensorrt_llm")
 REQUIRED = ("NAME", "LABEL", "VERSIONS_READ", "STEP_MARKERS", "CAPTURE_ANNOTATION", "PYTHON_CUE", "OP_CUE",
             "COLLECTIVE_KERNELS", "CAPTURE_LISTS", "DEFAULT_MAX_SIZE", "default_sizes", "capture_config",
             "config_snippet", "SNIPPET_LANGUAGE", "HOST_PHASES", "parse_config", "trace_default", "TOKEN_KERNELS",
-            "REQUEST_KERNELS", "PHASE_KERNELS")
+            "REQUEST_KERNELS", "STATE_KERNELS", "PHASE_KERNELS")
 
 ENGINES: tuple[ModuleType, ...] = tuple(importlib.import_module(f"{__name__}.{m}") for m in ENGINE_MODULES)
 #: Engine names (JSON keys), in registry order.
@@ -56,9 +59,12 @@ LABELS: dict[str, str] = {e.NAME: e.LABEL for e in ENGINES}
 STEP_MARKERS: tuple[StepMarker, ...] = tuple(m for e in ENGINES for m in e.STEP_MARKERS)
 #: Attention kernels that run in one phase only: the shared libraries', then every engine's own.
 PHASE_KERNELS: tuple[PhaseKernel, ...] = attention.PHASE_KERNELS + tuple(k for e in ENGINES for k in e.PHASE_KERNELS)
+#: Every engine's request-state kernels in one regex (searched in a kernel's own name), or ``None`` where none has any.
+_STATE = [e.STATE_KERNELS.pattern for e in ENGINES if e.STATE_KERNELS is not None]
+STATE_KERNELS: re.Pattern[str] | None = re.compile("|".join(f"(?:{p})" for p in _STATE)) if _STATE else None
 
 __all__ = ["ENGINES", "ENGINE_MODULES", "LABELS", "MARKER_SOURCES", "NAMES", "PHASES", "PHASE_KERNELS", "REQUIRED",
-           "STEP_MARKERS", "CaptureSettings", "PhaseKernel", "SequenceKernel", "MAX_CONFIG_CHARS", "StepInfo", "StepMarker", "capture_sizes_of", "default_sizes", "default_version", "engine",
+           "STATE_KERNELS", "STEP_MARKERS", "CaptureSettings", "PhaseKernel", "SequenceKernel", "MAX_CONFIG_CHARS", "StepInfo", "StepMarker", "capture_sizes_of", "default_sizes", "default_version", "engine",
            "parse_server_config", "version_default"]
 
 

@@ -185,6 +185,8 @@ def config_snippet(buckets: list[int], padding: str) -> str:
 TOKEN_KERNELS = re.compile(r"store_kvcache|(?<!vllm::)rotary_embedding_kernel")
 #: Kernels launched with one block per sequence (grid x = the step's requests); ``None``: none known.
 REQUEST_KERNELS = None
+#: No request-state kernels of its own are known (:data:`launchgap.engines.STATE_KERNELS`).
+STATE_KERNELS = None
 #: Attention kernels of SGLang's own that run in one phase only (the libraries' are in
 #: :mod:`launchgap.engines.attention`): the Triton backend's decode attention (``_fwd_kernel_stage1``,
 #: ``_fwd_grouped_kernel_stage1`` and their ``_int8`` forms in ``layers/attention/triton_ops/decode_attention.py``,

@@ -164,6 +164,8 @@ def config_snippet(buckets: list[int], padding: str) -> str:
 TOKEN_KERNELS = None
 #: Kernels launched with one block per sequence (grid x = the step's requests); ``None``: none known.
 REQUEST_KERNELS = None
+#: No request-state kernels of its own are known (:data:`launchgap.engines.STATE_KERNELS`).
+STATE_KERNELS = None
 #: Attention kernels of TensorRT-LLM's own that run in one phase only: the masked multi-head attention kernel
 #: (``tensorrt_llm::kernels::mmha::masked_multihead_attention_kernel``), which ``AttentionOp::enqueueGeneration``
 #: (and the TensorRT plugin's ``GPTAttentionPluginCommon::enqueueGeneration``) launches through

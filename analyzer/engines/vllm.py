@@ -256,6 +256,11 @@ REQUEST_KERNELS = (
     SequenceKernel(re.compile(r"^_compute_slot_mapping_kernel$"), 1,
                    "vllm/v1/worker/block_table.py (V1 runner): _compute_slot_mapping_kernel[(num_reqs + 1,)]"),
 )
+#: The V2 model runner's request-state kernels (:data:`launchgap.engines.STATE_KERNELS`): ``_apply_write_kernel``
+#: (``vllm/v1/worker/gpu/buffer_utils.py``, ``[(n,)]`` over the staged writes of block tables and request state, so
+#: it runs when requests arrive, finish or take a new KV block) and ``_prepare_prefill_inputs_kernel``
+#: (``gpu/input_batch.py``, when a step holds prompt tokens). A server's trace of decode alone runs neither.
+STATE_KERNELS = re.compile(r"^_apply_write_kernel$|^_prepare_prefill_inputs_kernel$")
 #: Attention kernels of vLLM's own that run in one phase only (:class:`~launchgap.engines._base.PhaseKernel`; the
 #: libraries' in :mod:`launchgap.engines.attention`): none. What the V1 backends launch runs in every phase:
 #: FLASH_ATTN calls ``flash_attn_varlen_func`` for prefill, decode and mixed batches; FLASHINFER's decode wrapper is

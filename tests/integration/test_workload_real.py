@@ -129,7 +129,12 @@ def test_fit_command_on_the_bundled_timings(h200, capsys) -> None:
     ["h200-hf-2026-12-02/traces/olmoe-1b-7b-like_bs8_graph.json.gz",
      "h200-hf-2026-12-02/traces/olmoe-1b-7b-like_bs64_graph.json.gz",
      "h200-padding-2026-12-03d/olmoe-1b-7b-like/serving/olmoe-1b-7b-like_serving_serve.json.gz"],
-], ids=["vllm-eager-blocks", "olmoe-sizes"])
+    # vLLM 0.24's V2 runner, FULL graphs: a constant batch of 16 and a server whose requests arrive and finish (its
+    # staged request-state writes, _apply_write_kernel, run in most of its steps and in none of the constant batch)
+    ["h200-vllm-2026-12-04/interleaved/full-stack-v2runner/block0.pt.trace.json.gz",
+     "h200-vllm-2026-12-04/full-stack/shrinking.pt.trace.json.gz",
+     "h200-vllm-2026-12-04/full-nostack/arrivals.pt.trace.json.gz"],
+], ids=["vllm-eager-blocks", "olmoe-sizes", "vllm-v2-constant-and-arrivals"])
 def test_one_server_or_model_is_one_workload(files: list[str]) -> None:
     ids = {analyze_trace(load_trace(REPO / "traces" / f)).workload.id for f in files}
     assert len(ids) == 1

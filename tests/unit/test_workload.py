@@ -99,21 +99,37 @@ def test_other_layer_count_device_or_rank_is_another_workload(tmp_path) -> None:
 
 
 def test_a_kernel_of_a_few_steps_only_is_no_family(tmp_path) -> None:
-    # three steps of one model; an engine's occasional kernel (vLLM V2's prefill input preparation) in the first only,
-    # another in two of the three: the families are those of at least half of the steps
+    # three steps of one model; an occasional kernel in the first only, another in two of the three: the families
+    # are those of at least half of the steps
     ev = trace_events(4, 1, steps=3)
-    extra = [(0, "_prepare_prefill_inputs_kernel", 900), (0, "_apply_write_kernel", 901), (1, "_apply_write_kernel", 902)]
+    extra = [(0, "rare_kernel", 900), (0, "often_kernel", 901), (1, "often_kernel", 902)]
     for step, name, corr in extra:
         t0 = 1000.0 * step + 850
         ev += [launch(t0, 2, corr), kernel(t0 + 3, 2, corr, name=name)]
     w = analyze_trace(load_trace(write(tmp_path, ev))).workload
-    assert w.families == ("_apply_write_kernel", "elementwise", "gemm", "reduce_kernel")
-    # the same model without them: the one workload with the kernel of two steps, not with the prefill's
+    assert w.families == ("elementwise", "gemm", "often_kernel", "reduce_kernel")
+    # the same model without them: the one workload with the kernel of two steps, not with the rare one
     plain = workload(tmp_path, 4, 1, name="plain.json")
     assert plain.families == ("elementwise", "gemm", "reduce_kernel") and plain.id != w.id
-    few = [e for e in ev if e.get("name") != "_apply_write_kernel" and e.get("args", {}).get("correlation") != 901
-           and e.get("args", {}).get("correlation") != 902]
+    few = [e for e in ev if e.get("name") != "often_kernel" and e.get("args", {}).get("correlation") not in (901, 902)]
     assert analyze_trace(load_trace(write(tmp_path, few, name="few.json"))).workload.id == plain.id
+
+
+def test_an_engines_request_state_kernels_are_no_family(tmp_path) -> None:
+    # vLLM's V2 runner writes staged request state (_apply_write_kernel) when requests arrive or finish, and
+    # prepares prompt inputs when a step holds prompt tokens: in every step here, still not the model's identity
+    assert kernel_family("_apply_write_kernel") is None and kernel_family("_prepare_prefill_inputs_kernel") is None
+    assert kernel_family("_prepare_pos_seq_lens_kernel") == "_prepare_pos_seq_lens_kernel"  # every step's, kept
+    ev = trace_events(4, 1, steps=3)
+    for step in range(3):
+        t0 = 1000.0 * step + 850
+        ev += [launch(t0, 2, 900 + step), kernel(t0 + 3, 2, 900 + step, name="_apply_write_kernel"),
+               launch(t0 + 10, 2, 910 + step), kernel(t0 + 13, 2, 910 + step, name="_prepare_prefill_inputs_kernel")]
+    w = analyze_trace(load_trace(write(tmp_path, ev))).workload
+    plain = workload(tmp_path, 4, 1, name="plain.json")
+    assert w.families == plain.families == ("elementwise", "gemm", "reduce_kernel")
+    assert w.id == plain.id and w.structural_kernels_per_step == plain.structural_kernels_per_step == 8.0
+    assert w.kernels_per_step == plain.kernels_per_step + 2 == 18.0  # counted among the step's kernels, not its identity
 
 
 def test_a_step_without_kernels_counts_for_no_family(tmp_path) -> None:
