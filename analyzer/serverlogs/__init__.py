@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..engines import LABELS
 from ..errors import InputError
 from ..loaders import expand_paths
 from . import prometheus, sglang, tensorrt_llm, vllm
@@ -160,7 +161,9 @@ def read_server_file(path: str | Path, optional: bool = False) -> ServerLog | No
     if log.recognised_lines == 0:
         if optional:
             return None
-        raise InputError(f"no {engine} log line it could read (only its name appears)", str(path))
+        raise InputError(f"neither a {LABELS[engine]} log line nor a /metrics scrape it could read (the engine's name appears;"
+                         f" a scrape's lines are Prometheus samples, # HELP / # TYPE comments and time stamps)",
+                         str(path))
     return log
 
 

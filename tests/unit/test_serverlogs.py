@@ -540,6 +540,9 @@ def _cli(capsys, argv: list[str]) -> tuple[int, str, str]:
 @pytest.mark.parametrize("name, data, reason", [
     ("notes.log", b"hello\nworld\n", "no vLLM, SGLang or TensorRT-LLM log line or metric in it"),
     ("empty.log", b"", "empty file"),
+    # a scrape cut short after three lines: one of them a sample, so not a scrape, and no log line either
+    ("cut.prom", b'# HELP vllm:x\nvllm:num_requests_running{model_name="m"} 3\nvllm:foo{', "neither a vLLM log line nor a"
+     " /metrics scrape it could read"),
     ("blob.log", bytes(range(256)) * 64, "binary content"),
     ("cut.log.gz", gzip.compress(SGLANG_DECODE["0.5.9"][0].encode() * 2000)[:300], "truncated gzip"),
 ])
