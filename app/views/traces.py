@@ -85,6 +85,10 @@ if any(up.diagnosis is not None for up in logs.values()):
                  f"): open the Server page", icon=":material/dns:")
 
 
+def _phase(group: dict) -> str:
+    return f"{group['phase'] or 'unknown'} ({group['graph_coverage']})"
+
+
 def _rows(e: LoadedTrace) -> list[dict]:
     """One row per trace; an engine trace with several (phase, coverage) groups gets one row per group, each with
     its own figures and verdict (decode and prefill apart, as the CLI's table)."""
@@ -105,10 +109,13 @@ def _rows(e: LoadedTrace) -> list[dict]:
         "format": r.format,
         "source": e.source,
     }
-    if not (s.step_source == "engine" and len(s.step_groups) > 1):
+    groups = s.step_groups if s.step_source == "engine" else []
+    if len(groups) == 1:  # one phase and coverage: named on the trace's own row
+        return [{**base, "phase": _phase(groups[0])}]
+    if not groups:
         return [base]
     return [{**base, "verdict": g["verdict"], "step (us, median)": g["step_us_median"],
-             "phase": f"{g['phase'] or 'unknown'} ({g['graph_coverage']})", "steps": g["steps"],
+             "phase": _phase(g), "steps": g["steps"],
              "batch sizes": ", ".join(str(b) for b in g["batch_sizes"]) or "unknown",
              "GPU idle": g["gpu_idle_fraction"], "kernels / step": g["kernels_per_step_median"]}
             for g in s.step_groups]

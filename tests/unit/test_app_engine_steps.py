@@ -211,3 +211,13 @@ def test_compare_gives_the_engines_whole_steps_beside_the_speedup() -> None:
         pytest.approx(side.loc["predicted CUDA-graph speedup", "A"], abs=2e-3)
     assert side.loc["predicted CUDA-graph speedup", "B"] == 1.0
     assert side.loc["engine's whole step (us)", "B"] == side.loc["engine's whole step with graphs (us)", "B"]
+
+
+def test_traces_table_names_the_phase_of_an_engine_trace_of_one_phase() -> None:
+    """The Traces page's table: an engine trace whose steps are one (phase, coverage) group says it on its row, one
+    with several gets a row per group; a trace without an engine says nothing of phase."""
+    at = upload(new_app(), [("vllm_piecewise.json.gz", PIECEWISE.read_bytes()), ("serving.json.gz", SERVING.read_bytes())])
+    table = next(d.value for d in at.dataframe if "phase" in d.value.columns)
+    rows = {r["trace"]: r["phase"] for r in table.to_dict("records") if r["trace"] in ("vllm_piecewise.json.gz",
+                                                                                      "serving.json.gz")}
+    assert rows == {"vllm_piecewise.json.gz": "mixed (piecewise)", "serving.json.gz": "—"}
