@@ -307,6 +307,18 @@ class OverheadEstimate:
     python_call_low: float = 0.0
     python_call_high: float = 0.0
     python_calls_per_event: float = 0.0
+    #: The host-reference rate's point, us per host event, where ``us_per_event`` is the ratio model's (else
+    #: ``None``): see :attr:`us_per_event_anywhere`.
+    event_rate_us: float | None = None
+
+    @property
+    def us_per_event_anywhere(self) -> float:
+        """The profiler's cost of one recorded host event wherever it falls (between two eager launches,
+        :func:`launchgap.predict.host_us_per_launch`), us: :attr:`us_per_event`, at most the host-reference rate. The
+        ratio model's figure is a share of the profiled step spread over its host events, right for steps like the
+        eager ones it was fitted on; a FULL-graph step's few events over a long step inflate it past any one event's
+        cost (vLLM's FULL-graph traces: 4-10 us against the rate's 1-2.3)."""
+        return self.us_per_event if self.event_rate_us is None else min(self.us_per_event, self.event_rate_us)
 
     def python_us(self, python_calls: np.ndarray, host_events: np.ndarray, end: str = "point") -> np.ndarray:
         """Per step the Python tracer's cost (us) at this estimate's ``point``, ``low`` or ``high`` rate."""
@@ -372,7 +384,8 @@ def _estimate_events(settings: ProfilerSettings, table: OverheadTable, step_us: 
         high *= table.profile_memory_high_factor if settings.profile_memory else 1.0
         return OverheadEstimate(r.tier, round(point, 4), round(low, 4), round(high, 4),
                                 f"ratio model, {sh.source}; range with the host-reference rate, {r.source}",
-                                tuple(notes + _memory_note(settings, table)))
+                                tuple(notes + _memory_note(settings, table)),
+                                event_rate_us=round(r.in_us(settings.host_ref_us, table.typical_ref_us)[0], 4))
     if r.unit == "ref":
         ref = settings.host_ref_us
         notes.append(f"{r.value:g}x the host reference ({ref:.3g} us per leaf CPU op)" if ref else

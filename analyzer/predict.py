@@ -32,6 +32,7 @@ measured unprofiled steps and prints the error table (see :func:`main`).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -166,9 +167,16 @@ def replay_node_us(trace: Trace, model: PredictionModel) -> tuple[float, str]:
     return float(model.node_per_replay_gap * max(float(np.mean(gap_us)), 0.0)), "trace replays"
 
 
+#: The Python tracer's cost (us) of so many recorded Python calls beside so many host events (both arrays):
+#: :meth:`launchgap.overhead.OverheadEstimate.python_us`.
+PythonCost = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
 #: Fewest intervals between eager kernel launches that :func:`host_us_per_launch` measures the host's cost per
-#: launch on; with fewer the eager estimate keeps its prior (``costmodel.DEFAULT_HOST_US_PER_LAUNCH``).
-MIN_HOST_INTERVALS = 100
+#: launch on; with fewer the eager estimate keeps its prior (``costmodel.DEFAULT_HOST_US_PER_LAUNCH``). vLLM's V1
+#: runner's FULL-graph steps hold 13 intervals a step between the eager launches around the replay: six steps give
+#: 78, whose medians put the eager step +8, +74 and +51% off the server's own (three blocks), where the prior (a bare
+#: op's launch) puts it 87% low (bench/eager_host_eval.py, set 4).
+MIN_HOST_INTERVALS = 50
 
 
 @dataclass(frozen=True)
@@ -183,15 +191,17 @@ class HostLaunchCost:
 
 
 def eager_launch_intervals_us(trace: Trace, row_step: np.ndarray, us_per_event: float,
-                              rows: np.ndarray | None = None) -> np.ndarray:
+                              rows: np.ndarray | None = None, python_us: PythonCost | None = None) -> np.ndarray:
     """The host's time from each eager kernel launch to the next, us (see :func:`host_us_per_launch`).
 
     An eager launch is a kernel-launch call whose correlation id ran a GPU op (a launch recorded into a graph
     during capture runs nothing). Per host thread, in time order, an interval runs from one eager launch to the
     next one in the same step (``row_step``; outside every step counts as one), with no graph launch between them:
-    its length less ``us_per_event`` times the host events (CPU ops, runtime calls) that start in it, so the
-    framework op around the call, its dispatch and the Python between ops count, the profiler's own cost does
-    not. ``rows`` (bool per row): only launches where it is true count."""
+    its length less ``us_per_event`` times the host events (CPU ops, runtime calls) that start in it, and less
+    ``python_us(calls, events)`` for the Python calls a ``with_stack`` trace recorded in it (any thread; the
+    tracer's cost, :meth:`launchgap.overhead.OverheadEstimate.python_us`), so the framework op around the call,
+    its dispatch and the Python between ops count, the profiler's own cost does not. ``rows`` (bool per row): only
+    launches where it is true count."""
     ran = np.zeros(len(trace), dtype=bool)
     ran[trace.launch_idx[trace.gpu_mask & (trace.launch_idx >= 0)]] = True
     eager = (trace.api == Api.KERNEL_LAUNCH) & ran
@@ -210,17 +220,25 @@ def eager_launch_intervals_us(trace: Trace, row_step: np.ndarray, us_per_event: 
         q = (trace.pid[a] == pid) & (trace.tid[a] == tid)
         events[q] = np.searchsorted(h, trace.start_ns[b[q]], side="left") - \
             np.searchsorted(h, trace.start_ns[a[q]], side="left")
-    return (trace.start_ns[b] - trace.start_ns[a]) / 1e3 - us_per_event * events
+    iv = (trace.start_ns[b] - trace.start_ns[a]) / 1e3 - us_per_event * events
+    calls = trace.python_calls.start_ns
+    if python_us is not None and calls.size:
+        n_calls = np.searchsorted(calls, trace.start_ns[b], side="left") - \
+            np.searchsorted(calls, trace.start_ns[a], side="left")
+        iv = iv - python_us(n_calls, events)
+    return iv
 
 
 def host_us_per_launch(trace: Trace, row_step: np.ndarray, us_per_event: float,
-                       rows: np.ndarray | None = None, min_intervals: int = MIN_HOST_INTERVALS) -> HostLaunchCost:
+                       rows: np.ndarray | None = None, min_intervals: int = MIN_HOST_INTERVALS,
+                       python_us: PythonCost | None = None) -> HostLaunchCost:
     """The host's time per eager kernel launch, measured on the trace's own eager launches (those a graph-mode
     trace still holds: input preparation, sampling, prefill, warm-up, fallback steps): the median of
     :func:`eager_launch_intervals_us` over at least ``min_intervals`` of them (a synchronisation that waits for
     the GPU, a scheduler pause are the outliers it passes over). ``rows`` (bool per row): only launches where it
-    is true count."""
-    iv = eager_launch_intervals_us(trace, row_step, us_per_event, rows)
+    is true count; ``python_us``: the Python tracer's cost of a with_stack trace's calls, as
+    :func:`eager_launch_intervals_us` takes it off."""
+    iv = eager_launch_intervals_us(trace, row_step, us_per_event, rows, python_us)
     if iv.size < min_intervals:
         return HostLaunchCost(None, int(iv.size))
     us = float(np.median(iv))

@@ -1177,7 +1177,7 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
                          dict(opts.graph_timings_us) if opts.graph_timings_us else None, CURVE_MIN_SIZE,
                          experts=opts.moe_routing, node_us=s.node_us,
                          kernel_scale=opts.model.kernel_scale(s.node_us_source),
-                         python_us=oh.python_us(cols.python_calls, cols.host_events), gpu=busy)
+                         python_us=oh.python_us(cols.python_calls, cols.host_events), gpu=busy, overhead=oh)
     ss, pc, padded, lost, hg = a.ss, a.pad, a.padded, a.lost_us, a.hg
     # the time between steps without the profiler, as a step's: less its cost of the host events and Python calls it
     # recorded there (a step's own events are priced in the step's estimate), never below the GPU work in it

@@ -44,8 +44,9 @@ sys.path.insert(0, str(REPO))
 
 from launchgap.costmodel import DEFAULT_HOST_US_PER_LAUNCH  # noqa: E402
 from launchgap.loaders import load_trace  # noqa: E402
-from launchgap.predict import eager_launch_intervals_us, host_us_per_launch  # noqa: E402
-from launchgap.report import analyze_trace  # noqa: E402
+from launchgap.overhead import detect_profiler_settings, estimate_overhead  # noqa: E402
+from launchgap.predict import PythonCost, eager_launch_intervals_us, host_us_per_launch  # noqa: E402
+from launchgap.report import TraceReport, analyze_trace  # noqa: E402
 from launchgap.steps import assign_rows_to_steps, find_steps  # noqa: E402
 from launchgap.timings import DRIFT_LIMIT, load_timings, pvu_drift, pvu_eager_us  # noqa: E402
 from launchgap.trace import Api, Kind, Trace  # noqa: E402
@@ -98,11 +99,20 @@ def op_costs(tr: Trace, per_event: float) -> tuple[float, float]:
     return float(np.median(np.repeat(us / n, n))), float(us.sum() / n.sum())
 
 
-def variants(tr: Trace, row_step: np.ndarray, per_event: float) -> dict[str, float | None]:
+def interval_costs(tr: Trace, rep: TraceReport) -> tuple[float, PythonCost]:
+    """The profiler's cost the analysis takes off an interval between eager launches: one host event's
+    (``OverheadEstimate.us_per_event_anywhere``: the trace's figure, at most the host-reference rate), and the
+    Python calls' past the host events' share (``with_stack``)."""
+    rate = estimate_overhead(detect_profiler_settings(tr))  # no step given: the host-reference rate alone
+    return min(rep.summary.profiler_overhead_us_per_event, rate.us_per_event), rate.python_us
+
+
+def variants(tr: Trace, rep: TraceReport, row_step: np.ndarray) -> dict[str, float | None]:
     """Host us per eager launch, each reading (see the module docstring), over every eager launch of the trace."""
-    iv = eager_launch_intervals_us(tr, row_step, per_event)
+    per_event, python_us = interval_costs(tr, rep)
+    iv = eager_launch_intervals_us(tr, row_step, per_event, python_us=python_us)
     op_med, op_mean = op_costs(tr, per_event)
-    return {"interval median": host_us_per_launch(tr, row_step, per_event).us,
+    return {"interval median": host_us_per_launch(tr, row_step, per_event, python_us=python_us).us,
             "interval mean": float(iv.mean()) if iv.size else None, "op median": op_med, "op mean": op_mean}
 
 
@@ -112,7 +122,6 @@ def serving_row(name: str, path: Path, truth: dict[int, float]) -> dict:
     row_step = assign_rows_to_steps(tr, find_steps(tr))
     eager_steps = np.array([st.index for st in rep.steps if st.graph_coverage == "eager"])
     graph_kernels = float(np.median([st.kernels for st in rep.steps if st.graph_coverage != "eager"]))
-    per_event = rep.summary.profiler_overhead_us_per_event
     sizes = np.array(sorted(truth))
     t_us = np.array([truth[b] for b in sizes.tolist()])
     graph = rep.cost_curve.at(sizes)
@@ -120,11 +129,12 @@ def serving_row(name: str, path: Path, truth: dict[int, float]) -> dict:
     def err(h: float | None) -> float | None:
         return None if h is None else float(np.median(np.maximum(graph, graph_kernels * h) / t_us - 1))
 
-    hidden = host_us_per_launch(tr, row_step, per_event, rows=~np.isin(row_step, eager_steps))
+    per_event, python_us = interval_costs(tr, rep)
+    hidden = host_us_per_launch(tr, row_step, per_event, rows=~np.isin(row_step, eager_steps), python_us=python_us)
     kernels_eager = float(np.median([st.kernels for st in rep.steps if st.graph_coverage == "eager"]))
     errs = {"prior": err(DEFAULT_HOST_US_PER_LAUNCH),
             "graph steps": err(hidden.us if hidden.us is not None else DEFAULT_HOST_US_PER_LAUNCH)}
-    us = variants(tr, row_step, per_event)
+    us = variants(tr, rep, row_step)
     errs.update({k: err(v) for k, v in us.items()})
     errs["trace eager steps"] = float(np.median(rep.eager_curve.us[sizes - 1] / t_us - 1))
     return {"trace": name, "eager_sizes": sizes.tolist(), "kernels": graph_kernels,
@@ -150,12 +160,52 @@ def eager_recording_rows() -> list[dict]:
             def err(h: float | None) -> float | None:
                 return None if h is None else max(s.gpu_busy_us_median, kernels * h) / truth - 1  # noqa: B023
 
-            us = variants(tr, row_step, s.profiler_overhead_us_per_event)
+            us = variants(tr, rep, row_step)
             errs = {"prior": err(DEFAULT_HOST_US_PER_LAUNCH), **{k: err(v) for k, v in us.items()},
                     "step less profiler": s.estimated_unprofiled_step_us_median / truth - 1}
             rows.append({"trace": f"{tim.parent.name}/{rec['model']} bs{rec['batch_size']} {rec['profiler']}",
                          "kernels": kernels, "truth_us_per_launch": round(truth / kernels, 2), "us_per_launch": us,
                          "err": errs})
+    return rows
+
+
+#: Set 4: vLLM 0.24's FULL-graph traces of the 3B (llama-3.2-3b-like) on the H200, and the same server's eager runs.
+VLLM = T / "h200-vllm-2026-12-04"
+VLLM_GRAPH = ("full-stack/shrinking", "full-nostack/shrinking", "full-nostack/arrivals", "full-stack-v1runner/shrinking",
+              "full-stack-v1runner/arrivals", *(f"interleaved/full-stack-{r}/block{b}" for r in ("v2runner", "v1runner")
+                                                for b in range(3)))
+VLLM_EAGER = ("eager-nostack/engine_steps.json", "eager-stack/engine_steps.json", "eager-stack/engine_steps.rerun.json")
+
+
+def vllm_eager_truth() -> dict[int, float]:
+    """The 3B server's unprofiled eager engine step (us) per batch size: the median over its three eager runs at the
+    sizes all of them timed (the H200 host ran at two speeds between them: 13-25 ms a step)."""
+    runs = [{int(r["batch_size"]): float(r["engine_step_us"]) for r in json.loads((VLLM / f).read_text())["rows"]}
+            for f in VLLM_EAGER]
+    common = set.intersection(*(set(r) for r in runs))
+    return {b: float(np.median([r[b] for r in runs])) for b in sorted(common)}
+
+
+def vllm_rows() -> list[dict]:
+    truth = vllm_eager_truth()
+    sizes = np.array(sorted(truth))
+    t_us = np.array([truth[b] for b in sizes.tolist()])
+    rows = []
+    for name in VLLM_GRAPH:
+        tr = load_trace(VLLM / f"{name}.pt.trace.json.gz")
+        rep = analyze_trace(tr)
+        row_step = assign_rows_to_steps(tr, find_steps(tr))
+        kernels = float(np.median([st.kernels for st in rep.steps if st.graph_coverage == "full"]))
+        graph = rep.cost_curve.at(sizes)
+
+        def err(h: float | None) -> float | None:
+            return None if h is None else float(np.median(np.maximum(graph, kernels * h) / t_us - 1))  # noqa: B023
+
+        us = variants(tr, rep, row_step)
+        errs = {"prior": err(DEFAULT_HOST_US_PER_LAUNCH), **{k: err(v) for k, v in us.items()},
+                "trace eager curve": float(np.median(rep.eager_curve.us[sizes - 1] / t_us - 1))}
+        rows.append({"trace": name, "kernels": kernels, "truth_us_per_launch": round(float(np.median(t_us)) / kernels, 2),
+                     "us_per_launch": us, "err": errs})
     return rows
 
 
@@ -168,7 +218,8 @@ def engine_rows() -> list[dict]:
             rows.append({"trace": str(p.relative_to(T)), "mode": rep.mode, "eager": None})
             continue
         row_step = assign_rows_to_steps(tr, find_steps(tr))
-        h = host_us_per_launch(tr, row_step, rep.summary.profiler_overhead_us_per_event)
+        per_event, python_us = interval_costs(tr, rep)
+        h = host_us_per_launch(tr, row_step, per_event, python_us=python_us)
         g, e = rep.cost_curve.us, rep.eager_curve.us
         rows.append({"trace": str(p.relative_to(T)), "mode": rep.mode, "eager": rep.eager_curve.source,
                      "intervals": h.intervals, "host_us": h.us, "sizes": int(g.size),
@@ -208,6 +259,9 @@ def main(argv: list[str] | None = None) -> int:
     print("  intervals outside the eager steps: " + ", ".join(str(r["graph_steps_intervals"]) for r in serving))
     eager = eager_recording_rows()
     _table("\nSet 2, same-process eager recordings: eager step against unprofiled truth", eager)
+    vllm = vllm_rows()
+    _table("\nSet 4, vLLM 0.24 FULL-graph traces of the 3B (H200): eager step at 1, 8, 16, 24, 32 against the same "
+           "server's eager runs (unprofiled engine steps, median of three runs)", vllm)
     eng = engine_rows()
     print("\nSet 3, engine traces: the host's cost per launch each gives, the eager source, sizes where eager ties "
           "graph")
@@ -219,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{_us(r['host_us'])} us; eager = graph at {r['tie_sizes']} of {r['sizes']} sizes")
             print(f"      {r['detail']}")
     if args.json:
-        args.json.write_text(json.dumps({"serving": serving, "eager_recordings": eager, "engines": eng}, indent=1))
+        args.json.write_text(json.dumps({"serving": serving, "eager_recordings": eager, "vllm": vllm, "engines": eng}, indent=1))
     return 0
 
 

@@ -18,6 +18,7 @@ from ..costmodel import SHORT_KERNEL_US, CostCurve, EagerCurve, eager_curve, fit
 from ..gaps import DeviceBusy
 from ..gpus import device_properties_of
 from ..host_gaps import HostGaps, host_gaps
+from ..overhead import OverheadEstimate
 from ..predict import PredictionModel, host_us_per_launch
 from ..trace import Trace
 from .serving import PaddingCost, ServingSteps, capture_list_conflict, fallback_causes, marker_buckets, padding_cost, resolve_capture_sizes, \
@@ -98,15 +99,18 @@ def assemble_serving(trace: Trace, row_step: np.ndarray, all_step_names: list[st
                      engine: str | None, timings: dict[int, float] | None, min_size: int,
                      experts: tuple[int, int] | None = None, kernel_scale: float = 1.0,
                      node_us: float = 0.0, python_us: np.ndarray | float = 0.0,
-                     gpu: Sequence[DeviceBusy] = ()) -> ServingAssembly:
+                     gpu: Sequence[DeviceBusy] = (), overhead: OverheadEstimate | None = None) -> ServingAssembly:
     """Graph-mode serving of the kept steps ``cols`` (see :class:`ServingAssembly`). ``given``: the capture list
     the user gave (sizes, source, detail); ``engine_default``: the engine's default for the trace's GPU and TP;
     ``timings``: harness FULL-graph timings by batch (they win in the cost curve); ``min_size``: the curve
     spans at least ``1..min_size``; ``experts``: a mixture of experts' ``(E, k)`` from the model config;
     ``kernel_scale``, ``node_us``: how the steps' ``graph_us`` were built from their kernels (the trace's unprofiled
     share of kernel time and node cost: :meth:`launchgap.predict.PredictionModel.predict_graph_us`); ``python_us``:
-    per step the Python tracer's cost of its calls (``with_stack``), off its eager estimate; ``gpu``: the trace's
-    merged GPU busy intervals per device, for the GPU work between steps (:func:`launchgap.host_gaps.host_gaps`)."""
+    per step the Python tracer's cost of its calls (``with_stack``), off its eager estimate; ``overhead``: the
+    profiler's cost estimate, whose cost of one host event anywhere and of the Python calls are taken off the
+    intervals between eager launches the host's cost per launch is measured on
+    (:func:`launchgap.predict.host_us_per_launch`; without it ``us_per_event`` and no Python cost); ``gpu``: the trace's merged GPU busy intervals per device, for
+    the GPU work between steps (:func:`launchgap.host_gaps.host_gaps`)."""
     batch, decode = cols.batch, cols.decode
     mk = marker_buckets(cols.name)
     is_graph = np.isin(np.array(cols.coverage, dtype=object), ("full", "piecewise"))
@@ -144,7 +148,9 @@ def assemble_serving(trace: Trace, row_step: np.ndarray, all_step_names: list[st
     kernels = float(np.median(cols.kernels[decode])) if decode.any() else float(np.median(cols.kernels))
     # the host's own cost per eager launch where the trace holds enough eager launches (else the prior)
     eager = eager_curve(curve, kernels, batch[eager_steps], unprof[eager_steps],
-                        host_us_per_launch(trace, row_step, us_per_event), among_graphs=bool(is_graph.any())) \
+                        host_us_per_launch(trace, row_step, overhead.us_per_event_anywhere if overhead else us_per_event,
+                                           python_us=overhead.python_us if overhead else None),
+                        among_graphs=bool(is_graph.any())) \
         if np.isfinite(curve.us).all() else None
     unknown = source == "inferred"  # a batch's real bucket is unknown: padding is not costed
     padded = (ss.padded_rows >= 0) & (not unknown)

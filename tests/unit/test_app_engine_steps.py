@@ -58,9 +58,9 @@ def test_graph_mode_serving_section() -> None:
     assert fb["step"].tolist() == [3, 5, 10, 25]
     # the two costs the lost time is made of, as the text report and the plan give them (the eager curve at the
     # batch, the graph curve at the bucket), not the profiled step's window
-    assert fb["eager step (us)"].tolist() == [10522.547] * 4
+    assert fb["eager step (us)"].tolist() == [10528.385] * 4
     assert (fb["eager step (us)"] - fb["graph at bucket (us)"]).round(3).tolist() == fb["time lost (us)"].tolist() == [
-        7930.798, 7896.997, 7745.336, 7896.997]
+        7936.636, 7902.835, 7751.174, 7902.835]
     assert metrics["Fallback time lost per step"] == "656 us"
     captions = [c.value.replace("\\", "") for c in at.caption]
     # a trace that already replays graphs: the prediction is its step as one FULL graph, not "with CUDA graphs"

@@ -50,11 +50,31 @@ def test_intervals_between_eager_launches_exact(trace_path: Path) -> None:
     assert host_us_per_launch(tr, row_step, 0.0, min_intervals=4) == HostLaunchCost(8.5, 4)
     # fewer intervals than the minimum: no figure, the count says why
     assert host_us_per_launch(tr, row_step, 1.0) == HostLaunchCost(None, 4)
-    assert MIN_HOST_INTERVALS == 100
+    assert MIN_HOST_INTERVALS == 50
     # the eager step hidden: only the graph step's 230 -> 236 is left
     assert host_us_per_launch(tr, row_step, 1.0, rows=row_step != 0, min_intervals=1) == HostLaunchCost(5.0, 1)
     # a profiler cost that takes every interval to 0 or below gives no figure
     assert host_us_per_launch(tr, row_step, 20.0, min_intervals=4) == HostLaunchCost(None, 4)
+
+
+def test_intervals_less_the_python_tracers_cost(tmp_path: Path) -> None:
+    # the same trace taken with_stack: three Python calls between the launches at 11 and 22, one between 40 and 45,
+    # one at 100 (between no two launches of a step); each priced 2 us here
+    calls = [{"ph": "X", "cat": "python_function", "name": f"f{i}", "pid": 1, "tid": 1, "ts": ts, "dur": 0.5,
+              "args": {"Python id": i}} for i, ts in enumerate((12.0, 13.0, 14.0, 41.0, 100.0))]
+    tr = load_trace(write(tmp_path, _events() + calls))
+    row_step = assign_rows_to_steps(tr, find_steps(tr))
+    seen: list[tuple[list[int], list[int]]] = []
+
+    def cost(n_calls: np.ndarray, events: np.ndarray) -> np.ndarray:
+        seen.append((np.asarray(n_calls).tolist(), np.asarray(events).tolist()))
+        return 2.0 * np.asarray(n_calls, dtype=float)
+
+    # 9 - 3 x 2 = 3; 17; 4 - 2 = 2; 5
+    assert sorted(eager_launch_intervals_us(tr, row_step, 1.0, python_us=cost).tolist()) == [2.0, 3.0, 5.0, 17.0]
+    assert sorted(zip(*seen[0])) == [(0, 1), (0, 1), (1, 1), (3, 2)]  # calls and host events per interval
+    assert host_us_per_launch(tr, row_step, 1.0, min_intervals=4, python_us=cost) == HostLaunchCost(4.0, 4)
+    assert sorted(eager_launch_intervals_us(tr, row_step, 1.0).tolist()) == [4.0, 5.0, 9.0, 17.0]  # no cost given
 
 
 def _curve() -> CostCurve:
@@ -75,7 +95,7 @@ def test_eager_curve_falls_back_to_the_prior() -> None:
     assert DEFAULT_HOST_US_PER_LAUNCH == 7.95
     assert e.us.tolist() == [15.9, 20.0, 30.0] and e.source == "estimate"
     assert e.detail == ("estimated: 2 kernels per step x 7.95 us per launch (a prior, the H200 harness host: 4 "
-                        "intervals between eager launches in the trace, fewer than 100 to measure its own) (a "
+                        "intervals between eager launches in the trace, fewer than 50 to measure its own) (a "
                         "host-bound eager step), at least the graph step")
     assert eager_curve(_curve(), 2.0, np.zeros(0), np.zeros(0)).us.tolist() == [15.9, 20.0, 30.0]
     many = eager_curve(_curve(), 2.0, np.zeros(0), np.zeros(0), HostLaunchCost(None, 150))
@@ -109,7 +129,7 @@ def test_analysis_reports_which_host_cost_it_used(trace_path: Path) -> None:
     rep = analyze_trace(load_trace(trace_path), AnalysisOptions(model=PredictionModel(profiler_us_per_host_event=0.0)))
     assert rep.eager_curve is not None and rep.eager_curve.source == "eager steps"
     assert ("7.95 us per launch (a prior, the H200 harness host: 4 intervals between eager launches in the trace, "
-            "fewer than 100 to measure its own)") in rep.eager_curve.detail
+            "fewer than 50 to measure its own)") in rep.eager_curve.detail
 
 
 @pytest.mark.parametrize("fmt", ["kineto", "nsys"])

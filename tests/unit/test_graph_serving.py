@@ -93,7 +93,7 @@ def test_fallbacks_buckets_padding_exact(serving_trace: Path) -> None:
     assert rep.steps[2].fallback_eager_us == 50.0
     assert s.fallback_eager_detail == (
         "the eager curve at its batch (2 eager decode step(s) of the trace: 7 kernels x 7.95 us per launch (a prior, "
-        "the H200 harness host: 6 intervals between eager launches in the trace, fewer than 100 to measure its own), "
+        "the H200 harness host: 6 intervals between eager launches in the trace, fewer than 50 to measure its own), "
         "scaled by 0.898 to agree with them)")
     assert rep.steps[2].fallback_lost_us == pytest.approx(50.0 - 10.0)
     assert "2      2              4      50.0             10.0     40.0  the step marker names it eager" in \

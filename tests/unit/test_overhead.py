@@ -127,6 +127,21 @@ def test_report_summary_numbers(tmp_path) -> None:
     assert s.profiler_settings["notes"][0].startswith("ratio model: unprofiled step = 0.6661 x the profiled step")
 
 
+def test_one_events_cost_anywhere_is_the_rate_not_the_share(tmp_path) -> None:
+    """The ratio model's per-event figure is a share of the step spread over its events; the cost of one event
+    wherever it falls (between two eager launches) is that figure at most the host-reference rate's point."""
+    settings = settings_of(tmp_path, events())
+    est = estimate_overhead(settings, step_us=150.0, host_events=6.0)
+    assert est.us_per_event == 8.3475  # 0.3339 x 150 / 6
+    assert est.event_rate_us == est.us_per_event_anywhere == 6.5832  # shapes: 3.2916 x the 2 us host reference
+    # a share below the rate stands: 0.3339 x 30 / 6
+    assert estimate_overhead(settings, step_us=30.0, host_events=6.0).us_per_event_anywhere == 1.6695
+    # the rate alone (no step): the same figure both ways
+    rate_only = estimate_overhead(settings)
+    assert rate_only.event_rate_us is None and rate_only.us_per_event_anywhere == rate_only.us_per_event == 6.5832
+    assert estimate_overhead(settings, override_us=2.0).us_per_event_anywhere == 2.0  # the user's figure stands
+
+
 def test_plain_ratio_model_numbers(tmp_path) -> None:
     s = analyze_trace(load_trace(write(tmp_path, events(dims=None)))).summary
     # plain: share 0.235 (0.2097-0.2633) x 25 us per event = 5.875 (5.2425-6.5825); ref rate 2.2185
