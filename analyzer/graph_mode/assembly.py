@@ -106,11 +106,11 @@ def assemble_serving(trace: Trace, row_step: np.ndarray, all_step_names: list[st
     spans at least ``1..min_size``; ``experts``: a mixture of experts' ``(E, k)`` from the model config;
     ``kernel_scale``, ``node_us``: how the steps' ``graph_us`` were built from their kernels (the trace's unprofiled
     share of kernel time and node cost: :meth:`launchgap.predict.PredictionModel.predict_graph_us`); ``python_us``:
-    per step the Python tracer's cost of its calls (``with_stack``), off its eager estimate; ``overhead``: the
-    profiler's cost estimate, whose cost of one host event anywhere and of the Python calls are taken off the
-    intervals between eager launches the host's cost per launch is measured on
-    (:func:`launchgap.predict.host_us_per_launch`; without it ``us_per_event`` and no Python cost); ``gpu``: the trace's merged GPU busy intervals per device, for
-    the GPU work between steps (:func:`launchgap.host_gaps.host_gaps`)."""
+    per step the Python tracer's cost of its calls (``with_stack``), off its eager estimate; ``gpu``: the trace's
+    merged GPU busy intervals per device, for the GPU work between steps (:func:`launchgap.host_gaps.host_gaps`);
+    ``overhead``: the profiler's cost estimate, whose cost of one host event anywhere and of the Python calls come
+    off the intervals between eager launches that the host's cost per launch is measured on
+    (:func:`launchgap.predict.host_us_per_launch`; without it, ``us_per_event`` and no Python cost)."""
     batch, decode = cols.batch, cols.decode
     mk = marker_buckets(cols.name)
     is_graph = np.isin(np.array(cols.coverage, dtype=object), ("full", "piecewise"))
@@ -147,11 +147,10 @@ def assemble_serving(trace: Trace, row_step: np.ndarray, all_step_names: list[st
     eager_steps = ~is_graph & decode & (batch > 0)
     kernels = float(np.median(cols.kernels[decode])) if decode.any() else float(np.median(cols.kernels))
     # the host's own cost per eager launch where the trace holds enough eager launches (else the prior)
-    eager = eager_curve(curve, kernels, batch[eager_steps], unprof[eager_steps],
-                        host_us_per_launch(trace, row_step, overhead.us_per_event_anywhere if overhead else us_per_event,
-                                           python_us=overhead.python_us if overhead else None),
-                        among_graphs=bool(is_graph.any())) \
-        if np.isfinite(curve.us).all() else None
+    host = host_us_per_launch(trace, row_step, overhead.us_per_event_anywhere if overhead else us_per_event,
+                              python_us=overhead.python_us if overhead else None)
+    eager = eager_curve(curve, kernels, batch[eager_steps], unprof[eager_steps], host,
+                        among_graphs=bool(is_graph.any())) if np.isfinite(curve.us).all() else None
     unknown = source == "inferred"  # a batch's real bucket is unknown: padding is not costed
     padded = (ss.padded_rows >= 0) & (not unknown)
     pad = padding_cost(curve, np.where(padded, ss.bucket, -1), np.where(padded, batch, -1))

@@ -161,8 +161,8 @@ def read_server_file(path: str | Path, optional: bool = False) -> ServerLog | No
     if log.recognised_lines == 0:
         if optional:
             return None
-        raise InputError(f"neither a {LABELS[engine]} log line nor a /metrics scrape it could read (the engine's name appears;"
-                         f" a scrape's lines are Prometheus samples, # HELP / # TYPE comments and time stamps)",
+        raise InputError(f"neither a {LABELS[engine]} log line nor a /metrics scrape it could read (the engine's name "
+                         "appears; a scrape's lines are Prometheus samples, # HELP / # TYPE comments and time stamps)",
                          str(path))
     return log
 
