@@ -1173,11 +1173,10 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
         kernels=np.array([r.kernels for r in reports], dtype=float),
         w0_ns=win.w0_ns[win.pkey[keep]], w1_ns=win.w1_ns[win.pkey[keep]])
     a = assemble_serving(trace, row_step, [steps.names[i] for i in range(len(steps))], steps.cpu_start_ns, cols,
-                         opts.model, oh.us_per_event, _given_sizes(opts), _engine_default(trace, engine), engine,
+                         opts.model, oh, _given_sizes(opts), _engine_default(trace, engine), engine,
                          dict(opts.graph_timings_us) if opts.graph_timings_us else None, CURVE_MIN_SIZE,
                          experts=opts.moe_routing, node_us=s.node_us,
-                         kernel_scale=opts.model.kernel_scale(s.node_us_source),
-                         python_us=oh.python_us(cols.python_calls, cols.host_events), gpu=busy, overhead=oh)
+                         kernel_scale=opts.model.kernel_scale(s.node_us_source), gpu=busy)
     ss, pc, padded, lost, hg = a.ss, a.pad, a.padded, a.lost_us, a.hg
     # the time between steps without the profiler, as a step's: less its cost of the host events and Python calls it
     # recorded there (a step's own events are priced in the step's estimate), never below the GPU work in it

@@ -94,23 +94,22 @@ class ServingAssembly:
 
 
 def assemble_serving(trace: Trace, row_step: np.ndarray, all_step_names: list[str], cpu_start_ns: np.ndarray,
-                     cols: StepColumns, model: PredictionModel, us_per_event: float,
+                     cols: StepColumns, model: PredictionModel, overhead: OverheadEstimate,
                      given: tuple[list[int], str, str] | None, engine_default: tuple[list[int], str] | None,
                      engine: str | None, timings: dict[int, float] | None, min_size: int,
                      experts: tuple[int, int] | None = None, kernel_scale: float = 1.0,
-                     node_us: float = 0.0, python_us: np.ndarray | float = 0.0,
-                     gpu: Sequence[DeviceBusy] = (), overhead: OverheadEstimate | None = None) -> ServingAssembly:
+                     node_us: float = 0.0, gpu: Sequence[DeviceBusy] = ()) -> ServingAssembly:
     """Graph-mode serving of the kept steps ``cols`` (see :class:`ServingAssembly`). ``given``: the capture list
-    the user gave (sizes, source, detail); ``engine_default``: the engine's default for the trace's GPU and TP;
+    the user gave (sizes, source, detail); ``overhead``: the profiler's cost estimate (per host event and per Python
+    call of a ``with_stack`` trace), taken off the eager steps' host time and off the intervals between eager launches
+    that the host's cost per launch is measured on (:func:`launchgap.predict.host_us_per_launch`, at
+    :attr:`~launchgap.overhead.OverheadEstimate.us_per_event_anywhere`); ``engine_default``: the engine's default for
+    the trace's GPU and TP;
     ``timings``: harness FULL-graph timings by batch (they win in the cost curve); ``min_size``: the curve
     spans at least ``1..min_size``; ``experts``: a mixture of experts' ``(E, k)`` from the model config;
     ``kernel_scale``, ``node_us``: how the steps' ``graph_us`` were built from their kernels (the trace's unprofiled
-    share of kernel time and node cost: :meth:`launchgap.predict.PredictionModel.predict_graph_us`); ``python_us``:
-    per step the Python tracer's cost of its calls (``with_stack``), off its eager estimate; ``gpu``: the trace's
-    merged GPU busy intervals per device, for the GPU work between steps (:func:`launchgap.host_gaps.host_gaps`);
-    ``overhead``: the profiler's cost estimate, whose cost of one host event anywhere and of the Python calls come
-    off the intervals between eager launches that the host's cost per launch is measured on
-    (:func:`launchgap.predict.host_us_per_launch`; without it, ``us_per_event`` and no Python cost)."""
+    share of kernel time and node cost: :meth:`launchgap.predict.PredictionModel.predict_graph_us`); ``gpu``: the
+    trace's merged GPU busy intervals per device, for the GPU work between steps (:func:`launchgap.host_gaps.host_gaps`)."""
     batch, decode = cols.batch, cols.decode
     mk = marker_buckets(cols.name)
     is_graph = np.isin(np.array(cols.coverage, dtype=object), ("full", "piecewise"))
@@ -126,7 +125,8 @@ def assemble_serving(trace: Trace, row_step: np.ndarray, all_step_names: list[st
     # event, at least its GPU busy time; in a graph sequence its GPU window is no measure of it (the
     # host starts it ahead, while the GPU still replays earlier steps)
     unprof = model.unprofiled_step_us(np.maximum(cols.cpu_us, cols.win_us), cols.host_events, cols.busy_us,
-                                      us_per_event, cols.gl_excess_us, cols.kx_us, python_us)
+                                      overhead.us_per_event, cols.gl_excess_us, cols.kx_us,
+                                      overhead.python_us(cols.python_calls, cols.host_events))
     size = np.where(is_graph, ss.bucket, np.where(decode, batch, -1))
     # An eager step's short kernels run faster than the same kernels replayed in a graph: lifted by the trace's own
     # excess so that an eager fallback and a graph replay are samples of one FULL-graph curve
@@ -147,10 +147,11 @@ def assemble_serving(trace: Trace, row_step: np.ndarray, all_step_names: list[st
     eager_steps = ~is_graph & decode & (batch > 0)
     kernels = float(np.median(cols.kernels[decode])) if decode.any() else float(np.median(cols.kernels))
     # the host's own cost per eager launch where the trace holds enough eager launches (else the prior)
-    host = host_us_per_launch(trace, row_step, overhead.us_per_event_anywhere if overhead else us_per_event,
-                              python_us=overhead.python_us if overhead else None)
-    eager = eager_curve(curve, kernels, batch[eager_steps], unprof[eager_steps], host,
-                        among_graphs=bool(is_graph.any())) if np.isfinite(curve.us).all() else None
+    eager = None
+    if np.isfinite(curve.us).all():
+        host = host_us_per_launch(trace, row_step, overhead.us_per_event_anywhere, python_us=overhead.python_us)
+        eager = eager_curve(curve, kernels, batch[eager_steps], unprof[eager_steps], host,
+                            among_graphs=bool(is_graph.any()))
     unknown = source == "inferred"  # a batch's real bucket is unknown: padding is not costed
     padded = (ss.padded_rows >= 0) & (not unknown)
     pad = padding_cost(curve, np.where(padded, ss.bucket, -1), np.where(padded, batch, -1))

@@ -187,12 +187,12 @@ def padding_cost(curve: CostCurve, bucket: np.ndarray, batch: np.ndarray) -> Pad
     batch = np.asarray(batch, dtype=np.int64)
     padded = (bucket > 0) & (batch > 0)
     b, k = np.where(padded, batch, 1), np.where(padded, bucket, 1)
-    est = curve.at(k) - curve.at(b)
+    at_k, at_b = curve.at(k), curve.at(b)
     # a fall of more than a traced size's error is no kernel's tile choice (the 1b's truth falls up to 2% one row
     # past a multiple of 8, 17 -> 24 rows; its curve 0.8%): it is the traced sizes' other conditions
-    own = padded & (k > b) & (curve.at(b) - curve.at(k) > BAND_AT_TRACE * curve.at(k))
-    est = np.where(own, np.maximum(np.nan_to_num(curve.own_change(k, b), nan=0.0), 0.0), est)
-    spread = PADDING_BAND_PER_E_FOLD * np.abs(np.log(k / b)) * curve.at(k)
+    own = padded & (k > b) & (at_b - at_k > BAND_AT_TRACE * at_k)
+    est = np.where(own, np.maximum(np.nan_to_num(curve.own_change(k, b), nan=0.0), 0.0), at_k - at_b)
+    spread = PADDING_BAND_PER_E_FOLD * np.abs(np.log(k / b)) * at_k
     measured = curve.measured(b) & curve.measured(k) & padded & ~own
     nan = np.full(b.shape, np.nan)
     low = np.where(own, np.maximum(est - spread, 0.0), est - spread)
