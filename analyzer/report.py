@@ -49,6 +49,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 import numpy as np
 
 from .engines import LABELS, CaptureSettings, capture_sizes_of
+from .collectives import collective_rows
 from .costmodel import CostCurve, EagerCurve
 from .gaps import CAUSES, DeviceBusy, Gaps, compute_gaps
 from .engines import engine as engine_module
@@ -64,7 +65,8 @@ from .overhead import OverheadEstimate, ProfilerSettings, detect_profiler_settin
     speedup_range
 from .planning.costs import table_of_steps
 from .planning.planner import compare_capture_list
-from .predict import DEFAULT_MODEL, PredictionModel, graph_launch_excess_us, replay_node_us
+from .predict import DEFAULT_MODEL, PredictionModel, graph_launch_excess_us, replay_collective_node_us, \
+    replay_node_us
 from .steps import StepOptions, Steps, assign_rows_to_steps, detect_engine, find_steps
 from .trace import Api, Kind, Trace
 from .verdict import GROUP_FIELDS, SPEEDUP_FIELDS, between_steps_us, decide, group_summary, headline
@@ -264,6 +266,8 @@ class Summary:
     # The per-node replay cost the predicted graph step used and where it came from (launchgap.predict).
     node_us: float = 0.0
     node_us_source: str = "prior"
+    # A collective kernel's node cost, measured on the trace's own replays (None: not measured; it costs node_us).
+    collective_node_us: float | None = None
     # torch.compile without CUDA graphs: what the trace shows (launchgap.graph_mode.compile_evidence), and
     # which mode it shows: "reduce-overhead" when CUDA graph trees ran but replayed nothing, else "no graphs".
     compile_evidence: list[str] = field(default_factory=list)
@@ -380,9 +384,11 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
     if win.n_steps and not win.step_ok.all():
         warnings.append(f"{int((~win.step_ok).sum())} of {win.n_steps} steps launched no GPU work and were left out")
     idle = _window_idle_causes(gaps, win)
-    node_us, node_source = replay_node_us(trace, opts.model)
+    coll = collective_rows(trace)
+    node_us, node_source = replay_node_us(trace, opts.model, coll)
+    coll_node_us = replay_collective_node_us(trace, opts.model, coll)
     lm = _launch_metrics(trace, row_step, win, eff_start, opts.model, node_us,
-                         opts.model.kernel_scale(node_source))
+                         opts.model.kernel_scale(node_source), coll, coll_node_us)
     HEAP.trim()
     cov = step_coverage(trace, row_step, len(steps))
     stalls = _step_stalls(trace, row_step, gaps, idle, win)
@@ -405,6 +411,7 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
         overhead=oh, floor_us=lm.floor_us[keep], gl_excess_us=lm.gl_excess_us[keep], kx_us=lm.kx_us[keep],
         overlapped=overlapped, python_calls=lm.python_calls[keep])
     summary = replace(_summary(inputs, opts), node_us=_f(node_us), node_us_source=node_source,
+                      collective_node_us=None if coll_node_us is None else _f(coll_node_us),
                       host_stall_frames=stalls.frames_table(), host_ahead_steps=int(ahead.sum()))
     mode = classify_mode(summary.kernel_launches_per_step_median, summary.graph_launches_per_step_median,
                          summary.kernels_per_step_median,
@@ -554,7 +561,8 @@ class _LaunchMetrics:
 
 
 def _launch_metrics(trace: Trace, row_step: np.ndarray, win: _StepWindows, eff_start: np.ndarray,
-                    model: PredictionModel, node_us: float, kernel_scale: float) -> _LaunchMetrics:
+                    model: PredictionModel, node_us: float, kernel_scale: float, collective: np.ndarray,
+                    collective_node_us: float | None) -> _LaunchMetrics:
     n_steps, g_rows = win.n_steps, win.g_rows
     # Masks over the whole table (a byte a row), not copies of the rows in steps: memory of a large trace.
     in_step = row_step >= 0
@@ -580,6 +588,8 @@ def _launch_metrics(trace: Trace, row_step: np.ndarray, win: _StepWindows, eff_s
     work_ns = trace.end_ns[g_rows] - eff_start[g_rows]
     short = on_prim & (trace.kind[g_rows] != Kind.GRAPH) & (work_ns < model.long_kernel_us * 1e3)
     n_short = np.bincount(g_step[short], minlength=n_steps)
+    n_short_coll = np.bincount(g_step[short & np.isin(g_rows, collective)], minlength=n_steps) \
+        if collective_node_us is not None else np.zeros(n_steps)
     d_ops, d_ns = launch_delays_ns(trace)
     d_step = row_step[d_ops]
     delay_med = np.zeros(n_steps)
@@ -597,7 +607,8 @@ def _launch_metrics(trace: Trace, row_step: np.ndarray, win: _StepWindows, eff_s
         kernel_launches=kernel_launches, graph_launches=graph_launches, launch_api_ns=launch_api_ns,
         host_events=host_events, kernels=kernels, launched_gpu_ns=launched_gpu_ns, delay_median_ns=delay_med,
         delays_ns=d_ns, win_us=win_us, busy_us=busy_us,
-        pred_us=replace(model, node_us=node_us).predict_graph_us(busy_us, n_short, kernel_scale), floor_us=np.zeros(n_steps),
+        pred_us=replace(model, node_us=node_us).predict_graph_us(busy_us, n_short, kernel_scale, n_short_coll,
+                                                                 collective_node_us), floor_us=np.zeros(n_steps),
         gl_excess_us=graph_launch_excess_us(trace, row_step, n_steps, model),
         kx_us=np.where(graph_launches > 0, (1.0 - kernel_scale) * busy_us, 0.0),
         python_calls=_python_calls_per_step(trace, win))

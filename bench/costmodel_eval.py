@@ -113,6 +113,11 @@ def curve_sets() -> dict[str, tuple[list[cm.SizeSample], dict, dict[int, float],
         got = [samples(T / "h200" / f"{model}_bs{b}_graph.json.gz") for b in sizes]
         out[f"h200 {model}"] = ([g[0][0] for g in got], got[0][1], truth_of(T / "h200" / "timings.json", model),
                                 MAX_SIZE, model != "1b", None)
+    # tensor parallel over two H200s (NCCL all-reduce after attention and MLP), rank 0; truth at bs 1 and 64 only
+    tp = T / "h200x2-tp2-1b"
+    got = [samples(tp / f"tp1b_bs{b}_graph_rank0.json.gz") for b in (1, 64)]
+    out["h200x2 tp2-1b (rank 0)"] = ([g[0][0] for g in got], got[0][1], truth_of(tp / "truth.json", "1b-tp2"), 64,
+                                     True, None)
     got = [samples(T / "h200-1b" / f"1b_bs{b}_graph.json.gz") for b in (1, 8, 64)]
     out["h200-1b (older torch)"] = ([g[0][0] for g in got], got[0][1], truth_of(T / "h200-1b" / "truth.json", "1b"),
                                     MAX_SIZE, True, None)

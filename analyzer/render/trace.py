@@ -86,7 +86,9 @@ def _facts(rep: TraceReport) -> list[tuple[str, str]]:
                                       f"{s.predicted_speedup:.2f}x ({_rule_words(s)}{s.predicted_speedup_low:.2f}-"
                                       f"{s.predicted_speedup_high:.2f}x; {s.eager_step_source} {step_word(rep.mode)}; "
                                       f"vs profiled step {s.predicted_speedup_profiled:.2f}x; node cost "
-                                      f"{s.node_us:.3g} us from {s.node_us_source})"),
+                                      f"{s.node_us:.3g} us from {s.node_us_source}"
+                                      + (f", a collective's {s.collective_node_us:.3g} us from trace replays"
+                                         if s.collective_node_us is not None else "") + ")"),
     ]
     if s.decode_tpot_ms_before is not None:
         tps = (f"; {s.decode_tokens_per_s_before:,.0f} -> {s.decode_tokens_per_s_after:,.0f} tokens/s at batch "

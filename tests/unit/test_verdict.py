@@ -85,6 +85,45 @@ def test_the_node_cost_is_the_mean_replay_gap_up_to_the_cap(tmp_path: Path) -> N
     assert wide.summary.node_us == pytest.approx(0.79 * 61 / 121, abs=1e-3)
 
 
+NCCL = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+
+
+def _replay_with_collectives(tmp_path: Path, blocks: int, plain: int = 5, name: str = "tp.json") -> Path:
+    """One step replaying one graph: ``blocks`` times ``plain`` 1 us kernels then an NCCL all-reduce of 1 us; 0.5 us
+    before each plain kernel, 3 us before each all-reduce (above the common node's 2 us cap)."""
+    starts, t, n = [], 10.0, plain + 1
+    for i in range(n * blocks):
+        starts.append(t)
+        t += 1.0 + (3.0 if i % n == plain - 1 else 0.5)
+    ev = [ann("decode_step[bs=1]", 0.0, 400.0), launch(5.0, 3.0, 1, name="cudaGraphLaunch")]
+    ev += [kernel(x, 1.0, 1, NCCL if i % n == plain else f"n{i}") for i, x in enumerate(starts)]
+    return write(tmp_path, ev, name=name)
+
+
+def test_a_collectives_node_cost_is_measured_apart_on_the_replays(tmp_path: Path) -> None:
+    opts = AnalysisOptions(model=PredictionModel(profiler_us_per_host_event=0.0))
+    rep = analyze_trace(load_trace(_replay_with_collectives(tmp_path, 21)), opts)
+    s = rep.summary
+    # 104 gaps of 0.5 us before plain kernels: node cost 0.79 x 0.5 = 0.395; 21 gaps of 3 us before the all-reduces,
+    # left out of it: a collective's node 0.79 x 3 = 2.37
+    assert (s.node_us, s.node_us_source, s.collective_node_us) == (0.395, "trace replays", 2.37)
+    # 0.987 x 126 + 0.395 x 126 short kernels + (2.37 - 0.395) x 21 all-reduces + 3 = 218.607, under the replay's
+    # window 126 + 52 + 63 = 241
+    assert rep.steps[0].predicted_graph_us == pytest.approx(218.607, abs=1e-3)
+    text = json.dumps(rep.to_dict())
+    assert '"collective_node_us": 2.37' in text
+    # 15 gaps before a collective are too few to measure (119 before plain kernels): the all-reduces' nodes cost
+    # what any node does, 0.987 x 135 + 0.395 x 135 + 3 = 189.57
+    few = analyze_trace(load_trace(_replay_with_collectives(tmp_path, 15, 8, "few.json")), opts)
+    assert few.summary.collective_node_us is None and few.summary.node_us == 0.395
+    assert few.steps[0].predicted_graph_us == pytest.approx(189.57, abs=1e-3)
+    # a forced node cost wins for every node: 126 + 1.0 x 126 + 3 = 255 is above the replay's 241, bounded by it
+    forced = analyze_trace(load_trace(_replay_with_collectives(tmp_path, 21, name="forced.json")), AnalysisOptions(
+        model=PredictionModel(profiler_us_per_host_event=0.0, node_us=1.0, node_us_fixed=True)))
+    assert forced.summary.collective_node_us is None
+    assert forced.steps[0].predicted_graph_us == pytest.approx(241.0, abs=1e-3)
+
+
 def _slow_graph_launches(tmp_path: Path, piecewise: bool) -> Path:
     """One step whose graph launch calls take 50 us each (the profiler records their nodes): piecewise, two pieces
     of two 10 us kernels with an eager 10 us kernel between them (GPU window 62-260 us); or FULL, five 10 us kernels
