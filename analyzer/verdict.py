@@ -174,6 +174,15 @@ _BATCH_SOURCE_WORDS = {"marker": "the step's marker or an annotation in it", "in
 HOST_AHEAD_SHARE = 0.5
 
 
+def node_cost_text(s) -> str:
+    """The replay cost per kernel node the predicted graph step used, and where it came from (a summary ``s``):
+    the common node's, and a collective kernel's where the trace's replays measured it apart."""
+    text = f"node cost {s.node_us:.3g} us per kernel node, from {s.node_us_source}"
+    if s.collective_node_us is not None:
+        text += f"; a collective kernel's {s.collective_node_us:.3g} us, from the trace's replays"
+    return text
+
+
 def async_scheduling_text(ahead_steps: int, pairs: int, hidden_us: float) -> str:
     """The host-between-steps what-if in words: where most steps' host work already began before the previous
     step's GPU work ended (``ahead_steps`` of ``pairs``), the engine overlaps them and the gaps left are host work

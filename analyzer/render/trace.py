@@ -5,7 +5,7 @@ from ..engines import LABELS
 from ..gaps import CAUSES
 from .table import table as _table
 from ..report import TraceReport
-from ..verdict import async_scheduling_text, batch_basis, capture_sizes_basis, fallback_basis, graphs_word, padding_basis, step_word, \
+from ..verdict import async_scheduling_text, batch_basis, node_cost_text, capture_sizes_basis, fallback_basis, graphs_word, padding_basis, step_word, \
     time_text
 
 
@@ -85,10 +85,7 @@ def _facts(rep: TraceReport) -> list[tuple[str, str]]:
         ("predicted CUDA-graph step", f"{s.predicted_graph_step_us_median:,.1f} us -> speedup "
                                       f"{s.predicted_speedup:.2f}x ({_rule_words(s)}{s.predicted_speedup_low:.2f}-"
                                       f"{s.predicted_speedup_high:.2f}x; {s.eager_step_source} {step_word(rep.mode)}; "
-                                      f"vs profiled step {s.predicted_speedup_profiled:.2f}x; node cost "
-                                      f"{s.node_us:.3g} us from {s.node_us_source}"
-                                      + (f", a collective's {s.collective_node_us:.3g} us from trace replays"
-                                         if s.collective_node_us is not None else "") + ")"),
+                                      f"vs profiled step {s.predicted_speedup_profiled:.2f}x; {node_cost_text(s)})"),
     ]
     if s.decode_tpot_ms_before is not None:
         tps = (f"; {s.decode_tokens_per_s_before:,.0f} -> {s.decode_tokens_per_s_after:,.0f} tokens/s at batch "

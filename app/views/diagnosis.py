@@ -10,7 +10,7 @@ import streamlit as st
 
 from launchgap.engines import LABELS
 from launchgap.report import SCHEMA, with_observed_step
-from launchgap.verdict import async_scheduling_text, batch_basis, capture_sizes_basis, fallback_basis, graphs_word, headline, \
+from launchgap.verdict import async_scheduling_text, batch_basis, node_cost_text, capture_sizes_basis, fallback_basis, graphs_word, headline, \
     padding_basis
 from launchgap.dashboard import session
 from launchgap.dashboard.capture import auto_pick, capture_entries, pairing
@@ -101,12 +101,12 @@ else:
                    f"profiler inflation about {s.estimated_profiler_inflation:.2f}x.")
 if whole:
     d3.metric("Predicted engine step, graphs", f"{h.whole_step_us_after:,.0f} us",
-              help=f"The FULL-graph step {h.predicted_graph_step_us_median:,.0f} us (node cost {s.node_us:.3g} us per "
-                   f"kernel node, from {s.node_us_source}) and the GPU work between steps, at least the host work "
-                   f"between them, which async scheduling hides behind the replay.")
+              help=f"The FULL-graph step {h.predicted_graph_step_us_median:,.0f} us ({node_cost_text(s)}) and the GPU "
+                   f"work between steps, at least the host work between them, which async scheduling hides behind "
+                   f"the replay.")
 else:
     d3.metric("Predicted graph step", f"{h.predicted_graph_step_us_median:,.0f} us",
-              help=f"Node cost {s.node_us:.3g} us per kernel node, from {s.node_us_source}.")
+              help=f"N{node_cost_text(s)[1:]}.")
 d4.metric("Kernels per step", f"{h.kernels_per_step_median:g}",
           help=f"Eager launches {h.kernel_launches_per_step_median:g}, graph launches "
                f"{h.graph_launches_per_step_median:g} per step (median).")

@@ -11,6 +11,7 @@ import pytest
 from launchgap.loaders import load_trace
 from launchgap.predict import PredictionModel
 from launchgap.report import AnalysisOptions, analyze_trace, with_observed_step
+from launchgap.verdict import node_cost_text
 from tests.unit.kineto_tiny import ann, cpu_op, kernel, launch, write
 
 
@@ -112,10 +113,14 @@ def test_a_collectives_node_cost_is_measured_apart_on_the_replays(tmp_path: Path
     assert rep.steps[0].predicted_graph_us == pytest.approx(218.607, abs=1e-3)
     text = json.dumps(rep.to_dict())
     assert '"collective_node_us": 2.37' in text
+    # the CLI's and the Diagnosis page's words
+    assert node_cost_text(s) == ("node cost 0.395 us per kernel node, from trace replays; a collective kernel's "
+                                 "2.37 us, from the trace's replays")
     # 15 gaps before a collective are too few to measure (119 before plain kernels): the all-reduces' nodes cost
     # what any node does, 0.987 x 135 + 0.395 x 135 + 3 = 189.57
     few = analyze_trace(load_trace(_replay_with_collectives(tmp_path, 15, 8, "few.json")), opts)
     assert few.summary.collective_node_us is None and few.summary.node_us == 0.395
+    assert node_cost_text(few.summary) == "node cost 0.395 us per kernel node, from trace replays"
     assert few.steps[0].predicted_graph_us == pytest.approx(189.57, abs=1e-3)
     # a forced node cost wins for every node: 126 + 1.0 x 126 + 3 = 255 is above the replay's 241, bounded by it
     forced = analyze_trace(load_trace(_replay_with_collectives(tmp_path, 21, name="forced.json")), AnalysisOptions(
