@@ -228,6 +228,31 @@ def kernels_per_step_from_steps(traces: Sequence[TraceSteps]) -> float | None:
     return float(np.median(counted)) if counted else None
 
 
+def _eager_beyond_steps(e_sizes: np.ndarray, e_us: np.ndarray, e_src: tuple[str, ...], eager_traces: Sequence[TraceSteps],
+                        b: np.ndarray, notes: list[str]) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+    """The eager traces' measured eager costs (``e_sizes``, ``e_us``, ascending) carried to the sizes ``b`` outside
+    them by the traces' eager curves (kernels per step times the host's cost per launch, at least the graph step,
+    scaled to their own steps: :func:`launchgap.costmodel.eager_curve`), each side scaled again to meet the nearest
+    traced size, so the series stays continuous there (source ``predicted``; linear between traced sizes as before).
+    Without an eager curve the series is returned as it is: the plan then covers the traced sizes only."""
+    shaped = [t for t in eager_traces if t.eager is not None and t.eager.us.size]
+    lo, hi = int(e_sizes[0]), int(e_sizes[-1])
+    below, above = b[b < lo], b[b > hi]
+    if not shaped or not (below.size or above.size):
+        return e_sizes, e_us, e_src
+    curve = np.median(np.array([t.whole(t.eager.at(b), 0.0)[0] for t in shaped]), axis=0)
+    at = {int(x): float(v) for x, v in zip(b.tolist(), curve.tolist())}
+    if not (at.get(lo, 0.0) > 0 and at.get(hi, 0.0) > 0 and np.isfinite(curve).all()):
+        return e_sizes, e_us, e_src
+    ext_lo = curve[below - 1] * (e_us[0] / at[lo])
+    ext_hi = curve[above - 1] * (e_us[-1] / at[hi])
+    what = shaped[0].eager.detail if len(shaped) == 1 else f"the median of {len(shaped)} eager traces' curves"
+    notes.append(f"eager costs at the other sizes, bs {size_span([*below.tolist(), *above.tolist()])}, follow the "
+                 f"eager traces' eager curve scaled to meet the nearest traced size ({what})")
+    return (np.concatenate([below, e_sizes, above]).astype(np.int64), np.concatenate([ext_lo, e_us, ext_hi]),
+            ("predicted",) * below.size + tuple(e_src) + ("predicted",) * above.size)
+
+
 def costs_from_curves(traces: Sequence[TraceSteps]) -> CostTable:
     """Costs at every batch size 1..max from the traces' cost curves (:mod:`launchgap.costmodel`).
 
@@ -264,6 +289,7 @@ def costs_from_curves(traces: Sequence[TraceSteps]) -> CostTable:
         e_sizes, e_us = _medians(ebs.astype(np.int64), np.concatenate(eu))
         e_src = tuple("measured" for _ in e_sizes)
         notes.append(f"eager costs from the eager traces' steps at bs {size_span(e_sizes.tolist())}")
+        e_sizes, e_us, e_src = _eager_beyond_steps(e_sizes, e_us, e_src, eager_traces, b, notes)
     else:
         eag = [t for t in with_curve if t.eager is not None]
         if not eag:

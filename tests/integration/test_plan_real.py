@@ -115,6 +115,21 @@ def test_held_out_style_eager_traces_only(h200, reports):
         assert best <= got <= best * 1.03, name
 
 
+def test_one_eager_trace_prices_every_size(h200, dist_csv, capsys):
+    """One eager trace at one batch size: eager costs at the other sizes from its eager curve (scaled to its own
+    steps), so the plan weighs every size of the distribution; scored on the unprofiled truth with 4 graphs."""
+    truth = costs_from_timings(h200 / "truth.json", "1b")
+    best = plan_capture(truth.extended_to(SKEWED), SKEWED, PlanOptions(max_graphs=4)).expected_step_us
+    for b in (1, 8, 64):
+        d = _plan_json(capsys, [str(h200 / f"1b_bs{b}_eager.json.gz"), "--distribution", str(dist_csv),
+                                "--max-graphs", "4"])
+        assert not any("left out" in n for n in d["warnings"]), d["warnings"]
+        assert any(n.startswith("eager costs at the other sizes") for n in d["warnings"])
+        assert len(d["buckets"]) == 4  # with one size's eager cost alone every size cost the same: one graph, [256]
+        got = score_buckets(truth.extended_to(SKEWED), SKEWED, d["buckets"]).expected_step_us
+        assert best <= got <= best * 1.03, (b, d["buckets"], got, best)
+
+
 def test_crossover_70b_slice(h200, dist_csv, capsys):
     d = _plan_json(capsys, ["--timings", str(h200 / "truth.json"), "--model", "70b-slice",
                             "--distribution", str(dist_csv), "--max-graphs", "4"])

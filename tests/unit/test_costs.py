@@ -6,11 +6,13 @@ import json
 import numpy as np
 import pytest
 
+from launchgap.costmodel import CostCurve, EagerCurve
 from launchgap.errors import AnalyzerError, InputError
 from launchgap.planning.costs import CostPoint, CostTable
 from launchgap.planning.inputs import (
     no_costs_reason,
     TraceSteps,
+    costs_from_curves,
     costs_from_steps,
     costs_from_timings,
     distribution_from_steps,
@@ -165,6 +167,33 @@ def test_costs_from_steps_eager_and_graph():
     assert (p8.eager_us, p8.graph_us, p8.source) == (120.0, 51.0, "measured")
     assert t.origin == "2 eager and 1 graph trace(s)"
     assert any("predicted from eager traces" in w and "bs 1" in w for w in t.warnings)
+
+
+def test_an_eager_trace_gives_eager_costs_beyond_its_own_sizes_from_its_eager_curve():
+    # one eager trace: steps at bs 2 (100, 100 us) and 4 (120 us), unprofiled as profiled; its FULL-graph curve 10..15
+    # and its eager curve 50..100 us at bs 1..6
+    g = np.array([10.0, 11.0, 12.0, 13.0, 14.0, 15.0])
+    curve = CostCurve(g, 0.9 * g, 1.1 * g, ("model",) * 6)
+    eager = EagerCurve(np.array([50.0, 60.0, 70.0, 80.0, 90.0, 100.0]), "eager steps", "the trace's own curve")
+    t = _rep("eager", [(2, 100.0, 9.0), (2, 100.0, 9.0), (4, 120.0, 11.0)], step_med=100.0, unprof_med=100.0)
+    t = TraceSteps(t.name, t.mode, t.unprofiled_scale, t.batch_size, t.dur_us, t.predicted_graph_us, t.phase,
+                   graph_curve=curve, eager=eager)
+    table = costs_from_curves([t])
+    # traced: 100 (bs 2), 120 (bs 4), 110 between them; below bs 2 the curve scaled to meet it, 50 x 100/60; above
+    # bs 4 scaled to meet 120 there: 90 x 120/80 = 135, 100 x 1.5 = 150
+    assert table.batch_sizes == [1, 2, 3, 4, 5, 6]
+    assert [p.eager_us for p in table.points] == pytest.approx([50 * 100 / 60, 100.0, 110.0, 120.0, 135.0, 150.0])
+    assert [p.graph_us for p in table.points] == pytest.approx(list(g))
+    assert [p.source for p in table.points] == ["predicted", "predicted", "interpolated", "predicted", "predicted",
+                                                "predicted"]
+    assert "eager costs from the eager traces' steps at bs 2, 4" in table.warnings
+    assert any(w.startswith("eager costs at the other sizes, bs 1, 5, 6, follow the eager traces' eager curve scaled "
+                            "to meet the nearest traced size (the trace's own curve)") for w in table.warnings)
+    assert not any("left out" in w for w in table.warnings)
+    # without an eager curve the eager costs stay at the traced sizes: the table covers bs 2..4 and says so
+    bare = costs_from_curves([TraceSteps(t.name, t.mode, t.unprofiled_scale, t.batch_size, t.dur_us,
+                                         t.predicted_graph_us, t.phase, graph_curve=curve)])
+    assert bare.batch_sizes == [2, 3, 4] and any("left out" in w for w in bare.warnings)
 
 
 def test_costs_from_steps_errors_and_unknown_batch():
