@@ -483,15 +483,19 @@ def test_band_percent() -> None:
 
 
 def test_plan_extrapolation_band_fits_its_metric() -> None:
-    # costs at bs 4 only; a histogram up to 16 needs the extrapolation: its band as shares of the expected step
+    # costs at bs 1..128 from the traces' curves (the eager trace's eager curve carries its bs-4 steps to every size);
+    # a histogram reaching 300 needs the extrapolation above 128: its band as shares of the expected step
     at = goto(upload(new_app(), [("eager.json", EAGER), ("graph.json.gz", GRAPH)]), "plan")
     at.radio(key="lg_plan_dsrc").set_value("a CSV / JSON histogram").run()
-    at.file_uploader(key="lg_plan_dist_widget").set_value(("d.csv", b"batch_size,count\n4,10\n16,10\n", "text/csv"))
+    at.file_uploader(key="lg_plan_dist_widget").set_value(("d.csv", b"batch_size,count\n4,10\n300,10\n", "text/csv"))
     at.run()
     assert not at.exception
-    band = metrics(at)["Extrapolation band"]
-    # one measured size: no growth to extrapolate, so the band is the expected step itself (not "none": it was needed)
-    assert band == "+0.0/+0.0%"
+    m = metrics(at)
+    assert m["Extrapolation band"] == "-1.3/+2.5%" and m["Graphs to capture"] == "2"
+    # within the curves' sizes nothing is extrapolated: the metric is the cost model's band instead
+    at.file_uploader(key="lg_plan_dist_widget").set_value(("e.csv", b"batch_size,count\n4,10\n16,10\n", "text/csv"))
+    at.run()
+    assert "Extrapolation band" not in metrics(at) and "Cost-model band" in metrics(at)
 
 
 def test_plan_page_plans_a_tensor_parallel_jobs_ranks_together() -> None:
