@@ -205,6 +205,13 @@ def gap_histogram_figure(report: TraceReport):
     return fig
 
 
+def share_tickformat(top: float) -> str:
+    """A percent tick format for an axis of shares up to ``top`` with enough decimals that its ticks (about a fifth
+    of ``top`` apart) read apart: ``.0%`` from 5% up, ``.1%`` from 0.5%, else ``.2%`` (a distribution over 128
+    sizes, its largest share 1.9%, put ticks 0.5% apart that ``.0%`` printed as 2%, 2%, 1%, 1%, 0%)."""
+    return ".0%" if top >= 0.05 else ".1%" if top >= 0.005 else ".2%"
+
+
 def log_ticks(sizes: list[int], max_labels: int = 9) -> list[int]:
     """Batch sizes to label on a log axis so that no two labels overlap: the first, the last, and between them
     only sizes at least 1/``max_labels`` of the axis's log span past the previous label (and as far before
@@ -342,7 +349,7 @@ def distribution_figure(plan):
     fig.update_layout(**_LAYOUT, height=300, title=dict(text="Batch-size distribution", font=dict(size=14)))
     fig.update_xaxes(title="batch size", type="category",
                      categoryorder="array", categoryarray=[str(r.batch_size) for r in rows])
-    fig.update_yaxes(title="share of steps", tickformat=".0%")
+    fig.update_yaxes(title="share of steps", tickformat=share_tickformat(max((r.weight for r in rows), default=1.0)))
     return fig
 
 
@@ -383,7 +390,8 @@ def fleet_idle_figure(idle_fraction_by_cause: dict[str, float]):
                            marker_color=[CAUSE_COLORS.get(c, "#BAB0AC") for c in causes],
                            hovertemplate="%{x}: %{y:.1%} of step time<extra></extra>"))
     fig.update_layout(**_LAYOUT, height=300, title=dict(text="Fleet idle by cause", font=dict(size=14)))
-    fig.update_yaxes(title="share of step windows", tickformat=".0%", rangemode="tozero")
+    fig.update_yaxes(title="share of step windows", rangemode="tozero",
+                     tickformat=share_tickformat(max((idle_fraction_by_cause[c] for c in causes), default=1.0)))
     return fig
 
 

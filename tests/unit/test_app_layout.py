@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("streamlit")
 
-from launchgap.dashboard.charts import log_ticks  # noqa: E402
+from launchgap.dashboard.charts import log_ticks, share_tickformat  # noqa: E402
 from launchgap.dashboard.timeline import step_events, step_index, timeline_gpu_start  # noqa: E402
 from launchgap.loaders import load_trace  # noqa: E402
 from launchgap.report import AnalysisOptions, analyze_trace  # noqa: E402
@@ -22,6 +22,11 @@ def test_log_ticks_keep_labels_apart() -> None:
     assert log_ticks(sizes) == [1, 2, 4, 8, 16, 32, 64, 128]
     assert log_ticks([8, 64]) == [8, 64]
     assert log_ticks(list(range(1, 129))) == [1, 2, 4, 7, 13, 23, 40, 69, 128]
+
+
+def test_share_ticks_have_the_decimals_their_spacing_needs() -> None:
+    # a distribution over 128 sizes tops out at 1.9%: ticks 0.5% apart need one decimal ("2%, 2%, 1%" before)
+    assert [share_tickformat(x) for x in (0.6, 0.05, 0.019, 0.005, 0.004)] == [".0%", ".0%", ".1%", ".1%", ".2%"]
 
 
 def test_a_queued_graph_step_opens_on_its_gpu_work(tmp_path: Path) -> None:
