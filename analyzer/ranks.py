@@ -194,7 +194,7 @@ def _r(x: float) -> float:
 
 
 def _with_wait(trace: Trace, opts: AnalysisOptions, cw: CollectiveWait) -> TraceReport:
-    rep = analyze_trace(trace, opts, wait_ns=cw.wait_per_row() if len(cw) else None)
+    rep = analyze_trace(trace, opts, wait_ns=cw.wait_per_row() if len(cw) else None, collective=cw.rows)
     note = cw.warning()
     return replace(rep, warnings=[*rep.warnings, note]) if note else rep
 

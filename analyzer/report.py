@@ -355,11 +355,13 @@ def _overhead(settings: ProfilerSettings, opts: AnalysisOptions, lm: _LaunchMetr
 
 
 def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
-                  wait_ns: np.ndarray | None = None) -> TraceReport:
+                  wait_ns: np.ndarray | None = None, collective: np.ndarray | None = None) -> TraceReport:
     """Diagnose one parsed trace. Pure: the trace is not modified.
 
     ``wait_ns`` (per row) marks time collectives spent waiting for peers
-    (:mod:`launchgap.collectives`); it is counted as idle with cause ``peer``.
+    (:mod:`launchgap.collectives`); it is counted as idle with cause ``peer``. ``collective``: the rows of the
+    trace's communication kernels where the caller found them already (the wait estimate does), else found here
+    (:func:`launchgap.collectives.collective_rows`): their replay nodes are priced apart.
 
     The stages, each a helper below: steps and their rows; per-(step, device) GPU windows;
     idle causes per window; launch metrics per step; then one report row per step and the
@@ -384,7 +386,7 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
     if win.n_steps and not win.step_ok.all():
         warnings.append(f"{int((~win.step_ok).sum())} of {win.n_steps} steps launched no GPU work and were left out")
     idle = _window_idle_causes(gaps, win)
-    coll = collective_rows(trace)
+    coll = collective_rows(trace) if collective is None else collective
     node_us, node_source = replay_node_us(trace, opts.model, coll)
     coll_node_us = replay_collective_node_us(trace, opts.model, coll)
     lm = _launch_metrics(trace, row_step, win, eff_start, opts.model, node_us,
