@@ -429,7 +429,8 @@ def size_samples(kernel_step: np.ndarray, kernel_class: np.ndarray, kernel_us: n
 
 def trace_samples(trace: Trace, row_step: np.ndarray, step_index: np.ndarray, step_device: np.ndarray,
                   batch: np.ndarray, graph_us: np.ndarray, short_kernel_excess_us: np.ndarray | None = None,
-                  kernel_scale: float = 1.0, node_us: float = 0.0, short_us: float = 20.0) -> list[SizeSample]:
+                  kernel_scale: float = 1.0, node_us: float = 0.0, short_us: float = 20.0,
+                  work_start_ns: np.ndarray | None = None) -> list[SizeSample]:
     """:func:`size_samples` from a trace: per report step ``i`` (``step_index[i]``: its index in ``row_step``'s
     numbering, ``step_device[i]`` its device) the kernels it launched on its device, with their class, time,
     launch configuration (grid blocks and threads per block where the trace records them) and blocks per SM at once
@@ -437,7 +438,10 @@ def trace_samples(trace: Trace, row_step: np.ndarray, step_index: np.ndarray, st
     ``short_kernel_excess_us`` (per report step, us): added to each of the step's kernels shorter than
     :data:`SHORT_KERNEL_US`, and so to its cost: an eager step's short kernels lifted to their time in a graph replay
     (:func:`graph_kernel_excess`). ``kernel_scale``, ``node_us``, ``short_us``: how ``graph_us`` was built from the
-    steps' kernels (:class:`SizeSample`)."""
+    steps' kernels (:class:`SizeSample`). ``work_start_ns`` (per row): each kernel's start once a collective's
+    wait for peers is over (:mod:`launchgap.collectives`), so its time is its work: a rank that waits at every
+    all-reduce (its peer's host behind) would otherwise scale 25 ms of waiting with the rows, and its curve went
+    below zero at one row (``traces/h200x2-tp2-1b``, rank 1 eager at bs 64)."""
     k = np.flatnonzero((trace.kind == Kind.KERNEL) & (row_step >= 0))
     pos = np.full(int(row_step.max()) + 1 if row_step.size and row_step.max() >= 0 else 0, -1, dtype=np.int64)
     pos[np.asarray(step_index, dtype=np.int64)] = np.arange(len(step_index))
@@ -465,7 +469,7 @@ def trace_samples(trace: Trace, row_step: np.ndarray, step_index: np.ndarray, st
                                             device_properties_of(trace, int(d)))
         return out
 
-    us = trace.dur_ns[k] / 1e3
+    us = (trace.dur_ns[k] if work_start_ns is None else trace.end_ns[k] - work_start_ns[k]) / 1e3
     if short_kernel_excess_us is not None:  # per step, added to each of its kernels under SHORT_KERNEL_US
         add = np.where((ks >= 0) & (us < SHORT_KERNEL_US),
                        np.asarray(short_kernel_excess_us, dtype=float)[np.maximum(ks, 0)], 0.0)

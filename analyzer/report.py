@@ -426,7 +426,8 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
     summary = _with_step_groups(summary, inputs, opts, engine)
     HEAP.trim()
     step_reports, summary, curves = _with_graph_serving(trace, row_step, steps, win, lm, keep, step_reports, summary,
-                                                        inputs.overhead, opts, engine, warnings, busy)
+                                                        inputs.overhead, opts, engine, warnings, busy,
+                                                        eff_start if wait_ns is not None else None)
     HEAP.trim()
     summary = _with_serving_units(decide(_with_whole_step(_with_kept_host(summary), opts.model.overhead.graph_rel_err),
                                          mode))
@@ -1166,7 +1167,8 @@ _DECODE_OR_UNKNOWN = ("decode", None)
 
 def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _StepWindows, lm: _LaunchMetrics,
                         keep: np.ndarray, reports: list[StepReport], s: Summary, oh: OverheadEstimate,
-                        opts: AnalysisOptions, engine: str | None, warnings: list[str], busy: list[DeviceBusy]
+                        opts: AnalysisOptions, engine: str | None, warnings: list[str], busy: list[DeviceBusy],
+                        work_start_ns: np.ndarray | None = None
                         ) -> tuple[list[StepReport], Summary, tuple[CostCurve | None, EagerCurve | None]]:
     """Graph-mode serving per step and in the summary (:func:`launchgap.graph_mode.assembly.assemble_serving`):
     capture sizes, fallbacks and the time they lose, buckets, padded rows and their cost, host time between
@@ -1189,7 +1191,8 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
                          opts.model, oh, _given_sizes(opts), _engine_default(trace, engine), engine,
                          dict(opts.graph_timings_us) if opts.graph_timings_us else None, CURVE_MIN_SIZE,
                          experts=opts.moe_routing, node_us=s.node_us,
-                         kernel_scale=opts.model.kernel_scale(s.node_us_source), gpu=busy)
+                         kernel_scale=opts.model.kernel_scale(s.node_us_source), gpu=busy,
+                         work_start_ns=work_start_ns)
     ss, pc, padded, lost, hg = a.ss, a.pad, a.padded, a.lost_us, a.hg
     # the time between steps without the profiler, as a step's: less its cost of the host events and Python calls it
     # recorded there (a step's own events are priced in the step's estimate), never below the GPU work in it

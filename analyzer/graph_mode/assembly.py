@@ -98,7 +98,8 @@ def assemble_serving(trace: Trace, row_step: np.ndarray, all_step_names: list[st
                      given: tuple[list[int], str, str] | None, engine_default: tuple[list[int], str] | None,
                      engine: str | None, timings: dict[int, float] | None, min_size: int,
                      experts: tuple[int, int] | None = None, kernel_scale: float = 1.0,
-                     node_us: float = 0.0, gpu: Sequence[DeviceBusy] = ()) -> ServingAssembly:
+                     node_us: float = 0.0, gpu: Sequence[DeviceBusy] = (),
+                     work_start_ns: np.ndarray | None = None) -> ServingAssembly:
     """Graph-mode serving of the kept steps ``cols`` (see :class:`ServingAssembly`). ``given``: the capture list
     the user gave (sizes, source, detail); ``overhead``: the profiler's cost estimate (per host event and per Python
     call of a ``with_stack`` trace), taken off the eager steps' host time and off the intervals between eager launches
@@ -109,7 +110,9 @@ def assemble_serving(trace: Trace, row_step: np.ndarray, all_step_names: list[st
     spans at least ``1..min_size``; ``experts``: a mixture of experts' ``(E, k)`` from the model config;
     ``kernel_scale``, ``node_us``: how the steps' ``graph_us`` were built from their kernels (the trace's unprofiled
     share of kernel time and node cost: :meth:`launchgap.predict.PredictionModel.predict_graph_us`); ``gpu``: the
-    trace's merged GPU busy intervals per device, for the GPU work between steps (:func:`launchgap.host_gaps.host_gaps`)."""
+    trace's merged GPU busy intervals per device, for the GPU work between steps (:func:`launchgap.host_gaps.host_gaps`);
+    ``work_start_ns``: each row's start once its collective's wait for peers is over (:mod:`launchgap.collectives`;
+    ``None``: no waits), so the cost curve scales a collective's work, not its wait."""
     batch, decode = cols.batch, cols.decode
     mk = marker_buckets(cols.name)
     is_graph = np.isin(np.array(cols.coverage, dtype=object), ("full", "piecewise"))
@@ -135,7 +138,8 @@ def assemble_serving(trace: Trace, row_step: np.ndarray, all_step_names: list[st
         if (is_graph & decode).any() and eager_decode.any() else None
     samples = trace_samples(trace, row_step, cols.step, cols.device, size, cols.graph_us,
                             np.where(eager_decode, excess.us, 0.0) if excess else None,
-                            kernel_scale=kernel_scale, node_us=node_us, short_us=model.long_kernel_us)
+                            kernel_scale=kernel_scale, node_us=node_us, short_us=model.long_kernel_us,
+                            work_start_ns=work_start_ns)
     top = max([*(sizes or []), int(batch.max()) if batch.size else 1, min_size, *(timings or {})])
     props = device_properties_of(trace, int(cols.device[0])) if cols.device.size else {}
     curve = fit_cost_curve(samples, top, timings, props, experts=experts)
