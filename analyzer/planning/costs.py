@@ -243,7 +243,9 @@ class CostTable:
         if sizes[0] < 1:
             raise InputError(f"batch sizes must be positive{self._from()}")
         if not (np.all(np.isfinite(eager)) and np.all(np.isfinite(graph)) and np.all(eager > 0) and np.all(graph > 0)):
-            raise InputError(f"step costs must be positive finite microseconds{self._from()}")
+            bad = [f"{kind} cost at bs {size_span(sizes[m].tolist())} ({_us_range(v[m])})"
+                   for kind, v in (("eager", eager), ("graph", graph)) if (m := ~(np.isfinite(v) & (v > 0))).any()]
+            raise InputError(f"step costs must be positive finite microseconds: {'; '.join(bad)}{self._from()}")
         tol = 1e-9 * max(float(eager.max()), float(graph.max()))
         if np.any(np.diff(eager) < -tol) or np.any(np.diff(graph) < -tol):
             raise InputError(f"costs must not decrease with batch size; build the table with CostTable.fitted"
@@ -405,6 +407,15 @@ class CostTable:
 
     def to_dict(self) -> dict:
         return {"origin": self.origin, "points": [p.to_dict() for p in self.points], "warnings": list(self.warnings)}
+
+
+def _us_range(v: np.ndarray) -> str:
+    """Costs ``v`` (us) for a message: the finite ones as one value or lowest to highest, and whether some are not
+    finite."""
+    fin = v[np.isfinite(v)]
+    out = [] if not fin.size else [f"{fin.min():,.1f} us" if fin.min() == fin.max()
+                                   else f"{fin.min():,.1f} to {fin.max():,.1f} us"]
+    return ", ".join(out + (["not finite"] if fin.size < v.size else []))
 
 
 def size_span(sizes: list[int]) -> str:

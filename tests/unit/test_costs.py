@@ -100,6 +100,11 @@ def test_constructor_refuses_bad_tables():
         _table([(2, 100.0, 20.0), (1, 100.0, 30.0)])
     with pytest.raises(InputError, match="positive finite"):
         _table([(1, 100.0, 0.0)])
+    # the message names the sizes and costs at fault (a cost curve gone below zero, a cost not finite)
+    with pytest.raises(InputError) as bad:
+        _table([(1, -8100.0, 5.0), (2, -7900.0, 6.0), (3, 50.0, float("nan"))])
+    assert str(bad.value) == ("step costs must be positive finite microseconds: eager cost at bs 1, 2 (-8,100.0 to "
+                              "-7,900.0 us); graph cost at bs 3 (not finite) (tiny)")
     with pytest.raises(InputError, match="no batch sizes"):
         CostTable((), "x")
     with pytest.raises(InputError, match="unknown cost source"):
