@@ -146,10 +146,10 @@ def collective_rows(trace: Trace) -> np.ndarray:
     if kern.size == 0:
         return kern
     ids = trace.name_id[kern]
-    present = np.flatnonzero(np.bincount(ids, minlength=len(trace.names)))
-    hit = np.zeros(max(len(trace.names), int(ids.max()) + 1), dtype=bool)
+    present = np.flatnonzero(np.bincount(ids))
+    hit = np.zeros(int(present[-1]) + 1, dtype=bool)
     hit[present] = [is_collective_name(str(trace.names[i])) for i in present.tolist()]
-    return kern[hit[ids]] if hit.any() else kern[:0]
+    return kern[hit[ids]]
 
 
 def element_bytes(name: str) -> int | None:

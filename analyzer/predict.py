@@ -64,7 +64,7 @@ class PredictionModel:
     #: memset node), not the cost of starting the next kernel.
     replay_gap_cap_us: float = 2.0
     #: Longest gap before a collective kernel inside a replay counted as its node's cost, us
-    #: (:func:`replay_collective_node_us`): NCCL's kernel nodes start 2.1-2.4 us after the kernel before them.
+    #: (:func:`replay_node_us`): NCCL's kernel nodes start 2.1-2.4 us after the kernel before them.
     collective_gap_cap_us: float = 8.0
     #: Unprofiled over profiled GPU time of a trace that replays graphs: the profiler lengthens the replays' kernels.
     replay_kernel_scale: float = 0.987
@@ -84,7 +84,7 @@ class PredictionModel:
         share of the profiled busy time (``replay_kernel_scale`` where the node cost was fitted on the trace's own
         replays, 1 with the prior, which was fitted on profiled eager busy time). ``n_short_collectives`` of the short
         kernels are collectives, whose nodes cost ``collective_node_us`` each where the trace's replays measured it
-        (:func:`replay_collective_node_us`; ``None``: ``node_us`` like any other)."""
+        (:func:`replay_node_us`; ``None``: ``node_us`` like any other)."""
         extra = 0.0 if collective_node_us is None else \
             (collective_node_us - self.node_us) * np.asarray(n_short_collectives, dtype=float)
         return kernel_scale * np.asarray(gpu_busy_us, dtype=float) \
@@ -144,65 +144,52 @@ def graph_launch_excess_us(trace: Trace, row_step: np.ndarray, n_steps: int, mod
 
 #: Fewest node gaps inside graph replays that :func:`replay_node_us` fits the node cost on.
 MIN_REPLAY_GAPS = 100
-#: Fewest gaps before a collective kernel inside graph replays that :func:`replay_collective_node_us` measures on
+#: Fewest gaps before a collective kernel inside graph replays that :func:`replay_node_us` prices it on
 #: (two all-reduces a layer: one step of a small model holds 30 or more).
 MIN_COLLECTIVE_REPLAY_GAPS = 16
 
 
-def _replay_gaps(trace: Trace, model: PredictionModel) -> tuple[np.ndarray, np.ndarray]:
-    """Inside the trace's graph replays, each gap after a short kernel (shorter than ``long_kernel_us``) to the next
-    kernel of the same replay: the row of that next kernel and the gap, us (both empty without two such kernels)."""
-    g = np.flatnonzero(trace.gpu_mask & (trace.kind == Kind.KERNEL) & (trace.launch_idx >= 0))
-    g = g[trace.api[trace.launch_idx[g]] == Api.GRAPH_LAUNCH]
-    if g.size < 2:
-        return np.zeros(0, dtype=np.int64), np.zeros(0)
-    li = trace.launch_idx[g]
-    o = np.lexsort((trace.start_ns[g], li))
-    g, li = g[o], li[o]
-    short = (li[1:] == li[:-1]) & ((trace.end_ns[g] - trace.start_ns[g])[:-1] < model.long_kernel_us * 1e3)
-    return g[1:][short], (trace.start_ns[g][1:] - trace.end_ns[g][:-1])[short] / 1e3
-
-
-def replay_node_us(trace: Trace, model: PredictionModel, collective: np.ndarray | None = None) -> tuple[float, str]:
-    """The per-node replay cost to predict a FULL-graph step with, and where it came from.
+def replay_node_us(trace: Trace, model: PredictionModel,
+                   collective: np.ndarray | None = None) -> tuple[float, str, float | None]:
+    """The per-node replay cost to predict a FULL-graph step with, where it came from, and a collective kernel's own
+    node cost (``None``: not measured; its node costs what any node does). One pass over the replays' gaps.
 
     ``"trace replays"``: the trace replays graphs (FULL, piecewise) with at least :data:`MIN_REPLAY_GAPS`
     gaps after a short kernel (shorter than ``long_kernel_us``) between two kernels of one replay; the
     node cost is ``node_per_replay_gap`` times their mean, over the gaps up to ``replay_gap_cap_us``: the profiler
     lengthens a replay's gaps. Not the median: the GPU's timestamps tick in 32 ns, and the median gap was 0.416-0.417 us
     on 121 of 126 H200 FULL-graph traces of 41 models; their mean (0.43-0.51 us) tells them apart
-    (``bench/node_cost_fit.py``, docs/prediction.md). The gaps before a collective kernel (``collective``: its rows,
-    sorted) are left out: their nodes cost more (:func:`replay_collective_node_us`). ``"prior"``: ``node_us`` (fitted
-    on the harness decoders; 0.25-0.46 us per model); ``"flag"``: ``node_us`` as the user gave it.
+    (``bench/node_cost_fit.py``, docs/prediction.md). ``"prior"``: ``node_us`` (fitted on the harness decoders;
+    0.25-0.46 us per model); ``"flag"``: ``node_us`` as the user gave it (and no collective figure).
+
+    The gaps before a collective kernel (``collective``: the rows of the trace's communication kernels,
+    :func:`launchgap.collectives.collective_rows`) are left out of that mean and priced apart where there are at least
+    :data:`MIN_COLLECTIVE_REPLAY_GAPS` of them: ``node_per_replay_gap`` times their mean, up to
+    ``collective_gap_cap_us``. An NCCL kernel node starts 2.1-2.4 us after the kernel before it where other nodes
+    start 0.4 us after (two H200s, ``traces/h200x2-tp2-1b``: 32-34 all-reduces a step, each with 4 KiB of kernel
+    arguments, ``ncclDevKernelArgsStorage<4096ul>``); priced at the common node cost, the graph step of that trace
+    came out 4-5% under its unprofiled replay. An eager trace has no replay: no collective figure.
     """
     if model.node_us_fixed:
-        return model.node_us, "flag"
-    nxt, gap_us = _replay_gaps(trace, model)
-    if collective is not None and collective.size:
-        gap_us = gap_us[~np.isin(nxt, collective)]
-    gap_us = gap_us[gap_us <= model.replay_gap_cap_us]
-    if gap_us.size < MIN_REPLAY_GAPS:
-        return model.node_us, "prior"
-    return float(model.node_per_replay_gap * max(float(np.mean(gap_us)), 0.0)), "trace replays"
-
-
-def replay_collective_node_us(trace: Trace, model: PredictionModel, collective: np.ndarray) -> float | None:
-    """The replay cost of a collective kernel's node, us, where the trace's own graph replays show it: at least
-    :data:`MIN_COLLECTIVE_REPLAY_GAPS` gaps after a short kernel to a collective kernel of the same replay
-    (``collective``: the rows of the trace's communication kernels, sorted:
-    :func:`launchgap.collectives.collective_rows`), up to ``collective_gap_cap_us``; ``node_per_replay_gap`` times
-    their mean, as :func:`replay_node_us` prices any node. An NCCL kernel node starts 2.1-2.4 us after the kernel
-    before it where other nodes start 0.4 us after (two H200s, ``traces/h200x2-tp2-1b``: 32-34 all-reduces a step,
-    each with 4 KiB of kernel arguments, ``ncclDevKernelArgsStorage<4096ul>``); priced at the common node cost, the
-    graph step of that trace came out 4-5% under its unprofiled replay. ``None`` (a collective's node then costs
-    what any node does): fewer such gaps (an eager trace), or the node cost forced (``node_us_fixed``)."""
-    if model.node_us_fixed or collective.size == 0:
-        return None
-    nxt, gap_us = _replay_gaps(trace, model)
-    gap_us = gap_us[np.isin(nxt, collective) & (gap_us <= model.collective_gap_cap_us)]
-    if gap_us.size < MIN_COLLECTIVE_REPLAY_GAPS:
-        return None
-    return float(model.node_per_replay_gap * max(float(np.mean(gap_us)), 0.0))
+        return model.node_us, "flag", None
+    g = np.flatnonzero(trace.gpu_mask & (trace.kind == Kind.KERNEL) & (trace.launch_idx >= 0))
+    g = g[trace.api[trace.launch_idx[g]] == Api.GRAPH_LAUNCH]
+    if g.size < 2:
+        return model.node_us, "prior", None
+    li = trace.launch_idx[g]
+    o = np.lexsort((trace.start_ns[g], li))
+    g, li = g[o], li[o]
+    short = (li[1:] == li[:-1]) & ((trace.end_ns[g] - trace.start_ns[g])[:-1] < model.long_kernel_us * 1e3)
+    gap_us = (trace.start_ns[g][1:] - trace.end_ns[g][:-1])[short] / 1e3
+    to_coll = np.isin(g[1:][short], collective) if collective is not None and collective.size else \
+        np.zeros(gap_us.size, dtype=bool)
+    coll = gap_us[to_coll & (gap_us <= model.collective_gap_cap_us)]
+    coll_us = float(model.node_per_replay_gap * max(float(np.mean(coll)), 0.0)) \
+        if coll.size >= MIN_COLLECTIVE_REPLAY_GAPS else None
+    plain = gap_us[~to_coll & (gap_us <= model.replay_gap_cap_us)]
+    if plain.size < MIN_REPLAY_GAPS:
+        return model.node_us, "prior", coll_us
+    return float(model.node_per_replay_gap * max(float(np.mean(plain)), 0.0)), "trace replays", coll_us
 
 
 #: The Python tracer's cost (us) of so many recorded Python calls beside so many host events (both arrays):

@@ -65,8 +65,7 @@ from .overhead import OverheadEstimate, ProfilerSettings, detect_profiler_settin
     speedup_range
 from .planning.costs import table_of_steps
 from .planning.planner import compare_capture_list
-from .predict import DEFAULT_MODEL, PredictionModel, graph_launch_excess_us, replay_collective_node_us, \
-    replay_node_us
+from .predict import DEFAULT_MODEL, PredictionModel, graph_launch_excess_us, replay_node_us
 from .steps import StepOptions, Steps, assign_rows_to_steps, detect_engine, find_steps
 from .trace import Api, Kind, Trace
 from .verdict import GROUP_FIELDS, SPEEDUP_FIELDS, between_steps_us, decide, group_summary, headline
@@ -387,8 +386,7 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
         warnings.append(f"{int((~win.step_ok).sum())} of {win.n_steps} steps launched no GPU work and were left out")
     idle = _window_idle_causes(gaps, win)
     coll = collective_rows(trace) if collective is None else collective
-    node_us, node_source = replay_node_us(trace, opts.model, coll)
-    coll_node_us = replay_collective_node_us(trace, opts.model, coll)
+    node_us, node_source, coll_node_us = replay_node_us(trace, opts.model, coll)
     lm = _launch_metrics(trace, row_step, win, eff_start, opts.model, node_us,
                          opts.model.kernel_scale(node_source), coll, coll_node_us)
     HEAP.trim()

@@ -240,12 +240,11 @@ def _eager_beyond_steps(e_sizes: np.ndarray, e_us: np.ndarray, e_src: tuple[str,
     below, above = b[b < lo], b[b > hi]
     if not shaped or not (below.size or above.size):
         return e_sizes, e_us, e_src
-    curve = np.median(np.array([t.whole(t.eager.at(b), 0.0)[0] for t in shaped]), axis=0)
-    at = {int(x): float(v) for x, v in zip(b.tolist(), curve.tolist())}
-    if not (at.get(lo, 0.0) > 0 and at.get(hi, 0.0) > 0 and np.isfinite(curve).all()):
+    curve = np.median(np.array([t.whole(t.eager.at(b), 0.0)[0] for t in shaped]), axis=0)  # b is 1..top
+    if hi > b.size or not (np.isfinite(curve).all() and curve[lo - 1] > 0 and curve[hi - 1] > 0):
         return e_sizes, e_us, e_src
-    ext_lo = curve[below - 1] * (e_us[0] / at[lo])
-    ext_hi = curve[above - 1] * (e_us[-1] / at[hi])
+    ext_lo = curve[below - 1] * (e_us[0] / curve[lo - 1])
+    ext_hi = curve[above - 1] * (e_us[-1] / curve[hi - 1])
     what = shaped[0].eager.detail if len(shaped) == 1 else f"the median of {len(shaped)} eager traces' curves"
     notes.append(f"eager costs at the other sizes, bs {size_span([*below.tolist(), *above.tolist()])}, follow the "
                  f"eager traces' eager curve scaled to meet the nearest traced size ({what})")

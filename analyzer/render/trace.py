@@ -5,8 +5,8 @@ from ..engines import LABELS
 from ..gaps import CAUSES
 from .table import table as _table
 from ..report import TraceReport
-from ..verdict import async_scheduling_text, batch_basis, node_cost_text, capture_sizes_basis, fallback_basis, graphs_word, padding_basis, step_word, \
-    time_text
+from ..verdict import async_scheduling_text, batch_basis, capture_sizes_basis, fallback_basis, graphs_word, node_cost_text, \
+    padding_basis, step_word, time_text
 
 
 def _short(name: str, n: int = 60) -> str:

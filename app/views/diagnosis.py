@@ -10,8 +10,8 @@ import streamlit as st
 
 from launchgap.engines import LABELS
 from launchgap.report import SCHEMA, with_observed_step
-from launchgap.verdict import async_scheduling_text, batch_basis, node_cost_text, capture_sizes_basis, fallback_basis, graphs_word, headline, \
-    padding_basis
+from launchgap.verdict import async_scheduling_text, batch_basis, capture_sizes_basis, fallback_basis, graphs_word, headline, \
+    node_cost_text, padding_basis
 from launchgap.dashboard import session
 from launchgap.dashboard.capture import auto_pick, capture_entries, pairing
 from launchgap.dashboard.charts import ZOOM_OPS, coverage_strip_figure, first_ops_end_us, gap_histogram_figure, host_phases_figure, \
@@ -106,7 +106,7 @@ if whole:
                    f"the replay.")
 else:
     d3.metric("Predicted graph step", f"{h.predicted_graph_step_us_median:,.0f} us",
-              help=f"N{node_cost_text(s)[1:]}.")
+              help=f"The GPU busy time replayed, with a {node_cost_text(s)}.")
 d4.metric("Kernels per step", f"{h.kernels_per_step_median:g}",
           help=f"Eager launches {h.kernel_launches_per_step_median:g}, graph launches "
                f"{h.graph_launches_per_step_median:g} per step (median).")
