@@ -37,6 +37,11 @@
 #                                               other configs at 2,048 or 8,192 positions, from the middle: FULL sweeps
 #                                               PART 19: long context, the final check (traces/h200-longctx-2026-12-04c):
 #                                               three more configs at 2,048 or 3,072 positions: FULL sweeps
+#                                               PART 20 / 21: attention libraries: three earlier sets' configs
+#                                               (llama-3.2-3b-like, qwen2.5-0.5b-like, mistral-7b-like) with PyTorch's
+#                                               CUTLASS memory-efficient SDPA kernel (20) and its math backend, batched
+#                                               matmuls and softmax (21), in place of cuDNN's: FULL sweeps
+#                                               (traces/h200-attn-2026-12-05)
 #   bash bench/gpu_heldout.sh OUT PART --dry-run
 #   ONLY=REGEX bash bench/gpu_heldout.sh OUT PART
 set -u
@@ -109,6 +114,17 @@ elif [ "$PART" = 7 ]; then  # a fourth fresh set (configs in traces/h200-fresh-2
 elif [ "$PART" = 11 ]; then  # a fifth fresh set (configs in traces/h200-fresh-2026-12-03e), kept off the model's work
     sweep_set traces/h200-fresh-2026-12-03e/configs fresh5 150 llama-3.2-3b-like aya-expanse-8b-like \
         granite-3.0-3b-a800m-like
+elif [ "$PART" = 20 ] || [ "$PART" = 21 ]; then  # attention libraries other than cuDNN's, same configs as before
+    BACKEND=$([ "$PART" = 20 ] && echo efficient || echo math)
+    SET=attn-$BACKEND
+    for c in traces/h200-fresh-2026-12-03e/configs/llama-3.2-3b-like.json \
+             traces/h200-fresh-2026-12-03b/configs/qwen2.5-0.5b-like.json \
+             traces/h200-heldout-2026-12-03/configs/mistral-7b-like.json; do
+        part "$(basename "$c" .json)-$BACKEND" 170 $H --hf-config "$c" --attention-backend $BACKEND \
+            --batch-sizes $SIZES $SWEEP --out "$W/$SET"
+    done
+    finish() { [ -z "$DRY" ] && tar -czf "$OUT/$SET.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) "$SET/timings.json" \
+        $(cd "$W" && ls "$SET"/*_graph.json.gz) && ls -la "$OUT"; }
 elif [ "$PART" = 6 ] || [ "$PART" = 8 ] || [ "$PART" = 10 ] || [ "$PART" = 12 ]; then  # padding cost from a serving trace alone, held out
     Q=traces/h200-fresh-2026-12-03b/configs/qwen2.5-0.5b-like.json
     PAD="--capture-sizes serve=1,2,4,8,16,24,32,48,64 --distribution bench/serving_distribution.json --serving-steps 40

@@ -28,6 +28,7 @@ DEFAULT_BATCH_SIZES = "1,2,4,8,16,32,64,128,256"
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     from .lists import PRESET_EXAMPLES
     from .model import PRESETS
+    from .sweep.options import ATTENTION_BACKENDS
     from .serving import DEFAULT_SAMPLER, DEFAULT_STEPS
 
     what = parser.add_argument_group("what to record")
@@ -39,6 +40,10 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--compile", action="store_true",
                       help="run the step's forward through torch.compile (default mode, dynamic batch dimension, "
                            "as vLLM compiles), then capture graphs per size; models are named NAME-compiled")
+    what.add_argument("--attention-backend", default="auto", choices=ATTENTION_BACKENDS,
+                      help="the SDPA kernel the attention runs: auto (PyTorch's choice; cuDNN on the H200), cudnn, "
+                           "efficient (CUTLASS memory-efficient), flash, math (batched matmuls and softmax); "
+                           "models other than auto are named NAME-BACKEND")
     what.add_argument("--name", help="label of the model in timings.json and trace names (one model only)")
     for dim in ("layers", "hidden", "heads", "kv-heads", "mlp", "vocab"):
         what.add_argument(f"--{dim}", type=int, metavar="N", help=f"override the preset's {dim}")
@@ -146,6 +151,8 @@ def build_options(args: argparse.Namespace):  # -> SweepOptions
         raise InputError("--layers/--hidden/... override a preset's dimensions; edit the config.json instead")
     models: tuple[Any, ...] = tuple(resolve_config(p, args.name, **dims) for p in presets)
     models += tuple(read_hf_config(p, args.name) for p in args.hf_config)
+    if args.attention_backend != "auto":
+        models = tuple(replace(m, name=f"{m.name}-{args.attention_backend}") for m in models)
     if args.compile:
         models = tuple(replace(m, name=f"{m.name}-compiled") for m in models)
     if len({m.name for m in models}) != len(models):
@@ -182,7 +189,7 @@ def build_options(args: argparse.Namespace):  # -> SweepOptions
         serving=ServingOptions(graph_mode=args.serving_graphs, fallbacks=args.inject_fallbacks, seed=args.seed,
                                repeats=args.repeats, warmup=args.warmup, rounds=args.serving_rounds,
                                trace=True),
-        compile=args.compile,
+        compile=args.compile, attention_backend=args.attention_backend,
     )
 
 
@@ -191,7 +198,9 @@ def _plan_text(opts: Any) -> str:
     from .serving import plan_steps, step_label
 
     lines = [f"models: {', '.join(f'{c.name} ({c.layers} layers, hidden {c.hidden})' for c in opts.models)}"
-             + (" (torch.compile, dynamic batch)" if opts.compile else ""), f"out: {opts.out_dir}"]
+             + (" (torch.compile, dynamic batch)" if opts.compile else "")
+             + (f" (attention: SDPA {opts.attention_backend})" if opts.attention_backend != "auto" else ""),
+             f"out: {opts.out_dir}"]
     if opts.batch_sizes:
         lines.append(f"sweep: {', '.join(opts.modes)} at {len(opts.batch_sizes)} sizes "
                      f"{_short(opts.batch_sizes)}; {opts.rounds} x {opts.repeats} timed steps; "

@@ -76,7 +76,8 @@ def build_curves(doc: dict[str, Any], threshold: float = DEFAULT_THRESHOLD) -> l
             ))
         gone = win_gone_at([p.batch_size for p in pts], [p.speedup for p in pts], threshold)
         entry = (doc.get("models") or {}).get(model) or {}
-        source = ({"model_source": entry.get("model_source"), "compiled": entry.get("compiled")}
+        source = ({"model_source": entry.get("model_source"), "compiled": entry.get("compiled"),
+                   "attention_backend": entry.get("attention_backend")}
                   if "model_source" in entry or "compiled" in entry else None)
         curves.append(ModelCurve(model=model, points=pts, win_gone_at=gone, threshold=threshold, source=source))
     return curves
@@ -95,8 +96,9 @@ def source_text(source: dict[str, Any] | None) -> str | None:
         what = f"launchgap's decoder, preset {src.get('preset')}"
     else:
         what = "model source not recorded"
+    backend = source.get("attention_backend")
     return what + (", compiled" if source.get("compiled") else ", not compiled" if source.get("compiled") is False
-                   else "")
+                   else "") + (f", SDPA {backend}" if backend and backend != "auto" else "")
 
 
 def curves_to_dict(doc: dict[str, Any], curves: list[ModelCurve]) -> dict[str, Any]:

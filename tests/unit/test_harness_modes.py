@@ -346,6 +346,38 @@ def test_bad_mode_arguments_are_one_line(argv: list[str], message: str, capsys: 
     assert message in err and err.count("\n") == 1
 
 
+def test_attention_backend_names_the_model_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    from launchgap.harness.curve import source_text
+
+    assert main(["record", "--model", "tiny", "--attention-backend", "math", "--batch-sizes", "1,2", "--out",
+                 "/nonexistent", "--dry-run"]) == 0
+    assert capsys.readouterr().out.startswith("models: tiny-math (4 layers, hidden 256) (attention: SDPA math)\n")
+    assert source_text({"model_source": {"kind": "preset", "preset": "1b"}, "compiled": False,
+                        "attention_backend": "efficient"}) == "launchgap's decoder, preset 1b, not compiled, SDPA efficient"
+    assert source_text({"model_source": {"kind": "preset", "preset": "1b"}, "compiled": False,
+                        "attention_backend": "auto"}) == "launchgap's decoder, preset 1b, not compiled"
+
+
+@needs_torch
+def test_attention_backend_runs_only_that_kernel(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--attention-backend math`` records under its own name and entry; a backend PyTorch cannot run for the
+    step's attention (CUTLASS's memory-efficient kernel on a CPU) is a one-line error, not a traceback."""
+    base = ["record", *SMALL, "--modes", "eager", "--batch-sizes", "1", "--no-micro", "--device", "cpu"]
+    assert main([*base, "--attention-backend", "math", "--out", str(tmp_path / "m")]) == 0
+    doc = load_timings(tmp_path / "m" / "timings.json")
+    assert {r["model"] for r in doc["rows"]} == {"tiny-layers2-math"}
+    assert doc["models"]["tiny-layers2-math"]["attention_backend"] == "math"
+    assert (tmp_path / "m" / "tiny-layers2-math_bs1_eager.json.gz").is_file()
+    capsys.readouterr()
+    if torch.cuda.is_available():
+        return
+    assert main([*base, "--attention-backend", "efficient", "--out", str(tmp_path / "e")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("launchgap: error: --attention-backend efficient: PyTorch has no efficient SDPA kernel "
+                          "for tiny-layers2-efficient's attention on this device (")
+    assert "Traceback" not in err
+
+
 @needs_torch
 def test_graph_memory_needs_cuda(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     if torch.cuda.is_available():

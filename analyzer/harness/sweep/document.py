@@ -60,12 +60,14 @@ def driver_version() -> str | None:
     return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
 
 
-def model_entry(cfg: ModelConfig | HFModelSpec, compiled: bool) -> dict[str, Any]:
-    """The timings' ``models`` entry: dimensions, ``model_source`` and ``compiled``."""
+def model_entry(cfg: ModelConfig | HFModelSpec, compiled: bool, attention_backend: str = "auto") -> dict[str, Any]:
+    """The timings' ``models`` entry: dimensions, ``model_source``, ``compiled`` and ``attention_backend`` (the SDPA
+    kernel asked for, ``auto``: PyTorch's choice)."""
     entry = cfg.to_dict()
     if isinstance(cfg, ModelConfig):
         entry["model_source"] = {"kind": "preset", "preset": cfg.preset}
     entry["compiled"] = compiled
+    entry["attention_backend"] = attention_backend
     return entry
 
 

@@ -12,6 +12,11 @@ from ..serving import ServingOptions
 
 MODES = ("eager", "graph", "piecewise")
 
+#: ``--attention-backend``: which of PyTorch's SDPA kernels the decoders' attention runs (``auto``: PyTorch picks;
+#: cuDNN's on the H200 with torch 2.11). Other attention libraries launch other grids (split-KV or not, one block per
+#: head and row, batched matmuls for ``math``), which the cost model must read alike.
+ATTENTION_BACKENDS = ("auto", "cudnn", "efficient", "flash", "math")
+
 GRAPH_NEEDS_CUDA = "graph mode needs a CUDA GPU (torch.cuda.is_available() is False)"
 
 #: timings.json row field of each mode's median step time.
@@ -55,6 +60,7 @@ class SweepOptions:
     serving_source: str = ""
     serving: ServingOptions = field(default_factory=ServingOptions)
     compile: bool = False
+    attention_backend: str = "auto"
 
     def validate(self) -> None:
         if not self.models:
@@ -73,6 +79,9 @@ class SweepOptions:
             raise InputError("--steps, --repeats and --rounds must be at least 1 and --warmup at least 0")
         if self.device not in ("auto", "cuda", "cpu"):
             raise InputError(f"unknown device {self.device!r}; choose auto, cuda or cpu")
+        if self.attention_backend not in ATTENTION_BACKENDS:
+            raise InputError(f"unknown attention backend {self.attention_backend!r}; choose from "
+                             f"{', '.join(ATTENTION_BACKENDS)}")
         if self.interleave < 0:
             raise InputError("--interleave must be at least 0")
         if not 0 < self.max_drift < 1 or self.drift_retries < 0:

@@ -108,7 +108,8 @@ def _open_doc(torch: Any, opts: SweepOptions, on_cuda: bool, tpath: Path, say: C
     doc = TimingsDoc({**old, "schema": SCHEMA, **env, "created": old.get("created") or now(),
                       "context_len": opts.context_len, "start_pos": opts.start_pos,
                       "models": {**old.get("models", {}),
-                                 **{c.name: model_entry(c, opts.compile) for c in opts.models}},
+                                 **{c.name: model_entry(c, opts.compile, opts.attention_backend)
+                                    for c in opts.models}},
                       "micro": old.get("micro"), "rows": list(old.get("rows", []))}, tpath)
     say(f"device {env['device']}, torch {env['torch']}, cuda {env['cuda']}, driver {env['driver']}")
     return doc
@@ -117,6 +118,32 @@ def _open_doc(torch: Any, opts: SweepOptions, on_cuda: bool, tpath: Path, say: C
 def _run_model(ctx: Ctx, cfg: ModelConfig | HFModelSpec, todo: list[Task], warn: Callable[[str], None]) -> None:
     """Build one model (compile it if asked) and run the parts its tasks need: sweep, profiled,
     memory, serving; a model whose step cannot be captured skips the last three."""
+    backend = ctx.opts.attention_backend
+    try:
+        with attention_backend(ctx.torch, backend):  # capture and eager runs alike
+            _run_model_parts(ctx, cfg, todo, warn)
+    except RuntimeError as e:  # PyTorch's SDPA dispatch: the kernel asked for cannot run this attention here
+        if backend == "auto" or not any(s in str(e) for s in ("No viable backend", "No available kernel")):
+            raise
+        raise InputError(f"--attention-backend {backend}: PyTorch has no {backend} SDPA kernel for {cfg.name}'s "
+                         f"attention on this device ({str(e).splitlines()[0]})") from None
+
+
+def attention_backend(torch: Any, name: str):
+    """A context in which ``F.scaled_dot_product_attention`` runs only the SDPA kernel ``name``
+    (:data:`~launchgap.harness.sweep.options.ATTENTION_BACKENDS`; ``auto``: PyTorch's own choice). A backend that
+    cannot run the step's attention fails its first step with PyTorch's own message."""
+    import contextlib
+
+    if name == "auto":
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel({"cudnn": SDPBackend.CUDNN_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
+                        "flash": SDPBackend.FLASH_ATTENTION, "math": SDPBackend.MATH}[name])
+
+
+def _run_model_parts(ctx: Ctx, cfg: ModelConfig | HFModelSpec, todo: list[Task], warn: Callable[[str], None]) -> None:
     torch, opts, doc, say = ctx.torch, ctx.opts, ctx.doc, ctx.say
     model = build_model(cfg, opts, ctx.on_cuda)
     say(f"{cfg.name}: {model.param_count() / 1e9:.2f} B params, weights {model.weight_bytes() / 2**30:.2f} GiB, "
