@@ -70,6 +70,13 @@ def test_metadata_flags_win(tmp_path) -> None:
     assert "record_shapes on (trace metadata)" in s.evidence and "with_stack on (trace metadata)" in s.evidence
 
 
+def test_json_booleans_as_flags_read_too(tmp_path) -> None:
+    # A trace re-saved by Python's json carries true/false: read as the flags, not refused as "not a Kineto trace".
+    s = settings_of(tmp_path, events(dims=None), record_shapes=False, with_stack=True)
+    assert s.tier == "stack" and s.record_shapes is False and s.with_stack is True
+    assert "with_stack on (trace metadata)" in s.evidence
+
+
 def test_python_function_events_mean_stacks(tmp_path) -> None:
     s = settings_of(tmp_path, events(dims=None) + [python_function(1, 5), python_function(100, 3)])
     assert s.tier == "stack" and s.with_stack is True and s.record_shapes is False

@@ -21,7 +21,7 @@ from ...trace import LAUNCH_CONFIG_COLUMNS, Kind, Trace, build_trace
 from .arrays import _first_appearance, _int_column, _intern_local, _narrowest_int
 from .python_calls import _PythonCallColumns
 from .scan import _SCAN_EVENT
-from .schema import SETTINGS_SAMPLE_EVENTS, _Args, _CAT_KIND, _Device, _DistInfo, _FLOW_CODE, _NO_STACK, _PYTHON_CAT, _PYTHON_CODE, _SAMPLE_CODES, _Scalar, _X_CODES, _as_int, _as_us, _device_properties, _dim3, _rank_of, _resource, _settings_of
+from .schema import SETTINGS_SAMPLE_EVENTS, _Args, _CAT_KIND, _Device, _DistInfo, _FLOW_CODE, _Flag, _NO_STACK, _PYTHON_CAT, _PYTHON_CODE, _SAMPLE_CODES, _X_CODES, _as_int, _as_us, _device_properties, _dim3, _rank_of, _resource, _settings_of
 
 
 def _launch_config(args: list, n: int) -> list[np.ndarray]:
@@ -468,7 +468,7 @@ class _ColumnBuilder:
         return device, stream
 
     def finish(self, path: str, device_props: Iterable[_Device] | None, dist: _DistInfo | None,
-               flags: dict[str, _Scalar] | None = None) -> Trace:
+               flags: dict[str, _Flag] | None = None) -> Trace:
         """All columns, the cleaning steps of the loader, and :func:`build_trace`.
 
         Column by column: each is concatenated from its pieces, which are let go at once, so the peak

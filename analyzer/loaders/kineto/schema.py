@@ -19,6 +19,9 @@ from ...trace import Kind
 
 
 _Scalar = Union[int, float, str, None]
+#: A top-level profiler setting: torch.profiler writes "1" or 1; a file re-saved by Python's json (or another tool)
+#: carries ``true``, which must not make a trace unreadable.
+_Flag = Union[bool, int, float, str, None]
 
 
 _CAT_KIND: dict[str, int] = {
@@ -121,11 +124,11 @@ class _KinetoFile(msgspec.Struct, gc=False):
     traceEvents: list[_Event]
     deviceProperties: Union[list[_Device], None] = None
     distributedInfo: Union[_DistInfo, None] = None
-    record_shapes: _Scalar = None  # torch.profiler writes its settings at the top level ("1" or 1 when on)
-    with_stack: _Scalar = None
-    with_flops: _Scalar = None
-    with_modules: _Scalar = None
-    profile_memory: _Scalar = None
+    record_shapes: _Flag = None  # torch.profiler writes its settings at the top level ("1" or 1 when on)
+    with_stack: _Flag = None
+    with_flops: _Flag = None
+    with_modules: _Flag = None
+    profile_memory: _Flag = None
 
 
 # --- strict schema: what Kineto actually writes. Defaults are what the lenient conversion
@@ -165,22 +168,22 @@ class _FastKinetoFile(msgspec.Struct, gc=False):
     traceEvents: list[_FastEvent]
     deviceProperties: Union[list[_Device], None] = None
     distributedInfo: Union[_DistInfo, None] = None
-    record_shapes: _Scalar = None  # torch.profiler writes its settings at the top level ("1" or 1 when on)
-    with_stack: _Scalar = None
-    with_flops: _Scalar = None
-    with_modules: _Scalar = None
-    profile_memory: _Scalar = None
+    record_shapes: _Flag = None  # torch.profiler writes its settings at the top level ("1" or 1 when on)
+    with_stack: _Flag = None
+    with_flops: _Flag = None
+    with_modules: _Flag = None
+    profile_memory: _Flag = None
 
 
 class _Header(msgspec.Struct, gc=False):
     traceEvents: list[Any]
     deviceProperties: Union[list[_Device], None] = None
     distributedInfo: Union[_DistInfo, None] = None
-    record_shapes: _Scalar = None  # torch.profiler writes its settings at the top level ("1" or 1 when on)
-    with_stack: _Scalar = None
-    with_flops: _Scalar = None
-    with_modules: _Scalar = None
-    profile_memory: _Scalar = None
+    record_shapes: _Flag = None  # torch.profiler writes its settings at the top level ("1" or 1 when on)
+    with_stack: _Flag = None
+    with_flops: _Flag = None
+    with_modules: _Flag = None
+    profile_memory: _Flag = None
 
 
 #: Top-level profiler settings torch.profiler writes (see :func:`_settings_of`).
@@ -311,7 +314,7 @@ def _rank_of(dist: _DistInfo | None) -> dict[str, int | None]:
     return {"rank": r if r >= 0 else None, "world_size": w if w > 0 else None}
 
 
-def _settings_of(flags: dict[str, _Scalar], sample: dict[str, int], sampled: int) -> dict:
+def _settings_of(flags: dict[str, _Flag], sample: dict[str, int], sampled: int) -> dict:
     """What the file says of the profiler's settings (read by :mod:`launchgap.overhead`).
 
     The top-level flags (True/False; None when the file does not name one: older torch writes
@@ -327,7 +330,7 @@ def _settings_of(flags: dict[str, _Scalar], sample: dict[str, int], sampled: int
     return out
 
 
-def _flag(value: _Scalar) -> bool | None:
+def _flag(value: _Flag) -> bool | None:
     if value is None:
         return None
     if isinstance(value, str):
