@@ -42,6 +42,10 @@
 #                                               CUTLASS memory-efficient SDPA kernel (20) and its math backend, batched
 #                                               matmuls and softmax (21), in place of cuDNN's: FULL sweeps
 #                                               (traces/h200-attn-2026-12-05)
+#   The repository (traces/ alone is over 200 MB) is larger than the 64 MiB a device call sends: send it with traces/
+#   out of the index and carry the configs the part reads (`git rm -r -q --cached traces; echo /traces/ >>
+#   .git/info/exclude`, then `carry` e.g. traces/h200-heldout-2026-12-03/configs), and put it back afterwards
+#   (`git reset -q -- traces`, the exclude line removed) before committing anything.
 #   bash bench/gpu_heldout.sh OUT PART --dry-run
 #   ONLY=REGEX bash bench/gpu_heldout.sh OUT PART
 set -u
