@@ -13,8 +13,8 @@ from ..serving import ServingOptions
 MODES = ("eager", "graph", "piecewise")
 
 #: ``--attention-backend``: which of PyTorch's SDPA kernels the decoders' attention runs (``auto``: PyTorch picks;
-#: cuDNN's on the H200 with torch 2.11). Other attention libraries launch other grids (split-KV or not, one block per
-#: head and row, batched matmuls for ``math``), which the cost model must read alike.
+#: cuDNN's on the H200 with torch 2.11). Other attention kernels launch other grids (for ``math``, batched matmuls and a
+#: softmax in place of one attention kernel), which the cost model must read alike.
 ATTENTION_BACKENDS = ("auto", "cudnn", "efficient", "flash", "math")
 
 GRAPH_NEEDS_CUDA = "graph mode needs a CUDA GPU (torch.cuda.is_available() is False)"

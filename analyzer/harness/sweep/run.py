@@ -132,7 +132,8 @@ def _run_model(ctx: Ctx, cfg: ModelConfig | HFModelSpec, todo: list[Task], warn:
 def attention_backend(torch: Any, name: str):
     """A context in which ``F.scaled_dot_product_attention`` runs only the SDPA kernel ``name``
     (:data:`~launchgap.harness.sweep.options.ATTENTION_BACKENDS`; ``auto``: PyTorch's own choice). A backend that
-    cannot run the step's attention fails its first step with PyTorch's own message."""
+    cannot run the step's attention raises PyTorch's RuntimeError at the first step (:func:`_run_model` says it in
+    one line)."""
     import contextlib
 
     if name == "auto":
