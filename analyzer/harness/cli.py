@@ -151,10 +151,9 @@ def build_options(args: argparse.Namespace):  # -> SweepOptions
         raise InputError("--layers/--hidden/... override a preset's dimensions; edit the config.json instead")
     models: tuple[Any, ...] = tuple(resolve_config(p, args.name, **dims) for p in presets)
     models += tuple(read_hf_config(p, args.name) for p in args.hf_config)
-    if args.attention_backend != "auto":
-        models = tuple(replace(m, name=f"{m.name}-{args.attention_backend}") for m in models)
-    if args.compile:
-        models = tuple(replace(m, name=f"{m.name}-compiled") for m in models)
+    suffix = (f"-{args.attention_backend}" if args.attention_backend != "auto" else "") + \
+        ("-compiled" if args.compile else "")
+    models = tuple(replace(m, name=m.name + suffix) for m in models) if suffix else models
     if len({m.name for m in models}) != len(models):
         raise InputError("two models share a name; label them apart (one --name per run, or other folders)")
     lists = parse_capture_lists(args.capture_lists) if args.capture_lists else []

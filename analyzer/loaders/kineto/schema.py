@@ -120,8 +120,9 @@ class _DistInfo(msgspec.Struct, gc=False):
     world_size: _Scalar = None
 
 
-class _KinetoFile(msgspec.Struct, gc=False):
-    traceEvents: list[_Event]
+class _TopLevel(msgspec.Struct, kw_only=True, gc=False):
+    """A Kineto file's top-level fields besides ``traceEvents`` (each file schema below adds its own event type)."""
+
     deviceProperties: Union[list[_Device], None] = None
     distributedInfo: Union[_DistInfo, None] = None
     record_shapes: _Flag = None  # torch.profiler writes its settings at the top level ("1" or 1 when on)
@@ -129,6 +130,10 @@ class _KinetoFile(msgspec.Struct, gc=False):
     with_flops: _Flag = None
     with_modules: _Flag = None
     profile_memory: _Flag = None
+
+
+class _KinetoFile(_TopLevel, gc=False):
+    traceEvents: list[_Event]
 
 
 # --- strict schema: what Kineto actually writes. Defaults are what the lenient conversion
@@ -164,26 +169,12 @@ class _FastEvent(msgspec.Struct, gc=False):
     args: _FastArgs = _NO_ARGS
 
 
-class _FastKinetoFile(msgspec.Struct, gc=False):
+class _FastKinetoFile(_TopLevel, gc=False):
     traceEvents: list[_FastEvent]
-    deviceProperties: Union[list[_Device], None] = None
-    distributedInfo: Union[_DistInfo, None] = None
-    record_shapes: _Flag = None  # torch.profiler writes its settings at the top level ("1" or 1 when on)
-    with_stack: _Flag = None
-    with_flops: _Flag = None
-    with_modules: _Flag = None
-    profile_memory: _Flag = None
 
 
-class _Header(msgspec.Struct, gc=False):
+class _Header(_TopLevel, gc=False):
     traceEvents: list[Any]
-    deviceProperties: Union[list[_Device], None] = None
-    distributedInfo: Union[_DistInfo, None] = None
-    record_shapes: _Flag = None  # torch.profiler writes its settings at the top level ("1" or 1 when on)
-    with_stack: _Flag = None
-    with_flops: _Flag = None
-    with_modules: _Flag = None
-    profile_memory: _Flag = None
 
 
 #: Top-level profiler settings torch.profiler writes (see :func:`_settings_of`).
