@@ -112,6 +112,46 @@ CLASS_PATTERNS = (
 )
 
 
+#: Kernels either side of a softmax searched for the two matmuls of attention written out as matmuls (``Q·Kᵀ``, scale
+#: and mask, softmax, checks and casts, ``·V``): PyTorch's math SDPA backend runs six kernels from its softmax to its
+#: ``·V`` matmul and one between its ``Q·Kᵀ`` and the softmax (H200, traces/h200-attn-2026-12-05).
+ATTENTION_MATMUL_WINDOW = 8
+_SOFTMAX = re.compile(r"(?i)softmax")
+
+
+def attention_matmuls(kernel_step: np.ndarray, kernel_class: np.ndarray, grid_z: np.ndarray,
+                      softmax: np.ndarray) -> np.ndarray:
+    """Per kernel row (in launch order) whether it is one of the two matmuls of attention written out as matmuls
+    (PyTorch's math SDPA backend, Hugging Face's ``eager`` attention, hand-written ``softmax(Q·Kᵀ)·V``): the nearest
+    matmul (``kernel_class`` ``gemm``) before a ``softmax`` kernel and the nearest after it, each within
+    :data:`ATTENTION_MATMUL_WINDOW` kernels of it in the same step (``kernel_step``, -1 none), both batched over the
+    same count (``grid_z`` above 1: one slice per row and head). Such a matmul is attention: it reads every row's own
+    keys or values, its grid following the rows as an attention kernel's does, where a weight matmul's work is flat;
+    a mixture's router (an unbatched matmul before its softmax) is not one."""
+    kernel_step = np.asarray(kernel_step, dtype=np.int64)
+    n = kernel_step.size
+    out = np.zeros(n, dtype=bool)
+    sm = np.flatnonzero(np.asarray(softmax, dtype=bool) & (kernel_step >= 0))
+    if sm.size == 0:
+        return out
+    pos = np.arange(n)
+    is_mm = np.asarray(kernel_class) == _GEMM
+    prev = np.maximum.accumulate(np.where(is_mm, pos, -1))  # the latest matmul at or before each row
+    nxt = np.minimum.accumulate(np.where(is_mm, pos, n)[::-1])[::-1]  # the earliest at or after
+    before, after = prev[np.maximum(sm - 1, 0)], nxt[np.minimum(sm + 1, n - 1)]
+    before = np.where(sm > 0, before, -1)
+    after = np.where(sm < n - 1, after, n)
+    ok = (before >= 0) & (after < n)
+    before_i, after_i = np.maximum(before, 0), np.minimum(after, n - 1)
+    z = np.asarray(grid_z, dtype=np.int64)
+    ok &= (sm - before <= ATTENTION_MATMUL_WINDOW) & (after - sm <= ATTENTION_MATMUL_WINDOW)
+    ok &= (kernel_step[before_i] == kernel_step[sm]) & (kernel_step[after_i] == kernel_step[sm])
+    ok &= (z[before_i] > 1) & (z[before_i] == z[after_i])
+    out[before_i[ok]] = True
+    out[after_i[ok]] = True
+    return out
+
+
 def _per_distinct_name(names: np.ndarray, value: Callable[[str], int | None], fill: int, dtype) -> np.ndarray:
     """``value(name)`` for each kernel name, evaluated once per distinct name (``None``: ``fill``)."""
     names = np.asarray(names, dtype=object)
@@ -397,14 +437,15 @@ def size_samples(kernel_step: np.ndarray, kernel_class: np.ndarray, kernel_us: n
                  kernel_experts: np.ndarray | None = None,
                  resident: np.ndarray | Callable[[np.ndarray], np.ndarray] | None = None,
                  kernel_tile: np.ndarray | None = None, kernel_scale: float = 1.0, node_us: float = 0.0,
-                 short_us: float = 20.0) -> list[SizeSample]:
+                 short_us: float = 20.0, kernel_attention_matmul: np.ndarray | None = None) -> list[SizeSample]:
     """Per observed batch size (ascending) its median step's kernels: ``kernel_*`` per kernel row (its step, -1
     none; class; us; grid blocks; threads per block; the routed experts it says, -1 none), ``resident`` per kernel
     row (blocks per SM at once, -1 unknown; ``None``: unknown for all), or a function giving it for the kernel rows
     it is passed (called for the median steps' kernels only), ``batch`` and ``graph_us`` per step; ``kernel_tile``
     per kernel row the smaller side of a matmul's tile (:func:`gemm_tile_side`, -1 unknown): a matmul whose tile is
-    at least :data:`ROW_GEMM_MIN_TILE` and twice the step's rows is a ``row_gemm``; ``kernel_scale``, ``node_us``,
-    ``short_us``: how ``graph_us`` was built (:class:`SizeSample`)."""
+    at least :data:`ROW_GEMM_MIN_TILE` and twice the step's rows is a ``row_gemm``; a matmul that
+    ``kernel_attention_matmul`` marks (per kernel row: :func:`attention_matmuls`) is attention; ``kernel_scale``,
+    ``node_us``, ``short_us``: how ``graph_us`` was built (:class:`SizeSample`)."""
     batch = np.asarray(batch, dtype=np.int64)
     graph_us = np.asarray(graph_us, dtype=float)
     ok = (batch > 0) & np.isfinite(graph_us) & (graph_us > 0)
@@ -420,6 +461,8 @@ def size_samples(kernel_step: np.ndarray, kernel_class: np.ndarray, kernel_us: n
         cls = kernel_class[r]
         if kernel_tile is not None:
             cls = np.where((cls == _GEMM) & (kernel_tile[r] >= max(ROW_GEMM_MIN_TILE, 2 * s)), _ROW_GEMM, cls)
+        if kernel_attention_matmul is not None:
+            cls = np.where((cls == _GEMM) & kernel_attention_matmul[r], _ATTN, cls)
         out.append(SizeSample(int(s), float(graph_us[med]), cls, kernel_us[r], blocks[r], threads[r],
                               int(np.median(said)) if said.size else None,
                               None if resident is None else resident(r) if callable(resident) else resident[r],
@@ -476,9 +519,14 @@ def trace_samples(trace: Trace, row_step: np.ndarray, step_index: np.ndarray, st
         us = us + add
         graph_us = np.asarray(graph_us, dtype=float) + np.bincount(ks[ks >= 0], weights=add[ks >= 0],
                                                                    minlength=len(step_index))
-    return size_samples(ks, classify_kernels(trace.names[ids])[at], us, blocks, threads, batch,
+    cls = classify_kernels(trace.names[ids])[at]
+    gz = getattr(trace, "grid_z", None)
+    softmax = _per_distinct_name(trace.names[ids], lambda n: 1 if _SOFTMAX.search(kernel_own_name(n)) else None,
+                                 0, bool)[at]
+    attention_mm = attention_matmuls(ks, cls, gz[k] if gz is not None else np.zeros(k.size, dtype=np.int64), softmax)
+    return size_samples(ks, cls, us, blocks, threads, batch,
                         graph_us, experts_of_kernels(trace.names[ids], threads, at), resident,
-                        gemm_tile_side(trace.names[ids])[at], kernel_scale, node_us, short_us)
+                        gemm_tile_side(trace.names[ids])[at], kernel_scale, node_us, short_us, attention_mm)
 
 
 def _attention_blocks_per_row(xs: list[SizeSample], sm_count: int | None) -> float | None:

@@ -45,6 +45,9 @@ PIECEWISE_BAR = 0.03
 PADDING_HELD_OUT_LIST = (1, 2, 4, 8, 16, 24, 32, 48, 64)
 PLAN_BAR = 0.01
 MAX_SIZE = 128
+#: Recordings a rule was built on after they were first evaluated: printed, not in the held-out bars (folder, model).
+DEVELOPMENT_MODELS = {("h200-attn-2026-12-05", "llama-3.2-3b-like-math"), ("h200-attn-2026-12-05", "mistral-7b-like-math"),
+                      ("h200-attn-2026-12-05", "qwen2.5-0.5b-like-math")}
 
 
 def truth_of(path: Path, model: str | None = None) -> dict[int, float]:
@@ -136,7 +139,7 @@ def curve_sets() -> dict[str, tuple[list[cm.SizeSample], dict, dict[int, float],
                     continue
                 got = [samples(p) for p in traces]
                 out[f"{d.name} {model}"] = ([x for g in got for x in g[0]], got[0][1], truth_of(tfile, model),
-                                            MAX_SIZE, True, None)
+                                            MAX_SIZE, (d.name, model) not in DEVELOPMENT_MODELS, None)
                 routing = config_routing(doc, model)
                 if routing is not None:  # the same traces with the model config's experts and experts per token
                     out[f"{d.name} {model} + config"] = (*out[f"{d.name} {model}"][:5], routing)

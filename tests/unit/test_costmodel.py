@@ -6,8 +6,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from launchgap.costmodel import DEFAULT_SCALING, KERNEL_CLASSES, ScalingModel, SizeSample, classify_kernels, \
-    band_fraction, fit_cost_curve, gemm_tile_side, gpu_peaks, resident_blocks, size_samples
+from launchgap.costmodel import ATTENTION_MATMUL_WINDOW, DEFAULT_SCALING, KERNEL_CLASSES, ScalingModel, SizeSample, \
+    attention_matmuls, band_fraction, classify_kernels, fit_cost_curve, gemm_tile_side, gpu_peaks, resident_blocks, \
+    size_samples
 
 H200 = {"name": "NVIDIA H200", "sm_count": 132}
 GEMM, ATTN, KV, COLL, ELEM, EXPERT, ROW_GEMM = range(len(KERNEL_CLASSES))
@@ -471,6 +472,64 @@ def test_trace_samples_carry_each_kernels_resident_blocks(tmp_path, fmt: str) ->
     # 2 and 1 resident (nsys' TARGET_INFO_GPU gives no threads per SM: 2,048 assumed), the copy's resources unknown
     assert x.resident.tolist() == [2, 1, -1]
     assert x.threads.tolist() == [128, 384, 128] and x.blocks.tolist() == [256, 132, 16]
+
+
+def test_attention_written_as_matmuls_is_the_batched_matmuls_either_side_of_a_softmax() -> None:
+    """Step 0, PyTorch's math SDPA at 8 rows of 24 heads: a weight matmul (grid z 1), Q·Kᵀ (z 192), the mask's add,
+    the softmax, six kernels of checks and casts, ·V (z 192), the output projection (z 1). Step 1: a mixture's router
+    (z 1) before its softmax, a batched expert matmul after it: no attention. Step 2: Q·Kᵀ one kernel further from
+    the softmax than the window. Step 3: batched over different counts."""
+    w = ATTENTION_MATMUL_WINDOW
+    assert w == 8
+    M, E, S = (GEMM, False), (ELEM, False), (ELEM, True)  # matmul, other kernel, softmax
+    steps = [[(M, 1), (M, 192), (E, 1), (S, 1)] + [(E, 1)] * 6 + [(M, 192), (M, 1)],
+             [(M, 1), (S, 1), (M, 64)],
+             [(M, 192)] + [(E, 1)] * w + [(S, 1), (M, 192)],
+             [(M, 192), (S, 1), (M, 24)]]
+    rows = [(i, kind, z) for i, st in enumerate(steps) for kind, z in st]
+    step = np.array([r[0] for r in rows])
+    cls = np.array([r[1][0] for r in rows], dtype=np.int8)
+    softmax = np.array([r[1][1] for r in rows])
+    z = np.array([r[2] for r in rows])
+    assert np.flatnonzero(attention_matmuls(step, cls, z, softmax)).tolist() == [1, 10]
+    # step 2 with Q·Kᵀ w kernels before the softmax: within the window
+    near = np.array([GEMM] + [ELEM] * (w - 1) + [ELEM, GEMM], dtype=np.int8)
+    sm = np.arange(near.size) == w
+    assert np.flatnonzero(attention_matmuls(np.zeros(near.size, dtype=np.int64), near,
+                                            np.where(near == GEMM, 192, 1), sm)).tolist() == [0, w + 1]
+    # across a step boundary, or outside any step: none
+    three = np.array([GEMM, ELEM, GEMM], dtype=np.int8), np.array([8, 1, 8]), np.array([False, True, False])
+    assert not attention_matmuls(np.array([0, 0, 1]), *three).any()
+    assert not attention_matmuls(np.array([-1, -1, -1]), *three).any()
+    assert attention_matmuls(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int8), np.zeros(0),
+                             np.zeros(0, dtype=bool)).tolist() == []
+
+
+@pytest.mark.parametrize("fmt", ["kineto", "nsys"])
+def test_trace_samples_class_attention_written_as_matmuls_as_attention(tmp_path, fmt: str) -> None:
+    """From a loaded trace: cuBLAS's batched gemv either side of PyTorch's softmax kernel (grid z 192 both) is
+    attention; the weight gemv (grid z 1) stays a matmul, the softmax element-wise."""
+    from launchgap.costmodel import trace_samples
+    from launchgap.loaders import load_trace
+    from launchgap.trace import Kind
+    from tests.builders import TraceSpec, write
+
+    spec = TraceSpec(device_names={0: "NVIDIA H200"})
+    for i, (name, grid) in enumerate([("internal::gemvx::kernel<int, int, float>", (8, 1, 1)),
+                                      ("gemv2T_kernel_val<int, int, float>", (64, 1, 192)),
+                                      ("(anonymous namespace)::softmax_warp_forward<float, float, float, 9>", (48, 1, 1)),
+                                      ("internal::gemvx::kernel<int, int, float>", (2, 1, 192))]):
+        spec.launch(name, 1_000 + 20_000 * i, 4_000, 6_000 + 20_000 * i, 10_000, corr=i + 1, grid=grid,
+                    block=(128, 1, 1))
+    trace = load_trace(write(spec, fmt, tmp_path))
+    row_step = np.where(trace.kind == Kind.KERNEL, 0, -1)
+    (x,) = trace_samples(trace, row_step, np.array([0]), np.array([0]), np.array([8]), np.array([100.0]))
+    assert x.kernel_class.tolist() == [GEMM, ATTN, ELEM, ATTN]
+    # the same matmuls marked by hand through size_samples
+    xs = size_samples(np.zeros(2, dtype=np.int64), np.array([GEMM, GEMM], dtype=np.int8), np.array([14.0, 5.0]),
+                      np.array([384, 132]), np.array([256, 384]), np.array([8]), np.array([100.0]),
+                      kernel_attention_matmul=np.array([True, False]))
+    assert xs[0].kernel_class.tolist() == [ATTN, GEMM]
 
 
 def test_a_segment_between_two_sizes_is_monotone_its_way() -> None:
