@@ -42,6 +42,11 @@
 #                                               CUTLASS memory-efficient SDPA kernel (20) and its math backend, batched
 #                                               matmuls and softmax (21), in place of cuDNN's: FULL sweeps
 #                                               (traces/h200-attn-2026-12-05)
+#                                               PART 22 / 23: attention written as matmuls, held out (after the
+#                                               rule of commit "attention written as matmuls"): transformers' eager
+#                                               attention (22: olmo-2-1b-like, qwen3-0.6b-like,
+#                                               granite-3.0-1b-a400m-like) and the math backend (23: gemma-3-1b-like,
+#                                               qwen3-0.6b-like, falcon3-1b-like): FULL sweeps
 #   The repository (traces/ alone is over 200 MB) is larger than the 64 MiB a device call sends: send it with traces/
 #   out of the index and carry the configs the part reads (`git rm -r -q --cached traces; echo /traces/ >>
 #   .git/info/exclude`, then `carry` e.g. traces/h200-heldout-2026-12-03/configs), and put it back afterwards
@@ -118,12 +123,21 @@ elif [ "$PART" = 7 ]; then  # a fourth fresh set (configs in traces/h200-fresh-2
 elif [ "$PART" = 11 ]; then  # a fifth fresh set (configs in traces/h200-fresh-2026-12-03e), kept off the model's work
     sweep_set traces/h200-fresh-2026-12-03e/configs fresh5 150 llama-3.2-3b-like aya-expanse-8b-like \
         granite-3.0-3b-a800m-like
-elif [ "$PART" = 20 ] || [ "$PART" = 21 ]; then  # attention libraries other than cuDNN's, same configs as before
-    BACKEND=$([ "$PART" = 20 ] && echo efficient || echo math)
-    SET=attn-$BACKEND
-    for c in traces/h200-fresh-2026-12-03e/configs/llama-3.2-3b-like.json \
-             traces/h200-fresh-2026-12-03b/configs/qwen2.5-0.5b-like.json \
-             traces/h200-heldout-2026-12-03/configs/mistral-7b-like.json; do
+elif [ "$PART" -ge 20 ] && [ "$PART" -le 23 ]; then  # attention libraries other than cuDNN's
+    case $PART in
+        20|21) CONFIGS="traces/h200-fresh-2026-12-03e/configs/llama-3.2-3b-like.json
+                        traces/h200-fresh-2026-12-03b/configs/qwen2.5-0.5b-like.json
+                        traces/h200-heldout-2026-12-03/configs/mistral-7b-like.json" ;;
+        22) CONFIGS="traces/h200-fresh-2026-12-03f/configs/olmo-2-1b-like.json
+                     traces/h200-fresh-2026-12-03f/configs/qwen3-0.6b-like.json
+                     traces/h200-final-2026-12-03/configs/granite-3.0-1b-a400m-like.json" ;;
+        23) CONFIGS="traces/h200-piecewise-2026-12-03/configs/gemma-3-1b-like.json
+                     traces/h200-fresh-2026-12-03f/configs/qwen3-0.6b-like.json
+                     traces/h200-fresh-2026-12-03f/configs/falcon3-1b-like.json" ;;
+    esac
+    BACKEND=$(case $PART in 20) echo efficient;; 21|23) echo math;; 22) echo eager;; esac)
+    SET=attn-$BACKEND$([ "$PART" -ge 22 ] && echo -heldout)
+    for c in $CONFIGS; do
         part "$(basename "$c" .json)-$BACKEND" 170 $H --hf-config "$c" --attention-backend $BACKEND \
             --batch-sizes $SIZES $SWEEP --out "$W/$SET"
     done

@@ -42,7 +42,8 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
                            "as vLLM compiles), then capture graphs per size; models are named NAME-compiled")
     what.add_argument("--attention-backend", default="auto", choices=ATTENTION_BACKENDS,
                       help="the SDPA kernel the attention runs: auto (PyTorch's choice; cuDNN on the H200), cudnn, "
-                           "efficient (CUTLASS memory-efficient), flash, math (batched matmuls and softmax); "
+                           "efficient (CUTLASS memory-efficient), flash, math (batched matmuls and softmax); or eager: "
+                           "no SDPA, matmul, softmax, matmul in the model's dtype (transformers' eager attention); "
                            "models other than auto are named NAME-BACKEND")
     what.add_argument("--name", help="label of the model in timings.json and trace names (one model only)")
     for dim in ("layers", "hidden", "heads", "kv-heads", "mlp", "vocab"):
@@ -194,11 +195,13 @@ def build_options(args: argparse.Namespace):  # -> SweepOptions
 
 def _plan_text(opts: Any) -> str:
     """What a run of ``opts`` records, for ``--dry-run``."""
+    from .curve import describe_attention
     from .serving import plan_steps, step_label
 
     lines = [f"models: {', '.join(f'{c.name} ({c.layers} layers, hidden {c.hidden})' for c in opts.models)}"
              + (" (torch.compile, dynamic batch)" if opts.compile else "")
-             + (f" (attention: SDPA {opts.attention_backend})" if opts.attention_backend != "auto" else ""),
+             + (f" (attention: {describe_attention(opts.attention_backend)})" if opts.attention_backend != "auto"
+                else ""),
              f"out: {opts.out_dir}"]
     if opts.batch_sizes:
         lines.append(f"sweep: {', '.join(opts.modes)} at {len(opts.batch_sizes)} sizes "

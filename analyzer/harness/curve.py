@@ -19,6 +19,13 @@ CURVE_SCHEMA = "launchgap.curve/1"
 DEFAULT_THRESHOLD = 0.05
 
 
+def describe_attention(backend: str | None) -> str:
+    """How a recording's attention ran, for its source line and ``--dry-run`` (``""`` for ``auto`` or unknown)."""
+    if not backend or backend == "auto":
+        return ""
+    return "eager attention (matmul, softmax, matmul)" if backend == "eager" else f"SDPA {backend}"
+
+
 @dataclass(frozen=True)
 class CurvePoint:
     batch_size: int
@@ -96,9 +103,9 @@ def source_text(source: dict[str, Any] | None) -> str | None:
         what = f"launchgap's decoder, preset {src.get('preset')}"
     else:
         what = "model source not recorded"
-    backend = source.get("attention_backend")
+    attention = describe_attention(source.get("attention_backend"))
     return what + (", compiled" if source.get("compiled") else ", not compiled" if source.get("compiled") is False
-                   else "") + (f", SDPA {backend}" if backend and backend != "auto" else "")
+                   else "") + (f", {attention}" if attention else "")
 
 
 def curves_to_dict(doc: dict[str, Any], curves: list[ModelCurve]) -> dict[str, Any]:

@@ -54,6 +54,7 @@ from typing import Any
 from ..dims import ModelDims, moe_routing, text_config
 from ..errors import InputError
 from . import import_torch
+from .model import PIECEWISE_NOT_COMPILED
 
 #: Largest config.json read (real ones are a few KiB).
 MAX_CONFIG_BYTES = 1 << 20
@@ -163,8 +164,10 @@ def read_hf_config(path: str | Path, name: str | None = None) -> HFModelSpec:
     )
 
 
-def build_hf_model(spec: HFModelSpec, device: Any, dtype: Any, seed: int) -> Any:
-    """transformers' causal LM for ``spec.config`` with random weights made on ``device`` (no download)."""
+def build_hf_model(spec: HFModelSpec, device: Any, dtype: Any, seed: int,
+                   attn_implementation: str = ATTENTION_IMPLEMENTATION) -> Any:
+    """transformers' causal LM for ``spec.config`` with random weights made on ``device`` (no download), its
+    attention ``attn_implementation`` (``"sdpa"``, or ``"eager"``: matmul, softmax, matmul)."""
     torch = import_torch()
     transformers = import_transformers()
     cfg_dict = {k: v for k, v in spec.config.items() if k not in ("transformers_version", "_name_or_path")}
@@ -178,7 +181,7 @@ def build_hf_model(spec: HFModelSpec, device: Any, dtype: Any, seed: int) -> Any
     try:
         with torch.device(device):
             model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype,
-                                                                  attn_implementation=ATTENTION_IMPLEMENTATION)
+                                                                  attn_implementation=attn_implementation)
     except (ValueError, TypeError, KeyError, NotImplementedError) as exc:
         raise InputError(f"transformers {transformers.__version__} cannot build a causal LM from this config: "
                          f"{str(exc).splitlines()[0][:200]}", spec.path) from None
@@ -211,11 +214,22 @@ class HFDecoder:
 
     @property
     def supports_piecewise(self) -> bool:
-        """Piecewise pieces are cut from the uncompiled forward: not with ``--compile``."""
-        return not self.compiled
+        """Piecewise pieces are cut from the uncompiled forward at its AttentionInterface calls: not with
+        ``--compile``, nor with eager attention (transformers calls it directly)."""
+        return self.piecewise_refusal is None
+
+    @property
+    def piecewise_refusal(self) -> str | None:
+        """Why piecewise mode is not recorded for this model (``None``: it is)."""
+        if self.compiled:
+            return PIECEWISE_NOT_COMPILED
+        if self.eager_attention:
+            return ("piecewise mode splits the step at transformers' AttentionInterface calls, which its eager "
+                    "attention does not make, so it is not recorded with --attention-backend eager")
+        return None
 
     def __init__(self, spec: HFModelSpec, max_batch_size: int, context_len: int = 512, start_pos: int = 128,
-                 device: str = "cuda", seed: int = 0, compile: bool = False) -> None:
+                 device: str = "cuda", seed: int = 0, compile: bool = False, eager_attention: bool = False) -> None:
         torch = import_torch()
         transformers = import_transformers()
         if max_batch_size <= 0:
@@ -228,7 +242,9 @@ class HFDecoder:
         self.start_pos = start_pos
         self.device = torch.device(device)
         self.dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
-        self.model = build_hf_model(spec, self.device, self.dtype, seed)
+        self.eager_attention = eager_attention
+        self.model = build_hf_model(spec, self.device, self.dtype, seed,
+                                    "eager" if eager_attention else ATTENTION_IMPLEMENTATION)
         self.transformers_version = transformers.__version__
         gen = torch.Generator(device=self.device)
         gen.manual_seed(seed)

@@ -119,6 +119,10 @@ def _rope(x, cos, sin):
     return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
 
 
+#: Why a compiled step is recorded without piecewise mode.
+PIECEWISE_NOT_COMPILED = "piecewise mode splits the uncompiled step at attention, so it is not recorded with --compile"
+
+
 class Decoder:
     """Weights, KV cache and the step's static buffers for up to ``max_batch_size`` sequences.
 
@@ -129,10 +133,15 @@ class Decoder:
     @property
     def supports_piecewise(self) -> bool:
         """Piecewise pieces run the stages directly: not with a compiled step."""
-        return not self.compiled
+        return self.piecewise_refusal is None
+
+    @property
+    def piecewise_refusal(self) -> str | None:
+        """Why piecewise mode is not recorded for this model (``None``: it is)."""
+        return PIECEWISE_NOT_COMPILED if self.compiled else None
 
     def __init__(self, cfg: ModelConfig, max_batch_size: int, context_len: int = 512, start_pos: int = 128,
-                 device: str = "cuda", seed: int = 0) -> None:
+                 device: str = "cuda", seed: int = 0, eager_attention: bool = False) -> None:
         torch = import_torch()
         cfg.validate()
         if max_batch_size <= 0:
@@ -140,6 +149,7 @@ class Decoder:
         if not 0 <= start_pos < context_len:
             raise InputError(f"start position {start_pos} must lie in [0, context length {context_len})")
         self.cfg = cfg
+        self.eager_attention = eager_attention
         self.max_batch_size = max_batch_size
         self.context_len = context_len
         self.start_pos = start_pos
@@ -230,7 +240,8 @@ class Decoder:
         s[f"v{i}"] = v.view(bs, kvh, 1, hd)
 
     def attention(self, s: dict[str, Any], i: int, bs: int):
-        """Layer ``i``'s attention: write K/V at the current position, SDPA over the static cache.
+        """Layer ``i``'s attention: write K/V at the current position, SDPA over the static cache (with
+        ``eager_attention``: matmul, softmax, matmul written out).
 
         What vLLM's piecewise mode runs eagerly between graph pieces (cache write included).
         Returns the ``(bs, heads * head_dim)`` output.
@@ -242,7 +253,12 @@ class Decoder:
         k_cache, v_cache = layer["k_cache"][:bs], layer["v_cache"][:bs]
         k_cache.index_copy_(2, self.pos, s[f"k{i}"])
         v_cache.index_copy_(2, self.pos, s[f"v{i}"])
-        attn = F.scaled_dot_product_attention(s[f"q{i}"], k_cache, v_cache, attn_mask=s["mask"], scale=self.scale)
+        if self.eager_attention:  # written out, as transformers' eager attention: softmax in float32
+            scores = (s[f"q{i}"] @ k_cache.transpose(-1, -2)) * self.scale
+            scores = scores.masked_fill(~s["mask"], float("-inf"))
+            attn = scores.float().softmax(dim=-1).to(v_cache.dtype) @ v_cache
+        else:
+            attn = F.scaled_dot_product_attention(s[f"q{i}"], k_cache, v_cache, attn_mask=s["mask"], scale=self.scale)
         return attn.reshape(bs, cfg.heads * cfg.head_dim)
 
     def post_attention(self, s: dict[str, Any], i: int, attn) -> None:

@@ -199,6 +199,26 @@ def test_timings_validate_model_source_and_compile() -> None:
             validate_timings({"rows": [row], "models": {"m": entry}}, "t.json")
 
 
+def test_eager_attention_is_transformers_eager_and_records_no_piecewise(tmp_path: Path) -> None:
+    """``eager_attention``: transformers builds the model with its eager attention (matmul, softmax, matmul), which
+    computes the SDPA model's step; piecewise mode, cut at AttentionInterface calls eager attention does not make, is
+    dropped with that reason."""
+    from launchgap.harness.sweep import model_modes as _model_modes
+
+    spec = read_hf_config(_write(tmp_path, "llama"))
+    sdpa = HFDecoder(spec, 2, 32, 8, device="cpu", seed=3)
+    eager = HFDecoder(spec, 2, 32, 8, device="cpu", seed=3, eager_attention=True)
+    assert eager.model.config._attn_implementation == "eager"
+    assert sdpa.model.config._attn_implementation == "sdpa"
+    sdpa.step(2)
+    eager.step(2)
+    torch.testing.assert_close(eager.last_logits, sdpa.last_logits, rtol=1e-4, atol=1e-4)
+    said: list[str] = []
+    assert _model_modes(eager, ("eager", "graph", "piecewise"), said.append) == ("eager", "graph")
+    assert said == ["llama: piecewise mode splits the step at transformers' AttentionInterface calls, which its eager "
+                    "attention does not make, so it is not recorded with --attention-backend eager"]
+
+
 def test_piecewise_is_dropped_only_for_compiled_models(tmp_path: Path) -> None:
     from launchgap.harness.model import Decoder, resolve_config
     from launchgap.harness.sweep import model_modes as _model_modes

@@ -356,6 +356,32 @@ def test_attention_backend_names_the_model_and_says_so(capsys: pytest.CaptureFix
                         "attention_backend": "efficient"}) == "launchgap's decoder, preset 1b, not compiled, SDPA efficient"
     assert source_text({"model_source": {"kind": "preset", "preset": "1b"}, "compiled": False,
                         "attention_backend": "auto"}) == "launchgap's decoder, preset 1b, not compiled"
+    assert source_text({"model_source": {"kind": "preset", "preset": "1b"}, "compiled": False,
+                        "attention_backend": "eager"}) == ("launchgap's decoder, preset 1b, not compiled, eager "
+                                                           "attention (matmul, softmax, matmul)")
+    assert main(["record", "--model", "tiny", "--attention-backend", "eager", "--batch-sizes", "1", "--out",
+                 "/nonexistent", "--dry-run"]) == 0
+    assert capsys.readouterr().out.startswith("models: tiny-eager (4 layers, hidden 256) (attention: eager attention "
+                                              "(matmul, softmax, matmul))\n")
+
+
+@needs_torch
+def test_eager_attention_computes_what_sdpa_does() -> None:
+    """The built-in decoder's attention written out (matmul, float32 softmax, matmul) against SDPA, same weights and
+    state: the same step output to float32 rounding; no SDPA call is made (its kernel list would say it)."""
+    from launchgap.harness.model import Decoder, resolve_config
+
+    cfg = resolve_config("tiny", layers=2)
+    sdpa = Decoder(cfg, 3, 32, 8, device="cpu", seed=1)
+    eager = Decoder(cfg, 3, 32, 8, device="cpu", seed=1, eager_attention=True)
+    for _ in range(2):  # the second step reads the position the first wrote
+        sdpa.step(3)
+        eager.step(3)
+        torch.testing.assert_close(eager.last_logits, sdpa.last_logits, rtol=1e-4, atol=1e-4)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        eager.step(3)
+    ops = {e.key for e in prof.key_averages()}
+    assert "aten::softmax" in ops and not any("scaled_dot_product" in op for op in ops)
 
 
 @needs_torch

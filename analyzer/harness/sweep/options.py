@@ -13,9 +13,11 @@ from ..serving import ServingOptions
 MODES = ("eager", "graph", "piecewise")
 
 #: ``--attention-backend``: which of PyTorch's SDPA kernels the decoders' attention runs (``auto``: PyTorch picks;
-#: cuDNN's on the H200 with torch 2.11). Other attention kernels launch other grids (for ``math``, batched matmuls and a
-#: softmax in place of one attention kernel), which the cost model must read alike.
-ATTENTION_BACKENDS = ("auto", "cudnn", "efficient", "flash", "math")
+#: cuDNN's on the H200 with torch 2.11), or ``eager``: no SDPA, attention written out as matmul, softmax, matmul in the
+#: model's dtype (Hugging Face's ``eager`` attention; the built-in decoder the same ops). Other attention kernels launch
+#: other grids (for ``math`` and ``eager``, batched matmuls and a softmax in place of one attention kernel), which the
+#: cost model must read alike.
+ATTENTION_BACKENDS = ("auto", "cudnn", "efficient", "flash", "math", "eager")
 
 GRAPH_NEEDS_CUDA = "graph mode needs a CUDA GPU (torch.cuda.is_available() is False)"
 

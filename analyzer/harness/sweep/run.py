@@ -131,12 +131,12 @@ def _run_model(ctx: Ctx, cfg: ModelConfig | HFModelSpec, todo: list[Task], warn:
 
 def attention_backend(torch: Any, name: str):
     """A context in which ``F.scaled_dot_product_attention`` runs only the SDPA kernel ``name``
-    (:data:`~launchgap.harness.sweep.options.ATTENTION_BACKENDS`; ``auto``: PyTorch's own choice). A backend that
-    cannot run the step's attention raises PyTorch's RuntimeError at the first step (:func:`_run_model` says it in
-    one line)."""
+    (:data:`~launchgap.harness.sweep.options.ATTENTION_BACKENDS`; ``auto``: PyTorch's own choice; ``eager``: no
+    SDPA call to steer, the decoder was built without one). A backend that cannot run the step's attention raises
+    PyTorch's RuntimeError at the first step (:func:`_run_model` says it in one line)."""
     import contextlib
 
-    if name == "auto":
+    if name in ("auto", "eager"):
         return contextlib.nullcontext()
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -184,9 +184,11 @@ def build_model(cfg: ModelConfig | HFModelSpec, opts: SweepOptions, on_cuda: boo
     device = "cuda" if on_cuda else "cpu"
     if isinstance(cfg, HFModelSpec):
         return HFDecoder(cfg, max_batch_size=opts.max_batch_size(), context_len=opts.context_len,
-                         start_pos=opts.start_pos, device=device, seed=opts.seed, compile=opts.compile)
+                         start_pos=opts.start_pos, device=device, seed=opts.seed, compile=opts.compile,
+                         eager_attention=opts.attention_backend == "eager")
     model = Decoder(cfg, max_batch_size=opts.max_batch_size(), context_len=opts.context_len,
-                    start_pos=opts.start_pos, device=device, seed=opts.seed)
+                    start_pos=opts.start_pos, device=device, seed=opts.seed,
+                    eager_attention=opts.attention_backend == "eager")
     if opts.compile:
         model.compile()
     return model
@@ -201,6 +203,5 @@ def model_modes(model: Decoder | HFDecoder, modes: tuple[str, ...], warn: Callab
     """The run's modes less piecewise where the model cannot split its step (compiled)."""
     if "piecewise" not in modes or model.supports_piecewise:
         return modes
-    warn(f"{model.cfg.name}: piecewise mode splits the uncompiled step at attention, so it is not recorded "
-         "with --compile")
+    warn(f"{model.cfg.name}: {model.piecewise_refusal}")
     return tuple(m for m in modes if m != "piecewise") or ("eager",)
