@@ -27,8 +27,8 @@ here, with a one-line error naming the version otherwise). transformers is impor
 inside the functions that need it: the rest of the harness runs with torch alone.
 
 **Piecewise** (:meth:`HFDecoder.piecewise_forward`, captured by
-:class:`launchgap.harness.graphs.SegmentedStep`): the step's forward runs with transformers'
-``"sdpa"`` entry of ``AttentionInterface`` replaced, for that forward only, by a router that
+:class:`launchgap.harness.graphs.SegmentedStep`): the step's forward runs with the model's entry of
+transformers' ``AttentionInterface`` (``"sdpa"``, or :data:`EAGER_ATTENTION`) replaced, for that forward only, by a router that
 hands each attention call (the attention module's function call after its KV-cache update:
 query, the cache layer's keys and values, mask and keyword arguments) to a hook. The capture's
 hook ends the current graph piece at each call, so a step is ``calls + 1`` pieces (``layers +
@@ -36,6 +36,12 @@ hook ends the current graph piece at each call, so a step is ``calls + 1`` piece
 between them; the KV-cache write (``StaticCache.update``, inside the attention module before
 the function) lands in the graph piece before it, where vLLM's piecewise mode runs it eagerly
 with the attention (two copy kernels per layer on the graph side of the line).
+
+**Eager attention** (``record --attention-backend eager``): the model's own ``eager_attention_forward`` (matmul,
+softmax in float32, matmul: transformers' ``attn_implementation="eager"``), registered in ``AttentionInterface`` as
+:data:`EAGER_ATTENTION` with a mask function of its own: transformers' ``eager_mask`` makes its 0 as
+``torch.tensor(0.0, device=...)``, a host-to-device copy that CUDA graph capture refuses (transformers 5.17), where
+this one fills on the device. Called through the interface, it is also where piecewise mode cuts the step.
 
 **Capture.** Whether the forward captures as a CUDA graph is the model's business: an
 architecture whose step asks the host for a value (an MoE layer that loops over the experts
@@ -61,6 +67,40 @@ MAX_CONFIG_BYTES = 1 << 20
 TRANSFORMERS_MISSING = "--hf-config needs transformers: pip install 'launchgap[record]' (or pip install transformers)"
 #: The transformers attention function the piecewise router stands in for (the one the model is built with).
 ATTENTION_IMPLEMENTATION = "sdpa"
+#: The name eager attention is registered under in transformers' AttentionInterface (module docstring).
+EAGER_ATTENTION = "launchgap_eager"
+
+
+def _model_eager_attention(module: Any, *args: Any, **kwargs: Any) -> Any:
+    """The attention module's own model file's ``eager_attention_forward`` (softcapping, sinks and the like kept)."""
+    import sys
+
+    fn = getattr(sys.modules.get(type(module).__module__), "eager_attention_forward", None)
+    if fn is None:
+        raise InputError(f"eager attention: {type(module).__module__} has no eager_attention_forward")
+    return fn(module, *args, **kwargs)
+
+
+def _graph_safe_eager_mask(*args: Any, **kwargs: Any) -> Any:
+    """transformers' ``eager_mask`` (its SDPA boolean mask as 0 / the dtype's minimum) made on the device alone."""
+    torch = import_torch()
+    from transformers import masking_utils
+
+    dtype = kwargs.pop("dtype", torch.float32)
+    kwargs.pop("allow_is_causal_skip", None)
+    mask = masking_utils.sdpa_mask(*args, allow_is_causal_skip=False, **kwargs)
+    if mask is None:
+        return None
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, torch.finfo(dtype).min)
+
+
+def register_eager_attention() -> None:
+    """:data:`EAGER_ATTENTION` in transformers' attention and mask interfaces (idempotent)."""
+    transformers = import_transformers()
+    from transformers.masking_utils import AttentionMaskInterface
+
+    transformers.AttentionInterface.register(EAGER_ATTENTION, _model_eager_attention)
+    AttentionMaskInterface.register(EAGER_ATTENTION, _graph_safe_eager_mask)
 
 
 def import_transformers():  # -> module transformers
@@ -167,9 +207,11 @@ def read_hf_config(path: str | Path, name: str | None = None) -> HFModelSpec:
 def build_hf_model(spec: HFModelSpec, device: Any, dtype: Any, seed: int,
                    attn_implementation: str = ATTENTION_IMPLEMENTATION) -> Any:
     """transformers' causal LM for ``spec.config`` with random weights made on ``device`` (no download), its
-    attention ``attn_implementation`` (``"sdpa"``, or ``"eager"``: matmul, softmax, matmul)."""
+    attention ``attn_implementation`` (``"sdpa"``, or :data:`EAGER_ATTENTION`: matmul, softmax, matmul)."""
     torch = import_torch()
     transformers = import_transformers()
+    if attn_implementation == EAGER_ATTENTION:
+        register_eager_attention()
     cfg_dict = {k: v for k, v in spec.config.items() if k not in ("transformers_version", "_name_or_path")}
     try:
         config = transformers.AutoConfig.for_model(spec.model_type, **{k: v for k, v in cfg_dict.items()
@@ -214,19 +256,13 @@ class HFDecoder:
 
     @property
     def supports_piecewise(self) -> bool:
-        """Piecewise pieces are cut from the uncompiled forward at its AttentionInterface calls: not with
-        ``--compile``, nor with eager attention (transformers calls it directly)."""
+        """Piecewise pieces are cut from the uncompiled forward: not with ``--compile``."""
         return self.piecewise_refusal is None
 
     @property
     def piecewise_refusal(self) -> str | None:
         """Why piecewise mode is not recorded for this model (``None``: it is)."""
-        if self.compiled:
-            return PIECEWISE_NOT_COMPILED
-        if self.eager_attention:
-            return ("piecewise mode splits the step at transformers' AttentionInterface calls, which its eager "
-                    "attention does not make, so it is not recorded with --attention-backend eager")
-        return None
+        return PIECEWISE_NOT_COMPILED if self.compiled else None
 
     def __init__(self, spec: HFModelSpec, max_batch_size: int, context_len: int = 512, start_pos: int = 128,
                  device: str = "cuda", seed: int = 0, compile: bool = False, eager_attention: bool = False) -> None:
@@ -242,9 +278,9 @@ class HFDecoder:
         self.start_pos = start_pos
         self.device = torch.device(device)
         self.dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
-        self.eager_attention = eager_attention
-        self.model = build_hf_model(spec, self.device, self.dtype, seed,
-                                    "eager" if eager_attention else ATTENTION_IMPLEMENTATION)
+        #: the AttentionInterface entry the model calls (and piecewise mode's router stands in for)
+        self.attn_implementation = EAGER_ATTENTION if eager_attention else ATTENTION_IMPLEMENTATION
+        self.model = build_hf_model(spec, self.device, self.dtype, seed, self.attn_implementation)
         self.transformers_version = transformers.__version__
         gen = torch.Generator(device=self.device)
         gen.manual_seed(seed)
@@ -334,7 +370,7 @@ class HFDecoder:
         model made no attention call through transformers' ``AttentionInterface`` (nothing to split at)."""
         transformers = import_transformers()
         registry = transformers.AttentionInterface
-        original = registry._global_mapping[ATTENTION_IMPLEMENTATION]
+        original = registry._global_mapping[self.attn_implementation]
         calls = [0]
 
         def attend(*args: Any, **kwargs: Any) -> Any:
@@ -345,15 +381,15 @@ class HFDecoder:
             return hook(attend, (module, query, key, value, attention_mask), kwargs), None  # no attention weights
 
         forward, self._forward = self._forward, self.model
-        registry.register(ATTENTION_IMPLEMENTATION, router)
+        registry.register(self.attn_implementation, router)
         try:
             out = self.step(bs)
         finally:
-            registry.register(ATTENTION_IMPLEMENTATION, original)
+            registry.register(self.attn_implementation, original)
             self._forward = forward
         if not calls[0]:
             raise InputError(f"piecewise: {type(self.model).__name__} made no attention call through transformers' "
-                             f"AttentionInterface ({ATTENTION_IMPLEMENTATION!r}): no place to split the step",
+                             f"AttentionInterface ({self.attn_implementation!r}): no place to split the step",
                              self.cfg.path)
         return out
 
@@ -393,5 +429,5 @@ def capture_failure_reason(exc: BaseException) -> str:
     return f"{why}: {type(exc).__name__}: {detail}" if detail else f"{why}: {type(exc).__name__}"
 
 
-__all__ = ["ATTENTION_IMPLEMENTATION", "HFDecoder", "HFModelSpec", "TRANSFORMERS_MISSING", "build_hf_model",
-           "capture_failure_reason", "import_transformers", "read_hf_config"]
+__all__ = ["ATTENTION_IMPLEMENTATION", "EAGER_ATTENTION", "HFDecoder", "HFModelSpec", "TRANSFORMERS_MISSING",
+           "build_hf_model", "capture_failure_reason", "import_transformers", "read_hf_config"]

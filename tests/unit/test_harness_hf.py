@@ -199,24 +199,49 @@ def test_timings_validate_model_source_and_compile() -> None:
             validate_timings({"rows": [row], "models": {"m": entry}}, "t.json")
 
 
-def test_eager_attention_is_transformers_eager_and_records_no_piecewise(tmp_path: Path) -> None:
-    """``eager_attention``: transformers builds the model with its eager attention (matmul, softmax, matmul), which
-    computes the SDPA model's step; piecewise mode, cut at AttentionInterface calls eager attention does not make, is
-    dropped with that reason."""
+def test_eager_attention_is_the_models_own_and_makes_no_tensor_from_host_data(tmp_path: Path) -> None:
+    """``eager_attention``: the model's own eager attention (matmul, softmax, matmul), called through transformers'
+    AttentionInterface as :data:`EAGER_ATTENTION`, computes the SDPA model's step, and its mask is made on the device:
+    no tensor from host data during the step (transformers' own eager mask makes one, ``torch.tensor(0.0,
+    device=...)``, a host-to-device copy CUDA graph capture refuses). Piecewise mode cuts it like SDPA."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from launchgap.harness.hf import EAGER_ATTENTION
     from launchgap.harness.sweep import model_modes as _model_modes
+
+    class HostData(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ops: list[str] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if "lift_fresh" in str(func):
+                self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
 
     spec = read_hf_config(_write(tmp_path, "llama"))
     sdpa = HFDecoder(spec, 2, 32, 8, device="cpu", seed=3)
     eager = HFDecoder(spec, 2, 32, 8, device="cpu", seed=3, eager_attention=True)
-    assert eager.model.config._attn_implementation == "eager"
+    assert eager.model.config._attn_implementation == EAGER_ATTENTION == "launchgap_eager"
     assert sdpa.model.config._attn_implementation == "sdpa"
     sdpa.step(2)
-    eager.step(2)
+    with HostData() as seen:
+        eager.step(2)
+    assert seen.ops == []
     torch.testing.assert_close(eager.last_logits, sdpa.last_logits, rtol=1e-4, atol=1e-4)
-    said: list[str] = []
-    assert _model_modes(eager, ("eager", "graph", "piecewise"), said.append) == ("eager", "graph")
-    assert said == ["llama: piecewise mode splits the step at transformers' AttentionInterface calls, which its eager "
-                    "attention does not make, so it is not recorded with --attention-backend eager"]
+    with HostData() as seen:  # the check sees transformers' own eager mask do it
+        from transformers.masking_utils import eager_mask
+        eager_mask(batch_size=1, q_length=1, kv_length=4, device="cpu")
+    assert seen.ops and all("lift_fresh" in op for op in seen.ops)
+    assert _model_modes(eager, ("eager", "graph", "piecewise"), [].append) == ("eager", "graph", "piecewise")
+    calls: list[int] = []
+
+    def hook(fn, args, kwargs):
+        calls.append(1)
+        return fn(*args, **kwargs)
+
+    eager.piecewise_forward(2, hook)
+    assert len(calls) == spec.layers
 
 
 def test_piecewise_is_dropped_only_for_compiled_models(tmp_path: Path) -> None:
