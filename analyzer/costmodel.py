@@ -72,17 +72,19 @@ from .trace import Api, Kind, Trace, kernel_own_name
 #: Kernel classes of the batch-scaling model, the class index of each kernel in :class:`SizeSample`.
 KERNEL_CLASSES = ("gemm", "attention", "kv_write", "collective", "elementwise", "expert", "row_gemm")
 _GEMM, _ATTN, _KV, _COLL, _ELEM, _EXPERT, _ROW_GEMM = range(len(KERNEL_CLASSES))
+#: A mixture of experts' routing and bookkeeping (top-k gating, sorting tokens by expert, the grouped GEMM's argument
+#: set-up, the weighted sum): small latency-bound kernels, whatever "gemm"/"moe"/"softmax" their names hold.
+_MOE_ROUTING = re.compile(r"(?i)prepare_grouped|align_block_size|moe_sum|topk_?(?:gating|softmax)|topkGating|"
+                          r"moe_?softmax|moe_?topk|"
+                          r"sort_?(?:and_)?expert|count_and_sort|expandInputRows|finalizeMoe|computeStrides|"
+                          r"moe_fused_gate|grouped_topk|moe_routing|routing_?kernel")
 #: Kernel-name patterns per class (first match wins; no match: element-wise). Engine-specific kernel names
 #: (vLLM's ``reshape_and_cache``) are in :mod:`launchgap.engines` for batch detection; here only the class.
 CLASS_PATTERNS = (
     # Inductor's fused pointwise / reduction kernels are element-wise work whatever op they were fused around
     # (``triton_poi_fused__scaled_dot_product_cudnn_attention_...`` copies q/k/v, it does not attend)
     (_ELEM, re.compile(r"^triton_(?:poi|red|per)_")),
-    # A mixture of experts' routing and bookkeeping (top-k gating, sorting tokens by expert, the grouped GEMM's
-    # argument set-up, the weighted sum): small latency-bound kernels, whatever "gemm"/"moe" their names hold
-    (_ELEM, re.compile(r"(?i)prepare_grouped|align_block_size|moe_sum|topk_?(?:gating|softmax)|topkGating|"
-                       r"sort_?(?:and_)?expert|count_and_sort|expandInputRows|finalizeMoe|computeStrides|moe_fused_gate|"
-                       r"grouped_topk|moe_routing|routing_?kernel")),
+    (_ELEM, _MOE_ROUTING),
     (_COLL, re.compile(r"(?i)nccl|all_?reduce|allgather|all_gather|reduce_?scatter|cross_device_reduce|quick_?reduce|"
                        r"userbuffers|multimem|rccl")),
     # KV-cache writes by name first (vLLM's reshape_and_cache_flash_kernel says "flash"), then attention (whose
@@ -119,15 +121,22 @@ ATTENTION_MATMUL_WINDOW = 8
 _SOFTMAX = re.compile(r"(?i)softmax")
 
 
-def attention_matmuls(kernel_step: np.ndarray, kernel_class: np.ndarray, grid_z: np.ndarray,
-                      softmax: np.ndarray) -> np.ndarray:
+def is_attention_softmax(name: str) -> bool:
+    """A softmax kernel that is not a mixture's top-k gating (``topkGatingSoftmax``: routing, :data:`_MOE_ROUTING`)."""
+    own = kernel_own_name(name)
+    return bool(_SOFTMAX.search(own)) and not _MOE_ROUTING.search(own)
+
+
+def attention_matmuls(kernel_step: np.ndarray, kernel_class: np.ndarray, softmax: np.ndarray) -> np.ndarray:
     """Per kernel row (in launch order) whether it is one of the two matmuls of attention written out as matmuls
     (PyTorch's math SDPA backend, Hugging Face's ``eager`` attention, hand-written ``softmax(Q·Kᵀ)·V``): the nearest
-    matmul (``kernel_class`` ``gemm``) before a ``softmax`` kernel and the nearest after it, each within
-    :data:`ATTENTION_MATMUL_WINDOW` kernels of it in the same step (``kernel_step``, -1 none), both batched over the
-    same count (``grid_z`` above 1: one slice per row and head). Such a matmul is attention: it reads every row's own
-    keys or values, its grid following the rows as an attention kernel's does, where a weight matmul's work is flat;
-    a mixture's router (an unbatched matmul before its softmax) is not one."""
+    matmul (``kernel_class`` ``gemm``) before a ``softmax`` kernel (:func:`is_attention_softmax`) and the nearest after
+    it, both within :data:`ATTENTION_MATMUL_WINDOW` kernels of it in the same step (``kernel_step``, -1 none). Such a
+    matmul is attention: it reads every row's own keys or values, so its work follows the rows as an attention
+    kernel's does, where a weight matmul's is flat. Its launch does not say so: cuBLAS's batched gemv puts rows x heads
+    in grid z, nvjet's persistent kernels run a grid of the SMs (132 blocks at 8 and 64 rows on the H100). A
+    mixture's router (a matmul, a top-k gating softmax, then expert kernels) is no such pair: its gating is routing,
+    and the matmul after it is no nearer than the next layer's projections."""
     kernel_step = np.asarray(kernel_step, dtype=np.int64)
     n = kernel_step.size
     out = np.zeros(n, dtype=bool)
@@ -143,10 +152,8 @@ def attention_matmuls(kernel_step: np.ndarray, kernel_class: np.ndarray, grid_z:
     after = np.where(sm < n - 1, after, n)
     ok = (before >= 0) & (after < n)
     before_i, after_i = np.maximum(before, 0), np.minimum(after, n - 1)
-    z = np.asarray(grid_z, dtype=np.int64)
     ok &= (sm - before <= ATTENTION_MATMUL_WINDOW) & (after - sm <= ATTENTION_MATMUL_WINDOW)
     ok &= (kernel_step[before_i] == kernel_step[sm]) & (kernel_step[after_i] == kernel_step[sm])
-    ok &= (z[before_i] > 1) & (z[before_i] == z[after_i])
     out[before_i[ok]] = True
     out[after_i[ok]] = True
     return out
@@ -385,7 +392,9 @@ class SizeSample:
     ``resident``: per kernel the blocks one SM holds at once (:func:`resident_blocks`), -1 where unknown (``None``:
     unknown for all). How ``graph_us`` was built from the kernels (:meth:`launchgap.predict.PredictionModel.
     predict_graph_us`), so that a size's cost moves with them: ``kernel_scale`` (the unprofiled share of the profiled
-    kernel time), ``node_us`` (the replay's cost per kernel node shorter than ``short_us``)."""
+    kernel time), ``node_us`` (the replay's cost per kernel node shorter than ``short_us``). ``attention_matmul``: per
+    kernel whether it is attention written out as a matmul (:func:`attention_matmuls`; class ``attention``), ``None``
+    none."""
 
     batch: int
     graph_us: float
@@ -398,6 +407,7 @@ class SizeSample:
     kernel_scale: float = 1.0
     node_us: float = 0.0
     short_us: float = 20.0
+    attention_matmul: np.ndarray | None = None
 
     @property
     def resident_or_unknown(self) -> np.ndarray:
@@ -461,12 +471,14 @@ def size_samples(kernel_step: np.ndarray, kernel_class: np.ndarray, kernel_us: n
         cls = kernel_class[r]
         if kernel_tile is not None:
             cls = np.where((cls == _GEMM) & (kernel_tile[r] >= max(ROW_GEMM_MIN_TILE, 2 * s)), _ROW_GEMM, cls)
+        mm = None
         if kernel_attention_matmul is not None:
-            cls = np.where((cls == _GEMM) & kernel_attention_matmul[r], _ATTN, cls)
+            mm = (cls == _GEMM) & kernel_attention_matmul[r]
+            cls = np.where(mm, _ATTN, cls)
         out.append(SizeSample(int(s), float(graph_us[med]), cls, kernel_us[r], blocks[r], threads[r],
                               int(np.median(said)) if said.size else None,
                               None if resident is None else resident(r) if callable(resident) else resident[r],
-                              float(kernel_scale), float(node_us), float(short_us)))
+                              float(kernel_scale), float(node_us), float(short_us), mm))
     return out
 
 
@@ -520,10 +532,8 @@ def trace_samples(trace: Trace, row_step: np.ndarray, step_index: np.ndarray, st
         graph_us = np.asarray(graph_us, dtype=float) + np.bincount(ks[ks >= 0], weights=add[ks >= 0],
                                                                    minlength=len(step_index))
     cls = classify_kernels(trace.names[ids])[at]
-    gz = getattr(trace, "grid_z", None)
-    softmax = _per_distinct_name(trace.names[ids], lambda n: 1 if _SOFTMAX.search(kernel_own_name(n)) else None,
-                                 0, bool)[at]
-    attention_mm = attention_matmuls(ks, cls, gz[k] if gz is not None else np.zeros(k.size, dtype=np.int64), softmax)
+    softmax = _per_distinct_name(trace.names[ids], lambda n: 1 if is_attention_softmax(n) else None, 0, bool)[at]
+    attention_mm = attention_matmuls(ks, cls, softmax)
     return size_samples(ks, cls, us, blocks, threads, batch,
                         graph_us, experts_of_kernels(trace.names[ids], threads, at), resident,
                         gemm_tile_side(trace.names[ids])[at], kernel_scale, node_us, short_us, attention_mm)
@@ -640,6 +650,10 @@ def _kernel_factor(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: flo
     expert = (fixed + (t0 - fixed) * work) / np.where(t0 > 0, t0, 1.0)
     # A matmul over every row's context (a cache decompressed each step): its rows are the batch's times their tokens.
     row_gemm = (model.row_gemm_fixed_rows + b) / (model.row_gemm_fixed_rows + b0)
+    if x.attention_matmul is not None:
+        # Attention written as a matmul whose grid is persistent (nvjet: a grid of the SMs): the grid says nothing and
+        # its time is no attention kernel's waves (0.8-3.5 us a wave at 64 rows, not ~11): a matmul over the rows' context
+        attn = np.where(x.attention_matmul[:, None] & persistent, row_gemm, attn)
     return np.where(c == _GEMM, gemm, np.where(c == _ATTN, attn, np.where(c == _COLL, coll,
                     np.where(c == _EXPERT, expert, np.where(c == _ROW_GEMM, row_gemm, elem)))))
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from launchgap.costmodel import ATTENTION_MATMUL_WINDOW, DEFAULT_SCALING, KERNEL_CLASSES, ScalingModel, SizeSample, \
-    attention_matmuls, band_fraction, classify_kernels, fit_cost_curve, gemm_tile_side, gpu_peaks, resident_blocks, \
-    size_samples
+    attention_matmuls, band_fraction, classify_kernels, fit_cost_curve, gemm_tile_side, gpu_peaks, is_attention_softmax, \
+    resident_blocks, size_samples
 
 H200 = {"name": "NVIDIA H200", "sm_count": 132}
 GEMM, ATTN, KV, COLL, ELEM, EXPERT, ROW_GEMM = range(len(KERNEL_CLASSES))
@@ -474,41 +474,71 @@ def test_trace_samples_carry_each_kernels_resident_blocks(tmp_path, fmt: str) ->
     assert x.threads.tolist() == [128, 384, 128] and x.blocks.tolist() == [256, 132, 16]
 
 
-def test_attention_written_as_matmuls_is_the_batched_matmuls_either_side_of_a_softmax() -> None:
-    """Step 0, PyTorch's math SDPA at 8 rows of 24 heads: a weight matmul (grid z 1), Q·Kᵀ (z 192), the mask's add,
-    the softmax, six kernels of checks and casts, ·V (z 192), the output projection (z 1). Step 1: a mixture's router
-    (z 1) before its softmax, a batched expert matmul after it: no attention. Step 2: Q·Kᵀ one kernel further from
-    the softmax than the window. Step 3: batched over different counts."""
+def test_attention_written_as_matmuls_is_the_matmuls_either_side_of_a_softmax() -> None:
+    """Step 0, PyTorch's math SDPA: a weight matmul, Q·Kᵀ, the mask's add, the softmax, six kernels of checks and
+    casts, ·V, the output projection. Step 1: a softmax whose next matmul is one kernel past the window. Step 2: Q·Kᵀ
+    one kernel further from the softmax than the window. Step 3: no matmul after the softmax in the step."""
     w = ATTENTION_MATMUL_WINDOW
     assert w == 8
     M, E, S = (GEMM, False), (ELEM, False), (ELEM, True)  # matmul, other kernel, softmax
-    steps = [[(M, 1), (M, 192), (E, 1), (S, 1)] + [(E, 1)] * 6 + [(M, 192), (M, 1)],
-             [(M, 1), (S, 1), (M, 64)],
-             [(M, 192)] + [(E, 1)] * w + [(S, 1), (M, 192)],
-             [(M, 192), (S, 1), (M, 24)]]
-    rows = [(i, kind, z) for i, st in enumerate(steps) for kind, z in st]
+    steps = [[M, M, E, S] + [E] * 6 + [M, M],
+             [M, S] + [E] * w + [M],
+             [M] + [E] * w + [S, M],
+             [M, S, E]]
+    rows = [(i, kind) for i, st in enumerate(steps) for kind in st]
     step = np.array([r[0] for r in rows])
     cls = np.array([r[1][0] for r in rows], dtype=np.int8)
     softmax = np.array([r[1][1] for r in rows])
-    z = np.array([r[2] for r in rows])
-    assert np.flatnonzero(attention_matmuls(step, cls, z, softmax)).tolist() == [1, 10]
-    # step 2 with Q·Kᵀ w kernels before the softmax: within the window
-    near = np.array([GEMM] + [ELEM] * (w - 1) + [ELEM, GEMM], dtype=np.int8)
-    sm = np.arange(near.size) == w
+    assert np.flatnonzero(attention_matmuls(step, cls, softmax)).tolist() == [1, 10]
+    # Q·Kᵀ w kernels before the softmax and ·V w after: within the window
+    near = np.array([GEMM] + [ELEM] * (w - 1) + [ELEM] + [ELEM] * (w - 1) + [GEMM], dtype=np.int8)
     assert np.flatnonzero(attention_matmuls(np.zeros(near.size, dtype=np.int64), near,
-                                            np.where(near == GEMM, 192, 1), sm)).tolist() == [0, w + 1]
+                                            np.arange(near.size) == w)).tolist() == [0, 2 * w]
     # across a step boundary, or outside any step: none
-    three = np.array([GEMM, ELEM, GEMM], dtype=np.int8), np.array([8, 1, 8]), np.array([False, True, False])
+    three = np.array([GEMM, ELEM, GEMM], dtype=np.int8), np.array([False, True, False])
     assert not attention_matmuls(np.array([0, 0, 1]), *three).any()
     assert not attention_matmuls(np.array([-1, -1, -1]), *three).any()
-    assert attention_matmuls(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int8), np.zeros(0),
+    assert attention_matmuls(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int8),
                              np.zeros(0, dtype=bool)).tolist() == []
+
+
+def test_a_mixtures_gating_softmax_is_no_attention_softmax() -> None:
+    names = ["void (anonymous namespace)::softmax_warp_forward<float, float, float, 9, false, false>(float*, int)",
+             "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float>(float*, float const*, int)",
+             "triton_per_fused__softmax_add_0", "void vllm::moe::topkGatingSoftmax<4, 60, 4>(float const*, int)",
+             "void vllm::moe::moeSoftmax<256, __nv_bfloat16>(__nv_bfloat16 const*, float*, int)",
+             "void vllm::moe::moeTopK<256, int>(float const*, int)", "nvjet_sm90_tst_64x8_64x16_2x1_v_bz_TNT"]
+    assert [is_attention_softmax(n) for n in names] == [True, True, True, False, False, False, False]
+    assert classify_kernels(np.array(names[3:6], dtype=object)).tolist() == [ELEM] * 3
+
+
+def test_attention_matmul_on_a_persistent_grid_follows_the_rows_of_context() -> None:
+    """An attention matmul whose grid is the GPU's (nvjet: 132 blocks on 132 SMs at 64 rows) says nothing by its grid:
+    its time follows the rows as a matmul over their context, t0 (1 + b) / (1 + b0): 49.5 us at 64 rows -> 1.523 us
+    at 1, 6.854 us at 8. The same launch read as an attention kernel takes the persistent-grid rule instead."""
+    def sample(marked: bool) -> SizeSample:
+        return SizeSample(64, 100.0, np.array([ATTN], dtype=np.int8), np.array([49.5]), np.array([132]),
+                          np.array([384]), attention_matmul=np.array([marked]))
+    m = ScalingModel()
+    c = fit_cost_curve([sample(True)], 64, None, H200, m)
+    assert 49.5 * 2 / 65 == pytest.approx(1.5231, abs=1e-4)
+    assert c.at(1) == pytest.approx(100.0 + 49.5 * 2 / 65 - 49.5)
+    assert c.at(8) == pytest.approx(100.0 + 49.5 * 9 / 65 - 49.5)
+    assert fit_cost_curve([sample(False)], 64, None, H200, m).at(1) != pytest.approx(c.at(1))
+    # a grid that follows the rows (cuBLAS's batched gemv, 1,536 blocks at 64 rows) keeps the attention rule
+    grid = SizeSample(64, 100.0, np.array([ATTN], dtype=np.int8), np.array([49.5]), np.array([1536]),
+                      np.array([128]), attention_matmul=np.array([True]))
+    plain = SizeSample(64, 100.0, np.array([ATTN], dtype=np.int8), np.array([49.5]), np.array([1536]),
+                       np.array([128]))
+    assert fit_cost_curve([grid], 64, None, H200, m).at(8) == pytest.approx(fit_cost_curve([plain], 64, None, H200,
+                                                                                           m).at(8))
 
 
 @pytest.mark.parametrize("fmt", ["kineto", "nsys"])
 def test_trace_samples_class_attention_written_as_matmuls_as_attention(tmp_path, fmt: str) -> None:
-    """From a loaded trace: cuBLAS's batched gemv either side of PyTorch's softmax kernel (grid z 192 both) is
-    attention; the weight gemv (grid z 1) stays a matmul, the softmax element-wise."""
+    """From a loaded trace: the matmuls either side of PyTorch's softmax kernel (cuBLAS's batched gemv, grid z 192;
+    nvjet's persistent kernel, a grid of the SMs) are attention; the weight gemv before stays a matmul, the softmax
+    element-wise."""
     from launchgap.costmodel import trace_samples
     from launchgap.loaders import load_trace
     from launchgap.trace import Kind
@@ -518,7 +548,7 @@ def test_trace_samples_class_attention_written_as_matmuls_as_attention(tmp_path,
     for i, (name, grid) in enumerate([("internal::gemvx::kernel<int, int, float>", (8, 1, 1)),
                                       ("gemv2T_kernel_val<int, int, float>", (64, 1, 192)),
                                       ("(anonymous namespace)::softmax_warp_forward<float, float, float, 9>", (48, 1, 1)),
-                                      ("internal::gemvx::kernel<int, int, float>", (2, 1, 192))]):
+                                      ("nvjet_sm90_tst_64x8_64x16_2x1_v_bz_NNT", (2, 66, 1))]):
         spec.launch(name, 1_000 + 20_000 * i, 4_000, 6_000 + 20_000 * i, 10_000, corr=i + 1, grid=grid,
                     block=(128, 1, 1))
     trace = load_trace(write(spec, fmt, tmp_path))
