@@ -920,6 +920,12 @@ def fit_cost_curve(samples: list[SizeSample], max_size: int, timings: dict[int, 
     assumed = share_source.startswith("assumed")
     if (split := _split_attention_note(model, samples, ridge, sm_count)) is not None:
         notes.append(split)
+    marked = [(x.batch, int(x.attention_matmul.sum())) for x in samples
+              if x.attention_matmul is not None and x.attention_matmul.any()]
+    if marked:
+        notes.append("attention written out as matmuls (a matmul either side of a softmax): "
+                     + ", ".join(f"{n} launch{'' if n == 1 else 'es'} at bs {b}" for b, n in marked)
+                     + " scale as attention, with the rows, not as weight matmuls (docs/costmodel.md)")
     if samples:
         us, single = _predict(model, samples, b, ridge, sm_count, share)
         if len(samples) == 1:  # the band: the constants halved and doubled (an assumed k/E with them)

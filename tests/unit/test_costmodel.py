@@ -524,6 +524,8 @@ def test_attention_matmul_on_a_persistent_grid_follows_the_rows_of_context() -> 
     assert 49.5 * 2 / 65 == pytest.approx(1.5231, abs=1e-4)
     assert c.at(1) == pytest.approx(100.0 + 49.5 * 2 / 65 - 49.5)
     assert c.at(8) == pytest.approx(100.0 + 49.5 * 9 / 65 - 49.5)
+    assert c.notes == ("attention written out as matmuls (a matmul either side of a softmax): 1 launch at bs 64 "
+                       "scale as attention, with the rows, not as weight matmuls (docs/costmodel.md)",)
     assert fit_cost_curve([sample(False)], 64, None, H200, m).at(1) != pytest.approx(c.at(1))
     # a grid that follows the rows (cuBLAS's batched gemv, 1,536 blocks at 64 rows) keeps the attention rule
     grid = SizeSample(64, 100.0, np.array([ATTN], dtype=np.int8), np.array([49.5]), np.array([1536]),
