@@ -131,8 +131,9 @@ def attention_matmuls(kernel_step: np.ndarray, kernel_class: np.ndarray, softmax
     """Per kernel row (in launch order) whether it is one of the two matmuls of attention written out as matmuls
     (PyTorch's math SDPA backend, Hugging Face's ``eager`` attention, hand-written ``softmax(Q·Kᵀ)·V``): the nearest
     matmul (``kernel_class`` ``gemm``) before a ``softmax`` kernel (:func:`is_attention_softmax`) and the nearest after
-    it, both within :data:`ATTENTION_MATMUL_WINDOW` kernels of it in the same step (``kernel_step``, -1 none). Such a
-    matmul is attention: it reads every row's own keys or values, so its work follows the rows as an attention
+    it, both within :data:`ATTENTION_MATMUL_WINDOW` kernels of it in the same step (``kernel_step``, -1 none), in a
+    step with two or more such softmaxes (one per layer: a lone softmax is sampling's, whose matmuls beside it are the
+    LM head and, with a draft model, its next projection). Such a matmul is attention: it reads every row's own keys or values, so its work follows the rows as an attention
     kernel's does, where a weight matmul's is flat. Its launch does not say so: cuBLAS's batched gemv puts rows x heads
     in grid z, nvjet's persistent kernels run a grid of the SMs (132 blocks at 8 and 64 rows on the H100). A
     mixture's router (a matmul, a top-k gating softmax, then expert kernels) is no such pair: its gating is routing,
@@ -154,6 +155,8 @@ def attention_matmuls(kernel_step: np.ndarray, kernel_class: np.ndarray, softmax
     before_i, after_i = np.maximum(before, 0), np.minimum(after, n - 1)
     ok &= (sm - before <= ATTENTION_MATMUL_WINDOW) & (after - sm <= ATTENTION_MATMUL_WINDOW)
     ok &= (kernel_step[before_i] == kernel_step[sm]) & (kernel_step[after_i] == kernel_step[sm])
+    per_step = np.bincount(kernel_step[sm][ok], minlength=int(kernel_step.max()) + 1)
+    ok &= per_step[kernel_step[sm]] >= 2
     out[before_i[ok]] = True
     out[after_i[ok]] = True
     return out

@@ -475,29 +475,28 @@ def test_trace_samples_carry_each_kernels_resident_blocks(tmp_path, fmt: str) ->
 
 
 def test_attention_written_as_matmuls_is_the_matmuls_either_side_of_a_softmax() -> None:
-    """Step 0, PyTorch's math SDPA: a weight matmul, Q·Kᵀ, the mask's add, the softmax, six kernels of checks and
-    casts, ·V, the output projection. Step 1: a softmax whose next matmul is one kernel past the window. Step 2: Q·Kᵀ
-    one kernel further from the softmax than the window. Step 3: no matmul after the softmax in the step."""
+    """Step 0, two layers of PyTorch's math SDPA: a weight matmul, Q·Kᵀ, the mask's add, the softmax, six kernels of
+    checks and casts, ·V, the output projection. Steps 1-3, two layers each: a softmax whose next matmul is one kernel
+    past the window; Q·Kᵀ one kernel further from the softmax than the window; no matmul after the softmax. Step 4:
+    one pair alone (sampling's softmax between the LM head and a draft model's projection)."""
     w = ATTENTION_MATMUL_WINDOW
     assert w == 8
     M, E, S = (GEMM, False), (ELEM, False), (ELEM, True)  # matmul, other kernel, softmax
-    steps = [[M, M, E, S] + [E] * 6 + [M, M],
-             [M, S] + [E] * w + [M],
-             [M] + [E] * w + [S, M],
-             [M, S, E]]
+    layer = [M, M, E, S] + [E] * 6 + [M, M]
+    steps = [layer * 2, ([M, S] + [E] * w + [M]) * 2, ([M] + [E] * w + [S, M]) * 2, [M, S, E] * 2, [M, E, S, M]]
     rows = [(i, kind) for i, st in enumerate(steps) for kind in st]
     step = np.array([r[0] for r in rows])
     cls = np.array([r[1][0] for r in rows], dtype=np.int8)
     softmax = np.array([r[1][1] for r in rows])
-    assert np.flatnonzero(attention_matmuls(step, cls, softmax)).tolist() == [1, 10]
+    assert np.flatnonzero(attention_matmuls(step, cls, softmax)).tolist() == [1, 10, 13, 22]
     # Q·Kᵀ w kernels before the softmax and ·V w after: within the window
-    near = np.array([GEMM] + [ELEM] * (w - 1) + [ELEM] + [ELEM] * (w - 1) + [GEMM], dtype=np.int8)
-    assert np.flatnonzero(attention_matmuls(np.zeros(near.size, dtype=np.int64), near,
-                                            np.arange(near.size) == w)).tolist() == [0, 2 * w]
+    near = np.array(([GEMM] + [ELEM] * (w - 1) + [ELEM] + [ELEM] * (w - 1) + [GEMM]) * 2, dtype=np.int8)
+    got = attention_matmuls(np.zeros(near.size, dtype=np.int64), near, np.arange(near.size) % (2 * w + 1) == w)
+    assert np.flatnonzero(got).tolist() == [0, 2 * w, 2 * w + 1, 4 * w + 1]
     # across a step boundary, or outside any step: none
-    three = np.array([GEMM, ELEM, GEMM], dtype=np.int8), np.array([False, True, False])
-    assert not attention_matmuls(np.array([0, 0, 1]), *three).any()
-    assert not attention_matmuls(np.array([-1, -1, -1]), *three).any()
+    three = np.array([GEMM, ELEM, GEMM] * 2, dtype=np.int8), np.array([False, True, False] * 2)
+    assert not attention_matmuls(np.array([0, 0, 1, 1, 1, 2]), *three).any()
+    assert not attention_matmuls(np.full(6, -1), *three).any()
     assert attention_matmuls(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int8),
                              np.zeros(0, dtype=bool)).tolist() == []
 
@@ -538,9 +537,9 @@ def test_attention_matmul_on_a_persistent_grid_follows_the_rows_of_context() -> 
 
 @pytest.mark.parametrize("fmt", ["kineto", "nsys"])
 def test_trace_samples_class_attention_written_as_matmuls_as_attention(tmp_path, fmt: str) -> None:
-    """From a loaded trace: the matmuls either side of PyTorch's softmax kernel (cuBLAS's batched gemv, grid z 192;
-    nvjet's persistent kernel, a grid of the SMs) are attention; the weight gemv before stays a matmul, the softmax
-    element-wise."""
+    """From a loaded trace, two layers: the matmuls either side of PyTorch's softmax kernel (cuBLAS's batched gemv,
+    grid z 192; nvjet's persistent kernel, a grid of the SMs) are attention; the weight gemv before stays a matmul,
+    the softmax element-wise."""
     from launchgap.costmodel import trace_samples
     from launchgap.loaders import load_trace
     from launchgap.trace import Kind
@@ -550,13 +549,13 @@ def test_trace_samples_class_attention_written_as_matmuls_as_attention(tmp_path,
     for i, (name, grid) in enumerate([("internal::gemvx::kernel<int, int, float>", (8, 1, 1)),
                                       ("gemv2T_kernel_val<int, int, float>", (64, 1, 192)),
                                       ("(anonymous namespace)::softmax_warp_forward<float, float, float, 9>", (48, 1, 1)),
-                                      ("nvjet_sm90_tst_64x8_64x16_2x1_v_bz_NNT", (2, 66, 1))]):
+                                      ("nvjet_sm90_tst_64x8_64x16_2x1_v_bz_NNT", (2, 66, 1))] * 2):
         spec.launch(name, 1_000 + 20_000 * i, 4_000, 6_000 + 20_000 * i, 10_000, corr=i + 1, grid=grid,
                     block=(128, 1, 1))
     trace = load_trace(write(spec, fmt, tmp_path))
     row_step = np.where(trace.kind == Kind.KERNEL, 0, -1)
     (x,) = trace_samples(trace, row_step, np.array([0]), np.array([0]), np.array([8]), np.array([100.0]))
-    assert x.kernel_class.tolist() == [GEMM, ATTN, ELEM, ATTN]
+    assert x.kernel_class.tolist() == [GEMM, ATTN, ELEM, ATTN] * 2
     # the same matmuls marked by hand through size_samples
     xs = size_samples(np.zeros(2, dtype=np.int64), np.array([GEMM, GEMM], dtype=np.int8), np.array([14.0, 5.0]),
                       np.array([384, 132]), np.array([256, 384]), np.array([8]), np.array([100.0]),
