@@ -46,7 +46,8 @@ PADDING_HELD_OUT_LIST = (1, 2, 4, 8, 16, 24, 32, 48, 64)
 PLAN_BAR = 0.01
 MAX_SIZE = 128
 #: Recordings a rule was built on after they were first evaluated: printed, not in the held-out bars (folder, model).
-DEVELOPMENT_MODELS = {("h200-attn-2026-12-05", "llama-3.2-3b-like-math"), ("h200-attn-2026-12-05", "mistral-7b-like-math"),
+DEVELOPMENT_MODELS = {("h200-attn-2026-12-05", "llama-3.2-3b-like-math"),
+                      ("h200-attn-2026-12-05", "mistral-7b-like-math"),
                       ("h200-attn-2026-12-05", "qwen2.5-0.5b-like-math"),
                       ("h100-attn-heldout-2026-12-05", "olmo-2-1b-like-eager"),
                       ("h100-attn-heldout-2026-12-05", "qwen3-0.6b-like-eager"),
@@ -133,7 +134,8 @@ def curve_sets() -> dict[str, tuple[list[cm.SizeSample], dict, dict[int, float],
                      *T.glob("h200-fresh-2026-12-03d"), *T.glob("h200-fresh-2026-12-03e"),
                      *T.glob("h200-fresh-2026-12-03f"), *T.glob("h200-fresh-2026-12-04"),
                      *T.glob("h200-longctx-2026-12-04"), *T.glob("h200-longctx-2026-12-04b"),
-                     *T.glob("h200-longctx-2026-12-04c"), *T.glob("h200-attn-2026-12-05"), *T.glob("h100-attn-heldout-2026-12-05")]):
+                     *T.glob("h200-longctx-2026-12-04c"), *T.glob("h200-attn-2026-12-05"),
+                     *T.glob("h100-attn-heldout-2026-12-05")]):
         for tfile in sorted(d.glob("**/timings*.json")):
             doc = json.loads(tfile.read_text())
             for model in sorted({str(r.get("model")) for r in doc.get("rows", [])}):

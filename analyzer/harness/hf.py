@@ -28,7 +28,8 @@ inside the functions that need it: the rest of the harness runs with torch alone
 
 **Piecewise** (:meth:`HFDecoder.piecewise_forward`, captured by
 :class:`launchgap.harness.graphs.SegmentedStep`): the step's forward runs with the model's entry of
-transformers' ``AttentionInterface`` (``"sdpa"``, or :data:`EAGER_ATTENTION`) replaced, for that forward only, by a router that
+transformers' ``AttentionInterface`` (``"sdpa"``, or :data:`EAGER_ATTENTION`) replaced, for that forward only, by a
+router that
 hands each attention call (the attention module's function call after its KV-cache update:
 query, the cache layer's keys and values, mask and keyword arguments) to a hook. The capture's
 hook ends the current graph piece at each call, so a step is ``calls + 1`` pieces (``layers +
@@ -60,7 +61,6 @@ from typing import Any
 from ..dims import ModelDims, moe_routing, text_config
 from ..errors import InputError
 from . import import_torch
-from .model import PIECEWISE_NOT_COMPILED
 
 #: Largest config.json read (real ones are a few KiB).
 MAX_CONFIG_BYTES = 1 << 20
@@ -257,12 +257,7 @@ class HFDecoder:
     @property
     def supports_piecewise(self) -> bool:
         """Piecewise pieces are cut from the uncompiled forward: not with ``--compile``."""
-        return self.piecewise_refusal is None
-
-    @property
-    def piecewise_refusal(self) -> str | None:
-        """Why piecewise mode is not recorded for this model (``None``: it is)."""
-        return PIECEWISE_NOT_COMPILED if self.compiled else None
+        return not self.compiled
 
     def __init__(self, spec: HFModelSpec, max_batch_size: int, context_len: int = 512, start_pos: int = 128,
                  device: str = "cuda", seed: int = 0, compile: bool = False, eager_attention: bool = False) -> None:

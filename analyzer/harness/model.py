@@ -119,10 +119,6 @@ def _rope(x, cos, sin):
     return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
 
 
-#: Why a compiled step is recorded without piecewise mode.
-PIECEWISE_NOT_COMPILED = "piecewise mode splits the uncompiled step at attention, so it is not recorded with --compile"
-
-
 class Decoder:
     """Weights, KV cache and the step's static buffers for up to ``max_batch_size`` sequences.
 
@@ -133,12 +129,7 @@ class Decoder:
     @property
     def supports_piecewise(self) -> bool:
         """Piecewise pieces run the stages directly: not with a compiled step."""
-        return self.piecewise_refusal is None
-
-    @property
-    def piecewise_refusal(self) -> str | None:
-        """Why piecewise mode is not recorded for this model (``None``: it is)."""
-        return PIECEWISE_NOT_COMPILED if self.compiled else None
+        return not self.compiled
 
     def __init__(self, cfg: ModelConfig, max_batch_size: int, context_len: int = 512, start_pos: int = 128,
                  device: str = "cuda", seed: int = 0, eager_attention: bool = False) -> None:

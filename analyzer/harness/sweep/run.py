@@ -182,13 +182,13 @@ def _run_model_parts(ctx: Ctx, cfg: ModelConfig | HFModelSpec, todo: list[Task],
 def build_model(cfg: ModelConfig | HFModelSpec, opts: SweepOptions, on_cuda: bool) -> Decoder | HFDecoder:
     """The decoder of ``cfg`` (built-in preset or transformers config), compiled if ``opts.compile``."""
     device = "cuda" if on_cuda else "cpu"
+    eager_attention = opts.attention_backend == "eager"
     if isinstance(cfg, HFModelSpec):
         return HFDecoder(cfg, max_batch_size=opts.max_batch_size(), context_len=opts.context_len,
                          start_pos=opts.start_pos, device=device, seed=opts.seed, compile=opts.compile,
-                         eager_attention=opts.attention_backend == "eager")
+                         eager_attention=eager_attention)
     model = Decoder(cfg, max_batch_size=opts.max_batch_size(), context_len=opts.context_len,
-                    start_pos=opts.start_pos, device=device, seed=opts.seed,
-                    eager_attention=opts.attention_backend == "eager")
+                    start_pos=opts.start_pos, device=device, seed=opts.seed, eager_attention=eager_attention)
     if opts.compile:
         model.compile()
     return model
@@ -203,5 +203,6 @@ def model_modes(model: Decoder | HFDecoder, modes: tuple[str, ...], warn: Callab
     """The run's modes less piecewise where the model cannot split its step (compiled)."""
     if "piecewise" not in modes or model.supports_piecewise:
         return modes
-    warn(f"{model.cfg.name}: {model.piecewise_refusal}")
+    warn(f"{model.cfg.name}: piecewise mode splits the uncompiled step at attention, so it is not recorded "
+         "with --compile")
     return tuple(m for m in modes if m != "piecewise") or ("eager",)
