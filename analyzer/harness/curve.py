@@ -119,8 +119,11 @@ def _fmt(x: float | None, spec: str) -> str:
 
 def _gone_text(c: ModelCurve) -> str:
     pct = f"{c.threshold:.0%}"
-    if not any(p.speedup is not None for p in c.points):
-        return "no graph timings"
+    if not any(p.speedup is not None for p in c.points):  # say which half is missing: a graph-only sweep has no win
+        missing = [m for m, has in (("eager", any(p.eager_us is not None for p in c.points)),
+                                    ("graph", any(p.graph_us is not None for p in c.points))) if not has]
+        return (f"no {' or '.join(missing)} timings" if missing
+                else "no size with both eager and graph timings") + ", no speedup"
     if c.win_gone_at is None:
         return f"the win stays above {pct} up to batch {c.points[-1].batch_size}"
     return f"the win falls under {pct} from batch {c.win_gone_at} on"

@@ -235,7 +235,7 @@ def test_graph_only_without_cuda_is_an_error(tmp_path: Path, capsys: pytest.Capt
 # the speedup curve
 
 
-def _doc(rows: list[tuple[str, int, float, float | None]]) -> dict:
+def _doc(rows: list[tuple[str, int, float | None, float | None]]) -> dict:
     return {"schema": "launchgap.timings/1", "device": "NVIDIA H200", "torch": "2.11.0", "cuda": "13.0",
             "created": "2026-11-30T00:00:00+00:00",
             "rows": [{"model": m, "batch_size": b, "eager_us": e, "graph_us": g, "eager_host_us": None,
@@ -256,11 +256,12 @@ def test_win_gone_at_needs_every_larger_size_under_threshold() -> None:
 
 def test_curve_cli_formats(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "timings.json"
-    path.write_text(json.dumps(_doc([("a", 1, 300.0, 100.0), ("a", 64, 520.0, 500.0), ("b", 1, 50.0, None)])))
+    path.write_text(json.dumps(_doc([("a", 1, 300.0, 100.0), ("a", 64, 520.0, 500.0), ("b", 1, 50.0, None),
+                                     ("c", 1, None, 40.0), ("d", 1, 50.0, None), ("d", 2, None, 45.0)])))
     assert main(["record", "--curve", str(path), "--format", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["schema"] == "launchgap.curve/1"
-    a, b = out["curves"]
+    a, b, _, _ = out["curves"]
     assert [p["speedup"] for p in a["points"]] == [3.0, 1.04]
     assert [p["win_pct"] for p in a["points"]] == [200.0, 4.0]
     assert a["win_gone_at"] == 64 and b["win_gone_at"] is None
@@ -268,7 +269,9 @@ def test_curve_cli_formats(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     md = capsys.readouterr().out
     assert "| 64 | 520.0 | 500.0 | 1.04 | 4.0 | - |" in md
     assert "**a**: the win falls under 5% from batch 64 on." in md
-    assert "**b**: no graph timings." in md
+    assert "**b**: no graph timings, no speedup." in md
+    assert "**c**: no eager timings, no speedup." in md  # a graph-only sweep (--modes graph)
+    assert "**d**: no size with both eager and graph timings, no speedup." in md
     assert main(["record", "--curve", str(path)]) == 0
     assert "a: the win falls under 5% from batch 64 on" in capsys.readouterr().out
 
