@@ -348,6 +348,11 @@ class ScalingModel:
       positions runs 192 blocks, 24 heads x 8 splits) follows its rows, ``A + (t0 - A) · b / b0``: the band's other
       end for such a trace (off in the curve itself: from one row the split grid's blocks overstate the work per
       row, 1-2x on the long-context sets, the rows understate it, 0.2-0.97x; docs/costmodel.md);
+    * ``attention_matmul_fixed_us``: the part (us) of each launch of attention written out as matmuls
+      (:attr:`SizeSample.attention_matmul`) that does not grow with the rows, at most its time: ``A + (t0 - A) ·
+      g(b) / g(b0)``, ``g`` the rule above. 0 in the curve; the band's low end of a trace traced at one size whose
+      such launches all run one wave takes the fastest one's time (a launch that is all latency:
+      :func:`one_wave_attention_matmul_us`);
     * ``band_factors``: every constant scaled by these gives the band.
     """
 
@@ -370,6 +375,7 @@ class ScalingModel:
     attention_split_fixed_us: float = 6.0
     attention_latency_us: float = 9.0
     attention_split_rows: bool = False
+    attention_matmul_fixed_us: float = 0.0
 
     def scaled(self, factor: float) -> ScalingModel:
         return ScalingModel(self.gemm_rows / factor, self.gemm_efficiency / factor, self.attention_fixed_waves / factor,
@@ -380,7 +386,7 @@ class ScalingModel:
                             self.expert_fixed_us / factor, self.row_gemm_fixed_rows / factor,
                             min(self.attention_whole_wave_share / factor, 1.0), self.attention_split_us * factor,
                             self.attention_split_fixed_us / factor, self.attention_latency_us,
-                            self.attention_split_rows)
+                            self.attention_split_rows, self.attention_matmul_fixed_us)
 
 
 DEFAULT_SCALING = ScalingModel()
@@ -657,8 +663,29 @@ def _kernel_factor(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: flo
         # Attention written as a matmul whose grid is persistent (nvjet: a grid of the SMs): the grid says nothing and
         # its time is no attention kernel's waves (0.8-3.5 us a wave at 64 rows, not ~11): a matmul over the rows' context
         attn = np.where(x.attention_matmul[:, None] & persistent, row_gemm, attn)
+        if model.attention_matmul_fixed_us > 0:  # the band's low end: a latency part that does not grow
+            fixed_am = np.minimum(model.attention_matmul_fixed_us, t0)
+            attn = np.where(x.attention_matmul[:, None],
+                            (fixed_am + (t0 - fixed_am) * attn) / np.where(t0 > 0, t0, np.inf), attn)
     return np.where(c == _GEMM, gemm, np.where(c == _ATTN, attn, np.where(c == _COLL, coll,
                     np.where(c == _EXPERT, expert, np.where(c == _ROW_GEMM, row_gemm, elem)))))
+
+
+def one_wave_attention_matmul_us(x: SizeSample, sm_count: int | None) -> float | None:
+    """The fastest launch (us) of attention written out as matmuls in ``x`` when every such launch runs one wave (its
+    blocks within what the SMs hold at once), else ``None``. One wave is latency-bound: how its work grows with the
+    rows is not in its time (a one-row gemv's 2.7-3.4 us is mostly launch and ramp, 64 rows' 11.6-34 us their KV
+    reads), so the band's low end keeps that much of every such launch fixed
+    (:attr:`ScalingModel.attention_matmul_fixed_us`). A persistent grid (a whole multiple of the SMs) is no one
+    wave: it loops over its tiles."""
+    if x.attention_matmul is None or not x.attention_matmul.any() or not sm_count:
+        return None
+    held = np.maximum(x.resident_or_unknown[x.attention_matmul], 1) * int(sm_count)
+    blocks = x.blocks[x.attention_matmul]
+    # a persistent grid (a multiple of the SMs) loops over its tiles: its one wave says nothing of its length
+    if not ((blocks > 0) & (blocks <= held) & (np.mod(blocks, int(sm_count)) != 0)).all():
+        return None
+    return float(x.kernel_us[x.attention_matmul].min())
 
 
 def _split_attention_note(model: ScalingModel, samples: list[SizeSample], ridge: float,
@@ -939,6 +966,13 @@ def fit_cost_curve(samples: list[SizeSample], max_size: int, timings: dict[int, 
                 notes.append(f"attention at bs {samples[0].batch} runs a grid that fills the SMs (a split-KV grid: heads "
                              f"x KV splits per row): how its work grows with the rows is not in the trace; the band's "
                              f"low end takes it as following the rows (docs/costmodel.md, Long context)")
+            if (lat := one_wave_attention_matmul_us(samples[0], sm_count)) is not None:
+                alt = np.vstack([alt, _predict(replace(model, attention_matmul_fixed_us=lat), samples, b, ridge,
+                                               sm_count, share)[0]])
+                notes.append(f"attention written out as matmuls at bs {samples[0].batch} runs one wave per launch "
+                             f"(latency-bound): how its work grows with the rows is not in the trace; the band's low "
+                             f"end keeps {lat:.3g} us of each launch fixed (its fastest; trace a second size to "
+                             f"measure it, docs/costmodel.md)")
         else:
             alt = single
         low, high = np.minimum(us, alt.min(axis=0)), np.maximum(us, alt.max(axis=0))

@@ -535,6 +535,43 @@ def test_attention_matmul_on_a_persistent_grid_follows_the_rows_of_context() -> 
                                                                                            m).at(8))
 
 
+def test_one_wave_attention_matmuls_widen_the_band_low_end() -> None:
+    """At one row attention written as matmuls runs one latency-bound wave per launch (a 3.0 us gemv of 64 blocks, a
+    2.5 us one of 8, on 132 SMs): how their work grows with the rows is not in the trace, so the band's low end keeps
+    the fastest launch's 2.5 us of each fixed. The 3.0 us launch's 64 blocks per row are 4 waves at 8 rows, (0.1 + 4)
+    / (0.1 + 1) = 3.7273x: 11.182 us in the curve, 2.5 + 0.5 x 3.7273 = 4.364 us at the low end (-6.818 us); the 2.5
+    us launch stays one wave, 2.5 us either way."""
+    from dataclasses import replace
+
+    from launchgap.costmodel import one_wave_attention_matmul_us
+
+    def sample(blocks: list[int], marked: tuple[bool, ...] | None = (False, True, True)) -> SizeSample:
+        return SizeSample(1, 200.0, np.array([GEMM, ATTN, ATTN], dtype=np.int8), np.array([100.0, 3.0, 2.5]),
+                          np.array([24, *blocks]), np.array([128, 384, 384]),
+                          attention_matmul=None if marked is None else np.array(marked))
+    x = sample([64, 8])
+    assert one_wave_attention_matmul_us(x, 132) == 2.5
+    m = ScalingModel()
+    c = fit_cost_curve([x], 64, None, H200, m)
+    fixed = fit_cost_curve([x], 64, None, H200, replace(m, attention_matmul_fixed_us=2.5))
+    assert (0.1 + 4) / (0.1 + 1) == pytest.approx(3.72727, abs=1e-5)
+    assert c.at(8) - fixed.at(8) == pytest.approx(3.0 * 4.1 / 1.1 - (2.5 + 0.5 * 4.1 / 1.1))  # 6.818 us
+    assert c.at(1) == fixed.at(1) == 200.0
+    assert c.low(8) <= fixed.at(8) < c.at(8)
+    assert c.notes[-1] == ("attention written out as matmuls at bs 1 runs one wave per launch (latency-bound): how its "
+                           "work grows with the rows is not in the trace; the band's low end keeps 2.5 us of each "
+                           "launch fixed (its fastest; trace a second size to measure it, docs/costmodel.md)")
+    # the curve itself is the rule's: the same as without the fixed part
+    assert c.at(8) == pytest.approx(fit_cost_curve([x], 64, None, H200, replace(m, attention_matmul_fixed_us=0.0)).at(8))
+    # past one wave (a grid the SMs do not hold at once), a persistent grid, no marks, no SM count: no low end of this kind
+    assert one_wave_attention_matmul_us(sample([64, 200]), 132) is None
+    assert one_wave_attention_matmul_us(sample([64, 132]), 132) is None
+    assert one_wave_attention_matmul_us(sample([64, 8], None), 132) is None
+    assert one_wave_attention_matmul_us(sample([64, 8], (False, False, False)), 132) is None
+    assert one_wave_attention_matmul_us(x, None) is None
+    assert not any("one wave per launch" in n for n in fit_cost_curve([sample([64, 200])], 64, None, H200, m).notes)
+
+
 @pytest.mark.parametrize("fmt", ["kineto", "nsys"])
 def test_trace_samples_class_attention_written_as_matmuls_as_attention(tmp_path, fmt: str) -> None:
     """From a loaded trace, two layers: the matmuls either side of PyTorch's softmax kernel (cuBLAS's batched gemv,
