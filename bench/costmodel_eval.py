@@ -135,7 +135,8 @@ def curve_sets() -> dict[str, tuple[list[cm.SizeSample], dict, dict[int, float],
                      *T.glob("h200-fresh-2026-12-03f"), *T.glob("h200-fresh-2026-12-04"),
                      *T.glob("h200-longctx-2026-12-04"), *T.glob("h200-longctx-2026-12-04b"),
                      *T.glob("h200-longctx-2026-12-04c"), *T.glob("h200-attn-2026-12-05"),
-                     *T.glob("h100-attn-heldout-2026-12-05"), *T.glob("h200-attn-heldout-2026-12-05")]):
+                     *T.glob("h100-attn-heldout-2026-12-05"), *T.glob("h200-attn-heldout-2026-12-05"),
+                     *T.glob("h100-2026-12-05")]):
         for tfile in sorted(d.glob("**/timings*.json")):
             doc = json.loads(tfile.read_text())
             for model in sorted({str(r.get("model")) for r in doc.get("rows", [])}):
@@ -190,7 +191,8 @@ def check_curves(rows: list[dict]) -> bool:
 def padding_sets() -> list[tuple[str, Path, str]]:
     """The held-out padding recordings (bench/gpu_heldout.sh part 6), one folder per model: (name, folder, serving
     trace's file name); their capture list is :data:`PADDING_HELD_OUT_LIST`."""
-    return [(f"{d.parent.name} (held out)", d.parent, t.name) for d in sorted(T.glob("h200-padding-*/*/serving"))
+    return [(f"{d.parent.name} (held out)", d.parent, t.name)
+            for d in sorted([*T.glob("h200-padding-*/*/serving"), *T.glob("h100-padding-*/*/serving")])
             for t in sorted(d.glob("*_serving_serve.json.gz"))]
 
 
@@ -264,7 +266,8 @@ def check_piecewise(rows: list[dict]) -> bool:
         sets.insert(1, ("h200-heldout-2026-12-03", "8b", (1, 8, 32, 64, 128), True))
     # transformers models cut at their attention calls (bench/gpu_heldout.sh part 13)
     sets += [(f"{d.parent.name}/{d.name}", d.name, (4, 16, 48), True)
-             for d in sorted(T.glob("h200-piecewise-*/*")) if (d / "timings_piecewise.json").exists()]
+             for d in sorted([*T.glob("h200-piecewise-*/*"), *T.glob("h100-piecewise-*/*")])
+             if (d / "timings_piecewise.json").exists()]
     for folder, model, sizes, held in sets:
         truth = {r["batch_size"]: r for r in json.loads((T / folder / "timings_piecewise.json").read_text())["rows"]
                  if r["model"] == model}

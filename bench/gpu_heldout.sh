@@ -47,6 +47,13 @@
 #                                               attention (22: olmo-2-1b-like, qwen3-0.6b-like,
 #                                               granite-3.0-1b-a400m-like) and the math backend (23: gemma-3-1b-like,
 #                                               qwen3-0.6b-like, falcon3-1b-like): FULL sweeps
+#                                               PART 24: another GPU: qwen2.5-0.5b-like, granite-3.0-1b-a400m-like,
+#                                               smollm2-1.7b-like, phi-3-mini-like (configs of earlier H200 sets, cuDNN
+#                                               attention) on an H100: FULL sweeps (traces/h100-2026-12-05)
+#                                               PART 25: another GPU: padding (qwen2.5-0.5b-like, as part 6) and
+#                                               piecewise -> FULL (smollm2-1.7b-like, as part 13 without its GPU
+#                                               test) on an H100 (traces/h100-padding-2026-12-05,
+#                                               traces/h100-piecewise-2026-12-05)
 #   The repository (traces/ alone is over 200 MB) is larger than the 64 MiB a device call sends: send it with traces/
 #   out of the index and carry the configs the part reads (`git rm -r -q --cached traces; echo /traces/ >>
 #   .git/info/exclude`, then `carry` e.g. traces/h200-heldout-2026-12-03/configs), and put it back afterwards
@@ -143,7 +150,7 @@ elif [ "$PART" -ge 20 ] && [ "$PART" -le 23 ]; then  # attention libraries other
     done
     finish() { [ -z "$DRY" ] && tar -czf "$OUT/$SET.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) "$SET/timings.json" \
         $(cd "$W" && ls "$SET"/*_graph.json.gz) && ls -la "$OUT"; }
-elif [ "$PART" = 6 ] || [ "$PART" = 8 ] || [ "$PART" = 10 ] || [ "$PART" = 12 ]; then  # padding cost from a serving trace alone, held out
+elif [ "$PART" = 6 ] || [ "$PART" = 8 ] || [ "$PART" = 10 ] || [ "$PART" = 12 ] || [ "$PART" = 25 ]; then  # padding cost from a serving trace alone, held out
     Q=traces/h200-fresh-2026-12-03b/configs/qwen2.5-0.5b-like.json
     PAD="--capture-sizes serve=1,2,4,8,16,24,32,48,64 --distribution bench/serving_distribution.json --serving-steps 40
          --inject-fallbacks 4 --repeats 20 --warmup 3 --serving-rounds 3 --seed 5 --no-micro"
@@ -166,6 +173,30 @@ elif [ "$PART" = 10 ]; then  # three more models for the padding check, another 
         part "fullrange-$m" 110 $H --hf-config $E/$m.json $FULL --out "$W/pad/fullrange-$m"
     done
     finish() { [ -z "$DRY" ] && tar -czf "$OUT/pad.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) pad && ls -la "$OUT"; }
+elif [ "$PART" = 24 ]; then  # another GPU: four earlier sets' configs (cuDNN attention) on an H100 (nvidia-h100-x1)
+    for c in traces/h200-fresh-2026-12-03b/configs/qwen2.5-0.5b-like.json \
+             traces/h200-final-2026-12-03/configs/granite-3.0-1b-a400m-like.json \
+             traces/h200-fresh-2026-12-03b/configs/smollm2-1.7b-like.json \
+             traces/h200-heldout-2026-12-03/configs/phi-3-mini-like.json; do
+        part "$(basename "$c" .json)" "${PART_LIMIT_S:-130}" $H --hf-config "$c" --batch-sizes $SIZES $SWEEP --out "$W/h100"
+    done
+    finish() { [ -z "$DRY" ] && tar -czf "$OUT/h100.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) h100/timings.json \
+        $(cd "$W" && ls h100/*_graph.json.gz) && ls -la "$OUT"; }
+elif [ "$PART" = 25 ]; then  # another GPU: padding and piecewise -> FULL on an H100 (nvidia-h100-x1), as part 6 and 13
+    Q=traces/h200-fresh-2026-12-03b/configs/qwen2.5-0.5b-like.json
+    M=traces/h200-fresh-2026-12-03b/configs/smollm2-1.7b-like.json
+    PAD=${PAD/--seed 5/--seed 23}
+    part serving-qwen2.5-0.5b-like 150 $H --hf-config $Q $PAD --out "$W/pad/serving-qwen2.5-0.5b-like"
+    part fullrange-qwen2.5-0.5b-like 150 $H --hf-config $Q $FULL --out "$W/pad/fullrange-qwen2.5-0.5b-like"
+    PW="--modes piecewise,graph --batch-sizes 4,16,48 --repeats 30 --rounds 2 --warmup 5 --steps 3 --no-micro"
+    PSERVE="--capture-sizes serve=1,2,4,8,16,24,32,40,48,56,64 --distribution bench/serving_distribution.json
+            --serving-steps 24 --inject-fallbacks 3 --repeats 20 --warmup 3 --serving-rounds 3 --seed 19 --no-micro"
+    part sweep-smollm2 120 $H --hf-config $M $PW --out "$W/pw/smollm2-1.7b-like/sweep"
+    part serving-piecewise-smollm2 150 $H --hf-config $M $PSERVE --serving-graphs piecewise \
+        --out "$W/pw/smollm2-1.7b-like/serving_piecewise"
+    part serving-full-smollm2 100 $H --hf-config $M $PSERVE --serving-graphs full --no-trace \
+        --out "$W/pw/smollm2-1.7b-like/serving_full"
+    finish() { [ -z "$DRY" ] && tar -czf "$OUT/h100b.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) pad pw && ls -la "$OUT"; }
 elif [ "$PART" = 12 ]; then  # two mixtures of experts for the padding check (traces/h200-padding-2026-12-03d)
     PAD=${PAD/--seed 5/--seed 17}
     for c in traces/h200-fresh-2026-12-03e/configs/granite-3.0-3b-a800m-like.json \
