@@ -281,6 +281,12 @@ GPU_PEAKS: tuple[tuple[re.Pattern[str], float, float], ...] = (
 )
 #: Without a known GPU: an H100's ratio (the ridge matters, not the absolute figures).
 DEFAULT_PEAKS = (989e12, 3.35e12)
+#: The memory bandwidth (bytes/s) of the GPU the attention rules were fitted on (the H200's). On another GPU, a curve
+#: from one traced size gets a band end whose attention grows past one row at that GPU's bandwidth
+#: (:attr:`ScalingModel.attention_work_scale`).
+REFERENCE_BANDWIDTH = 4.8e12
+#: How far a GPU's bandwidth may differ from :data:`REFERENCE_BANDWIDTH` (as a ratio) before that band end is added.
+BANDWIDTH_BAND_MIN_RATIO = 1.1
 
 
 def gpu_peaks(device_name: str | None, props: dict | None = None) -> tuple[float, float, str]:
@@ -353,6 +359,12 @@ class ScalingModel:
       g(b) / g(b0)``, ``g`` the rule above. 0 in the curve; the band's low end of a trace traced at one size whose
       such launches all run one wave takes the fastest one's time (a launch that is all latency:
       :func:`one_wave_attention_matmul_us`);
+    * ``attention_work_scale``: ``k`` in an attention kernel's growth over its time at one row, ``1 + (R(b) - 1) ·
+      k``, ``R(b) = t(b) / t(1)`` by the rules above: 1 in the curve; a band end of a curve from one traced size on a
+      GPU other than the H200 the rules were fitted on takes :data:`REFERENCE_BANDWIDTH` over the GPU's bandwidth. One
+      row runs one latency-bound wave, about the same time on any Hopper part; the rows past it read their KV cache at
+      the GPU's bandwidth (phi-3-mini-like's cuDNN kernel: 9.8 us at one row on both the H200 and the H100, 108.6
+      and 143.4 us at 64 rows). Not in the curve: from 8 rows it overshoots the H100 (docs/costmodel.md, Another GPU);
     * ``band_factors``: every constant scaled by these gives the band.
     """
 
@@ -376,6 +388,7 @@ class ScalingModel:
     attention_latency_us: float = 9.0
     attention_split_rows: bool = False
     attention_matmul_fixed_us: float = 0.0
+    attention_work_scale: float = 1.0
 
     def scaled(self, factor: float) -> ScalingModel:
         return ScalingModel(self.gemm_rows / factor, self.gemm_efficiency / factor, self.attention_fixed_waves / factor,
@@ -386,7 +399,7 @@ class ScalingModel:
                             self.expert_fixed_us / factor, self.row_gemm_fixed_rows / factor,
                             min(self.attention_whole_wave_share / factor, 1.0), self.attention_split_us * factor,
                             self.attention_split_fixed_us / factor, self.attention_latency_us,
-                            self.attention_split_rows, self.attention_matmul_fixed_us)
+                            self.attention_split_rows, self.attention_matmul_fixed_us, self.attention_work_scale)
 
 
 DEFAULT_SCALING = ScalingModel()
@@ -585,6 +598,14 @@ def _kernel_factor(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: flo
                    per_row_hint: float | None = None, expert_share: float | None = None) -> np.ndarray:
     """Per kernel of ``x`` (rows) and size (columns) its time at that size over its time at ``x.batch``
     (``expert_share``: the experts' ``k/E``, else the model's prior)."""
+    k = model.attention_work_scale
+    if k != 1.0:  # attention's growth past one row scaled by k: the factors at k = 1, one row appended
+        f = _kernel_factor(replace(model, attention_work_scale=1.0), x, np.append(np.asarray(b, dtype=float), 1.0),
+                           ridge, sm_count, per_row_hint, expert_share)
+        f, f1 = f[:, :-1], f[:, -1:]  # f1: one row's time over b0's
+        att = (x.kernel_class == _ATTN)[:, None] & (f1 > 0)
+        one = np.where(att, f1, 1.0)
+        return np.where(att, (1 + (f / one - 1) * k) / (1 + (1 / one - 1) * k), f)
     b = np.asarray(b, dtype=float)[None, :]
     b0 = float(x.batch)
     c = x.kernel_class[:, None]
@@ -966,6 +987,15 @@ def fit_cost_curve(samples: list[SizeSample], max_size: int, timings: dict[int, 
                 notes.append(f"attention at bs {samples[0].batch} runs a grid that fills the SMs (a split-KV grid: heads "
                              f"x KV splits per row): how its work grows with the rows is not in the trace; the band's "
                              f"low end takes it as following the rows (docs/costmodel.md, Long context)")
+            k = REFERENCE_BANDWIDTH / bw
+            if not peaks.startswith("assumed") and max(k, 1 / k) >= BANDWIDTH_BAND_MIN_RATIO \
+                    and (samples[0].kernel_class == _ATTN).any():
+                alt = np.vstack([alt, _predict(replace(model, attention_work_scale=k), samples, b, ridge, sm_count,
+                                               share)[0]])
+                notes.append(f"attention's growth past one row was fitted on the H200 ({REFERENCE_BANDWIDTH / 1e12:g} "
+                             f"TB/s); this GPU reads at {bw / 1e12:.3g} TB/s: the band's "
+                             f"{'high' if k > 1 else 'low'} end scales that growth by {k:.3g} (trace a second size "
+                             f"to measure it, docs/costmodel.md)")
             if (lat := one_wave_attention_matmul_us(samples[0], sm_count)) is not None:
                 alt = np.vstack([alt, _predict(replace(model, attention_matmul_fixed_us=lat), samples, b, ridge,
                                                sm_count, share)[0]])

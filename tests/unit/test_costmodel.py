@@ -535,6 +535,39 @@ def test_attention_matmul_on_a_persistent_grid_follows_the_rows_of_context() -> 
                                                                                            m).at(8))
 
 
+def test_attention_growth_at_another_gpus_bandwidth_is_a_band_end() -> None:
+    """The attention rules were fitted on the H200 (4.8 TB/s). From one row on an H100 (3.35 TB/s) the band's high end
+    scales attention's growth past one row by k = 4.8 / 3.35 = 1.4328: a 10 us kernel of 32 blocks per row runs 2
+    waves at 8 rows, (0.1 + 2) / (0.1 + 1) = 1.9091x by the rules (19.09 us, the curve), 1 + 0.9091 k = 2.3025x at the
+    band's end (23.03 us). The curve itself is the rules'; on the H200, or an unknown GPU, no such end."""
+    from dataclasses import replace
+
+    from launchgap.costmodel import REFERENCE_BANDWIDTH
+
+    h100 = {"name": "NVIDIA H100 80GB HBM3", "sm_count": 132}
+    x = SizeSample(1, 500.0, np.array([ATTN, ELEM], dtype=np.int8), np.array([10.0, 5.0]), np.array([32, 4]),
+                   np.array([128, 128]))
+    k = REFERENCE_BANDWIDTH / 3.35e12
+    assert k == pytest.approx(1.43284, abs=1e-5)
+    m = ScalingModel()
+    c = fit_cost_curve([x], 64, None, h100, m)
+    scaled = fit_cost_curve([x], 64, None, h100, replace(m, attention_work_scale=k))
+    assert scaled.at(8) - c.at(8) == pytest.approx(10.0 * (1 + (2.1 / 1.1 - 1) * k) - 10.0 * 2.1 / 1.1)  # +3.93 us
+    assert scaled.at(1) == c.at(1) == 500.0
+    assert c.high(8) >= scaled.at(8) > c.at(8)
+    assert ("attention's growth past one row was fitted on the H200 (4.8 TB/s); this GPU reads at 3.35 TB/s: the "
+            "band's high end scales that growth by 1.43 (trace a second size to measure it, docs/costmodel.md)") in c.notes
+    # the H200 itself, and a GPU the trace does not identify: no such end
+    for props in (H200, {"sm_count": 132}):
+        assert not any("fitted on the H200" in n for n in fit_cost_curve([x], 64, None, props, m).notes)
+    # from a size above one row the one-row anchor holds: 8 rows -> 1 row by the rules, then scaled
+    x8 = replace(x, batch=8, blocks=np.array([256, 4]))
+    c8 = fit_cost_curve([x8], 64, None, h100, replace(m, attention_work_scale=k))
+    r1 = 1.1 / 2.1  # one row's time over 8 rows' by the rules
+    assert c8.at(1) - fit_cost_curve([x8], 64, None, h100, m).at(1) == pytest.approx(
+        10.0 / (1 + (1 / r1 - 1) * k) - 10.0 * r1)
+
+
 def test_one_wave_attention_matmuls_widen_the_band_low_end() -> None:
     """At one row attention written as matmuls runs one latency-bound wave per launch (a 3.0 us gemv of 64 blocks, a
     2.5 us one of 8, on 132 SMs): how their work grows with the rows is not in the trace, so the band's low end keeps
