@@ -54,6 +54,9 @@
 #                                               piecewise -> FULL (smollm2-1.7b-like, as part 13 without its GPU
 #                                               test) on an H100 (traces/h100-padding-2026-12-05,
 #                                               traces/h100-piecewise-2026-12-05)
+#                                               PART 26: another GPU, fresh (after commit 3641ea4's band end):
+#                                               qwen3-4b-like, llama-3.1-8b-like, olmo-2-1b-like, stablelm-2-1.6b-like
+#                                               on an H100: FULL sweeps (traces/h100-2026-12-05b)
 #   The repository (traces/ alone is over 200 MB) is larger than the 64 MiB a device call sends: send it with traces/
 #   out of the index and carry the configs the part reads (`git rm -r -q --cached traces; echo /traces/ >>
 #   .git/info/exclude`, then `carry` e.g. traces/h200-heldout-2026-12-03/configs), and put it back afterwards
@@ -182,6 +185,15 @@ elif [ "$PART" = 24 ]; then  # another GPU: four earlier sets' configs (cuDNN at
     done
     finish() { [ -z "$DRY" ] && tar -czf "$OUT/h100.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) h100/timings.json \
         $(cd "$W" && ls h100/*_graph.json.gz) && ls -la "$OUT"; }
+elif [ "$PART" = 26 ]; then  # another GPU, fresh: four more earlier configs on an H100, after the bandwidth band end
+    for c in traces/h200-heldout-2026-12-03/configs/qwen3-4b-like.json \
+             traces/h200-final-2026-12-03/configs/llama-3.1-8b-like.json \
+             traces/h200-fresh-2026-12-03f/configs/olmo-2-1b-like.json \
+             traces/h200-fresh-2026-12-03d/configs/stablelm-2-1.6b-like.json; do
+        part "$(basename "$c" .json)" "${PART_LIMIT_S:-125}" $H --hf-config "$c" --batch-sizes $SIZES $SWEEP --out "$W/h100b"
+    done
+    finish() { [ -z "$DRY" ] && tar -czf "$OUT/h100b.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) h100b/timings.json \
+        $(cd "$W" && ls h100b/*_graph.json.gz) && ls -la "$OUT"; }
 elif [ "$PART" = 25 ]; then  # another GPU: padding and piecewise -> FULL on an H100 (nvidia-h100-x1), as part 6 and 13
     Q=traces/h200-fresh-2026-12-03b/configs/qwen2.5-0.5b-like.json
     M=traces/h200-fresh-2026-12-03b/configs/smollm2-1.7b-like.json
