@@ -136,7 +136,7 @@ def curve_sets() -> dict[str, tuple[list[cm.SizeSample], dict, dict[int, float],
                      *T.glob("h200-longctx-2026-12-04"), *T.glob("h200-longctx-2026-12-04b"),
                      *T.glob("h200-longctx-2026-12-04c"), *T.glob("h200-attn-2026-12-05"),
                      *T.glob("h100-attn-heldout-2026-12-05"), *T.glob("h200-attn-heldout-2026-12-05"),
-                     *T.glob("h100-2026-12-05")]):
+                     *T.glob("h100-2026-12-05"), *T.glob("h100-2026-12-05b")]):
         for tfile in sorted(d.glob("**/timings*.json")):
             doc = json.loads(tfile.read_text())
             for model in sorted({str(r.get("model")) for r in doc.get("rows", [])}):
