@@ -1044,11 +1044,13 @@ class EagerCurve:
     """The eager step (us) at every batch size ``1..max`` (``us``), where it came from (``source``:
     ``"eager steps"`` when the trace's own eager decode steps calibrate it, ``"estimate"`` otherwise) and how
     (``detail``, one line: it names the host's cost per launch and whether the trace measured it or the prior
-    stood in)."""
+    stood in). ``floor``: the estimate's cost per launch is the prior, a bare op's launch, so the curve is a floor
+    for model code (the harness's eager steps run 12.4-33.5 us per kernel at one row: docs/planner.md)."""
 
     us: np.ndarray
     source: str
     detail: str
+    floor: bool = False
 
     def at(self, batch) -> np.ndarray:
         """The eager step (us) at each batch size (sizes above the curve take its last size's, as
@@ -1083,7 +1085,7 @@ def eager_curve(graph: CostCurve, kernels_per_step: float, eager_bs: np.ndarray,
     unused = f"; its {int(ok.sum())} eager decode step(s) among graph replays do not scale it (profiled there, an " \
              f"eager step runs 1.8-3.3x its unprofiled time)" if ok.any() else ""
     return EagerCurve(est, "estimate", f"estimated: {kernels_per_step:,.0f} kernels per step x {how} (a host-bound "
-                                       f"eager step), at least the graph step{unused}")
+                                       f"eager step), at least the graph step{unused}", floor=not measured)
 
 
 def _host_cost(host: HostLaunchCost | None) -> tuple[float, str]:
@@ -1106,7 +1108,7 @@ def curve_to_dict(curve: CostCurve | None, eager: EagerCurve | None = None) -> d
     out = {"us": curve.us.tolist(), "low_us": curve.low_us.tolist(), "high_us": curve.high_us.tolist(),
            "source": list(curve.source), "peaks": curve.peaks, "notes": list(curve.notes)}
     if eager is not None:
-        out["eager"] = {"us": eager.us.tolist(), "source": eager.source, "detail": eager.detail}
+        out["eager"] = {"us": eager.us.tolist(), "source": eager.source, "detail": eager.detail, "floor": eager.floor}
     return out
 
 
@@ -1118,7 +1120,8 @@ def curve_from_dict(doc: dict | None) -> tuple[CostCurve | None, EagerCurve | No
                       high_us=np.asarray(doc["high_us"], dtype=float), source=tuple(str(s) for s in doc["source"]),
                       peaks=str(doc.get("peaks", "")), notes=tuple(str(n) for n in doc.get("notes", ())))
     e = doc.get("eager")
-    eager = EagerCurve(np.asarray(e["us"], dtype=float), str(e["source"]), str(e["detail"])) if e else None
+    eager = EagerCurve(np.asarray(e["us"], dtype=float), str(e["source"]), str(e["detail"]),
+                       bool(e.get("floor", False))) if e else None
     return curve, eager
 
 

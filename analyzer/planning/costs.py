@@ -232,6 +232,10 @@ class CostTable:
     points: tuple[CostPoint, ...]
     origin: str = ""
     warnings: tuple[str, ...] = field(default=())
+    #: The eager costs are a floor: a graph-only trace's kernels per step times the prior host cost per launch (a
+    #: bare op's launch, :data:`launchgap.costmodel.DEFAULT_HOST_US_PER_LAUNCH`; model code's launches cost more),
+    #: so every graph win read from them is a lower bound (:attr:`launchgap.costmodel.EagerCurve.floor`).
+    eager_floor: bool = False
 
     def __post_init__(self) -> None:
         if not self.points:
@@ -286,7 +290,7 @@ class CostTable:
         pts = tuple(replace(p, graph_us_low=p.graph_us * float(low_fraction[p.batch_size]),
                             graph_us_high=p.graph_us * float(high_fraction[p.batch_size]))
                     if p.batch_size in low_fraction and p.batch_size in high_fraction else p for p in self.points)
-        return CostTable(pts, self.origin, self.warnings)
+        return CostTable(pts, self.origin, self.warnings, self.eager_floor)
 
     @property
     def graph_band_sizes(self) -> int:
@@ -312,7 +316,7 @@ class CostTable:
         eager = np.maximum.accumulate(np.where(eager <= graph, eager + (vals - graph), np.maximum(eager, vals)))
         return CostTable(tuple(CostPoint(p.batch_size, float(e), float(v), p.source, p.graph_pool_bytes)
                                for p, e, v in zip(self.points, eager.tolist(), vals.tolist())),
-                         self.origin, self.warnings)
+                         self.origin, self.warnings, self.eager_floor)
 
     # --- lookups --------------------------------------------------------------------------
     @property
@@ -394,7 +398,7 @@ class CostTable:
             notes.append(f"batch sizes {size_span(above)} are above the largest size with costs "
                          f"({ext.top_batch_size}): {ext.describe()}; record larger sizes to remove the doubt")
         pts = sorted(self.points + tuple(extra), key=lambda p: p.batch_size)
-        return CostTable(tuple(pts), self.origin, tuple(notes))
+        return CostTable(tuple(pts), self.origin, tuple(notes), self.eager_floor)
 
     def graph_memory_bytes(self) -> int | None:
         """Largest positive measured graph-pool growth of any point, or ``None`` when none was measured.
@@ -406,7 +410,8 @@ class CostTable:
         return max(vals) if vals else None
 
     def to_dict(self) -> dict:
-        return {"origin": self.origin, "points": [p.to_dict() for p in self.points], "warnings": list(self.warnings)}
+        return {"origin": self.origin, "points": [p.to_dict() for p in self.points], "warnings": list(self.warnings),
+                "eager_floor": self.eager_floor}
 
 
 def _us_range(v: np.ndarray) -> str:

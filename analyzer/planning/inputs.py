@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -314,7 +314,10 @@ def costs_from_curves(traces: Sequence[TraceSteps]) -> CostTable:
     # time between steps is measured, not modelled: it is in both ends
     low = np.median(np.array([t.whole(0.0, t.graph_curve.low(b))[1] / c for t, c in zip(with_curve, curves)]), axis=0)
     high = np.median(np.array([t.whole(0.0, t.graph_curve.high(b))[1] / c for t, c in zip(with_curve, curves)]), axis=0)
-    return table.with_graph_band(dict(zip(b.tolist(), low.tolist())), dict(zip(b.tolist(), high.tolist())))
+    table = table.with_graph_band(dict(zip(b.tolist(), low.tolist())), dict(zip(b.tolist(), high.tolist())))
+    # eager costs from the curves alone, each at the prior's cost per launch: a floor (every graph win a lower bound)
+    floor = not ebs.size and all(t.eager.floor for t in with_curve if t.eager is not None)
+    return replace(table, eager_floor=True) if floor else table
 
 
 def distribution_from_steps(traces: Sequence[TraceSteps]) -> dict[int, float]:

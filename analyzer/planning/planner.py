@@ -346,6 +346,13 @@ class Plan:
         return bool(_tied(*self.costs.costs_at(np.array([self.crossover_batch_size])))[0])
 
     @property
+    def eager_floor(self) -> bool:
+        """The eager costs are a floor (:attr:`CostTable.eager_floor`: a graph-only trace's kernels times the prior
+        host cost per launch): the speedup over all-eager and every graph win are lower bounds, and the crossover,
+        where a win falls under the threshold, may lie higher."""
+        return self.costs.eager_floor
+
+    @property
     def graph_memory_mib(self) -> float:
         """Memory each captured size adds (MiB); the list's total has a part for its largest size too."""
         return self.list_cost.per_size_mib
@@ -422,6 +429,7 @@ class Plan:
             "saving_vs_all_eager_fraction": _r(1 - s.expected_step_us / self.all_eager_expected_step_us, 6)
             if self.all_eager_expected_step_us > 0 else 0.0,
             "eager_equals_graph": self.eager_equals_graph,
+            "eager_floor": self.eager_floor,
             "eager_tied_batch_sizes": list(self.eager_tied_batch_sizes),
             "padding_waste_us": _r(s.padding_waste_us),
             "padded_rows_fraction": _r(s.padded_rows_fraction, 6),

@@ -33,11 +33,17 @@ def _verdict(plan: Plan) -> str:
     best = min((b for b in plan.baselines.values() if b.name in SERVERS), key=lambda b: b.score.expected_step_us)
     rel = plan.expected_step_us / best.score.expected_step_us - 1
     cmp = (f"{abs(rel):.1%} {'faster' if rel < 0 else 'slower'} than" if abs(rel) >= 0.0005 else "as fast as")
+    floor = "at least " if plan.eager_floor else ""
     return (f"Capture {n} graph{'s' if n != 1 else ''} {_list(plan.buckets, 12)}: expected step "
-            f"{plan.expected_step_us:,.1f} us vs {plan.all_eager_expected_step_us:,.1f} us all-eager "
-            f"({plan.speedup_vs_all_eager:.2f}x); {cmp} the best server default "
+            f"{plan.expected_step_us:,.1f} us vs {floor}{plan.all_eager_expected_step_us:,.1f} us all-eager "
+            f"({floor}{plan.speedup_vs_all_eager:.2f}x{EAGER_FLOOR_TEXT if plan.eager_floor else ''}); {cmp} the "
+            f"best server default "
             f"({_SERVER_LABEL.get(best.name, best.name)}, {best.score.n_graphs} graphs"
             f"{'' if best.within_budget else ': over the budget'}).{tied_eager_text(plan)}")
+
+
+#: After a figure read from eager costs that are a floor (:attr:`Plan.eager_floor`).
+EAGER_FLOOR_TEXT = ": eager estimated at a bare launch's host cost per kernel, a floor for model code"
 
 
 def tied_eager_text(plan: Plan) -> str:
@@ -183,7 +189,9 @@ def render_plan(plan: Plan, markdown: bool = False, notes: list[str] | None = No
                           f"{plan.score.padded_rows_fraction:.1%} of graph rows are padding"),
         ("crossover", (f"graphs win less than {o.win_threshold:.0%} from batch size {plan.crossover_batch_size} up"
                        + (" (where the eager estimate meets its floor, the graph step: no eager step measured)"
-                          if plan.crossover_on_tie else "")
+                          if plan.crossover_on_tie else
+                          " by an eager estimate that is a floor (a bare launch's host cost per kernel): graphs may "
+                          "win further up; measure an eager step to place it" if plan.eager_floor else "")
                        if plan.crossover_batch_size is not None else
                        (f"none: graphs win at least {o.win_threshold:.0%} up to the largest size with costs "
                         f"({plan.costs.max_batch_size})" if o.max_batch_size is None or

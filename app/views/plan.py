@@ -209,11 +209,15 @@ m1, m2, m3, m4 = st.columns(4)
 m1.metric("Graphs to capture", f"{plan.score.n_graphs}", border=True,
           help=f"Budget allows {plan.max_graphs_effective if plan.max_graphs_effective is not None else 'any number'}.")
 m2.metric("Expected step", f"{plan.expected_step_us:,.0f} us", border=True)
-m3.metric("Speedup vs all eager", f"{plan.speedup_vs_all_eager:.1f}x", border=True)
+m3.metric("Speedup vs all eager", f"{'≥ ' if plan.eager_floor else ''}{plan.speedup_vs_all_eager:.1f}x", border=True,
+          help="The eager step is estimated at a bare launch's host cost per kernel, a floor for model code: graphs "
+               "win at least this much." if plan.eager_floor else None)
 m4.metric("Crossover batch size", f"{plan.crossover_batch_size}" if plan.crossover_batch_size is not None else "none",
           border=True, help=f"Above it a graph saves less than {win:.0%} of the step."
                             + (" Here it is where the eager estimate meets its floor, the graph step (no eager step "
-                               "measured): not a measured end of the win." if plan.crossover_on_tie else ""))
+                               "measured): not a measured end of the win." if plan.crossover_on_tie else
+                               " Here it is read from an eager estimate that is a floor (a bare launch's host cost "
+                               "per kernel): graphs may win further up." if plan.eager_floor else ""))
 r1, r2, r3, r4 = st.columns(4)
 r1.metric("Graph memory", f"{plan.memory_used_mib:,.0f} MiB", border=True, help=md_escape(plan.graph_memory_source))
 r2.metric("Capture time", f"{seconds_text(plan.capture_s)} s" if plan.capture_s is not None else "unknown", border=True,

@@ -387,3 +387,40 @@ def test_an_eager_cost_tied_to_its_graph_cost_moves_with_the_band():
     assert [p.eager_us for p in low.points] == pytest.approx([90.0, 120.0, 120.0])  # tied: moves; above: stays
     assert [p.graph_us for p in high.points] == pytest.approx([110.0, 110.0, 121.0])
     assert [p.eager_us for p in high.points] == pytest.approx([110.0, 120.0, 121.0])  # above, but not below the graph
+
+
+def test_eager_costs_at_the_prior_are_a_floor_the_plan_says():
+    """A graph-only trace whose eager curve is its kernels times the prior host cost per launch (a floor): the cost
+    table says so, keeps saying so through the planner's transforms, and the plan reads its speedup and crossover as
+    lower bounds. Graph 10..15 us at bs 1..6, eager 40 us flat (5 kernels x 7.95 us, at least the graph step): graphs
+    win 40/14 - 1 = 186% at bs 5 and 208% at bs 4 (40/13 - 1): at a 200% threshold the crossover is bs 5."""
+    from launchgap.planning.planner import PlanOptions, plan_capture
+    from launchgap.render.plan import render_plan
+
+    g = np.array([10.0, 11.0, 12.0, 13.0, 14.0, 15.0])
+    curve = CostCurve(g, 0.9 * g, 1.1 * g, ("trace",) + ("model",) * 5)
+
+    def graph_trace(floor: bool) -> TraceSteps:
+        t = _rep("graph", [(1, 10.0, 10.0)], step_med=10.0, unprof_med=10.0)
+        return TraceSteps(t.name, t.mode, t.unprofiled_scale, t.batch_size, t.dur_us, t.predicted_graph_us, t.phase,
+                          graph_curve=curve, eager=EagerCurve(np.full(6, 40.0), "estimate", "5 kernels x 7.95 us",
+                                                              floor=floor))
+    table = costs_from_curves([graph_trace(True)])
+    assert table.eager_floor and [p.eager_us for p in table.points] == [40.0] * 6
+    assert table.extended_to([1, 9]).eager_floor and table.at_graph_band("high").eager_floor
+    assert table.to_dict()["eager_floor"] is True
+    assert not costs_from_curves([graph_trace(False)]).eager_floor  # the host's own cost per launch: no floor
+    # an eager trace's own steps give the eager costs: no floor
+    eager = _rep("eager", [(2, 100.0, 9.0), (4, 120.0, 11.0)], step_med=100.0, unprof_med=100.0)
+    eager = TraceSteps(eager.name, eager.mode, eager.unprofiled_scale, eager.batch_size, eager.dur_us,
+                       eager.predicted_graph_us, eager.phase, graph_curve=curve)
+    assert not costs_from_curves([graph_trace(True), eager]).eager_floor
+    plan = plan_capture(table, {1: 1.0, 4: 1.0, 6: 1.0}, PlanOptions(win_threshold=2.0))
+    assert plan.eager_floor and plan.to_dict()["eager_floor"] is True
+    assert plan.crossover_batch_size == 5 and not plan.crossover_on_tie
+    text = render_plan(plan)
+    assert "us vs at least 40.0 us all-eager (at least " in text
+    assert ("graphs win less than 200% from batch size 5 up by an eager estimate that is a floor (a bare launch's "
+            "host cost per kernel): graphs may win further up; measure an eager step to place it") in text
+    plain = plan_capture(costs_from_curves([graph_trace(False)]), {1: 1.0, 4: 1.0, 6: 1.0}, PlanOptions(win_threshold=2.0))
+    assert not plain.eager_floor and "at least" not in render_plan(plain).split("\n")[0]

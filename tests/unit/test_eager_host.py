@@ -88,6 +88,7 @@ def test_eager_curve_measured_host_cost() -> None:
     assert e.us.tolist() == [14.0, 20.0, 30.0] and e.source == "estimate"
     assert e.detail == ("estimated: 2 kernels per step x 7 us per launch (measured: median of 150 intervals between "
                         "the trace's eager launches) (a host-bound eager step), at least the graph step")
+    assert not e.floor  # the host's own cost: an estimate, not a floor
 
 
 def test_eager_curve_falls_back_to_the_prior() -> None:
@@ -98,6 +99,12 @@ def test_eager_curve_falls_back_to_the_prior() -> None:
                         "intervals between eager launches in the trace, fewer than 50 to measure its own) (a "
                         "host-bound eager step), at least the graph step")
     assert eager_curve(_curve(), 2.0, np.zeros(0), np.zeros(0)).us.tolist() == [15.9, 20.0, 30.0]
+    assert e.floor and eager_curve(_curve(), 2.0, np.zeros(0), np.zeros(0)).floor  # a bare launch's cost: a floor
+    # the flag survives a fleet summary's round trip
+    from launchgap.costmodel import curve_from_dict, curve_to_dict
+    assert curve_from_dict(curve_to_dict(_curve(), e))[1].floor
+    assert not curve_from_dict(curve_to_dict(_curve(), eager_curve(_curve(), 2.0, np.zeros(0), np.zeros(0),
+                                                                   HostLaunchCost(7.0, 150))))[1].floor
     many = eager_curve(_curve(), 2.0, np.zeros(0), np.zeros(0), HostLaunchCost(None, 150))
     assert many.detail.endswith("150 intervals between eager launches in the trace, their median, less the "
                                 "profiler's cost, not above 0) (a host-bound eager step), at least the graph step")
@@ -106,7 +113,7 @@ def test_eager_curve_falls_back_to_the_prior() -> None:
 def test_eager_steps_scale_the_estimate() -> None:
     # eager step at bs 1 measured 28 us: the estimate there (14) is scaled by 2 everywhere
     e = eager_curve(_curve(), 2.0, np.array([1]), np.array([28.0]), HostLaunchCost(7.0, 150))
-    assert e.us.tolist() == [28.0, 40.0, 60.0] and e.source == "eager steps"
+    assert e.us.tolist() == [28.0, 40.0, 60.0] and e.source == "eager steps" and not e.floor
     assert e.detail == ("1 eager decode step(s) of the trace: 2 kernels x 7 us per launch (measured: median of 150 "
                         "intervals between the trace's eager launches), scaled by 2 to agree with them")
 
@@ -123,6 +130,7 @@ def test_eager_steps_among_graph_replays_do_not_scale_a_measured_host_cost() -> 
                         "1.8-3.3x its unprofiled time)")
     prior = eager_curve(_curve(), 2.0, *steps, HostLaunchCost(None, 4), among_graphs=True)
     assert prior.us == pytest.approx([28.0, 20.0 * 28 / 15.9, 30.0 * 28 / 15.9]) and prior.source == "eager steps"
+    assert not prior.floor  # scaled to a measured eager step
 
 
 def test_analysis_reports_which_host_cost_it_used(trace_path: Path) -> None:
