@@ -212,7 +212,9 @@ m2.metric("Expected step", f"{plan.expected_step_us:,.0f} us", border=True)
 m3.metric("Speedup vs all eager", f"{'≥ ' if plan.eager_floor else ''}{plan.speedup_vs_all_eager:.1f}x", border=True,
           help="The eager step is estimated at a bare launch's host cost per kernel, a floor for model code: graphs "
                "win at least this much." if plan.eager_floor else None)
-m4.metric("Crossover batch size", f"{plan.crossover_batch_size}" if plan.crossover_batch_size is not None else "none",
+floor_cross = "≥ " if plan.eager_floor and not plan.crossover_on_tie else ""  # the win read from a floor: may lie higher
+m4.metric("Crossover batch size",
+          f"{floor_cross}{plan.crossover_batch_size}" if plan.crossover_batch_size is not None else "none",
           border=True, help=f"Above it a graph saves less than {win:.0%} of the step."
                             + (" Here it is where the eager estimate meets its floor, the graph step (no eager step "
                                "measured): not a measured end of the win." if plan.crossover_on_tie else

@@ -531,6 +531,9 @@ def test_plan_page_warns_of_sizes_left_eager_on_an_estimated_tie() -> None:
     assert [c.value for c in at.code][0] == "1, 2, 4"
     assert md_escape("bs [8, 16, 32] stay eager on an estimated tie (eager cost at its floor): measure eager steps "
                      "before leaving them uncaptured.") in [w.value for w in at.warning]
+    # the eager costs are that prior alone, a floor: the speedup a lower bound; the crossover is the tie, said as one
+    m = metrics(at)
+    assert m["Speedup vs all eager"].startswith("≥ ") and not m["Crossover batch size"].startswith("≥")
 
 
 def test_plan_page_takes_the_servers_log_beside_its_trace() -> None:
