@@ -44,6 +44,9 @@ def _verdict(plan: Plan) -> str:
 
 #: After a figure read from eager costs that are a floor (:attr:`Plan.eager_floor`).
 EAGER_FLOOR_TEXT = ": eager estimated at a bare launch's host cost per kernel, a floor for model code"
+#: After a crossover read from such costs (not on a tie: :attr:`Plan.crossover_on_tie` says that one).
+CROSSOVER_FLOOR_TEXT = ("by an eager estimate that is a floor (a bare launch's host cost per kernel): graphs may win "
+                        "further up")
 
 
 def tied_eager_text(plan: Plan) -> str:
@@ -190,8 +193,7 @@ def render_plan(plan: Plan, markdown: bool = False, notes: list[str] | None = No
         ("crossover", (f"graphs win less than {o.win_threshold:.0%} from batch size {plan.crossover_batch_size} up"
                        + (" (where the eager estimate meets its floor, the graph step: no eager step measured)"
                           if plan.crossover_on_tie else
-                          " by an eager estimate that is a floor (a bare launch's host cost per kernel): graphs may "
-                          "win further up; measure an eager step to place it" if plan.eager_floor else "")
+                          f" {CROSSOVER_FLOOR_TEXT}; measure an eager step to place it" if plan.eager_floor else "")
                        if plan.crossover_batch_size is not None else
                        (f"none: graphs win at least {o.win_threshold:.0%} up to the largest size with costs "
                         f"({plan.costs.max_batch_size})" if o.max_batch_size is None or

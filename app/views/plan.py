@@ -25,7 +25,8 @@ from launchgap.planning.planner import BASELINE_LABELS, SERVERS, PlanOptions
 from launchgap.planning.request import (PlanInput, PlanRequest, build_plan, rank_note, server_log_input, trace_steps,
                                         traces_input)
 from launchgap.render import render_plan
-from launchgap.render.plan import TIE_CONFIG_NOTE, cost_band_text, memory_basis, seconds_text
+from launchgap.render.plan import (CROSSOVER_FLOOR_TEXT, EAGER_FLOOR_TEXT, TIE_CONFIG_NOTE, cost_band_text, memory_basis,
+                                   seconds_text)
 from launchgap.dashboard import session, uploads
 from launchgap.dashboard.server_uploads import server_logs
 from launchgap.dashboard.charts import pareto_figure, tradeoff_figure
@@ -210,16 +211,14 @@ m1.metric("Graphs to capture", f"{plan.score.n_graphs}", border=True,
           help=f"Budget allows {plan.max_graphs_effective if plan.max_graphs_effective is not None else 'any number'}.")
 m2.metric("Expected step", f"{plan.expected_step_us:,.0f} us", border=True)
 m3.metric("Speedup vs all eager", f"{'≥ ' if plan.eager_floor else ''}{plan.speedup_vs_all_eager:.1f}x", border=True,
-          help="The eager step is estimated at a bare launch's host cost per kernel, a floor for model code: graphs "
-               "win at least this much." if plan.eager_floor else None)
+          help=f"At least{EAGER_FLOOR_TEXT}." if plan.eager_floor else None)
 floor_cross = "≥ " if plan.eager_floor and not plan.crossover_on_tie else ""  # the win read from a floor: may lie higher
 m4.metric("Crossover batch size",
           f"{floor_cross}{plan.crossover_batch_size}" if plan.crossover_batch_size is not None else "none",
           border=True, help=f"Above it a graph saves less than {win:.0%} of the step."
                             + (" Here it is where the eager estimate meets its floor, the graph step (no eager step "
                                "measured): not a measured end of the win." if plan.crossover_on_tie else
-                               " Here it is read from an eager estimate that is a floor (a bare launch's host cost "
-                               "per kernel): graphs may win further up." if plan.eager_floor else ""))
+                               f" Here it is read {CROSSOVER_FLOOR_TEXT}." if plan.eager_floor else ""))
 r1, r2, r3, r4 = st.columns(4)
 r1.metric("Graph memory", f"{plan.memory_used_mib:,.0f} MiB", border=True, help=md_escape(plan.graph_memory_source))
 r2.metric("Capture time", f"{seconds_text(plan.capture_s)} s" if plan.capture_s is not None else "unknown", border=True,
