@@ -54,6 +54,8 @@
 #                                               piecewise -> FULL (smollm2-1.7b-like, as part 13 without its GPU
 #                                               test) on an H100 (traces/h100-padding-2026-12-05,
 #                                               traces/h100-piecewise-2026-12-05)
+#                                               PART 27: the same on two more models (phi-2-like padding, seed 29;
+#                                               qwen3-0.6b-like piecewise) on an H100
 #                                               PART 26: another GPU, fresh (after commit 3641ea4's band end):
 #                                               qwen3-4b-like, llama-3.1-8b-like, olmo-2-1b-like, stablelm-2-1.6b-like
 #                                               on an H100: FULL sweeps (traces/h100-2026-12-05b)
@@ -153,7 +155,7 @@ elif [ "$PART" -ge 20 ] && [ "$PART" -le 23 ]; then  # attention libraries other
     done
     finish() { [ -z "$DRY" ] && tar -czf "$OUT/$SET.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) "$SET/timings.json" \
         $(cd "$W" && ls "$SET"/*_graph.json.gz) && ls -la "$OUT"; }
-elif [ "$PART" = 6 ] || [ "$PART" = 8 ] || [ "$PART" = 10 ] || [ "$PART" = 12 ] || [ "$PART" = 25 ]; then  # padding cost from a serving trace alone, held out
+elif [ "$PART" = 6 ] || [ "$PART" = 8 ] || [ "$PART" = 10 ] || [ "$PART" = 12 ] || [ "$PART" = 25 ] || [ "$PART" = 27 ]; then  # padding cost from a serving trace alone, held out
     Q=traces/h200-fresh-2026-12-03b/configs/qwen2.5-0.5b-like.json
     PAD="--capture-sizes serve=1,2,4,8,16,24,32,48,64 --distribution bench/serving_distribution.json --serving-steps 40
          --inject-fallbacks 4 --repeats 20 --warmup 3 --serving-rounds 3 --seed 5 --no-micro"
@@ -194,20 +196,24 @@ elif [ "$PART" = 26 ]; then  # another GPU, fresh: four more earlier configs on 
     done
     finish() { [ -z "$DRY" ] && tar -czf "$OUT/h100b.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) h100b/timings.json \
         $(cd "$W" && ls h100b/*_graph.json.gz) && ls -la "$OUT"; }
-elif [ "$PART" = 25 ]; then  # another GPU: padding and piecewise -> FULL on an H100 (nvidia-h100-x1), as part 6 and 13
+elif [ "$PART" = 25 ] || [ "$PART" = 27 ]; then  # another GPU: padding and piecewise -> FULL on an H100, as 6 and 13
     Q=traces/h200-fresh-2026-12-03b/configs/qwen2.5-0.5b-like.json
     M=traces/h200-fresh-2026-12-03b/configs/smollm2-1.7b-like.json
     PAD=${PAD/--seed 5/--seed 23}
-    part serving-qwen2.5-0.5b-like 150 $H --hf-config $Q $PAD --out "$W/pad/serving-qwen2.5-0.5b-like"
-    part fullrange-qwen2.5-0.5b-like 150 $H --hf-config $Q $FULL --out "$W/pad/fullrange-qwen2.5-0.5b-like"
+    if [ "$PART" = 27 ]; then  # two more models, another seed
+        Q=traces/h200-fresh-2026-12-03e/configs/phi-2-like.json
+        M=traces/h200-fresh-2026-12-03f/configs/qwen3-0.6b-like.json
+        PAD=${PAD/--seed 23/--seed 29}
+    fi
+    q=$(basename "$Q" .json) m=$(basename "$M" .json)
+    part "serving-$q" 150 $H --hf-config $Q $PAD --out "$W/pad/serving-$q"
+    part "fullrange-$q" 150 $H --hf-config $Q $FULL --out "$W/pad/fullrange-$q"
     PW="--modes piecewise,graph --batch-sizes 4,16,48 --repeats 30 --rounds 2 --warmup 5 --steps 3 --no-micro"
     PSERVE="--capture-sizes serve=1,2,4,8,16,24,32,40,48,56,64 --distribution bench/serving_distribution.json
             --serving-steps 24 --inject-fallbacks 3 --repeats 20 --warmup 3 --serving-rounds 3 --seed 19 --no-micro"
-    part sweep-smollm2 120 $H --hf-config $M $PW --out "$W/pw/smollm2-1.7b-like/sweep"
-    part serving-piecewise-smollm2 150 $H --hf-config $M $PSERVE --serving-graphs piecewise \
-        --out "$W/pw/smollm2-1.7b-like/serving_piecewise"
-    part serving-full-smollm2 100 $H --hf-config $M $PSERVE --serving-graphs full --no-trace \
-        --out "$W/pw/smollm2-1.7b-like/serving_full"
+    part "sweep-$m" 120 $H --hf-config $M $PW --out "$W/pw/$m/sweep"
+    part "serving-piecewise-$m" 150 $H --hf-config $M $PSERVE --serving-graphs piecewise --out "$W/pw/$m/serving_piecewise"
+    part "serving-full-$m" 100 $H --hf-config $M $PSERVE --serving-graphs full --no-trace --out "$W/pw/$m/serving_full"
     finish() { [ -z "$DRY" ] && tar -czf "$OUT/h100b.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) pad pw && ls -la "$OUT"; }
 elif [ "$PART" = 12 ]; then  # two mixtures of experts for the padding check (traces/h200-padding-2026-12-03d)
     PAD=${PAD/--seed 5/--seed 17}
