@@ -45,6 +45,12 @@ PIECEWISE_BAR = 0.03
 PADDING_HELD_OUT_LIST = (1, 2, 4, 8, 16, 24, 32, 48, 64)
 PLAN_BAR = 0.01
 MAX_SIZE = 128
+#: Folders of FULL-graph sweeps (timings plus traces at a few sizes) of models other than the fit's, besides h200-hf-*.
+SWEEP_FOLDERS = ("h200-heldout-2026-12-03", "h200-final-2026-12-03", "h200-fresh-2026-12-03b", "h200-fresh-2026-12-03c",
+                 "h200-fresh-2026-12-03d", "h200-fresh-2026-12-03e", "h200-fresh-2026-12-03f", "h200-fresh-2026-12-04",
+                 "h200-longctx-2026-12-04", "h200-longctx-2026-12-04b", "h200-longctx-2026-12-04c",
+                 "h200-attn-2026-12-05", "h100-attn-heldout-2026-12-05", "h200-attn-heldout-2026-12-05",
+                 "h100-2026-12-05", "h100-2026-12-05b")
 #: Recordings a rule was built on after they were first evaluated: printed, not in the held-out bars (folder, model).
 DEVELOPMENT_MODELS = {("h200-attn-2026-12-05", "llama-3.2-3b-like-math"),
                       ("h200-attn-2026-12-05", "mistral-7b-like-math"),
@@ -129,14 +135,7 @@ def curve_sets() -> dict[str, tuple[list[cm.SizeSample], dict, dict[int, float],
     out["h200-1b (older torch)"] = ([g[0][0] for g in got], got[0][1], truth_of(T / "h200-1b" / "truth.json", "1b"),
                                     MAX_SIZE, True, None)
     # record --hf-config FULL-graph traces of other architectures, when present
-    for d in sorted([*T.glob("h200-hf-*"), *T.glob("h200-heldout-2026-12-03"), *T.glob("h200-final-2026-12-03"),
-                     *T.glob("h200-fresh-2026-12-03b"), *T.glob("h200-fresh-2026-12-03c"),
-                     *T.glob("h200-fresh-2026-12-03d"), *T.glob("h200-fresh-2026-12-03e"),
-                     *T.glob("h200-fresh-2026-12-03f"), *T.glob("h200-fresh-2026-12-04"),
-                     *T.glob("h200-longctx-2026-12-04"), *T.glob("h200-longctx-2026-12-04b"),
-                     *T.glob("h200-longctx-2026-12-04c"), *T.glob("h200-attn-2026-12-05"),
-                     *T.glob("h100-attn-heldout-2026-12-05"), *T.glob("h200-attn-heldout-2026-12-05"),
-                     *T.glob("h100-2026-12-05"), *T.glob("h100-2026-12-05b")]):
+    for d in sorted([*T.glob("h200-hf-*"), *(T / n for n in SWEEP_FOLDERS if (T / n).is_dir())]):
         for tfile in sorted(d.glob("**/timings*.json")):
             doc = json.loads(tfile.read_text())
             for model in sorted({str(r.get("model")) for r in doc.get("rows", [])}):
@@ -192,7 +191,7 @@ def padding_sets() -> list[tuple[str, Path, str]]:
     """The held-out padding recordings (bench/gpu_heldout.sh part 6), one folder per model: (name, folder, serving
     trace's file name); their capture list is :data:`PADDING_HELD_OUT_LIST`."""
     return [(f"{d.parent.name} (held out)", d.parent, t.name)
-            for d in sorted([*T.glob("h200-padding-*/*/serving"), *T.glob("h100-padding-*/*/serving")])
+            for d in sorted(T.glob("h[0-9]*-padding-*/*/serving"))
             for t in sorted(d.glob("*_serving_serve.json.gz"))]
 
 
@@ -266,8 +265,7 @@ def check_piecewise(rows: list[dict]) -> bool:
         sets.insert(1, ("h200-heldout-2026-12-03", "8b", (1, 8, 32, 64, 128), True))
     # transformers models cut at their attention calls (bench/gpu_heldout.sh part 13)
     sets += [(f"{d.parent.name}/{d.name}", d.name, (4, 16, 48), True)
-             for d in sorted([*T.glob("h200-piecewise-*/*"), *T.glob("h100-piecewise-*/*")])
-             if (d / "timings_piecewise.json").exists()]
+             for d in sorted(T.glob("h[0-9]*-piecewise-*/*")) if (d / "timings_piecewise.json").exists()]
     for folder, model, sizes, held in sets:
         truth = {r["batch_size"]: r for r in json.loads((T / folder / "timings_piecewise.json").read_text())["rows"]
                  if r["model"] == model}
