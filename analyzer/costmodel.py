@@ -709,6 +709,59 @@ def one_wave_attention_matmul_us(x: SizeSample, sm_count: int | None) -> float |
     return float(x.kernel_us[x.attention_matmul].min())
 
 
+#: Candidate whole-wave shares :func:`fit_attention_wave_share` tries (0: time follows the blocks continuously; 1: every
+#: begun wave costs a whole one).
+WAVE_SHARE_GRID = np.linspace(0.0, 1.0, 11)
+#: Fewest traced sizes whose co-resident attention kernels :func:`fit_attention_wave_share` fits the share on (two
+#: pairs of neighbours: one pair says a rise, not how it splits into waves and slope).
+MIN_WAVE_SHARE_SIZES = 3
+
+
+def fit_attention_wave_share(model: ScalingModel, samples: list[SizeSample], ridge: float,
+                             sm_count: int | None) -> tuple[float, int] | None:
+    """The share of a co-resident attention kernel's load paid in whole waves
+    (:attr:`ScalingModel.attention_whole_wave_share`) that best carries each traced size's attention time (its
+    attention kernels' sum) to its neighbours' sizes, both ways (the squared log error summed over the pairs), from
+    :data:`WAVE_SHARE_GRID`, and how many sizes it was fitted on; ``None`` where fewer than
+    :data:`MIN_WAVE_SHARE_SIZES` traced sizes run attention kernels that an SM holds two or more blocks of at once
+    (the kernels the share shapes) or the GPU's SM count is unknown. A tie goes to the prior.
+
+    Why from the trace: how much of a begun wave costs a whole one differs by kernel and GPU. phi-2-like's cuDNN
+    kernel (32 blocks a row, 2 per SM) on the H100 runs 10.0 + 1.73 us a row from 16 to 95 rows, no step at any wave
+    (share 0); on the H200 it steps 2.5-4 us a kernel past its second and third waves (0.5): at the H200's fitted
+    0.35 the H100 serving trace's padding came out 20% low (docs/costmodel.md, Padding)."""
+    if not sm_count:
+        return None
+    xs = [x for x in samples if ((x.kernel_class == _ATTN) & (x.resident_or_unknown >= 2) & (x.blocks > 0)).any()
+          and x.kernel_us[x.kernel_class == _ATTN].sum() > 0]
+    if len(xs) < MIN_WAVE_SHARE_SIZES:
+        return None
+    hint = _attention_blocks_per_row(samples, sm_count)
+    # each size's attention kernels alone (the share shapes nothing else), carried to its neighbours' sizes at once
+    att = [replace(x, kernel_class=x.kernel_class[m], kernel_us=x.kernel_us[m], blocks=x.blocks[m],
+                   threads=x.threads[m], resident=None if x.resident is None else x.resident[m],
+                   attention_matmul=None if x.attention_matmul is None else x.attention_matmul[m])
+           for x in xs for m in [x.kernel_class == _ATTN]]
+    measured = np.log([x.kernel_us.sum() for x in att])
+    n = len(att)
+    near = [[j for j in (i - 1, i + 1) if 0 <= j < n] for i in range(n)]
+
+    def score(share: float) -> float:
+        m = replace(model, attention_whole_wave_share=float(share))
+        err = 0.0
+        for i, x in enumerate(att):  # a handful of traced sizes
+            sizes = np.array([att[j].batch for j in near[i]], dtype=float)
+            got = np.log(x.kernel_us @ _kernel_factor(m, x, sizes, ridge, sm_count, hint))
+            err += float(((got - measured[near[i]]) ** 2).sum())
+        return err
+
+    scores = np.array([score(s) for s in WAVE_SHARE_GRID])
+    prior = score(model.attention_whole_wave_share)
+    best = int(np.argmin(scores))
+    share = model.attention_whole_wave_share if prior <= scores[best] * (1 + 1e-9) else float(WAVE_SHARE_GRID[best])
+    return share, n
+
+
 def _split_attention_note(model: ScalingModel, samples: list[SizeSample], ridge: float,
                          sm_count: int | None) -> str | None:
     """A line for the curve's notes where the split-KV rule (:attr:`ScalingModel.attention_split_us`) moved an
@@ -971,6 +1024,11 @@ def fit_cost_curve(samples: list[SizeSample], max_size: int, timings: dict[int, 
     assumed = share_source.startswith("assumed")
     if (split := _split_attention_note(model, samples, ridge, sm_count)) is not None:
         notes.append(split)
+    if (fitted := fit_attention_wave_share(model, samples, ridge, sm_count)) is not None:
+        notes.append(f"attention's share of its load paid in whole waves (co-resident blocks): {fitted[0]:.2g}, "
+                     f"fitted on the trace's {fitted[1]} sizes (prior {model.attention_whole_wave_share:.2g}; "
+                     f"docs/costmodel.md, Padding)")
+        model = replace(model, attention_whole_wave_share=fitted[0])
     marked = [(x.batch, int(x.attention_matmul.sum())) for x in samples
               if x.attention_matmul is not None and x.attention_matmul.any()]
     if marked:

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from launchgap.costmodel import ATTENTION_MATMUL_WINDOW, DEFAULT_SCALING, KERNEL_CLASSES, ScalingModel, SizeSample, \
-    attention_matmuls, band_fraction, classify_kernels, fit_cost_curve, gemm_tile_side, gpu_peaks, is_attention_softmax, \
-    resident_blocks, size_samples
+    attention_matmuls, band_fraction, classify_kernels, fit_attention_wave_share, fit_cost_curve, gemm_tile_side, \
+    gpu_peaks, is_attention_softmax, resident_blocks, size_samples
 
 H200 = {"name": "NVIDIA H200", "sm_count": 132}
 GEMM, ATTN, KV, COLL, ELEM, EXPERT, ROW_GEMM = range(len(KERNEL_CLASSES))
@@ -376,6 +376,50 @@ def test_attention_with_two_or_more_resident_blocks_follows_the_load_continuousl
         assert load(16) == pytest.approx(0.65 * 512 / 132 + 0.35 * 4)
         assert load(17) == pytest.approx(0.65 * 544 / 132 + 0.35 * 6)
         assert c.at(17) - c.at(16) == pytest.approx(20.0 * (0.65 * 32 / 132 + 0.7) / (0.5 + load(8)))
+
+
+def _two_per_sm_load(b: int, share: float) -> float:
+    """The load of a 32-blocks-a-row attention kernel, 2 blocks per SM on 132 SMs, with ``share`` paid in whole waves."""
+    p = max(1.0, 32 * b / 132)
+    return (1 - share) * p + share * (min(p, 2) + 2 * (np.ceil(p / 2 - 1e-9) - 1))
+
+
+def _wave_samples(share: float, sizes: tuple[int, ...] = (8, 16, 24, 40)) -> list[SizeSample]:
+    """One attention kernel (32 blocks a row, 128 threads, 2 per SM) and a 100 us matmul per size, the kernel's time
+    ``4 (0.5 + L(b))`` us: what the rule gives with ``share`` of the load paid in whole waves."""
+    return [SizeSample(b, 1000.0 + 4.0 * (0.5 + _two_per_sm_load(b, share)), np.array([ATTN, GEMM], dtype=np.int8),
+                       np.array([4.0 * (0.5 + _two_per_sm_load(b, share)), 100.0]), np.array([32 * b, 64]),
+                       np.array([128, 256]), resident=np.array([2, 1])) for b in sizes]
+
+
+@pytest.mark.parametrize("share", [0.0, 0.7, 1.0])
+def test_whole_wave_share_is_fitted_on_three_or_more_traced_sizes(share: float) -> None:
+    """Traced at 8, 16, 24, 40 rows with a kernel that pays ``share`` of its load in whole waves: the fit finds it on
+    the grid (the matmul beside it plays no part), the curve's notes say it, and each traced size's own prediction
+    then carries its attention exactly to the others (40 -> 17: the 17th row's third wave; the matmul adds its
+    (1 + b/5000) rows)."""
+    xs = _wave_samples(share)
+    assert fit_attention_wave_share(DEFAULT_SCALING, xs, 200.0, 132) == (pytest.approx(share), 4)
+    c = fit_cost_curve(xs, 64, None, H200)
+    assert any(n.startswith(f"attention's share of its load paid in whole waves (co-resident blocks): {share:.2g}, "
+                            "fitted on the trace's 4 sizes (prior 0.35") for n in c.notes)
+    want = 4.0 * (_two_per_sm_load(40, share) - _two_per_sm_load(17, share)) + 100.0 * (23 / 5000) / (1 + 40 / 5000)
+    assert c.own_change(40, 17) == pytest.approx(want, rel=1e-9)
+    if share == 0.0:  # continuous: 24 -> 17 rows is 7 rows' blocks, 7 x 32 / 132 blocks per SM
+        assert c.own_change(24, 17) == pytest.approx(4.0 * 7 * 32 / 132 + 100.0 * (7 / 5000) / (1 + 24 / 5000), rel=1e-9)
+
+
+def test_whole_wave_share_keeps_the_prior_where_the_trace_cannot_say() -> None:
+    """Two traced sizes (one pair: a rise, not how it splits), no SM count, or sizes all inside the first wave of
+    co-resident blocks (5, 6, 8 rows: 1.2-1.9 blocks per SM, no wave begun, every share alike: the tie goes to the
+    prior); a kernel of one block per SM is no co-resident one: nothing to fit."""
+    m = DEFAULT_SCALING
+    assert fit_attention_wave_share(m, _wave_samples(0.0, (8, 16)), 200.0, 132) is None
+    assert fit_attention_wave_share(m, _wave_samples(0.0), 200.0, None) is None
+    assert fit_attention_wave_share(m, _wave_samples(0.0, (5, 6, 8)), 200.0, 132) == (0.35, 3)
+    one = [replace(x, resident=np.array([1, 1])) for x in _wave_samples(0.0)]
+    assert fit_attention_wave_share(m, one, 200.0, 132) is None
+    assert not any("whole waves" in n for n in fit_cost_curve(one, 64, None, H200).notes)
 
 
 @pytest.mark.parametrize("resident", [1, None], ids=["one", "unknown"])
