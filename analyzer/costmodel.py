@@ -724,7 +724,8 @@ def fit_attention_wave_share(model: ScalingModel, samples: list[SizeSample], rid
     attention kernels' sum) to its neighbours' sizes, both ways (the squared log error summed over the pairs), from
     :data:`WAVE_SHARE_GRID`, and how many sizes it was fitted on; ``None`` where fewer than
     :data:`MIN_WAVE_SHARE_SIZES` traced sizes run attention kernels that an SM holds two or more blocks of at once
-    (the kernels the share shapes) or the GPU's SM count is unknown. A tie goes to the prior.
+    (the kernels the share shapes), where every share carries them alike (no wave begun past the first between them:
+    the trace cannot say) or the GPU's SM count is unknown. A tie with the best goes to the prior.
 
     Why from the trace: how much of a begun wave costs a whole one differs by kernel and GPU. phi-2-like's cuDNN
     kernel (32 blocks a row, 2 per SM) on the H100 runs 10.0 + 1.73 us a row from 16 to 95 rows, no step at any wave
@@ -756,6 +757,8 @@ def fit_attention_wave_share(model: ScalingModel, samples: list[SizeSample], rid
         return err
 
     scores = np.array([score(s) for s in WAVE_SHARE_GRID])
+    if np.ptp(scores) <= 1e-9 * max(float(scores.max()), 1e-12):  # every share alike: no wave begun between the sizes
+        return None
     prior = score(model.attention_whole_wave_share)
     best = int(np.argmin(scores))
     share = model.attention_whole_wave_share if prior <= scores[best] * (1 + 1e-9) else float(WAVE_SHARE_GRID[best])

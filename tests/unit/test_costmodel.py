@@ -411,12 +411,15 @@ def test_whole_wave_share_is_fitted_on_three_or_more_traced_sizes(share: float) 
 
 def test_whole_wave_share_keeps_the_prior_where_the_trace_cannot_say() -> None:
     """Two traced sizes (one pair: a rise, not how it splits), no SM count, or sizes all inside the first wave of
-    co-resident blocks (5, 6, 8 rows: 1.2-1.9 blocks per SM, no wave begun, every share alike: the tie goes to the
-    prior); a kernel of one block per SM is no co-resident one: nothing to fit."""
+    co-resident blocks (5, 6, 8 rows: 1.2-1.9 blocks per SM, no wave begun, every share alike): no fit, no note; a
+    kernel of one block per SM is no co-resident one: nothing to fit. Where the best share ties the prior's score, the
+    prior."""
     m = DEFAULT_SCALING
     assert fit_attention_wave_share(m, _wave_samples(0.0, (8, 16)), 200.0, 132) is None
     assert fit_attention_wave_share(m, _wave_samples(0.0), 200.0, None) is None
-    assert fit_attention_wave_share(m, _wave_samples(0.0, (5, 6, 8)), 200.0, 132) == (0.35, 3)
+    assert fit_attention_wave_share(m, _wave_samples(0.0, (5, 6, 8)), 200.0, 132) is None
+    assert not any("whole waves" in n for n in fit_cost_curve(_wave_samples(0.0, (5, 6, 8)), 64, None, H200).notes)
+    assert fit_attention_wave_share(m, _wave_samples(0.35), 200.0, 132) == (0.35, 4)
     one = [replace(x, resident=np.array([1, 1])) for x in _wave_samples(0.0)]
     assert fit_attention_wave_share(m, one, 200.0, 132) is None
     assert not any("whole waves" in n for n in fit_cost_curve(one, 64, None, H200).notes)
