@@ -59,7 +59,9 @@
 #                                               PART 28 / 29: padding held out, fresh (after the whole-wave share
 #                                               fitted on the trace): falcon3-1b-like, olmo-2-1b-like,
 #                                               llama-3.2-3b-like on an H100 (28, seed 31); qwen3-0.6b-like,
-#                                               gemma-3-1b-like on an H200 (29, seed 37)
+#                                               gemma-3-1b-like on an H200 (29, seed 37; it came as an H100)
+#                                               PART 30: the same on an H200 for certain (the call passes needs_h200):
+#                                               olmo-2-1b-like, llama-3.2-3b-like (seed 41)
 #                                               PART 26: another GPU, fresh (after commit 3641ea4's band end):
 #                                               qwen3-4b-like, llama-3.1-8b-like, olmo-2-1b-like, stablelm-2-1.6b-like
 #                                               on an H100: FULL sweeps (traces/h100-2026-12-05b)
@@ -160,7 +162,7 @@ elif [ "$PART" -ge 20 ] && [ "$PART" -le 23 ]; then  # attention libraries other
     finish() { [ -z "$DRY" ] && tar -czf "$OUT/$SET.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) "$SET/timings.json" \
         $(cd "$W" && ls "$SET"/*_graph.json.gz) && ls -la "$OUT"; }
 elif [ "$PART" = 6 ] || [ "$PART" = 8 ] || [ "$PART" = 10 ] || [ "$PART" = 12 ] || [ "$PART" = 25 ] || [ "$PART" = 27 ] \
-        || [ "$PART" = 28 ] || [ "$PART" = 29 ]; then  # padding cost from a serving trace alone, held out
+        || [ "$PART" = 28 ] || [ "$PART" = 29 ] || [ "$PART" = 30 ]; then  # padding cost from a serving trace alone, held out
     Q=traces/h200-fresh-2026-12-03b/configs/qwen2.5-0.5b-like.json
     PAD="--capture-sizes serve=1,2,4,8,16,24,32,48,64 --distribution bench/serving_distribution.json --serving-steps 40
          --inject-fallbacks 4 --repeats 20 --warmup 3 --serving-rounds 3 --seed 5 --no-micro"
@@ -220,12 +222,15 @@ elif [ "$PART" = 25 ] || [ "$PART" = 27 ]; then  # another GPU: padding and piec
     part "serving-piecewise-$m" 150 $H --hf-config $M $PSERVE --serving-graphs piecewise --out "$W/pw/$m/serving_piecewise"
     part "serving-full-$m" 100 $H --hf-config $M $PSERVE --serving-graphs full --no-trace --out "$W/pw/$m/serving_full"
     finish() { [ -z "$DRY" ] && tar -czf "$OUT/h100b.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) pad pw && ls -la "$OUT"; }
-elif [ "$PART" = 28 ] || [ "$PART" = 29 ]; then  # padding held out, fresh, after the fitted whole-wave share
+elif [ "$PART" = 28 ] || [ "$PART" = 29 ] || [ "$PART" = 30 ]; then  # padding held out, fresh, after the fitted share
     if [ "$PART" = 28 ]; then  # on an H100 (nvidia-h100-x1)
         PAD=${PAD/--seed 5/--seed 31}
         CONFIGS="traces/h200-fresh-2026-12-03f/configs/falcon3-1b-like.json traces/h200-fresh-2026-12-03f/configs/olmo-2-1b-like.json
                  traces/h200-fresh-2026-12-03e/configs/llama-3.2-3b-like.json"
-    else  # on an H200
+    elif [ "$PART" = 30 ]; then  # on an H200 (needs_h200)
+        PAD=${PAD/--seed 5/--seed 41}
+        CONFIGS="traces/h200-fresh-2026-12-03f/configs/olmo-2-1b-like.json traces/h200-fresh-2026-12-03e/configs/llama-3.2-3b-like.json"
+    else  # on an H200 (it came as an H100)
         PAD=${PAD/--seed 5/--seed 37}
         CONFIGS="traces/h200-fresh-2026-12-03f/configs/qwen3-0.6b-like.json traces/h200-piecewise-2026-12-03/configs/gemma-3-1b-like.json"
     fi
