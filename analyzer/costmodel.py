@@ -11,8 +11,9 @@ follows from how each of its kernels scales with the rows of the batch (**the ba
   trace's device properties (SM count and clock: :func:`gpu_peaks`);
 * **attention** (``attention``): every row reads its own KV cache, in blocks per row that the grid says (heads x
   KV splits): the time follows the waves of blocks over the SMs (whole waves for one resident block per SM, the
-  blocks per SM continuously above a fixed part for two or more), above a fixed part of a wave; a persistent grid's
-  blocks per row come from another observed size or its time. Below the traced rows, a kernel whose one row the
+  blocks per SM continuously above a fixed part for two or more, a share of a begun wave paid at once: fitted on the
+  trace where it has three or more such sizes), above a fixed part of a wave; a persistent grid's blocks per row come
+  from another observed size or its time. Below the traced rows, a kernel whose one row the
   waves put past :attr:`ScalingModel.attention_split_us` (a long KV per block) splits its KV over more blocks, as
   split-KV kernels do when the rows no longer fill the GPU: its time then follows the rows above a fixed part, at
   least one latency-bound launch;
@@ -321,7 +322,8 @@ class ScalingModel:
     * ``attention_whole_wave_share``: the share ``s`` of that load paid in whole waves of co-resident blocks,
       ``L = (1 - s) · P + s · (min(P, R) + R · (ceil(P / R) - 1))`` (``P`` the blocks per SM, at least 1; ``R`` the
       blocks an SM holds at once): a wave begun after the first costs its share at once. 0.35: the 128-thread cuDNN SDPA kernel of smollm2/stablelm traced at 16, 17, 20, 24
-      rows fits ``F + a·ceil(W) + c·W`` with ``a / (a + c)`` = 0.35 (docs/costmodel.md);
+      rows fits ``F + a·ceil(W) + c·W`` with ``a / (a + c)`` = 0.35 (docs/costmodel.md); the prior: a trace with
+      three or more sizes running such kernels fits its own (:func:`fit_attention_wave_share`);
     * ``attention_wave_us``: one wave's time, for kernels whose grid is persistent (as many blocks as SMs:
       the grid no longer says the work) — the work in waves is then ``t0 / wave_us``;
     * ``attention_rows``: without launch configurations: ``(B + b) / (B + b0)``;
@@ -730,7 +732,8 @@ def fit_attention_wave_share(model: ScalingModel, samples: list[SizeSample], rid
     Why from the trace: how much of a begun wave costs a whole one differs by kernel and GPU. phi-2-like's cuDNN
     kernel (32 blocks a row, 2 per SM) on the H100 runs 10.0 + 1.73 us a row from 16 to 95 rows, no step at any wave
     (share 0); on the H200 it steps 2.5-4 us a kernel past its second and third waves (0.5): at the H200's fitted
-    0.35 the H100 serving trace's padding came out 20% low (docs/costmodel.md, Padding)."""
+    0.35 the H100 serving trace's padding came out 20% low (docs/costmodel.md, *The whole-wave share from the
+    trace*)."""
     if not sm_count:
         return None
     xs = [x for x in samples if ((x.kernel_class == _ATTN) & (x.resident_or_unknown >= 2) & (x.blocks > 0)).any()
@@ -1030,7 +1033,7 @@ def fit_cost_curve(samples: list[SizeSample], max_size: int, timings: dict[int, 
     if (fitted := fit_attention_wave_share(model, samples, ridge, sm_count)) is not None:
         notes.append(f"attention's share of its load paid in whole waves (co-resident blocks): {fitted[0]:.2g}, "
                      f"fitted on the trace's {fitted[1]} sizes (prior {model.attention_whole_wave_share:.2g}; "
-                     f"docs/costmodel.md, Padding)")
+                     f"docs/costmodel.md, the whole-wave share from the trace)")
         model = replace(model, attention_whole_wave_share=fitted[0])
     marked = [(x.batch, int(x.attention_matmul.sum())) for x in samples
               if x.attention_matmul is not None and x.attention_matmul.any()]

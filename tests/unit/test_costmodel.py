@@ -402,7 +402,8 @@ def test_whole_wave_share_is_fitted_on_three_or_more_traced_sizes(share: float) 
     assert fit_attention_wave_share(DEFAULT_SCALING, xs, 200.0, 132) == (pytest.approx(share), 4)
     c = fit_cost_curve(xs, 64, None, H200)
     assert any(n.startswith(f"attention's share of its load paid in whole waves (co-resident blocks): {share:.2g}, "
-                            "fitted on the trace's 4 sizes (prior 0.35") for n in c.notes)
+                            "fitted on the trace's 4 sizes (prior 0.35; docs/costmodel.md, the whole-wave share from "
+                            "the trace)") for n in c.notes)
     want = 4.0 * (_two_per_sm_load(40, share) - _two_per_sm_load(17, share)) + 100.0 * (23 / 5000) / (1 + 40 / 5000)
     assert c.own_change(40, 17) == pytest.approx(want, rel=1e-9)
     if share == 0.0:  # continuous: 24 -> 17 rows is 7 rows' blocks, 7 x 32 / 132 blocks per SM
