@@ -145,18 +145,17 @@ def costs_from_steps(traces: Sequence[TraceSteps]) -> CostTable:
     the graph cost (predicted, the steps' ``predicted_graph_us``); graph traces give the graph
     cost (measured), and win over predictions at the same size. Mixed traces (graph launches
     plus eager launches) count as graph measurements with a warning. Only decode steps count:
-    a serving engine's prefill or mixed step (``phase``) is not a decode bucket; steps of
-    unknown phase count.
+    a serving engine's prefill or mixed step (``phase``) is not a decode bucket (the plan says how many were left
+    out: :func:`left_out_steps_note`); steps of unknown phase count.
     """
     if any(t.graph_curve is not None for t in traces):
         return costs_from_curves(traces)
     cols: dict[str, list[np.ndarray]] = {"eb": [], "eu": [], "pu": [], "gb": [], "gu": []}
     notes: list[str] = []
-    no_bs = not_decode = n_eager = n_graph = 0
+    no_bs = n_eager = n_graph = 0
     for t in traces:  # one trace at a time; the steps are columns
         planned = t.planned
         known = planned & (t.batch_size >= 0)
-        not_decode += int((~planned).sum())
         no_bs += int((planned & (t.batch_size < 0)).sum())
         if t.mode == "mixed":
             notes.append(f"{t.name}: mixed eager/graph steps are taken as graph measurements "
@@ -174,8 +173,6 @@ def costs_from_steps(traces: Sequence[TraceSteps]) -> CostTable:
             n_graph += 1
             cols["gb"].append(t.batch_size[known])
             cols["gu"].append(t.whole(0.0, cost)[1])
-    if not_decode:
-        notes.append(f"{not_decode} prefill or mixed steps were left out of the costs (decode steps only)")
     if no_bs:
         notes.append(f"{no_bs} steps without a known batch size were left out of the costs "
                      f"(name it in the step annotation, e.g. bs=8, or use --batch-regex/--batch-op)")
@@ -318,6 +315,26 @@ def costs_from_curves(traces: Sequence[TraceSteps]) -> CostTable:
     # eager costs from the curves alone, each at the prior's cost per launch: a floor (every graph win a lower bound)
     floor = not ebs.size and all(t.eager.floor for t in with_curve if t.eager is not None)
     return replace(table, eager_floor=True) if floor else table
+
+
+def left_out_steps_note(traces: Sequence[TraceSteps]) -> str | None:
+    """One line on the steps of the serving traces (not benchmarks) that a plan does not read: prefill and mixed
+    steps (:attr:`TraceSteps.planned` false), how many and which, their share of the traces' steps and of their
+    profiled step time (``dur_us``); ``None`` where there are none. A plan is for decode batches: a mixed step (prompt
+    tokens beside the decode rows) runs no decode bucket's graph, so its time is what the plan cannot change."""
+    serving = [t for t in traces if not t.benchmark and len(t.phase)]
+    if not serving:
+        return None
+    out = np.concatenate([~t.planned for t in serving])
+    if not out.any():
+        return None
+    dur = np.concatenate([t.dur_us for t in serving])
+    phases = sorted({str(ph) for t in serving for ph, p in zip(t.phase, t.planned) if not p})
+    n = int(out.sum())
+    share_us = float(dur[out].sum() / dur.sum()) if dur.sum() > 0 else 0.0
+    return (f"{n} {' or '.join(phases)} step{'s' if n != 1 else ''} of the serving trace(s) left out of the "
+            f"distribution and the costs ({n / out.size:.0%} of their steps, {share_us:.0%} of their profiled step "
+            f"time): the plan is for decode batches, and that time is what it does not change")
 
 
 def distribution_from_steps(traces: Sequence[TraceSteps]) -> dict[int, float]:

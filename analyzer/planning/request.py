@@ -62,6 +62,7 @@ from .inputs import (
     distribution_from_steps,
     kernels_per_step_from_steps,
     kernels_per_step_from_timings,
+    left_out_steps_note,
     load_distribution,
     load_model_dims,
     looks_like_timings,
@@ -404,6 +405,8 @@ def build_plan(request: PlanRequest) -> tuple[Plan, list[str]]:
                      f"serving trace(s)")
     else:
         notes.append(f"distribution from {src['distribution'].name}")
+    if (left_out := left_out_steps_note(traces)) is not None:
+        notes.append(left_out)
     if bench:
         notes.append(f"{len(bench)} benchmark trace(s) (recorded by launchgap record, or --costs) give costs only, "
                      f"never the distribution: {', '.join(t.name for t in bench[:4])}{', ...' if len(bench) > 4 else ''}")

@@ -1,6 +1,7 @@
 """Cost tables and distributions: exact numbers on tiny hand-built inputs."""
 from __future__ import annotations
 
+from dataclasses import replace
 import json
 
 import numpy as np
@@ -16,6 +17,7 @@ from launchgap.planning.inputs import (
     costs_from_steps,
     costs_from_timings,
     distribution_from_steps,
+    left_out_steps_note,
     load_distribution,
     looks_like_timings,
 )
@@ -237,7 +239,22 @@ def test_distribution_from_steps_counts_steps():
                  phases=["decode", "prefill", "mixed", None])]
     assert distribution_from_steps(reps) == {1: 1.0, 4: 1.0}
     t = costs_from_steps(reps)
-    assert t.batch_sizes == [1, 4] and any("2 prefill or mixed steps were left out" in w for w in t.warnings)
+    assert t.batch_sizes == [1, 4] and not any("prefill" in w for w in t.warnings)  # the plan says it, once
+
+
+def test_left_out_steps_note_counts_prefill_and_mixed_steps_and_their_time():
+    """Two serving traces: 1 prefill (50 us) and 1 mixed (30 us) step of 6, beside 4 decode or unknown-phase steps
+    of 10 us: 2 of 6 steps (33%), 80 of 120 us (67%); a benchmark's prefill step is not the traffic's."""
+    a = _rep("eager", [(1, 10.0, 1.0), (2, 50.0, 1.0), (4, 30.0, 1.0)], phases=["decode", "prefill", "mixed"])
+    b = _rep("graph", [(8, 10.0, 1.0), (8, 10.0, 1.0), (None, 10.0, 1.0)], phases=["decode", None, "decode"])
+    bench = replace(_rep("eager", [(4, 999.0, 1.0)], phases=["prefill"]), benchmark=True)
+    assert left_out_steps_note([a, b, bench]) == (
+        "2 mixed or prefill steps of the serving trace(s) left out of the distribution and the costs (33% of their "
+        "steps, 67% of their profiled step time): the plan is for decode batches, and that time is what it does not "
+        "change")
+    assert left_out_steps_note([b, bench]) is None and left_out_steps_note([]) is None
+    one = _rep("eager", [(1, 10.0, 1.0), (2, 30.0, 1.0)], phases=["decode", "mixed"])
+    assert left_out_steps_note([one]).startswith("1 mixed step of the serving trace(s) left out")
 
 
 # --- from timings files ---------------------------------------------------------------------
