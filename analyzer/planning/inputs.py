@@ -333,8 +333,8 @@ def left_out_steps_note(traces: Sequence[TraceSteps]) -> str | None:
     n = int(out.sum())
     share_us = float(dur[out].sum() / dur.sum()) if dur.sum() > 0 else 0.0
     return (f"{n} {' or '.join(phases)} step{'s' if n != 1 else ''} of the serving trace(s) left out of the "
-            f"distribution and the costs ({n / out.size:.0%} of their steps, {share_us:.0%} of their profiled step "
-            f"time): the plan is for decode batches, and that time is what it does not change")
+            f"plan ({n / out.size:.0%} of their steps, {share_us:.0%} of their profiled step time): it is for decode "
+            f"batches, and that time is what it does not change")
 
 
 def distribution_from_steps(traces: Sequence[TraceSteps]) -> dict[int, float]:

@@ -106,9 +106,8 @@ def test_plan_from_a_vllm_serving_trace_and_its_log(vllm_dir: Path, tmp_path: Pa
     # the distribution is the trace's 61 decode steps (not its prefill and mixed steps, which the plan counts apart:
     # 3 of 64 steps, eager and long, near half the traced time)
     assert "distribution from 61 decode steps in 1 serving trace(s)" in plan["inputs"]
-    assert ("3 mixed or prefill steps of the serving trace(s) left out of the distribution and the costs (5% of their "
-            "steps, 48% of their profiled step time): the plan is for decode batches, and that time is what it does "
-            "not change") in plan["inputs"]
+    assert ("3 mixed or prefill steps of the serving trace(s) left out of the plan (5% of their steps, 48% of their "
+            "profiled step time): it is for decode batches, and that time is what it does not change") in plan["inputs"]
     assert max(plan["buckets"]) == 48 and plan["expected_step_us"] < plan["all_eager_expected_step_us"]
     # and from the trace alone, the same distribution and an exit 0
     assert main(["plan", str(trace), "--format", "json", "-o", str(out)]) == 0

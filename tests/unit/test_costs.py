@@ -249,9 +249,8 @@ def test_left_out_steps_note_counts_prefill_and_mixed_steps_and_their_time():
     b = _rep("graph", [(8, 10.0, 1.0), (8, 10.0, 1.0), (None, 10.0, 1.0)], phases=["decode", None, "decode"])
     bench = replace(_rep("eager", [(4, 999.0, 1.0)], phases=["prefill"]), benchmark=True)
     assert left_out_steps_note([a, b, bench]) == (
-        "2 mixed or prefill steps of the serving trace(s) left out of the distribution and the costs (33% of their "
-        "steps, 67% of their profiled step time): the plan is for decode batches, and that time is what it does not "
-        "change")
+        "2 mixed or prefill steps of the serving trace(s) left out of the plan (33% of their steps, 67% of their "
+        "profiled step time): it is for decode batches, and that time is what it does not change")
     assert left_out_steps_note([b, bench]) is None and left_out_steps_note([]) is None
     one = _rep("eager", [(1, 10.0, 1.0), (2, 30.0, 1.0)], phases=["decode", "mixed"])
     assert left_out_steps_note([one]).startswith("1 mixed step of the serving trace(s) left out")
