@@ -393,15 +393,21 @@ class ScalingModel:
     attention_work_scale: float = 1.0
 
     def scaled(self, factor: float) -> ScalingModel:
-        return ScalingModel(self.gemm_rows / factor, self.gemm_efficiency / factor, self.attention_fixed_waves / factor,
-                            self.attention_wave_us / factor, self.attention_rows / factor, self.elementwise_rows / factor,
-                            self.elementwise_power * factor, self.collective_rows / factor,
-                            min(self.expert_share / factor, 1.0), self.band_factors,
-                            self.elementwise_fixed_waves / factor, self.attention_shared_fixed / factor,
-                            self.expert_fixed_us / factor, self.row_gemm_fixed_rows / factor,
-                            min(self.attention_whole_wave_share / factor, 1.0), self.attention_split_us * factor,
-                            self.attention_split_fixed_us / factor, self.attention_latency_us,
-                            self.attention_split_rows, self.attention_matmul_fixed_us, self.attention_work_scale)
+        """Every fitted constant scaled by ``factor`` (a band end); the latency, the switches and the band ends'
+        own constants (``attention_latency_us``, ``attention_split_rows``, ``attention_matmul_fixed_us``,
+        ``attention_work_scale``, ``band_factors``) as they are."""
+        f = factor
+        return replace(self, gemm_rows=self.gemm_rows / f, gemm_efficiency=self.gemm_efficiency / f,
+                       attention_fixed_waves=self.attention_fixed_waves / f, attention_wave_us=self.attention_wave_us / f,
+                       attention_rows=self.attention_rows / f, elementwise_rows=self.elementwise_rows / f,
+                       elementwise_power=self.elementwise_power * f, collective_rows=self.collective_rows / f,
+                       expert_share=min(self.expert_share / f, 1.0),
+                       elementwise_fixed_waves=self.elementwise_fixed_waves / f,
+                       attention_shared_fixed=self.attention_shared_fixed / f, expert_fixed_us=self.expert_fixed_us / f,
+                       row_gemm_fixed_rows=self.row_gemm_fixed_rows / f,
+                       attention_whole_wave_share=min(self.attention_whole_wave_share / f, 1.0),
+                       attention_split_us=self.attention_split_us * f,
+                       attention_split_fixed_us=self.attention_split_fixed_us / f)
 
 
 DEFAULT_SCALING = ScalingModel()

@@ -29,8 +29,7 @@ inside the functions that need it: the rest of the harness runs with torch alone
 **Piecewise** (:meth:`HFDecoder.piecewise_forward`, captured by
 :class:`launchgap.harness.graphs.SegmentedStep`): the step's forward runs with the model's entry of
 transformers' ``AttentionInterface`` (``"sdpa"``, or :data:`EAGER_ATTENTION`) replaced, for that forward only, by a
-router that
-hands each attention call (the attention module's function call after its KV-cache update:
+router that hands each attention call (the attention module's function call after its KV-cache update:
 query, the cache layer's keys and values, mask and keyword arguments) to a hook. The capture's
 hook ends the current graph piece at each call, so a step is ``calls + 1`` pieces (``layers +
 1`` for a decoder with one attention per layer) with the attention function run eagerly

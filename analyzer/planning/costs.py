@@ -290,7 +290,7 @@ class CostTable:
         pts = tuple(replace(p, graph_us_low=p.graph_us * float(low_fraction[p.batch_size]),
                             graph_us_high=p.graph_us * float(high_fraction[p.batch_size]))
                     if p.batch_size in low_fraction and p.batch_size in high_fraction else p for p in self.points)
-        return CostTable(pts, self.origin, self.warnings, self.eager_floor)
+        return replace(self, points=pts)
 
     @property
     def graph_band_sizes(self) -> int:
@@ -314,9 +314,8 @@ class CostTable:
         graph = np.array([p.graph_us for p in self.points], dtype=float)
         eager = np.array([p.eager_us for p in self.points], dtype=float)
         eager = np.maximum.accumulate(np.where(eager <= graph, eager + (vals - graph), np.maximum(eager, vals)))
-        return CostTable(tuple(CostPoint(p.batch_size, float(e), float(v), p.source, p.graph_pool_bytes)
-                               for p, e, v in zip(self.points, eager.tolist(), vals.tolist())),
-                         self.origin, self.warnings, self.eager_floor)
+        return replace(self, points=tuple(CostPoint(p.batch_size, float(e), float(v), p.source, p.graph_pool_bytes)
+                                          for p, e, v in zip(self.points, eager.tolist(), vals.tolist())))
 
     # --- lookups --------------------------------------------------------------------------
     @property
@@ -398,7 +397,7 @@ class CostTable:
             notes.append(f"batch sizes {size_span(above)} are above the largest size with costs "
                          f"({ext.top_batch_size}): {ext.describe()}; record larger sizes to remove the doubt")
         pts = sorted(self.points + tuple(extra), key=lambda p: p.batch_size)
-        return CostTable(tuple(pts), self.origin, tuple(notes), self.eager_floor)
+        return replace(self, points=tuple(pts), warnings=tuple(notes))
 
     def graph_memory_bytes(self) -> int | None:
         """Largest positive measured graph-pool growth of any point, or ``None`` when none was measured.
