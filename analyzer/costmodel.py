@@ -16,7 +16,9 @@ follows from how each of its kernels scales with the rows of the batch (**the ba
   from another observed size or its time. Below the traced rows, a kernel whose one row the
   waves put past :attr:`ScalingModel.attention_split_us` (a long KV per block) splits its KV over more blocks, as
   split-KV kernels do when the rows no longer fill the GPU: its time then follows the rows above a fixed part, at
-  least one latency-bound launch;
+  least one latency-bound launch. The rules were fitted on the H200: on another NVIDIA GPU a launch traced within
+  its latency (one row: the same time on any Hopper part) grows past it at that GPU's bandwidth
+  (:attr:`ScalingModel.attention_bandwidth_ratio`);
 * **KV-cache writes** (``kv_write``) follow the element-wise rule below (one small block per token);
 * **element-wise work and sampling** (norms, activations, copies, argmax over the vocabulary): small
   latency-bound grids grow far slower than their rows; a grid with more blocks than the SMs hold at once
@@ -286,6 +288,9 @@ DEFAULT_PEAKS = (989e12, 3.35e12)
 #: from one traced size gets a band end whose attention grows past one row at that GPU's bandwidth
 #: (:attr:`ScalingModel.attention_work_scale`).
 REFERENCE_BANDWIDTH = 4.8e12
+#: GPU names of AMD parts: their attention launch's latency was not measured (:attr:`ScalingModel.attention_bandwidth_ratio`
+#: is for NVIDIA parts).
+_AMD_GPU = re.compile(r"(?i)\bAMD\b|Instinct|\bMI\d{3}|Radeon")
 #: How far a GPU's bandwidth may differ from :data:`REFERENCE_BANDWIDTH` (as a ratio) before that band end is added.
 BANDWIDTH_BAND_MIN_RATIO = 1.1
 
@@ -367,6 +372,16 @@ class ScalingModel:
       row runs one latency-bound wave, about the same time on any Hopper part; the rows past it read their KV cache at
       the GPU's bandwidth (phi-3-mini-like's cuDNN kernel: 9.8 us at one row on both the H200 and the H100, 108.6
       and 143.4 us at 64 rows). Not in the curve: from 8 rows it overshoots the H100 (docs/costmodel.md, Another GPU);
+    * ``attention_bandwidth_ratio``, ``attention_latency_bound``: the curve's own account of another GPU's bandwidth
+      (:data:`REFERENCE_BANDWIDTH` over the GPU's; 1 on the H200). An attention launch (not attention written out as
+      matmuls) traced at or under ``attention_latency_bound`` times ``attention_latency_us`` runs one latency-bound
+      wave, which takes about the same time on any Hopper part and says nothing of the GPU's bandwidth: the rules above
+      are applied to the time it would take on the H200, ``t_ref = L + (t0 - L) / k`` (``L`` the latency, at most
+      ``t0``; ``k`` the ratio), and what they add past the latency is read at this GPU's bandwidth,
+      ``t(b) = L + k · (t_ref · r(b) - L)`` (``r`` the rules' growth; below ``L`` as the rules say). A launch traced
+      past the latency already shows this GPU's bandwidth in its own time and keeps the rules' growth. 1.2: one row's
+      attention took 7.0-10.0 us on the H100 and H200 sets, 15.6-29.2 us at 8 rows where its blocks read more
+      (docs/costmodel.md, Another GPU);
     * ``band_factors``: every constant scaled by these gives the band.
     """
 
@@ -391,11 +406,14 @@ class ScalingModel:
     attention_split_rows: bool = False
     attention_matmul_fixed_us: float = 0.0
     attention_work_scale: float = 1.0
+    attention_bandwidth_ratio: float = 1.0
+    attention_latency_bound: float = 1.2
 
     def scaled(self, factor: float) -> ScalingModel:
         """Every fitted constant scaled by ``factor`` (a band end); the latency, the switches and the band ends'
         own constants (``attention_latency_us``, ``attention_split_rows``, ``attention_matmul_fixed_us``,
-        ``attention_work_scale``, ``band_factors``) as they are."""
+        ``attention_work_scale``, ``attention_bandwidth_ratio``, ``attention_latency_bound``, ``band_factors``) as
+        they are."""
         f = factor
         return replace(self, gemm_rows=self.gemm_rows / f, gemm_efficiency=self.gemm_efficiency / f,
                        attention_fixed_waves=self.attention_fixed_waves / f, attention_wave_us=self.attention_wave_us / f,
@@ -608,8 +626,8 @@ def _kernel_factor(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: flo
     (``expert_share``: the experts' ``k/E``, else the model's prior)."""
     k = model.attention_work_scale
     if k != 1.0:  # attention's growth past one row scaled by k: the factors at k = 1, one row appended
-        f = _kernel_factor(replace(model, attention_work_scale=1.0), x, np.append(np.asarray(b, dtype=float), 1.0),
-                           ridge, sm_count, per_row_hint, expert_share)
+        f = _kernel_factor(replace(model, attention_work_scale=1.0, attention_bandwidth_ratio=1.0), x,
+                           np.append(np.asarray(b, dtype=float), 1.0), ridge, sm_count, per_row_hint, expert_share)
         f, f1 = f[:, :-1], f[:, -1:]  # f1: one row's time over b0's
         att = (x.kernel_class == _ATTN)[:, None] & (f1 > 0)
         one = np.where(att, f1, 1.0)
@@ -660,6 +678,12 @@ def _kernel_factor(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: flo
     split = np.maximum(model.attention_latency_us / np.where(t0 > 0, t0, np.inf), by_rows)
     lone = t0 * attn_at(np.ones((1, 1)))  # its time at one row by the waves: one block's KV work, latency aside
     attn = np.where((b < b0) & (lone > model.attention_split_us), np.minimum(attn, split), attn)
+    kb = model.attention_bandwidth_ratio
+    if kb != 1.0:  # another GPU: a latency-bound launch's growth past the latency at this GPU's bandwidth
+        lat = np.minimum(model.attention_latency_us, t0)
+        t_ref = (lat + (t0 - lat) / kb) * attn  # its time on the H200 the rules were fitted on
+        grown = np.where(t_ref >= lat, lat + kb * (t_ref - lat), t_ref) / np.where(t0 > 0, t0, np.inf)
+        attn = np.where(latency_bound_attention(x, model)[:, None], grown, attn)
     if model.attention_split_rows:  # the band's other end: a split grid's growth taken from its rows
         split_grid = (blocks >= sms) & (b0 < SPLIT_GRID_MAX_ROWS) & ~persistent & bool(sm_count)
         attn = np.where((b > b0) & split_grid, by_rows, attn)
@@ -698,6 +722,15 @@ def _kernel_factor(model: ScalingModel, x: SizeSample, b: np.ndarray, ridge: flo
                             (fixed_am + (t0 - fixed_am) * attn) / np.where(t0 > 0, t0, np.inf), attn)
     return np.where(c == _GEMM, gemm, np.where(c == _ATTN, attn, np.where(c == _COLL, coll,
                     np.where(c == _EXPERT, expert, np.where(c == _ROW_GEMM, row_gemm, elem)))))
+
+
+def latency_bound_attention(x: SizeSample, model: ScalingModel) -> np.ndarray:
+    """Per kernel of ``x`` whether it is an attention launch (not attention written out as matmuls) that runs within
+    ``attention_latency_bound`` times ``attention_latency_us``: one latency-bound wave, whose time says nothing of the
+    GPU's bandwidth (:attr:`ScalingModel.attention_bandwidth_ratio`)."""
+    att = (x.kernel_class == _ATTN) & (x.kernel_us > 0) \
+        & (x.kernel_us <= model.attention_latency_bound * model.attention_latency_us)
+    return att & ~x.attention_matmul if x.attention_matmul is not None else att
 
 
 def one_wave_attention_matmul_us(x: SizeSample, sm_count: int | None) -> float | None:
@@ -1036,6 +1069,19 @@ def fit_cost_curve(samples: list[SizeSample], max_size: int, timings: dict[int, 
     assumed = share_source.startswith("assumed")
     if (split := _split_attention_note(model, samples, ridge, sm_count)) is not None:
         notes.append(split)
+    k = REFERENCE_BANDWIDTH / bw  # attention's growth was fitted on the H200: how much slower this GPU reads
+    other_gpu = not peaks.startswith("assumed") and max(k, 1 / k) >= BANDWIDTH_BAND_MIN_RATIO
+    # the latency is an NVIDIA part's (H200, H100): on an AMD GPU the band alone says the bandwidth
+    nvidia = other_gpu and not _AMD_GPU.search(name_from_properties(props) or "")
+    bound = [(x.batch, int(latency_bound_attention(x, model).sum())) for x in samples] if nvidia else []
+    bound = [(bs, n) for bs, n in bound if n]
+    if bound:
+        model = replace(model, attention_bandwidth_ratio=k)
+        notes.append(f"attention launches within {model.attention_latency_bound:g} x {model.attention_latency_us:g} us "
+                     f"(one latency-bound wave: " + ", ".join(f"{n} at bs {bs}" for bs, n in bound)
+                     + f") grow past their latency at this GPU's bandwidth: the rules were fitted on the H200 "
+                     f"({REFERENCE_BANDWIDTH / 1e12:g} TB/s), this GPU reads at {bw / 1e12:.3g} TB/s, that growth "
+                     f"x {k:.3g} (docs/costmodel.md, Another GPU)")
     if (fitted := fit_attention_wave_share(model, samples, ridge, sm_count)) is not None:
         notes.append(f"attention's share of its load paid in whole waves (co-resident blocks): {fitted[0]:.2g}, "
                      f"fitted on the trace's {fitted[1]} sizes (prior {model.attention_whole_wave_share:.2g}; "
@@ -1057,15 +1103,17 @@ def fit_cost_curve(samples: list[SizeSample], max_size: int, timings: dict[int, 
                 notes.append(f"attention at bs {samples[0].batch} runs a grid that fills the SMs (a split-KV grid: heads "
                              f"x KV splits per row): how its work grows with the rows is not in the trace; the band's "
                              f"low end takes it as following the rows (docs/costmodel.md, Long context)")
-            k = REFERENCE_BANDWIDTH / bw
-            if not peaks.startswith("assumed") and max(k, 1 / k) >= BANDWIDTH_BAND_MIN_RATIO \
-                    and (samples[0].kernel_class == _ATTN).any():
+            if other_gpu and (samples[0].kernel_class == _ATTN).any():
                 alt = np.vstack([alt, _predict(replace(model, attention_work_scale=k), samples, b, ridge, sm_count,
                                                share)[0]])
                 notes.append(f"attention's growth past one row was fitted on the H200 ({REFERENCE_BANDWIDTH / 1e12:g} "
                              f"TB/s); this GPU reads at {bw / 1e12:.3g} TB/s: the band's "
-                             f"{'high' if k > 1 else 'low'} end scales that growth by {k:.3g} (trace a second size "
-                             f"to measure it, docs/costmodel.md)")
+                             f"{'high' if k > 1 else 'low'} end scales every attention launch's growth by {k:.3g}"
+                             + (f", its {'low' if k > 1 else 'high'} end keeps the H200's" if bound else "")
+                             + " (trace a second size to measure it, docs/costmodel.md)")
+                if bound:
+                    alt = np.vstack([alt, _predict(replace(model, attention_bandwidth_ratio=1.0), samples, b, ridge,
+                                                   sm_count, share)[0]])
             if (lat := one_wave_attention_matmul_us(samples[0], sm_count)) is not None:
                 alt = np.vstack([alt, _predict(replace(model, attention_matmul_fixed_us=lat), samples, b, ridge,
                                                sm_count, share)[0]])

@@ -41,7 +41,7 @@ SERVE_SIZES = (1, 2, 4, 8, 16, 24, 32, 48, 64)
     (HELD_C / "granite-3.1-2b-like", 43686.8, 42306.1, 32, True),
     (HELD_C / "phi-2-like", 7469.8, 8030.6, 32, True),
     (HELD_D / "olmoe-1b-7b-like", 4188.0, 4065.0, 30, True),
-    (H100 / "qwen2.5-0.5b-like", 10752.9, 9966.6, 34, True),
+    (H100 / "qwen2.5-0.5b-like", 10732.4, 9966.6, 34, True),
     (H100 / "phi-2-like", 9064.6, 9019.1, 33, True),
     (H100_B / "falcon3-1b-like", 16496.7, 16871.3, 31, True),
     (H100_B / "olmo-2-1b-like", 3731.4, 3769.0, 31, True),

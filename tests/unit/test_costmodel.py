@@ -583,13 +583,13 @@ def test_attention_matmul_on_a_persistent_grid_follows_the_rows_of_context() -> 
                                                                                            m).at(8))
 
 
-def test_attention_growth_at_another_gpus_bandwidth_is_a_band_end() -> None:
-    """The attention rules were fitted on the H200 (4.8 TB/s). From one row on an H100 (3.35 TB/s) the band's high end
-    scales attention's growth past one row by k = 4.8 / 3.35 = 1.4328: a 10 us kernel of 32 blocks per row runs 2
-    waves at 8 rows, (0.1 + 2) / (0.1 + 1) = 1.9091x by the rules (19.09 us, the curve), 1 + 0.9091 k = 2.3025x at the
-    band's end (23.03 us). The curve itself is the rules'; on the H200, or an unknown GPU, no such end."""
-    from dataclasses import replace
-
+def test_attention_growth_at_another_gpus_bandwidth() -> None:
+    """The attention rules were fitted on the H200 (4.8 TB/s); an H100 reads at 3.35 TB/s, k = 1.4328. A 10 us
+    kernel of 32 blocks per row traced at one row runs one latency-bound wave (10 us <= 1.2 x 9 us): 9 us of latency
+    and 1 us of work, 0.6979 us on the H200: 9.6979 us there. The rules put 2 waves at 8 rows, (0.1 + 2) / (0.1 + 1) =
+    1.9091x: 18.5142 us on the H200, of which 9.5142 past the latency is read at the H100's bandwidth: 9 + 13.6323 =
+    22.6323 us in the curve, against 19.0909 by the rules alone (the H200's growth: the band's low end) and 10 x (1 +
+    0.9091 k) = 23.0258 us with every attention launch's growth scaled (the band's high end)."""
     from launchgap.costmodel import REFERENCE_BANDWIDTH
 
     h100 = {"name": "NVIDIA H100 80GB HBM3", "sm_count": 132}
@@ -599,21 +599,58 @@ def test_attention_growth_at_another_gpus_bandwidth_is_a_band_end() -> None:
     assert k == pytest.approx(1.43284, abs=1e-5)
     m = ScalingModel()
     c = fit_cost_curve([x], 64, None, h100, m)
+    rules = fit_cost_curve([x], 64, None, H200, m)  # the same SMs at the H200's bandwidth: the rules' growth
+    assert c.at(1) == rules.at(1) == 500.0
+    assert c.at(8) - rules.at(8) == pytest.approx(9 + k * ((9 + 1 / k) * 2.1 / 1.1 - 9) - 10 * 2.1 / 1.1)  # +3.5414
+    assert c.at(8) - rules.at(8) == pytest.approx(3.5414, abs=1e-4)
     scaled = fit_cost_curve([x], 64, None, h100, replace(m, attention_work_scale=k))
-    assert scaled.at(8) - c.at(8) == pytest.approx(10.0 * (1 + (2.1 / 1.1 - 1) * k) - 10.0 * 2.1 / 1.1)  # +3.93 us
-    assert scaled.at(1) == c.at(1) == 500.0
-    assert c.high(8) >= scaled.at(8) > c.at(8)
+    assert scaled.at(8) - rules.at(8) == pytest.approx(10.0 * (1 + (2.1 / 1.1 - 1) * k) - 10.0 * 2.1 / 1.1)  # +3.9349
+    assert c.low(8) <= rules.at(8) < c.at(8) < scaled.at(8) <= c.high(8)
+    assert ("attention launches within 1.2 x 9 us (one latency-bound wave: 1 at bs 1) grow past their latency at "
+            "this GPU's bandwidth: the rules were fitted on the H200 (4.8 TB/s), this GPU reads at 3.35 TB/s, that "
+            "growth x 1.43 (docs/costmodel.md, Another GPU)") in c.notes
     assert ("attention's growth past one row was fitted on the H200 (4.8 TB/s); this GPU reads at 3.35 TB/s: the "
-            "band's high end scales that growth by 1.43 (trace a second size to measure it, docs/costmodel.md)") in c.notes
-    # the H200 itself, and a GPU the trace does not identify: no such end
+            "band's high end scales every attention launch's growth by 1.43, its low end keeps the H200's (trace a "
+            "second size to measure it, docs/costmodel.md)") in c.notes
+    # the H200 itself, and a GPU the trace does not identify: the rules alone, no note
     for props in (H200, {"sm_count": 132}):
-        assert not any("fitted on the H200" in n for n in fit_cost_curve([x], 64, None, props, m).notes)
-    # from a size above one row the one-row anchor holds: 8 rows -> 1 row by the rules, then scaled
+        other = fit_cost_curve([x], 64, None, props, m)
+        assert not any("fitted on the H200" in n for n in other.notes)
+        assert np.array_equal(other.us, rules.us)
+    # an AMD part: its launch latency was not measured; the band alone says the bandwidth
+    mi300x = fit_cost_curve([x], 64, None, {"name": "AMD Instinct MI300X", "sm_count": 132}, m)
+    assert np.array_equal(mi300x.us, rules.us)
+    assert not any("latency-bound wave" in n for n in mi300x.notes)
+    assert any("band's low end scales every attention launch's growth by 0.906 (" in n for n in mi300x.notes)
+    # a launch traced past the latency (10.9 us > 10.8) already shows the H100's bandwidth: the rules' growth
+    past = replace(x, kernel_us=np.array([10.9, 5.0]))
+    assert np.array_equal(fit_cost_curve([past], 64, None, h100, m).us, fit_cost_curve([past], 64, None, H200, m).us)
+    # from 8 rows the one-row anchor holds for the band's high end: 8 rows -> 1 row by the rules, then scaled
     x8 = replace(x, batch=8, blocks=np.array([256, 4]))
     c8 = fit_cost_curve([x8], 64, None, h100, replace(m, attention_work_scale=k))
     r1 = 1.1 / 2.1  # one row's time over 8 rows' by the rules
-    assert c8.at(1) - fit_cost_curve([x8], 64, None, h100, m).at(1) == pytest.approx(
+    assert c8.at(1) - fit_cost_curve([x8], 64, None, H200, m).at(1) == pytest.approx(
         10.0 / (1 + (1 / r1 - 1) * k) - 10.0 * r1)
+
+
+def test_latency_bound_attention_below_the_latency_keeps_the_rules() -> None:
+    """Predicted down from 64 rows, a 10 us attention launch of 4 blocks per row (256 blocks, two whole waves on 132
+    SMs) falls to one wave: (0.1 + 1) / (0.1 + 2) of its time on the H200 (9.6979 us) is 5.0799 us, under the 9 us
+    latency: the rules' time as it is, no bandwidth in it (0.50799 of its 10 us; 0.52381 by the rules on the traced
+    time). A 7 us launch of one block per row runs one wave at every size: 7 us throughout, on either GPU."""
+    from launchgap.costmodel import REFERENCE_BANDWIDTH, _kernel_factor
+
+    k = REFERENCE_BANDWIDTH / 3.35e12
+    m = replace(ScalingModel(), attention_bandwidth_ratio=k)
+    x = SizeSample(64, 500.0, np.array([ATTN, ATTN], dtype=np.int8), np.array([10.0, 7.0]), np.array([256, 64]),
+                   np.array([128, 128]))
+    f = _kernel_factor(m, x, np.array([1.0, 8.0, 64.0]), 295.0, 132)
+    assert f[0, 0] == pytest.approx((9 + 1 / k) * 1.1 / 2.1 / 10.0)  # below the latency: the rules on the H200 time
+    assert f[0, 0] == pytest.approx(0.50799, abs=1e-5)
+    f_h200 = _kernel_factor(ScalingModel(), x, np.array([1.0, 8.0, 64.0]), 295.0, 132)
+    assert f_h200[0, 0] == pytest.approx(1.1 / 2.1)
+    assert np.allclose(f[0, 1:], [1.1 / 2.1 * (9 + 1 / k) / 10.0, 1.0])  # 8 rows: 32 blocks, one wave as at one row
+    assert np.allclose(f[1], 1.0) and np.allclose(f_h200[1], 1.0)
 
 
 def test_one_wave_attention_matmuls_widen_the_band_low_end() -> None:
