@@ -6,7 +6,9 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from launchgap.costmodel import DEFAULT_SCALING, KERNEL_CLASSES, WAVE_SHARE_GRID, SizeSample, \
+from dataclasses import replace
+
+from launchgap.costmodel import DEFAULT_SCALING, KERNEL_CLASSES, WAVE_SHARE_GRID, SizeSample, _kernel_factor, \
     fit_attention_wave_share, fit_cost_curve
 
 ATTN, GEMM = KERNEL_CLASSES.index("attention"), KERNEL_CLASSES.index("gemm")
@@ -45,3 +47,24 @@ def test_fitted_share_carries_every_size_to_its_neighbours(share: float, per_row
         matmul = 50.0 * (b - a) / 5000 / (1 + b / 5000)  # the matmul beside it: (1 + rows/5000)
         assert np.isfinite(c.own_change(b, a))
         assert abs(float(c.own_change(b, a)) - want - matmul) <= 1e-6 * max(abs(want), 1.0), (got, share)
+
+
+@given(st.floats(0.5, 10.79), st.floats(0.4, 2.5), st.integers(1, 128), st.sampled_from([8, 16, 32, 40, 64]),
+       st.sampled_from([-1, 1, 2, 4]))
+def test_latency_bound_attention_grows_past_its_latency_at_the_bandwidth(t0: float, k: float, b0: int,
+                                                                         per_row: int, resident: int) -> None:
+    """A latency-bound attention launch (traced within 1.2 x 9 us) at another GPU's bandwidth ratio ``k``: its own
+    size keeps its time; wherever the rules put its time on the H200 (``t_ref``) at or past the latency ``L``, what
+    they add past it is ``k`` times as long; below it the rules' time as it is; ``k`` = 1 is the rules alone."""
+    x = SizeSample(b0, 500.0, np.array([ATTN], dtype=np.int8), np.array([t0]), np.array([per_row * b0]),
+                   np.array([128]), resident=np.array([resident]))
+    b = np.arange(1, 129, dtype=float)
+    rules = _kernel_factor(DEFAULT_SCALING, x, b, 200.0, SMS)[0]
+    got = _kernel_factor(replace(DEFAULT_SCALING, attention_bandwidth_ratio=k), x, b, 200.0, SMS)[0]
+    lat = min(DEFAULT_SCALING.attention_latency_us, t0)
+    t_ref = (lat + (t0 - lat) / k) * rules
+    want = np.where(t_ref >= lat, lat + k * (t_ref - lat), t_ref)
+    assert np.allclose(got * t0, want, rtol=1e-9, atol=1e-9)
+    assert abs(got[b0 - 1] - 1.0) < 1e-12  # the traced size keeps its time
+    assert np.array_equal(_kernel_factor(replace(DEFAULT_SCALING, attention_bandwidth_ratio=1.0), x, b, 200.0, SMS),
+                          _kernel_factor(DEFAULT_SCALING, x, b, 200.0, SMS))
