@@ -65,7 +65,7 @@ from .overhead import OverheadEstimate, ProfilerSettings, detect_profiler_settin
     speedup_range
 from .planning.costs import table_of_steps
 from .planning.planner import compare_capture_list
-from .predict import DEFAULT_MODEL, PredictionModel, graph_launch_excess_us, replay_node_us
+from .predict import DEFAULT_MODEL, PredictionModel, graph_launch_excess_us, piece_staging_copies, replay_node_us
 from .steps import StepOptions, Steps, assign_rows_to_steps, detect_engine, find_steps
 from .trace import Api, Kind, Trace
 from .verdict import GROUP_FIELDS, SPEEDUP_FIELDS, between_steps_us, decide, group_summary, headline
@@ -390,6 +390,12 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
     lm = _launch_metrics(trace, row_step, win, eff_start, opts.model, node_us,
                          opts.model.kernel_scale(node_source), coll, coll_node_us)
     HEAP.trim()
+    if (staged := win.step_ok & (lm.staging_count > 0)).any():
+        warnings.append(f"{int(np.median(lm.staging_count[staged])):,} device-to-device copies a step between graph "
+                        f"pieces ({float(np.median(lm.staging_us[staged])):,.1f} us, median; {int(staged.sum()):,} of "
+                        f"{int(win.step_ok.sum()):,} steps) left out of their predicted FULL-graph step: a piecewise "
+                        f"runner's staging of each piece's inputs, which a FULL graph does not run (docs/prediction.md, "
+                        f"Piecewise steps)")
     cov = step_coverage(trace, row_step, len(steps))
     stalls = _step_stalls(trace, row_step, gaps, idle, win)
     HEAP.trim()
@@ -559,6 +565,10 @@ class _LaunchMetrics:
     kx_us: np.ndarray
     #: Per step the Python calls a ``with_stack`` trace recorded in its GPU window (any thread; 0 without stacks).
     python_calls: np.ndarray
+    #: Per step the piecewise runner's staging copies between its graph pieces (count, us): not in the FULL step
+    #: (:func:`launchgap.predict.piece_staging_copies`).
+    staging_count: np.ndarray
+    staging_us: np.ndarray
 
 
 def _launch_metrics(trace: Trace, row_step: np.ndarray, win: _StepWindows, eff_start: np.ndarray,
@@ -604,15 +614,17 @@ def _launch_metrics(trace: Trace, row_step: np.ndarray, win: _StepWindows, eff_s
     pkey = win.pkey
     win_us = (win.w1_ns[pkey] - win.w0_ns[pkey]) / 1e3 if n_steps else np.zeros(0)
     busy_us = win.busy_ns[pkey] / 1e3 if n_steps else np.zeros(0)
+    staging = piece_staging_copies(trace, g_rows[on_prim], g_step[on_prim], n_steps, model)
     return _LaunchMetrics(
         kernel_launches=kernel_launches, graph_launches=graph_launches, launch_api_ns=launch_api_ns,
         host_events=host_events, kernels=kernels, launched_gpu_ns=launched_gpu_ns, delay_median_ns=delay_med,
         delays_ns=d_ns, win_us=win_us, busy_us=busy_us,
-        pred_us=replace(model, node_us=node_us).predict_graph_us(busy_us, n_short, kernel_scale, n_short_coll,
-                                                                 collective_node_us), floor_us=np.zeros(n_steps),
+        pred_us=replace(model, node_us=node_us).predict_graph_us(busy_us - staging.us, n_short - staging.short,
+                                                                 kernel_scale, n_short_coll, collective_node_us),
+        floor_us=np.zeros(n_steps),
         gl_excess_us=graph_launch_excess_us(trace, row_step, n_steps, model),
         kx_us=np.where(graph_launches > 0, (1.0 - kernel_scale) * busy_us, 0.0),
-        python_calls=_python_calls_per_step(trace, win))
+        python_calls=_python_calls_per_step(trace, win), staging_count=staging.count, staging_us=staging.us)
 
 
 def _python_calls_per_step(trace: Trace, win: _StepWindows) -> np.ndarray:

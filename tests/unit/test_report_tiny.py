@@ -154,3 +154,34 @@ def test_corrupt_rows_are_dropped_or_clamped_with_a_warning(tmp_path) -> None:
     assert any("negative duration" in w for w in t.warnings)
     rep = analyze_trace(t)
     assert [d.device for d in rep.devices] == [0] and rep.devices[0].kernels == 2
+
+
+def _copy(ts: float, dur: float, corr: int, kind: str) -> dict:
+    names = {"DtoD": "Memcpy DtoD (Device -> Device)", "HtoD": "Memcpy HtoD (Host -> Device)"}
+    return {"ph": "X", "cat": "gpu_memcpy", "name": names[kind], "pid": 0, "tid": 7, "ts": ts, "dur": dur,
+            "args": {"device": 0, "stream": 7, "correlation": corr}}
+
+
+def test_piecewise_staging_copies_are_left_out_of_the_full_graph_step(tmp_path) -> None:
+    """A piecewise step: an input copy (HtoD) before the first piece, piece A (two kernels and a copy node of its
+    own), an eager kernel, an eager device-to-device copy staging piece B's input, piece B (two kernels). Busy 20 us,
+    8 GPU ops under 20 us. The staging copy (1 us) is no work of a FULL graph: the FULL step is 19 + 0.34 x 7 + 3 =
+    24.38 us, not 20 + 0.34 x 8 + 3 = 25.72; the input copy and the piece's own copy node stay."""
+    ev = [ann("decode_step[bs=4]", 0, 200),
+          launch(1, 2, 1, name="cudaMemcpyAsync"), _copy(10, 2, 1, "HtoD"),
+          launch(3, 5, 2, name="cudaGraphLaunch"), kernel(20, 3, 2), kernel(24, 3, 2), _copy(28, 1, 2, "DtoD"),
+          launch(30, 2, 3), kernel(40, 4, 3, name="attn"),
+          launch(35, 2, 4, name="cudaMemcpyAsync"), _copy(45, 1, 4, "DtoD"),
+          launch(38, 5, 5, name="cudaGraphLaunch"), kernel(50, 3, 5), kernel(54, 3, 5)]
+    rep = analyze_trace(load_trace(write(tmp_path, ev)))
+    st = rep.steps[0]
+    assert st.gpu_busy_us == 20.0 and st.graph_launches == 2
+    assert st.predicted_graph_us == pytest.approx(19 + 0.34 * 7 + 3)
+    assert ("1 device-to-device copies a step between graph pieces (1.0 us, median; 1 of 1 steps) left out of their "
+            "predicted FULL-graph step: a piecewise runner's staging of each piece's inputs, which a FULL graph does "
+            "not run (docs/prediction.md, Piecewise steps)") in rep.warnings
+    # without the second piece the copy is after the step's only replay: no staging, nothing left out
+    one = [e for e in ev if e.get("args", {}).get("correlation") != 5]
+    rep1 = analyze_trace(load_trace(write(tmp_path, one, name="one.json")))
+    assert not any("staging" in w for w in rep1.warnings)
+    assert rep1.steps[0].predicted_graph_us == pytest.approx(14 + 0.34 * 6 + 3)
