@@ -1072,8 +1072,8 @@ def fit_cost_curve(samples: list[SizeSample], max_size: int, timings: dict[int, 
     k = REFERENCE_BANDWIDTH / bw  # attention's growth was fitted on the H200: how much slower this GPU reads
     other_gpu = not peaks.startswith("assumed") and max(k, 1 / k) >= BANDWIDTH_BAND_MIN_RATIO
     # the latency is an NVIDIA part's (H200, H100): on an AMD GPU the band alone says the bandwidth
-    nvidia = other_gpu and not _AMD_GPU.search(name_from_properties(props) or "")
-    bound = [(x.batch, int(latency_bound_attention(x, model).sum())) for x in samples] if nvidia else []
+    latency_measured = other_gpu and not _AMD_GPU.search(name_from_properties(props) or "")
+    bound = [(x.batch, int(latency_bound_attention(x, model).sum())) for x in samples] if latency_measured else []
     bound = [(bs, n) for bs, n in bound if n]
     if bound:
         model = replace(model, attention_bandwidth_ratio=k)
