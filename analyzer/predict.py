@@ -161,8 +161,9 @@ class StagingCopies:
 def piece_staging_copies(trace: Trace, rows: np.ndarray, step: np.ndarray, n_steps: int,
                          model: PredictionModel) -> StagingCopies:
     """The copies a piecewise runner makes to stage each graph piece's inputs, which a FULL graph of the step
-    does not run: per step, the device-to-device copies (by name) not launched by a graph launch that start after
-    the step's first graph-launched GPU op and before its last, among ``rows`` (GPU rows; ``step``: each one's step).
+    does not run: per step of two or more graph launches, the device-to-device copies (by name) not launched by a
+    graph launch that start after the step's first graph-launched GPU op and before its last, among ``rows`` (GPU
+    rows; ``step``: each one's step).
 
     A graph replays from fixed addresses, so a runner that captures a step in pieces copies the eager part's output
     into the next piece's static input: one copy a layer in the harness decoder's and the transformers models'
@@ -183,7 +184,10 @@ def piece_staging_copies(trace: Trace, rows: np.ndarray, step: np.ndarray, n_ste
     dtod = np.zeros(len(trace.names), dtype=bool)
     for i in np.unique(trace.name_id[rows[cp]]).tolist():  # over distinct copy names, not rows
         dtod[i] = bool(_DTOD.search(trace.names[i]))
-    cp &= dtod[trace.name_id[rows]] & (t > first[step]) & (t < last[step])
+    # pieces: two or more graph launches in the step (a FULL step's one replay has no copy between pieces)
+    pairs = np.unique(np.c_[step[gl], trace.launch_idx[rows[gl]]], axis=0)
+    pieces = np.bincount(pairs[:, 0], minlength=n_steps)[:n_steps] if pairs.size else np.zeros(n_steps, np.int64)
+    cp &= dtod[trace.name_id[rows]] & (t > first[step]) & (t < last[step]) & (pieces[step] >= 2)
     dur = trace.dur_ns[rows]
     short = cp & (dur < model.long_kernel_us * 1e3)
     return StagingCopies(count=np.bincount(step[cp], minlength=n_steps)[:n_steps],

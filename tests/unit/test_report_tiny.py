@@ -185,3 +185,7 @@ def test_piecewise_staging_copies_are_left_out_of_the_full_graph_step(tmp_path) 
     rep1 = analyze_trace(load_trace(write(tmp_path, one, name="one.json")))
     assert not any("staging" in w for w in rep1.warnings)
     assert rep1.steps[0].predicted_graph_us == pytest.approx(14 + 0.34 * 6 + 3)
+    # one replay whose kernels run either side of the copy (a FULL step, the copy on another stream): no pieces
+    full = one + [kernel(50, 3, 2, stream=9)]
+    rep2 = analyze_trace(load_trace(write(tmp_path, full, name="full.json")))
+    assert rep2.steps[0].graph_launches == 1 and not any("staging" in w for w in rep2.warnings)
