@@ -62,6 +62,13 @@
 #                                               gemma-3-1b-like on an H200 (29, seed 37; it came as an H100)
 #                                               PART 30: the same on an H200 for certain (the call passes needs_h200):
 #                                               olmo-2-1b-like, llama-3.2-3b-like (seed 41)
+#                                               PART 31: another GPU, fresh, after the latency-bound attention rule
+#                                               (commit 2ce6ab6): FULL sweeps on an H100 of four configs no H100 has
+#                                               run (falcon3-1b-like, qwen3-0.6b-like, phi-4-mini-like,
+#                                               qwen2.5-7b-like): the curve from one row, checked once
+#                                               PART 32: piecewise -> FULL on an H100, fresh, after the staging copies
+#                                               left out (commit 9f865b2): olmo-2-1b-like, falcon3-1b-like,
+#                                               gemma-3-1b-like at 4, 16, 48 rows, checked once
 #                                               PART 26: another GPU, fresh (after commit 3641ea4's band end):
 #                                               qwen3-4b-like, llama-3.1-8b-like, olmo-2-1b-like, stablelm-2-1.6b-like
 #                                               on an H100: FULL sweeps (traces/h100-2026-12-05b)
@@ -203,6 +210,24 @@ elif [ "$PART" = 26 ]; then  # another GPU, fresh: four more earlier configs on 
     done
     finish() { [ -z "$DRY" ] && tar -czf "$OUT/h100b.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) h100b/timings.json \
         $(cd "$W" && ls h100b/*_graph.json.gz) && ls -la "$OUT"; }
+elif [ "$PART" = 31 ]; then  # another GPU, fresh, after the latency-bound attention rule (nvidia-h100-x1)
+    for c in traces/h200-fresh-2026-12-03f/configs/falcon3-1b-like.json \
+             traces/h200-fresh-2026-12-03f/configs/qwen3-0.6b-like.json \
+             traces/h200-fresh-2026-12-03c/configs/phi-4-mini-like.json \
+             traces/h200-final-2026-12-03/configs/qwen2.5-7b-like.json; do
+        part "$(basename "$c" .json)" "${PART_LIMIT_S:-125}" $H --hf-config "$c" --batch-sizes $SIZES $SWEEP --out "$W/h100c"
+    done
+    finish() { [ -z "$DRY" ] && tar -czf "$OUT/h100c.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) h100c/timings.json \
+        $(cd "$W" && ls h100c/*_graph.json.gz) && ls -la "$OUT"; }
+elif [ "$PART" = 32 ]; then  # piecewise -> FULL on an H100, fresh, after the staging copies left out (nvidia-h100-x1)
+    PW="--modes piecewise,graph --batch-sizes 4,16,48 --repeats 30 --rounds 2 --warmup 5 --steps 3 --no-micro"
+    for c in traces/h200-fresh-2026-12-03f/configs/olmo-2-1b-like.json \
+             traces/h200-fresh-2026-12-03f/configs/falcon3-1b-like.json \
+             traces/h200-piecewise-2026-12-03/configs/gemma-3-1b-like.json; do
+        m=$(basename "$c" .json)
+        part "sweep-$m" "${PART_LIMIT_S:-150}" $H --hf-config "$c" $PW --out "$W/pw/$m/sweep"
+    done
+    finish() { [ -z "$DRY" ] && tar -czf "$OUT/pw.tar.gz" -C "$W" $(cd "$W" && ls log_*.txt) pw && ls -la "$OUT"; }
 elif [ "$PART" = 25 ] || [ "$PART" = 27 ]; then  # another GPU: padding and piecewise -> FULL on an H100, as 6 and 13
     Q=traces/h200-fresh-2026-12-03b/configs/qwen2.5-0.5b-like.json
     M=traces/h200-fresh-2026-12-03b/configs/smollm2-1.7b-like.json
