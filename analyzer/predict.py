@@ -158,12 +158,12 @@ class StagingCopies:
     short: np.ndarray
 
 
-def piece_staging_copies(trace: Trace, rows: np.ndarray, step: np.ndarray, n_steps: int,
+def piece_staging_copies(trace: Trace, rows: np.ndarray, step: np.ndarray, graph_launches: np.ndarray,
                          model: PredictionModel) -> StagingCopies:
     """The copies a piecewise runner makes to stage each graph piece's inputs, which a FULL graph of the step
     does not run: per step of two or more graph launches, the device-to-device copies (by name) not launched by a
     graph launch that start after the step's first graph-launched GPU op and before its last, among ``rows`` (GPU
-    rows; ``step``: each one's step).
+    rows; ``step``: each one's step; ``graph_launches``: the graph launch calls of each step).
 
     A graph replays from fixed addresses, so a runner that captures a step in pieces copies the eager part's output
     into the next piece's static input: one copy a layer in the harness decoder's and the transformers models'
@@ -173,6 +173,7 @@ def piece_staging_copies(trace: Trace, rows: np.ndarray, step: np.ndarray, n_ste
     vLLM's piecewise runner writes attention's output in place: its steps copy only before the first piece. A copy
     that model code makes between pieces stays in a FULL graph as a copy node; leaving it out puts the step
     about its time low."""
+    n_steps = graph_launches.size
     launched_by = np.where(trace.launch_idx[rows] >= 0, trace.api[np.maximum(trace.launch_idx[rows], 0)], -1)
     t = trace.start_ns[rows]
     gl = launched_by == Api.GRAPH_LAUNCH
@@ -185,9 +186,7 @@ def piece_staging_copies(trace: Trace, rows: np.ndarray, step: np.ndarray, n_ste
     for i in np.unique(trace.name_id[rows[cp]]).tolist():  # over distinct copy names, not rows
         dtod[i] = bool(_DTOD.search(trace.names[i]))
     # pieces: two or more graph launches in the step (a FULL step's one replay has no copy between pieces)
-    pairs = np.unique(np.c_[step[gl], trace.launch_idx[rows[gl]]], axis=0)
-    pieces = np.bincount(pairs[:, 0], minlength=n_steps)[:n_steps] if pairs.size else np.zeros(n_steps, np.int64)
-    cp &= dtod[trace.name_id[rows]] & (t > first[step]) & (t < last[step]) & (pieces[step] >= 2)
+    cp &= dtod[trace.name_id[rows]] & (t > first[step]) & (t < last[step]) & (graph_launches[step] >= 2)
     dur = trace.dur_ns[rows]
     short = cp & (dur < model.long_kernel_us * 1e3)
     return StagingCopies(count=np.bincount(step[cp], minlength=n_steps)[:n_steps],

@@ -614,7 +614,7 @@ def _launch_metrics(trace: Trace, row_step: np.ndarray, win: _StepWindows, eff_s
     pkey = win.pkey
     win_us = (win.w1_ns[pkey] - win.w0_ns[pkey]) / 1e3 if n_steps else np.zeros(0)
     busy_us = win.busy_ns[pkey] / 1e3 if n_steps else np.zeros(0)
-    staging = piece_staging_copies(trace, g_rows[on_prim], g_step[on_prim], n_steps, model)
+    staging = piece_staging_copies(trace, g_rows[on_prim], g_step[on_prim], graph_launches, model)
     return _LaunchMetrics(
         kernel_launches=kernel_launches, graph_launches=graph_launches, launch_api_ns=launch_api_ns,
         host_events=host_events, kernels=kernels, launched_gpu_ns=launched_gpu_ns, delay_median_ns=delay_med,
