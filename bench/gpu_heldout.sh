@@ -221,9 +221,10 @@ elif [ "$PART" = 31 ]; then  # another GPU, fresh, after the latency-bound atten
         $(cd "$W" && ls h100c/*_graph.json.gz) && ls -la "$OUT"; }
 elif [ "$PART" = 32 ]; then  # piecewise -> FULL on an H100, fresh, after the staging copies left out (nvidia-h100-x1)
     PW="--modes piecewise,graph --batch-sizes 4,16,48 --repeats 30 --rounds 2 --warmup 5 --steps 3 --no-micro"
-    for c in traces/h200-fresh-2026-12-03f/configs/olmo-2-1b-like.json \
-             traces/h200-fresh-2026-12-03f/configs/falcon3-1b-like.json \
-             traces/h200-piecewise-2026-12-03/configs/gemma-3-1b-like.json; do
+    # PW_CONFIGS: other configs (on an H200 the three above are not fresh: parts 13 and 15 ran them there).
+    for c in ${PW_CONFIGS:-traces/h200-fresh-2026-12-03f/configs/olmo-2-1b-like.json
+             traces/h200-fresh-2026-12-03f/configs/falcon3-1b-like.json
+             traces/h200-piecewise-2026-12-03/configs/gemma-3-1b-like.json}; do
         m=$(basename "$c" .json)
         part "sweep-$m" "${PART_LIMIT_S:-150}" $H --hf-config "$c" $PW --out "$W/pw/$m/sweep"
     done
