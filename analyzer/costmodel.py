@@ -1156,6 +1156,13 @@ def fit_cost_curve(samples: list[SizeSample], max_size: int, timings: dict[int, 
 #: falls back to where the trace holds too few eager launches to measure its own host (``predict.host_us_per_launch``).
 DEFAULT_HOST_US_PER_LAUNCH = 7.95
 
+#: What a GPU-bound eager step takes past its FULL graph's replay, per kernel, us: kernels launched one by one from a
+#: stream's queue start further apart on the GPU than a graph's nodes do, however far ahead the host runs. Measured
+#: on every committed sweep with eager and FULL-graph truth where the host's launches take under 0.7 of the graph
+#: step (``bench/eager_host_eval.py``, set 5): median 0.99 us over 56 H200 rows of 19 models (p10-p90 0.88-1.10), 1.05
+#: and 1.13 on two H100 rows.
+EAGER_GAP_OVER_NODE_US = 1.0
+
 
 @dataclass(frozen=True)
 class EagerCurve:
@@ -1178,11 +1185,14 @@ class EagerCurve:
 
 
 def eager_curve(graph: CostCurve, kernels_per_step: float, eager_bs: np.ndarray, eager_us: np.ndarray,
-                host: HostLaunchCost | None = None, among_graphs: bool = False) -> EagerCurve:
+                host: HostLaunchCost | None = None, among_graphs: bool = False,
+                device_name: str | None = None) -> EagerCurve:
     """The eager cost per size of a trace that may hold only graph steps: an eager step launches each of its
     ``kernels_per_step`` kernels from the host, so it takes at least that many times the host's cost per launch,
-    and at least the graph step. The cost per launch is ``host.us``, measured on the trace's own eager launches
-    (:func:`launchgap.predict.host_us_per_launch`), else :data:`DEFAULT_HOST_US_PER_LAUNCH` (a prior). Where the
+    and at least the graph step plus :data:`EAGER_GAP_OVER_NODE_US` per kernel (a GPU-bound eager step: the
+    stream's kernels start further apart than a graph's nodes; measured on NVIDIA GPUs: an AMD ``device_name`` keeps
+    the graph step alone). The cost per launch is ``host.us``, measured on the
+    trace's own eager launches (:func:`launchgap.predict.host_us_per_launch`), else :data:`DEFAULT_HOST_US_PER_LAUNCH` (a prior). Where the
     trace has eager decode steps (fallbacks, uncaptured sizes: ``eager_bs``, their unprofiled cost ``eager_us``)
     that estimate is scaled to agree with them (the median ratio), unless they ran ``among_graphs`` (the trace
     replays graphs) and the host's cost was measured: profiled among graph replays an eager step runs 1.8-3.3x its
@@ -1190,7 +1200,10 @@ def eager_curve(graph: CostCurve, kernels_per_step: float, eager_bs: np.ndarray,
     scaled estimate +43% median against the unprofiled eager truth, the launch intervals alone 9.6%;
     docs/planner.md)."""
     per, how = _host_cost(host)
-    est = np.maximum(graph.us, kernels_per_step * per)
+    gap = 0.0 if device_name and _AMD_GPU.search(device_name) else EAGER_GAP_OVER_NODE_US
+    est = np.maximum(graph.us + kernels_per_step * gap, kernels_per_step * per)
+    bound = f"at least the graph step plus {gap:g} us per kernel (a GPU-bound eager step)" if gap else \
+        "at least the graph step (a GPU-bound eager step's gap per kernel was measured on NVIDIA GPUs only)"
     eager_bs = np.asarray(eager_bs, dtype=np.int64)
     eager_us = np.asarray(eager_us, dtype=float)
     ok = (eager_bs > 0) & (eager_bs <= graph.max_size) & np.isfinite(eager_us) & (eager_us > 0)
@@ -1203,7 +1216,7 @@ def eager_curve(graph: CostCurve, kernels_per_step: float, eager_bs: np.ndarray,
     unused = f"; its {int(ok.sum())} eager decode step(s) among graph replays do not scale it (profiled there, an " \
              f"eager step runs 1.8-3.3x its unprofiled time)" if ok.any() else ""
     return EagerCurve(est, "estimate", f"estimated: {kernels_per_step:,.0f} kernels per step x {how} (a host-bound "
-                                       f"eager step), at least the graph step{unused}", floor=not measured)
+                                       f"eager step), {bound}{unused}", floor=not measured)
 
 
 def _host_cost(host: HostLaunchCost | None) -> tuple[float, str]:

@@ -5,8 +5,8 @@ harness host's micro-benchmark), and what the engine traces give.
     python bench/eager_host_eval.py            # one table per check
     python bench/eager_host_eval.py --json out.json
 
-The eager step is estimated as ``max(graph step, kernels per step x host us per launch)`` (``costmodel.eager_curve``
-without eager steps). The host's cost per launch, read several ways:
+The eager step is estimated as ``max(graph step + 1 us x kernels per step, kernels per step x host us per launch)``
+(``costmodel.eager_curve`` without eager steps; the graph step alone before set 5). The host's cost per launch, read several ways:
 
 * ``prior``: 7.95 us (before);
 * ``graph steps``: measured on the launches outside the trace's eager steps (the eager steps hidden, as a FULL-graph
@@ -29,6 +29,10 @@ an eager trace is a model launch, so the estimate is checked where the profiler'
 profiler``: the analyzer's own unprofiled-step estimate.
 Set 3, engine traces (traces/engines): the host figure each gives, its eager source, and at how many sizes eager and
 graph costs tie.
+Set 5, the GPU-bound end (``costmodel.EAGER_GAP_OVER_NODE_US``): every committed sweep row with unprofiled eager and
+FULL-graph truth whose eager step the GPU bounds (its kernels times the host's cost per launch, read off the same
+model's eager step at one row, under 0.7 of the graph step): what the eager step takes past the graph step per kernel,
+and the eager estimate's error as the graph step alone (before) and with that gap per kernel.
 """
 from __future__ import annotations
 
@@ -42,7 +46,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from launchgap.costmodel import DEFAULT_HOST_US_PER_LAUNCH  # noqa: E402
+from launchgap.costmodel import DEFAULT_HOST_US_PER_LAUNCH, EAGER_GAP_OVER_NODE_US  # noqa: E402
 from launchgap.loaders import load_trace  # noqa: E402
 from launchgap.overhead import detect_profiler_settings, estimate_overhead  # noqa: E402
 from launchgap.predict import PythonCost, eager_launch_intervals_us, host_us_per_launch  # noqa: E402
@@ -116,6 +120,12 @@ def variants(tr: Trace, rep: TraceReport, row_step: np.ndarray) -> dict[str, flo
             "interval mean": float(iv.mean()) if iv.size else None, "op median": op_med, "op mean": op_mean}
 
 
+def eager_floor(graph_us: np.ndarray, kernels: float, host_us: float) -> np.ndarray:
+    """The eager step ``costmodel.eager_curve`` estimates without eager steps: host-bound (kernels x the host's cost
+    per launch) or GPU-bound (the graph step plus ``EAGER_GAP_OVER_NODE_US`` per kernel), whichever is longer."""
+    return np.maximum(graph_us + kernels * EAGER_GAP_OVER_NODE_US, kernels * host_us)
+
+
 def serving_row(name: str, path: Path, truth: dict[int, float]) -> dict:
     tr = load_trace(path)
     rep = analyze_trace(tr)
@@ -127,7 +137,7 @@ def serving_row(name: str, path: Path, truth: dict[int, float]) -> dict:
     graph = rep.cost_curve.at(sizes)
 
     def err(h: float | None) -> float | None:
-        return None if h is None else float(np.median(np.maximum(graph, graph_kernels * h) / t_us - 1))
+        return None if h is None else float(np.median(eager_floor(graph, graph_kernels, h) / t_us - 1))
 
     per_event, python_us = interval_costs(tr, rep)
     hidden = host_us_per_launch(tr, row_step, per_event, rows=~np.isin(row_step, eager_steps), python_us=python_us)
@@ -199,7 +209,7 @@ def vllm_rows() -> list[dict]:
         graph = rep.cost_curve.at(sizes)
 
         def err(h: float | None) -> float | None:
-            return None if h is None else float(np.median(np.maximum(graph, kernels * h) / t_us - 1))  # noqa: B023
+            return None if h is None else float(np.median(eager_floor(graph, kernels, h) / t_us - 1))  # noqa: B023
 
         us = variants(tr, rep, row_step)
         errs = {"prior": err(DEFAULT_HOST_US_PER_LAUNCH), **{k: err(v) for k, v in us.items()},
@@ -224,6 +234,38 @@ def engine_rows() -> list[dict]:
         rows.append({"trace": str(p.relative_to(T)), "mode": rep.mode, "eager": rep.eager_curve.source,
                      "intervals": h.intervals, "host_us": h.us, "sizes": int(g.size),
                      "tie_sizes": int(np.count_nonzero(e <= g * (1 + 1e-9))), "detail": rep.eager_curve.detail})
+    return rows
+
+
+#: Set 5: a sweep's step counts as GPU-bound where its kernels times the host's cost per launch (read off the same
+#: model's eager step at one row, which the host bounds) take under this share of the FULL-graph step.
+GPU_BOUND_HOST_SHARE = 0.7
+
+
+def gpu_bound_rows() -> list[dict]:
+    """Set 5: every committed sweep row with an unprofiled eager and FULL-graph step where the eager step is
+    GPU-bound: what the eager step takes past the graph step, per kernel (``EAGER_GAP_OVER_NODE_US``'s measure), and
+    the eager estimate's error without the gap (the graph step, the floor before) and with it."""
+    rows, seen = [], set()
+    for tim in sorted(T.glob("**/timings*.json")):
+        doc = json.loads(tim.read_text())
+        by_model: dict[str, dict[int, dict]] = {}
+        for r in doc.get("rows") or []:
+            if r.get("eager_us") and r.get("graph_us") and r.get("kernels_per_step"):
+                by_model.setdefault(r["model"], {})[int(r["batch_size"])] = r
+        for model, sizes in by_model.items():
+            if 1 not in sizes:
+                continue
+            host = sizes[1]["eager_us"] / sizes[1]["kernels_per_step"]
+            for b, r in sorted(sizes.items()):
+                e, g, k = float(r["eager_us"]), float(r["graph_us"]), float(r["kernels_per_step"])
+                key = (doc.get("device"), model, b, round(g))  # a sweep committed twice (a set and its subset)
+                if k * host >= GPU_BOUND_HOST_SHARE * g or key in seen:
+                    continue
+                seen.add(key)
+                rows.append({"trace": f"{tim.parent.relative_to(T)}:{model} bs{b}", "device": doc.get("device"),
+                             "eager_us": e, "graph_us": g, "kernels": k, "gap_us_per_kernel": (e - g) / k,
+                             "err_graph": g / e - 1, "err_floor": (g + k * EAGER_GAP_OVER_NODE_US) / e - 1})
     return rows
 
 
@@ -272,8 +314,22 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {r['trace']}: {r['mode']}, eager {r['eager']}, {r['intervals']} intervals, host "
                   f"{_us(r['host_us'])} us; eager = graph at {r['tie_sizes']} of {r['sizes']} sizes")
             print(f"      {r['detail']}")
+    bound = gpu_bound_rows()
+    print(f"\nSet 5, GPU-bound eager steps of the committed sweeps (kernels x the one-row host cost per launch under "
+          f"{GPU_BOUND_HOST_SHARE:g} of the graph step): eager step past the FULL-graph step, per kernel")
+    for dev in sorted({r["device"] for r in bound}):
+        mine = [r for r in bound if r["device"] == dev]
+        gap = np.array([r["gap_us_per_kernel"] for r in mine])
+        p10, p90 = np.percentile(gap, [10, 90])
+        print(f"  {dev}: {len(mine)} rows of {len({r['trace'].split(' bs')[0] for r in mine})} sweeps: median "
+              f"{np.median(gap):.3f} us per kernel (p10-p90 {p10:.3f}-{p90:.3f}, {gap.min():.3f}-{gap.max():.3f})")
+        for key, what in (("err_graph", "the graph step (before)"),
+                          ("err_floor", f"graph + {EAGER_GAP_OVER_NODE_US:g} us per kernel")):
+            v = np.array([r[key] for r in mine])
+            print(f"    eager estimated as {what}: median error {np.median(v):+.2%}, worst {v[np.abs(v).argmax()]:+.2%}")
     if args.json:
-        args.json.write_text(json.dumps({"serving": serving, "eager_recordings": eager, "vllm": vllm, "engines": eng}, indent=1))
+        args.json.write_text(json.dumps({"serving": serving, "eager_recordings": eager, "vllm": vllm, "engines": eng,
+                                         "gpu_bound": bound}, indent=1))
     return 0
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from ..costmodel import SHORT_KERNEL_US, CostCurve, EagerCurve, eager_curve, fit_cost_curve, graph_kernel_excess, \
     trace_samples
 from ..gaps import DeviceBusy
-from ..gpus import device_properties_of
+from ..gpus import device_properties_of, name_from_properties
 from ..host_gaps import HostGaps, host_gaps
 from ..overhead import OverheadEstimate
 from ..predict import PredictionModel, host_us_per_launch
@@ -155,7 +155,7 @@ def assemble_serving(trace: Trace, row_step: np.ndarray, all_step_names: list[st
     if np.isfinite(curve.us).all():
         host = host_us_per_launch(trace, row_step, overhead.us_per_event_anywhere, python_us=overhead.python_us)
         eager = eager_curve(curve, kernels, batch[eager_steps], unprof[eager_steps], host,
-                            among_graphs=bool(is_graph.any()))
+                            among_graphs=bool(is_graph.any()), device_name=name_from_properties(props))
     unknown = source == "inferred"  # a batch's real bucket is unknown: padding is not costed
     padded = (ss.padded_rows >= 0) & (not unknown)
     pad = padding_cost(curve, np.where(padded, ss.bucket, -1), np.where(padded, batch, -1))

@@ -43,10 +43,11 @@ def _verdict(plan: Plan) -> str:
 
 
 #: After a figure read from eager costs that are a floor (:attr:`Plan.eager_floor`).
-EAGER_FLOOR_TEXT = ": eager estimated at a bare launch's host cost per kernel, a floor for model code"
+EAGER_FLOOR_TEXT = (": eager estimated at a floor for model code (a bare launch's host cost per kernel, at least the "
+                    "graph step plus the GPU's gap per kernel)")
 #: After a crossover read from such costs (not on a tie: :attr:`Plan.crossover_on_tie` says that one).
-CROSSOVER_FLOOR_TEXT = ("by an eager estimate that is a floor (a bare launch's host cost per kernel): graphs may win "
-                        "further up")
+CROSSOVER_FLOOR_TEXT = ("by an eager estimate that is a floor (a bare launch's host cost per kernel, at least the "
+                        "graph step plus the GPU's gap per kernel): graphs may win further up")
 
 
 def tied_eager_text(plan: Plan) -> str:

@@ -437,6 +437,11 @@ def test_eager_costs_at_the_prior_are_a_floor_the_plan_says():
     text = render_plan(plan)
     assert "us vs at least 40.0 us all-eager (at least " in text
     assert ("graphs win less than 200% from batch size 5 up by an eager estimate that is a floor (a bare launch's "
-            "host cost per kernel): graphs may win further up; measure an eager step to place it") in text
+            "host cost per kernel, at least the graph step plus the GPU's gap per kernel): graphs may win further up; "
+            "measure an eager step to place it") in text
+    assert text.splitlines()[0] == (
+        "Capture 3 graphs [1, 4, 6]: expected step 12.7 us vs at least 40.0 us all-eager (at least 3.16x: eager "
+        "estimated at a floor for model code (a bare launch's host cost per kernel, at least the graph step plus the "
+        "GPU's gap per kernel)); 5.0% faster than the best server default (vLLM, 51 graphs).")
     plain = plan_capture(costs_from_curves([graph_trace(False)]), {1: 1.0, 4: 1.0, 6: 1.0}, PlanOptions(win_threshold=2.0))
     assert not plain.eager_floor and "at least" not in render_plan(plain).split("\n")[0]

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from launchgap.costmodel import DEFAULT_HOST_US_PER_LAUNCH, CostCurve, eager_curve
+from launchgap.costmodel import DEFAULT_HOST_US_PER_LAUNCH, EAGER_GAP_OVER_NODE_US, CostCurve, eager_curve
 from launchgap.loaders import load_trace
 from launchgap.predict import (
     MIN_HOST_INTERVALS, HostLaunchCost, PredictionModel, eager_launch_intervals_us, host_us_per_launch,
@@ -84,21 +84,23 @@ def _curve() -> CostCurve:
 
 def test_eager_curve_measured_host_cost() -> None:
     e = eager_curve(_curve(), 2.0, np.zeros(0), np.zeros(0), HostLaunchCost(7.0, 150))
-    # 2 kernels x 7 us = 14, at least the graph step
-    assert e.us.tolist() == [14.0, 20.0, 30.0] and e.source == "estimate"
+    # 2 kernels x 7 us = 14, at least the graph step plus 1 us a kernel (12, 22, 32)
+    assert EAGER_GAP_OVER_NODE_US == 1.0
+    assert e.us.tolist() == [14.0, 22.0, 32.0] and e.source == "estimate"
     assert e.detail == ("estimated: 2 kernels per step x 7 us per launch (measured: median of 150 intervals between "
-                        "the trace's eager launches) (a host-bound eager step), at least the graph step")
+                        "the trace's eager launches) (a host-bound eager step), at least the graph step plus 1 us per kernel "
+                        "(a GPU-bound eager step)")
     assert not e.floor  # the host's own cost: an estimate, not a floor
 
 
 def test_eager_curve_falls_back_to_the_prior() -> None:
     e = eager_curve(_curve(), 2.0, np.zeros(0), np.zeros(0), HostLaunchCost(None, 4))
     assert DEFAULT_HOST_US_PER_LAUNCH == 7.95
-    assert e.us.tolist() == [15.9, 20.0, 30.0] and e.source == "estimate"
+    assert e.us.tolist() == [15.9, 22.0, 32.0] and e.source == "estimate"
     assert e.detail == ("estimated: 2 kernels per step x 7.95 us per launch (a prior, the H200 harness host: 4 "
                         "intervals between eager launches in the trace, fewer than 50 to measure its own) (a "
-                        "host-bound eager step), at least the graph step")
-    assert eager_curve(_curve(), 2.0, np.zeros(0), np.zeros(0)).us.tolist() == [15.9, 20.0, 30.0]
+                        "host-bound eager step), at least the graph step plus 1 us per kernel (a GPU-bound eager step)")
+    assert eager_curve(_curve(), 2.0, np.zeros(0), np.zeros(0)).us.tolist() == [15.9, 22.0, 32.0]
     assert e.floor and eager_curve(_curve(), 2.0, np.zeros(0), np.zeros(0)).floor  # a bare launch's cost: a floor
     # the flag survives a fleet summary's round trip
     from launchgap.costmodel import curve_from_dict, curve_to_dict
@@ -107,13 +109,27 @@ def test_eager_curve_falls_back_to_the_prior() -> None:
                                                                    HostLaunchCost(7.0, 150))))[1].floor
     many = eager_curve(_curve(), 2.0, np.zeros(0), np.zeros(0), HostLaunchCost(None, 150))
     assert many.detail.endswith("150 intervals between eager launches in the trace, their median, less the "
-                                "profiler's cost, not above 0) (a host-bound eager step), at least the graph step")
+                                "profiler's cost, not above 0) (a host-bound eager step), at least the graph step "
+                                "plus 1 us per kernel (a GPU-bound eager step)")
+
+
+def test_eager_curve_gpu_bound_end_on_nvidia_and_amd() -> None:
+    # 100 kernels x 0.05 us (a fast host): GPU-bound. NVIDIA (or an unknown GPU): graph + 100 x 1 us; an AMD GPU,
+    # where the gap was not measured: the graph step alone (a tie)
+    fast = HostLaunchCost(0.05, 150)
+    assert eager_curve(_curve(), 100.0, np.zeros(0), np.zeros(0), fast, device_name="NVIDIA H100 80GB HBM3"
+                       ).us.tolist() == [110.0, 120.0, 130.0]
+    assert eager_curve(_curve(), 100.0, np.zeros(0), np.zeros(0), fast).us.tolist() == [110.0, 120.0, 130.0]
+    amd = eager_curve(_curve(), 100.0, np.zeros(0), np.zeros(0), fast, device_name="AMD Instinct MI300X")
+    assert amd.us.tolist() == [10.0, 20.0, 30.0]
+    assert amd.detail.endswith("(a host-bound eager step), at least the graph step (a GPU-bound eager step's gap per "
+                               "kernel was measured on NVIDIA GPUs only)")
 
 
 def test_eager_steps_scale_the_estimate() -> None:
-    # eager step at bs 1 measured 28 us: the estimate there (14) is scaled by 2 everywhere
+    # eager step at bs 1 measured 28 us: the estimate there (14) is scaled by 2 everywhere (14, 22, 32)
     e = eager_curve(_curve(), 2.0, np.array([1]), np.array([28.0]), HostLaunchCost(7.0, 150))
-    assert e.us.tolist() == [28.0, 40.0, 60.0] and e.source == "eager steps" and not e.floor
+    assert e.us.tolist() == [28.0, 44.0, 64.0] and e.source == "eager steps" and not e.floor
     assert e.detail == ("1 eager decode step(s) of the trace: 2 kernels x 7 us per launch (measured: median of 150 "
                         "intervals between the trace's eager launches), scaled by 2 to agree with them")
 
@@ -123,13 +139,14 @@ def test_eager_steps_among_graph_replays_do_not_scale_a_measured_host_cost() -> 
     # among graph replays an eager step runs far above its unprofiled time); with the prior, the step still scales
     steps = (np.array([1]), np.array([28.0]))
     e = eager_curve(_curve(), 2.0, *steps, HostLaunchCost(7.0, 150), among_graphs=True)
-    assert e.us.tolist() == [14.0, 20.0, 30.0] and e.source == "estimate"
+    assert e.us.tolist() == [14.0, 22.0, 32.0] and e.source == "estimate"
     assert e.detail == ("estimated: 2 kernels per step x 7 us per launch (measured: median of 150 intervals between "
-                        "the trace's eager launches) (a host-bound eager step), at least the graph step; its 1 eager "
+                        "the trace's eager launches) (a host-bound eager step), at least the graph step plus 1 us per "
+                        "kernel (a GPU-bound eager step); its 1 eager "
                         "decode step(s) among graph replays do not scale it (profiled there, an eager step runs "
                         "1.8-3.3x its unprofiled time)")
     prior = eager_curve(_curve(), 2.0, *steps, HostLaunchCost(None, 4), among_graphs=True)
-    assert prior.us == pytest.approx([28.0, 20.0 * 28 / 15.9, 30.0 * 28 / 15.9]) and prior.source == "eager steps"
+    assert prior.us == pytest.approx([28.0, 22.0 * 28 / 15.9, 32.0 * 28 / 15.9]) and prior.source == "eager steps"
     assert not prior.floor  # scaled to a measured eager step
 
 
