@@ -272,10 +272,13 @@ st.dataframe(pd.DataFrame([{"graphs": p.graphs, "expected step (us)": p.expected
 st.subheader("Configs to copy")
 if not plan.buckets and plan.eager_equals_graph:
     st.caption(md_escape(TIE_CONFIG_NOTE))
-tabs = st.tabs([BASELINE_LABELS[s] for s in SERVERS])
+# the loaded traces' own engine's tab first (st.tabs opens on the first)
+ran = {e.report.summary.engine for e in entries}
+servers = sorted(SERVERS, key=lambda s: s not in ran)
+tabs = st.tabs([BASELINE_LABELS[s] for s in servers])
 snippets = plan.config_snippets()
 configs = plan.configs()
-for tab, name in zip(tabs, SERVERS):  # three servers
+for tab, name in zip(tabs, servers):  # three servers
     with tab:
         st.code(json.dumps(configs[name]), language="json", wrap_lines=True)
         st.code(snippets[name], language=engine(name).SNIPPET_LANGUAGE)

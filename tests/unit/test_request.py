@@ -139,11 +139,21 @@ def test_the_page_scores_the_traces_current_list_as_the_command_does(capsys) -> 
 
 
 def test_the_page_says_a_tie_is_no_reason_to_turn_graphs_off() -> None:
-    # a vLLM FULL-graph trace alone: its eager cost is only estimated, at its floor (the graph step)
+    # a vLLM FULL-graph trace alone: its eager cost is only estimated, at its floor (the graph step: an MI300X, where
+    # the GPU-bound eager step's gap per kernel was not measured)
     full = Path(__file__).resolve().parents[2] / "traces/engines/tracelens-vllm-decode-fullgraph-mi300x/graph_execution.json.gz"
     at = page_plan([full])
     assert at.code[0].value == "none: the costs tie (eager only estimated): measure eager steps first"
     assert md_escape(TIE_CONFIG_NOTE) in [c.value for c in at.caption]
+    assert [t.label for t in at.tabs] == ["vLLM", "SGLang", "TensorRT-LLM"]
+
+
+def test_the_configs_open_on_the_traces_own_engine() -> None:
+    sglang = Path(__file__).resolve().parents[2] / "traces/engines/tracelens-sglang-qwen3-8b-decode-mi300x/sglang_Qwen3-8B_decode.json.gz"
+    at = page_plan([sglang])
+    assert [t.label for t in at.tabs] == ["SGLang", "vLLM", "TensorRT-LLM"]
+    # an MI300X trace ties (no graph): SGLang's own words for it under its own tab
+    assert [c.value for c in at.tabs[0].code] == ['{"cuda_graph_bs": []}', "--disable-cuda-graph"]
 
 
 def test_the_same_budgets_on_every_path(traces, capsys) -> None:
