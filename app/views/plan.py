@@ -210,7 +210,7 @@ m1, m2, m3, m4 = st.columns(4)
 m1.metric("Graphs to capture", f"{plan.score.n_graphs}", border=True,
           help=f"Budget allows {plan.max_graphs_effective if plan.max_graphs_effective is not None else 'any number'}.")
 m2.metric("Expected step", f"{plan.expected_step_us:,.0f} us", border=True)
-m3.metric("Speedup vs all eager", f"{'≥ ' if plan.eager_floor else ''}{plan.speedup_vs_all_eager:.1f}x", border=True,
+m3.metric("Speedup vs all eager", f"{'≥ ' if plan.eager_floor else ''}{plan.speedup_vs_all_eager:.2f}x", border=True,
           help=f"At least{EAGER_FLOOR_TEXT}." if plan.eager_floor else None)
 floor_cross = "≥ " if plan.eager_floor and not plan.crossover_on_tie else ""  # the win read from a floor: may lie higher
 m4.metric("Crossover batch size",
