@@ -27,7 +27,9 @@ only read these attributes (a unit test checks every registered module has them)
   functions in ``with_stack`` traces) that name the engine's host work between steps (scheduler,
   input preparation, sampler, output processing; :mod:`launchgap.host_gaps`);
 * ``capture_config(buckets, padding)`` / ``config_snippet(buckets, padding)`` and
-  ``SNIPPET_LANGUAGE``: the settings that capture a bucket list.
+  ``SNIPPET_LANGUAGE``: the settings that capture a bucket list;
+* ``MIXED_STEPS_ON_LIST``: how the engine's default runs a prefill or mixed step on that list (words after "runs
+  them"), or ``None`` where its list captures decode batches only.
 
 Adding an engine is one module here and one entry in :data:`ENGINE_MODULES`.
 """
@@ -48,7 +50,7 @@ ENGINE_MODULES = ("vllm", "sglang", "tensorrt_llm")
 REQUIRED = ("NAME", "LABEL", "VERSIONS_READ", "STEP_MARKERS", "CAPTURE_ANNOTATION", "PYTHON_CUE", "OP_CUE",
             "COLLECTIVE_KERNELS", "CAPTURE_LISTS", "DEFAULT_MAX_SIZE", "default_sizes", "capture_config",
             "config_snippet", "SNIPPET_LANGUAGE", "HOST_PHASES", "parse_config", "trace_default", "TOKEN_KERNELS",
-            "REQUEST_KERNELS", "STATE_KERNELS", "PHASE_KERNELS")
+            "REQUEST_KERNELS", "STATE_KERNELS", "PHASE_KERNELS", "MIXED_STEPS_ON_LIST")
 
 ENGINES: tuple[ModuleType, ...] = tuple(importlib.import_module(f"{__name__}.{m}") for m in ENGINE_MODULES)
 #: Engine names (JSON keys), in registry order.

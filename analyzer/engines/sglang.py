@@ -33,6 +33,10 @@ from ._base import CaptureSettings, PhaseKernel, StepInfo, StepMarker, capture_l
 NAME = "sglang"
 LABEL = "SGLang"
 SNIPPET_LANGUAGE = "bash"
+#: How the default runs a prefill or mixed step on the capture list (see ``vllm.MIXED_STEPS_ON_LIST``): not at all,
+#: its CUDA graphs run decode batches only by default (a prefill's piecewise graphs,
+#: ``--enable-piecewise-cuda-graph``, take their own token list).
+MIXED_STEPS_ON_LIST = None
 VERSIONS_READ = (
     "sgl-project/sglang python/sglang/srt/model_executor/model_runner.py _build_step_span_name (PR #23419); "
     "spans of graph replays (PR #32850) and roofline aggregates (PR #24911)",

@@ -30,6 +30,10 @@ from ._base import CaptureSettings, PhaseKernel, StepInfo, StepMarker, capture_l
 NAME = "tensorrt_llm"
 LABEL = "TensorRT-LLM"
 SNIPPET_LANGUAGE = "yaml"
+#: How the default runs a prefill or mixed step on the capture list (see ``vllm.MIXED_STEPS_ON_LIST``): not at all,
+#: ``cuda_graph_config`` captures generation-only batches (a context phase's piecewise graphs take their own
+#: ``prefill_capture_num_tokens``).
+MIXED_STEPS_ON_LIST = None
 VERSIONS_READ = (
     "NVIDIA/TensorRT-LLM tensorrt_llm/_torch/pyexecutor/py_executor.py @ 9521caf4 (_forward_step NVTX range, "
     "TLLM_PROFILE_START_STOP, TLLM_TORCH_PROFILE_TRACE)",

@@ -118,6 +118,14 @@ DEFAULT_MAX_SIZE = 512
 V0_DEFAULT_MAX_SIZE = 256
 
 
+#: How the engine's default runs a step that is not a uniform decode batch (prefill, or prefill beside decode rows)
+#: on its capture list: ``cudagraph_mode=FULL_AND_PIECEWISE`` (the V1 default since 0.11) dispatches such a batch
+#: to the PIECEWISE graphs of the same ``cudagraph_capture_sizes``, its tokens padded to the next size, eager above
+#: the largest (``vllm/v1/cudagraph_dispatcher.py``; docs/design/cuda_graphs.md).
+MIXED_STEPS_ON_LIST = "as PIECEWISE graphs of the same list (cudagraph_mode FULL_AND_PIECEWISE, the default), their " \
+                      "tokens padded to the next size, eager above the largest"
+
+
 def v1_sizes(max_size: int | None = None, padding: str = "pad") -> list[int]:
     """V1 default: ``[1, 2, 4] + range(8, 256, 8) + range(256, max + 1, 16)``, max 512 by default."""
     top = DEFAULT_MAX_SIZE if max_size is None else max_size

@@ -29,6 +29,7 @@ from ..files import MAX_SMALL_FILE_BYTES, read_json_file
 from ..timings import load_timings
 from ..costmodel import CostCurve, EagerCurve
 from ..host_gaps import whole_steps_us
+from ..engines import engine
 from .costs import CostSeries, CostTable, size_span, table_from_series
 from ..dims import ModelDims
 from .memory import dims_section
@@ -88,6 +89,9 @@ class TraceSteps:
     host_between_us: float = 0.0
     #: The serving engine whose markers the trace holds (``summary.engine``; ``None`` when none or not known).
     engine: str | None = None
+    #: Tokens each step processed (prompt tokens plus generated ones; -1 where the trace does not say), one entry per
+    #: step as ``batch_size``; ``None`` where not known at all (a fleet summary).
+    tokens: np.ndarray | None = None
 
     def whole(self, eager_us, graph_us) -> tuple:
         """Eager and graph costs (us) as the engine's whole steps, the time between steps included
@@ -335,6 +339,38 @@ def left_out_steps_note(traces: Sequence[TraceSteps]) -> str | None:
     return (f"{n} {' or '.join(phases)} step{'s' if n != 1 else ''} of the serving trace(s) left out of the "
             f"plan ({n / out.size:.0%} of their steps, {share_us:.0%} of their profiled step time): it is for decode "
             f"batches, and that time is what it does not change")
+
+
+def mixed_steps_note(traces: Sequence[TraceSteps], buckets: Sequence[int], current: Sequence[int] | None = None,
+                     current_from: str | None = None) -> str | None:
+    """One line on what a plan's list does to the serving traces' prefill and mixed steps where their engine runs
+    such steps on the same capture list (``MIXED_STEPS_ON_LIST`` of its module: vLLM's default dispatches them to
+    PIECEWISE graphs of the list, their tokens padded up, eager above its largest size): how many of them, of which
+    token counts, fit the plan's list and the server's current one (``current``, as the plan scores it; ``current_from`` says
+    where it came from, e.g. "from vLLM log vllm.log"); ``None`` where no trace's engine does so or no such step's tokens are known. The plan prices decode steps only: this says what else the
+    list changes."""
+    per_engine: dict[str, list[np.ndarray]] = {}
+    for t in traces:
+        if t.benchmark or t.engine is None or t.tokens is None or engine(t.engine).MIXED_STEPS_ON_LIST is None:
+            continue
+        other = np.array([ph in ("prefill", "mixed") for ph in t.phase], dtype=bool) & (t.tokens > 0)
+        if other.any():
+            per_engine.setdefault(t.engine, []).append(t.tokens[other])
+    if len(per_engine) != 1:  # none, or traces of two engines: no one list to speak of
+        return None
+    (name, found), = per_engine.items()
+    tokens = np.concatenate(found)
+    top = max(buckets) if buckets else 0
+    server = ""
+    if current:
+        now = max(current)
+        server = f" and {int((tokens <= now).sum())} the current one (largest {now:,}" + \
+            (f", {current_from})" if current_from else ")")
+    eng = engine(name)
+    return (f"{eng.LABEL} runs prefill and mixed steps {eng.MIXED_STEPS_ON_LIST}: of the serving trace(s)' "
+            f"{tokens.size} such step{'s' if tokens.size != 1 else ''} ({int(tokens.min()):,}-{int(tokens.max()):,} "
+            f"tokens), {int((tokens <= top).sum())} fit this plan's list (largest {top:,}){server}; the plan prices "
+            f"decode steps only")
 
 
 def distribution_from_steps(traces: Sequence[TraceSteps]) -> dict[int, float]:

@@ -63,6 +63,7 @@ from .inputs import (
     kernels_per_step_from_steps,
     kernels_per_step_from_timings,
     left_out_steps_note,
+    mixed_steps_note,
     load_distribution,
     load_model_dims,
     looks_like_timings,
@@ -429,6 +430,12 @@ def build_plan(request: PlanRequest) -> tuple[Plan, list[str]]:
             notes.append(f"graph memory and capture time: {list_cost.source}")
     plan = plan_capture(costs, dist, request.options, dims=dims, memory_model=filled.value.get("memory_model"),
                         nodes_per_size=nodes, baselines=_baselines(request, filled), list_cost=list_cost)
+    cur_src = filled.source.get("capture_sizes")
+    assumed = cur_src is not None and cur_src.kind == "traces" and all(
+        (t.capture_sizes_detail or "").startswith("default:") for t in _steps(cur_src) if t.capture_sizes)
+    cur_from = None if cur_src is None else ("the engine's default, assumed" if assumed else f"from {cur_src.name}")
+    if (mixed := mixed_steps_note(traces, plan.buckets, filled.value.get("capture_sizes"), cur_from)) is not None:
+        notes.append(mixed)
     for inp in request.inputs:  # what the plan does to the ceiling a server log shows
         if inp.kind == "server_log" and isinstance(inp.value, LogDiagnosis):
             notes += ceiling_notes(inp.value, plan.buckets)
@@ -511,7 +518,8 @@ def trace_steps(report: TraceReport, name: str | None = None, benchmark: bool = 
         capture_sizes=tuple(s.capture_sizes) if s.capture_sizes and s.capture_sizes_source != "inferred" else None,
         capture_sizes_detail=f"{s.capture_sizes_source}: {s.capture_sizes_detail}" if s.capture_sizes else None,
         warnings=tuple(report.warnings), notes=tuple(plan_caveats(s, steps, benchmark)),
-        engine=s.engine, **dict(zip(("gpu_between_us", "host_between_us"), between_steps_us(s))))
+        engine=s.engine, tokens=np.array([-1 if st.tokens is None else st.tokens for st in steps], dtype=np.int64),
+        **dict(zip(("gpu_between_us", "host_between_us"), between_steps_us(s))))
 
 
 #: The step markers of a ``launchgap record`` sweep: ``decode_step[bs=8]`` (nothing else in it), or the

@@ -109,9 +109,17 @@ def test_plan_from_a_vllm_serving_trace_and_its_log(vllm_dir: Path, tmp_path: Pa
     assert ("3 mixed or prefill steps of the serving trace(s) left out of the plan (5% of their steps, 48% of their "
             "profiled step time): it is for decode batches, and that time is what it does not change") in plan["inputs"]
     assert max(plan["buckets"]) == 48 and plan["expected_step_us"] < plan["all_eager_expected_step_us"]
-    # and from the trace alone, the same distribution and an exit 0
+    # vLLM runs those on the same list (PIECEWISE graphs): none fits either list (the trace ran all three eager)
+    mixed = ("vLLM runs prefill and mixed steps as PIECEWISE graphs of the same list (cudagraph_mode "
+             "FULL_AND_PIECEWISE, the default), their tokens padded to the next size, eager above the largest: of the "
+             "serving trace(s)' 3 such steps (249-16,384 tokens), 0 fit this plan's list (largest 48) and 0 the "
+             "current one (largest {}); the plan prices decode steps only")
+    assert mixed.format("128, from vLLM log vllm.log") in plan["inputs"]
+    # and from the trace alone, the same distribution and an exit 0; the current list the engine's default, assumed
     assert main(["plan", str(trace), "--format", "json", "-o", str(out)]) == 0
-    assert "distribution from 61 decode steps in 1 serving trace(s)" in json.loads(out.read_text())["inputs"]
+    alone = json.loads(out.read_text())["inputs"]
+    assert "distribution from 61 decode steps in 1 serving trace(s)" in alone
+    assert mixed.format("512, the engine's default, assumed").replace("0 the current", "1 the current") in alone
 
 
 def test_vllms_async_scheduling_shows_where_the_host_keeps_ahead(vllm_dir: Path) -> None:

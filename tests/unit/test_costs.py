@@ -18,6 +18,7 @@ from launchgap.planning.inputs import (
     costs_from_timings,
     distribution_from_steps,
     left_out_steps_note,
+    mixed_steps_note,
     load_distribution,
     looks_like_timings,
 )
@@ -254,6 +255,27 @@ def test_left_out_steps_note_counts_prefill_and_mixed_steps_and_their_time():
     assert left_out_steps_note([b, bench]) is None and left_out_steps_note([]) is None
     one = _rep("eager", [(1, 10.0, 1.0), (2, 30.0, 1.0)], phases=["decode", "mixed"])
     assert left_out_steps_note([one]).startswith("1 mixed step of the serving trace(s) left out")
+
+
+def test_mixed_steps_note_counts_what_fits_the_lists_where_the_engine_runs_them_on_it():
+    """vLLM runs prefill and mixed steps on its capture list (PIECEWISE graphs, tokens padded up, eager above the
+    largest): of a vLLM trace's 3 such steps (40, 100, 600 tokens; a decode step and one of unknown tokens aside), 2
+    fit a list up to 128, 1 a list up to 64; an SGLang trace's list captures decode batches only: no note."""
+    vllm = replace(_rep("graph", [(8, 10.0, 1.0), (8, 50.0, 1.0), (4, 30.0, 1.0), (16, 90.0, 1.0), (2, 9.0, 1.0),
+                                  (1, 5.0, 1.0)], phases=["decode", "prefill", "mixed", "mixed", "decode", "mixed"]),
+                   engine="vllm", tokens=np.array([8, 40, 100, 600, 2, -1]))
+    assert mixed_steps_note([vllm], (1, 2, 4, 8, 16, 32, 64), (1, 2, 4, 8, 128), "from vLLM log v.log") == (
+        "vLLM runs prefill and mixed steps as PIECEWISE graphs of the same list (cudagraph_mode FULL_AND_PIECEWISE, "
+        "the default), their tokens padded to the next size, eager above the largest: of the serving trace(s)' 3 "
+        "such steps (40-600 tokens), 1 fit this plan's list (largest 64) and 2 the current one (largest 128, from "
+        "vLLM log v.log); the plan prices decode steps only")
+    assert mixed_steps_note([vllm], (8,)).endswith("0 fit this plan's list (largest 8); the plan prices decode steps "
+                                                   "only")
+    assert mixed_steps_note([replace(vllm, engine="sglang")], (8,)) is None
+    assert mixed_steps_note([replace(vllm, benchmark=True)], (8,)) is None
+    assert mixed_steps_note([replace(vllm, tokens=None)], (8,)) is None  # a fleet summary: tokens not known
+    decode_only = replace(vllm, phase=("decode",) * 6)
+    assert mixed_steps_note([decode_only], (8,)) is None
 
 
 # --- from timings files ---------------------------------------------------------------------
