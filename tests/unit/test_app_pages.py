@@ -541,7 +541,7 @@ def test_plan_page_warns_of_sizes_left_eager_on_an_estimated_tie() -> None:
     from streamlit.testing.v1 import AppTest
 
     def page() -> None:
-        from app.ui import show_buckets_and_charts
+        from launchgap.dashboard.ui import show_buckets_and_charts
         from launchgap.planning.costs import CostPoint, CostTable
         from launchgap.planning.planner import plan_capture
 
