@@ -1191,8 +1191,8 @@ def eager_curve(graph: CostCurve, kernels_per_step: float, eager_bs: np.ndarray,
     ``kernels_per_step`` kernels from the host, so it takes at least that many times the host's cost per launch,
     and at least the graph step plus :data:`EAGER_GAP_OVER_NODE_US` per kernel (a GPU-bound eager step: the
     stream's kernels start further apart than a graph's nodes; measured on NVIDIA GPUs: an AMD ``device_name`` keeps
-    the graph step alone). The cost per launch is ``host.us``, measured on the
-    trace's own eager launches (:func:`launchgap.predict.host_us_per_launch`), else :data:`DEFAULT_HOST_US_PER_LAUNCH` (a prior). Where the
+    the graph step alone). The cost per launch is ``host.us``, measured on the trace's own eager launches
+    (:func:`launchgap.predict.host_us_per_launch`), else :data:`DEFAULT_HOST_US_PER_LAUNCH` (a prior). Where the
     trace has eager decode steps (fallbacks, uncaptured sizes: ``eager_bs``, their unprofiled cost ``eager_us``)
     that estimate is scaled to agree with them (the median ratio), unless they ran ``among_graphs`` (the trace
     replays graphs) and the host's cost was measured: profiled among graph replays an eager step runs 1.8-3.3x its

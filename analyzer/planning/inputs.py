@@ -346,9 +346,9 @@ def mixed_steps_note(traces: Sequence[TraceSteps], buckets: Sequence[int], curre
     """One line on what a plan's list does to the serving traces' prefill and mixed steps where their engine runs
     such steps on the same capture list (``MIXED_STEPS_ON_LIST`` of its module: vLLM's default dispatches them to
     PIECEWISE graphs of the list, their tokens padded up, eager above its largest size): how many of them, of which
-    token counts, fit the plan's list and the server's current one (``current``, as the plan scores it; ``current_from`` says
-    where it came from, e.g. "from vLLM log vllm.log"); ``None`` where no trace's engine does so or no such step's tokens are known. The plan prices decode steps only: this says what else the
-    list changes."""
+    token counts, fit the plan's list and the server's current one (``current``, as the plan scores it;
+    ``current_from`` says where it came from, e.g. "from vLLM log vllm.log"); ``None`` where no trace's engine does
+    so or no such step's tokens are known. The plan prices decode steps only: this says what else the list changes."""
     per_engine: dict[str, list[np.ndarray]] = {}
     for t in traces:
         if t.benchmark or t.engine is None or t.tokens is None or engine(t.engine).MIXED_STEPS_ON_LIST is None:

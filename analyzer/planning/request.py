@@ -310,8 +310,7 @@ def _input_notes(request: PlanRequest, filled: _Filled) -> tuple[list[str], list
             if inp is src or "capture_sizes" not in inp.roles:
                 continue
             other = KINDS[inp.kind].readers["capture_sizes"](inp)
-            if inp.kind == "traces" and all((t.capture_sizes_detail or "").startswith("default:")
-                                            for t in _steps(inp) if t.capture_sizes and not t.benchmark):
+            if _assumed_list(inp):
                 continue  # an engine's default the traces assumed is no statement of the server's list
             if other and tuple(sorted(other)) != tuple(sorted(sizes)):  # type: ignore[arg-type]
                 warns.append(f"the capture lists differ: {src.name} gives {_list_text(sizes)}, {inp.name} "
@@ -335,6 +334,12 @@ def _input_notes(request: PlanRequest, filled: _Filled) -> tuple[list[str], list
                              if r in filled.source)
             notes.append(f"{inp.name} gave nothing to this plan" + (f" ({gave})" if gave else ""))
     return notes, warns
+
+
+def _assumed_list(inp: PlanInput) -> bool:
+    """Whether the capture list ``inp`` gives is only an engine's default its traces assumed (they do not state it)."""
+    return inp.kind == "traces" and all((t.capture_sizes_detail or "").startswith("default:")
+                                        for t in _steps(inp) if t.capture_sizes and not t.benchmark)
 
 
 def _baselines(request: PlanRequest, filled: _Filled) -> list[BaselineSpec]:
@@ -431,9 +436,8 @@ def build_plan(request: PlanRequest) -> tuple[Plan, list[str]]:
     plan = plan_capture(costs, dist, request.options, dims=dims, memory_model=filled.value.get("memory_model"),
                         nodes_per_size=nodes, baselines=_baselines(request, filled), list_cost=list_cost)
     cur_src = filled.source.get("capture_sizes")
-    assumed = cur_src is not None and cur_src.kind == "traces" and all(
-        (t.capture_sizes_detail or "").startswith("default:") for t in _steps(cur_src) if t.capture_sizes)
-    cur_from = None if cur_src is None else ("the engine's default, assumed" if assumed else f"from {cur_src.name}")
+    cur_from = None if cur_src is None else \
+        ("the engine's default, assumed" if _assumed_list(cur_src) else f"from {cur_src.name}")
     if (mixed := mixed_steps_note(traces, plan.buckets, filled.value.get("capture_sizes"), cur_from)) is not None:
         notes.append(mixed)
     for inp in request.inputs:  # what the plan does to the ceiling a server log shows
