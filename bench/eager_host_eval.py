@@ -327,6 +327,16 @@ def main(argv: list[str] | None = None) -> int:
                           ("err_floor", f"graph + {EAGER_GAP_OVER_NODE_US:g} us per kernel")):
             v = np.array([r[key] for r in mine])
             print(f"    eager estimated as {what}: median error {np.median(v):+.2%}, worst {v[np.abs(v).argmax()]:+.2%}")
+        # the constant held out: each model's rows priced with the median gap of the other models' rows (any device)
+        model = [r["trace"].split(":")[1].split(" bs")[0] for r in bound]
+        held = []
+        for r, m in zip(bound, model):
+            if r["device"] == dev:
+                others = np.median([q["gap_us_per_kernel"] for q, n in zip(bound, model) if n != m])
+                held.append((r["graph_us"] + r["kernels"] * others) / r["eager_us"] - 1)
+        v = np.array(held)
+        print(f"    each model with the other models' median gap: median |error| {np.median(np.abs(v)):.2%}, worst "
+              f"{v[np.abs(v).argmax()]:+.2%}")
     if args.json:
         args.json.write_text(json.dumps({"serving": serving, "eager_recordings": eager, "vllm": vllm, "engines": eng,
                                          "gpu_bound": bound}, indent=1))
