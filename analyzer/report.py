@@ -1196,7 +1196,8 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
         win_us=lm.win_us[keep], busy_us=lm.busy_us[keep], host_events=lm.host_events[keep], graph_us=lm.pred_us[keep],
         gl_excess_us=lm.gl_excess_us[keep], kx_us=lm.kx_us[keep], python_calls=lm.python_calls[keep],
         kernels=np.array([r.kernels for r in reports], dtype=float),
-        w0_ns=win.w0_ns[win.pkey[keep]], w1_ns=win.w1_ns[win.pkey[keep]])
+        w0_ns=win.w0_ns[win.pkey[keep]], w1_ns=win.w1_ns[win.pkey[keep]],
+        tokens=np.array([-1 if r.tokens is None else r.tokens for r in reports], dtype=np.int64))
     a = assemble_serving(trace, row_step, [steps.names[i] for i in range(len(steps))], steps.cpu_start_ns, cols,
                          opts.model, oh, _given_sizes(opts), _engine_default(trace, engine), engine,
                          dict(opts.graph_timings_us) if opts.graph_timings_us else None, CURVE_MIN_SIZE,

@@ -122,8 +122,8 @@ V0_DEFAULT_MAX_SIZE = 256
 #: on its capture list: ``cudagraph_mode=FULL_AND_PIECEWISE`` (the V1 default since 0.11) dispatches such a batch
 #: to the PIECEWISE graphs of the same ``cudagraph_capture_sizes``, its tokens padded to the next size, eager above
 #: the largest (``vllm/v1/cudagraph_dispatcher.py``; docs/design/cuda_graphs.md).
-MIXED_STEPS_ON_LIST = "as PIECEWISE graphs of the same list (cudagraph_mode FULL_AND_PIECEWISE, the default), their " \
-                      "tokens padded to the next size, eager above the largest"
+MIXED_STEPS_ON_LIST = "as PIECEWISE graphs of the same list under cudagraph_mode FULL_AND_PIECEWISE, the default, " \
+                      "their tokens padded to the next size, eager above the largest"
 
 
 def v1_sizes(max_size: int | None = None, padding: str = "pad") -> list[int]:

@@ -15,6 +15,8 @@ import numpy as np
 
 from ..costmodel import SHORT_KERNEL_US, CostCurve, EagerCurve, eager_curve, fit_cost_curve, graph_kernel_excess, \
     trace_samples
+from ..engines import NAMES as ENGINE_NAMES
+from ..engines import engine as engine_module
 from ..gaps import DeviceBusy
 from ..gpus import device_properties_of, name_from_properties
 from ..host_gaps import HostGaps, host_gaps
@@ -54,6 +56,8 @@ class StepColumns:
     gl_excess_us: np.ndarray
     kx_us: np.ndarray
     python_calls: np.ndarray
+    #: Tokens each step processed (-1 where the trace does not say).
+    tokens: np.ndarray | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -118,8 +122,13 @@ def assemble_serving(trace: Trace, row_step: np.ndarray, all_step_names: list[st
     is_graph = np.isin(np.array(cols.coverage, dtype=object), ("full", "piecewise"))
     sizes, source, detail = resolve_capture_sizes(given, mk, engine_default,
                                                   np.where(is_graph & decode, np.where(mk > 0, mk, batch), -1))
+    # an engine that runs prefill and mixed steps on the same list (vLLM V1): their tokens and graphs tell the list too
+    mod = engine_module(engine) if engine in ENGINE_NAMES else None
+    on_list = f"{mod.LABEL} runs them {mod.MIXED_STEPS_ON_LIST}" if mod and mod.MIXED_STEPS_ON_LIST else None
+    tokens = cols.tokens if cols.tokens is not None else np.full(batch.shape, -1, dtype=np.int64)
+    mixed = np.where(~decode & (tokens > 0), tokens, -1) if is_graph.any() else None  # no graph: an eager server
     conflict = capture_list_conflict(sizes, source, detail, np.where(is_graph & decode, mk, -1),
-                                     np.where(is_graph & decode, batch, -1))
+                                     np.where(is_graph & decode, batch, -1), mixed, is_graph, on_list)
     # a trace that replays no graph (enforce-eager) has no fallbacks: its eager steps are the engine's mode,
     # unless the user says which sizes the server captured (flag or pasted config)
     ss = serving_steps(cols.coverage, batch, decode, mk, sizes if is_graph.any() or source in ("flag", "config")

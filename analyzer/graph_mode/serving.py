@@ -68,12 +68,18 @@ def resolve_capture_sizes(given: tuple[list[int], str, str] | None, marker_sizes
 
 
 def capture_list_conflict(sizes: list[int] | None, source: str | None, detail: str | None,
-                          replayed: np.ndarray, graph_batches: np.ndarray) -> str | None:
+                          replayed: np.ndarray, graph_batches: np.ndarray, mixed_tokens: np.ndarray | None = None,
+                          mixed_graphed: np.ndarray | None = None, mixed_on_list: str | None = None) -> str | None:
     """One line when a capture list the trace does not state itself (``source`` ``"flag"``, ``"config"`` or
     ``"default"``) disagrees with what the trace's graph steps show, else ``None``: sizes their markers write
     (``replayed``, -1 for none) that are not in the list, or batches of graph steps (``graph_batches``, -1 for
-    unknown) above its largest size (a graph replays no batch above the largest captured size). The list is still
-    used as given; the line says the config may be another server's (or the default not this server's)."""
+    unknown) above its largest size (a graph replays no batch above the largest captured size). Where the engine runs
+    prefill and mixed steps on the same list (``mixed_on_list``: how, e.g. "vLLM runs them as PIECEWISE graphs ...",
+    from its module's ``MIXED_STEPS_ON_LIST``) the trace's prefill and mixed steps that replayed graphs tell too:
+    ``mixed_tokens`` (their tokens, -1 for unknown or not such a step) and ``mixed_graphed`` (whether each replayed
+    graphs; pass them only for a trace that replays graphs): one that ran eager at or under the largest size says the
+    list is shorter (or the server runs another mode), one that replayed graphs above it says it is longer. The list
+    is still used as given; the line says the config may be another server's (or the default not this server's)."""
     if source not in ("flag", "config", "default") or not sizes:
         return None
     have = set(sizes)
@@ -81,7 +87,12 @@ def capture_list_conflict(sizes: list[int] | None, source: str | None, detail: s
     top = max(sizes)
     b = np.asarray(graph_batches)
     above = b[b > top]
-    if not off and not above.size:
+    eager_under = graphed_over = np.zeros(0, dtype=np.int64)
+    if mixed_on_list is not None and mixed_tokens is not None and mixed_graphed is not None:
+        t = np.asarray(mixed_tokens)
+        g = np.asarray(mixed_graphed, dtype=bool)
+        eager_under, graphed_over = t[(t > 0) & ~g & (t <= top)], t[(t > 0) & g & (t > top)]
+    if not off and not above.size and not eager_under.size and not graphed_over.size:
         return None
     said = []
     if off:
@@ -90,11 +101,25 @@ def capture_list_conflict(sizes: list[int] | None, source: str | None, detail: s
     if above.size:
         said.append(f"{above.size} graph step(s) ran a batch above its largest size {top} (up to {int(above.max())}; "
                     f"a graph replays no batch above the largest captured size)")
+    if eager_under.size:
+        said.append(f"{eager_under.size} prefill or mixed step(s) of {_span(eager_under)} tokens ran eager, at or under "
+                    f"its largest size {top} ({mixed_on_list}: its largest size is below "
+                    f"{int(eager_under.min()):,}, or the server runs another cudagraph_mode)")
+    if graphed_over.size:
+        said.append(f"{graphed_over.size} prefill or mixed step(s) of {_span(graphed_over)} tokens replayed graphs, "
+                    f"above its largest size {top} ({mixed_on_list}: its largest size is at least "
+                    f"{int(graphed_over.max()):,})")
     what = "the engine's default" if source == "default" else "the given list"
     fix = ("pass the server's --capture-sizes or its config" if source == "default"
            else "check that it is this server's list")
     return (f"capture sizes from {detail} ({len(sizes)} size{'s' if len(sizes) != 1 else ''}, largest {top}) disagree with the trace: "
             f"{'; '.join(said)}. Fallbacks and uncaptured sizes follow {what}: {fix}")
+
+
+def _span(v: np.ndarray) -> str:
+    """``lo-hi`` (or one value) of token counts, with thousands separators."""
+    lo, hi = int(v.min()), int(v.max())
+    return f"{lo:,}" if lo == hi else f"{lo:,}-{hi:,}"
 
 
 def smallest_size_at_least(batch: np.ndarray, sizes: list[int] | None) -> np.ndarray:

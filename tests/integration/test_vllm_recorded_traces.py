@@ -110,8 +110,8 @@ def test_plan_from_a_vllm_serving_trace_and_its_log(vllm_dir: Path, tmp_path: Pa
             "profiled step time): it is for decode batches, and that time is what it does not change") in plan["inputs"]
     assert max(plan["buckets"]) == 48 and plan["expected_step_us"] < plan["all_eager_expected_step_us"]
     # vLLM runs those on the same list (PIECEWISE graphs): none fits either list (the trace ran all three eager)
-    mixed = ("vLLM runs prefill and mixed steps as PIECEWISE graphs of the same list (cudagraph_mode "
-             "FULL_AND_PIECEWISE, the default), their tokens padded to the next size, eager above the largest: of the "
+    mixed = ("vLLM runs prefill and mixed steps as PIECEWISE graphs of the same list under cudagraph_mode "
+             "FULL_AND_PIECEWISE, the default, their tokens padded to the next size, eager above the largest: of the "
              "serving trace(s)' 3 such steps (249-16,384 tokens), 0 fit this plan's list (largest 48) and 0 the "
              "current one (largest {}); the plan prices decode steps only")
     assert mixed.format("128, from vLLM log vllm.log") in plan["inputs"]

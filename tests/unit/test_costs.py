@@ -265,8 +265,8 @@ def test_mixed_steps_note_counts_what_fits_the_lists_where_the_engine_runs_them_
                                   (1, 5.0, 1.0)], phases=["decode", "prefill", "mixed", "mixed", "decode", "mixed"]),
                    engine="vllm", tokens=np.array([8, 40, 100, 600, 2, -1]))
     assert mixed_steps_note([vllm], (1, 2, 4, 8, 16, 32, 64), (1, 2, 4, 8, 128), "from vLLM log v.log") == (
-        "vLLM runs prefill and mixed steps as PIECEWISE graphs of the same list (cudagraph_mode FULL_AND_PIECEWISE, "
-        "the default), their tokens padded to the next size, eager above the largest: of the serving trace(s)' 3 "
+        "vLLM runs prefill and mixed steps as PIECEWISE graphs of the same list under cudagraph_mode FULL_AND_PIECEWISE, "
+        "the default, their tokens padded to the next size, eager above the largest: of the serving trace(s)' 3 "
         "such steps (40-600 tokens), 1 fit this plan's list (largest 64) and 2 the current one (largest 128, from "
         "vLLM log v.log); the plan prices decode steps only")
     assert mixed_steps_note([vllm], (8,)).endswith("0 fit this plan's list (largest 8); the plan prices decode steps "

@@ -242,6 +242,27 @@ def test_a_capture_list_the_trace_contradicts_is_warned(serving_trace: Path) -> 
     assert capture_list_conflict([3, 4], "inferred", "i", np.array([-1]), np.array([4])) is None
 
 
+def test_an_engines_prefill_and_mixed_steps_tell_its_list() -> None:
+    """Where the engine runs prefill and mixed steps on the capture list (vLLM V1), one that ran eager at or under the
+    largest size says the list is shorter, one that replayed graphs above it says it is longer; decode steps, steps
+    of unknown tokens, and an engine whose list is for decode only say nothing of it."""
+    rule = "vLLM runs them as PIECEWISE graphs up to the largest size"
+    none = np.array([-1, -1, -1, -1])
+    tokens = np.array([219, 445, 600, -1])  # eager, eager, eager (above 512: as the list says), unknown
+    graphed = np.array([False, False, False, True])
+    assert capture_list_conflict([1, 2, 512], "default", "vLLM V1 default", none, none, tokens, graphed, rule) == (
+        "capture sizes from vLLM V1 default (3 sizes, largest 512) disagree with the trace: 2 prefill or mixed step(s) "
+        "of 219-445 tokens ran eager, at or under its largest size 512 (vLLM runs them as PIECEWISE graphs up to the "
+        "largest size: its largest size is below 219, or the server runs another cudagraph_mode). Fallbacks and "
+        "uncaptured sizes follow the engine's default: pass the server's --capture-sizes or its config")
+    big = capture_list_conflict([1, 512], "default", "d", none[:1], none[:1], np.array([8192]), np.array([True]), rule)
+    assert "1 prefill or mixed step(s) of 8,192 tokens replayed graphs, above its largest size 512 (vLLM runs them " \
+           "as PIECEWISE graphs up to the largest size: its largest size is at least 8,192)" in big
+    assert capture_list_conflict([1, 128], "default", "d", none, none, tokens, graphed, rule) is None  # all above 128
+    assert capture_list_conflict([1, 512], "default", "d", none, none, tokens, graphed, None) is None  # decode-only list
+    assert capture_list_conflict([1, 512], "default", "d", none, none, None, None, rule) is None  # no graph replayed
+
+
 def test_harness_timings_drive_the_cost_curve(serving_trace: Path) -> None:
     opts = AnalysisOptions(model=NO_PROFILER_COST, graph_timings_us=((3, 15.0), (4, 16.0)))
     rep = analyze_trace(load_trace(serving_trace), opts)
