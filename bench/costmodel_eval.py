@@ -50,7 +50,7 @@ SWEEP_FOLDERS = ("h200-heldout-2026-12-03", "h200-final-2026-12-03", "h200-fresh
                  "h200-fresh-2026-12-03d", "h200-fresh-2026-12-03e", "h200-fresh-2026-12-03f", "h200-fresh-2026-12-04",
                  "h200-longctx-2026-12-04", "h200-longctx-2026-12-04b", "h200-longctx-2026-12-04c",
                  "h200-attn-2026-12-05", "h100-attn-heldout-2026-12-05", "h200-attn-heldout-2026-12-05",
-                 "h100-2026-12-05", "h100-2026-12-05b")
+                 "h100-2026-12-05", "h100-2026-12-05b", "h100-2026-12-05c")
 #: Recordings a rule was built on after they were first evaluated: printed, not in the held-out bars (folder, model).
 DEVELOPMENT_MODELS = {("h200-attn-2026-12-05", "llama-3.2-3b-like-math"),
                       ("h200-attn-2026-12-05", "mistral-7b-like-math"),
