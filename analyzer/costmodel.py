@@ -68,7 +68,7 @@ from typing import Callable
 
 import numpy as np
 
-from .gpus import device_properties_of, name_from_properties
+from .gpus import device_properties_of, is_amd, name_from_properties
 from .predict import MIN_HOST_INTERVALS, HostLaunchCost
 from .trace import Api, Kind, Trace, kernel_own_name
 
@@ -288,9 +288,6 @@ DEFAULT_PEAKS = (989e12, 3.35e12)
 #: from one traced size gets a band end whose attention grows past one row at that GPU's bandwidth
 #: (:attr:`ScalingModel.attention_work_scale`).
 REFERENCE_BANDWIDTH = 4.8e12
-#: GPU names of AMD parts: their attention launch's latency was not measured (:attr:`ScalingModel.attention_bandwidth_ratio`
-#: is for NVIDIA parts).
-_AMD_GPU = re.compile(r"(?i)\bAMD\b|Instinct|\bMI\d{3}|Radeon")
 #: How far a GPU's bandwidth may differ from :data:`REFERENCE_BANDWIDTH` (as a ratio) before that band end is added.
 BANDWIDTH_BAND_MIN_RATIO = 1.1
 
@@ -1072,7 +1069,7 @@ def fit_cost_curve(samples: list[SizeSample], max_size: int, timings: dict[int, 
     k = REFERENCE_BANDWIDTH / bw  # attention's growth was fitted on the H200: how much slower this GPU reads
     other_gpu = not peaks.startswith("assumed") and max(k, 1 / k) >= BANDWIDTH_BAND_MIN_RATIO
     # the latency is an NVIDIA part's (H200, H100): on an AMD GPU the band alone says the bandwidth
-    latency_measured = other_gpu and not _AMD_GPU.search(name_from_properties(props) or "")
+    latency_measured = other_gpu and not is_amd(name_from_properties(props))
     bound = [(x.batch, int(latency_bound_attention(x, model).sum())) for x in samples] if latency_measured else []
     bound = [(bs, n) for bs, n in bound if n]
     if bound:
@@ -1200,7 +1197,7 @@ def eager_curve(graph: CostCurve, kernels_per_step: float, eager_bs: np.ndarray,
     scaled estimate +43% median against the unprofiled eager truth, the launch intervals alone 9.6%;
     docs/planner.md)."""
     per, how = _host_cost(host)
-    gap = 0.0 if device_name and _AMD_GPU.search(device_name) else EAGER_GAP_OVER_NODE_US
+    gap = 0.0 if is_amd(device_name) else EAGER_GAP_OVER_NODE_US
     est = np.maximum(graph.us + kernels_per_step * gap, kernels_per_step * per)
     bound = f"at least the graph step plus {gap:g} us per kernel (a GPU-bound eager step)" if gap else \
         "at least the graph step (a GPU-bound eager step's gap per kernel was measured on NVIDIA GPUs only)"

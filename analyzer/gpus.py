@@ -2,6 +2,7 @@
 ``name: ""`` in some exports, e.g. TraceLens' vLLM MI300X traces), the GPU its properties identify."""
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from .trace import Trace
@@ -21,6 +22,15 @@ def name_from_properties(props: Mapping) -> str:
     mem = props.get("total_memory_bytes")
     key = (props.get("compute_capability"), props.get("sm_count"), round(mem / 2**30 / 32) * 32 if mem else None)
     return _AMD_BY_PROPS.get(key, "") if props.get("warp_size") == 64 else ""
+
+
+#: GPU names of AMD parts (their launch latency and inter-kernel gap were never measured here).
+_AMD_NAME = re.compile(r"(?i)\bAMD\b|Instinct|\bMI\d{3}|Radeon")
+
+
+def is_amd(name: str | None) -> bool:
+    """Whether a GPU name (:func:`name_from_properties`, :func:`device_name`) is an AMD part."""
+    return bool(name) and bool(_AMD_NAME.search(name))
 
 
 def device_name(trace: Trace, device: int) -> str:

@@ -57,7 +57,7 @@ class StepColumns:
     kx_us: np.ndarray
     python_calls: np.ndarray
     #: Tokens each step processed (-1 where the trace does not say).
-    tokens: np.ndarray | None = None
+    tokens: np.ndarray
 
 
 @dataclass(frozen=True, eq=False)
@@ -125,8 +125,7 @@ def assemble_serving(trace: Trace, row_step: np.ndarray, all_step_names: list[st
     # an engine that runs prefill and mixed steps on the same list (vLLM V1): their tokens and graphs tell the list too
     mod = engine_module(engine) if engine in ENGINE_NAMES else None
     on_list = f"{mod.LABEL} runs them {mod.MIXED_STEPS_ON_LIST}" if mod and mod.MIXED_STEPS_ON_LIST else None
-    tokens = cols.tokens if cols.tokens is not None else np.full(batch.shape, -1, dtype=np.int64)
-    mixed = np.where(~decode & (tokens > 0), tokens, -1) if is_graph.any() else None  # no graph: an eager server
+    mixed = np.where(~decode & (cols.tokens > 0), cols.tokens, -1) if is_graph.any() else None  # no graph: an eager server
     conflict = capture_list_conflict(sizes, source, detail, np.where(is_graph & decode, mk, -1),
                                      np.where(is_graph & decode, batch, -1), mixed, is_graph, on_list)
     # a trace that replays no graph (enforce-eager) has no fallbacks: its eager steps are the engine's mode,
