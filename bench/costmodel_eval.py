@@ -50,7 +50,8 @@ SWEEP_FOLDERS = ("h200-heldout-2026-12-03", "h200-final-2026-12-03", "h200-fresh
                  "h200-fresh-2026-12-03d", "h200-fresh-2026-12-03e", "h200-fresh-2026-12-03f", "h200-fresh-2026-12-04",
                  "h200-longctx-2026-12-04", "h200-longctx-2026-12-04b", "h200-longctx-2026-12-04c",
                  "h200-attn-2026-12-05", "h100-attn-heldout-2026-12-05", "h200-attn-heldout-2026-12-05",
-                 "h100-2026-12-05", "h100-2026-12-05b", "h100-2026-12-05c")
+                 "h100-2026-12-05", "h100-2026-12-05b", "h100-2026-12-05c", "h100-2026-12-06",
+                 "h100-2026-12-06b")
 #: Recordings a rule was built on after they were first evaluated: printed, not in the held-out bars (folder, model).
 DEVELOPMENT_MODELS = {("h200-attn-2026-12-05", "llama-3.2-3b-like-math"),
                       ("h200-attn-2026-12-05", "mistral-7b-like-math"),
@@ -263,10 +264,11 @@ def check_piecewise(rows: list[dict]) -> bool:
             ("h200-session-2026-12-01", "1b", (1, 8, 32, 64), False)]
     if (T / "h200-heldout-2026-12-03" / "timings_piecewise.json").exists():
         sets.insert(1, ("h200-heldout-2026-12-03", "8b", (1, 8, 32, 64, 128), True))
-    # transformers models cut at their attention calls (bench/gpu_heldout.sh part 13)
+    # transformers models cut at their attention calls (bench/gpu_heldout.sh parts 13, 15, 25, 27, 32)
     sets += [(f"{d.parent.name}/{d.name}", d.name, (4, 16, 48), True)
              for d in sorted(T.glob("h[0-9]*-piecewise-*/*")) if (d / "timings_piecewise.json").exists()]
     for folder, model, sizes, held in sets:
+        label = folder if "/" in folder else model  # a model recorded on two GPUs or twice: its folder says which
         truth = {r["batch_size"]: r for r in json.loads((T / folder / "timings_piecewise.json").read_text())["rows"]
                  if r["model"] == model}
         for bs in sizes:
@@ -274,10 +276,10 @@ def check_piecewise(rows: list[dict]) -> bool:
                               AnalysisOptions()).summary
             err = s.predicted_graph_step_us_median / truth[bs]["graph_us"] - 1
             ratio = s.predicted_speedup / (truth[bs]["piecewise_us"] / truth[bs]["graph_us"]) - 1
-            rows.append({"set": model, "batch_size": bs, "full_step_error": err, "headline_error": ratio,
+            rows.append({"set": label, "batch_size": bs, "full_step_error": err, "headline_error": ratio,
                          "held_out": held})
             worst = max(worst, abs(err)) if held else worst
-            print(f"  {model} bs {bs:3d}: FULL step {s.predicted_graph_step_us_median:9,.1f} us vs "
+            print(f"  {label} bs {bs:3d}: FULL step {s.predicted_graph_step_us_median:9,.1f} us vs "
                   f"{truth[bs]['graph_us']:9,.1f} ({err:+.2%}); piecewise/FULL headline {ratio:+.2%} off the measured"
                   f"{'' if held else ' (fit set)'}")
     met = worst <= PIECEWISE_BAR

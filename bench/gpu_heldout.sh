@@ -72,6 +72,10 @@
 #                                               PART 33: an eighth fresh set (traces/h200-fresh-2026-12-05c:
 #                                               smollm2-360m-like, tinyllama-1.1b-like, qwen3-8b-like): FULL sweeps with
 #                                               eager truth, after the GPU-bound eager end (EAGER_GAP_OVER_NODE_US)
+#                                               PART 34: another GPU, fresh (recorded 2026-12-06 by this command
+#                                               line inline): llama-3.2-3b-like, qwen2.5-1.5b-like, granite-3.1-2b-like
+#                                               (traces/h200-fresh-2026-12-03e/configs) on an H100: FULL sweeps with
+#                                               eager truth (traces/h100-2026-12-06b)
 #                                               PART 26: another GPU, fresh (after commit 3641ea4's band end):
 #                                               qwen3-4b-like, llama-3.1-8b-like, olmo-2-1b-like, stablelm-2-1.6b-like
 #                                               on an H100: FULL sweeps (traces/h100-2026-12-05b)
@@ -296,6 +300,8 @@ elif [ "$PART" = 14 ]; then  # a sixth fresh set's sweeps (configs in traces/h20
     sweep_set traces/h200-fresh-2026-12-03f/configs fresh6 150 qwen3-0.6b-like olmo-2-1b-like falcon3-1b-like
 elif [ "$PART" = 33 ]; then  # an eighth fresh set's sweeps, checked once (the GPU-bound eager end held out)
     sweep_set traces/h200-fresh-2026-12-05c/configs fresh8 160 smollm2-360m-like tinyllama-1.1b-like qwen3-8b-like
+elif [ "$PART" = 34 ]; then  # another GPU, fresh: three configs no H100 had run, FULL sweeps with eager truth
+    sweep_set traces/h200-fresh-2026-12-03e/configs h100d 130 llama-3.2-3b-like qwen2.5-1.5b-like granite-3.1-2b-like
 elif [ "$PART" = 16 ]; then  # a seventh fresh set's sweeps (configs in traces/h200-fresh-2026-12-04), checked once
     sweep_set traces/h200-fresh-2026-12-04/configs fresh7 170 yi-1.5-6b-like qwen2.5-14b-16layer-like granite-3.1-8b-like
 elif [ "$PART" = 17 ]; then  # long context: attention's share of the step and its growth per row, checked once
