@@ -92,6 +92,11 @@ class AnalysisOptions:
     #: The server's capture settings from a pasted config (``--capture-sizes`` / ``--server-config`` text, the
     #: dashboard's "server config" field; :func:`launchgap.engines.parse_server_config`); wins over ``capture_sizes``.
     server_config: CaptureSettings | None = None
+    #: The capture list a server log states (``launchgap plan --server-log``, a log uploaded on the dashboard:
+    #: :func:`launchgap.planning.serverlog.capture_settings_from_log`): the list for a trace of the log's engine where
+    #: neither of the two above is given, before the step markers (which show only the sizes that ran) and the
+    #: engine's default.
+    log_capture: CaptureSettings | None = None
     #: Unprofiled FULL-graph step times by batch size, ``((batch, us), ...)`` (harness timings), for the
     #: padding cost curve; ``None``: the trace's own steps only.
     graph_timings_us: tuple[tuple[int, float], ...] | None = None
@@ -1199,7 +1204,7 @@ def _with_graph_serving(trace: Trace, row_step: np.ndarray, steps: Steps, win: _
         w0_ns=win.w0_ns[win.pkey[keep]], w1_ns=win.w1_ns[win.pkey[keep]],
         tokens=np.array([-1 if r.tokens is None else r.tokens for r in reports], dtype=np.int64))
     a = assemble_serving(trace, row_step, [steps.names[i] for i in range(len(steps))], steps.cpu_start_ns, cols,
-                         opts.model, oh, _given_sizes(opts), _engine_default(trace, engine), engine,
+                         opts.model, oh, _given_sizes(opts, engine), _engine_default(trace, engine), engine,
                          dict(opts.graph_timings_us) if opts.graph_timings_us else None, CURVE_MIN_SIZE,
                          experts=opts.moe_routing, node_us=s.node_us,
                          kernel_scale=opts.model.kernel_scale(s.node_us_source), gpu=busy,
@@ -1343,9 +1348,10 @@ def _eager_groups_on_the_curve(s: Summary, reports: list[StepReport], eager: Eag
     return out
 
 
-def _given_sizes(opts: AnalysisOptions) -> tuple[list[int], str, str] | None:
+def _given_sizes(opts: AnalysisOptions, engine: str | None) -> tuple[list[int], str, str] | None:
     """The capture list the user gave: a pasted server config (``"config"``; plain sizes count as
-    ``"flag"``), else ``--capture-sizes`` (``"flag"``); ``None`` when neither."""
+    ``"flag"``), else ``--capture-sizes`` (``"flag"``), else the list a server log of the trace's own engine
+    states (``"config"``: the server's config as its log prints it); ``None`` when none."""
     cfg = opts.server_config
     if cfg is not None:
         label = LABELS.get(cfg.engine, "")
@@ -1353,6 +1359,9 @@ def _given_sizes(opts: AnalysisOptions) -> tuple[list[int], str, str] | None:
             (f"{label} server config: " if label else "") + cfg.describe()
     if opts.capture_sizes:
         return list(opts.capture_sizes), "flag", "--capture-sizes"
+    log = opts.log_capture
+    if log is not None and log.sizes and engine == log.engine:  # another engine's log is another server's
+        return list(log.sizes), "config", log.describe()
     return None
 
 

@@ -21,10 +21,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from ._shared import add_analysis_arguments, add_plan_flags, analysis_options, request_from_args
+from ..engines import CaptureSettings
 from ..errors import AnalyzerError, InputError
 from ..loaders import DEFAULT_MAX_TRACE_BYTES, expand_paths, load_trace
 from ..planning.planner import Plan
 from ..planning.inputs import looks_like_timings
+from ..planning.serverlog import capture_settings_from_log
 from ..planning.request import PlanInput, plan_workloads, rank_note, server_log_input, timings_among, trace_steps
 from ..serverlogs import merge_scrapes, read_server_file, split_inputs
 from ..serverlogs.diagnosis import LogDiagnosis, diagnose
@@ -57,11 +59,13 @@ def prepare_parser(p: argparse.ArgumentParser) -> None:
     add_analysis_arguments(p)
 
 
-def _load_reports(files: list[Path], args: argparse.Namespace) -> list[TraceReport]:
+def _load_reports(files: list[Path], args: argparse.Namespace,
+                  log_capture: CaptureSettings | None = None) -> list[TraceReport]:
     """Each trace analysed as ``analyze``, the dashboard and ``fleet`` analyse a lone trace; of a file holding
     several ranks, the one rank the plan reads (:func:`launchgap.ranks.analyze_for_plan`; its report's warnings,
-    which the plan's notes repeat, say which)."""
-    opts = analysis_options(args)
+    which the plan's notes repeat, say which). ``log_capture``: the capture list the server's log states, the list a
+    trace of its engine is analysed under when no flag or config gives one."""
+    opts = replace(analysis_options(args), log_capture=log_capture)
     max_bytes = getattr(args, "max_trace_bytes", DEFAULT_MAX_TRACE_BYTES)
     reports = []
     for f in files:  # one trace at a time
@@ -119,8 +123,11 @@ def build_plans(args: argparse.Namespace) -> list[tuple[Workload | None, Plan, l
     logs = server_inputs(args, [str(f) for f in server], [str(f) for f in found_in_dirs], have_costs)
     if logs:
         request = replace(request, inputs=request.inputs + tuple(logs))
-    reports = _load_reports(trace_files, args)
-    bench = _load_reports(cost_files, args)  # --costs: costs only
+    # the server's log states the list it captured: the traces' fallbacks, padding and uncaptured sizes follow it
+    stated = next((capture_settings_from_log(i.value) for i in logs
+                   if "capture_sizes" in i.roles and isinstance(i.value, LogDiagnosis)), None)
+    reports = _load_reports(trace_files, args, stated)
+    bench = _load_reports(cost_files, args, stated)  # --costs: costs only
     flagged = {id(r) for r in bench}
     # a tensor-parallel server captures one list on every rank: its ranks' traces make one plan
     groups = group_by_workload(reports + bench, lambda r: r.workload, ranks_together=True)

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..engines import engine, version_default
+from ..engines import CaptureSettings, engine, version_default
 from ..errors import InputError
 from ..serverlogs import read_server_file
 from ..serverlogs.diagnosis import LogDiagnosis, diagnose
@@ -157,6 +157,20 @@ def distribution_from_log(d: LogDiagnosis) -> dict[int, float] | None:
 
 def capture_sizes_from_log(d: LogDiagnosis) -> tuple[int, ...] | None:
     return tuple(d.log.capture_sizes) if d.log.capture_sizes else None
+
+
+def capture_settings_from_log(d: LogDiagnosis) -> CaptureSettings | None:
+    """The capture list the log states, as the settings a trace of its engine is analysed under
+    (:attr:`launchgap.report.AnalysisOptions.log_capture`): the server's own list, where its log prints it;
+    ``None`` when it prints none."""
+    sizes = capture_sizes_from_log(d)
+    if sizes is None:
+        return None
+    shown = ", ".join(map(str, sizes)) if len(sizes) <= 12 else \
+        ", ".join(map(str, sizes[:8])) + f", ..., {sizes[-1]}"
+    label = engine(d.log.engine).LABEL
+    return CaptureSettings(d.log.engine, sizes, max(sizes), None, False,
+                           (f"{label} log {Path(d.log.path).name}: capture sizes [{shown}]",))
 
 
 def calibration_from_log(d: LogDiagnosis) -> CaptureCalibration | None:

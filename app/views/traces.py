@@ -10,7 +10,7 @@ from launchgap.engines import parse_server_config
 from launchgap.errors import AnalyzerError
 from launchgap.steps import StepOptions
 from launchgap.dashboard import session, uploads
-from launchgap.dashboard.server_uploads import server_logs, take_server_file
+from launchgap.dashboard.server_uploads import server_logs, stated_capture, take_server_file
 from launchgap.dashboard.session import LoadedTrace
 from launchgap.dashboard.text import md_escape
 from launchgap.dashboard.timing import stage
@@ -70,6 +70,13 @@ for f in new_files:
         f.close()
         return entry
     jobs.append((f.name, staged.size_bytes if staged is not None else f.size, job))
+# A server log that states its capture list: the traces of its engine are analysed under it (their fallbacks, padding
+# and uncaptured sizes follow the server's own list), the ones loaded before re-analysed.
+stated = stated_capture(state)
+if stated != session.options(state).log_capture:
+    for msg in session.set_options(state, dataclasses.replace(session.options(state), log_capture=stated),
+                                   trace_cache()):
+        st.error(md_escape(msg))
 fresh = [e for e in run_with_progress(jobs) if e.ok]
 if fresh:  # the Diagnosis page opens on the file the user just uploaded
     state["lg_diag_choice"] = fresh[-1].key
@@ -80,6 +87,9 @@ logs = server_logs(state)
 for up in logs.values():
     if up.error:
         st.error(md_escape(up.error))
+if stated is not None:
+    st.caption(md_escape(f"Capture list from {stated.describe()}: the traces of its engine are analysed under it "
+                         "(a server config pasted under Analysis options wins)."))
 if any(up.diagnosis is not None for up in logs.values()):
     st.page_link("views/server.py", label=f"Server logs and metrics ({sum(u.diagnosis is not None for u in logs.values())}"
                  f"): open the Server page", icon=":material/dns:")

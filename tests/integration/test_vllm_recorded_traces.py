@@ -115,11 +115,41 @@ def test_plan_from_a_vllm_serving_trace_and_its_log(vllm_dir: Path, tmp_path: Pa
              "serving trace(s)' 3 such steps (249-16,384 tokens), 0 fit this plan's list (largest 48) and 0 the "
              "current one (largest {}); the plan prices decode steps only")
     assert mixed.format("128, from vLLM log vllm.log") in plan["inputs"]
+    # the trace was analysed under the log's list: its 249-token step ran eager above 128, as that list says
+    assert [n["text"] for n in plan["trace_notes"]] == ["1 of 65 steps launched no GPU work and were left out"]
     # and from the trace alone, the same distribution and an exit 0; the current list the engine's default, assumed
     assert main(["plan", str(trace), "--format", "json", "-o", str(out)]) == 0
-    alone = json.loads(out.read_text())["inputs"]
-    assert "distribution from 61 decode steps in 1 serving trace(s)" in alone
-    assert mixed.format("512, the engine's default, assumed").replace("0 the current", "1 the current") in alone
+    alone = json.loads(out.read_text())
+    assert "distribution from 61 decode steps in 1 serving trace(s)" in alone["inputs"]
+    assert mixed.format("512, the engine's default, assumed").replace("0 the current", "1 the current") in \
+        alone["inputs"]
+    # which the trace contradicts: its 249-token step ran eager under 512
+    assert any(n["text"].startswith("capture sizes from vLLM V1 default, maximum 512 (51 sizes, largest 512) disagree "
+                                    "with the trace: 1 prefill or mixed step(s) of 249 tokens ran eager")
+               for n in alone["trace_notes"])
+
+
+def test_analyze_reads_the_capture_list_from_the_servers_log(vllm_dir: Path, tmp_path: Path) -> None:
+    """A server log given beside its engine's trace states the list the trace is analysed under (as plan does), above
+    the engine's default; the user's own --capture-sizes wins over it."""
+    trace = vllm_dir / "full-nostack/arrivals.pt.trace.json.gz"
+    log = vllm_dir / "full-nostack/vllm.log"
+    out = tmp_path / "a.json"
+    assert main(["analyze", str(trace), str(log), "--format", "json", "-o", str(out)]) == 0
+    s = json.loads(out.read_text())["traces"][0]["summary"]
+    assert s["capture_sizes"] == [1, 2, 4, 8, *range(16, 129, 8)]
+    assert (s["capture_sizes_source"], s["capture_sizes_detail"]) == (
+        "config", "vLLM log vllm.log: capture sizes [1, 2, 4, 8, 16, 24, 32, 40, ..., 128]")
+    doc = json.loads(out.read_text())
+    assert not any("disagree with the trace" in w for w in doc["traces"][0]["warnings"])
+    assert main(["analyze", str(trace), str(log), "--capture-sizes", "1,2,4,8,16,32,64", "--format", "json",
+                 "-o", str(out)]) == 0
+    s = json.loads(out.read_text())["traces"][0]["summary"]
+    assert (s["capture_sizes"], s["capture_sizes_source"]) == ([1, 2, 4, 8, 16, 32, 64], "flag")
+    assert main(["analyze", str(trace), "--format", "json", "-o", str(out)]) == 0  # alone: the default, contradicted
+    doc = json.loads(out.read_text())["traces"][0]
+    assert doc["summary"]["capture_sizes_source"] == "default"
+    assert any("2 prefill or mixed step(s) of 219-445 tokens ran eager" in w for w in doc["warnings"])
 
 
 def test_vllms_async_scheduling_shows_where_the_host_keeps_ahead(vllm_dir: Path) -> None:

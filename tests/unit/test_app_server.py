@@ -78,3 +78,28 @@ def test_scrapes_of_two_models_are_two_series_and_each_names_its_model():
     assert box.options == ["a1.prom", "b1.prom", "a2.prom", "b2.prom", "vLLM scrapes of qwen, 2 files as one series",
                            "vLLM scrapes of llama, 2 files as one series"]
     assert md_escape("Model: llama; vLLM (version not in the file).") in [c.value for c in at.caption]
+
+
+def test_a_server_logs_capture_list_is_the_one_its_traces_are_analysed_under():
+    """A vLLM trace uploaded alone is analysed under vLLM's default list (which it contradicts); its server's log
+    uploaded after it states the list the server ran, and the trace is analysed again under that one."""
+    from launchgap.dashboard import session
+
+    folder = Path(__file__).resolve().parents[2] / "traces" / "h200-vllm-2026-12-04" / "full-nostack"
+    def entry():  # the uploaded trace among the bundled samples
+        (e,) = [e for e in at.session_state[session.TRACES_KEY].values() if e.name == "arrivals.pt.trace.json.gz"]
+        return e
+
+    at = upload(new_app(), [("arrivals.pt.trace.json.gz", (folder / "arrivals.pt.trace.json.gz").read_bytes())])
+    s = entry().report.summary
+    assert s.capture_sizes_source == "default"
+    assert any("disagree with the trace" in w for w in entry().report.warnings)
+    at = upload(at, [("arrivals.pt.trace.json.gz", (folder / "arrivals.pt.trace.json.gz").read_bytes()),
+                     ("vllm.log", (folder / "vllm.log").read_bytes())])
+    assert not at.error, [e.value for e in at.error]
+    s = entry().report.summary
+    assert (s.capture_sizes, s.capture_sizes_source) == ([1, 2, 4, 8, *range(16, 129, 8)], "config")
+    assert s.capture_sizes_detail == "vLLM log vllm.log: capture sizes [1, 2, 4, 8, 16, 24, 32, 40, ..., 128]"
+    assert not any("disagree with the trace" in w for w in entry().report.warnings)
+    assert any(c.value.startswith(md_escape("Capture list from vLLM log vllm.log: capture sizes [1, 2, 4")) for c in
+               at.caption)

@@ -13,7 +13,7 @@ from launchgap.host_gaps import host_gaps
 from launchgap.verdict import async_scheduling_text
 from launchgap.loaders import load_trace
 from launchgap.predict import PredictionModel
-from launchgap.engines import parse_server_config
+from launchgap.engines import CaptureSettings, parse_server_config
 from launchgap.render import render_trace
 from launchgap.report import AnalysisOptions, analyze_trace, with_observed_step
 from launchgap.steps import assign_rows_to_steps, find_steps
@@ -616,3 +616,21 @@ def test_host_ahead_per_step_and_device() -> None:
     assert host_ahead(cpu0, w1).tolist() == [False, True, False, True, False]
     # step 3 on another device than step 2: not ahead of it
     assert host_ahead(cpu0, w1, np.array([0, 0, 0, 1, 1])).tolist() == [False, True, False, False, False]
+
+
+def test_a_server_logs_list_is_the_traces_where_none_is_given(tmp_path: Path) -> None:
+    """The list a server log states (``AnalysisOptions.log_capture``) is the one a trace of the log's engine is analysed
+    under, above the engine's default; a log of another engine says nothing of this server; a given list wins."""
+    trace = load_trace(write(tmp_path, _engine_eager_steps()))  # vLLM-marked eager decode steps of batch 4
+    logged = CaptureSettings("vllm", (2,), 2, None, False, ("vLLM log vllm.log: capture sizes [2]",))
+    default = analyze_trace(trace, AnalysisOptions()).summary
+    assert default.capture_sizes_source == "default" and 4 in default.capture_sizes
+    s = analyze_trace(trace, AnalysisOptions(log_capture=logged)).summary
+    assert (s.capture_sizes, s.capture_sizes_source, s.capture_sizes_detail) == (
+        [2], "config", "vLLM log vllm.log: capture sizes [2]")
+    assert "given: vLLM log vllm.log: capture sizes [2]" in render_trace(analyze_trace(trace, AnalysisOptions(
+        log_capture=logged)))
+    other = analyze_trace(trace, AnalysisOptions(log_capture=replace(logged, engine="sglang"))).summary
+    assert other.capture_sizes_source == "default"
+    given = analyze_trace(trace, AnalysisOptions(log_capture=logged, capture_sizes=(4, 8))).summary
+    assert (given.capture_sizes, given.capture_sizes_source) == ([4, 8], "flag")

@@ -8,7 +8,7 @@ import pytest
 
 from launchgap.cli import main
 from launchgap.planning.memory import CaptureCalibration, ListCost, calibrate
-from launchgap.planning.serverlog import LAUNCH_US_PER_KERNEL, costs_from_log
+from launchgap.planning.serverlog import LAUNCH_US_PER_KERNEL, capture_settings_from_log, costs_from_log
 from launchgap.serverlogs import read_server_file
 from launchgap.serverlogs.diagnosis import diagnose
 
@@ -158,3 +158,31 @@ def test_extrapolation_only_the_server_lists_need_says_so(capsys):
     assert main(["plan", "--server-log", str(LOGS / "sglang-0.5.9-tp2-ceiling.log.gz"), "--format", "json"]) == 0
     x = json.loads(capsys.readouterr().out)["extrapolation"]
     assert (x["batch_sizes"], x["expected_step_us_low"], x["expected_step_us_high"]) == ([96], 7925.774, 7925.774)
+
+
+@pytest.mark.parametrize("name, engine, sizes", [
+    ("sglang-0.5.9-tp2-ceiling.log.gz", "sglang", (1, 2, 4, 8, 12, 16, 24, 32)),
+    ("tensorrt_llm-1.0-healthy.log.gz", "tensorrt_llm", (1, 2, 4, 8, 16, 32, 64, 128)),
+    ("vllm-0.22-ceiling.log.gz", "vllm", (1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64)),
+    ("vllm-0.6.4-healthy.log.gz", None, None),  # its log prints no list
+    ("vllm-metrics.prom.gz", None, None),  # a scrape states none
+])
+def test_the_list_a_log_states_for_its_engines_traces(name, engine, sizes):
+    got = capture_settings_from_log(diagnose(read_server_file(LOGS / name)))
+    assert (got.engine, got.sizes, got.max_size) == (engine, sizes, max(sizes)) if sizes else got is None
+    if name.startswith("vllm-0.22"):
+        assert got.describe() == ("vLLM log vllm-0.22-ceiling.log.gz: capture sizes [1, 2, 4, 8, 16, 24, 32, 40, 48, "
+                                  "56, 64]")
+
+
+def test_a_log_of_another_engine_leaves_the_traces_list(tmp_path):
+    """An SGLang trace with a vLLM log: the trace keeps SGLang's own list (the plan warns they are not one server)."""
+    trace = REPO / "traces/engines/tracelens-sglang-qwen3-8b-decode-mi300x/sglang_Qwen3-8B_decode.json.gz"
+    out = tmp_path / "a.json"
+    assert main(["analyze", str(trace), str(LOGS / "vllm-0.22-ceiling.log.gz"), "--format", "json", "-o",
+                 str(out)]) == 0
+    alone = tmp_path / "b.json"
+    assert main(["analyze", str(trace), "--format", "json", "-o", str(alone)]) == 0
+    s, s0 = (json.loads(p.read_text())["traces"][0]["summary"] for p in (out, alone))
+    assert (s["capture_sizes"], s["capture_sizes_source"]) == (s0["capture_sizes"], s0["capture_sizes_source"])
+    assert s["capture_sizes_source"] != "config"
