@@ -92,7 +92,8 @@ HOST_CAUSES = ("host", "launch", "sync")
 FINAL_ERROR_KINDS = ("input",)
 #: Per-step columns of a summary (besides ``idle_us_by_cause``), all copied from StepReport.
 STEP_COLUMNS = ("batch_size", "dur_us", "gpu_busy_us", "gpu_idle_us", "predicted_graph_us", "kernels",
-                "kernel_launches", "graph_launches", "host_events", "launch_api_us", "phase", "graph_coverage")
+                "kernel_launches", "graph_launches", "host_events", "launch_api_us", "phase", "graph_coverage",
+                "tokens")
 #: Keys of ``steps_by_phase`` (a trace's step counts per serving-engine phase; "unknown": the trace
 #: does not say). Only decode and unknown steps feed the batch histogram and the capture plan.
 PHASE_KEYS = ("decode", "prefill", "mixed", "unknown")
@@ -316,6 +317,9 @@ class WorkloadPlan:
     plan: Plan | None
     plan_note: str
     trace_notes: tuple[TraceNote, ...] = ()
+    #: Which input gave what to its plan (:func:`launchgap.planning.request.build_plan`'s notes, as ``launchgap plan``
+    #: prints them); empty without a plan.
+    inputs: tuple[str, ...] = ()
 
     @property
     def id(self) -> str:
@@ -325,7 +329,7 @@ class WorkloadPlan:
         return {"workload": self.workload.to_dict() if self.workload is not None else None, "traces": self.traces,
                 "batch_histogram": {str(k): v for k, v in self.batch_histogram.items()},
                 "plan": self.plan.to_dict() if self.plan is not None else None, "plan_note": self.plan_note,
-                "trace_notes": [n.to_dict() for n in self.trace_notes]}
+                "trace_notes": [n.to_dict() for n in self.trace_notes], "inputs": list(self.inputs)}
 
 
 @dataclass(frozen=True)
@@ -361,6 +365,8 @@ class FleetReport:
     #: traces recorded by ``launchgap record`` (one batch size, the sweep's markers): costs only, never counted in
     #: ``batch_histogram`` or a plan's distribution (``launchgap plan``'s rule)
     benchmark_traces: int = 0
+    #: which input gave what to ``plan`` (its workload's :attr:`WorkloadPlan.inputs`); empty without a plan
+    plan_inputs: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
         return {
@@ -373,7 +379,8 @@ class FleetReport:
             "batch_histogram": {str(k): v for k, v in self.batch_histogram.items()},
             "unknown_batch_steps": self.unknown_batch_steps, "benchmark_traces": self.benchmark_traces,
             "plan": self.plan.to_dict() if self.plan is not None else None, "plan_note": self.plan_note,
-            "rows": [asdict(r) for r in self.rows], "errors": [asdict(e) for e in self.errors],
+            "plan_inputs": list(self.plan_inputs), "rows": [asdict(r) for r in self.rows],
+            "errors": [asdict(e) for e in self.errors],
             "analysis_options": self.analysis_options, "warnings": list(self.warnings),
             "workloads": [w.to_dict() for w in self.workloads],
             "phases": dict(self.phases), "engines": dict(self.engines),
@@ -383,11 +390,12 @@ class FleetReport:
 def summary_steps(path: str, mode: str, summary: Mapping, bs: np.ndarray, dur_us: np.ndarray,
                   pred_us: np.ndarray, phase: Sequence[str | None], workload: Workload | None,
                   curves: dict | None = None, benchmark: bool = False, warnings: Sequence[str] = (),
-                  notes: Sequence[str] = ()) -> TraceSteps:
+                  notes: Sequence[str] = (), tokens: np.ndarray | None = None) -> TraceSteps:
     """The planning view (:class:`~launchgap.planning.inputs.TraceSteps`) of one trace's summary: the
     same columns :func:`launchgap.planning.request.trace_steps` takes from its report, so the fleet's
     plan follows ``launchgap plan``'s rules exactly (``benchmark``: a ``launchgap record`` sweep, costs only;
-    ``warnings`` and ``notes``: what its analysis warned about and noted, which the plans carry)."""
+    ``warnings`` and ``notes``: what its analysis warned about and noted, which the plans carry; ``tokens``: each
+    step's tokens, -1 where unknown, ``None`` for a summary written before they were recorded)."""
     return TraceSteps(name=path, mode=mode,
                       unprofiled_scale=TraceSteps.scale_of(float(summary["step_us_median"]),
                                                            float(summary["estimated_unprofiled_step_us_median"])),
@@ -397,7 +405,8 @@ def summary_steps(path: str, mode: str, summary: Mapping, bs: np.ndarray, dur_us
                       capture_sizes=tuple(summary["capture_sizes"]) if summary.get("capture_sizes")
                       and summary.get("capture_sizes_source") != "inferred" else None,
                       capture_sizes_detail=f"{summary.get('capture_sizes_source')}: {summary.get('capture_sizes_detail')}"
-                      if summary.get("capture_sizes") else None, warnings=tuple(warnings), notes=tuple(notes))
+                      if summary.get("capture_sizes") else None, warnings=tuple(warnings), notes=tuple(notes),
+                      engine=summary.get("engine"), tokens=tokens)
 
 
 def _r(x: float, nd: int = 4) -> float:
@@ -439,7 +448,10 @@ class FleetAccumulator:
         busy = np.array(st["gpu_busy_us"], dtype=float)
         pred = np.array(st["predicted_graph_us"], dtype=float)
         idle = {c: np.array(st["idle_us_by_cause"][c], dtype=float) for c in CAUSES}
-        if not all(a.shape == dur.shape for a in (bs, busy, pred, planned, *idle.values())):
+        # summaries written before tokens were recorded have none: the plan then says nothing of prefill steps
+        tokens = np.array([-1 if t is None else t for t in st["tokens"]], dtype=np.int64) if "tokens" in st else None
+        if not all(a.shape == dur.shape for a in (bs, busy, pred, planned, *idle.values(),
+                                                  *(() if tokens is None else (tokens,)))):
             raise ValueError("step columns differ in length")
         wl = Workload.from_dict(s["workload"]) if s.get("workload") else None
         win = float(dur.sum())
@@ -461,7 +473,7 @@ class FleetAccumulator:
         bench = bool(s.get("benchmark"))
         # results written before notes were recorded have none (their warnings were always recorded)
         cost = summary_steps(row["path"], row["mode"], sm, bs, dur, pred, phase, wl, s.get("cost_curve"), bench,
-                             [str(w) for w in s.get("warnings") or ()], [str(n) for n in s.get("notes") or ()])
+                             [str(w) for w in s.get("warnings") or ()], [str(n) for n in s.get("notes") or ()], tokens)
         self._rows.append(row)
         self._costs.append(cost)
         self._workloads.setdefault(row["workload_id"] or "unknown", wl)
@@ -501,7 +513,7 @@ class FleetAccumulator:
         names = display_names(self._workloads.values())
         plans = sorted((self._workload_plan(wid, names[wid], plan) for wid in self._workloads),
                        key=lambda p: (-p.traces, p.id))
-        chosen, note = self._pick_plan(plans, workload, plan)
+        chosen, note, inputs = self._pick_plan(plans, workload, plan)
         modes: dict[str, int] = {}
         verdicts: dict[str, int] = {}
         phases = dict.fromkeys(PHASE_KEYS, 0)
@@ -519,14 +531,16 @@ class FleetAccumulator:
             gpu_idle_fraction=_r((w - self._busy_us) / w) if w > 0 else 0.0,
             idle_fraction_by_cause={c: _r(v / w) if w > 0 else 0.0 for c, v in self._idle_by.items()},
             slowest=slowest, most_launch_bound=launch_bound, batch_histogram=dict(sorted(self._hist.items())),
-            unknown_batch_steps=self._unknown_bs, plan=chosen, plan_note=note, rows=rows, errors=list(self._errors),
+            unknown_batch_steps=self._unknown_bs, plan=chosen, plan_note=note, plan_inputs=inputs, rows=rows,
+            errors=list(self._errors),
             analysis_options=self.analysis_options, warnings=list(self.warnings), workloads=plans,
             phases=phases, engines=engines, benchmark_traces=self._benchmarks,
         )
 
     def _pick_plan(self, plans: list[WorkloadPlan], workload: str | None,
-                   request: PlanRequest | None) -> tuple[Plan | None, str]:
-        """The plan to show as the fleet's: the only workload's, or the chosen one's; else None and why."""
+                   request: PlanRequest | None) -> tuple[Plan | None, str, tuple[str, ...]]:
+        """The plan to show as the fleet's: the only workload's, or the chosen one's, with which input gave what;
+        else None and why."""
         if not plans:
             return _plan({}, [], "", request)
         if workload:
@@ -534,33 +548,34 @@ class FleetAccumulator:
 
             groups = [WorkloadGroup(p.workload, [p]) for p in plans]
             chosen = pick_workload(groups, workload).items[0]
-            return chosen.plan, chosen.plan_note
+            return chosen.plan, chosen.plan_note, chosen.inputs
         if len(plans) == 1:
-            return plans[0].plan, plans[0].plan_note
+            return plans[0].plan, plans[0].plan_note, plans[0].inputs
         return None, (f"the fleet runs {len(plans)} workloads (models, devices or ranks); their costs and batch "
-                      f"sizes are not pooled: one plan per workload below, or --workload ID for one")
+                      f"sizes are not pooled: one plan per workload below, or --workload ID for one"), ()
 
     def _workload_plan(self, wid: str, name: str, request: PlanRequest | None) -> WorkloadPlan:
         mine = [self._costs[i] for i, r in enumerate(self._rows) if (r["workload_id"] or "unknown") == wid]
         hist = {b: int(n) for b, n in distribution_from_steps(mine).items()}
-        plan, note = _plan(hist, mine, name, request)
-        return WorkloadPlan(self._workloads[wid], len(mine), hist, plan, note, trace_notes(mine))
+        plan, note, inputs = _plan(hist, mine, name, request)
+        return WorkloadPlan(self._workloads[wid], len(mine), hist, plan, note, trace_notes(mine), inputs)
 
 
 def _plan(hist: dict[int, int], steps: list[TraceSteps], workload: str,
-          request: PlanRequest | None) -> tuple[Plan | None, str]:
-    """A workload's capture plan by :func:`launchgap.planning.request.build_plan`, or ``None`` and why
-    not (a fleet report never fails for want of a plan)."""
+          request: PlanRequest | None) -> tuple[Plan | None, str, tuple[str, ...]]:
+    """A workload's capture plan by :func:`launchgap.planning.request.build_plan` with its notes on which input gave
+    what, or ``None`` and why not (a fleet report never fails for want of a plan)."""
     if not hist and not any((t.batch_size >= 0).any() for t in steps):  # sweeps' sizes give costs: build_plan says
         return None, "no step with a known batch size: nothing to plan (annotate steps with bs=N or use " \
-                     "--batch-regex/--batch-op)"
+                     "--batch-regex/--batch-op)", ()
     from .planning.request import PlanRequest, build_plan
 
     try:
         req = (request or PlanRequest()).with_traces(steps, workload)
-        return build_plan(req)[0], ""
+        plan, notes = build_plan(req)
+        return plan, "", tuple(notes)
     except InputError as exc:
-        return None, exc.message
+        return None, exc.message, ()
 
 
 def _with_peer_ratio(rows: list[dict]) -> list[TraceRow]:

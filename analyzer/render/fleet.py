@@ -34,8 +34,9 @@ def _indented(lines: list[str]) -> list[str]:
     return ["  " + ln if ln else ln for ln in lines]
 
 
-def _indented_plan(plan) -> list[str]:
-    return _indented(render_plan(plan).splitlines())
+def _indented_plan(plan, inputs=()) -> list[str]:
+    """A plan as ``launchgap plan`` prints it, its notes on which input gave what included, indented."""
+    return _indented(render_plan(plan, notes=list(inputs)).splitlines())
 
 
 def render_fleet(rep: FleetReport) -> str:
@@ -80,7 +81,7 @@ def render_fleet(rep: FleetReport) -> str:
         lines.append("  " + ", ".join(f"{b}: {n} ({n / total:.0%})" for b, n in rep.batch_histogram.items()))
     lines += ["", "Capture plan for the fleet"]
     if rep.plan is not None:
-        lines += _indented_plan(rep.plan)
+        lines += _indented_plan(rep.plan, rep.plan_inputs)
     else:  # no plan: what the traces' analyses said may say why
         lines += [f"  none: {rep.plan_note}"] + (_indented(trace_notes_lines(rep.workloads[0].trace_notes))
                                                  if len(rep.workloads) == 1 else [])
@@ -88,7 +89,7 @@ def render_fleet(rep: FleetReport) -> str:
         names = display_names(w.workload for w in rep.workloads)
         for w in rep.workloads:  # one plan per workload
             lines += ["", f"Capture plan for {names[w.id]} ({w.traces} traces; --workload {w.id})"]
-            lines += _indented_plan(w.plan) if w.plan is not None else (
+            lines += _indented_plan(w.plan, w.inputs) if w.plan is not None else (
                 [f"  none: {w.plan_note}"] + _indented(trace_notes_lines(w.trace_notes)))
     if rep.errors:
         lines += ["", f"Failed traces ({len(rep.errors)})"]

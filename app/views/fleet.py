@@ -137,7 +137,7 @@ if rep.errors:
         st.dataframe(pd.DataFrame([dataclasses.asdict(e) for e in rep.errors]), hide_index=True)
 
 st.subheader("Capture plan for the fleet")
-plan, note = rep.plan, rep.plan_note
+plan, note, inputs = rep.plan, rep.plan_note, rep.plan_inputs
 said = rep.workloads[0].trace_notes if len(rep.workloads) == 1 else ()  # what the traces' analyses said
 if plan is None and len(rep.workloads) > 1:  # one plan per workload: costs of different models are not pooled
     st.warning(md_escape(f"The fleet runs {len(rep.workloads)} workloads (models, devices or ranks); their costs "
@@ -145,7 +145,7 @@ if plan is None and len(rep.workloads) > 1:  # one plan per workload: costs of d
     by_id = {w.id: w for w in rep.workloads}
     pick = st.selectbox("Workload", list(by_id), key="lg_fleet_workload",
                         format_func=lambda i: f"{NAMES[i]} — {by_id[i].traces} trace(s)")
-    plan, note, said = by_id[pick].plan, by_id[pick].plan_note, by_id[pick].trace_notes
+    plan, note, said, inputs = by_id[pick].plan, by_id[pick].plan_note, by_id[pick].trace_notes, by_id[pick].inputs
 if plan is None:
     st.info(md_escape(f"No plan: {note}"))
     show_trace_notes(said)
@@ -172,6 +172,8 @@ else:
         "plan saves": st.column_config.NumberColumn(format="percent")})
     st.caption("Re-plan with other budgets from the same file: `launchgap fleet --out fleet.jsonl --max-graphs N` "
                "(no traces given: no analysis is repeated).")
+    with st.expander("Inputs: which input gave what"):  # as the Capture plan page says it
+        st.markdown("\n".join(f"- {md_escape(n)}" for n in inputs))
 
 for w in [*rep.warnings, *(plan.warnings if plan is not None else [])]:
     st.warning(md_escape(w), icon=":material/info:")
@@ -180,5 +182,6 @@ d1, d2 = st.columns(2)
 d1.download_button("Download fleet report (JSON)", json.dumps(json_safe(rep.to_dict()), indent=1, allow_nan=False),
                    file_name="launchgap-fleet.json", mime="application/json")
 if plan is not None:
-    d2.download_button("Download plan (Markdown)", render_plan(plan, markdown=True, notes=[f"fleet results {name}"]),
+    d2.download_button("Download plan (Markdown)", render_plan(plan, markdown=True,
+                                                           notes=[f"fleet results {name}", *inputs]),
                        file_name="launchgap-fleet-plan.md", mime="text/markdown")

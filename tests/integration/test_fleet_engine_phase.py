@@ -46,3 +46,32 @@ def test_results_without_phases_read_as_unknown(reference_traces: Path) -> None:
     rep = acc.finish()
     assert rep.phases == {"decode": 0, "prefill": 0, "mixed": 0, "unknown": 1}
     assert rep.batch_histogram == {15: 1}
+
+
+def test_the_fleet_plan_says_which_input_gave_what_as_plan_does(reference_traces: Path, capsys) -> None:
+    """A vLLM serving trace in a fleet: its plan carries ``launchgap plan``'s notes on its inputs, the one on what the
+    list does to vLLM's prefill and mixed steps included (from the steps' tokens the summary keeps); a summary written
+    before tokens were recorded plans the same and says nothing of those steps."""
+    import json
+
+    from launchgap.cli import main
+
+    trace = reference_traces / "h200-vllm-2026-12-04/full-nostack/shrinking.pt.trace.json.gz"
+    assert main(["plan", str(trace), "--format", "json"]) == 0
+    want = json.loads(capsys.readouterr().out)["inputs"]
+    rec = summarize_trace(trace)
+    assert sum(t is not None and t > 0 for t in rec["steps"]["tokens"]) == len(rec["steps"]["tokens"])
+    acc = FleetAccumulator()
+    acc.add(rec)
+    rep = acc.finish()
+    assert list(rep.plan_inputs) == want and rep.to_dict()["workloads"][0]["inputs"] == want
+    mixed = [n for n in want if n.startswith("vLLM runs prefill and mixed steps as PIECEWISE graphs")]
+    assert len(mixed) == 1 and "of the serving trace(s)' 3 such steps (249-16,384 tokens)" in mixed[0]
+    assert f"note: {mixed[0]}" in render_fleet(rep)
+    old = copy.deepcopy(rec)
+    del old["steps"]["tokens"]
+    acc = FleetAccumulator()
+    acc.add(old)
+    rep_old = acc.finish()
+    assert rep_old.plan.to_dict() == rep.plan.to_dict()
+    assert list(rep_old.plan_inputs) == [n for n in want if n not in mixed]

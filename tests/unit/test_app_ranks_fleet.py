@@ -20,6 +20,7 @@ pytest.importorskip("plotly")
 import streamlit as st  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from launchgap.dashboard.text import md_escape  # noqa: E402
 from tests.unit.apptest_helpers import TIMEOUT_S, goto, metrics, new_app, upload  # noqa: E402,F401
 
 from launchgap.fleet import load_fleet_results, results_header, summarize_trace  # noqa: E402
@@ -177,6 +178,9 @@ def test_fleet_page_shows_distributions_and_plan(tmp_path, monkeypatch, fleet_fi
         c.value.replace("\\", "") for c in at.caption]
     assert list(slowest.columns[:3]) == ["path", "mode", "main_batch_size"]
     assert "wl-" not in _page_text(at) and "None" not in slowest.to_csv()
+    # which input gave what, as the command prints it under the plan
+    (inputs,) = [e for e in at.expander if e.label == "Inputs: which input gave what"]
+    assert want.plan_inputs and inputs.markdown[0].value == "\n".join(f"- {md_escape(n)}" for n in want.plan_inputs)
 
 
 def test_fleet_of_two_workloads_names_them_by_label(tmp_path, monkeypatch) -> None:
