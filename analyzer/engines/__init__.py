@@ -41,7 +41,7 @@ from types import ModuleType
 
 from . import attention
 from ._base import (MARKER_SOURCES, MAX_CONFIG_CHARS, PHASES, CaptureSettings, PhaseKernel, SequenceKernel, StepInfo,
-                    StepMarker)
+                    StepMarker, sizes_text)
 from ..errors import InputError
 
 #: Engine modules, in the order reports and the planner list them.
@@ -67,7 +67,7 @@ STATE_KERNELS: re.Pattern[str] | None = re.compile("|".join(f"(?:{p})" for p in 
 
 __all__ = ["ENGINES", "ENGINE_MODULES", "LABELS", "MARKER_SOURCES", "NAMES", "PHASES", "PHASE_KERNELS", "REQUIRED",
            "STATE_KERNELS", "STEP_MARKERS", "CaptureSettings", "PhaseKernel", "SequenceKernel", "MAX_CONFIG_CHARS", "StepInfo", "StepMarker", "capture_sizes_of", "default_sizes", "default_version", "engine",
-           "parse_server_config", "version_default"]
+           "parse_server_config", "sizes_text", "version_default"]
 
 
 def engine(name: str) -> ModuleType:

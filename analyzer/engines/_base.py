@@ -7,7 +7,7 @@ match into a :class:`StepInfo`. Nothing here reads a trace; :mod:`launchgap.step
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 #: Phases a step can have. ``None`` (not a member) means the marker does not say.
@@ -143,6 +143,13 @@ class CaptureSettings:
 
     def describe(self) -> str:
         return ", ".join(self.read)
+
+
+def sizes_text(sizes: Sequence[int]) -> str:
+    """A capture list as messages show it: ``[1, 2, 4]``, or its first eight sizes and its largest past twelve
+    (``[1, 2, 4, 8, 16, 24, 32, 40, ..., 512]``)."""
+    s = list(sizes)
+    return "[" + ", ".join(map(str, s if len(s) <= 12 else s[:8])) + (", ..., " + str(s[-1]) if len(s) > 12 else "") + "]"
 
 
 def _key_re(key: str) -> str:

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..dims import ModelDims
-from ..engines import LABELS
+from ..engines import LABELS, sizes_text
 from ..errors import InputError
 from ..files import read_json_file
 from .costs import CostTable
@@ -272,11 +272,6 @@ def _fill(request: PlanRequest, role: str, out: _Filled) -> None:
         return
 
 
-def _list_text(sizes: Sequence[int]) -> str:
-    s = list(sizes)
-    return "[" + ", ".join(map(str, s if len(s) <= 12 else s[:8])) + (", ..., " + str(s[-1]) if len(s) > 12 else "") + "]"
-
-
 def trace_notes(traces: Sequence[TraceSteps]) -> tuple[TraceNote, ...]:
     """What the traces' analyses warned about and noted (:attr:`TraceSteps.warnings`, :attr:`TraceSteps.notes`),
     each text once with the traces that said it, warnings first, in the order the traces and their lines come."""
@@ -301,7 +296,7 @@ def _input_notes(request: PlanRequest, filled: _Filled) -> tuple[list[str], list
         sizes = tuple(filled.value["capture_sizes"])  # type: ignore[arg-type]
         if src.kind == "traces":
             detail = next((t.capture_sizes_detail for t in _steps(src) if t.capture_sizes and not t.benchmark), None)
-            line = f"current list {_list_text(sizes)} from {src.name}" + (f" ({detail})" if detail else "")
+            line = f"current list {sizes_text(sizes)} from {src.name}" + (f" ({detail})" if detail else "")
             if detail and detail.startswith("default:"):
                 line += ("; an assumption, the trace does not state its list: pass --capture-sizes or the server's "
                          "config")
@@ -313,8 +308,8 @@ def _input_notes(request: PlanRequest, filled: _Filled) -> tuple[list[str], list
             if _assumed_list(inp):
                 continue  # an engine's default the traces assumed is no statement of the server's list
             if other and tuple(sorted(other)) != tuple(sorted(sizes)):  # type: ignore[arg-type]
-                warns.append(f"the capture lists differ: {src.name} gives {_list_text(sizes)}, {inp.name} "
-                             f"{_list_text(sorted(other))}; the plan scores {src.name}'s as the current list")  # type: ignore[arg-type]
+                warns.append(f"the capture lists differ: {src.name} gives {sizes_text(sizes)}, {inp.name} "
+                             f"{sizes_text(sorted(other))}; the plan scores {src.name}'s as the current list")  # type: ignore[arg-type]
     engines = {t.engine for t in request.traces if t.engine}
     for inp in request.inputs:  # a log of another engine than the traces' is another server's
         log = inp.value.log if isinstance(inp.value, LogDiagnosis) else None

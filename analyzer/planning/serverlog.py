@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..engines import CaptureSettings, engine, version_default
+from ..engines import CaptureSettings, engine, sizes_text, version_default
 from ..errors import InputError
 from ..serverlogs import read_server_file
 from ..serverlogs.diagnosis import LogDiagnosis, diagnose
@@ -166,11 +166,9 @@ def capture_settings_from_log(d: LogDiagnosis) -> CaptureSettings | None:
     sizes = capture_sizes_from_log(d)
     if sizes is None:
         return None
-    shown = ", ".join(map(str, sizes)) if len(sizes) <= 12 else \
-        ", ".join(map(str, sizes[:8])) + f", ..., {sizes[-1]}"
-    label = engine(d.log.engine).LABEL
     return CaptureSettings(d.log.engine, sizes, max(sizes), None, False,
-                           (f"{label} log {Path(d.log.path).name}: capture sizes [{shown}]",))
+                           (f"{engine(d.log.engine).LABEL} log {Path(d.log.path).name}: capture sizes "
+                            f"{sizes_text(sizes)}",))
 
 
 def calibration_from_log(d: LogDiagnosis) -> CaptureCalibration | None:
