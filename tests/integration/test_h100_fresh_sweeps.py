@@ -88,3 +88,26 @@ def test_piecewise_to_full_on_the_h100(model: str, pieces: int, predicted_us: di
         assert got == pytest.approx(want, abs=1e-3)
         assert 0 < got / truth[bs]["graph_us"] - 1 <= 0.03
         assert abs(rep.summary.estimated_unprofiled_step_us_median / truth[bs]["piecewise_us"] - 1) <= 0.015
+
+
+@pytest.mark.parametrize(("model", "graph_us", "graph_err", "eager_us", "eager_err", "speedup", "low", "high"), [
+    ("granite-3.1-2b-like", 9027.358, 0.0391, 59391.362, 0.5269, 6.579, 4.385, 7.467),
+    ("llama-3.2-3b-like", 8181.814, 0.0192, 45796.702, 0.6438, 5.597, 3.66, 6.165),
+    ("qwen2.5-1.5b-like", 5756.923, 0.0434, 36523.317, 0.0739, 6.344, 4.228, 7.218),
+])
+def test_eager_traces_on_the_h100_host(model: str, graph_us: float, graph_err: float, eager_us: float,
+                                      eager_err: float, speedup: float, low: float, high: float) -> None:
+    """The sweeps' eager traces at 8 rows (record_shapes), read as a user's eager trace: the FULL-graph step predicted
+    from the eager launches is within 5% of the unprofiled graph step on this other GPU, but the unprofiled eager step
+    is over-estimated on two of three (+53%, +64%): that host's profiler costs 2-3x per host event what the H200
+    host's does, which the ratio model (fitted there) does not see (docs/profiler-overhead.md, Another host). Pinned:
+    a change to either estimate shows here."""
+    truth = _rows(model, SET_06B)[8]
+    s = analyze_trace(load_trace(SET_06B / "eager" / f"{model}_bs8_eager.json.gz")).summary
+    assert s.profiler_settings["tier"] == "shapes"
+    assert s.predicted_graph_step_us_median == pytest.approx(graph_us, abs=1e-2)
+    assert s.predicted_graph_step_us_median / truth["graph_us"] - 1 == pytest.approx(graph_err, abs=1e-4)
+    assert s.estimated_unprofiled_step_us_median == pytest.approx(eager_us, abs=1e-2)
+    assert s.estimated_unprofiled_step_us_median / truth["eager_us"] - 1 == pytest.approx(eager_err, abs=1e-4)
+    assert (s.predicted_speedup, s.predicted_speedup_low, s.predicted_speedup_high) == pytest.approx(
+        (speedup, low, high), abs=1e-3)
