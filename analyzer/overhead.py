@@ -215,6 +215,13 @@ class OverheadTable:
     #: (unit ``ref`` or ``us``; None: not priced). The stack tiers' rates were fitted on steps making that many.
     python_call: OverheadRate | None = None
     python_calls_per_event: float = 0.25
+    #: Host events per eager kernel launch of the steps the shares and rates were fitted on (the harness decoder:
+    #: 3.96-3.97 in every fit recording). Steps with more events per launch (transformers' eager decode 4.5-4.9,
+    #: vLLM 0.24's eager runner 6.6: views and bookkeeping ops that launch nothing, each costing the profiler as
+    #: much) lost a larger share of their profiled step to the profiler: :func:`op_mix_warning`.
+    fit_events_per_launch: float = 3.97
+    #: How far above :attr:`fit_events_per_launch` (a share of it) a trace's eager steps go before the warning.
+    events_per_launch_margin: float = 0.1
 
     def rate(self, tier: str) -> OverheadRate:
         for r in self.rates:
@@ -394,6 +401,32 @@ def _estimate_events(settings: ProfilerSettings, table: OverheadTable, step_us: 
         high *= table.profile_memory_high_factor
     return OverheadEstimate(r.tier, round(point, 4), round(low, 4), round(high, 4), r.source,
                             tuple(notes + _memory_note(settings, table)))
+
+
+#: How :func:`op_mix_warning`'s line starts: a report with a measured step drops it (:func:`launchgap.report.
+#: with_observed_step`), the estimate it doubts no longer in use.
+OP_MIX_WARNING_START = "the eager steps record "
+
+
+def op_mix_warning(table: OverheadTable, host_events: float | None, launches: float | None,
+                   compiled: bool = False) -> str | None:
+    """One line when the eager steps record more host events per kernel launch (``host_events`` over ``launches``,
+    medians per eager step) than the steps the overhead model was fitted on, past its margin
+    (:attr:`OverheadTable.fit_events_per_launch`): the profiler then took a larger share of the step than the model
+    takes off, so the unprofiled step and the speedup read high (transformers' eager decode, measured: +24..+82% on
+    the unprofiled step, docs/profiler-overhead.md). ``None`` otherwise, for compiled steps (their own share), and
+    without launches."""
+    if compiled or not host_events or not launches:
+        return None
+    per = host_events / launches
+    if per <= table.fit_events_per_launch * (1 + table.events_per_launch_margin):
+        return None
+    return (f"{OP_MIX_WARNING_START}{per:.2f} host events per kernel launch, the profiler-overhead model was fitted "
+            f"on {table.fit_events_per_launch:g} (the harness decoder): where more of a step's events launch nothing "
+            f"the profiler takes a larger share of it (measured: transformers' eager decode at 4.5-4.9, its unprofiled "
+            f"step +24..+82% high; vLLM 0.24's eager runner at 6.6, +28%), so the estimated unprofiled step and the "
+            f"speedup likely read high; a measured step "
+            f"(--observed-step-us, a server's inter-token latency) settles it (docs/profiler-overhead.md)")
 
 
 def _memory_note(settings: ProfilerSettings, table: OverheadTable) -> list[str]:

@@ -62,7 +62,7 @@ from .host_gaps import host_activity, host_ahead, whole_steps_us
 from .host_stalls import host_stalls
 from .launches import kernel_launch_table, launch_delays_ns
 from .overhead import OverheadEstimate, ProfilerSettings, detect_profiler_settings, estimate_overhead, \
-    speedup_range
+    OP_MIX_WARNING_START, op_mix_warning, speedup_range
 from .planning.costs import table_of_steps
 from .planning.planner import compare_capture_list
 from .predict import DEFAULT_MODEL, PredictionModel, graph_launch_excess_us, piece_staging_copies, replay_node_us
@@ -410,6 +410,11 @@ def analyze_trace(trace: Trace, options: AnalysisOptions | None = None,
     cpu_us = (steps.cpu_end_ns[keep] - steps.cpu_start_ns[keep]) / 1e3
     evidence = compile_evidence(trace)
     oh = _overhead(settings, opts, lm, keep, cpu_us, compiled=bool(evidence))
+    eager = lm.graph_launches[keep] == 0
+    if opts.model.profiler_us_per_host_event is None and opts.observed_step_us is None and (
+            mix := op_mix_warning(opts.model.overhead, _median(lm.host_events[keep][eager]),
+                                  _median(lm.kernel_launches[keep][eager]), compiled=bool(evidence))):
+        warnings.append(mix)  # the model's own estimate of the unprofiled step, outside the steps it was fitted on
     lm = _bounded_prediction(lm, cov, stalls, opts.model, oh)
     step_reports = _step_reports(steps, win, idle, lm, cov, stalls)
     # FULL replays whose host work began before the previous kept step's GPU work on the same device ended
@@ -1104,7 +1109,10 @@ def with_observed_step(report: TraceReport, observed_step_us: float | None,
         if obs:  # a measured step replaces an eager-curve estimate too: the group says "measured", as the trace
             first.pop("eager_step_source", None)
         new = replace(new, step_groups=[first, *s.step_groups[1:]])
-    return replace(report, summary=_with_serving_units(decide(_with_whole_step(new, graph_rel_err), report.mode)))
+    # a measured step: the doubt on the estimate (op_mix_warning) no longer applies
+    warnings = [w for w in report.warnings if not w.startswith(OP_MIX_WARNING_START)] if obs else report.warnings
+    return replace(report, summary=_with_serving_units(decide(_with_whole_step(new, graph_rel_err), report.mode)),
+                   warnings=warnings)
 
 
 def _speedup_fields(s, obs: float | None, graph_rel_err: float, between: tuple[float, float] = (0.0, 0.0)) -> dict:
