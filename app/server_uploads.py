@@ -15,7 +15,7 @@ from pathlib import Path
 
 from launchgap.engines import CaptureSettings
 from launchgap.errors import AnalyzerError
-from launchgap.planning.serverlog import capture_settings_from_log
+from launchgap.planning.serverlog import stated_capture
 from launchgap.serverlogs import for_server_reader, read_server_file
 from launchgap.serverlogs.diagnosis import LogDiagnosis, diagnose
 
@@ -34,14 +34,11 @@ def server_logs(state: MutableMapping) -> dict[str, ServerUpload]:
     return state.setdefault(SERVER_LOGS_KEY, {})
 
 
-def stated_capture(state: MutableMapping) -> CaptureSettings | None:
+def latest_stated_capture(state: MutableMapping) -> CaptureSettings | None:
     """The capture list the latest uploaded server log states (``None``: no log states one): the traces of its engine
     are analysed under it where no server config is pasted, as ``launchgap plan TRACE --server-log LOG`` does."""
-    for up in reversed(list(server_logs(state).values())):
-        if up.diagnosis is not None and up.diagnosis.log.kind == "log":
-            if (cfg := capture_settings_from_log(up.diagnosis)) is not None:
-                return cfg
-    return None
+    return stated_capture([up.diagnosis for up in reversed(list(server_logs(state).values()))
+                           if up.diagnosis is not None])
 
 
 def take_server_file(state: MutableMapping, name: str, path: Path | None, data: bytes | None) -> bool:

@@ -11,7 +11,7 @@ from ._shared import Progress, add_analysis_arguments, analysis_options
 from ..errors import AnalyzerError, InputError
 from ..graph_mode import detect_capture
 from ..loaders import expand_paths, load_trace
-from ..planning.serverlog import capture_settings_from_log
+from ..planning.serverlog import stated_capture
 from ..rank_split import split_ranks
 from ..ranks import JobReport, analyze_job, analyze_with_collectives, group_by_job, group_traces
 from ..report import SCHEMA, AnalysisOptions, TraceReport, with_capture
@@ -163,8 +163,7 @@ def run(args: argparse.Namespace) -> int:
     log_errors: list[AnalyzerError] = []
     logs = analyze_server_files(server_files, log_errors, found)
     # a server log states the list its server captured: a trace of its engine is analysed under it (as plan does)
-    stated = next((c for d in logs if d.log.kind == "log" and (c := capture_settings_from_log(d)) is not None), None)
-    opts = replace(opts, log_capture=stated)
+    opts = replace(opts, log_capture=stated_capture(logs))
     if trace_paths:
         reports, jobs, errors = analyze_paths(trace_paths, opts, args.max_trace_bytes, Progress(), capture)
     else:

@@ -102,11 +102,11 @@ def capture_list_conflict(sizes: list[int] | None, source: str | None, detail: s
         said.append(f"{above.size} graph step(s) ran a batch above its largest size {top} (up to {int(above.max())}; "
                     f"a graph replays no batch above the largest captured size)")
     if eager_under.size:
-        said.append(f"{eager_under.size} prefill or mixed step(s) of {_span(eager_under)} tokens ran eager, at or under "
+        said.append(f"{eager_under.size} prefill or mixed step(s) of {tokens_span(eager_under)} tokens ran eager, at or under "
                     f"its largest size {top} ({mixed_on_list}: its largest size is below "
                     f"{int(eager_under.min()):,}, or the server runs another cudagraph_mode)")
     if graphed_over.size:
-        said.append(f"{graphed_over.size} prefill or mixed step(s) of {_span(graphed_over)} tokens replayed graphs, "
+        said.append(f"{graphed_over.size} prefill or mixed step(s) of {tokens_span(graphed_over)} tokens replayed graphs, "
                     f"above its largest size {top} ({mixed_on_list}: its largest size is at least "
                     f"{int(graphed_over.max()):,})")
     what = "the engine's default" if source == "default" else "the given list"
@@ -116,7 +116,7 @@ def capture_list_conflict(sizes: list[int] | None, source: str | None, detail: s
             f"{'; '.join(said)}. Fallbacks and uncaptured sizes follow {what}: {fix}")
 
 
-def _span(v: np.ndarray) -> str:
+def tokens_span(v: np.ndarray) -> str:
     """``lo-hi`` (or one value) of token counts, with thousands separators."""
     lo, hi = int(v.min()), int(v.max())
     return f"{lo:,}" if lo == hi else f"{lo:,}-{hi:,}"

@@ -30,6 +30,7 @@ from ..timings import load_timings
 from ..costmodel import CostCurve, EagerCurve
 from ..host_gaps import whole_steps_us
 from ..engines import engine
+from ..graph_mode.serving import tokens_span
 from .costs import CostSeries, CostTable, size_span, table_from_series
 from ..dims import ModelDims
 from .memory import dims_section
@@ -368,7 +369,7 @@ def mixed_steps_note(traces: Sequence[TraceSteps], buckets: Sequence[int], curre
             (f", {current_from})" if current_from else ")")
     eng = engine(name)
     return (f"{eng.LABEL} runs prefill and mixed steps {eng.MIXED_STEPS_ON_LIST}: of the serving trace(s)' "
-            f"{tokens.size} such step{'s' if tokens.size != 1 else ''} ({int(tokens.min()):,}-{int(tokens.max()):,} "
+            f"{tokens.size} such step{'s' if tokens.size != 1 else ''} ({tokens_span(tokens)} "
             f"tokens), {int((tokens <= top).sum())} fit this plan's list (largest {top:,}){server}; the plan prices "
             f"decode steps only")
 

@@ -29,6 +29,7 @@ memory and capture-time model for that server (:func:`launchgap.planning.memory.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -169,6 +170,12 @@ def capture_settings_from_log(d: LogDiagnosis) -> CaptureSettings | None:
     return CaptureSettings(d.log.engine, sizes, max(sizes), None, False,
                            (f"{engine(d.log.engine).LABEL} log {Path(d.log.path).name}: capture sizes "
                             f"{sizes_text(sizes)}",))
+
+
+def stated_capture(logs: Sequence[LogDiagnosis]) -> CaptureSettings | None:
+    """The capture list of the first of ``logs`` (server logs; scrapes state none) that prints one
+    (:func:`capture_settings_from_log`), ``None`` when none does."""
+    return next((c for d in logs if d.log.kind == "log" and (c := capture_settings_from_log(d)) is not None), None)
 
 
 def calibration_from_log(d: LogDiagnosis) -> CaptureCalibration | None:

@@ -10,7 +10,7 @@ from launchgap.engines import parse_server_config
 from launchgap.errors import AnalyzerError
 from launchgap.steps import StepOptions
 from launchgap.dashboard import session, uploads
-from launchgap.dashboard.server_uploads import server_logs, stated_capture, take_server_file
+from launchgap.dashboard.server_uploads import latest_stated_capture, server_logs, take_server_file
 from launchgap.dashboard.session import LoadedTrace
 from launchgap.dashboard.text import md_escape
 from launchgap.dashboard.timing import stage
@@ -72,7 +72,7 @@ for f in new_files:
     jobs.append((f.name, staged.size_bytes if staged is not None else f.size, job))
 # A server log that states its capture list: the traces of its engine are analysed under it (their fallbacks, padding
 # and uncaptured sizes follow the server's own list), the ones loaded before re-analysed.
-stated = stated_capture(state)
+stated = latest_stated_capture(state)
 if stated != session.options(state).log_capture:
     for msg in session.set_options(state, dataclasses.replace(session.options(state), log_capture=stated),
                                    trace_cache()):
